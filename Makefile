@@ -1,0 +1,126 @@
+# allocsim - GNU Make build. `make help` lists the targets.
+# One build directory per flavour (build/ release, build/debug for tests, build/asan),
+# so sanitizer and release builds never need a clean between them.
+
+CC       ?= cc
+CLANG    ?= clang
+NVCC     ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) nvcc)
+PREFIX   ?= /usr/local
+BUILD    ?= build
+CSTD     := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
+WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith \
+            -Wcast-qual -Wvla -Wno-missing-field-initializers
+INC      := -I. -Itraces -Ipolicies -Isim
+CFLAGS   ?= -O2 -g
+ALL_CFLAGS = $(CSTD) $(WARN) $(INC) $(CFLAGS) -pthread -MMD -MP
+LDLIBS   := -lzstd -lm -pthread
+TEST_LDLIBS := -lcunit $(LDLIBS)
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+# Library sources: everything in traces/, policies/ and sim/ except programs (*_main.c).
+LIB_SRC  := $(sort $(wildcard traces/*.c policies/*.c sim/*.c))
+LIB_SRC  := $(filter-out %_main.c sim/main.c,$(LIB_SRC))
+TEST_SRC := $(sort $(wildcard tests/test_*.c))
+# Test-only sources: helpers in tests/ and fuzz harnesses (linked so that `make test`
+# replays the committed corpora). Programs (*_main.c) are excluded.
+TEST_EXTRA := $(filter-out %_main.c,$(sort $(wildcard tests/util.c fuzz/*.c)))
+
+define objs
+$(patsubst %.c,$(1)/obj/%.o,$(2))
+endef
+
+REL_LIB   := $(call objs,$(BUILD),$(LIB_SRC))
+DBG_DIR   := $(BUILD)/debug
+ASAN_DIR  := $(BUILD)/asan
+DBG_LIB   := $(call objs,$(DBG_DIR),$(LIB_SRC))
+ASAN_LIB  := $(call objs,$(ASAN_DIR),$(LIB_SRC))
+
+.PHONY: all test asan bench fuzz fuzz-run replay validate plots install clean help
+.DEFAULT_GOAL := all
+
+## all: build build/allocsim (release, -O2)
+all: $(BUILD)/allocsim
+
+$(BUILD)/allocsim: $(BUILD)/obj/sim/main.o $(REL_LIB)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/allocsim-bench: $(BUILD)/obj/sim/bench_main.o $(REL_LIB)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+# ---- tests ---------------------------------------------------------------------------
+# The runner's suite table is generated from the `CU_TestInfo test_NAME[]` arrays that
+# each tests/test_*.c defines, so adding a test file needs no edit here.
+
+TEST_CFLAGS = -O1 -g -DAS_TEST_ROOT='"$(CURDIR)"'
+
+$(DBG_DIR)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<  (debug)"
+	$(Q)$(CC) $(CSTD) $(WARN) $(INC) $(TEST_CFLAGS) -Werror -pthread -MMD -MP -c -o $@ $<
+
+$(ASAN_DIR)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<  (asan)"
+	$(Q)$(CC) $(CSTD) $(WARN) $(INC) $(TEST_CFLAGS) $(SAN_FLAGS) -pthread -MMD -MP -c -o $@ $<
+
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+
+$(BUILD)/suites.h: $(TEST_SRC) tests/gen_suites.sh
+	@mkdir -p $(dir $@)
+	$(Q)sh tests/gen_suites.sh $(TEST_SRC) > $@.tmp && mv $@.tmp $@
+
+$(DBG_DIR)/obj/tests/runner.o $(ASAN_DIR)/obj/tests/runner.o: $(BUILD)/suites.h
+$(DBG_DIR)/obj/tests/runner.o $(ASAN_DIR)/obj/tests/runner.o: INC += -I$(BUILD)
+
+TEST_OBJ_DBG  := $(call objs,$(DBG_DIR),$(TEST_SRC) tests/runner.c $(TEST_EXTRA))
+TEST_OBJ_ASAN := $(call objs,$(ASAN_DIR),$(TEST_SRC) tests/runner.c $(TEST_EXTRA))
+
+$(DBG_DIR)/run-tests: $(TEST_OBJ_DBG) $(DBG_LIB)
+	@echo "  LD      $@"
+	$(Q)$(CC) -o $@ $^ $(TEST_LDLIBS)
+
+$(ASAN_DIR)/run-tests: $(TEST_OBJ_ASAN) $(ASAN_LIB)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(SAN_FLAGS) -o $@ $^ $(TEST_LDLIBS)
+
+## test: build and run the CUnit suite (ends with "N passed, N failed")
+test: $(DBG_DIR)/run-tests $(BUILD)/allocsim
+	$(Q)AS_ALLOCSIM=$(CURDIR)/$(BUILD)/allocsim $(DBG_DIR)/run-tests
+
+## asan: the same suite under AddressSanitizer and UndefinedBehaviorSanitizer
+asan: $(ASAN_DIR)/run-tests $(BUILD)/allocsim
+	$(Q)ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  AS_ALLOCSIM=$(CURDIR)/$(BUILD)/allocsim $(ASAN_DIR)/run-tests
+
+## bench: events per second for decode and every policy on a long generated trace
+bench: $(BUILD)/allocsim-bench $(BUILD)/allocsim
+	$(Q)$(BUILD)/allocsim-bench $(BENCH_ARGS)
+
+## install: install allocsim into $(PREFIX)/bin (and the gnuplot scripts)
+install: $(BUILD)/allocsim
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/allocsim/plots
+	install -m 755 $(BUILD)/allocsim $(DESTDIR)$(PREFIX)/bin/allocsim
+	$(if $(wildcard plots/*.gp),install -m 644 $(wildcard plots/*.gp) $(DESTDIR)$(PREFIX)/share/allocsim/plots/)
+
+## clean: remove build/
+clean:
+	rm -rf $(BUILD)
+
+## help: list the targets
+help:
+	@grep -h '^## ' $(MAKEFILE_LIST) | sed 's/^## /  /'
+
+-include $(wildcard mk/*.mk)
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,51 @@
+/*
+ * device.h - the device interface: the only way a policy gets or returns device memory.
+ *
+ * The same policy code runs over the simulated device (sim/) and over a real GPU
+ * (replay/). A refusal for lack of memory is a result (AS_DEV_OOM), never an error.
+ * Physical memory counted against the capacity is what reserve() and map() hand out;
+ * va_reserve() only claims address space (expandable segments) and costs no capacity.
+ *
+ * This header depends on nothing else in the project.
+ */
+#ifndef AS_POLICIES_DEVICE_H
+#define AS_POLICIES_DEVICE_H
+
+#include <stdint.h>
+
+enum {
+    AS_DEV_OK = 0,
+    AS_DEV_OOM = 1,       /* not enough device memory: a result */
+    AS_DEV_EINVAL = -1,   /* bad address/size (a policy bug) */
+    AS_DEV_ENOSYS = -2,   /* this device cannot do the call (no VMM support) */
+    AS_DEV_EFAULT = -3,   /* the real device failed in another way */
+};
+
+#define AS_CAPACITY_NONE UINT64_MAX
+#define AS_DEV_GRANULARITY (2ull << 20) /* 2 MiB: cudaMalloc and cuMem page granularity */
+
+typedef struct as_device_ops {
+    /* cudaMalloc: size is a multiple of the granularity. *addr is granularity aligned. */
+    int (*reserve)(void *ctx, uint64_t size, uint64_t *addr);
+    /* cudaFree of a whole earlier reservation. */
+    int (*release)(void *ctx, uint64_t addr, uint64_t size);
+    /* cuMemAddressReserve: address space only, never AS_DEV_OOM for capacity. */
+    int (*va_reserve)(void *ctx, uint64_t size, uint64_t *addr);
+    int (*va_release)(void *ctx, uint64_t addr, uint64_t size);
+    /* cuMemCreate + cuMemMap of [addr, addr+size) inside a va_reserve'd range; size and
+     * addr are granularity multiples. Counts against the capacity. */
+    int (*map)(void *ctx, uint64_t addr, uint64_t size);
+    int (*unmap)(void *ctx, uint64_t addr, uint64_t size);
+    /* The capacity the device enforces (AS_CAPACITY_NONE when unlimited). Allocators that
+     * check a limit themselves (PyTorch's memory fraction) read it here. */
+    uint64_t (*capacity)(void *ctx);
+    /* Bytes held now: reserve()d plus map()ped. */
+    uint64_t (*reserved)(void *ctx);
+} as_device_ops;
+
+typedef struct as_device {
+    const as_device_ops *ops;
+    void *ctx;
+} as_device;
+
+#endif

@@ -1,0 +1,30 @@
+/*
+ * runner.c - the CUnit test runner. Suites come from build/suites.h, generated from the
+ * tests/test_*.c files. The last line is "N passed, N failed"; the exit status is 1 on
+ * any failed test or suite.
+ */
+#include <CUnit/Basic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "suites.h"
+
+int main(int argc, char **argv)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    if (CU_register_suites(suites) != CUE_SUCCESS) {
+        fprintf(stderr, "CUnit: %s\n", CU_get_error_msg());
+        CU_cleanup_registry();
+        return 2;
+    }
+    CU_basic_set_mode(argc > 1 && strcmp(argv[1], "-q") == 0 ? CU_BRM_SILENT : CU_BRM_VERBOSE);
+    CU_ErrorCode rc = CU_basic_run_tests();
+    unsigned run = CU_get_number_of_tests_run();
+    unsigned failed = CU_get_number_of_tests_failed();
+    unsigned suites_failed = CU_get_number_of_suites_failed();
+    CU_cleanup_registry(); /* wipes the counts: they were read above */
+    printf("\n%u passed, %u failed\n", run - failed, failed + suites_failed);
+    return (rc != CUE_SUCCESS || failed || suites_failed) ? 1 : 0;
+}

@@ -1,0 +1,112 @@
+/*
+ * util.c - test helpers (see util.h). Nothing here is allocsim logic.
+ */
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef AS_TEST_ROOT
+#define AS_TEST_ROOT "."
+#endif
+
+static char bufs[4][1024];
+static unsigned slot;
+
+static char *next_buf(void) { return bufs[slot++ & 3]; }
+
+const char *tu_path(const char *rel)
+{
+    char *b = next_buf();
+    if (strncmp(rel, "shared/", 7) == 0) {
+        const char *sh = getenv("AS_SHARED");
+        if (sh)
+            snprintf(b, 1024, "%s/%s", sh, rel + 7);
+        else
+            snprintf(b, 1024, "%s/../shared/%s", AS_TEST_ROOT, rel + 7);
+    } else {
+        snprintf(b, 1024, "%s/%s", AS_TEST_ROOT, rel);
+    }
+    return b;
+}
+
+const char *tu_tmp(const char *suffix)
+{
+    char *b = next_buf();
+    const char *dir = getenv("TMPDIR");
+    snprintf(b, 1024, "%s/allocsim-test-XXXXXX%s", dir ? dir : "/tmp", suffix ? suffix : "");
+    int fd = mkstemps(b, suffix ? (int)strlen(suffix) : 0);
+    if (fd >= 0)
+        close(fd);
+    return b;
+}
+
+void tu_rm(const char *path) { unlink(path); }
+
+const char *tu_write_tmp(const char *suffix, const char *text)
+{
+    const char *p = tu_tmp(suffix);
+    FILE *f = fopen(p, "wb");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+    return p;
+}
+
+uint64_t tu_seed(const char *test_name)
+{
+    const char *e = getenv("AS_SEED");
+    uint64_t s = e ? strtoull(e, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    fprintf(stderr, "\n  [%s: seed %llu, rerun with AS_SEED=%llu]\n", test_name,
+            (unsigned long long)s, (unsigned long long)s);
+    return s;
+}
+
+uint64_t tu_rand(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static void slurp(const char *path, char *dst, size_t cap)
+{
+    if (!dst || cap == 0)
+        return;
+    dst[0] = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return;
+    size_t n = fread(dst, 1, cap - 1, f);
+    dst[n] = 0;
+    fclose(f);
+}
+
+int tu_run_allocsim(const char *args, char *out, size_t out_cap, char *err, size_t err_cap)
+{
+    const char *bin = getenv("AS_ALLOCSIM");
+    char o[1024], e[1024];
+    snprintf(o, sizeof o, "%s", tu_tmp(".out"));
+    snprintf(e, sizeof e, "%s", tu_tmp(".err"));
+    size_t len = strlen(args) + 3 * 1024 + 64;
+    char *cmd = malloc(len);
+    if (!cmd)
+        return -1;
+    snprintf(cmd, len, "'%s' %s >'%s' 2>'%s' </dev/null", bin ? bin : "build/allocsim", args,
+             o, e);
+    int st = system(cmd);
+    free(cmd);
+    slurp(o, out, out_cap);
+    slurp(e, err, err_cap);
+    unlink(o);
+    unlink(e);
+    if (st == -1 || !WIFEXITED(st))
+        return -1;
+    return WEXITSTATUS(st);
+}

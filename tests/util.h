@@ -1,0 +1,29 @@
+/*
+ * util.h - helpers shared by the CUnit suites: paths into the source tree, temporary
+ * files, a seeded PRNG that prints its seed, and running the allocsim binary.
+ */
+#ifndef AS_TESTS_UTIL_H
+#define AS_TESTS_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Absolute path of a file in the source tree ("tests/data/x.txt"), or in ../shared when
+ * rel starts with "shared/". Returns a static buffer per call slot (4 rotating). */
+const char *tu_path(const char *rel);
+/* A fresh temporary file name under $TMPDIR (the file is created empty). Static buffer
+ * per call slot (4 rotating); the suite removes it with tu_rm. */
+const char *tu_tmp(const char *suffix);
+void tu_rm(const char *path);
+/* Writes text to a new temporary file and returns its name. */
+const char *tu_write_tmp(const char *suffix, const char *text);
+
+/* Seed for randomised tests: $AS_SEED if set, else time-based. Printed once per test. */
+uint64_t tu_seed(const char *test_name);
+uint64_t tu_rand(uint64_t *state); /* splitmix64 */
+
+/* Runs `$AS_ALLOCSIM args` through /bin/sh, capturing stdout and stderr (each truncated
+ * to cap-1 bytes, NUL-terminated; either may be NULL). Returns the exit status, or -1. */
+int tu_run_allocsim(const char *args, char *out, size_t out_cap, char *err, size_t err_cap);
+
+#endif

@@ -1,0 +1,129 @@
+/*
+ * trace.h - the allocsim event model and the streaming trace reader/writer.
+ *
+ * A trace is a sequence of events (ALLOC, FREE, FREE_REQ, EMPTY_CACHE, MARK). Allocation
+ * ids are ordinals: the k-th ALLOC of a trace has id k, and FREE/FREE_REQ name that k.
+ * Readers decode as a stream, in memory bounded by the number of live allocations, and
+ * validate every event (a free of an unknown or already freed id, a zero or absurd size
+ * are errors that name the file and the byte or event offset).
+ *
+ * This module depends on nothing else in the project.
+ */
+#ifndef AS_TRACES_TRACE_H
+#define AS_TRACES_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Return codes. 0 is success; AS_TRACE_EOF (> 0) is the normal end of a stream. */
+enum {
+    AS_TRACE_OK = 0,
+    AS_TRACE_EOF = 1,
+    AS_TRACE_EIO = -1,      /* open/read/write failed (errno in the message) */
+    AS_TRACE_EFORMAT = -2,  /* input is not a recognised format, or bad header/version */
+    AS_TRACE_ECORRUPT = -3, /* malformed or truncated content */
+    AS_TRACE_EINVAL = -4,   /* semantically invalid event: unknown id, double free, bad size */
+    AS_TRACE_ENOMEM = -5,   /* host allocation failed or a safety limit was hit */
+    AS_TRACE_EUSAGE = -6,   /* API misuse, unknown generator or knob */
+};
+
+typedef enum as_op {
+    AS_OP_ALLOC = 0,       /* id size stream: a request for memory */
+    AS_OP_FREE = 1,        /* id: the block goes back to the allocator now */
+    AS_OP_FREE_REQ = 2,    /* id: program let go, a stream still uses it; FREE follows */
+    AS_OP_EMPTY_CACHE = 3, /* the program called empty_cache() */
+    AS_OP_MARK = 4,        /* label: iteration boundary or annotation */
+} as_op;
+
+#define AS_TIME_NONE INT64_MIN      /* event carries no timestamp */
+#define AS_MAX_ALLOC_SIZE (1ull << 48) /* 256 TiB: larger requests are refused as absurd */
+#define AS_MAX_LABEL 255            /* bytes in a MARK label, excluding the NUL */
+
+typedef struct as_event {
+    as_op op;
+    uint64_t id;     /* ALLOC: its ordinal; FREE/FREE_REQ: the ordinal it frees; else 0 */
+    uint64_t size;   /* ALLOC: unrounded bytes requested (1..AS_MAX_ALLOC_SIZE); FREE*: the
+                        size of the allocation it frees (filled by the reader); else 0 */
+    uint64_t stream; /* ALLOC: the stream (a cudaStream_t value, 0 = default); FREE*: the
+                        allocation's stream (filled by the reader); else 0 */
+    int64_t time_us; /* microseconds since an arbitrary origin, or AS_TIME_NONE */
+    const char *label; /* MARK only: NUL-terminated, valid until the next read */
+} as_event;
+
+/* Metadata: ordered key=value pairs from the header (source, device, total_memory,
+ * framework, allocator_config, ...). Keys and values are NUL-terminated UTF-8 without
+ * newlines; keys are [A-Za-z0-9_.-]+. */
+typedef struct as_meta_kv {
+    char *key;
+    char *value;
+} as_meta_kv;
+
+typedef struct as_meta {
+    as_meta_kv *kv;
+    size_t n, cap;
+} as_meta;
+
+int as_meta_set(as_meta *m, const char *key, const char *value); /* replaces if present */
+const char *as_meta_get(const as_meta *m, const char *key);      /* NULL if absent */
+int as_meta_copy(as_meta *dst, const as_meta *src);
+void as_meta_free(as_meta *m);
+
+/* Where and why decoding failed. offset is a byte offset in the (decompressed, if the
+ * file is zstd) input stream; line is set for line-oriented formats (0 otherwise). */
+typedef struct as_trace_error {
+    int code;          /* one of the negative AS_TRACE_E* */
+    char path[256];
+    uint64_t offset;   /* byte offset, or UINT64_MAX when unknown */
+    uint64_t line;     /* 1-based line for text/CSV, else 0 */
+    uint64_t event;    /* 0-based event index where it failed, or UINT64_MAX */
+    char msg[256];
+} as_trace_error;
+
+/* Formats. Detection is by content, never by file name. */
+typedef enum as_trace_fmt {
+    AS_FMT_UNKNOWN = 0,
+    AS_FMT_NATIVE,       /* allocsim binary (always inside zstd), see traces/FORMAT.md */
+    AS_FMT_TEXT,         /* allocsim text, one event per line */
+    AS_FMT_TORCH_PICKLE, /* torch.cuda.memory._dump_snapshot() pickle */
+    AS_FMT_RMM_CSV,      /* RMM logging_resource_adaptor CSV */
+} as_trace_fmt;
+
+const char *as_trace_fmt_name(as_trace_fmt f);
+const char *as_trace_strerror(int code);
+
+/* ---- Reading ---------------------------------------------------------------------- */
+
+typedef struct as_trace_reader as_trace_reader;
+
+typedef struct as_reader_opts {
+    int lenient;  /* RMM/pickle: count and skip bad rows/frees instead of failing */
+} as_reader_opts;
+
+/* Opens path ("-" is stdin), detects the format (unwrapping zstd first), reads the header.
+ * On failure returns < 0 and fills *err (if non-NULL); *out is NULL. */
+int as_trace_open(const char *path, const as_reader_opts *opts, as_trace_reader **out,
+                  as_trace_error *err);
+/* Next event: 0 with *ev filled, AS_TRACE_EOF at the end, < 0 on error (see _error). At
+ * EOF, allocations still live are not an error (a trace may end with live memory). */
+int as_trace_next(as_trace_reader *r, as_event *ev);
+const as_trace_error *as_trace_reader_error(const as_trace_reader *r);
+const as_meta *as_trace_reader_meta(const as_trace_reader *r);
+as_trace_fmt as_trace_reader_format(const as_trace_reader *r);
+uint64_t as_trace_reader_warnings(const as_trace_reader *r); /* lenient skips so far */
+/* Bytes of input consumed so far and the total when known (else 0): for progress. */
+void as_trace_reader_progress(const as_trace_reader *r, uint64_t *done, uint64_t *total);
+void as_trace_close(as_trace_reader *r);
+
+/* ---- Writing ---------------------------------------------------------------------- */
+
+typedef struct as_trace_writer as_trace_writer;
+
+/* fmt is AS_FMT_NATIVE or AS_FMT_TEXT. path "-" is stdout. The writer validates the
+ * events it is given the same way a reader does. */
+int as_trace_writer_open(const char *path, as_trace_fmt fmt, const as_meta *meta,
+                         as_trace_writer **out, as_trace_error *err);
+int as_trace_write(as_trace_writer *w, const as_event *ev);
+/* Flushes and closes; returns the first error seen by any call, or 0. Always frees w. */
+int as_trace_writer_close(as_trace_writer *w, as_trace_error *err);
+
+#endif
