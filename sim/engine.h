@@ -1,0 +1,118 @@
+/*
+ * engine.h - the discrete-event engine: one trace, decoded once, feeds every run.
+ *
+ * A run is one (policy spec, capacity) pair with its own policy state and device. The
+ * engine reads the trace in batches and hands each batch to every run (runs may go to
+ * worker threads; results do not depend on how many). Every metric of DESIGN.md is
+ * computed per run: requested/allocated/reserved now and at peak, fragmentation, waste,
+ * the OOM point, device call counts and modelled device time.
+ *
+ * Indices: `event` is the 0-based position in the trace, `alloc` the 0-based ordinal
+ * among ALLOC events. A device-level event is keyed by the alloc ordinal of the request
+ * being served; one outside any ALLOC (EMPTY_CACHE) carries the ordinal of the next ALLOC.
+ */
+#ifndef AS_SIM_ENGINE_H
+#define AS_SIM_ENGINE_H
+
+#include <stdint.h>
+
+#include "policy.h"
+#include "simdev.h"
+#include "trace.h"
+
+enum {
+    AS_ENGINE_EPOLICY = -20, /* a policy returned an error (not an OOM): a bug */
+    AS_ENGINE_ECHECK = -21,  /* check() failed in a checked run */
+    AS_ENGINE_EDEVICE = -22, /* the device factory failed */
+};
+
+#define AS_NONE UINT64_MAX /* oom_event/oom_alloc when no OOM */
+
+typedef struct as_run_result {
+    const char *policy;   /* canonical spec text */
+    uint64_t capacity;    /* AS_CAPACITY_NONE when unlimited */
+    int completed;        /* 1 when every event ran */
+    uint64_t oom_event, oom_alloc;        /* AS_NONE when no OOM */
+    uint64_t oom_size;                    /* the request that failed */
+    uint64_t oom_reserved, oom_allocated, oom_requested; /* at the OOM */
+    uint64_t ooms;                        /* > 1 only with keep_going */
+    uint64_t events, allocs;              /* processed by this run */
+    uint64_t peak_requested, peak_allocated, peak_reserved;
+    uint64_t final_reserved;
+    double fragmentation; /* 1 - peak_allocated / peak_reserved (0 when nothing reserved) */
+    uint64_t waste;       /* peak_reserved - peak_requested (0 if negative) */
+    double max_ext_frag;  /* max over sampled instants of 1 - largest_free/free_in_reserved */
+    uint64_t device_reserves, device_releases; /* reserve+map, release+unmap calls */
+    uint64_t device_refusals;
+    double device_time_s;     /* modelled by the device cost model */
+    double wall_s;            /* host time spent in this run */
+    double events_per_second; /* events / wall_s */
+    uint64_t retries;         /* policy-specific retries (PyTorch num_alloc_retries) */
+} as_run_result;
+
+/* A device-level event with its position, for --segments. */
+typedef struct as_seg_record {
+    unsigned run;
+    uint64_t alloc, event;
+    as_dev_event dev;
+} as_seg_record;
+
+/* A timeline sample, for --timeline: taken every `timeline_every` events and at every
+ * new peak of reserved, and at the OOM. */
+typedef struct as_timeline_sample {
+    unsigned run;
+    uint64_t event, alloc;
+    int64_t time_us; /* AS_TIME_NONE when the trace has no times */
+    uint64_t requested, allocated, reserved;
+} as_timeline_sample;
+
+/* Makes the device for one run. The default (NULL) is a simulated device with the given
+ * capacity and default costs. The replay build passes a CUDA device here. */
+typedef struct as_device_factory {
+    int (*create)(void *user, uint64_t capacity, as_device *out, void **handle);
+    void (*destroy)(void *user, void *handle);
+    /* Fills counters at the end of a run (reserved peak, calls, time). */
+    void (*counters)(void *user, void *handle, as_simdev_counters *out);
+    /* Routes device events to the engine's log. */
+    void (*set_log)(void *user, void *handle, as_dev_log_fn fn, void *log_user);
+    void *user;
+} as_device_factory;
+
+typedef struct as_engine_opts {
+    unsigned threads;    /* 0 = one per run, up to the cores */
+    int keep_going;      /* after an OOM, skip the failed request and go on */
+    int check;           /* call policy check() after every event (slow; tests, fuzz) */
+    uint64_t timeline_every; /* 0 = no timeline */
+    void (*on_segment)(void *user, const as_seg_record *r);      /* NULL = no log */
+    void (*on_sample)(void *user, const as_timeline_sample *s);  /* NULL = none */
+    /* Called from the reading thread about every 2^20 events (progress display). */
+    void (*on_progress)(void *user, uint64_t events, uint64_t bytes_done, uint64_t bytes_total);
+    void *user;
+    const as_simdev_params *dev_params; /* NULL = defaults (capacity comes per run) */
+    const as_device_factory *factory;   /* NULL = simulated device */
+} as_engine_opts;
+
+/* Trace-wide facts gathered while the runs execute. */
+typedef struct as_trace_summary {
+    uint64_t events, allocs, frees, free_reqs, empty_caches, marks;
+    uint64_t peak_requested; /* sum of live unrounded sizes, max over events */
+    uint64_t streams;        /* distinct streams */
+    uint64_t live_at_end;
+} as_trace_summary;
+
+typedef struct as_engine as_engine;
+
+int as_engine_create(const as_engine_opts *opts, as_engine **out);
+/* The spec is borrowed and must outlive the engine. Returns the run index or < 0. */
+int as_engine_add_run(as_engine *e, const as_policy_spec *spec, uint64_t capacity);
+/* Runs the whole trace. Returns 0, a trace error (< 0, err filled), or an engine error.
+ * A run that hits an OOM stops (unless keep_going) while the others go on. */
+int as_engine_run(as_engine *e, as_trace_reader *r, as_trace_error *err);
+unsigned as_engine_nruns(const as_engine *e);
+const as_run_result *as_engine_result(const as_engine *e, unsigned run);
+const as_trace_summary *as_engine_summary(const as_engine *e);
+/* Message for AS_ENGINE_EPOLICY/ECHECK: which run, event and what went wrong. */
+const char *as_engine_errmsg(const as_engine *e);
+void as_engine_destroy(as_engine *e);
+
+#endif
