@@ -1,0 +1,29 @@
+# replay.mk - the real-GPU side: build/allocsim-replay (policies over the CUDA device),
+# build/allocsim-calib (the device model's calibration) and `make validate`.
+#
+# C is compiled with $(CC) against the CUDA headers and linked with the static CUDA runtime
+# and the driver library (the stub at link time; the real libcuda.so.1 at run time), so the
+# programs need no CUDA library path when they run. Needs nvcc's toolkit, not a GPU.
+
+CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(firstword $(wildcard /usr/local/cuda/bin/nvcc)))
+CUDA_INC   := -I$(CUDA_HOME)/include
+CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib64/stubs -L$(CUDA_HOME)/targets/x86_64-linux/lib \
+              -lcudart_static -lcuda -ldl -lrt -pthread
+REPLAY_DIR := $(BUILD)/replay
+
+REPLAY_CU_SRC := replay/cuda_device.c
+REPLAY_CU_OBJ := $(patsubst replay/%.c,$(REPLAY_DIR)/%.o,$(REPLAY_CU_SRC))
+
+$(REPLAY_DIR)/%.o: replay/%.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<  (cuda)"
+	$(Q)$(CC) $(ALL_CFLAGS) -Ireplay $(CUDA_INC) -Werror -c -o $@ $<
+
+$(BUILD)/allocsim-calib: $(REPLAY_DIR)/calib_main.o $(REPLAY_CU_OBJ)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(CUDA_LIBS) $(LDLIBS)
+
+REPLAY_BINS := $(BUILD)/allocsim-calib
+
+## replay: build the real-GPU programs (needs the CUDA toolkit, not a GPU)
+replay: $(REPLAY_BINS)
