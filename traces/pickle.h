@@ -1,0 +1,103 @@
+/*
+ * pickle.h - a safe reader for the plain-data subset of Python's pickle (protocols 2-5),
+ * internal to traces/. It exists to read torch.cuda.memory._dump_snapshot() files.
+ *
+ * Accepted: PROTO, FRAME, STOP, the memo (MEMOIZE, BINPUT, LONG_BINPUT, BINGET,
+ * LONG_BINGET), ints (BININT, BININT1, BININT2, LONG1/LONG4 up to 64 bits), BINFLOAT,
+ * str (SHORT_BINUNICODE, BINUNICODE, BINUNICODE8), bytes (SHORT_BINBYTES, BINBYTES,
+ * BINBYTES8), NONE, NEWTRUE, NEWFALSE, and lists, tuples and dicts (EMPTY_*, MARK,
+ * APPEND(S), SETITEM(S), TUPLE, TUPLE1-3). Every other opcode (GLOBAL, REDUCE, BUILD,
+ * the text forms, ...) and every malformed input is refused with an error code and the
+ * byte offset of the offending opcode; nothing is ever executed or imported.
+ *
+ * Invariant: memory is O(input length). The parse is a loop over opcodes with an explicit
+ * value stack (no recursion), every opcode creates at most one 16-byte node, strings stay
+ * in the caller's buffer (nodes hold offsets), and explicit limits bound the stack, the
+ * MARK nesting, the node count and the memo index.
+ */
+#ifndef AS_TRACES_PICKLE_H
+#define AS_TRACES_PICKLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct as_pk as_pk;   /* a parsed pickle: its value tree (opaque) */
+typedef uint32_t as_pk_ref;   /* a value in the tree */
+#define AS_PK_NIL UINT32_MAX  /* "no value" (a missing dict key, the end of an iteration) */
+
+typedef enum as_pk_type {
+    AS_PK_NONE = 0,
+    AS_PK_BOOL,
+    AS_PK_INT, /* signed 64-bit */
+    AS_PK_FLOAT,
+    AS_PK_STR,   /* bytes as stored (UTF-8 from Python), not NUL-terminated */
+    AS_PK_BYTES,
+    AS_PK_LIST,
+    AS_PK_TUPLE,
+    AS_PK_DICT,
+} as_pk_type;
+
+/* Safety limits. A zero field takes the default given in the comment. */
+typedef struct as_pk_limits {
+    uint64_t max_input; /* bytes of pickle accepted (default 4 GiB - 1, the hard maximum) */
+    uint64_t max_nodes; /* values created (default and maximum 2^32 - 2) */
+    uint64_t max_stack; /* values on the unpickling stack at once (default 2^24) */
+    uint64_t max_marks; /* MARK nesting depth (default 4096) */
+    uint64_t max_memo;  /* memo index bound (default 2^26; never above the input length) */
+} as_pk_limits;
+
+typedef struct as_pk_error {
+    int code;        /* AS_TRACE_ECORRUPT (malformed/truncated), AS_TRACE_EFORMAT (refused
+                        opcode or protocol), AS_TRACE_ENOMEM (host memory or a limit) */
+    uint64_t offset; /* byte offset of the opcode at fault in the pickle */
+    char msg[192];
+} as_pk_error;
+
+/* Parses buf[0..len) (one pickle ending in STOP, nothing after it). The tree refers to buf
+ * for strings, so buf must outlive *out. Returns 0, or a negative AS_TRACE_E* code with
+ * *err filled (err may be NULL). lim may be NULL for the defaults. */
+int as_pk_parse(const uint8_t *buf, size_t len, const as_pk_limits *lim, as_pk **out,
+                as_pk_error *err);
+void as_pk_free(as_pk *pk);
+
+as_pk_ref as_pk_root(const as_pk *pk);
+int as_pk_protocol(const as_pk *pk);
+size_t as_pk_node_count(const as_pk *pk);
+size_t as_pk_memory(const as_pk *pk); /* host bytes held by the tree (not the input) */
+
+/* AS_PK_NONE also for AS_PK_NIL or an out-of-range ref. */
+as_pk_type as_pk_type_of(const as_pk *pk, as_pk_ref r);
+const char *as_pk_type_name(as_pk_type t);
+/* Byte offset where the value was created (opcode, or string data); UINT64_MAX if none. */
+uint64_t as_pk_offset(const as_pk *pk, as_pk_ref r);
+
+/* Typed getters: 0 on success, -1 if r is not of a fitting type (*v untouched).
+ * as_pk_int accepts INT and BOOL; as_pk_float accepts FLOAT and INT; as_pk_str accepts STR
+ * and BYTES. */
+int as_pk_int(const as_pk *pk, as_pk_ref r, int64_t *v);
+int as_pk_float(const as_pk *pk, as_pk_ref r, double *v);
+int as_pk_str(const as_pk *pk, as_pk_ref r, const char **s, size_t *n);
+/* 1 if r is a STR equal to the NUL-terminated key, else 0. */
+int as_pk_str_eq(const as_pk *pk, as_pk_ref r, const char *key);
+
+/* Items of a LIST or TUPLE, pairs of a DICT; 0 for anything else. */
+size_t as_pk_len(const as_pk *pk, as_pk_ref r);
+
+/* Iteration in insertion order. For a DICT, each step yields a key and its value (keys
+ * repeated by SETITEMS are yielded again: the last one wins, as in Python). */
+typedef struct as_pk_iter {
+    const as_pk *pk;
+    uint32_t chunk; /* current chunk in the cell pool, or AS_PK_NIL */
+    uint32_t pos;   /* next cell within it */
+    int pairs;      /* 1 for a DICT */
+} as_pk_iter;
+
+void as_pk_iter_init(as_pk_iter *it, const as_pk *pk, as_pk_ref container);
+/* Lists/tuples: 1 with *item, 0 at the end. Dicts: use as_pk_iter_next_pair. */
+int as_pk_iter_next(as_pk_iter *it, as_pk_ref *item);
+int as_pk_iter_next_pair(as_pk_iter *it, as_pk_ref *key, as_pk_ref *value);
+
+/* The value of a STR key in a DICT (the last one set), or AS_PK_NIL. O(len). */
+as_pk_ref as_pk_dict_get(const as_pk *pk, as_pk_ref dict, const char *key);
+
+#endif
