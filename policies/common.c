@@ -1,0 +1,765 @@
+/*
+ * common.c - the heap (block arena, segments, chains, accounting), the free-block treap
+ * and the shared rules of common.h.
+ *
+ * Block and segment nodes live in growable arrays indexed by uint32 (0 = nil) so that a
+ * node costs no host allocation per event once the arrays have grown; recycled nodes go
+ * on a free list. A handle is (generation << 32 | index): a stale or forged handle is
+ * refused instead of corrupting the heap.
+ */
+#include "common.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int as_check_fail(as_check_failure *f, const char *fmt, ...)
+{
+    if (f) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(f->msg, sizeof f->msg, fmt, ap);
+        va_end(ap);
+    }
+    return AS_POLICY_ECHECK;
+}
+
+uint64_t as_segment_size(uint64_t rounded, uint64_t segment)
+{
+    if (rounded < segment)
+        return as_align_up(segment, AS_DEV_GRANULARITY);
+    return as_align_up(rounded, AS_DEV_GRANULARITY);
+}
+
+/* ---- nodes ---------------------------------------------------------------------------- */
+
+static uint32_t blk_new(as_heap *h)
+{
+    uint32_t i;
+    if (h->free_b) {
+        i = h->free_b;
+        h->free_b = h->b[i].l;
+    } else {
+        if (h->nb == h->cap_b) {
+            uint32_t nc = h->cap_b ? h->cap_b * 2 : 256;
+            if (nc <= h->cap_b)
+                return AS_NIL;
+            as_blk *nb = realloc(h->b, (size_t)nc * sizeof *nb);
+            if (!nb)
+                return AS_NIL;
+            h->b = nb;
+            h->cap_b = nc;
+        }
+        i = h->nb++;
+        h->b[i].gen = 0;
+    }
+    uint32_t gen = h->b[i].gen;
+    h->b[i] = (as_blk){ .id = UINT64_MAX, .stream = 0, .gen = gen, .state = AS_BLOCK_FREE };
+    return i;
+}
+
+static void blk_put(as_heap *h, uint32_t i)
+{
+    h->b[i].state = AS_BLK_DEAD;
+    h->b[i].gen++;
+    h->b[i].l = h->free_b;
+    h->free_b = i;
+}
+
+static uint32_t seg_new(as_heap *h)
+{
+    uint32_t i;
+    if (h->free_s) {
+        i = h->free_s;
+        h->free_s = h->s[i].enext;
+    } else {
+        if (h->ns == h->cap_s) {
+            uint32_t nc = h->cap_s ? h->cap_s * 2 : 64;
+            if (nc <= h->cap_s)
+                return AS_NIL;
+            as_seg *ns = realloc(h->s, (size_t)nc * sizeof *ns);
+            if (!ns)
+                return AS_NIL;
+            h->s = ns;
+            h->cap_s = nc;
+        }
+        i = h->ns++;
+    }
+    h->s[i] = (as_seg){ 0 };
+    return i;
+}
+
+static void seg_put(as_heap *h, uint32_t i)
+{
+    h->s[i] = (as_seg){ .enext = h->free_s };
+    h->free_s = i;
+}
+
+static void empty_push(as_heap *h, uint32_t si)
+{
+    as_seg *s = &h->s[si];
+    s->in_empty = 1;
+    s->eprev = AS_NIL;
+    s->enext = h->empty;
+    if (h->empty)
+        h->s[h->empty].eprev = si;
+    h->empty = si;
+}
+
+static void empty_remove(as_heap *h, uint32_t si)
+{
+    as_seg *s = &h->s[si];
+    if (!s->in_empty)
+        return;
+    if (s->eprev)
+        h->s[s->eprev].enext = s->enext;
+    else
+        h->empty = s->enext;
+    if (s->enext)
+        h->s[s->enext].eprev = s->eprev;
+    s->in_empty = 0;
+    s->eprev = s->enext = AS_NIL;
+}
+
+static void ix_insert(as_heap *h, uint32_t b)
+{
+    if (h->ix) {
+        h->ix->insert(h, b);
+        h->b[b].indexed = 1;
+    }
+}
+
+static void ix_remove(as_heap *h, uint32_t b)
+{
+    if (h->ix && h->b[b].indexed) {
+        h->ix->remove(h, b);
+        h->b[b].indexed = 0;
+    }
+}
+
+/* ---- heap ----------------------------------------------------------------------------- */
+
+int as_heap_init(as_heap *h, const as_device *dev, const as_index_ops *ix)
+{
+    memset(h, 0, sizeof *h);
+    h->dev = dev;
+    h->ix = ix;
+    h->cap_b = 256;
+    h->cap_s = 64;
+    h->b = malloc(h->cap_b * sizeof *h->b);
+    h->s = malloc(h->cap_s * sizeof *h->s);
+    if (!h->b || !h->s) {
+        free(h->b);
+        free(h->s);
+        memset(h, 0, sizeof *h);
+        return AS_POLICY_ENOMEM;
+    }
+    /* Slot 0 of each arena is the nil sentinel. */
+    h->b[0] = (as_blk){ .state = AS_BLK_DEAD, .id = UINT64_MAX };
+    h->s[0] = (as_seg){ 0 };
+    h->nb = 1;
+    h->ns = 1;
+    return 0;
+}
+
+void as_heap_fini(as_heap *h)
+{
+    if (h->s && h->dev) {
+        for (uint32_t i = 1; i < h->ns; i++)
+            if (h->s[i].head != AS_NIL)
+                h->dev->ops->release(h->dev->ctx, h->s[i].addr, h->s[i].size);
+    }
+    free(h->b);
+    free(h->s);
+    memset(h, 0, sizeof *h);
+}
+
+int as_heap_grow(as_heap *h, uint64_t size, uint32_t *blk)
+{
+    /* Host nodes first, so that a failure never leaves device memory unaccounted. */
+    uint32_t bi = blk_new(h);
+    if (!bi)
+        return AS_POLICY_ENOMEM;
+    uint32_t si = seg_new(h);
+    if (!si) {
+        blk_put(h, bi);
+        return AS_POLICY_ENOMEM;
+    }
+    uint64_t addr = 0;
+    int rc = h->dev->ops->reserve(h->dev->ctx, size, &addr);
+    if (rc != AS_DEV_OK) {
+        blk_put(h, bi);
+        seg_put(h, si);
+        return rc == AS_DEV_OOM ? AS_POLICY_OOM : AS_POLICY_EDEVICE;
+    }
+    h->dev_reserves++;
+    h->reserved += size;
+    h->nsegs++;
+    as_seg *s = &h->s[si];
+    s->addr = addr;
+    s->size = size;
+    s->head = bi;
+    s->nused = 0;
+    empty_push(h, si);
+    as_blk *x = &h->b[bi];
+    x->addr = addr;
+    x->size = size;
+    x->seg = si;
+    x->prev = x->next = AS_NIL;
+    h->free_bytes += size;
+    h->nfree++;
+    ix_insert(h, bi);
+    *blk = bi;
+    return 0;
+}
+
+int as_heap_split(as_heap *h, uint32_t b, uint64_t size, uint32_t *tail)
+{
+    uint32_t t = blk_new(h);
+    if (!t)
+        return AS_POLICY_ENOMEM;
+    as_blk *x = &h->b[b], *y = &h->b[t];
+    y->addr = x->addr + size;
+    y->size = x->size - size;
+    y->prev = b;
+    y->next = x->next;
+    y->seg = x->seg;
+    if (x->next)
+        h->b[x->next].prev = t;
+    x->next = t;
+    x->size = size;
+    h->nfree++;
+    *tail = t;
+    return 0;
+}
+
+void as_heap_merge_next(as_heap *h, uint32_t b)
+{
+    as_blk *x = &h->b[b];
+    uint32_t n = x->next;
+    as_blk *y = &h->b[n];
+    x->size += y->size;
+    x->next = y->next;
+    if (y->next)
+        h->b[y->next].prev = b;
+    blk_put(h, n);
+    h->nfree--;
+}
+
+int as_heap_take(as_heap *h, uint32_t b, uint64_t size, int split, const as_request *req,
+                 as_block *out)
+{
+    uint32_t tail = AS_NIL;
+    ix_remove(h, b);
+    if (split && size < h->b[b].size) {
+        int rc = as_heap_split(h, b, size, &tail);
+        if (rc) {
+            ix_insert(h, b);
+            return rc;
+        }
+        ix_insert(h, tail);
+    }
+    as_blk *x = &h->b[b];
+    x->state = AS_BLOCK_ALLOCATED;
+    x->gen++;
+    x->id = req->id;
+    x->stream = req->stream;
+    h->free_bytes -= x->size;
+    h->allocated += x->size;
+    h->nfree--;
+    as_seg *s = &h->s[x->seg];
+    if (s->nused++ == 0)
+        empty_remove(h, x->seg);
+    out->addr = x->addr;
+    out->size = x->size;
+    out->handle = (uint64_t)x->gen << 32 | b;
+    return 0;
+}
+
+uint32_t as_heap_lookup(const as_heap *h, uint64_t handle)
+{
+    uint32_t i = (uint32_t)handle;
+    uint32_t gen = (uint32_t)(handle >> 32);
+    if (i == AS_NIL || i >= h->nb)
+        return AS_NIL;
+    const as_blk *x = &h->b[i];
+    if (x->gen != gen || (x->state != AS_BLOCK_ALLOCATED && x->state != AS_BLOCK_PENDING))
+        return AS_NIL;
+    return i;
+}
+
+int as_heap_free(as_heap *h, uint64_t handle, unsigned flags, int coalesce, uint32_t *blk)
+{
+    uint32_t b = as_heap_lookup(h, handle);
+    *blk = AS_NIL;
+    if (!b)
+        return AS_POLICY_EINVAL;
+    as_blk *x = &h->b[b];
+    if (flags & AS_FREE_PENDING) {
+        if (x->state != AS_BLOCK_ALLOCATED)
+            return AS_POLICY_EINVAL;
+        x->state = AS_BLOCK_PENDING;
+        return 0;
+    }
+    x->state = AS_BLOCK_FREE;
+    x->id = UINT64_MAX;
+    h->allocated -= x->size;
+    h->free_bytes += x->size;
+    h->nfree++;
+    as_seg *s = &h->s[x->seg];
+    if (--s->nused == 0)
+        empty_push(h, x->seg);
+    if (coalesce) {
+        uint32_t p = x->prev;
+        if (p && h->b[p].state == AS_BLOCK_FREE) {
+            ix_remove(h, p);
+            as_heap_merge_next(h, p);
+            b = p;
+        }
+        uint32_t n = h->b[b].next;
+        if (n && h->b[n].state == AS_BLOCK_FREE) {
+            ix_remove(h, n);
+            as_heap_merge_next(h, b);
+        }
+    }
+    ix_insert(h, b);
+    *blk = b;
+    return 0;
+}
+
+int as_heap_release_seg(as_heap *h, uint32_t si)
+{
+    as_seg *s = &h->s[si];
+    if (s->head == AS_NIL || s->nused)
+        return AS_POLICY_EINVAL;
+    int rc = h->dev->ops->release(h->dev->ctx, s->addr, s->size);
+    if (rc != AS_DEV_OK)
+        return AS_POLICY_EDEVICE;
+    h->dev_releases++;
+    h->reserved -= s->size;
+    for (uint32_t b = s->head; b;) {
+        uint32_t n = h->b[b].next;
+        ix_remove(h, b);
+        h->free_bytes -= h->b[b].size;
+        h->nfree--;
+        blk_put(h, b);
+        b = n;
+    }
+    empty_remove(h, si);
+    h->nsegs--;
+    seg_put(h, si);
+    return 0;
+}
+
+int as_heap_release_empty(as_heap *h, uint64_t *bytes)
+{
+    uint64_t total = 0;
+    while (h->empty) {
+        uint32_t si = h->empty;
+        uint64_t sz = h->s[si].size;
+        int rc = as_heap_release_seg(h, si);
+        if (rc)
+            return rc;
+        total += sz;
+    }
+    if (bytes)
+        *bytes = total;
+    return 0;
+}
+
+int as_heap_after_free(as_heap *h, uint32_t blk, int64_t release)
+{
+    if (release != AS_RELEASE_ALWAYS || !blk)
+        return 0;
+    uint32_t si = h->b[blk].seg;
+    if (h->s[si].nused == 0)
+        return as_heap_release_seg(h, si);
+    return 0;
+}
+
+int as_heap_grow_or_release(as_heap *h, uint64_t size, int64_t release, uint32_t *blk)
+{
+    int rc = as_heap_grow(h, size, blk);
+    if (rc == AS_POLICY_OOM && release != AS_RELEASE_NONE && h->empty) {
+        h->retries++;
+        rc = as_heap_release_empty(h, NULL);
+        if (rc)
+            return rc;
+        rc = as_heap_grow(h, size, blk);
+    }
+    return rc;
+}
+
+void as_heap_stats(const as_heap *h, as_policy_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    out->allocated = h->allocated;
+    out->reserved = h->reserved;
+    out->free_bytes = h->free_bytes;
+    out->segments = h->nsegs;
+    out->device_reserves = h->dev_reserves;
+    out->device_releases = h->dev_releases;
+    out->retries = h->retries;
+}
+
+int as_heap_check(const as_heap *h, int coalesced, as_check_failure *f)
+{
+    uint64_t alloc = 0, freeb = 0, resv = 0, nfree = 0, segs = 0, empties = 0;
+    for (uint32_t si = 1; si < h->ns; si++) {
+        const as_seg *s = &h->s[si];
+        if (s->head == AS_NIL)
+            continue;
+        segs++;
+        resv += s->size;
+        uint64_t at = s->addr, used = 0, guard = 0;
+        uint32_t prev = AS_NIL;
+        for (uint32_t b = s->head; b; b = h->b[b].next) {
+            if (b >= h->nb || ++guard > h->nb)
+                return as_check_fail(f, "segment %#llx: block chain is broken or cyclic",
+                                     (unsigned long long)s->addr);
+            const as_blk *x = &h->b[b];
+            if (x->state != AS_BLOCK_FREE && x->state != AS_BLOCK_ALLOCATED &&
+                x->state != AS_BLOCK_PENDING)
+                return as_check_fail(f, "block %u in segment %#llx has bad state %u", b,
+                                     (unsigned long long)s->addr, x->state);
+            if (x->seg != si || x->prev != prev)
+                return as_check_fail(f, "block %#llx: wrong segment or prev link",
+                                     (unsigned long long)x->addr);
+            if (x->addr != at || x->size == 0)
+                return as_check_fail(f, "block %#llx+%llu does not continue segment %#llx at %#llx",
+                                     (unsigned long long)x->addr, (unsigned long long)x->size,
+                                     (unsigned long long)s->addr, (unsigned long long)at);
+            if (x->state == AS_BLOCK_FREE) {
+                freeb += x->size;
+                nfree++;
+                if (h->ix && !x->indexed)
+                    return as_check_fail(f, "free block %#llx is not in the free index",
+                                         (unsigned long long)x->addr);
+                if (coalesced && prev && h->b[prev].state == AS_BLOCK_FREE)
+                    return as_check_fail(f, "free blocks %#llx and %#llx were not coalesced",
+                                         (unsigned long long)h->b[prev].addr,
+                                         (unsigned long long)x->addr);
+            } else {
+                alloc += x->size;
+                used++;
+                if (x->indexed)
+                    return as_check_fail(f, "block %#llx in use but in the free index",
+                                         (unsigned long long)x->addr);
+            }
+            at += x->size;
+            prev = b;
+        }
+        if (at != s->addr + s->size)
+            return as_check_fail(f, "blocks of segment %#llx+%llu end at %#llx",
+                                 (unsigned long long)s->addr, (unsigned long long)s->size,
+                                 (unsigned long long)at);
+        if (used != s->nused)
+            return as_check_fail(f, "segment %#llx counts %u blocks in use, has %llu",
+                                 (unsigned long long)s->addr, s->nused,
+                                 (unsigned long long)used);
+        if ((s->nused == 0) != (s->in_empty != 0))
+            return as_check_fail(f, "segment %#llx: empty-list membership is wrong",
+                                 (unsigned long long)s->addr);
+        empties += s->nused == 0;
+    }
+    uint64_t listed = 0;
+    for (uint32_t si = h->empty; si; si = h->s[si].enext)
+        if (++listed > segs)
+            break;
+    if (listed != empties)
+        return as_check_fail(f, "empty-segment list holds %llu, %llu segments are empty",
+                             (unsigned long long)listed, (unsigned long long)empties);
+    if (segs != h->nsegs || resv != h->reserved)
+        return as_check_fail(f, "segments: %llu (%llu B) counted, %llu (%llu B) found",
+                             (unsigned long long)h->nsegs, (unsigned long long)h->reserved,
+                             (unsigned long long)segs, (unsigned long long)resv);
+    if (alloc != h->allocated || freeb != h->free_bytes || nfree != h->nfree)
+        return as_check_fail(f,
+                             "accounting: allocated %llu/%llu, free %llu/%llu, free blocks "
+                             "%llu/%llu (counted/found)",
+                             (unsigned long long)h->allocated, (unsigned long long)alloc,
+                             (unsigned long long)h->free_bytes, (unsigned long long)freeb,
+                             (unsigned long long)h->nfree, (unsigned long long)nfree);
+    if (h->dev && h->dev->ops->reserved) {
+        uint64_t d = h->dev->ops->reserved(h->dev->ctx);
+        if (d != h->reserved)
+            return as_check_fail(f, "policy holds %llu B but the device counts %llu B",
+                                 (unsigned long long)h->reserved, (unsigned long long)d);
+    }
+    return 0;
+}
+
+static int seg_cmp_ctx(const as_seg *s, uint32_t a, uint32_t b)
+{
+    return s[a].addr < s[b].addr ? -1 : s[a].addr > s[b].addr;
+}
+
+/* Sorts segment indices by address: a heap sort, so no global context is needed. */
+static void sort_segs(const as_seg *s, uint32_t *v, size_t n)
+{
+    for (size_t start = n / 2; start-- > 0;) {
+        for (size_t r = start;;) {
+            size_t c = 2 * r + 1;
+            if (c >= n)
+                break;
+            if (c + 1 < n && seg_cmp_ctx(s, v[c], v[c + 1]) < 0)
+                c++;
+            if (seg_cmp_ctx(s, v[r], v[c]) >= 0)
+                break;
+            uint32_t t = v[r];
+            v[r] = v[c];
+            v[c] = t;
+            r = c;
+        }
+    }
+    for (size_t end = n; end-- > 1;) {
+        uint32_t t = v[0];
+        v[0] = v[end];
+        v[end] = t;
+        for (size_t r = 0;;) {
+            size_t c = 2 * r + 1;
+            if (c >= end)
+                break;
+            if (c + 1 < end && seg_cmp_ctx(s, v[c], v[c + 1]) < 0)
+                c++;
+            if (seg_cmp_ctx(s, v[r], v[c]) >= 0)
+                break;
+            uint32_t u = v[r];
+            v[r] = v[c];
+            v[c] = u;
+            r = c;
+        }
+    }
+}
+
+int as_heap_walk(const as_heap *h, as_walk_fn fn, void *user)
+{
+    uint32_t *v = malloc(((size_t)h->nsegs + 1) * sizeof *v);
+    if (!v)
+        return AS_POLICY_ENOMEM;
+    size_t n = 0;
+    for (uint32_t si = 1; si < h->ns; si++)
+        if (h->s[si].head != AS_NIL)
+            v[n++] = si;
+    sort_segs(h->s, v, n);
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        const as_seg *s = &h->s[v[i]];
+        as_walk_item it = { .kind = AS_WALK_SEGMENT, .addr = s->addr, .size = s->size,
+                            .stream = h->b[s->head].stream, .id = UINT64_MAX };
+        rc = fn(user, &it);
+        for (uint32_t b = s->head; b && !rc; b = h->b[b].next) {
+            const as_blk *x = &h->b[b];
+            as_walk_item bi = { .kind = AS_WALK_BLOCK, .addr = x->addr, .size = x->size,
+                                .stream = x->stream, .state = (as_block_state)x->state,
+                                .id = x->state == AS_BLOCK_FREE ? UINT64_MAX : x->id };
+            rc = fn(user, &bi);
+        }
+    }
+    free(v);
+    return rc;
+}
+
+/* ---- treap ---------------------------------------------------------------------------- */
+
+static inline uint32_t prio(uint32_t i)
+{
+    /* A fixed hash of the node index: deterministic, and random enough for balance. */
+    i ^= i >> 16;
+    i *= 0x7feb352dU;
+    i ^= i >> 15;
+    i *= 0x846ca68bU;
+    i ^= i >> 16;
+    return i;
+}
+
+static inline int key_less(const as_blk *B, as_treap_mode m, uint32_t a, uint32_t b)
+{
+    if (m == AS_TREAP_SIZE && B[a].size != B[b].size)
+        return B[a].size < B[b].size;
+    return B[a].addr < B[b].addr;
+}
+
+static inline void upd(as_blk *B, as_treap_mode m, uint32_t t)
+{
+    if (m != AS_TREAP_ADDR)
+        return;
+    uint64_t mx = B[t].size;
+    uint32_t l = B[t].l, r = B[t].r;
+    if (l && B[l].aug > mx)
+        mx = B[l].aug;
+    if (r && B[r].aug > mx)
+        mx = B[r].aug;
+    B[t].aug = mx;
+}
+
+/* Nodes keyed below k go to *l, the rest to *r. */
+static void tsplit(as_blk *B, as_treap_mode m, uint32_t t, uint32_t k, uint32_t *l, uint32_t *r)
+{
+    if (!t) {
+        *l = *r = AS_NIL;
+        return;
+    }
+    if (key_less(B, m, t, k)) {
+        tsplit(B, m, B[t].r, k, &B[t].r, r);
+        *l = t;
+    } else {
+        tsplit(B, m, B[t].l, k, l, &B[t].l);
+        *r = t;
+    }
+    upd(B, m, t);
+}
+
+static uint32_t tmerge(as_blk *B, as_treap_mode m, uint32_t a, uint32_t b)
+{
+    if (!a)
+        return b;
+    if (!b)
+        return a;
+    if (prio(a) > prio(b)) {
+        B[a].r = tmerge(B, m, B[a].r, b);
+        upd(B, m, a);
+        return a;
+    }
+    B[b].l = tmerge(B, m, a, B[b].l);
+    upd(B, m, b);
+    return b;
+}
+
+static uint32_t tins(as_blk *B, as_treap_mode m, uint32_t t, uint32_t x)
+{
+    if (!t)
+        return x;
+    if (prio(x) > prio(t)) {
+        tsplit(B, m, t, x, &B[x].l, &B[x].r);
+        upd(B, m, x);
+        return x;
+    }
+    if (key_less(B, m, x, t))
+        B[t].l = tins(B, m, B[t].l, x);
+    else
+        B[t].r = tins(B, m, B[t].r, x);
+    upd(B, m, t);
+    return t;
+}
+
+static uint32_t tdel(as_blk *B, as_treap_mode m, uint32_t t, uint32_t x)
+{
+    if (!t)
+        return AS_NIL;
+    if (t == x)
+        return tmerge(B, m, B[t].l, B[t].r);
+    if (key_less(B, m, x, t))
+        B[t].l = tdel(B, m, B[t].l, x);
+    else
+        B[t].r = tdel(B, m, B[t].r, x);
+    upd(B, m, t);
+    return t;
+}
+
+void as_treap_insert(as_heap *h, as_treap *t, uint32_t b)
+{
+    as_blk *x = &h->b[b];
+    x->l = x->r = AS_NIL;
+    x->aug = x->size;
+    t->root = tins(h->b, t->mode, t->root, b);
+    t->n++;
+}
+
+void as_treap_remove(as_heap *h, as_treap *t, uint32_t b)
+{
+    t->root = tdel(h->b, t->mode, t->root, b);
+    t->n--;
+}
+
+uint32_t as_treap_find(const as_heap *h, const as_treap *t, uint64_t want)
+{
+    const as_blk *B = h->b;
+    uint32_t n = t->root;
+    if (t->mode == AS_TREAP_SIZE) {
+        uint32_t best = AS_NIL;
+        while (n) {
+            if (B[n].size >= want) {
+                best = n;
+                n = B[n].l;
+            } else {
+                n = B[n].r;
+            }
+        }
+        return best;
+    }
+    if (!n || B[n].aug < want)
+        return AS_NIL;
+    for (;;) {
+        uint32_t l = B[n].l;
+        if (l && B[l].aug >= want)
+            n = l;
+        else if (B[n].size >= want)
+            return n;
+        else
+            n = B[n].r;
+    }
+}
+
+uint64_t as_treap_max(const as_heap *h, const as_treap *t)
+{
+    uint32_t n = t->root;
+    if (!n)
+        return 0;
+    if (t->mode == AS_TREAP_ADDR)
+        return h->b[n].aug;
+    while (h->b[n].r)
+        n = h->b[n].r;
+    return h->b[n].size;
+}
+
+static int tcheck(const as_heap *h, const as_treap *t, uint32_t n, uint32_t lo, uint32_t hi,
+                  uint64_t *count, uint64_t *mx, as_check_failure *f)
+{
+    const as_blk *B = h->b;
+    if (!n) {
+        *mx = 0;
+        return 0;
+    }
+    if (n >= h->nb || ++*count > h->nb)
+        return as_check_fail(f, "free index: bad or cyclic node %u", n);
+    if (B[n].state != AS_BLOCK_FREE || !B[n].indexed)
+        return as_check_fail(f, "free index holds block %#llx which is not free",
+                             (unsigned long long)B[n].addr);
+    if ((lo && !key_less(B, t->mode, lo, n)) || (hi && !key_less(B, t->mode, n, hi)))
+        return as_check_fail(f, "free index out of order at block %#llx",
+                             (unsigned long long)B[n].addr);
+    uint32_t l = B[n].l, r = B[n].r;
+    if ((l && prio(l) > prio(n)) || (r && prio(r) > prio(n)))
+        return as_check_fail(f, "free index heap order broken at block %#llx",
+                             (unsigned long long)B[n].addr);
+    uint64_t ml, mr;
+    int rc = tcheck(h, t, l, lo, n, count, &ml, f);
+    if (!rc)
+        rc = tcheck(h, t, r, n, hi, count, &mr, f);
+    if (rc)
+        return rc;
+    uint64_t m = B[n].size;
+    if (ml > m)
+        m = ml;
+    if (mr > m)
+        m = mr;
+    if (t->mode == AS_TREAP_ADDR && B[n].aug != m)
+        return as_check_fail(f, "free index subtree max wrong at block %#llx",
+                             (unsigned long long)B[n].addr);
+    *mx = m;
+    return 0;
+}
+
+int as_treap_check(const as_heap *h, const as_treap *t, as_check_failure *f)
+{
+    uint64_t count = 0, mx;
+    int rc = tcheck(h, t, t->root, AS_NIL, AS_NIL, &count, &mx, f);
+    if (rc)
+        return rc;
+    if (count != t->n)
+        return as_check_fail(f, "free index holds %llu blocks, counts %llu",
+                             (unsigned long long)count, (unsigned long long)t->n);
+    return 0;
+}

@@ -1,0 +1,163 @@
+/*
+ * common.h - the machinery the split/coalesce policies share, written once: a block
+ * arena with generation-checked handles, the segment table (device reservations), the
+ * physical block chains with split and merge, byte accounting, an intrusive treap over
+ * free blocks (size-ordered, or address-ordered with a subtree max for first fit), the
+ * segment-size, maxsplit and release-on-OOM rules, and generic check() and walk().
+ *
+ * Invariant (checked by as_heap_check): the blocks of each live segment tile it exactly,
+ * in address order along next/prev; every free block is in the policy's free index and no
+ * other block is; allocated + free_bytes == reserved; a segment is on the empty list iff it
+ * has no allocated or pending block. Index 0 of the arenas is the nil sentinel.
+ *
+ * Not part of the policy contract: only policies/ includes this.
+ */
+#ifndef AS_POLICIES_COMMON_H
+#define AS_POLICIES_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "knobs.h"
+#include "policy.h"
+
+#define AS_NIL 0u
+#define AS_BLK_DEAD 0xffu /* state of a recycled block node */
+
+typedef struct as_blk {
+    uint64_t addr, size;
+    uint64_t id, stream; /* of the allocation (walk), UINT64_MAX when free */
+    uint64_t aug;        /* index-private: subtree max size in address treaps */
+    uint32_t prev, next; /* physical neighbours inside the segment, AS_NIL at the ends */
+    uint32_t l, r;       /* index-private links: treap children or list neighbours */
+    uint32_t seg;
+    uint32_t gen;  /* bumped at every hand-out; half of the handle */
+    uint8_t state; /* as_block_state, or AS_BLK_DEAD */
+    uint8_t cls;   /* index-private: bin, class, order */
+    uint8_t indexed; /* 1 while in the free index */
+} as_blk;
+
+typedef struct as_seg {
+    uint64_t addr, size;
+    uint32_t head;         /* lowest-address block; AS_NIL when the slot is unused */
+    uint32_t nused;        /* allocated + pending blocks */
+    uint32_t eprev, enext; /* the list of segments with nused == 0 */
+    uint8_t in_empty;
+} as_seg;
+
+typedef struct as_heap as_heap;
+
+/* The policy's free index. The heap calls insert when a block becomes free (or a free
+ * block changes size) and remove before it stops being free or is resized. */
+typedef struct as_index_ops {
+    void (*insert)(as_heap *h, uint32_t b);
+    void (*remove)(as_heap *h, uint32_t b);
+} as_index_ops;
+
+struct as_heap {
+    const as_device *dev;
+    const as_index_ops *ix; /* NULL: free blocks are not indexed (nocache) */
+    as_blk *b;
+    uint32_t nb, cap_b, free_b; /* used slots (incl. nil), capacity, recycled list */
+    as_seg *s;
+    uint32_t ns, cap_s, free_s;
+    uint32_t nsegs;  /* live segments */
+    uint32_t empty;  /* head of the empty-segment list */
+    uint64_t allocated, reserved, free_bytes;
+    uint64_t nfree; /* free blocks */
+    uint64_t dev_reserves, dev_releases, retries;
+};
+
+/* ---- the heap ------------------------------------------------------------------------ */
+
+int as_heap_init(as_heap *h, const as_device *dev, const as_index_ops *ix);
+/* Releases every live segment through the device, then the host memory. */
+void as_heap_fini(as_heap *h);
+
+/* Reserves a segment of `size` (a granularity multiple) and makes one free, indexed block
+ * spanning it. 0, AS_POLICY_OOM, AS_POLICY_ENOMEM or AS_POLICY_EDEVICE. */
+int as_heap_grow(as_heap *h, uint64_t size, uint32_t *blk);
+/* Hands out the free block b for req: takes it out of the index, splits off the tail
+ * beyond `size` as a new free block when `split` (and size < b's size), and fills out. */
+int as_heap_take(as_heap *h, uint32_t b, uint64_t size, int split, const as_request *req,
+                 as_block *out);
+/* The block behind a handle when it is allocated or pending, else AS_NIL. */
+uint32_t as_heap_lookup(const as_heap *h, uint64_t handle);
+/* Frees a handle per the contract's flags: AS_FREE_PENDING marks it pending (kept out of
+ * reuse); otherwise it becomes free, merged with free neighbours when `coalesce`, and
+ * indexed. *blk gets the resulting free block (AS_NIL for a pending mark). */
+int as_heap_free(as_heap *h, uint64_t handle, unsigned flags, int coalesce, uint32_t *blk);
+/* Gives an empty segment back to the device (its free blocks leave the index). */
+int as_heap_release_seg(as_heap *h, uint32_t seg);
+/* Gives back every empty segment; *bytes (may be NULL) gets the total released. */
+int as_heap_release_empty(as_heap *h, uint64_t *bytes);
+/* The release knob's rule after a free left segment `seg` empty. */
+int as_heap_after_free(as_heap *h, uint32_t blk, int64_t release);
+/* Reserves a segment, and when the device refuses and release != none gives back every
+ * empty segment and tries once more (counted in retries). */
+int as_heap_grow_or_release(as_heap *h, uint64_t size, int64_t release, uint32_t *blk);
+
+/* Block node helpers for policies that split by themselves (buddy). */
+int as_heap_split(as_heap *h, uint32_t b, uint64_t size, uint32_t *tail);
+void as_heap_merge_next(as_heap *h, uint32_t b); /* b absorbs b->next; both out of index */
+
+void as_heap_stats(const as_heap *h, as_policy_stats *out); /* all but largest_free */
+/* Structural invariants; `coalesced`: no two neighbouring free blocks. */
+int as_heap_check(const as_heap *h, int coalesced, as_check_failure *f);
+int as_heap_walk(const as_heap *h, as_walk_fn fn, void *user);
+
+static inline as_blk *as_heap_blk(const as_heap *h, uint32_t i) { return &h->b[i]; }
+
+/* ---- shared rules ---------------------------------------------------------------------- */
+
+/* The segment for a rounded request: `segment` bytes when the request is smaller, else the
+ * request rounded up to the device granularity. */
+uint64_t as_segment_size(uint64_t rounded, uint64_t segment);
+/* maxsplit (bytes, 0 = off): may a free block of cand bytes serve a request of req bytes?
+ * Requests below maxsplit never take oversize blocks; oversize requests take blocks up to
+ * req + tolerance (PyTorch's max_non_split_rounding, the segment size here). */
+static inline int as_maxsplit_fits(uint64_t cand, uint64_t req, uint64_t maxsplit,
+                                   uint64_t tolerance)
+{
+    if (!maxsplit)
+        return 1;
+    if (req < maxsplit)
+        return cand < maxsplit;
+    return cand < req + tolerance;
+}
+/* Blocks of at least maxsplit bytes are handed out whole. */
+static inline int as_maxsplit_may_split(uint64_t blk, uint64_t maxsplit)
+{
+    return !maxsplit || blk < maxsplit;
+}
+
+/* ---- an intrusive treap over free blocks ------------------------------------------------ */
+
+typedef enum as_treap_mode {
+    AS_TREAP_SIZE, /* key (size, addr): best fit */
+    AS_TREAP_ADDR, /* key addr, with the subtree max size: first fit */
+} as_treap_mode;
+
+typedef struct as_treap {
+    uint32_t root;
+    as_treap_mode mode;
+    uint64_t n;
+} as_treap;
+
+void as_treap_insert(as_heap *h, as_treap *t, uint32_t b);
+void as_treap_remove(as_heap *h, as_treap *t, uint32_t b);
+/* SIZE: the smallest (size, addr) with size >= want. ADDR: the lowest address with
+ * size >= want. AS_NIL when none. */
+uint32_t as_treap_find(const as_heap *h, const as_treap *t, uint64_t want);
+uint64_t as_treap_max(const as_heap *h, const as_treap *t); /* largest size, 0 when empty */
+/* Treap order and heap property, and that it holds exactly n indexed nodes. */
+int as_treap_check(const as_heap *h, const as_treap *t, as_check_failure *f);
+
+/* ---- misc -------------------------------------------------------------------------------- */
+
+int as_check_fail(as_check_failure *f, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static inline unsigned as_log2_floor(uint64_t x) { return 63u - (unsigned)__builtin_clzll(x); }
+
+#endif

@@ -1,0 +1,738 @@
+/*
+ * spec.c - the -p SPEC parser: "[name,]knob=value,..." and PYTORCH_CUDA_ALLOC_CONF strings
+ * ("key:value,...", list values "[k:v,...,>:v]"), verbatim.
+ *
+ * Whitespace is dropped everywhere (PyTorch's ConfigTokenizer does the same). Items are
+ * separated by commas outside brackets; a knob is matched by its name or its
+ * PYTORCH_CUDA_ALLOC_CONF alias, with '=' or ':' between key and value. Invariant: on
+ * success every knob of the policy has a value within the table's range (defaults for the
+ * ones not given) and spec->text parses back to the same values; on failure nothing is
+ * allocated and `why` holds one line naming the knob and what is allowed.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "knobs.h"
+#include "policy.h"
+
+#define DEFAULT_POLICY "torch"
+
+typedef struct strbuf {
+    char *p;
+    size_t len, cap;
+    int oom;
+} strbuf;
+
+static void sb_add(strbuf *b, const char *fmt, ...)
+{
+    if (b->oom)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->oom = 1;
+            return;
+        }
+        if (b->p && b->len + (size_t)n < b->cap) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t nc = b->cap ? b->cap * 2 : 64;
+        while (nc <= b->len + (size_t)n)
+            nc *= 2;
+        char *np = realloc(b->p, nc);
+        if (!np) {
+            b->oom = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = nc;
+    }
+}
+
+static int fail(char *why, size_t why_len, const char *fmt, ...)
+{
+    if (why && why_len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, why_len, fmt, ap);
+        va_end(ap);
+    }
+    return AS_POLICY_EINVAL;
+}
+
+static int is_pow2(uint64_t x) { return x && !(x & (x - 1)); }
+
+/* "knob 'maxsplit' (max_split_size_mb)" for messages. */
+static const char *knob_label(const as_knob *k, char *buf, size_t len)
+{
+    if (k->alias)
+        snprintf(buf, len, "knob '%s' (%s)", k->name, k->alias);
+    else
+        snprintf(buf, len, "knob '%s'", k->name);
+    return buf;
+}
+
+/* Unsigned decimal integer; the whole string must be digits. */
+static int parse_u64(const char *s, uint64_t *out)
+{
+    if (!*s)
+        return -1;
+    uint64_t v = 0;
+    for (; *s; s++) {
+        if (!isdigit((unsigned char)*s))
+            return -1;
+        unsigned d = (unsigned)(*s - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -2;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_i64(const char *s, int64_t *out)
+{
+    int neg = *s == '-';
+    if (*s == '-' || *s == '+')
+        s++;
+    uint64_t u;
+    int rc = parse_u64(s, &u);
+    if (rc)
+        return rc;
+    if (neg) {
+        if (u > (uint64_t)INT64_MAX + 1)
+            return -2;
+        *out = u == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)u;
+    } else {
+        if (u > INT64_MAX)
+            return -2;
+        *out = (int64_t)u;
+    }
+    return 0;
+}
+
+/* Bytes with an optional unit: K/M/G/T, Ki/Mi/Gi/Ti and KiB/MiB/GiB/TiB are powers of
+ * 1024; kB/KB/MB/GB/TB powers of 1000; B or nothing is bytes. The number may be a decimal
+ * fraction or use an exponent (1.5G, 141e9) as long as the result is whole bytes. */
+static int parse_size(const char *s, uint64_t *out)
+{
+    size_t n = 0;
+    while (s[n] && (isdigit((unsigned char)s[n]) || s[n] == '.' ||
+                    ((s[n] == 'e' || s[n] == 'E') && n > 0 &&
+                     (isdigit((unsigned char)s[n + 1]) || s[n + 1] == '+'))))
+        n += (s[n] == 'e' || s[n] == 'E') && s[n + 1] == '+' ? 2 : 1;
+    if (n == 0)
+        return -1;
+    char num[64];
+    if (n >= sizeof num)
+        return -1;
+    memcpy(num, s, n);
+    num[n] = 0;
+    const char *u = s + n;
+    uint64_t mul = 1;
+    static const struct {
+        const char *suffix;
+        uint64_t mul;
+    } units[] = {
+        { "", 1 },
+        { "B", 1 },
+        { "K", 1ull << 10 },
+        { "Ki", 1ull << 10 },
+        { "KiB", 1ull << 10 },
+        { "k", 1ull << 10 },
+        { "M", 1ull << 20 },
+        { "Mi", 1ull << 20 },
+        { "MiB", 1ull << 20 },
+        { "G", 1ull << 30 },
+        { "Gi", 1ull << 30 },
+        { "GiB", 1ull << 30 },
+        { "T", 1ull << 40 },
+        { "Ti", 1ull << 40 },
+        { "TiB", 1ull << 40 },
+        { "kB", 1000ull },
+        { "KB", 1000ull },
+        { "MB", 1000000ull },
+        { "GB", 1000000000ull },
+        { "TB", 1000000000000ull },
+    };
+    size_t i;
+    for (i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (strcmp(u, units[i].suffix) == 0)
+            break;
+    if (i == sizeof units / sizeof units[0])
+        return -1;
+    mul = units[i].mul;
+    uint64_t v;
+    if (parse_u64(num, &v) == 0) {
+        if (v && mul > UINT64_MAX / v)
+            return -2;
+        *out = v * mul;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    double d = strtod(num, &end);
+    if (*end || errno || !isfinite(d) || d < 0)
+        return -1;
+    d *= (double)mul;
+    if (d >= 18446744073709551616.0)
+        return -2;
+    if (d != floor(d))
+        return -3;
+    *out = (uint64_t)d;
+    return 0;
+}
+
+static int parse_bool(const char *s, int64_t *out)
+{
+    static const char *const yes[] = { "True", "true", "1", "on" };
+    static const char *const no[] = { "False", "false", "0", "off" };
+    for (size_t i = 0; i < 4; i++) {
+        if (strcmp(s, yes[i]) == 0)
+            return *out = 1, 0;
+        if (strcmp(s, no[i]) == 0)
+            return *out = 0, 0;
+    }
+    return -1;
+}
+
+static int parse_enum(const char *choices, const char *s, int64_t *out)
+{
+    size_t len = strlen(s);
+    int64_t idx = 0;
+    for (const char *c = choices; c && *c; idx++) {
+        const char *e = strchr(c, '|');
+        size_t cl = e ? (size_t)(e - c) : strlen(c);
+        if (cl == len && memcmp(c, s, len) == 0)
+            return *out = idx, 0;
+        if (!e)
+            break;
+        c = e + 1;
+    }
+    return -1;
+}
+
+/* The word for an ENUM index, into buf. */
+static const char *enum_word(const char *choices, int64_t idx, char *buf, size_t len)
+{
+    const char *c = choices ? choices : "";
+    for (int64_t i = 0; i < idx && c; i++) {
+        c = strchr(c, '|');
+        if (c)
+            c++;
+    }
+    if (!c)
+        c = "?";
+    const char *e = strchr(c, '|');
+    size_t cl = e ? (size_t)(e - c) : strlen(c);
+    if (cl >= len)
+        cl = len - 1;
+    memcpy(buf, c, cl);
+    buf[cl] = 0;
+    return buf;
+}
+
+/* DIVS: "N" for every interval, or "[K:N,...,>:N]" (pytorch-allocator.md §8, 2.11 rules). */
+static int parse_divs(const as_knob *k, const char *s, as_knob_value *v, char *why, size_t wl)
+{
+    char lab[96];
+    knob_label(k, lab, sizeof lab);
+    uint64_t n;
+    if (*s != '[') {
+        int rc = parse_u64(s, &n);
+        if (rc || (n != 0 && !is_pow2(n)) || (int64_t)n < k->min || (int64_t)n > k->max)
+            return fail(why, wl,
+                        "%s: '%s' is not a valid number of divisions (0 or a power of 2 up to "
+                        "%" PRId64 ", or a list like [256:1,512:2,>:8])",
+                        lab, s, k->max);
+        for (int i = 0; i < AS_DIV_INTERVALS; i++)
+            v->div[i] = (uint32_t)n;
+        return 0;
+    }
+    size_t len = strlen(s);
+    if (len < 2 || s[len - 1] != ']')
+        return fail(why, wl, "%s: list '%s' must end with ']'", lab, s);
+    if (len == 2)
+        return fail(why, wl, "%s: empty list '[]'", lab);
+    memset(v->div, 0, sizeof v->div);
+    unsigned last_index = 0;
+    int first = 1;
+    const char *p = s + 1;
+    while (*p != ']') {
+        const char *colon = strchr(p, ':');
+        const char *end = p + strcspn(p, ",]");
+        if (!colon || colon > end)
+            return fail(why, wl, "%s: list entry '%.*s' is not KEY:DIVISIONS", lab,
+                        (int)(end - p), p);
+        char key[32], val[32];
+        size_t kl = (size_t)(colon - p), vl = (size_t)(end - colon - 1);
+        if (kl == 0 || kl >= sizeof key || vl == 0 || vl >= sizeof val)
+            return fail(why, wl, "%s: list entry '%.*s' is not KEY:DIVISIONS", lab,
+                        (int)(end - p), p);
+        memcpy(key, p, kl);
+        key[kl] = 0;
+        memcpy(val, colon + 1, vl);
+        val[vl] = 0;
+        if (parse_u64(val, &n) || (n != 0 && !is_pow2(n)) || (int64_t)n > k->max)
+            return fail(why, wl,
+                        "%s: divisions '%s' for '%s' must be 0 or a power of 2 up to %" PRId64,
+                        lab, val, key, k->max);
+        if (strcmp(key, ">") == 0) {
+            for (unsigned i = last_index + 1; i < AS_DIV_INTERVALS; i++)
+                v->div[i] = (uint32_t)n;
+        } else {
+            uint64_t mib;
+            if (parse_u64(key, &mib) || !is_pow2(mib))
+                return fail(why, wl,
+                            "%s: interval '%s' must be a power of 2 (MiB: 1, 2, 4, ... 32768) or "
+                            "'>'",
+                            lab, key);
+            unsigned idx = 63u - (unsigned)__builtin_clzll(mib);
+            if (idx > AS_DIV_INTERVALS - 1)
+                idx = AS_DIV_INTERVALS - 1;
+            if (first) {
+                for (unsigned i = 0; i < idx; i++)
+                    v->div[i] = (uint32_t)n;
+                first = 0;
+            }
+            v->div[idx] = (uint32_t)n;
+            last_index = idx;
+        }
+        p = end;
+        if (*p == ',') {
+            p++;
+            if (*p == ']')
+                return fail(why, wl, "%s: empty entry before ']' in '%s'", lab, s);
+        } else if (*p != ']') {
+            return fail(why, wl, "%s: bad list '%s'", lab, s);
+        }
+    }
+    if (p[1] != 0)
+        return fail(why, wl, "%s: text after ']' in '%s'", lab, s);
+    return 0;
+}
+
+static int parse_value(const char *pol, const as_knob *k, const char *s, as_knob_value *v,
+                       char *why, size_t wl)
+{
+    char lab[96];
+    knob_label(k, lab, sizeof lab);
+    int rc;
+    switch (k->type) {
+    case AS_KNOB_INT: {
+        int64_t x;
+        rc = parse_i64(s, &x);
+        if (rc)
+            return fail(why, wl, "%s of '%s': '%s' is not an integer (allowed %" PRId64
+                                 "..%" PRId64 " %s)",
+                        lab, pol, s, k->min, k->max, k->unit ? k->unit : "");
+        if (x < k->min || x > k->max)
+            return fail(why, wl, "%s of '%s': %" PRId64 " is out of range %" PRId64 "..%" PRId64
+                                 " %s",
+                        lab, pol, x, k->min, k->max, k->unit ? k->unit : "");
+        v->i = x;
+        return 0;
+    }
+    case AS_KNOB_BOOL:
+        if (parse_bool(s, &v->i))
+            return fail(why, wl, "%s of '%s': '%s' is not a boolean (True/False, true/false, "
+                                 "1/0, on/off)",
+                        lab, pol, s);
+        return 0;
+    case AS_KNOB_FLOAT: {
+        char *end;
+        errno = 0;
+        double d = strtod(s, &end);
+        if (!*s || *end || errno || !isfinite(d))
+            return fail(why, wl, "%s of '%s': '%s' is not a number (allowed %g..%g)", lab, pol,
+                        s, k->fmin, k->fmax);
+        if (d < k->fmin || d > k->fmax)
+            return fail(why, wl, "%s of '%s': %g is out of range %g..%g", lab, pol, d, k->fmin,
+                        k->fmax);
+        v->f = d;
+        return 0;
+    }
+    case AS_KNOB_SIZE: {
+        uint64_t x;
+        rc = parse_size(s, &x);
+        if (rc)
+            return fail(why, wl, "%s of '%s': '%s' is not a size (bytes with an optional unit: "
+                                 "512, 2K, 2MiB, 1G)",
+                        lab, pol, s);
+        if (x > (uint64_t)INT64_MAX || (int64_t)x < k->min || (int64_t)x > k->max)
+            return fail(why, wl, "%s of '%s': %s is out of range %" PRId64 "..%" PRId64 " bytes",
+                        lab, pol, s, k->min, k->max);
+        v->i = (int64_t)x;
+        return 0;
+    }
+    case AS_KNOB_ENUM:
+        if (parse_enum(k->choices, s, &v->i))
+            return fail(why, wl, "%s of '%s': '%s' is not one of %s", lab, pol, s,
+                        k->choices ? k->choices : "(none)");
+        return 0;
+    case AS_KNOB_DIVS:
+        return parse_divs(k, s, v, why, wl);
+    }
+    return fail(why, wl, "%s of '%s': unknown knob type", lab, pol);
+}
+
+static void set_default(const as_knob *k, as_knob_value *v)
+{
+    memset(v, 0, sizeof *v);
+    v->i = k->def;
+    v->f = k->fdef;
+    if (k->type == AS_KNOB_DIVS)
+        for (int i = 0; i < AS_DIV_INTERVALS; i++)
+            v->div[i] = (uint32_t)k->def;
+}
+
+static int find_knob(const as_policy *p, const char *key)
+{
+    for (size_t i = 0; i < p->n_knobs; i++)
+        if (strcmp(p->knobs[i].name, key) == 0 ||
+            (p->knobs[i].alias && strcmp(p->knobs[i].alias, key) == 0))
+            return (int)i;
+    return -1;
+}
+
+static int knob_by_alias(const as_policy *p, const char *alias)
+{
+    for (size_t i = 0; i < p->n_knobs; i++)
+        if (p->knobs[i].alias && strcmp(p->knobs[i].alias, alias) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* Knobs named `round` are granularities and must be powers of two (knobs.h). */
+static int check_round(const as_policy *p, const as_knob_value *v, char *why, size_t wl)
+{
+    char lab[96];
+    for (size_t i = 0; i < p->n_knobs; i++)
+        if (strcmp(p->knobs[i].name, "round") == 0 && !is_pow2((uint64_t)v[i].i))
+            return fail(why, wl, "%s of '%s': %" PRId64 " is not a power of 2",
+                        knob_label(&p->knobs[i], lab, sizeof lab), p->name, v[i].i);
+    return 0;
+}
+
+/* PyTorch's cross-knob validation (pytorch-allocator.md §8, NEW/V29 rules), applied to the
+ * knobs that carry the PyTorch alias. A maxsplit of 0 is our "off" and passes. */
+static int check_pytorch_rules(const as_policy *p, const as_knob_value *v, char *why, size_t wl)
+{
+    char lab[96];
+    int ls = knob_by_alias(p, "large_segment_size_mb");
+    int64_t large = ls >= 0 ? v[ls].i : 20;
+    int ms = knob_by_alias(p, "max_split_size_mb");
+    if (ms >= 0 && v[ms].set && v[ms].i != 0 && v[ms].i < large)
+        return fail(why, wl,
+                    "%s of '%s': %" PRId64 " MiB is below the minimum %" PRId64
+                    " MiB (the large segment size, as PyTorch requires); 0 = off",
+                    knob_label(&p->knobs[ms], lab, sizeof lab), p->name, v[ms].i, large);
+    int nr = knob_by_alias(p, "max_non_split_rounding_mb");
+    if (nr >= 0 && v[nr].set && v[nr].i < large)
+        return fail(why, wl,
+                    "%s of '%s': %" PRId64 " MiB is below the minimum %" PRId64
+                    " MiB (the large segment size, as PyTorch requires)",
+                    knob_label(&p->knobs[nr], lab, sizeof lab), p->name, v[nr].i, large);
+    int gc = knob_by_alias(p, "garbage_collection_threshold");
+    if (gc >= 0 && v[gc].set && !(v[gc].f > 0.0 && v[gc].f < 1.0))
+        return fail(why, wl, "%s of '%s': %g must be strictly between 0 and 1",
+                    knob_label(&p->knobs[gc], lab, sizeof lab), p->name, v[gc].f);
+    return 0;
+}
+
+static void fmt_size(strbuf *b, uint64_t x)
+{
+    static const struct {
+        const char *u;
+        unsigned sh;
+    } units[] = { { "TiB", 40 }, { "GiB", 30 }, { "MiB", 20 }, { "KiB", 10 } };
+    for (size_t i = 0; i < 4; i++)
+        if (x && x % (1ull << units[i].sh) == 0) {
+            sb_add(b, "%" PRIu64 "%s", x >> units[i].sh, units[i].u);
+            return;
+        }
+    sb_add(b, "%" PRIu64, x);
+}
+
+/* A DIVS table as text that parses back to the same table. */
+static void fmt_divs(strbuf *b, const uint32_t *d)
+{
+    int all = 1;
+    for (int i = 1; i < AS_DIV_INTERVALS; i++)
+        all &= d[i] == d[0];
+    if (all) {
+        sb_add(b, "%" PRIu32, d[0]);
+        return;
+    }
+    int a = 0; /* end of the first run: the first entry fills everything below it */
+    while (a + 1 < AS_DIV_INTERVALS && d[a + 1] == d[0])
+        a++;
+    int z = AS_DIV_INTERVALS - 1; /* start of the last run: '>' fills from there */
+    while (z - 1 > a && d[z - 1] == d[AS_DIV_INTERVALS - 1])
+        z--;
+    sb_add(b, "[%llu:%" PRIu32, 1ull << a, d[a]);
+    for (int i = a + 1; i < z; i++)
+        sb_add(b, ",%llu:%" PRIu32, 1ull << i, d[i]);
+    sb_add(b, ",>:%" PRIu32 "]", d[AS_DIV_INTERVALS - 1]);
+}
+
+static char *canonical(const as_policy *p, const as_knob_value *v)
+{
+    strbuf b = { 0 };
+    sb_add(&b, "%s", p->name);
+    for (size_t i = 0; i < p->n_knobs; i++) {
+        const as_knob *k = &p->knobs[i];
+        if (!v[i].set)
+            continue;
+        sb_add(&b, ",%s=", k->name);
+        char w[64];
+        switch (k->type) {
+        case AS_KNOB_INT:
+            sb_add(&b, "%" PRId64, v[i].i);
+            break;
+        case AS_KNOB_BOOL:
+            sb_add(&b, "%s", v[i].i ? "true" : "false");
+            break;
+        case AS_KNOB_FLOAT: {
+            /* The shortest text that reads back as the same double. */
+            char f[40];
+            for (int prec = 6; prec <= 17; prec++) {
+                snprintf(f, sizeof f, "%.*g", prec, v[i].f);
+                if (strtod(f, NULL) == v[i].f)
+                    break;
+            }
+            sb_add(&b, "%s", f);
+            break;
+        }
+        case AS_KNOB_SIZE:
+            fmt_size(&b, (uint64_t)v[i].i);
+            break;
+        case AS_KNOB_ENUM:
+            sb_add(&b, "%s", enum_word(k->choices, v[i].i, w, sizeof w));
+            break;
+        case AS_KNOB_DIVS:
+            fmt_divs(&b, v[i].div);
+            break;
+        }
+    }
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
+}
+
+static void list_policies(char *buf, size_t len)
+{
+    size_t n, used = 0;
+    const as_policy *const *l = as_policy_list(&n);
+    buf[0] = 0;
+    for (size_t i = 0; i < n && used + 1 < len; i++) {
+        int w = snprintf(buf + used, len - used, "%s%s", i ? ", " : "", l[i]->name);
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
+    if (n == 0)
+        snprintf(buf, len, "none");
+}
+
+/* Splits at commas outside brackets. Returns the item length; *next past the comma. */
+static size_t item_len(const char *s)
+{
+    int depth = 0;
+    size_t i;
+    for (i = 0; s[i]; i++) {
+        if (s[i] == '[')
+            depth++;
+        else if (s[i] == ']')
+            depth--;
+        else if (s[i] == ',' && depth <= 0)
+            break;
+    }
+    return i;
+}
+
+int as_policy_spec_parse(const char *text, as_policy_spec *out, char *why, size_t why_len)
+{
+    int rc = AS_POLICY_EINVAL;
+    char *buf = NULL;
+    as_knob_value *vals = NULL;
+    char known[256];
+    if (why && why_len)
+        why[0] = 0;
+    if (!out)
+        return fail(why, why_len, "no output spec");
+    memset(out, 0, sizeof *out);
+    if (!text)
+        text = "";
+    size_t tl = strlen(text);
+    buf = malloc(tl + 1);
+    if (!buf) {
+        rc = AS_POLICY_ENOMEM;
+        fail(why, why_len, "out of host memory");
+        goto out;
+    }
+    size_t bl = 0;
+    for (size_t i = 0; i < tl; i++)
+        if (!isspace((unsigned char)text[i]))
+            buf[bl++] = text[i];
+    buf[bl] = 0;
+
+    /* Bracket balance first, so item splitting cannot run wild. */
+    int depth = 0;
+    for (size_t i = 0; i < bl; i++) {
+        if (buf[i] == '[' && ++depth > 1) {
+            fail(why, why_len, "nested '[' at offset %zu of '%s'", i, text);
+            goto out;
+        }
+        if (buf[i] == ']' && --depth < 0) {
+            fail(why, why_len, "unmatched ']' at offset %zu of '%s'", i, text);
+            goto out;
+        }
+    }
+    if (depth) {
+        fail(why, why_len, "unclosed '[' in '%s'", text);
+        goto out;
+    }
+
+    const char *p = buf;
+    const as_policy *pol = NULL;
+    size_t first = item_len(p);
+    if (first > 0 && !memchr(p, '=', first) && !memchr(p, ':', first)) {
+        char name[64];
+        if (first >= sizeof name) {
+            fail(why, why_len, "policy name '%.*s...' is too long", 20, p);
+            goto out;
+        }
+        memcpy(name, p, first);
+        name[first] = 0;
+        pol = as_policy_find(name);
+        if (!pol) {
+            list_policies(known, sizeof known);
+            fail(why, why_len, "unknown policy '%s' (known: %s)", name, known);
+            goto out;
+        }
+        p += first;
+        if (*p == ',')
+            p++;
+        if (!*p && p[-1] == ',') {
+            fail(why, why_len, "empty knob after ',' in '%s'", text);
+            goto out;
+        }
+    } else {
+        pol = as_policy_find(DEFAULT_POLICY);
+        if (!pol) {
+            fail(why, why_len,
+                 "no policy named '" DEFAULT_POLICY "' is registered yet (a spec without a "
+                 "policy name means '" DEFAULT_POLICY "'); name one, e.g. 'bestfit,%s'",
+                 buf);
+            goto out;
+        }
+    }
+
+    vals = calloc(pol->n_knobs ? pol->n_knobs : 1, sizeof *vals);
+    if (!vals) {
+        rc = AS_POLICY_ENOMEM;
+        fail(why, why_len, "out of host memory");
+        goto out;
+    }
+    for (size_t i = 0; i < pol->n_knobs; i++)
+        set_default(&pol->knobs[i], &vals[i]);
+
+    while (*p) {
+        size_t n = item_len(p);
+        if (n == 0) {
+            fail(why, why_len, "empty knob at offset %zu of '%s'", (size_t)(p - buf), buf);
+            goto out;
+        }
+        char item[512];
+        if (n >= sizeof item) {
+            fail(why, why_len, "knob setting '%.*s...' is too long", 30, p);
+            goto out;
+        }
+        memcpy(item, p, n);
+        item[n] = 0;
+        p += n;
+        if (*p == ',') {
+            p++;
+            if (!*p) {
+                fail(why, why_len, "empty knob after the last ',' in '%s'", buf);
+                goto out;
+            }
+        }
+        size_t kl = strcspn(item, "=:[");
+        if (item[kl] != '=' && item[kl] != ':') {
+            if (as_policy_find(item))
+                fail(why, why_len, "policy name '%s' must come first in the spec", item);
+            else
+                fail(why, why_len, "'%s' is not knob=value (or key:value)", item);
+            goto out;
+        }
+        item[kl] = 0;
+        const char *val = item + kl + 1;
+        int ki = find_knob(pol, item);
+        if (ki < 0) {
+            strbuf names = { 0 };
+            for (size_t i = 0; i < pol->n_knobs; i++)
+                sb_add(&names, "%s%s", i ? ", " : "", pol->knobs[i].name);
+            fail(why, why_len, "policy '%s' has no knob '%s' (knobs: %s)", pol->name, item,
+                 names.p ? names.p : "none");
+            free(names.p);
+            goto out;
+        }
+        const as_knob *k = &pol->knobs[ki];
+        char lab[96];
+        if (vals[ki].set) {
+            fail(why, why_len, "%s of '%s' is given twice", knob_label(k, lab, sizeof lab),
+                 pol->name);
+            goto out;
+        }
+        if (!*val) {
+            fail(why, why_len, "%s of '%s' has no value", knob_label(k, lab, sizeof lab),
+                 pol->name);
+            goto out;
+        }
+        if (parse_value(pol->name, k, val, &vals[ki], why, why_len))
+            goto out;
+        vals[ki].set = 1;
+    }
+    if (check_round(pol, vals, why, why_len) || check_pytorch_rules(pol, vals, why, why_len))
+        goto out;
+
+    out->text = canonical(pol, vals);
+    if (!out->text) {
+        rc = AS_POLICY_ENOMEM;
+        fail(why, why_len, "out of host memory");
+        goto out;
+    }
+    out->policy = pol;
+    out->values = vals;
+    vals = NULL;
+    rc = 0;
+out:
+    free(vals);
+    free(buf);
+    return rc;
+}
+
+void as_policy_spec_free(as_policy_spec *s)
+{
+    if (!s)
+        return;
+    free(s->values);
+    free(s->text);
+    s->values = NULL;
+    s->text = NULL;
+    s->policy = NULL;
+}
