@@ -106,12 +106,21 @@ int as_trace_open(const char *path, const as_reader_opts *opts, as_trace_reader 
 /* Next event: 0 with *ev filled, AS_TRACE_EOF at the end, < 0 on error (see _error). At
  * EOF, allocations still live are not an error (a trace may end with live memory). */
 int as_trace_next(as_trace_reader *r, as_event *ev);
+/* Batch form of as_trace_next, for hot loops (the native decoder fills the array in one
+ * tight loop). Returns 0 with 1 <= *n <= cap events, AS_TRACE_EOF with *n == 0, or < 0
+ * with *n == 0; an error met after some events is returned by the next call, after those
+ * events. A MARK is always the last event of its batch and its label stays valid until the
+ * next read. Calls may be mixed freely with as_trace_next. */
+int as_trace_next_batch(as_trace_reader *r, as_event *evs, size_t cap, size_t *n);
 const as_trace_error *as_trace_reader_error(const as_trace_reader *r);
 const as_meta *as_trace_reader_meta(const as_trace_reader *r);
 as_trace_fmt as_trace_reader_format(const as_trace_reader *r);
 uint64_t as_trace_reader_warnings(const as_trace_reader *r); /* lenient skips so far */
 /* Bytes of input consumed so far and the total when known (else 0): for progress. */
 void as_trace_reader_progress(const as_trace_reader *r, uint64_t *done, uint64_t *total);
+/* Allocations live now, and the bytes of the reader's live table (memory reports, tests
+ * of bounded memory). */
+void as_trace_reader_live(const as_trace_reader *r, uint64_t *live, size_t *table_bytes);
 void as_trace_close(as_trace_reader *r);
 
 /* ---- Writing ---------------------------------------------------------------------- */
@@ -125,5 +134,25 @@ int as_trace_writer_open(const char *path, as_trace_fmt fmt, const as_meta *meta
 int as_trace_write(as_trace_writer *w, const as_event *ev);
 /* Flushes and closes; returns the first error seen by any call, or 0. Always frees w. */
 int as_trace_writer_close(as_trace_writer *w, as_trace_error *err);
+
+/* ---- Conversion (the building blocks of `allocsim convert`) ------------------------ */
+
+/* Copies every remaining event of r into w (metadata is w's, given at open). Returns 0,
+ * or the first error (reader or writer) in *err with its path, offset and event; *events
+ * (may be NULL) is the count copied. Closes neither. */
+int as_trace_copy(as_trace_reader *r, as_trace_writer *w, uint64_t *events,
+                  as_trace_error *err);
+/* Opens in (any format, detected by content), writes out ("-" = stdout) as fmt with the
+ * input's metadata (pairs in extra, if any, added or replacing), and closes both. Refuses
+ * (AS_TRACE_EUSAGE) to write over the input itself; removes a partial output file on
+ * failure. *events (may be NULL) is the count converted. */
+int as_trace_convert(const char *in, const char *out, as_trace_fmt fmt,
+                     const as_reader_opts *opts, const as_meta *extra, uint64_t *events,
+                     as_trace_error *err);
+/* Output format from a name: "text"/"txt" or "native"; AS_FMT_UNKNOWN otherwise. */
+as_trace_fmt as_trace_fmt_parse(const char *name);
+/* Default output format for a path when the user gave none: AS_FMT_TEXT for names ending
+ * in ".txt" or ".text", AS_FMT_NATIVE otherwise (input is never judged by its name). */
+as_trace_fmt as_trace_fmt_for_output(const char *path);
 
 #endif

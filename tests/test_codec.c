@@ -1,0 +1,563 @@
+/*
+ * test_codec.c - the native format: lossless round trips (by hand, randomised, through the
+ * text format), its error classes with their offsets, and its size on loop-like traces.
+ */
+#include <CUnit/CUnit.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zstd.h>
+
+#include "trace.h"
+#include "util.h"
+
+/* ---- helpers ---------------------------------------------------------------------- */
+
+static int write_events(const char *path, as_trace_fmt fmt, const as_meta *meta,
+                        const as_event *ev, size_t n)
+{
+    as_trace_writer *w;
+    as_trace_error err;
+    int rc = as_trace_writer_open(path, fmt, meta, &w, &err);
+    if (rc < 0)
+        return rc;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = as_trace_write(w, &ev[i]);
+    int rc2 = as_trace_writer_close(w, &err);
+    return rc ? rc : rc2;
+}
+
+static int same_event(const as_event *a, const as_event *b)
+{
+    if (a->op != b->op || a->id != b->id || a->time_us != b->time_us)
+        return 0;
+    if (a->op == AS_OP_ALLOC && (a->size != b->size || a->stream != b->stream))
+        return 0;
+    if (a->op == AS_OP_MARK && strcmp(a->label, b->label) != 0)
+        return 0;
+    return 1;
+}
+
+/* Reads path and compares with ev[0..n); returns the index of the first difference, n if
+ * all equal and the trace ends there, or (size_t)-1 on a read error. */
+static size_t compare_file(const char *path, const as_event *ev, size_t n, as_trace_fmt fmt)
+{
+    as_trace_reader *r;
+    as_trace_error err;
+    if (as_trace_open(path, NULL, &r, &err) < 0) {
+        fprintf(stderr, "open %s: %s\n", err.path, err.msg);
+        return (size_t)-1;
+    }
+    size_t i = 0;
+    if (as_trace_reader_format(r) != fmt)
+        i = (size_t)-1;
+    as_event e;
+    int rc = 0;
+    for (; i < n; i++) {
+        rc = as_trace_next(r, &e);
+        if (rc || !same_event(&e, &ev[i]))
+            break;
+        /* FREE's size and stream come from the live table: the allocation's. */
+        if (e.op == AS_OP_FREE && e.size == 0)
+            break;
+    }
+    if (i == n && as_trace_next(r, &e) != AS_TRACE_EOF)
+        i = n + 1;
+    if (rc < 0)
+        fprintf(stderr, "read %s: %s\n", as_trace_reader_error(r)->path,
+                as_trace_reader_error(r)->msg);
+    as_trace_close(r);
+    return i;
+}
+
+static uint64_t file_size(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+}
+
+/* Random valid trace: every op, several streams, times with jumps both ways, labels with
+ * awkward bytes. */
+static as_event *random_trace(uint64_t *seed, size_t n, char labels[][AS_MAX_LABEL + 1])
+{
+    as_event *ev = calloc(n, sizeof *ev);
+    uint64_t *live = calloc(n, sizeof *live);
+    uint8_t *req = calloc(n, 1);
+    size_t nlive = 0, nalloc = 0, nl = 0;
+    int64_t t = (int64_t)(tu_rand(seed) % 1000000) - 500000;
+    static const char alphabet[] = "ab #\\\t\n=t0123456789-\x7f\xc3\xa9 ";
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = tu_rand(seed) % 100;
+        as_event *e = &ev[i];
+        e->time_us = AS_TIME_NONE;
+        if (r < 3) {
+            e->op = r == 0 ? AS_OP_EMPTY_CACHE : AS_OP_MARK;
+            if (e->op == AS_OP_MARK) {
+                size_t len = tu_rand(seed) % (r == 1 ? 12 : AS_MAX_LABEL + 1);
+                char *l = labels[nl++ % 64];
+                for (size_t k = 0; k < len; k++)
+                    l[k] = alphabet[tu_rand(seed) % (sizeof alphabet - 1)];
+                l[len] = 0;
+                if (tu_rand(seed) % 4 == 0 && len < 200)
+                    strcat(l, " t=42"); /* must stay part of the label */
+                e->label = l;
+            }
+        } else if (r < 50 || nlive == 0) {
+            e->op = AS_OP_ALLOC;
+            e->id = nalloc++;
+            uint64_t sk = tu_rand(seed) % 8;
+            e->size = sk < 4 ? (uint64_t)512 << sk : 1 + tu_rand(seed) % (sk == 7 ? AS_MAX_ALLOC_SIZE : 1u << 30);
+            uint64_t st = tu_rand(seed) % 10;
+            e->stream = st < 6 ? 0 : st < 9 ? 0x7f0000001000ull + st : tu_rand(seed);
+            live[nlive++] = e->id;
+        } else {
+            size_t k = (size_t)(tu_rand(seed) % nlive);
+            if (tu_rand(seed) % 10 == 0) /* sometimes a very old one */
+                k = 0;
+            e->id = live[k];
+            if (!req[e->id] && tu_rand(seed) % 3 == 0) {
+                e->op = AS_OP_FREE_REQ;
+                req[e->id] = 1;
+            } else {
+                e->op = AS_OP_FREE;
+                live[k] = live[--nlive];
+            }
+        }
+        uint64_t tr = tu_rand(seed) % 10;
+        if (tr < 7) {
+            t += (int64_t)(tu_rand(seed) % 50);
+            e->time_us = t;
+        } else if (tr == 7) {
+            /* extreme values, both signs: the delta coding must survive wrap-around */
+            static const int64_t ext[] = {INT64_MAX, INT64_MIN + 1, -1, 0, 1};
+            e->time_us = ext[tu_rand(seed) % 5];
+        }
+    }
+    free(live);
+    free(req);
+    return ev;
+}
+
+/* ---- tests ------------------------------------------------------------------------ */
+
+static void codec_roundtrip_by_hand(void)
+{
+    as_meta m = {0};
+    CU_ASSERT_EQUAL(as_meta_set(&m, "source", "hand"), 0);
+    CU_ASSERT_EQUAL(as_meta_set(&m, "allocator_config", "expandable_segments:True"), 0);
+    const as_event ev[] = {
+        {.op = AS_OP_ALLOC, .id = 0, .size = 1000, .stream = 0, .time_us = 10},
+        {.op = AS_OP_ALLOC, .id = 1, .size = 1000, .stream = 0x7fab0000, .time_us = 12},
+        {.op = AS_OP_MARK, .label = "step 1", .time_us = AS_TIME_NONE},
+        {.op = AS_OP_FREE_REQ, .id = 0, .time_us = 11},
+        {.op = AS_OP_ALLOC, .id = 2, .size = AS_MAX_ALLOC_SIZE, .stream = 0, .time_us = -5},
+        {.op = AS_OP_FREE, .id = 0, .time_us = AS_TIME_NONE},
+        {.op = AS_OP_EMPTY_CACHE, .time_us = 100},
+        {.op = AS_OP_FREE, .id = 2, .time_us = 101},
+        {.op = AS_OP_ALLOC, .id = 3, .size = 1, .stream = 0x7fab0000, .time_us = 102},
+    };
+    size_t n = sizeof ev / sizeof ev[0];
+    const char *p = tu_tmp(".zst");
+    CU_ASSERT_EQUAL_FATAL(write_events(p, AS_FMT_NATIVE, &m, ev, n), 0);
+    CU_ASSERT_EQUAL(compare_file(p, ev, n, AS_FMT_NATIVE), n);
+    as_trace_reader *r;
+    CU_ASSERT_EQUAL_FATAL(as_trace_open(p, NULL, &r, NULL), 0);
+    const as_meta *rm = as_trace_reader_meta(r);
+    CU_ASSERT_EQUAL(rm->n, 2);
+    CU_ASSERT_STRING_EQUAL(as_meta_get(rm, "source"), "hand");
+    CU_ASSERT_STRING_EQUAL(rm->kv[1].key, "allocator_config");
+    as_event e;
+    for (int i = 0; i < 5; i++)
+        CU_ASSERT_EQUAL(as_trace_next(r, &e), 0);
+    /* the reader fills a FREE's size and stream from its allocation */
+    CU_ASSERT_EQUAL(as_trace_next(r, &e), 0);
+    CU_ASSERT_EQUAL(e.op, AS_OP_FREE);
+    CU_ASSERT_EQUAL(e.size, 1000);
+    as_trace_close(r);
+    as_meta_free(&m);
+    tu_rm(p);
+}
+
+static void codec_roundtrip_random(void)
+{
+    uint64_t seed = tu_seed("codec_roundtrip_random");
+    static char labels[64][AS_MAX_LABEL + 1];
+    for (int round = 0; round < 6; round++) {
+        size_t n = 1 + (size_t)(tu_rand(&seed) % (round < 3 ? 50 : 40000));
+        as_event *ev = random_trace(&seed, n, labels);
+        /* labels repeat every 64 marks; keep only unique ones alive by rewriting any MARK
+         * whose buffer was reused later (simplest: point each at its own copy) */
+        char(*own)[AS_MAX_LABEL + 1] = calloc(n, sizeof *own);
+        for (size_t i = 0; i < n; i++)
+            if (ev[i].op == AS_OP_MARK) {
+                strcpy(own[i], ev[i].label);
+                ev[i].label = own[i];
+            }
+        const char *nat = tu_tmp(".bin"), *txt = tu_tmp(".trace"), *nat2 = tu_tmp(".x");
+        CU_ASSERT_EQUAL_FATAL(write_events(nat, AS_FMT_NATIVE, NULL, ev, n), 0);
+        CU_ASSERT_EQUAL(compare_file(nat, ev, n, AS_FMT_NATIVE), n);
+        /* native -> text -> native: every step lossless, and the two native files equal */
+        as_trace_error err;
+        uint64_t cnt;
+        CU_ASSERT_EQUAL(as_trace_convert(nat, txt, AS_FMT_TEXT, NULL, NULL, &cnt, &err), 0);
+        CU_ASSERT_EQUAL(cnt, n);
+        CU_ASSERT_EQUAL(compare_file(txt, ev, n, AS_FMT_TEXT), n);
+        CU_ASSERT_EQUAL(as_trace_convert(txt, nat2, AS_FMT_NATIVE, NULL, NULL, &cnt, &err), 0);
+        CU_ASSERT_EQUAL(compare_file(nat2, ev, n, AS_FMT_NATIVE), n);
+        CU_ASSERT_EQUAL(file_size(nat), file_size(nat2));
+        free(ev);
+        free(own);
+        tu_rm(nat);
+        tu_rm(txt);
+        tu_rm(nat2);
+    }
+}
+
+/* A native file's decompressed bytes built by hand, so corruptions can be placed exactly. */
+typedef struct rawbuf {
+    uint8_t b[4096];
+    size_t n;
+} rawbuf;
+
+static void rb_bytes(rawbuf *r, const void *p, size_t n)
+{
+    memcpy(r->b + r->n, p, n);
+    r->n += n;
+}
+static void rb_u8(rawbuf *r, uint8_t v) { r->b[r->n++] = v; }
+static void rb_var(rawbuf *r, uint64_t v)
+{
+    while (v >= 0x80) {
+        rb_u8(r, (uint8_t)(v | 0x80));
+        v >>= 7;
+    }
+    rb_u8(r, (uint8_t)v);
+}
+
+static const uint8_t MAGIC[8] = {0x8A, 'A', 'S', 'T', 0x0D, 0x0A, 0x1A, 0x0A};
+
+/* Header (version 1, no metadata): 8 + 1 + 1 + 1 = 11 bytes. */
+static void rb_header(rawbuf *r)
+{
+    r->n = 0;
+    rb_bytes(r, MAGIC, 8);
+    rb_var(r, 1);
+    rb_var(r, 0);
+    rb_var(r, 0);
+}
+
+static const char *write_zst(const rawbuf *r)
+{
+    const char *p = tu_tmp(".zst");
+    size_t cap = ZSTD_compressBound(r->n);
+    void *z = malloc(cap);
+    size_t zn = ZSTD_compress(z, cap, r->b, r->n, 3);
+    FILE *f = fopen(p, "wb");
+    fwrite(z, 1, zn, f);
+    fclose(f);
+    free(z);
+    return p;
+}
+
+/* Opens and reads to the end; returns the final code and the error. */
+static int read_all(const char *path, as_trace_error *err, uint64_t *events)
+{
+    as_trace_reader *r;
+    *events = 0;
+    int rc = as_trace_open(path, NULL, &r, err);
+    if (rc < 0)
+        return rc;
+    as_event e;
+    while ((rc = as_trace_next(r, &e)) == 0)
+        (*events)++;
+    if (rc < 0)
+        *err = *as_trace_reader_error(r);
+    as_trace_close(r);
+    return rc;
+}
+
+static void codec_errors(void)
+{
+    rawbuf r;
+    as_trace_error err;
+    uint64_t nev;
+    const char *p;
+
+    /* A valid minimal file: one block (ALLOC literal 4096, FREE d=1), the end record. */
+    rb_header(&r);
+    rb_var(&r, 2);                 /* 2 events */
+    rb_var(&r, 4);                 /* structure: tag 0xF0, varint 4096 (2 bytes), tag 0x01 */
+    rb_var(&r, 0);                 /* no times */
+    rb_u8(&r, 60 << 2 | 0);
+    rb_var(&r, 4096);
+    rb_u8(&r, 0 << 2 | 1);
+    rb_var(&r, 0);
+    rb_var(&r, 2);
+    rb_var(&r, 1);
+    p = write_zst(&r);
+    CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_TRACE_EOF);
+    CU_ASSERT_EQUAL(nev, 2);
+    tu_rm(p);
+
+    /* Bad magic: the last magic byte changed. The probe still fails -> not recognised. */
+    r.b[7] = 0x0B;
+    p = write_zst(&r);
+    CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_TRACE_EFORMAT);
+    tu_rm(p);
+    r.b[7] = 0x0A;
+
+    /* Bad version (2) at offset 8. */
+    r.b[8] = 2;
+    p = write_zst(&r);
+    CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_TRACE_EFORMAT);
+    CU_ASSERT_EQUAL(err.offset, 8);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "version 2"));
+    tu_rm(p);
+    r.b[8] = 1;
+
+    /* Corrupt varint: the size literal 4096 (bytes 0x80 0x20 at offsets 15,16) made
+     * overlong/unterminated: 0x80 0x80 runs into the FREE tag, whose value 0x01 then ends
+     * the varint; the block then lacks a byte. The header is 3 bytes (11..13), structure
+     * starts at 14: tag at 14, varint at 15. */
+    r.b[16] = 0x80;
+    p = write_zst(&r);
+    CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_TRACE_ECORRUPT);
+    CU_ASSERT_EQUAL(err.offset, 18); /* structure ends at 18: FREE tag missing */
+    tu_rm(p);
+    r.b[16] = 0x20;
+
+    /* A varint with an overlong zero continuation: 0x80 0x00 is refused. */
+    {
+        rawbuf q;
+        rb_header(&q);
+        rb_var(&q, 1);
+        rb_var(&q, 3);
+        rb_var(&q, 0);
+        rb_u8(&q, 60 << 2 | 0);
+        rb_u8(&q, 0x81);
+        rb_u8(&q, 0x00);
+        rb_var(&q, 0);
+        rb_var(&q, 1);
+        rb_var(&q, 1);
+        p = write_zst(&q);
+        CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_TRACE_ECORRUPT);
+        CU_ASSERT_EQUAL(err.offset, 15); /* the varint's first byte */
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "varint"));
+        tu_rm(p);
+    }
+
+    /* Missing end record: cut the last 3 bytes. */
+    r.n -= 3;
+    p = write_zst(&r);
+    CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_TRACE_ECORRUPT);
+    CU_ASSERT_EQUAL(nev, 2);
+    CU_ASSERT_EQUAL(err.offset, 18);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "end record"));
+    tu_rm(p);
+
+    /* Trailing data after the end record. */
+    r.n += 3;
+    rb_u8(&r, 0);
+    p = write_zst(&r);
+    CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_TRACE_ECORRUPT);
+    CU_ASSERT_EQUAL(err.offset, 21);
+    tu_rm(p);
+    r.n -= 1;
+
+    /* A free that refers before the first allocation: d = 2 with one alloc (tag 1<<2|1). */
+    r.b[17] = 1 << 2 | 1;
+    p = write_zst(&r);
+    CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_TRACE_ECORRUPT);
+    CU_ASSERT_EQUAL(err.offset, 17);
+    CU_ASSERT_EQUAL(err.event, 1);
+    tu_rm(p);
+    r.b[17] = 0 << 2 | 1;
+
+    /* A double free in a well-formed block: ALLOC, FREE d=1, FREE d=1 -> EINVAL, event 2. */
+    {
+        rawbuf q;
+        rb_header(&q);
+        rb_var(&q, 3);
+        rb_var(&q, 5);
+        rb_var(&q, 0);
+        rb_u8(&q, 60 << 2 | 0);
+        rb_var(&q, 4096);
+        rb_u8(&q, 0 << 2 | 1);
+        rb_u8(&q, 0 << 2 | 1);
+        rb_var(&q, 0);
+        rb_var(&q, 3);
+        rb_var(&q, 1);
+        p = write_zst(&q);
+        CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_TRACE_EINVAL);
+        CU_ASSERT_EQUAL(err.event, 2);
+        CU_ASSERT_EQUAL(err.offset, 18);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "double free"));
+        CU_ASSERT_EQUAL(nev, 2); /* the two good events came out first */
+        tu_rm(p);
+    }
+
+    /* Zero size through the native path: literal 0. */
+    {
+        rawbuf q;
+        rb_header(&q);
+        rb_var(&q, 1);
+        rb_var(&q, 2);
+        rb_var(&q, 0);
+        rb_u8(&q, 60 << 2 | 0);
+        rb_var(&q, 0);
+        rb_var(&q, 0);
+        rb_var(&q, 1);
+        rb_var(&q, 1);
+        p = write_zst(&q);
+        CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_TRACE_EINVAL);
+        CU_ASSERT_EQUAL(err.event, 0);
+        CU_ASSERT_EQUAL(err.offset, 14);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "zero size"));
+        tu_rm(p);
+    }
+}
+
+static void codec_truncated_zstd(void)
+{
+    /* A real trace, cut short at several points of its compressed bytes. */
+    uint64_t seed = 12345;
+    static char labels[64][AS_MAX_LABEL + 1];
+    size_t n = 30000;
+    as_event *ev = random_trace(&seed, n, labels);
+    for (size_t i = 0; i < n; i++)
+        if (ev[i].op == AS_OP_MARK)
+            ev[i].op = AS_OP_EMPTY_CACHE; /* labels are reused; not the point here */
+    const char *p = tu_tmp(".zst");
+    CU_ASSERT_EQUAL_FATAL(write_events(p, AS_FMT_NATIVE, NULL, ev, n), 0);
+    uint64_t sz = file_size(p);
+    FILE *f = fopen(p, "rb");
+    uint8_t *all = malloc(sz);
+    CU_ASSERT_EQUAL_FATAL(fread(all, 1, sz, f), sz);
+    fclose(f);
+    const uint64_t cuts[] = {sz - 1, sz - 4, sz / 2, 10};
+    for (size_t c = 0; c < 4; c++) {
+        const char *q = tu_tmp(".zst");
+        f = fopen(q, "wb");
+        fwrite(all, 1, cuts[c], f);
+        fclose(f);
+        as_trace_error err;
+        uint64_t nev;
+        int rc = read_all(q, &err, &nev);
+        CU_ASSERT_EQUAL(rc, AS_TRACE_ECORRUPT);
+        /* cut inside the checksum: every event arrived, the stream is still refused */
+        CU_ASSERT(c < 2 ? nev <= n : nev < n);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "zstd") ? err.msg : strstr(err.msg, "truncated"));
+        tu_rm(q);
+    }
+    /* A flipped byte in the middle: zstd's checksum (or its decoder) catches it. */
+    all[sz / 2] ^= 0x55;
+    const char *q = tu_tmp(".zst");
+    f = fopen(q, "wb");
+    fwrite(all, 1, sz, f);
+    fclose(f);
+    as_trace_error err;
+    uint64_t nev;
+    CU_ASSERT(read_all(q, &err, &nev) < 0);
+    tu_rm(q);
+    free(all);
+    free(ev);
+    tu_rm(p);
+}
+
+/* A training-loop-like trace: per step, the same sequence of activation allocations (with
+ * a per-step batch size), freed in reverse, plus jittered microsecond timestamps. */
+static size_t loop_trace(as_trace_writer *w, size_t steps, uint64_t *seed)
+{
+    static const uint64_t base[] = {4096, 8192, 1 << 20, 3 << 20, 512, 33554432, 67108864};
+    uint64_t id = 0, n = 0;
+    int64_t t = 1795936740984397;
+    for (size_t s = 0; s < steps; s++) {
+        uint64_t batch = 16 + tu_rand(seed) % 113;
+        uint64_t first = id;
+        size_t k = 24;
+        for (size_t i = 0; i < k; i++) {
+            t += (int64_t)(tu_rand(seed) % 20);
+            as_event e = {.op = AS_OP_ALLOC, .id = id++, .size = base[i % 7] * (i % 3 ? batch : 1),
+                          .time_us = t};
+            as_trace_write(w, &e);
+            n++;
+        }
+        for (size_t i = k; i-- > 0;) {
+            t += (int64_t)(tu_rand(seed) % 20);
+            as_event e = {.op = AS_OP_FREE, .id = first + i, .time_us = t};
+            as_trace_write(w, &e);
+            n++;
+        }
+        as_event m = {.op = AS_OP_MARK, .label = "step", .time_us = AS_TIME_NONE};
+        if (s % 100 == 0) {
+            as_trace_write(w, &m);
+            n++;
+        }
+    }
+    return n;
+}
+
+static void codec_size_loop_trace(void)
+{
+    uint64_t seed = tu_seed("codec_size_loop_trace");
+    const char *p = tu_tmp(".zst");
+    as_trace_writer *w;
+    CU_ASSERT_EQUAL_FATAL(as_trace_writer_open(p, AS_FMT_NATIVE, NULL, &w, NULL), 0);
+    size_t n = loop_trace(w, 4000, &seed);
+    CU_ASSERT_EQUAL(as_trace_writer_close(w, NULL), 0);
+    double bpe = (double)file_size(p) / (double)n;
+    fprintf(stderr, "  [native: %zu events, %.3f bytes/event]\n", n, bpe);
+    /* The requirement: at most 2 bytes per event, timestamps included. */
+    CU_ASSERT(bpe <= 2.0);
+    tu_rm(p);
+}
+
+/* The shared real snapshots, once the pickle importer is in the build. */
+extern const struct as_source_ops as_src_torch __attribute__((weak));
+
+static void codec_size_real_traces(void)
+{
+    if (!&as_src_torch) {
+        fprintf(stderr, "  [no pickle importer yet: skipped]\n");
+        return;
+    }
+    static const char *snaps[] = {
+        "shared/data/torch-2.11-h200/resnet_varbatch.pickle.zst",
+        "shared/data/torch-2.11-h200/moe_like.pickle.zst",
+        "shared/data/torch-2.11-h200-streams/streams2_default.pickle.zst",
+    };
+    for (size_t i = 0; i < 3; i++) {
+        const char *in = tu_path(snaps[i]);
+        FILE *f = fopen(in, "rb");
+        if (!f)
+            continue;
+        fclose(f);
+        char inb[1024];
+        snprintf(inb, sizeof inb, "%s", in);
+        const char *out = tu_tmp(".zst");
+        uint64_t n = 0;
+        as_trace_error err;
+        int rc = as_trace_convert(inb, out, AS_FMT_NATIVE, NULL, NULL, &n, &err);
+        CU_ASSERT_EQUAL(rc, 0);
+        if (rc == 0 && n) {
+            double bpe = (double)file_size(out) / (double)n;
+            fprintf(stderr, "  [%s: %llu events, %.3f bytes/event]\n", snaps[i],
+                    (unsigned long long)n, bpe);
+            CU_ASSERT(bpe <= 2.0);
+        } else if (rc) {
+            fprintf(stderr, "  [%s: %s]\n", err.path, err.msg);
+        }
+        tu_rm(out);
+    }
+}
+
+CU_TestInfo test_codec[] = {
+    {"roundtrip_by_hand", codec_roundtrip_by_hand},
+    {"roundtrip_random", codec_roundtrip_random},
+    {"errors", codec_errors},
+    {"truncated_zstd", codec_truncated_zstd},
+    {"size_loop_trace", codec_size_loop_trace},
+    {"size_real_traces", codec_size_real_traces},
+    CU_TEST_INFO_NULL,
+};

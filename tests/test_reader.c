@@ -1,0 +1,409 @@
+/*
+ * test_reader.c - the generic reader: format detection by content (never by name), zstd
+ * unwrapping, the validation every format goes through, lenient mode, wrapped sources,
+ * the batch API, and memory bounded by live allocations rather than trace length.
+ */
+#include <CUnit/CUnit.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "source.h"
+#include "trace.h"
+#include "util.h"
+
+static const char *write_file(const char *suffix, const void *data, size_t n)
+{
+    const char *p = tu_tmp(suffix);
+    FILE *f = fopen(p, "wb");
+    fwrite(data, 1, n, f);
+    fclose(f);
+    return p;
+}
+
+static const char *write_zstd_text(const char *suffix, const char *text)
+{
+    size_t n = strlen(text), cap = ZSTD_compressBound(n);
+    void *z = malloc(cap);
+    size_t zn = ZSTD_compress(z, cap, text, n, 1);
+    const char *p = write_file(suffix, z, zn);
+    free(z);
+    return p;
+}
+
+/* Reads to the end; returns the last code; err and the count of events delivered. */
+static int drain(const char *path, const as_reader_opts *o, as_trace_error *err, uint64_t *n,
+                 uint64_t *warnings)
+{
+    as_trace_reader *r;
+    *n = 0;
+    int rc = as_trace_open(path, o, &r, err);
+    if (rc < 0)
+        return rc;
+    as_event e;
+    while ((rc = as_trace_next(r, &e)) == 0)
+        (*n)++;
+    if (rc < 0)
+        *err = *as_trace_reader_error(r);
+    if (warnings)
+        *warnings = as_trace_reader_warnings(r);
+    as_trace_close(r);
+    return rc;
+}
+
+static int text_case(const char *body, as_trace_error *err, uint64_t *n)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "allocsim-text 1\n%s", body);
+    const char *p = tu_write_tmp(".txt", buf);
+    int rc = drain(p, NULL, err, n, NULL);
+    tu_rm(p);
+    return rc;
+}
+
+static void reader_validation(void)
+{
+    as_trace_error err;
+    uint64_t n;
+    /* ALLOC ids are ordinals */
+    CU_ASSERT_EQUAL(text_case("alloc 0 1\nalloc 2 1\n", &err, &n), AS_TRACE_EINVAL);
+    CU_ASSERT_EQUAL(err.event, 1);
+    CU_ASSERT_EQUAL(err.line, 3);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "ordinal 1"));
+    /* zero and absurd sizes */
+    CU_ASSERT_EQUAL(text_case("alloc 0 0\n", &err, &n), AS_TRACE_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "zero size"));
+    CU_ASSERT_EQUAL(err.offset, 16);
+    CU_ASSERT_EQUAL(text_case("alloc 0 256TiB\n", &err, &n), AS_TRACE_EOF);
+    CU_ASSERT_EQUAL(text_case("alloc 0 257TiB\n", &err, &n), AS_TRACE_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "absurd"));
+    /* unknown id, double free, FREE_REQ twice, free after FREE_REQ+FREE */
+    CU_ASSERT_EQUAL(text_case("alloc 0 1\nfree 1\n", &err, &n), AS_TRACE_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "unknown id"));
+    CU_ASSERT_EQUAL(text_case("alloc 0 1\nfree 0\nfree 0\n", &err, &n), AS_TRACE_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "double free"));
+    CU_ASSERT_EQUAL(err.line, 4);
+    CU_ASSERT_EQUAL(err.event, 2);
+    CU_ASSERT_EQUAL(n, 2);
+    CU_ASSERT_EQUAL(text_case("alloc 0 1\nfree_req 0\nfree_req 0\n", &err, &n),
+                    AS_TRACE_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "twice"));
+    CU_ASSERT_EQUAL(text_case("alloc 0 1\nfree_req 0\nfree 0\nfree_req 0\n", &err, &n),
+                    AS_TRACE_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "double free"));
+    /* allowed: FREE without FREE_REQ, live memory at the end */
+    CU_ASSERT_EQUAL(text_case("alloc 0 1\nalloc 1 1\nfree 0\n", &err, &n), AS_TRACE_EOF);
+    CU_ASSERT_EQUAL(n, 3);
+}
+
+static void reader_lenient(void)
+{
+    const char *p = tu_write_tmp(".txt", "allocsim-text 1\n"
+                                         "alloc 0 1\n"
+                                         "free 5\n"       /* unknown: skipped */
+                                         "alloc 1 0\n"    /* zero size: skipped */
+                                         "alloc 2 7\n"    /* becomes id 1 */
+                                         "free 1\n"       /* the skipped one: skipped */
+                                         "free 2\n"       /* frees output id 1 */
+                                         "free 2\n");     /* double: skipped */
+    as_reader_opts o = {.lenient = 1};
+    as_trace_reader *r;
+    CU_ASSERT_EQUAL_FATAL(as_trace_open(p, &o, &r, NULL), 0);
+    as_event e;
+    CU_ASSERT_EQUAL(as_trace_next(r, &e), 0);
+    CU_ASSERT(e.op == AS_OP_ALLOC && e.id == 0);
+    CU_ASSERT_EQUAL(as_trace_next(r, &e), 0);
+    CU_ASSERT(e.op == AS_OP_ALLOC && e.id == 1 && e.size == 7);
+    CU_ASSERT_EQUAL(as_trace_next(r, &e), 0);
+    CU_ASSERT(e.op == AS_OP_FREE && e.id == 1 && e.size == 7);
+    CU_ASSERT_EQUAL(as_trace_next(r, &e), AS_TRACE_EOF);
+    CU_ASSERT_EQUAL(as_trace_reader_warnings(r), 4);
+    as_trace_close(r);
+    tu_rm(p);
+}
+
+static void reader_detect_by_content(void)
+{
+    static const char text[] = "allocsim-text 1\nmeta k=v\nalloc 0 5\nfree 0\n";
+    as_trace_error err;
+    uint64_t n;
+    as_trace_reader *r;
+    /* text named like a zstd file and a pickle */
+    const char *p = tu_write_tmp(".zst", text);
+    CU_ASSERT_EQUAL_FATAL(as_trace_open(p, NULL, &r, &err), 0);
+    CU_ASSERT_EQUAL(as_trace_reader_format(r), AS_FMT_TEXT);
+    as_trace_close(r);
+    tu_rm(p);
+    /* zstd-wrapped text named .txt: unwrapped, then recognised as text */
+    p = write_zstd_text(".txt", text);
+    CU_ASSERT_EQUAL_FATAL(as_trace_open(p, NULL, &r, &err), 0);
+    CU_ASSERT_EQUAL(as_trace_reader_format(r), AS_FMT_TEXT);
+    CU_ASSERT_STRING_EQUAL(as_meta_get(as_trace_reader_meta(r), "k"), "v");
+    as_trace_close(r);
+    tu_rm(p);
+    /* native named .txt */
+    const char *t = tu_write_tmp(".pickle", text);
+    const char *q = tu_tmp(".txt");
+    CU_ASSERT_EQUAL(as_trace_convert(t, q, AS_FMT_NATIVE, NULL, NULL, &n, &err), 0);
+    CU_ASSERT_EQUAL(n, 2);
+    CU_ASSERT_EQUAL_FATAL(as_trace_open(q, NULL, &r, &err), 0);
+    CU_ASSERT_EQUAL(as_trace_reader_format(r), AS_FMT_NATIVE);
+    CU_ASSERT_STRING_EQUAL(as_meta_get(as_trace_reader_meta(r), "k"), "v");
+    as_trace_close(r);
+    tu_rm(t);
+    tu_rm(q);
+    /* errors in zstd-wrapped text are located in the decompressed text */
+    p = write_zstd_text(".bin", "allocsim-text 1\nalloc 0 1\nfree 3\n");
+    CU_ASSERT_EQUAL(drain(p, NULL, &err, &n, NULL), AS_TRACE_EINVAL);
+    CU_ASSERT_EQUAL(err.line, 3);
+    CU_ASSERT_EQUAL(err.offset, 26);
+    tu_rm(p);
+    /* unrecognised content, empty input, zstd of garbage */
+    p = tu_write_tmp(".zst", "hello world\n");
+    CU_ASSERT_EQUAL(drain(p, NULL, &err, &n, NULL), AS_TRACE_EFORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "not a recognised"));
+    tu_rm(p);
+    p = tu_write_tmp(".zst", "");
+    CU_ASSERT_EQUAL(drain(p, NULL, &err, &n, NULL), AS_TRACE_EFORMAT);
+    tu_rm(p);
+    p = write_zstd_text(".zst", "\x01\x02\x03 binary junk");
+    CU_ASSERT_EQUAL(drain(p, NULL, &err, &n, NULL), AS_TRACE_EFORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "zstd-compressed"));
+    tu_rm(p);
+    /* a zstd magic followed by junk: corrupt zstd, not "unrecognised" */
+    static const uint8_t junk[] = {0x28, 0xB5, 0x2F, 0xFD, 0xFF, 0xFF, 0xFF, 0xFF, 0, 1, 2, 3};
+    p = write_file(".bin", junk, sizeof junk);
+    CU_ASSERT_EQUAL(drain(p, NULL, &err, &n, NULL), AS_TRACE_ECORRUPT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "zstd"));
+    tu_rm(p);
+}
+
+static void reader_unreadable(void)
+{
+    as_trace_error err;
+    uint64_t n;
+    CU_ASSERT_EQUAL(drain("/nonexistent/allocsim/trace.zst", NULL, &err, &n, NULL),
+                    AS_TRACE_EIO);
+    CU_ASSERT_STRING_EQUAL(err.path, "/nonexistent/allocsim/trace.zst");
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "No such file"));
+    CU_ASSERT_EQUAL(drain("/tmp", NULL, &err, &n, NULL), AS_TRACE_EIO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "directory"));
+    /* writing where it cannot */
+    as_trace_writer *w;
+    CU_ASSERT_EQUAL(as_trace_writer_open("/nonexistent/x.zst", AS_FMT_NATIVE, NULL, &w, &err),
+                    AS_TRACE_EIO);
+    CU_ASSERT_EQUAL(as_trace_writer_open("/tmp/x", AS_FMT_TORCH_PICKLE, NULL, &w, &err),
+                    AS_TRACE_EUSAGE);
+}
+
+static void reader_writer_validates(void)
+{
+    const char *p = tu_tmp(".zst");
+    as_trace_writer *w;
+    as_trace_error err;
+    CU_ASSERT_EQUAL_FATAL(as_trace_writer_open(p, AS_FMT_NATIVE, NULL, &w, &err), 0);
+    as_event a = {.op = AS_OP_ALLOC, .id = 0, .size = 10, .time_us = AS_TIME_NONE};
+    as_event f = {.op = AS_OP_FREE, .id = 0, .time_us = AS_TIME_NONE};
+    CU_ASSERT_EQUAL(as_trace_write(w, &a), 0);
+    CU_ASSERT_EQUAL(as_trace_write(w, &f), 0);
+    CU_ASSERT_EQUAL(as_trace_write(w, &f), AS_TRACE_EINVAL); /* double free */
+    CU_ASSERT_EQUAL(as_trace_write(w, &a), AS_TRACE_EINVAL); /* sticky */
+    CU_ASSERT_EQUAL(as_trace_writer_close(w, &err), AS_TRACE_EINVAL);
+    CU_ASSERT_EQUAL(err.event, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "double free"));
+    /* convert refuses to overwrite its input */
+    const char *t = tu_write_tmp(".txt", "allocsim-text 1\nalloc 0 1\n");
+    CU_ASSERT_EQUAL(as_trace_convert(t, t, AS_FMT_NATIVE, NULL, NULL, NULL, &err),
+                    AS_TRACE_EUSAGE);
+    uint64_t n = 0;
+    CU_ASSERT_EQUAL(drain(t, NULL, &err, &n, NULL), AS_TRACE_EOF); /* input untouched */
+    CU_ASSERT_EQUAL(n, 1);
+    /* and a failed conversion leaves no partial output */
+    const char *bad = tu_write_tmp(".txt", "allocsim-text 1\nalloc 0 1\nfree 9\n");
+    const char *out = tu_tmp(".zst");
+    CU_ASSERT_EQUAL(as_trace_convert(bad, out, AS_FMT_NATIVE, NULL, NULL, NULL, &err),
+                    AS_TRACE_EINVAL);
+    CU_ASSERT_EQUAL(err.line, 3);
+    FILE *fo = fopen(out, "rb");
+    CU_ASSERT_PTR_NULL(fo);
+    if (fo)
+        fclose(fo);
+    tu_rm(p);
+    tu_rm(t);
+    tu_rm(bad);
+}
+
+/* A source wrapped with as_trace_reader_from_source: a counter-driven generator. */
+typedef struct gen_st {
+    uint64_t i, n;
+} gen_st;
+
+static int gen_next(void *st, as_event *ev, as_trace_error *err)
+{
+    (void)err;
+    gen_st *g = st;
+    if (g->i == g->n)
+        return AS_TRACE_EOF;
+    uint64_t k = g->i++;
+    memset(ev, 0, sizeof *ev);
+    ev->time_us = AS_TIME_NONE;
+    ev->op = k % 2 ? AS_OP_FREE : AS_OP_ALLOC;
+    ev->id = k / 2;
+    ev->size = ev->op == AS_OP_ALLOC ? 100 + k : 0;
+    if (k == 7)
+        ev->id = 99; /* a bug in the generator: a free of an unknown id */
+    return 0;
+}
+
+static void gen_close(void *st) { free(st); }
+
+static const as_source_ops gen_ops = {
+    .name = "test-gen", .fmt = AS_FMT_UNKNOWN, .next = gen_next, .close = gen_close};
+
+static void reader_from_source(void)
+{
+    gen_st *g = calloc(1, sizeof *g);
+    g->n = 100;
+    as_meta m = {0};
+    as_meta_set(&m, "source", "gen");
+    as_trace_reader *r;
+    CU_ASSERT_EQUAL_FATAL(as_trace_reader_from_source(&gen_ops, g, &m, "gen:test", &r), 0);
+    as_meta_free(&m); /* copied */
+    CU_ASSERT_STRING_EQUAL(as_meta_get(as_trace_reader_meta(r), "source"), "gen");
+    as_event evs[16];
+    size_t n;
+    CU_ASSERT_EQUAL(as_trace_next_batch(r, evs, 16, &n), 0);
+    CU_ASSERT_EQUAL(n, 7);  /* the 8th is invalid: the 7 before it come first */
+    CU_ASSERT_EQUAL(evs[5].op, AS_OP_FREE);
+    CU_ASSERT_EQUAL(evs[5].size, 104); /* filled from the allocation */
+    CU_ASSERT_EQUAL(as_trace_next_batch(r, evs, 16, &n), AS_TRACE_EINVAL);
+    CU_ASSERT_EQUAL(n, 0);
+    const as_trace_error *e = as_trace_reader_error(r);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    CU_ASSERT_EQUAL(e->event, 7);
+    CU_ASSERT_STRING_EQUAL(e->path, "gen:test");
+    as_trace_close(r);
+}
+
+static void reader_batch_and_next_mix(void)
+{
+    /* 10 allocs, a mark, 10 frees: batches stop after the MARK; next and batch mix. */
+    char text[1024] = "allocsim-text 1\n";
+    for (int i = 0; i < 10; i++)
+        sprintf(text + strlen(text), "alloc %d %d\n", i, i + 1);
+    strcat(text, "mark half\n");
+    for (int i = 0; i < 10; i++)
+        sprintf(text + strlen(text), "free %d\n", i);
+    const char *t = tu_write_tmp(".txt", text);
+    const char *nat = tu_tmp(".zst");
+    CU_ASSERT_EQUAL_FATAL(as_trace_convert(t, nat, AS_FMT_NATIVE, NULL, NULL, NULL, NULL), 0);
+    const char *paths[2] = {t, nat};
+    for (int k = 0; k < 2; k++) {
+        as_trace_reader *r;
+        CU_ASSERT_EQUAL_FATAL(as_trace_open(paths[k], NULL, &r, NULL), 0);
+        as_event e, evs[64];
+        size_t n;
+        CU_ASSERT_EQUAL(as_trace_next(r, &e), 0);
+        CU_ASSERT_EQUAL(as_trace_next_batch(r, evs, 64, &n), 0);
+        CU_ASSERT_EQUAL(n, 10); /* allocs 1..9 and the mark, which ends the batch */
+        CU_ASSERT_EQUAL(evs[9].op, AS_OP_MARK);
+        CU_ASSERT_STRING_EQUAL(evs[9].label, "half");
+        CU_ASSERT_EQUAL(as_trace_next_batch(r, evs, 3, &n), 0);
+        CU_ASSERT_EQUAL(n, 3);
+        CU_ASSERT(evs[0].op == AS_OP_FREE && evs[0].id == 0 && evs[0].size == 1);
+        size_t total = 3;
+        int rc;
+        while ((rc = as_trace_next_batch(r, evs, 64, &n)) == 0)
+            total += n;
+        CU_ASSERT_EQUAL(rc, AS_TRACE_EOF);
+        CU_ASSERT_EQUAL(total, 10);
+        as_trace_close(r);
+    }
+    tu_rm(t);
+    tu_rm(nat);
+}
+
+/*
+ * Bounded memory: a trace of several million events with at most 64 allocations live at
+ * once. Two measurements, both independent of the trace length: the live table's own
+ * capacity (exact), and the growth of the process heap (mallinfo2's in-use bytes) between
+ * having read the first 1,000 events and the end, which covers every buffer the reader,
+ * the decoder and libzstd allocate. With a table growing per event, 5 M events would add
+ * well over 100 MB.
+ */
+static void reader_bounded_memory(void)
+{
+    const size_t N = 5000000, LIVE = 64;
+    const char *p = tu_tmp(".zst");
+    as_trace_writer *w;
+    CU_ASSERT_EQUAL_FATAL(as_trace_writer_open(p, AS_FMT_NATIVE, NULL, &w, NULL), 0);
+    uint64_t seed = tu_seed("reader_bounded_memory");
+    uint64_t next_id = 0, live[64];
+    size_t nlive = 0, n = 0;
+    int64_t t = 0;
+    while (n < N) {
+        as_event e = {.time_us = t += (int64_t)(tu_rand(&seed) % 7)};
+        if (nlive < LIVE && (nlive == 0 || tu_rand(&seed) % 2)) {
+            e.op = AS_OP_ALLOC;
+            e.id = next_id++;
+            e.size = 512 * (1 + tu_rand(&seed) % 64);
+            live[nlive++] = e.id;
+        } else {
+            size_t k = (size_t)(tu_rand(&seed) % nlive);
+            e.op = AS_OP_FREE;
+            e.id = live[k];
+            live[k] = live[--nlive];
+        }
+        if (as_trace_write(w, &e) != 0)
+            break;
+        n++;
+    }
+    CU_ASSERT_EQUAL_FATAL(n, N);
+    CU_ASSERT_EQUAL_FATAL(as_trace_writer_close(w, NULL), 0);
+
+    as_trace_reader *r;
+    CU_ASSERT_EQUAL_FATAL(as_trace_open(p, NULL, &r, NULL), 0);
+    as_event evs[1000];
+    size_t got, total = 0, max_table = 0;
+    uint64_t max_live = 0;
+    int rc = 0;
+    while (total < 1000 && (rc = as_trace_next_batch(r, evs, 1000 - total, &got)) == 0)
+        total += got;
+    struct mallinfo2 m0 = mallinfo2();
+    while ((rc = as_trace_next_batch(r, evs, 1000, &got)) == 0) {
+        total += got;
+        uint64_t lv;
+        size_t tb;
+        as_trace_reader_live(r, &lv, &tb);
+        if (tb > max_table)
+            max_table = tb;
+        if (lv > max_live)
+            max_live = lv;
+    }
+    struct mallinfo2 m1 = mallinfo2();
+    CU_ASSERT_EQUAL(rc, AS_TRACE_EOF);
+    CU_ASSERT_EQUAL(total, N);
+    CU_ASSERT(max_live <= LIVE);
+    /* 64 live at load <= 1/2 -> 128 slots of 40 bytes */
+    CU_ASSERT(max_table <= 128 * 40);
+    long grown = (long)m1.uordblks - (long)m0.uordblks;
+    fprintf(stderr, "  [%zu events: live table <= %zu bytes, heap grew %ld bytes]\n", total,
+            max_table, grown);
+    CU_ASSERT(grown < (1L << 20));
+    as_trace_close(r);
+    tu_rm(p);
+}
+
+CU_TestInfo test_reader[] = {
+    {"validation", reader_validation},
+    {"lenient", reader_lenient},
+    {"detect_by_content", reader_detect_by_content},
+    {"unreadable", reader_unreadable},
+    {"writer_validates", reader_writer_validates},
+    {"from_source", reader_from_source},
+    {"batch_and_next_mix", reader_batch_and_next_mix},
+    {"bounded_memory", reader_bounded_memory},
+    CU_TEST_INFO_NULL,
+};

@@ -1,0 +1,385 @@
+/*
+ * instream.c - buffered input for the decoders: a file, stdin or a memory buffer, with
+ * zstd content (magic 28 B5 2F FD) unwrapped transparently through ZSTD_decompressStream.
+ *
+ * Invariant: buf[pos..len) is the not yet consumed window of the decompressed stream and
+ * base is the stream offset of buf[0], so every offset reported is in decompressed bytes.
+ * A stream error is sticky: once set, reads and peeks keep returning it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "trace_internal.h"
+
+#define IN_CHUNK (128u << 10)        /* raw read size and initial window */
+#define IN_MAX_PEEK (64u << 20)      /* a peek larger than this is refused */
+
+struct as_instream {
+    int fd;         /* -1 for memory streams */
+    int own_fd;
+    char path[256];
+    /* decompressed window */
+    uint8_t *buf;
+    size_t pos, len, cap;
+    uint64_t base;
+    /* raw input (file bytes, or the memory buffer) */
+    uint8_t *raw;
+    size_t raw_pos, raw_len, raw_cap;
+    const uint8_t *mem; /* memory stream: raw points into it, never freed */
+    int raw_eof;
+    uint64_t raw_done, raw_total;
+    /* zstd */
+    ZSTD_DStream *zd;
+    size_t zret;    /* last ZSTD_decompressStream result: 0 = at a frame boundary */
+    int zdone;      /* decompressed stream fully drained */
+    /* sticky error */
+    as_trace_error err;
+    int failed;
+    /* the event being decoded (as_instream_mark_event) */
+    uint64_t mark_off, mark_line;
+};
+
+int as_trace_vset_error(as_trace_error *err, int code, const char *path, uint64_t offset,
+                        uint64_t line, const char *fmt, va_list ap)
+{
+    if (!err)
+        return code;
+    err->code = code;
+    snprintf(err->path, sizeof err->path, "%s", path ? path : "");
+    err->offset = offset;
+    err->line = line;
+    err->event = UINT64_MAX;
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    return code;
+}
+
+int as_trace_set_error(as_trace_error *err, int code, const char *path, uint64_t offset,
+                       uint64_t line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    as_trace_vset_error(err, code, path, offset, line, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static int stream_fail(as_instream *in, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int stream_fail(as_instream *in, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    as_trace_vset_error(&in->err, code, in->path, in->base + in->len, 0, fmt, ap);
+    va_end(ap);
+    in->failed = 1;
+    return code;
+}
+
+/* Reads more raw bytes into raw[]; 0 on success (raw_eof set at the end), < 0 on error. */
+static int raw_fill(as_instream *in)
+{
+    if (in->raw_eof)
+        return 0;
+    if (in->mem) {
+        in->raw_eof = 1;
+        return 0;
+    }
+    if (in->raw_pos > 0) {
+        memmove(in->raw, in->raw + in->raw_pos, in->raw_len - in->raw_pos);
+        in->raw_len -= in->raw_pos;
+        in->raw_pos = 0;
+    }
+    for (;;) {
+        ssize_t r = read(in->fd, in->raw + in->raw_len, in->raw_cap - in->raw_len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return stream_fail(in, AS_TRACE_EIO, "read failed: %s", strerror(errno));
+        if (r == 0)
+            in->raw_eof = 1;
+        in->raw_len += (size_t)r;
+        return 0;
+    }
+}
+
+/* Makes room for at least want more bytes after len, compacting first. */
+static int window_reserve(as_instream *in, size_t want)
+{
+    if (in->pos > 0 && in->cap - in->len < want) {
+        memmove(in->buf, in->buf + in->pos, in->len - in->pos);
+        in->base += in->pos;
+        in->len -= in->pos;
+        in->pos = 0;
+    }
+    if (in->cap - in->len >= want)
+        return 0;
+    size_t ncap = in->cap ? in->cap : IN_CHUNK;
+    while (ncap - in->len < want)
+        ncap *= 2;
+    uint8_t *nb = realloc(in->buf, ncap);
+    if (!nb)
+        return stream_fail(in, AS_TRACE_ENOMEM, "out of memory for the input buffer");
+    in->buf = nb;
+    in->cap = ncap;
+    return 0;
+}
+
+/* Appends at least one byte to the window, or sets zdone/raw_eof. */
+static int window_fill(as_instream *in)
+{
+    if (in->failed)
+        return in->err.code;
+    if (window_reserve(in, IN_CHUNK / 2) < 0)
+        return in->err.code;
+    if (!in->zd) {
+        /* Plain input: move raw bytes straight into the window. */
+        if (in->raw_pos == in->raw_len && raw_fill(in) < 0)
+            return in->err.code;
+        size_t k = in->raw_len - in->raw_pos;
+        if (k > in->cap - in->len)
+            k = in->cap - in->len;
+        memcpy(in->buf + in->len, in->raw + in->raw_pos, k);
+        in->len += k;
+        in->raw_pos += k;
+        in->raw_done += k;
+        if (k == 0 && in->raw_eof)
+            in->zdone = 1;
+        return 0;
+    }
+    while (!in->zdone) {
+        if (in->raw_pos == in->raw_len) {
+            if (raw_fill(in) < 0)
+                return in->err.code;
+            if (in->raw_pos == in->raw_len && in->raw_eof) {
+                if (in->zret != 0)
+                    return stream_fail(in, AS_TRACE_ECORRUPT,
+                                       "truncated zstd stream (ends inside a frame, after "
+                                       "%llu compressed bytes)",
+                                       (unsigned long long)in->raw_done);
+                in->zdone = 1;
+                return 0;
+            }
+        }
+        ZSTD_inBuffer ib = {in->raw, in->raw_len, in->raw_pos};
+        ZSTD_outBuffer ob = {in->buf, in->cap, in->len};
+        size_t r = ZSTD_decompressStream(in->zd, &ob, &ib);
+        if (ZSTD_isError(r))
+            return stream_fail(in, AS_TRACE_ECORRUPT,
+                               "corrupt zstd data near compressed byte %llu: %s",
+                               (unsigned long long)(in->raw_done + (ib.pos - in->raw_pos)),
+                               ZSTD_getErrorName(r));
+        in->raw_done += ib.pos - in->raw_pos;
+        in->raw_pos = ib.pos;
+        in->zret = r;
+        int produced = ob.pos > in->len;
+        in->len = ob.pos;
+        if (produced)
+            return 0;
+        /* No output: zstd consumed input (header, skippable frame) or needs more. */
+    }
+    return 0;
+}
+
+long as_instream_peek(as_instream *in, const void **buf, size_t n)
+{
+    if (n > IN_MAX_PEEK)
+        n = IN_MAX_PEEK;
+    while (in->len - in->pos < n && !in->zdone) {
+        if (in->cap - in->pos < n && window_reserve(in, n - (in->len - in->pos)) < 0)
+            return in->err.code;
+        if (window_fill(in) < 0)
+            return in->err.code;
+    }
+    if (in->failed && in->len - in->pos < n)
+        return in->err.code;
+    *buf = in->buf + in->pos;
+    size_t avail = in->len - in->pos;
+    return (long)(avail < n ? avail : n);
+}
+
+long as_instream_read(as_instream *in, void *dst, size_t n)
+{
+    size_t got = 0;
+    uint8_t *d = dst;
+    while (got < n) {
+        if (in->pos == in->len) {
+            if (in->zdone)
+                break;
+            if (window_fill(in) < 0)
+                return got ? (long)got : in->err.code;
+            continue;
+        }
+        size_t k = in->len - in->pos;
+        if (k > n - got)
+            k = n - got;
+        memcpy(d + got, in->buf + in->pos, k);
+        in->pos += k;
+        got += k;
+    }
+    return (long)got;
+}
+
+void as_instream_skip(as_instream *in, size_t n)
+{
+    size_t avail = in->len - in->pos;
+    in->pos += n < avail ? n : avail;
+}
+
+uint64_t as_instream_offset(const as_instream *in) { return in->base + in->pos; }
+const char *as_instream_path(const as_instream *in) { return in->path; }
+int as_instream_is_zstd(const as_instream *in) { return in->zd != NULL; }
+
+void as_instream_progress(const as_instream *in, uint64_t *done, uint64_t *total)
+{
+    if (done)
+        *done = in->raw_done;
+    if (total)
+        *total = in->raw_total;
+}
+
+const as_trace_error *as_instream_error(const as_instream *in)
+{
+    return in->failed ? &in->err : NULL;
+}
+
+void as_instream_mark_event(as_instream *in, uint64_t offset, uint64_t line)
+{
+    in->mark_off = offset;
+    in->mark_line = line;
+}
+
+void as_instream_take_mark(as_instream *in, uint64_t *offset, uint64_t *line)
+{
+    *offset = in->mark_off;
+    *line = in->mark_line;
+    in->mark_off = UINT64_MAX;
+    in->mark_line = 0;
+}
+
+int as_instream_fail(as_instream *in, as_trace_error *err, int code, const char *fmt, ...)
+{
+    if (in->failed) {
+        /* The stream itself broke (I/O, corrupt zstd): that is the root cause. */
+        if (err)
+            *err = in->err;
+        return in->err.code;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    as_trace_vset_error(err, code, in->path, as_instream_offset(in), 0, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static int stream_init(as_instream *in, as_trace_error *err)
+{
+    in->mark_off = UINT64_MAX;
+    if (!in->mem) {
+        in->raw_cap = IN_CHUNK;
+        in->raw = malloc(in->raw_cap);
+        if (!in->raw)
+            return as_trace_set_error(err, AS_TRACE_ENOMEM, in->path, 0, 0, "out of memory");
+    }
+    /* Sniff the zstd magic on the raw bytes. */
+    while (in->raw_len - in->raw_pos < 4 && !in->raw_eof)
+        if (raw_fill(in) < 0) {
+            if (err)
+                *err = in->err;
+            return in->err.code;
+        }
+    static const uint8_t zmagic[4] = {0x28, 0xB5, 0x2F, 0xFD};
+    if (in->raw_len - in->raw_pos >= 4 && memcmp(in->raw + in->raw_pos, zmagic, 4) == 0) {
+        in->zd = ZSTD_createDStream();
+        if (!in->zd)
+            return as_trace_set_error(err, AS_TRACE_ENOMEM, in->path, 0, 0, "out of memory");
+        ZSTD_initDStream(in->zd);
+        /* Frames may ask for big windows (--long); accept up to 2 GiB. */
+        ZSTD_DCtx_setParameter(in->zd, ZSTD_d_windowLogMax, 31);
+        in->zret = 1;
+    }
+    return 0;
+}
+
+int as_instream_open(const char *path, as_instream **out, as_trace_error *err)
+{
+    *out = NULL;
+    as_instream *in = calloc(1, sizeof *in);
+    if (!in)
+        return as_trace_set_error(err, AS_TRACE_ENOMEM, path, 0, 0, "out of memory");
+    snprintf(in->path, sizeof in->path, "%s", path);
+    if (strcmp(path, "-") == 0) {
+        in->fd = 0;
+        snprintf(in->path, sizeof in->path, "<stdin>");
+    } else {
+        in->fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (in->fd < 0) {
+            int rc = as_trace_set_error(err, AS_TRACE_EIO, path, UINT64_MAX, 0,
+                                        "cannot open: %s", strerror(errno));
+            free(in);
+            return rc;
+        }
+        in->own_fd = 1;
+        struct stat sb;
+        if (fstat(in->fd, &sb) == 0) {
+            if (S_ISDIR(sb.st_mode)) {
+                int rc = as_trace_set_error(err, AS_TRACE_EIO, path, UINT64_MAX, 0,
+                                            "cannot read: is a directory");
+                as_instream_close(in);
+                return rc;
+            }
+            if (S_ISREG(sb.st_mode))
+                in->raw_total = (uint64_t)sb.st_size;
+        }
+    }
+    int rc = stream_init(in, err);
+    if (rc < 0) {
+        as_instream_close(in);
+        return rc;
+    }
+    *out = in;
+    return 0;
+}
+
+int as_instream_open_mem(const void *data, size_t n, const char *name, as_instream **out,
+                         as_trace_error *err)
+{
+    *out = NULL;
+    as_instream *in = calloc(1, sizeof *in);
+    if (!in)
+        return as_trace_set_error(err, AS_TRACE_ENOMEM, name, 0, 0, "out of memory");
+    snprintf(in->path, sizeof in->path, "%s", name ? name : "<memory>");
+    in->fd = -1;
+    in->mem = data;
+    in->raw = (uint8_t *)(uintptr_t)data; /* never written: raw_fill does not run on mem */
+    in->raw_len = in->raw_cap = n;
+    in->raw_eof = 1;
+    in->raw_total = n;
+    int rc = stream_init(in, err);
+    if (rc < 0) {
+        as_instream_close(in);
+        return rc;
+    }
+    *out = in;
+    return 0;
+}
+
+void as_instream_close(as_instream *in)
+{
+    if (!in)
+        return;
+    if (in->own_fd)
+        close(in->fd);
+    if (!in->mem)
+        free(in->raw);
+    free(in->buf);
+    ZSTD_freeDStream(in->zd);
+    free(in);
+}

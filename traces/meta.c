@@ -1,0 +1,134 @@
+/*
+ * meta.c - trace metadata (ordered key=value pairs), format names and error strings.
+ *
+ * Invariant: keys are unique within an as_meta and keep their first insertion order, so a
+ * header written and read back compares equal pair by pair.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace_internal.h"
+
+int as_meta_key_ok(const char *key)
+{
+    if (!key || !*key)
+        return 0;
+    for (const char *p = key; *p; p++) {
+        char c = *p;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+int as_meta_set(as_meta *m, const char *key, const char *value)
+{
+    if (!m || !as_meta_key_ok(key) || !value)
+        return AS_TRACE_EUSAGE;
+    for (size_t i = 0; i < m->n; i++) {
+        if (strcmp(m->kv[i].key, key) == 0) {
+            char *v = strdup(value);
+            if (!v)
+                return AS_TRACE_ENOMEM;
+            free(m->kv[i].value);
+            m->kv[i].value = v;
+            return 0;
+        }
+    }
+    if (m->n == m->cap) {
+        size_t ncap = m->cap ? m->cap * 2 : 8;
+        as_meta_kv *nk = realloc(m->kv, ncap * sizeof *nk);
+        if (!nk)
+            return AS_TRACE_ENOMEM;
+        m->kv = nk;
+        m->cap = ncap;
+    }
+    char *k = strdup(key), *v = strdup(value);
+    if (!k || !v) {
+        free(k);
+        free(v);
+        return AS_TRACE_ENOMEM;
+    }
+    m->kv[m->n].key = k;
+    m->kv[m->n].value = v;
+    m->n++;
+    return 0;
+}
+
+const char *as_meta_get(const as_meta *m, const char *key)
+{
+    if (!m || !key)
+        return NULL;
+    for (size_t i = 0; i < m->n; i++)
+        if (strcmp(m->kv[i].key, key) == 0)
+            return m->kv[i].value;
+    return NULL;
+}
+
+int as_meta_copy(as_meta *dst, const as_meta *src)
+{
+    if (!dst)
+        return AS_TRACE_EUSAGE;
+    if (!src)
+        return 0;
+    for (size_t i = 0; i < src->n; i++) {
+        int rc = as_meta_set(dst, src->kv[i].key, src->kv[i].value);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+void as_meta_free(as_meta *m)
+{
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->n; i++) {
+        free(m->kv[i].key);
+        free(m->kv[i].value);
+    }
+    free(m->kv);
+    m->kv = NULL;
+    m->n = m->cap = 0;
+}
+
+const char *as_trace_fmt_name(as_trace_fmt f)
+{
+    switch (f) {
+    case AS_FMT_NATIVE:
+        return "native";
+    case AS_FMT_TEXT:
+        return "text";
+    case AS_FMT_TORCH_PICKLE:
+        return "torch-pickle";
+    case AS_FMT_RMM_CSV:
+        return "rmm-csv";
+    case AS_FMT_UNKNOWN:
+        break;
+    }
+    return "unknown";
+}
+
+const char *as_trace_strerror(int code)
+{
+    switch (code) {
+    case AS_TRACE_OK:
+        return "success";
+    case AS_TRACE_EOF:
+        return "end of trace";
+    case AS_TRACE_EIO:
+        return "I/O error";
+    case AS_TRACE_EFORMAT:
+        return "unrecognised format or bad header";
+    case AS_TRACE_ECORRUPT:
+        return "corrupt or truncated trace";
+    case AS_TRACE_EINVAL:
+        return "invalid event";
+    case AS_TRACE_ENOMEM:
+        return "out of memory or limit exceeded";
+    case AS_TRACE_EUSAGE:
+        return "invalid use";
+    }
+    return "unknown error";
+}

@@ -1,0 +1,899 @@
+/*
+ * native.c - the allocsim native trace format (layout byte by byte in traces/FORMAT.md):
+ * a zstd stream holding a header (magic, version, metadata) and blocks of events, each
+ * block split into a structure column (one tag byte per event, varints) and a time column
+ * (delta-coded), so that zstd finds the repeats of a training loop in the first and
+ * entropy-codes the jitter of the second.
+ *
+ * Invariants: ids are never stored (an ALLOC's id is its ordinal; a free stores the
+ * distance back, alloc_count - id); decoding holds one block in the input window and a
+ * stream table, nothing proportional to the trace length. Every version ever written
+ * stays readable: the header's version selects the block decoder.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "trace_internal.h"
+
+static const uint8_t native_magic[8] = {0x8A, 'A', 'S', 'T', 0x0D, 0x0A, 0x1A, 0x0A};
+#define NATIVE_VERSION 1 /* written; readable: 1 */
+
+/* Structure column tags: kind in the low 2 bits, argument v in the high 6. */
+enum { K_ALLOC = 0, K_FREE = 1, K_FREE_REQ = 2, K_SPECIAL = 3 };
+#define SIZE_SLOTS 60     /* ALLOC v < 60: size from the size cache slot v */
+#define V_SIZE_LITERAL 60 /* ALLOC v = 60: varint size follows, cached at slot hash(size) */
+#define V_FREE_FAR 63     /* FREE*: v < 63 means distance v + 1; 63: varint (d - 64) follows */
+enum { S_EMPTY_CACHE = 0, S_MARK = 1, S_SET_STREAM = 2, S_NEW_STREAM = 3 };
+/* Time column: varint u per event (only in blocks where some event has a time). */
+enum { T_NONE = 0, T_ABS = 1, T_DELTA0 = 2 };
+
+#define BLOCK_EVENTS 16384        /* writer: events per block */
+#define BLOCK_MAX_EVENTS (1u << 20) /* reader: limits against corrupt headers */
+#define BLOCK_MAX_BYTES (32u << 20)
+#define MAX_STREAMS 65536
+#define BATCH_MAX 4096
+#define ZSTD_LEVEL 9
+
+static inline unsigned size_slot(uint64_t size)
+{
+    return (unsigned)(((size * 0x9E3779B97F4A7C15ull) >> 58) % SIZE_SLOTS);
+}
+
+static inline uint64_t zz_enc(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
+static inline int64_t zz_dec(uint64_t u) { return (int64_t)(u >> 1) ^ -(int64_t)(u & 1); }
+
+/* ---- decoding --------------------------------------------------------------------- */
+
+typedef struct native_st {
+    as_instream *in;
+    unsigned version;
+    /* coding state, carried across blocks */
+    uint64_t size_cache[SIZE_SLOTS];
+    uint64_t *streams;
+    size_t nstreams, streams_cap;
+    uint64_t cur_stream;
+    uint64_t nalloc, nevents;
+    int64_t prev_time;
+    /* current block: offsets into the input window, which stays put until we skip it */
+    int in_block, ended;
+    uint64_t block_off; /* stream offset of the block's first byte (its header) */
+    size_t hdr_len, s_len, t_len, s_pos, t_pos;
+    uint32_t nev, done;
+    char label[AS_MAX_LABEL + 1];
+    uint64_t ev_off[BATCH_MAX]; /* offset of each event of the last batch */
+} native_st;
+
+static int native_probe(const uint8_t *head, size_t n)
+{
+    return n >= sizeof native_magic && memcmp(head, native_magic, sizeof native_magic) == 0;
+}
+
+/* Varint (LEB128, at most 10 bytes, no overlong forms). Returns bytes used or 0 when
+ * malformed or cut short. */
+static size_t varint_slow(const uint8_t *p, const uint8_t *end, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (size_t i = 0; i < 10 && p + i < end; i++) {
+        uint64_t b = p[i];
+        if (i == 9 && b > 1)
+            return 0;
+        x |= (b & 0x7F) << (7 * i);
+        if (!(b & 0x80)) {
+            if (i > 0 && b == 0)
+                return 0; /* overlong */
+            *v = x;
+            return i + 1;
+        }
+    }
+    return 0;
+}
+
+static inline size_t varint(const uint8_t *p, const uint8_t *end, uint64_t *v)
+{
+    if (p < end && *p < 0x80) {
+        *v = *p;
+        return 1;
+    }
+    return varint_slow(p, end, v);
+}
+
+static int nfail(native_st *s, as_trace_error *err, int code, uint64_t off, const char *fmt,
+                 ...) __attribute__((format(printf, 5, 6)));
+
+static int nfail(native_st *s, as_trace_error *err, int code, uint64_t off, const char *fmt,
+                 ...)
+{
+    const as_trace_error *se = as_instream_error(s->in);
+    if (se) {
+        if (err)
+            *err = *se;
+        return se->code;
+    }
+    char m[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m, sizeof m, fmt, ap);
+    va_end(ap);
+    return as_trace_set_error(err, code, as_instream_path(s->in), off, 0, "%s", m);
+}
+
+/* Reads a varint from the stream (header fields). */
+static int rd_varint(native_st *s, uint64_t *v, const char *what, as_trace_error *err)
+{
+    const void *p;
+    long n = as_instream_peek(s->in, &p, 10);
+    if (n < 0)
+        return nfail(s, err, (int)n, as_instream_offset(s->in), "read failed");
+    size_t k = varint_slow(p, (const uint8_t *)p + n, v);
+    if (!k)
+        return nfail(s, err, AS_TRACE_ECORRUPT, as_instream_offset(s->in),
+                     n < 10 && (n == 0 || ((const uint8_t *)p)[n - 1] & 0x80)
+                         ? "truncated: input ends inside the %s"
+                         : "corrupt varint in the %s",
+                     what);
+    as_instream_skip(s->in, k);
+    return 0;
+}
+
+static int rd_string(native_st *s, char **out, uint64_t max, const char *what,
+                     as_trace_error *err)
+{
+    uint64_t len;
+    int rc = rd_varint(s, &len, what, err);
+    if (rc < 0)
+        return rc;
+    uint64_t off = as_instream_offset(s->in);
+    if (len > max)
+        return nfail(s, err, AS_TRACE_ECORRUPT, off, "%s of %llu bytes is too long", what,
+                     (unsigned long long)len);
+    char *b = malloc(len + 1);
+    if (!b)
+        return nfail(s, err, AS_TRACE_ENOMEM, off, "out of memory");
+    long n = as_instream_read(s->in, b, len);
+    if (n < 0 || (uint64_t)n != len) {
+        free(b);
+        return nfail(s, err, n < 0 ? (int)n : AS_TRACE_ECORRUPT, off,
+                     "truncated: input ends inside the %s", what);
+    }
+    b[len] = 0;
+    if (strlen(b) != len) {
+        free(b);
+        return nfail(s, err, AS_TRACE_ECORRUPT, off, "NUL byte inside the %s", what);
+    }
+    *out = b;
+    return 0;
+}
+
+static int native_open(as_instream *in, const as_reader_opts *opts, as_meta *meta, void **stp,
+                       as_trace_error *err)
+{
+    (void)opts;
+    *stp = NULL;
+    native_st *s = calloc(1, sizeof *s);
+    if (!s)
+        return as_instream_fail(in, err, AS_TRACE_ENOMEM, "out of memory");
+    s->in = in;
+    int rc;
+    uint8_t magic[8];
+    if (as_instream_read(in, magic, 8) != 8 || memcmp(magic, native_magic, 8) != 0) {
+        rc = nfail(s, err, AS_TRACE_EFORMAT, 0, "bad magic: not an allocsim native trace");
+        goto bad;
+    }
+    uint64_t ver, flags, nmeta;
+    uint64_t voff = as_instream_offset(in);
+    if ((rc = rd_varint(s, &ver, "header version", err)) < 0)
+        goto bad;
+    if (ver != 1) {
+        rc = nfail(s, err, AS_TRACE_EFORMAT, voff,
+                   "unsupported native format version %llu (this build reads 1)",
+                   (unsigned long long)ver);
+        goto bad;
+    }
+    s->version = (unsigned)ver;
+    uint64_t foff = as_instream_offset(in);
+    if ((rc = rd_varint(s, &flags, "header flags", err)) < 0)
+        goto bad;
+    if (flags != 0) {
+        rc = nfail(s, err, AS_TRACE_EFORMAT, foff, "unknown header flags 0x%llx",
+                   (unsigned long long)flags);
+        goto bad;
+    }
+    if ((rc = rd_varint(s, &nmeta, "metadata count", err)) < 0)
+        goto bad;
+    if (nmeta > 4096) {
+        rc = nfail(s, err, AS_TRACE_ECORRUPT, foff, "absurd metadata count %llu",
+                   (unsigned long long)nmeta);
+        goto bad;
+    }
+    for (uint64_t i = 0; i < nmeta; i++) {
+        char *k = NULL, *v = NULL;
+        uint64_t koff = as_instream_offset(in);
+        if ((rc = rd_string(s, &k, 255, "metadata key", err)) < 0)
+            goto bad;
+        if ((rc = rd_string(s, &v, 1u << 20, "metadata value", err)) < 0) {
+            free(k);
+            goto bad;
+        }
+        if (!as_meta_key_ok(k))
+            rc = nfail(s, err, AS_TRACE_ECORRUPT, koff, "bad metadata key");
+        else if (as_meta_set(meta, k, v) < 0)
+            rc = nfail(s, err, AS_TRACE_ENOMEM, koff, "out of memory");
+        free(k);
+        free(v);
+        if (rc < 0)
+            goto bad;
+    }
+    s->streams_cap = 16;
+    s->streams = calloc(s->streams_cap, sizeof *s->streams);
+    if (!s->streams) {
+        rc = nfail(s, err, AS_TRACE_ENOMEM, 0, "out of memory");
+        goto bad;
+    }
+    s->nstreams = 1; /* index 0 is the default stream, value 0, never written */
+    *stp = s;
+    return 0;
+bad:
+    free(s);
+    return rc;
+}
+
+/* Reads the next block header; sets in_block, or ended at the end record. */
+static int block_begin(native_st *s, as_trace_error *err)
+{
+    const void *pv;
+    s->block_off = as_instream_offset(s->in);
+    long n = as_instream_peek(s->in, &pv, 30);
+    if (n < 0)
+        return nfail(s, err, (int)n, s->block_off, "read failed");
+    if (n == 0)
+        return nfail(s, err, AS_TRACE_ECORRUPT, s->block_off,
+                     "truncated: the trace ends without its end record (after %llu events)",
+                     (unsigned long long)s->nevents);
+    const uint8_t *p = pv, *end = p + n;
+    uint64_t nev, sl, tl;
+    size_t k1 = varint_slow(p, end, &nev);
+    if (!k1)
+        goto badhdr;
+    if (nev == 0) {
+        /* End record: totals, then nothing. */
+        uint64_t te, ta;
+        size_t k2 = varint_slow(p + k1, end, &te), k3 = k2 ? varint_slow(p + k1 + k2, end, &ta) : 0;
+        if (!k3)
+            goto badhdr;
+        if (te != s->nevents || ta != s->nalloc)
+            return nfail(s, err, AS_TRACE_ECORRUPT, s->block_off,
+                         "end record says %llu events and %llu allocations, the blocks held "
+                         "%llu and %llu",
+                         (unsigned long long)te, (unsigned long long)ta,
+                         (unsigned long long)s->nevents, (unsigned long long)s->nalloc);
+        as_instream_skip(s->in, k1 + k2 + k3);
+        const void *q;
+        long m = as_instream_peek(s->in, &q, 1);
+        if (m < 0)
+            return nfail(s, err, (int)m, as_instream_offset(s->in), "read failed");
+        if (m > 0)
+            return nfail(s, err, AS_TRACE_ECORRUPT, as_instream_offset(s->in),
+                         "trailing data after the end record");
+        s->ended = 1;
+        return 0;
+    }
+    size_t k2 = varint_slow(p + k1, end, &sl);
+    size_t k3 = k2 ? varint_slow(p + k1 + k2, end, &tl) : 0;
+    if (!k2 || !k3)
+        goto badhdr;
+    if (nev > BLOCK_MAX_EVENTS || sl > BLOCK_MAX_BYTES || tl > BLOCK_MAX_BYTES || sl < nev)
+        return nfail(s, err, AS_TRACE_ECORRUPT, s->block_off,
+                     "corrupt block header (%llu events, %llu + %llu bytes)",
+                     (unsigned long long)nev, (unsigned long long)sl, (unsigned long long)tl);
+    s->hdr_len = k1 + k2 + k3;
+    s->s_len = (size_t)sl;
+    s->t_len = (size_t)tl;
+    s->nev = (uint32_t)nev;
+    s->done = 0;
+    s->s_pos = s->t_pos = 0;
+    size_t total = s->hdr_len + s->s_len + s->t_len;
+    n = as_instream_peek(s->in, &pv, total);
+    if (n < 0)
+        return nfail(s, err, (int)n, s->block_off, "read failed");
+    if ((size_t)n < total)
+        return nfail(s, err, AS_TRACE_ECORRUPT, s->block_off + (uint64_t)n,
+                     "truncated: block of %llu events at offset %llu needs %zu bytes, %ld left",
+                     (unsigned long long)nev, (unsigned long long)s->block_off, total, n);
+    s->in_block = 1;
+    return 0;
+badhdr:
+    return nfail(s, err, AS_TRACE_ECORRUPT, s->block_off,
+                 n < 30 ? "truncated or corrupt block header" : "corrupt varint in a block header");
+}
+
+static int block_end(native_st *s, as_trace_error *err)
+{
+    if (s->s_pos != s->s_len || s->t_pos != s->t_len)
+        return nfail(s, err, AS_TRACE_ECORRUPT, s->block_off + s->hdr_len + s->s_pos,
+                     "block has %zu stray bytes after its %u events",
+                     (s->s_len - s->s_pos) + (s->t_len - s->t_pos), s->nev);
+    as_instream_skip(s->in, s->hdr_len + s->s_len + s->t_len);
+    s->in_block = 0;
+    return 0;
+}
+
+int as_native_next_batch(void *stp, as_event *evs, size_t cap, size_t *n, as_trace_error *err)
+{
+    native_st *s = stp;
+    size_t k = 0;
+    int rc = 0;
+    *n = 0;
+    if (cap > BATCH_MAX)
+        cap = BATCH_MAX;
+    while (k < cap) {
+        if (!s->in_block) {
+            if (s->ended) {
+                rc = AS_TRACE_EOF;
+                break;
+            }
+            if ((rc = block_begin(s, err)) < 0)
+                break;
+            if (s->ended)
+                continue;
+        }
+        const void *pv;
+        size_t total = s->hdr_len + s->s_len + s->t_len;
+        /* The window still holds the block (nothing else reads the stream); peek again
+         * for its address, which a compaction may have moved. */
+        if (as_instream_peek(s->in, &pv, total) < (long)total) {
+            rc = nfail(s, err, AS_TRACE_ECORRUPT, s->block_off, "block vanished");
+            break;
+        }
+        const uint8_t *sb = (const uint8_t *)pv + s->hdr_len, *se = sb + s->s_len;
+        const uint8_t *tb = se, *te = tb + s->t_len;
+        const uint8_t *sp = sb + s->s_pos, *tp = tb + s->t_pos;
+        uint64_t base = s->block_off + s->hdr_len;
+        uint64_t nalloc = s->nalloc, cur_stream = s->cur_stream;
+        int64_t prev_time = s->prev_time;
+        int has_time = s->t_len > 0, stop = 0;
+        uint32_t done = s->done;
+        while (k < cap && done < s->nev) {
+            as_event *ev = &evs[k];
+            const uint8_t *ev_start = sp;
+            uint64_t v;
+            size_t used;
+            if (sp >= se)
+                goto trunc_s;
+            unsigned tag = *sp++, arg = tag >> 2;
+            switch (tag & 3) {
+            case K_ALLOC:
+                ev->op = AS_OP_ALLOC;
+                ev->id = nalloc++;
+                ev->stream = cur_stream;
+                if (arg < SIZE_SLOTS) {
+                    ev->size = s->size_cache[arg];
+                    if (!ev->size) {
+                        rc = nfail(s, err, AS_TRACE_ECORRUPT, base + (uint64_t)(ev_start - sb),
+                                   "ALLOC uses size-cache slot %u before it was filled", arg);
+                        goto out;
+                    }
+                } else if (arg == V_SIZE_LITERAL) {
+                    if (!(used = varint(sp, se, &v)))
+                        goto bad_varint;
+                    sp += used;
+                    ev->size = v;
+                    s->size_cache[size_slot(v)] = v;
+                } else {
+                    goto bad_tag;
+                }
+                break;
+            case K_FREE:
+            case K_FREE_REQ:
+                ev->op = (tag & 3) == K_FREE ? AS_OP_FREE : AS_OP_FREE_REQ;
+                if (arg < V_FREE_FAR) {
+                    v = arg + 1;
+                } else {
+                    if (!(used = varint(sp, se, &v)))
+                        goto bad_varint;
+                    sp += used;
+                    v += 64;
+                    if (v < 64)
+                        v = UINT64_MAX; /* wrapped: certainly too far */
+                }
+                if (v > nalloc) {
+                    rc = nfail(s, err, AS_TRACE_ECORRUPT, base + (uint64_t)(ev_start - sb),
+                               "free refers %llu allocations back, only %llu so far",
+                               (unsigned long long)v, (unsigned long long)nalloc);
+                    goto out;
+                }
+                ev->id = nalloc - v;
+                ev->size = ev->stream = 0;
+                break;
+            default:
+                switch (arg) {
+                case S_EMPTY_CACHE:
+                    ev->op = AS_OP_EMPTY_CACHE;
+                    ev->id = ev->size = ev->stream = 0;
+                    break;
+                case S_MARK:
+                    if (!(used = varint(sp, se, &v)))
+                        goto bad_varint;
+                    sp += used;
+                    if (v > AS_MAX_LABEL || (uint64_t)(se - sp) < v ||
+                        memchr(sp, 0, (size_t)v)) {
+                        rc = nfail(s, err, AS_TRACE_ECORRUPT, base + (uint64_t)(ev_start - sb),
+                                   "corrupt MARK label (length %llu)", (unsigned long long)v);
+                        goto out;
+                    }
+                    memcpy(s->label, sp, (size_t)v);
+                    s->label[v] = 0;
+                    sp += v;
+                    ev->op = AS_OP_MARK;
+                    ev->id = ev->size = ev->stream = 0;
+                    ev->label = s->label;
+                    stop = 1;
+                    break;
+                case S_SET_STREAM:
+                    if (!(used = varint(sp, se, &v)))
+                        goto bad_varint;
+                    sp += used;
+                    if (v >= s->nstreams) {
+                        rc = nfail(s, err, AS_TRACE_ECORRUPT, base + (uint64_t)(ev_start - sb),
+                                   "stream index %llu not defined (%zu streams so far)",
+                                   (unsigned long long)v, s->nstreams);
+                        goto out;
+                    }
+                    cur_stream = s->streams[v];
+                    continue; /* not an event */
+                case S_NEW_STREAM: {
+                    if (se - sp < 8)
+                        goto trunc_s;
+                    uint64_t val = 0;
+                    for (int i = 7; i >= 0; i--)
+                        val = val << 8 | sp[i];
+                    sp += 8;
+                    if (s->nstreams == MAX_STREAMS) {
+                        rc = nfail(s, err, AS_TRACE_ENOMEM, base + (uint64_t)(ev_start - sb),
+                                   "more than %d distinct streams", MAX_STREAMS);
+                        goto out;
+                    }
+                    if (s->nstreams == s->streams_cap) {
+                        uint64_t *ns = realloc(s->streams, 2 * s->streams_cap * sizeof *ns);
+                        if (!ns) {
+                            rc = nfail(s, err, AS_TRACE_ENOMEM, 0, "out of memory");
+                            goto out;
+                        }
+                        s->streams = ns;
+                        s->streams_cap *= 2;
+                    }
+                    s->streams[s->nstreams++] = val;
+                    cur_stream = val;
+                    continue;
+                }
+                default:
+                    goto bad_tag;
+                }
+            }
+            if (has_time) {
+                if (!(used = varint(tp, te, &v))) {
+                    rc = nfail(s, err, AS_TRACE_ECORRUPT, base + s->s_len + (uint64_t)(tp - tb),
+                               tp >= te ? "time column shorter than its block"
+                                        : "corrupt varint in the time column");
+                    goto out;
+                }
+                tp += used;
+                if (v == T_NONE) {
+                    ev->time_us = AS_TIME_NONE;
+                } else {
+                    if (v == T_ABS) {
+                        if (!(used = varint(tp, te, &v))) {
+                            rc = nfail(s, err, AS_TRACE_ECORRUPT,
+                                       base + s->s_len + (uint64_t)(tp - tb),
+                                       "corrupt absolute time");
+                            goto out;
+                        }
+                        tp += used;
+                        prev_time = zz_dec(v);
+                    } else {
+                        prev_time = (int64_t)((uint64_t)prev_time + (uint64_t)zz_dec(v - T_DELTA0));
+                    }
+                    if (prev_time == AS_TIME_NONE) {
+                        rc = nfail(s, err, AS_TRACE_ECORRUPT,
+                                   base + s->s_len + (uint64_t)(tp - tb), "time out of range");
+                        goto out;
+                    }
+                    ev->time_us = prev_time;
+                }
+            } else {
+                ev->time_us = AS_TIME_NONE;
+            }
+            s->ev_off[k] = base + (uint64_t)(ev_start - sb);
+            k++;
+            done++;
+            if (stop)
+                break;
+            continue;
+        bad_tag:
+            rc = nfail(s, err, AS_TRACE_ECORRUPT, base + (uint64_t)(ev_start - sb),
+                       "unknown record tag 0x%02x", tag);
+            goto out;
+        bad_varint:
+            rc = nfail(s, err, AS_TRACE_ECORRUPT, base + (uint64_t)(sp - sb),
+                       sp >= se ? "block structure column ends inside a record"
+                                : "corrupt varint");
+            goto out;
+        trunc_s:
+            rc = nfail(s, err, AS_TRACE_ECORRUPT, base + (uint64_t)(sp - sb),
+                       "block structure column shorter than its %u events", s->nev);
+            goto out;
+        }
+    out:
+        s->s_pos = (size_t)(sp - sb);
+        s->t_pos = (size_t)(tp - tb);
+        s->nevents += done - s->done;
+        s->done = done;
+        s->nalloc = nalloc;
+        s->cur_stream = cur_stream;
+        s->prev_time = prev_time;
+        if (rc < 0)
+            break;
+        if (done == s->nev && (rc = block_end(s, err)) < 0)
+            break;
+        if (stop)
+            break;
+    }
+    *n = k;
+    if (rc == AS_TRACE_EOF && k > 0)
+        rc = 0; /* the events first; EOF again on the next call */
+    return rc;
+}
+
+uint64_t as_native_batch_offset(const void *st, size_t k)
+{
+    const native_st *s = st;
+    return k < BATCH_MAX ? s->ev_off[k] : UINT64_MAX;
+}
+
+/* One event, for callers of the generic seam (the reader itself uses the batch). */
+static int native_next(void *st, as_event *ev, as_trace_error *err)
+{
+    size_t n;
+    int rc = as_native_next_batch(st, ev, 1, &n, err);
+    if (rc == 0 && n == 1)
+        as_instream_mark_event(((native_st *)st)->in, as_native_batch_offset(st, 0), 0);
+    return rc;
+}
+
+static void native_close(void *st)
+{
+    native_st *s = st;
+    if (!s)
+        return;
+    free(s->streams);
+    free(s);
+}
+
+const as_source_ops as_src_native = {
+    .name = "native",
+    .fmt = AS_FMT_NATIVE,
+    .probe = native_probe,
+    .open = native_open,
+    .next = native_next,
+    .warnings = NULL,
+    .close = native_close,
+};
+
+/* ---- encoding --------------------------------------------------------------------- */
+
+typedef struct buf {
+    uint8_t *p;
+    size_t len, cap;
+} buf;
+
+static int buf_reserve(buf *b, size_t more)
+{
+    if (b->len + more <= b->cap)
+        return 0;
+    size_t nc = b->cap ? b->cap : 4096;
+    while (nc < b->len + more)
+        nc *= 2;
+    uint8_t *np = realloc(b->p, nc);
+    if (!np)
+        return -1;
+    b->p = np;
+    b->cap = nc;
+    return 0;
+}
+
+static inline void put_varint(buf *b, uint64_t v)
+{
+    while (v >= 0x80) {
+        b->p[b->len++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    b->p[b->len++] = (uint8_t)v;
+}
+
+typedef struct native_w {
+    as_outfile *o;
+    ZSTD_CCtx *cc;
+    buf zout;           /* compressed bytes on their way to the file */
+    buf hdr, s, t;      /* block header, structure and time columns */
+    uint32_t nev;
+    int any_time;
+    uint64_t size_cache[SIZE_SLOTS];
+    /* stream value -> index: open addressing, index + 1 stored (0 = empty) */
+    uint64_t *skeys;
+    uint32_t *sidx;
+    size_t scap, nstreams;
+    uint64_t cur_stream;
+    uint64_t nalloc, nevents;
+    int64_t prev_time;
+} native_w;
+
+static int zwrite(native_w *w, const void *p, size_t n, ZSTD_EndDirective mode,
+                  as_trace_error *err)
+{
+    ZSTD_inBuffer ib = {p, n, 0};
+    for (;;) {
+        ZSTD_outBuffer ob = {w->zout.p, w->zout.cap, 0};
+        size_t r = ZSTD_compressStream2(w->cc, &ob, &ib, mode);
+        if (ZSTD_isError(r))
+            return as_trace_set_error(err, AS_TRACE_EIO, w->o->path, w->o->written, 0,
+                                      "zstd compression failed: %s", ZSTD_getErrorName(r));
+        if (ob.pos) {
+            int rc = as_outfile_write(w->o, w->zout.p, ob.pos, err);
+            if (rc < 0)
+                return rc;
+        }
+        if (mode == ZSTD_e_continue ? ib.pos == ib.size : r == 0)
+            return 0;
+    }
+}
+
+static int nw_oom(native_w *w, as_trace_error *err)
+{
+    return as_trace_set_error(err, AS_TRACE_ENOMEM, w->o->path, UINT64_MAX, 0,
+                              "out of memory");
+}
+
+static int flush_block(native_w *w, as_trace_error *err)
+{
+    if (!w->nev)
+        return 0;
+    w->hdr.len = 0;
+    if (buf_reserve(&w->hdr, 30) < 0)
+        return nw_oom(w, err);
+    put_varint(&w->hdr, w->nev);
+    put_varint(&w->hdr, w->s.len);
+    put_varint(&w->hdr, w->any_time ? w->t.len : 0);
+    int rc = zwrite(w, w->hdr.p, w->hdr.len, ZSTD_e_continue, err);
+    if (!rc)
+        rc = zwrite(w, w->s.p, w->s.len, ZSTD_e_continue, err);
+    if (!rc && w->any_time)
+        rc = zwrite(w, w->t.p, w->t.len, ZSTD_e_continue, err);
+    w->nev = 0;
+    w->s.len = w->t.len = 0;
+    w->any_time = 0;
+    return rc;
+}
+
+/* Index of a stream value, adding it (and writing its value once) when new. */
+static int stream_index(native_w *w, uint64_t val, uint32_t *idx, int *fresh)
+{
+    if ((w->nstreams + 1) * 2 > w->scap) {
+        size_t nc = w->scap ? w->scap * 2 : 16;
+        uint64_t *nk = calloc(nc, sizeof *nk);
+        uint32_t *ni = calloc(nc, sizeof *ni);
+        if (!nk || !ni) {
+            free(nk);
+            free(ni);
+            return -1;
+        }
+        for (size_t i = 0; i < w->scap; i++) {
+            if (!w->sidx[i])
+                continue;
+            size_t j = (size_t)((w->skeys[i] * 0x9E3779B97F4A7C15ull) >> 32) & (nc - 1);
+            while (ni[j])
+                j = (j + 1) & (nc - 1);
+            nk[j] = w->skeys[i];
+            ni[j] = w->sidx[i];
+        }
+        free(w->skeys);
+        free(w->sidx);
+        w->skeys = nk;
+        w->sidx = ni;
+        w->scap = nc;
+    }
+    size_t j = (size_t)((val * 0x9E3779B97F4A7C15ull) >> 32) & (w->scap - 1);
+    while (w->sidx[j]) {
+        if (w->skeys[j] == val) {
+            *idx = w->sidx[j] - 1;
+            *fresh = 0;
+            return 0;
+        }
+        j = (j + 1) & (w->scap - 1);
+    }
+    w->skeys[j] = val;
+    w->sidx[j] = (uint32_t)(w->nstreams + 1);
+    *idx = (uint32_t)w->nstreams++;
+    *fresh = 1;
+    return 0;
+}
+
+static int nw_write(void *st, const as_event *ev, as_trace_error *err)
+{
+    native_w *w = st;
+    /* worst case: stream record (9) + tag + varint (11) or MARK (1 + 2 + 255) */
+    if (buf_reserve(&w->s, 300) < 0 || buf_reserve(&w->t, 24) < 0)
+        return nw_oom(w, err);
+    buf *s = &w->s;
+    switch (ev->op) {
+    case AS_OP_ALLOC: {
+        if (ev->stream != w->cur_stream) {
+            uint32_t idx;
+            int fresh;
+            if (stream_index(w, ev->stream, &idx, &fresh) < 0)
+                return nw_oom(w, err);
+            if (fresh && w->nstreams > MAX_STREAMS)
+                return as_trace_set_error(err, AS_TRACE_ENOMEM, w->o->path, UINT64_MAX, 0,
+                                          "more than %d distinct streams", MAX_STREAMS);
+            if (fresh) {
+                s->p[s->len++] = (uint8_t)(K_SPECIAL | S_NEW_STREAM << 2);
+                for (int i = 0; i < 8; i++)
+                    s->p[s->len++] = (uint8_t)(ev->stream >> (8 * i));
+            } else {
+                s->p[s->len++] = (uint8_t)(K_SPECIAL | S_SET_STREAM << 2);
+                put_varint(s, idx);
+            }
+            w->cur_stream = ev->stream;
+        }
+        unsigned slot = size_slot(ev->size);
+        if (w->size_cache[slot] == ev->size) {
+            s->p[s->len++] = (uint8_t)(K_ALLOC | slot << 2);
+        } else {
+            s->p[s->len++] = (uint8_t)(K_ALLOC | V_SIZE_LITERAL << 2);
+            put_varint(s, ev->size);
+            w->size_cache[slot] = ev->size;
+        }
+        w->nalloc++;
+        break;
+    }
+    case AS_OP_FREE:
+    case AS_OP_FREE_REQ: {
+        unsigned kind = ev->op == AS_OP_FREE ? K_FREE : K_FREE_REQ;
+        uint64_t d = w->nalloc - ev->id; /* >= 1: the writer validated the id */
+        if (d <= V_FREE_FAR) {
+            s->p[s->len++] = (uint8_t)(kind | (unsigned)(d - 1) << 2);
+        } else {
+            s->p[s->len++] = (uint8_t)(kind | V_FREE_FAR << 2);
+            put_varint(s, d - 64);
+        }
+        break;
+    }
+    case AS_OP_EMPTY_CACHE:
+        s->p[s->len++] = (uint8_t)(K_SPECIAL | S_EMPTY_CACHE << 2);
+        break;
+    case AS_OP_MARK: {
+        size_t n = strlen(ev->label);
+        s->p[s->len++] = (uint8_t)(K_SPECIAL | S_MARK << 2);
+        put_varint(s, n);
+        memcpy(s->p + s->len, ev->label, n);
+        s->len += n;
+        break;
+    }
+    }
+    if (ev->time_us != AS_TIME_NONE && !w->any_time) {
+        /* First timed event of the block: the earlier ones had none. */
+        if (buf_reserve(&w->t, w->nev + 24) < 0)
+            return nw_oom(w, err);
+        memset(w->t.p, T_NONE, w->nev);
+        w->t.len = w->nev;
+        w->any_time = 1;
+    }
+    if (w->any_time) {
+        if (ev->time_us == AS_TIME_NONE) {
+            w->t.p[w->t.len++] = T_NONE;
+        } else {
+            int64_t d = (int64_t)((uint64_t)ev->time_us - (uint64_t)w->prev_time);
+            uint64_t z = zz_enc(d);
+            if (z <= UINT64_MAX - T_DELTA0) {
+                put_varint(&w->t, z + T_DELTA0);
+            } else {
+                put_varint(&w->t, T_ABS);
+                put_varint(&w->t, zz_enc(ev->time_us));
+            }
+            w->prev_time = ev->time_us;
+        }
+    }
+    w->nev++;
+    w->nevents++;
+    if (w->nev == BLOCK_EVENTS || w->s.len > (1u << 20))
+        return flush_block(w, err);
+    return 0;
+}
+
+static void nw_free(native_w *w)
+{
+    ZSTD_freeCCtx(w->cc);
+    free(w->zout.p);
+    free(w->hdr.p);
+    free(w->s.p);
+    free(w->t.p);
+    free(w->skeys);
+    free(w->sidx);
+    free(w);
+}
+
+static int nw_open(as_outfile *o, const as_meta *meta, void **stp, as_trace_error *err)
+{
+    *stp = NULL;
+    native_w *w = calloc(1, sizeof *w);
+    if (!w)
+        return as_trace_set_error(err, AS_TRACE_ENOMEM, o->path, UINT64_MAX, 0,
+                                  "out of memory");
+    w->o = o;
+    int rc;
+    w->cc = ZSTD_createCCtx();
+    w->zout.cap = ZSTD_CStreamOutSize();
+    w->zout.p = malloc(w->zout.cap);
+    uint32_t idx;
+    int fresh;
+    if (!w->cc || !w->zout.p || stream_index(w, 0, &idx, &fresh) < 0) {
+        rc = nw_oom(w, err);
+        goto bad;
+    }
+    ZSTD_CCtx_setParameter(w->cc, ZSTD_c_compressionLevel, ZSTD_LEVEL);
+    ZSTD_CCtx_setParameter(w->cc, ZSTD_c_checksumFlag, 1);
+    buf *h = &w->hdr;
+    size_t need = 8 + 30;
+    for (size_t i = 0; meta && i < meta->n; i++)
+        need += 20 + strlen(meta->kv[i].key) + strlen(meta->kv[i].value);
+    if (buf_reserve(h, need) < 0) {
+        rc = nw_oom(w, err);
+        goto bad;
+    }
+    memcpy(h->p, native_magic, 8);
+    h->len = 8;
+    put_varint(h, NATIVE_VERSION);
+    put_varint(h, 0); /* flags */
+    put_varint(h, meta ? meta->n : 0);
+    for (size_t i = 0; meta && i < meta->n; i++) {
+        size_t kl = strlen(meta->kv[i].key), vl = strlen(meta->kv[i].value);
+        put_varint(h, kl);
+        memcpy(h->p + h->len, meta->kv[i].key, kl);
+        h->len += kl;
+        put_varint(h, vl);
+        memcpy(h->p + h->len, meta->kv[i].value, vl);
+        h->len += vl;
+    }
+    if ((rc = zwrite(w, h->p, h->len, ZSTD_e_continue, err)) < 0)
+        goto bad;
+    *stp = w;
+    return 0;
+bad:
+    nw_free(w);
+    return rc;
+}
+
+static int nw_close(void *st, as_trace_error *err)
+{
+    native_w *w = st;
+    int rc = flush_block(w, err);
+    if (!rc) {
+        w->hdr.len = 0;
+        if (buf_reserve(&w->hdr, 30) < 0) {
+            rc = nw_oom(w, err);
+        } else {
+            put_varint(&w->hdr, 0);
+            put_varint(&w->hdr, w->nevents);
+            put_varint(&w->hdr, w->nalloc);
+            rc = zwrite(w, w->hdr.p, w->hdr.len, ZSTD_e_end, err);
+        }
+    }
+    nw_free(w);
+    return rc;
+}
+
+const as_format_writer as_native_writer = {
+    .open = nw_open,
+    .write = nw_write,
+    .close = nw_close,
+};

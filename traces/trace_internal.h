@@ -1,0 +1,132 @@
+/*
+ * trace_internal.h - plumbing shared by the trace layer's own files (instream.c, reader.c,
+ * writer.c, native.c, text.c, convert.c). Nothing outside traces/ includes it; decoders
+ * written against source.h do not need it.
+ *
+ * Key invariant: the live table holds exactly the allocations that are live (allocated,
+ * not yet FREE'd), so its memory is proportional to the live count, never to the trace.
+ */
+#ifndef AS_TRACES_TRACE_INTERNAL_H
+#define AS_TRACES_TRACE_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "source.h"
+#include "trace.h"
+
+/* ---- instream (instream.c) ------------------------------------------------------- */
+
+/* Opens path ("-" = stdin) and sniffs the zstd magic. */
+int as_instream_open(const char *path, as_instream **out, as_trace_error *err);
+/* A stream over a memory buffer (not copied: it must outlive the stream); name is the
+ * path used in messages. zstd content is unwrapped like a file's. */
+int as_instream_open_mem(const void *data, size_t n, const char *name, as_instream **out,
+                         as_trace_error *err);
+void as_instream_close(as_instream *in);
+/* Consumes n bytes that a peek returned (n <= what the peek made available). */
+void as_instream_skip(as_instream *in, size_t n);
+/* 1 when the input was zstd-compressed. */
+int as_instream_is_zstd(const as_instream *in);
+/* Raw (compressed) bytes consumed so far, and the file size when known (else 0). */
+void as_instream_progress(const as_instream *in, uint64_t *done, uint64_t *total);
+/* The stream's own sticky error (I/O, corrupt or truncated zstd), or NULL. */
+const as_trace_error *as_instream_error(const as_instream *in);
+
+/* Decoders that know where an event starts report it here, so that the reader's own
+ * validation errors (unknown id, double free) point at the event's line and byte rather
+ * than at wherever buffering left the stream. Cheap: two stores. */
+void as_instream_mark_event(as_instream *in, uint64_t offset, uint64_t line);
+void as_instream_take_mark(as_instream *in, uint64_t *offset, uint64_t *line);
+
+/* Fills err (code, path, offset, line, event = UINT64_MAX, message). Returns code. */
+int as_trace_set_error(as_trace_error *err, int code, const char *path, uint64_t offset,
+                       uint64_t line, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+int as_trace_vset_error(as_trace_error *err, int code, const char *path, uint64_t offset,
+                        uint64_t line, const char *fmt, va_list ap)
+    __attribute__((format(printf, 6, 0)));
+
+/* ---- live table (reader.c): open addressing keyed by allocation id --------------- */
+
+typedef struct as_live_ent {
+    uint64_t key;    /* id + 1; 0 marks an empty slot */
+    uint64_t size;
+    uint64_t stream;
+    uint64_t out_id; /* the id handed out (differs from the input id only after lenient
+                        skips of bad ALLOCs) */
+    uint32_t freereq;
+} as_live_ent;
+
+typedef struct as_live {
+    as_live_ent *slot;
+    size_t cap;   /* power of two, or 0 before first use */
+    size_t n;     /* live entries */
+    unsigned shift;
+} as_live;
+
+as_live_ent *as_live_find(as_live *t, uint64_t id);
+/* Inserts id (must be absent); returns the entry or NULL when out of memory. */
+as_live_ent *as_live_insert(as_live *t, uint64_t id);
+void as_live_remove(as_live *t, as_live_ent *e);
+void as_live_free(as_live *t);
+/* Bytes the table holds (its slot array): what "bounded memory" tests measure. */
+size_t as_live_bytes(const as_live *t);
+
+/* Validation state shared by the reader and the writer. */
+typedef struct as_validator {
+    as_live live;
+    uint64_t allocs_in;  /* ALLOC events seen (input ordinals) */
+    uint64_t allocs_out; /* ALLOC events accepted */
+    uint64_t events;     /* events accepted */
+    uint64_t warnings;   /* lenient skips */
+    int lenient;
+} as_validator;
+
+/* Validates ev in place (fills FREE size/stream, renumbers after lenient skips).
+ * Returns 0 (accept), 1 (skipped, lenient; counted in warnings) or < 0 with msg filled. */
+int as_validate(as_validator *v, as_event *ev, char *msg, size_t msg_cap);
+
+/* ---- native format (native.c) ---------------------------------------------------- */
+
+/* Decodes up to cap events straight into evs (the reader's fast path: no per-event
+ * indirect call). Returns 0 with *n >= 1, AS_TRACE_EOF with *n == 0, or < 0 (err filled)
+ * with *n events decoded before the error. At most one MARK per batch, and it is last
+ * (its label lives in decoder state until the next call). */
+int as_native_next_batch(void *st, as_event *evs, size_t cap, size_t *n, as_trace_error *err);
+/* Offset in the decompressed stream of the k-th event of the last batch. */
+uint64_t as_native_batch_offset(const void *st, size_t k);
+
+/* ---- format writers (native.c, text.c); the generic writer validates first ------- */
+
+/* A buffered byte sink: the file or stdout. */
+typedef struct as_outfile {
+    int fd;
+    int own_fd;
+    char path[256];
+    uint64_t written; /* bytes handed to write(2) */
+    uint8_t *buf;
+    size_t len, cap;
+} as_outfile;
+
+int as_outfile_write(as_outfile *o, const void *p, size_t n, as_trace_error *err);
+int as_outfile_flush(as_outfile *o, as_trace_error *err);
+
+typedef struct as_format_writer {
+    /* Writes the header. */
+    int (*open)(as_outfile *o, const as_meta *meta, void **st, as_trace_error *err);
+    int (*write)(void *st, const as_event *ev, as_trace_error *err);
+    /* Flushes and writes the trailer; st is freed even on error. */
+    int (*close)(void *st, as_trace_error *err);
+} as_format_writer;
+
+extern const as_format_writer as_native_writer;
+extern const as_format_writer as_text_writer;
+
+/* ---- helpers ---------------------------------------------------------------------- */
+
+/* Meta keys are [A-Za-z0-9_.-]+; values have no NUL/newline (text escapes them anyway). */
+int as_meta_key_ok(const char *key);
+
+#endif
