@@ -6,11 +6,12 @@
 
 #include "policy.h"
 
-/* torch's table goes first (it is the default policy): add its extern and entry here. */
+extern const as_policy as_policy_torch;
 extern const as_policy as_policy_bestfit;
 extern const as_policy as_policy_nocache;
 
 static const as_policy *const policies[] = {
+    &as_policy_torch, /* first: it is the default policy */
     &as_policy_bestfit,
     &as_policy_nocache,
 };

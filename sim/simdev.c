@@ -160,6 +160,24 @@ static uint32_t tr_first_fit(const treap *t, uint64_t want)
     return 0;
 }
 
+/* Highest-address node with len >= want, or 0. */
+static uint32_t tr_last_fit(const treap *t, uint64_t want)
+{
+    uint32_t i = t->root;
+    while (i) {
+        const node *x = &t->n[i];
+        if (x->right && t->n[x->right].maxlen >= want)
+            i = x->right;
+        else if (x->len >= want)
+            return i;
+        else if (x->left && t->n[x->left].maxlen >= want)
+            i = x->left;
+        else
+            return 0;
+    }
+    return 0;
+}
+
 /* Node with the greatest addr < key, or 0. */
 static uint32_t tr_pred(const treap *t, uint64_t key)
 {
@@ -191,19 +209,32 @@ static void tr_free(treap *t)
 
 /* ---- address spaces --------------------------------------------------------------------- */
 
-static int space_take(treap *live, treap *holes, uint64_t *next, uint64_t size, uint64_t *addr)
+/* Takes size bytes: from the lowest hole that fits (down == 0, the space grows upward
+ * from *edge) or from the top of the highest hole that fits (down == 1, the space grows
+ * downward from *edge, as the CUDA driver's top-down VA heap does). */
+static int space_take(treap *live, treap *holes, uint64_t *edge, int down, uint64_t size,
+                      uint64_t *addr)
 {
-    uint32_t h = tr_first_fit(holes, size);
+    uint32_t h = down ? tr_last_fit(holes, size) : tr_first_fit(holes, size);
     uint64_t a;
     if (h) {
-        a = holes->n[h].addr;
-        uint64_t len = holes->n[h].len;
-        tr_remove(holes, a);
-        if (len > size && tr_insert(holes, a + size, len - size))
-            return AS_DEV_EFAULT;
+        uint64_t ha = holes->n[h].addr, len = holes->n[h].len;
+        tr_remove(holes, ha);
+        if (down) {
+            a = ha + len - size;
+            if (len > size && tr_insert(holes, ha, len - size))
+                return AS_DEV_EFAULT;
+        } else {
+            a = ha;
+            if (len > size && tr_insert(holes, ha + size, len - size))
+                return AS_DEV_EFAULT;
+        }
+    } else if (down) {
+        *edge -= size;
+        a = *edge;
     } else {
-        a = *next;
-        *next += size;
+        a = *edge;
+        *edge += size;
     }
     if (tr_insert(live, a, size))
         return AS_DEV_EFAULT;
@@ -211,7 +242,8 @@ static int space_take(treap *live, treap *holes, uint64_t *next, uint64_t size, 
     return AS_DEV_OK;
 }
 
-static int space_give(treap *live, treap *holes, uint64_t *next, uint64_t addr, uint64_t size)
+static int space_give(treap *live, treap *holes, uint64_t *edge, int down, uint64_t addr,
+                      uint64_t size)
 {
     uint32_t i = tr_find(live, addr);
     if (!i || live->n[i].len != size)
@@ -229,8 +261,12 @@ static int space_give(treap *live, treap *holes, uint64_t *next, uint64_t addr, 
         len += holes->n[s].len;
         tr_remove(holes, addr + size);
     }
-    if (a + len == *next) { /* the top of the space shrinks back */
-        *next = a;
+    if (!down && a + len == *edge) { /* the top of the space shrinks back */
+        *edge = a;
+        return AS_DEV_OK;
+    }
+    if (down && a == *edge) { /* the bottom of the space rises back */
+        *edge = a + len;
         return AS_DEV_OK;
     }
     return tr_insert(holes, a, len) ? AS_DEV_EFAULT : AS_DEV_OK;
@@ -280,7 +316,8 @@ static int dev_reserve(void *ctx, uint64_t size, uint64_t *addr)
         d->c.time_ns += cost(&d->p.reserve, 0);
         return AS_DEV_OOM;
     }
-    int rc = space_take(&d->live, &d->holes, &d->next_addr, size, addr);
+    int rc = space_take(&d->live, &d->holes, &d->next_addr, d->p.placement == AS_PLACE_TOP_DOWN,
+                        size, addr);
     if (rc)
         return rc;
     held_add(d, size);
@@ -292,7 +329,8 @@ static int dev_reserve(void *ctx, uint64_t size, uint64_t *addr)
 static int dev_release(void *ctx, uint64_t addr, uint64_t size)
 {
     as_simdev *d = ctx;
-    int rc = space_give(&d->live, &d->holes, &d->next_addr, addr, size);
+    int rc = space_give(&d->live, &d->holes, &d->next_addr, d->p.placement == AS_PLACE_TOP_DOWN,
+                        addr, size);
     if (rc)
         return rc;
     d->c.reserved -= size;
@@ -306,13 +344,13 @@ static int dev_va_reserve(void *ctx, uint64_t size, uint64_t *addr)
     as_simdev *d = ctx;
     if (bad_size(d, size))
         return AS_DEV_EINVAL;
-    return space_take(&d->va_live, &d->va_holes, &d->va_next, size, addr);
+    return space_take(&d->va_live, &d->va_holes, &d->va_next, 0, size, addr);
 }
 
 static int dev_va_release(void *ctx, uint64_t addr, uint64_t size)
 {
     as_simdev *d = ctx;
-    return space_give(&d->va_live, &d->va_holes, &d->va_next, addr, size);
+    return space_give(&d->va_live, &d->va_holes, &d->va_next, 0, addr, size);
 }
 
 /* The range must lie inside one virtual reservation. Whether pages are already mapped is
@@ -387,6 +425,7 @@ void as_simdev_default_params(as_simdev_params *p)
         .release = { .fixed_ns = 15000, .ns_per_mib = 0 },
         .map = { .fixed_ns = 5000, .ns_per_mib = 2500 },
         .unmap = { .fixed_ns = 5000, .ns_per_mib = 1500 },
+        .placement = AS_PLACE_TOP_DOWN,
     };
 }
 
@@ -402,7 +441,7 @@ int as_simdev_create(const as_simdev_params *p, as_simdev **out)
         as_simdev_default_params(&d->p);
     if (d->p.granularity == 0)
         d->p.granularity = AS_DEV_GRANULARITY;
-    d->next_addr = AS_SIMDEV_BASE;
+    d->next_addr = d->p.placement == AS_PLACE_TOP_DOWN ? AS_SIMDEV_TOP : AS_SIMDEV_BASE;
     d->va_next = AS_SIMDEV_VA_BASE;
     d->live.rng = d->holes.rng = d->va_live.rng = d->va_holes.rng = 0x9e3779b9u;
     d->dev.ops = &simdev_ops;

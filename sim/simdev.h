@@ -2,10 +2,13 @@
  * simdev.h - the simulated device: capacity, 2 MiB granularity, address placement,
  * counters, a per-call cost model, and a log of device-level events.
  *
- * Placement: reserve() takes the lowest free address range that fits in a flat virtual
- * space starting at AS_SIMDEV_BASE (first fit, freed ranges reused), which is how the
- * CUDA driver hands out cudaMalloc ranges once it has warmed up; va_reserve() ranges come
- * from a separate region high above it. The cost model charges each call
+ * Placement (as_placement): by default reserve() works like the CUDA driver's VA heap,
+ * which hands out cudaMalloc ranges top-down: the highest free hole that fits, taken from
+ * its top end, else a new range right below the lowest one in use (the space grows down
+ * from AS_SIMDEV_TOP). AS_PLACE_LOW_FIRST_FIT is the mirror image (lowest hole, growing up
+ * from AS_SIMDEV_BASE). The rule matters to policies that break ties on address (PyTorch):
+ * top-down reproduces the H200 ground truth, see policies/torch.c. va_reserve() ranges
+ * come from a separate region, first fit from AS_SIMDEV_VA_BASE. The cost model charges each call
  * fixed + per_byte * size nanoseconds (parameters documented in simdev.c and calibrated
  * on an H200, see replay/RESULTS.md).
  */
@@ -18,6 +21,13 @@
 
 #define AS_SIMDEV_BASE 0x7f0000000000ull
 #define AS_SIMDEV_VA_BASE 0x7e0000000000ull
+#define AS_SIMDEV_TOP 0x7fff00000000ull /* where a top-down space starts (and grows down) */
+
+/* Address placement rule for reserve(). */
+typedef enum as_placement {
+    AS_PLACE_LOW_FIRST_FIT = 0, /* lowest hole that fits; the space grows upward */
+    AS_PLACE_TOP_DOWN = 1,      /* top of the highest hole that fits; grows downward */
+} as_placement;
 
 typedef enum as_dev_action {
     AS_DEV_SEGMENT_ALLOC, /* reserve() */
@@ -37,6 +47,7 @@ typedef struct as_simdev_params {
     uint64_t capacity;    /* AS_CAPACITY_NONE or bytes; reserve/map refuse past it */
     uint64_t granularity; /* AS_DEV_GRANULARITY unless testing */
     as_cost reserve, release, map, unmap;
+    as_placement placement; /* AS_PLACE_LOW_FIRST_FIT unless set */
 } as_simdev_params;
 
 /* The defaults: unlimited capacity, 2 MiB granularity, the H200-calibrated costs. */

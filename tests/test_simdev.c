@@ -1,5 +1,6 @@
 /*
- * test_simdev.c - the simulated device: first-fit lowest-address placement with reuse and
+ * test_simdev.c - the simulated device: both placement rules (first-fit lowest address
+ * growing upward; top-down highest hole growing downward, the default) with reuse and
  * merging of freed ranges, capacity refusals as results, counters and the event log.
  */
 #include <CUnit/CUnit.h>
@@ -11,7 +12,10 @@
 static void simdev_placement_first_fit(void)
 {
     as_simdev *d;
-    CU_ASSERT_FATAL(as_simdev_create(NULL, &d) == 0);
+    as_simdev_params p;
+    as_simdev_default_params(&p);
+    p.placement = AS_PLACE_LOW_FIRST_FIT;
+    CU_ASSERT_FATAL(as_simdev_create(&p, &d) == 0);
     const as_device *dv = as_simdev_device(d);
     uint64_t a, b, c, x;
     CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 4 * MIB, &a), 0);
@@ -32,6 +36,34 @@ static void simdev_placement_first_fit(void)
     CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, c, 2 * MIB), AS_DEV_EINVAL);
     CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, c + 2 * MIB, 8 * MIB), AS_DEV_EINVAL);
     CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 3 * MIB, &x), AS_DEV_EINVAL);
+    as_simdev_destroy(d);
+}
+
+static void simdev_placement_top_down(void)
+{
+    as_simdev *d;
+    CU_ASSERT_FATAL(as_simdev_create(NULL, &d) == 0); /* the default rule */
+    const as_device *dv = as_simdev_device(d);
+    uint64_t a, b, c, x, y;
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 4 * MIB, &a), 0);
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 2 * MIB, &b), 0);
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 8 * MIB, &c), 0);
+    /* Each new range sits right below the previous one. */
+    CU_ASSERT_EQUAL(a, AS_SIMDEV_TOP - 4 * MIB);
+    CU_ASSERT_EQUAL(b, a - 2 * MIB);
+    CU_ASSERT_EQUAL(c, b - 8 * MIB);
+    /* Free a and b: one 6 MiB hole at the top; a 2 MiB range takes its top end. */
+    CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, a, 4 * MIB), 0);
+    CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, b, 2 * MIB), 0);
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 2 * MIB, &x), 0);
+    CU_ASSERT_EQUAL(x, AS_SIMDEV_TOP - 2 * MIB);
+    /* Too big for the 4 MiB left in the hole: below everything. */
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 6 * MIB, &y), 0);
+    CU_ASSERT_EQUAL(y, c - 6 * MIB);
+    /* Freeing the bottom range lets the space shrink back up: the next one lands there. */
+    CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, y, 6 * MIB), 0);
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 8 * MIB, &y), 0);
+    CU_ASSERT_EQUAL(y, c - 8 * MIB);
     as_simdev_destroy(d);
 }
 
@@ -102,28 +134,35 @@ static void simdev_log(void)
 static void simdev_many_holes(void)
 {
     /* 1000 ranges, free every other one, then fill each hole: every reuse must land in
-     * the lowest hole, proving first fit holds over a deep tree. */
-    as_simdev *d;
-    CU_ASSERT_FATAL(as_simdev_create(NULL, &d) == 0);
-    const as_device *dv = as_simdev_device(d);
-    uint64_t addr[1000];
-    for (int i = 0; i < 1000; i++)
-        CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 2 * MIB, &addr[i]), 0);
-    for (int i = 0; i < 1000; i += 2)
-        CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, addr[i], 2 * MIB), 0);
-    int ok = 1;
-    for (int i = 0; i < 1000; i += 2) {
-        uint64_t x;
-        ok &= dv->ops->reserve(dv->ctx, 2 * MIB, &x) == 0 && x == addr[i];
+     * the hole the rule names (lowest for first fit, highest for top-down, which here is
+     * allocation order either way), proving the search holds over a deep tree. */
+    for (int rule = 0; rule < 2; rule++) {
+        as_simdev *d;
+        as_simdev_params prm;
+        as_simdev_default_params(&prm);
+        prm.placement = rule ? AS_PLACE_TOP_DOWN : AS_PLACE_LOW_FIRST_FIT;
+        CU_ASSERT_FATAL(as_simdev_create(&prm, &d) == 0);
+        const as_device *dv = as_simdev_device(d);
+        uint64_t addr[1000];
+        for (int i = 0; i < 1000; i++)
+            CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 2 * MIB, &addr[i]), 0);
+        for (int i = 0; i < 1000; i += 2)
+            CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, addr[i], 2 * MIB), 0);
+        int ok = 1;
+        for (int i = 0; i < 1000; i += 2) {
+            uint64_t x;
+            ok &= dv->ops->reserve(dv->ctx, 2 * MIB, &x) == 0 && x == addr[i];
+        }
+        CU_ASSERT(ok);
+        as_simdev_destroy(d);
     }
-    CU_ASSERT(ok);
-    as_simdev_destroy(d);
 }
 
 CU_TestInfo test_simdev[] = {
-    { "placement_first_fit", simdev_placement_first_fit },
-    { "capacity", simdev_capacity },
-    { "log", simdev_log },
-    { "many_holes", simdev_many_holes },
+    {"placement_first_fit", simdev_placement_first_fit},
+    {"placement_top_down", simdev_placement_top_down},
+    {"capacity", simdev_capacity},
+    {"log", simdev_log},
+    {"many_holes", simdev_many_holes},
     CU_TEST_INFO_NULL,
 };

@@ -1,0 +1,1351 @@
+/*
+ * torch.c - PyTorch 2.11's CUDACachingAllocator (DeviceCachingAllocator, native backend),
+ * reproduced decision for decision (shared/reference/pytorch-allocator.md §1-§6).
+ *
+ * Blocks live in one node array; each segment's blocks form an address-ordered chain
+ * (prev/next). Free mapped blocks sit in their pool's `blocks` treap keyed by
+ * (stream, size, addr), PyTorch's BlockComparatorSize; unmapped ranges of expandable
+ * segments sit in the pool's `unmapped` treap keyed by (stream, addr). Invariants: a block
+ * is in a treap iff it is free (mapped -> blocks, unmapped -> unmapped); no two adjacent
+ * blocks of a chain are both free with the same mapped state; a segment's first node never
+ * changes (merges keep the lower-address node, splits keep the front node), so seg.head is
+ * stable. Block identity never affects a decision in PyTorch 2.11 (its registration counter
+ * is not part of the comparator), so which node survives a merge is ours to choose.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "knobs.h"
+#include "policy.h"
+
+#define MIN_BLOCK 512ull                  /* kMinBlockSize */
+#define SMALL_SIZE (1ull << 20)           /* kSmallSize: largest small request */
+#define SMALL_BUFFER (2ull << 20)         /* kSmallBuffer: small segment / page */
+#define MIN_LARGE_ALLOC (10ull << 20)     /* kMinLargeAlloc */
+#define ROUND_LARGE (2ull << 20)          /* kRoundLarge */
+#define DEFAULT_TOTAL_MEM 150109880320ull /* H200 totalGlobalMem, when no capacity is set */
+
+enum { K_MAXSPLIT, K_ROUNDUP, K_EXPANDABLE, K_GC, K_LARGE_SEGMENT, K_MAX_NON_SPLIT, K_COUNT };
+
+static const as_knob torch_knobs[K_COUNT] = {
+    [K_MAXSPLIT] = AS_KNOB_MAXSPLIT,
+    [K_ROUNDUP] = AS_KNOB_ROUNDUP,
+    [K_EXPANDABLE] = {.name = "expandable",
+                      .alias = "expandable_segments",
+                      .type = AS_KNOB_BOOL,
+                      .unit = "",
+                      .def = 0,
+                      .min = 0,
+                      .max = 1,
+                      .help = "grow one segment per stream and pool by mapping pages "
+                              "(2 MiB small, large_segment MiB large)"},
+    [K_GC] = {.name = "gc",
+              .alias = "garbage_collection_threshold",
+              .type = AS_KNOB_FLOAT,
+              .unit = "fraction",
+              .fdef = 0.0,
+              .fmin = 0.0,
+              .fmax = 1.0,
+              .help = "free old cached blocks once reserved exceeds this fraction of the "
+                      "capacity (needs a capacity); 0 = off, else in (0,1)"},
+    [K_LARGE_SEGMENT] = {.name = "large_segment",
+                         .alias = "large_segment_size_mb",
+                         .type = AS_KNOB_INT,
+                         .unit = "MiB",
+                         .def = 20,
+                         .min = 11,
+                         .max = 1 << 20,
+                         .help = "segment for 1-10 MiB requests and large expandable page"},
+    [K_MAX_NON_SPLIT] = {.name = "max_non_split_rounding",
+                         .alias = "max_non_split_rounding_mb",
+                         .type = AS_KNOB_INT,
+                         .unit = "MiB",
+                         .def = 20,
+                         .min = 0,
+                         .max = INT64_MAX / (1 << 20),
+                         .help = "an oversize request may take an unsplit free block up to "
+                                 "this much bigger"},
+};
+
+/* ---- state -------------------------------------------------------------------------- */
+
+enum { B_FREE = 0, B_ALLOC = 1, B_PENDING = 2 };
+enum { IN_NONE = 0, IN_BLOCKS = 1, IN_UNMAPPED = 2 };
+
+typedef struct blk {
+    uint64_t addr, size, stream;
+    uint64_t mx;            /* largest size in this node's treap subtree */
+    uint64_t gc_base;       /* pool call count when last inserted into `blocks` */
+    uint64_t id;            /* allocation id while allocated or pending */
+    uint32_t prev, next;    /* segment chain; 0 = none */
+    uint32_t l, r, p, prio; /* treap links */
+    uint32_t seg;           /* segment index */
+    uint32_t gen;           /* bumped on every hand-out: handles carry it */
+    uint32_t pidx;          /* index in the pending list while pending */
+    uint8_t state, mapped, in;
+} blk;
+
+typedef struct seg {
+    uint64_t addr, size; /* cudaMalloc range, or the whole VA range if expandable */
+    uint64_t stream;
+    uint64_t page;   /* expandable: page size; else 0 */
+    uint64_t mapped; /* expandable: bytes mapped now */
+    uint32_t head;   /* node at addr; stable for the segment's life */
+    uint32_t next_free;
+    uint8_t live, small, expandable;
+} seg;
+
+typedef struct tree {
+    uint32_t root;
+    uint8_t by_addr; /* 1: (stream, addr); 0: (stream, size, addr) */
+} tree;
+
+typedef struct pool {
+    tree blocks, unmapped;
+    uint64_t calls; /* get_free_blocks_call_count */
+    uint8_t small;
+} pool;
+
+typedef struct torch_state {
+    const as_device *dev;
+    /* configuration */
+    uint64_t max_split;     /* UINT64_MAX when off */
+    uint64_t max_non_split; /* bytes */
+    uint64_t large_seg;     /* bytes */
+    uint32_t div[AS_DIV_INTERVALS];
+    int use_div, expandable;
+    double gc;
+    uint64_t allowed; /* memory-fraction limit; UINT64_MAX when none */
+    uint64_t total_mem;
+    /* nodes and segments */
+    blk *b;
+    uint32_t nb, bcap, bfree;
+    seg *s;
+    uint32_t ns, scap, sfree;
+    pool pools[2]; /* 0 large, 1 small */
+    uint32_t rng;
+    uint32_t *pending;
+    uint32_t npending, pcap;
+    uint32_t *scratch;
+    uint32_t nscratch, scratch_cap;
+    /* accounting */
+    uint64_t reserved, allocated, active;
+    uint64_t nsegments, nexp_live;
+    uint64_t dev_reserves, dev_releases, retries, ooms;
+    uint64_t early_done; /* frees completed by an event sync before their FREE arrived */
+} torch_state;
+
+/* ---- node and segment storage ------------------------------------------------------ */
+
+static uint32_t node_new(torch_state *t)
+{
+    uint32_t i;
+    if (t->bfree) {
+        i = t->bfree;
+        t->bfree = t->b[i].next;
+    } else {
+        if (t->nb + 1 >= t->bcap) {
+            uint32_t nc = t->bcap ? t->bcap * 2 : 256;
+            blk *nn = realloc(t->b, (size_t)nc * sizeof *nn);
+            if (!nn)
+                return 0;
+            if (!t->b)
+                nn[0] = (blk){0}; /* index 0 means none */
+            t->b = nn;
+            t->bcap = nc;
+        }
+        i = ++t->nb;
+        t->b[i].gen = 0;
+    }
+    uint32_t gen = t->b[i].gen;
+    t->rng ^= t->rng << 13;
+    t->rng ^= t->rng >> 17;
+    t->rng ^= t->rng << 5;
+    t->b[i] = (blk){.gen = gen, .prio = t->rng};
+    return i;
+}
+
+static void node_del(torch_state *t, uint32_t i)
+{
+    t->b[i].state = B_FREE;
+    t->b[i].in = IN_NONE;
+    t->b[i].size = 0;
+    t->b[i].next = t->bfree;
+    t->b[i].gen++;
+    t->bfree = i;
+}
+
+static uint32_t seg_new(torch_state *t)
+{
+    uint32_t i;
+    if (t->sfree) {
+        i = t->sfree;
+        t->sfree = t->s[i].next_free;
+    } else {
+        if (t->ns + 1 >= t->scap) {
+            uint32_t nc = t->scap ? t->scap * 2 : 64;
+            seg *nn = realloc(t->s, (size_t)nc * sizeof *nn);
+            if (!nn)
+                return 0;
+            if (!t->s)
+                nn[0] = (seg){0};
+            t->s = nn;
+            t->scap = nc;
+        }
+        i = ++t->ns;
+    }
+    t->s[i] = (seg){.live = 1};
+    return i;
+}
+
+static void seg_del(torch_state *t, uint32_t i)
+{
+    t->s[i].live = 0;
+    t->s[i].next_free = t->sfree;
+    t->sfree = i;
+}
+
+/* ---- treap with parent links, augmented with the subtree's largest size ------------- */
+
+static inline int key_less(const tree *tr, const blk *a, uint64_t stream, uint64_t size,
+                           uint64_t addr)
+{
+    if (a->stream != stream)
+        return a->stream < stream;
+    if (!tr->by_addr && a->size != size)
+        return a->size < size;
+    return a->addr < addr;
+}
+
+static inline void fix_mx(blk *b, uint32_t i)
+{
+    uint64_t m = b[i].size;
+    if (b[i].l && b[b[i].l].mx > m)
+        m = b[b[i].l].mx;
+    if (b[i].r && b[b[i].r].mx > m)
+        m = b[b[i].r].mx;
+    b[i].mx = m;
+}
+
+static void replace_child(blk *b, tree *tr, uint32_t parent, uint32_t old, uint32_t nw)
+{
+    if (!parent)
+        tr->root = nw;
+    else if (b[parent].l == old)
+        b[parent].l = nw;
+    else
+        b[parent].r = nw;
+    if (nw)
+        b[nw].p = parent;
+}
+
+static void rotate_up(blk *b, tree *tr, uint32_t x)
+{
+    uint32_t p = b[x].p, g = b[p].p;
+    if (b[p].l == x) {
+        b[p].l = b[x].r;
+        if (b[x].r)
+            b[b[x].r].p = p;
+        b[x].r = p;
+    } else {
+        b[p].r = b[x].l;
+        if (b[x].l)
+            b[b[x].l].p = p;
+        b[x].l = p;
+    }
+    b[p].p = x;
+    replace_child(b, tr, g, p, x);
+    fix_mx(b, p);
+    fix_mx(b, x);
+}
+
+static void tr_insert(torch_state *t, tree *tr, uint32_t x, uint8_t which)
+{
+    blk *b = t->b;
+    uint32_t y = 0, cur = tr->root;
+    int left = 0;
+    while (cur) {
+        y = cur;
+        left = !key_less(tr, &b[cur], b[x].stream, b[x].size, b[x].addr);
+        cur = left ? b[cur].l : b[cur].r;
+    }
+    b[x].l = b[x].r = 0;
+    b[x].p = y;
+    b[x].mx = b[x].size;
+    b[x].in = which;
+    if (!y)
+        tr->root = x;
+    else if (left)
+        b[y].l = x;
+    else
+        b[y].r = x;
+    for (uint32_t q = y; q && b[q].mx < b[x].size; q = b[q].p)
+        b[q].mx = b[x].size;
+    while (b[x].p && b[b[x].p].prio < b[x].prio)
+        rotate_up(b, tr, x);
+}
+
+static void tr_erase(torch_state *t, tree *tr, uint32_t x)
+{
+    blk *b = t->b;
+    while (b[x].l && b[x].r)
+        rotate_up(b, tr, b[b[x].l].prio > b[b[x].r].prio ? b[x].l : b[x].r);
+    uint32_t c = b[x].l ? b[x].l : b[x].r, p = b[x].p;
+    replace_child(b, tr, p, x, c);
+    for (; p; p = b[p].p)
+        fix_mx(b, p);
+    b[x].l = b[x].r = b[x].p = 0;
+    b[x].in = IN_NONE;
+}
+
+static uint32_t tr_first(const blk *b, const tree *tr)
+{
+    uint32_t i = tr->root;
+    while (i && b[i].l)
+        i = b[i].l;
+    return i;
+}
+
+static uint32_t tr_last(const blk *b, const tree *tr)
+{
+    uint32_t i = tr->root;
+    while (i && b[i].r)
+        i = b[i].r;
+    return i;
+}
+
+static uint32_t tr_next(const blk *b, uint32_t i)
+{
+    if (b[i].r) {
+        i = b[i].r;
+        while (b[i].l)
+            i = b[i].l;
+        return i;
+    }
+    uint32_t p = b[i].p;
+    while (p && b[p].r == i) {
+        i = p;
+        p = b[p].p;
+    }
+    return p;
+}
+
+static uint32_t tr_prev(const blk *b, uint32_t i)
+{
+    if (b[i].l) {
+        i = b[i].l;
+        while (b[i].r)
+            i = b[i].r;
+        return i;
+    }
+    uint32_t p = b[i].p;
+    while (p && b[p].l == i) {
+        i = p;
+        p = b[p].p;
+    }
+    return p;
+}
+
+/* First node with key >= (stream, size, addr), or 0. */
+static uint32_t tr_lower_bound(const blk *b, const tree *tr, uint64_t stream, uint64_t size,
+                               uint64_t addr)
+{
+    uint32_t i = tr->root, best = 0;
+    while (i) {
+        if (key_less(tr, &b[i], stream, size, addr)) {
+            i = b[i].r;
+        } else {
+            best = i;
+            i = b[i].l;
+        }
+    }
+    return best;
+}
+
+/* ---- helpers ------------------------------------------------------------------------ */
+
+static inline pool *pool_of(torch_state *t, uint32_t i)
+{
+    return &t->pools[t->s[t->b[i].seg].small];
+}
+
+static inline int is_exp(const torch_state *t, uint32_t i)
+{
+    return t->s[t->b[i].seg].expandable;
+}
+
+static inline int is_split(const blk *b, uint32_t i)
+{
+    return b[i].prev || b[i].next;
+}
+
+static inline int gc_active(const torch_state *t)
+{
+    return t->allowed != UINT64_MAX && t->gc > 0.0;
+}
+
+static void insert_free(torch_state *t, uint32_t i)
+{
+    pool *pl = pool_of(t, i);
+    t->b[i].gc_base = pl->calls;
+    tr_insert(t, &pl->blocks, i, IN_BLOCKS);
+}
+
+static void erase_any(torch_state *t, uint32_t i)
+{
+    pool *pl = pool_of(t, i);
+    if (t->b[i].in == IN_BLOCKS)
+        tr_erase(t, &pl->blocks, i);
+    else if (t->b[i].in == IN_UNMAPPED)
+        tr_erase(t, &pl->unmapped, i);
+}
+
+static uint64_t round_size(const torch_state *t, uint64_t size)
+{
+    return as_round_size(size, MIN_BLOCK, t->use_div ? t->div : NULL);
+}
+
+static uint64_t allocation_size(const torch_state *t, uint64_t size)
+{
+    if (size <= SMALL_SIZE)
+        return SMALL_BUFFER;
+    if (size < MIN_LARGE_ALLOC)
+        return t->large_seg;
+    return as_align_up(size, ROUND_LARGE);
+}
+
+/* try_merge_blocks: a and b adjacent (a before b), one of them the block being placed,
+ * which is in no treap. Merges when the other one is free with the same mapped state.
+ * Returns the surviving node (always the lower one, a). */
+static uint32_t merge_pair(torch_state *t, uint32_t a, uint32_t bb, uint32_t other)
+{
+    blk *b = t->b;
+    if (!other || b[other].state != B_FREE || b[a].mapped != b[bb].mapped)
+        return 0;
+    erase_any(t, other);
+    b[a].size += b[bb].size;
+    b[a].next = b[bb].next;
+    if (b[a].next)
+        b[b[a].next].prev = a;
+    node_del(t, bb);
+    return a;
+}
+
+/* Merge block x (in no treap) with its free neighbours; returns the survivor. */
+static uint32_t merge_neighbours(torch_state *t, uint32_t x)
+{
+    uint32_t p = t->b[x].prev;
+    if (p && merge_pair(t, p, x, p))
+        x = p;
+    uint32_t n = t->b[x].next;
+    if (n)
+        merge_pair(t, x, n, n);
+    return x;
+}
+
+/* Splits node i at offset `size`: i keeps the front, a new node gets the rest (same
+ * segment, stream and mapped state, free). Returns the new node or 0 on host OOM. */
+static uint32_t split_after(torch_state *t, uint32_t i, uint64_t size)
+{
+    uint32_t r = node_new(t);
+    if (!r)
+        return 0;
+    blk *b = t->b;
+    b[r].addr = b[i].addr + size;
+    b[r].size = b[i].size - size;
+    b[r].stream = b[i].stream;
+    b[r].seg = b[i].seg;
+    b[r].mapped = b[i].mapped;
+    b[r].state = B_FREE;
+    b[r].prev = i;
+    b[r].next = b[i].next;
+    if (b[r].next)
+        b[b[r].next].prev = r;
+    b[i].next = r;
+    b[i].size = size;
+    return r;
+}
+
+static int scratch_push(torch_state *t, uint32_t v)
+{
+    if (t->nscratch == t->scratch_cap) {
+        uint32_t nc = t->scratch_cap ? t->scratch_cap * 2 : 64;
+        uint32_t *n = realloc(t->scratch, (size_t)nc * sizeof *n);
+        if (!n)
+            return AS_POLICY_ENOMEM;
+        t->scratch = n;
+        t->scratch_cap = nc;
+    }
+    t->scratch[t->nscratch++] = v;
+    return 0;
+}
+
+/* ---- device-facing steps ------------------------------------------------------------ */
+
+static int dev_err(int rc)
+{
+    return rc == AS_DEV_EINVAL ? AS_POLICY_EINVAL : AS_POLICY_EDEVICE;
+}
+
+/* release_block: cudaFree of a whole free non-expandable segment. */
+static int release_block(torch_state *t, uint32_t i)
+{
+    seg *s = &t->s[t->b[i].seg];
+    int rc = t->dev->ops->release(t->dev->ctx, s->addr, s->size);
+    if (rc)
+        return dev_err(rc);
+    erase_any(t, i);
+    t->reserved -= s->size;
+    t->nsegments--;
+    t->dev_releases++;
+    seg_del(t, t->b[i].seg);
+    node_del(t, i);
+    return 0;
+}
+
+/* map_block: maps whole pages covering [addr, addr+size) of unmapped node i. Returns the
+ * merged free node (> 0), 0 when the device refused, < 0 on error. */
+static int64_t map_block(torch_state *t, uint32_t i, uint64_t size)
+{
+    blk *b = t->b;
+    seg *s = &t->s[b[i].seg];
+    uint64_t off = b[i].addr - s->addr;
+    uint64_t end = as_align_up(off + size, s->page);
+    uint64_t len = end - off;
+    if (size == 0 || len == 0)
+        return 0;
+    int rc = t->dev->ops->map(t->dev->ctx, b[i].addr, len);
+    if (rc == AS_DEV_OOM)
+        return 0;
+    if (rc)
+        return dev_err(rc);
+    erase_any(t, i);
+    b[i].mapped = 1;
+    if (len < b[i].size) {
+        uint32_t r = split_after(t, i, len);
+        if (!r)
+            return AS_POLICY_ENOMEM;
+        b = t->b;
+        b[r].mapped = 0;
+        tr_insert(t, &pool_of(t, r)->unmapped, r, IN_UNMAPPED);
+    }
+    uint32_t x = merge_neighbours(t, i);
+    insert_free(t, x);
+    t->reserved += len;
+    t->s[t->b[x].seg].mapped += len;
+    t->dev_reserves++;
+    return x;
+}
+
+/* unmap_block: unmaps the pages lying wholly inside free mapped node i. Returns the node
+ * that now holds the unmapped range (> 0), or 0 when no whole page was inside. */
+static int64_t unmap_block(torch_state *t, uint32_t i)
+{
+    blk *b = t->b;
+    seg *s = &t->s[b[i].seg];
+    uint64_t off = b[i].addr - s->addr;
+    uint64_t ub = as_align_up(off, s->page);
+    uint64_t ue = (off + b[i].size) / s->page * s->page;
+    if (ub >= ue)
+        return 0;
+    uint64_t uaddr = s->addr + ub, ulen = ue - ub;
+    int rc = t->dev->ops->unmap(t->dev->ctx, uaddr, ulen);
+    if (rc)
+        return dev_err(rc);
+    erase_any(t, i);
+    uint64_t before = uaddr - b[i].addr;
+    uint64_t after = b[i].size - before - ulen;
+    uint32_t u = i;
+    if (before) {
+        u = split_after(t, i, before);
+        if (!u)
+            return AS_POLICY_ENOMEM;
+        insert_free(t, i);
+    }
+    if (after) {
+        uint32_t a = split_after(t, u, ulen);
+        if (!a)
+            return AS_POLICY_ENOMEM;
+        insert_free(t, a);
+    }
+    b = t->b;
+    b[u].mapped = 0;
+    u = merge_neighbours(t, u);
+    tr_insert(t, &pool_of(t, u)->unmapped, u, IN_UNMAPPED);
+    t->reserved -= ulen;
+    t->s[t->b[u].seg].mapped -= ulen;
+    t->dev_releases++;
+    return u;
+}
+
+static int release_expandable_segment(torch_state *t, uint32_t u)
+{
+    uint32_t si = t->b[u].seg;
+    seg *s = &t->s[si];
+    int rc = t->dev->ops->va_release(t->dev->ctx, s->addr, s->size);
+    if (rc)
+        return dev_err(rc);
+    erase_any(t, u);
+    node_del(t, u);
+    seg_del(t, si);
+    t->nexp_live--;
+    return 0;
+}
+
+static inline int allocatable(const blk *b, uint32_t i)
+{
+    return i && b[i].state == B_FREE;
+}
+
+/* find_expandable_block: the lowest place where free-then-unmapped space of this stream
+ * adds up to size, else a new segment. Returns a node (> 0), 0 if no VA, < 0 error. */
+static int64_t find_expandable_block(torch_state *t, pool *pl, uint64_t stream, uint64_t size)
+{
+    blk *b = t->b;
+    for (uint32_t it = tr_lower_bound(b, &pl->unmapped, stream, 0, 0); it && b[it].stream == stream;
+         it = tr_next(b, it)) {
+        uint32_t c = it;
+        if (allocatable(b, b[c].prev))
+            c = b[c].prev;
+        uint64_t bytes = 0;
+        for (uint32_t x = c; bytes < size && allocatable(b, x); x = b[x].next)
+            bytes += b[x].size;
+        if (bytes >= size)
+            return c;
+    }
+    uint64_t page = pl->small ? SMALL_BUFFER : t->large_seg;
+    uint64_t want = t->total_mem + t->total_mem / 8;
+    uint64_t vsize = page * ((want + page - 1) / page);
+    uint64_t addr;
+    int rc = t->dev->ops->va_reserve(t->dev->ctx, vsize, &addr);
+    if (rc == AS_DEV_OOM)
+        return 0;
+    if (rc)
+        return dev_err(rc);
+    uint32_t si = seg_new(t);
+    uint32_t n = si ? node_new(t) : 0;
+    if (!n)
+        return AS_POLICY_ENOMEM;
+    t->s[si].addr = addr;
+    t->s[si].size = vsize;
+    t->s[si].stream = stream;
+    t->s[si].page = page;
+    t->s[si].small = pl->small;
+    t->s[si].expandable = 1;
+    t->s[si].head = n;
+    t->nexp_live++;
+    blk *nb = &t->b[n];
+    nb->addr = addr;
+    nb->size = vsize;
+    nb->stream = stream;
+    nb->seg = si;
+    nb->mapped = 0;
+    nb->state = B_FREE;
+    tr_insert(t, &pl->unmapped, n, IN_UNMAPPED);
+    return n;
+}
+
+static int64_t try_allocate_expandable_block(torch_state *t, pool *pl, uint64_t stream,
+                                             uint64_t size)
+{
+    int64_t c = find_expandable_block(t, pl, stream, size);
+    if (c <= 0)
+        return c;
+    if (!t->b[c].mapped) {
+        uint64_t m = t->b[c].size < size ? t->b[c].size : size;
+        c = map_block(t, (uint32_t)c, m);
+        if (c <= 0)
+            return c;
+    }
+    while (t->b[c].size < size) {
+        uint32_t nx = t->b[c].next;
+        uint64_t rem = size - t->b[c].size;
+        c = map_block(t, nx, rem < t->b[nx].size ? rem : t->b[nx].size);
+        if (c <= 0)
+            return c;
+    }
+    erase_any(t, (uint32_t)c);
+    return c;
+}
+
+typedef struct params {
+    uint64_t stream, size, alloc_size;
+    pool *pl;
+    uint32_t block;
+} params;
+
+/* alloc_block: 1 with p->block set, 0 when refused, < 0 on error. */
+static int alloc_block(torch_state *t, params *p, int retry)
+{
+    if (retry)
+        t->retries++;
+    if (t->allowed != UINT64_MAX && t->reserved + p->alloc_size > t->allowed)
+        return 0;
+    if (t->expandable) {
+        int64_t c = try_allocate_expandable_block(t, p->pl, p->stream, p->size);
+        if (c < 0)
+            return (int)c;
+        p->block = (uint32_t)c;
+        return c > 0;
+    }
+    uint64_t addr;
+    int rc = t->dev->ops->reserve(t->dev->ctx, p->alloc_size, &addr);
+    if (rc == AS_DEV_OOM)
+        return 0;
+    if (rc)
+        return dev_err(rc);
+    uint32_t si = seg_new(t);
+    uint32_t n = si ? node_new(t) : 0;
+    if (!n)
+        return AS_POLICY_ENOMEM;
+    t->s[si].addr = addr;
+    t->s[si].size = p->alloc_size;
+    t->s[si].stream = p->stream;
+    t->s[si].small = p->pl->small;
+    t->s[si].head = n;
+    blk *nb = &t->b[n];
+    nb->addr = addr;
+    nb->size = p->alloc_size;
+    nb->stream = p->stream;
+    nb->seg = si;
+    nb->mapped = 1;
+    nb->state = B_FREE;
+    t->reserved += p->alloc_size;
+    t->nsegments++;
+    t->dev_reserves++;
+    p->block = n;
+    return 1;
+}
+
+/* get_free_block: best fit on (stream, size, addr) with PyTorch's expandable and oversize
+ * rules. 1 with p->block taken out of the treap, else 0. */
+static int get_free_block(torch_state *t, params *p)
+{
+    pool *pl = p->pl;
+    blk *b = t->b;
+    if (gc_active(t))
+        pl->calls++;
+    uint32_t it = tr_lower_bound(b, &pl->blocks, p->stream, p->size, 0);
+    if (!it || b[it].stream != p->stream)
+        return 0;
+    if (is_exp(t, it)) {
+        if (t->expandable) {
+#define EXP_SIZE(i) (b[i].size + (b[i].next && !b[b[i].next].mapped ? b[b[i].next].size : 0))
+            uint32_t nx = tr_next(b, it);
+            while (is_exp(t, it) && nx && b[nx].stream == p->stream &&
+                   EXP_SIZE(nx) < EXP_SIZE(it)) {
+                it = nx;
+                nx = tr_next(b, nx);
+            }
+#undef EXP_SIZE
+        } else {
+            do
+                it = tr_next(b, it);
+            while (it && is_exp(t, it) && b[it].stream == p->stream);
+            if (!it || b[it].stream != p->stream)
+                return 0;
+        }
+    }
+    if (p->size < t->max_split && b[it].size >= t->max_split)
+        return 0;
+    if (p->size >= t->max_split && b[it].size >= p->size + t->max_non_split)
+        return 0;
+    tr_erase(t, &pl->blocks, it);
+    p->block = it;
+    return 1;
+}
+
+static int garbage_collect(torch_state *t)
+{
+    pool *pl = &t->pools[0];
+    blk *b = t->b;
+    uint64_t threshold = (uint64_t)(t->gc * (double)t->allowed);
+    if (t->reserved <= threshold)
+        return 0;
+    uint64_t target = t->reserved - threshold, reclaimed = 0, total_age = 0;
+    int64_t count = 0;
+    for (uint32_t i = tr_first(b, &pl->blocks); i; i = tr_next(b, i))
+        if (!is_split(b, i)) {
+            total_age += pl->calls - b[i].gc_base;
+            count++;
+        }
+    if (count == 0)
+        return 0;
+    int freed = 1;
+    while (reclaimed < target && freed && count > 0) {
+        double thr = (double)total_age / (double)count;
+        freed = 0;
+        uint32_t i = tr_first(t->b, &pl->blocks);
+        while (i) {
+            uint32_t nx = tr_next(t->b, i);
+            uint64_t age = pl->calls - t->b[i].gc_base;
+            if (!is_split(t->b, i) && !is_exp(t, i) && (double)age >= thr) {
+                freed = 1;
+                reclaimed += t->b[i].size;
+                total_age -= age;
+                count--;
+                int rc = release_block(t, i);
+                if (rc)
+                    return rc;
+            }
+            i = nx;
+        }
+    }
+    return 0;
+}
+
+/* release_available_cached_blocks: frees oversize blocks of the stream until the request
+ * could fit; returns 1 on success, 0 otherwise (released blocks stay released). */
+static int release_available(torch_state *t, params *p)
+{
+    if (t->max_split == UINT64_MAX)
+        return 0;
+    pool *pl = p->pl;
+    blk *b = t->b;
+    uint64_t key = p->size < t->max_split ? t->max_split : p->size;
+    uint32_t it = tr_lower_bound(b, &pl->blocks, p->stream, key, 0);
+    if (!it || b[it].stream != p->stream || is_exp(t, it)) {
+        uint32_t first = tr_first(b, &pl->blocks);
+        if (it == first)
+            return 0; /* also covers the empty tree */
+        it = it ? tr_prev(b, it) : tr_last(b, &pl->blocks);
+        uint64_t released = 0;
+        while (released < key && t->b[it].size >= t->max_split && t->b[it].stream == p->stream) {
+            uint32_t cur = it;
+            int is_first = cur == tr_first(t->b, &pl->blocks);
+            if (!is_first)
+                it = tr_prev(t->b, it);
+            if (!is_exp(t, cur)) {
+                released += t->b[cur].size;
+                int rc = release_block(t, cur);
+                if (rc)
+                    return rc;
+            }
+            if (is_first)
+                break;
+        }
+        return released >= key;
+    }
+    int rc = release_block(t, it);
+    return rc ? rc : 1;
+}
+
+static int free_block(torch_state *t, uint32_t i);
+
+/* synchronize_and_free_events: every pending free completes now. */
+static int complete_pending(torch_state *t)
+{
+    while (t->npending) {
+        uint32_t i = t->pending[--t->npending];
+        t->early_done++;
+        int rc = free_block(t, i);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int release_blocks(torch_state *t, pool *pl)
+{
+    t->nscratch = 0;
+    uint32_t i = tr_first(t->b, &pl->blocks);
+    while (i) {
+        uint32_t nx = tr_next(t->b, i);
+        if (is_exp(t, i)) {
+            int rc = scratch_push(t, i);
+            if (rc)
+                return rc;
+        } else if (!is_split(t->b, i)) {
+            int rc = release_block(t, i);
+            if (rc)
+                return rc;
+        }
+        i = nx;
+    }
+    for (uint32_t k = 0; k < t->nscratch; k++) {
+        int64_t u = unmap_block(t, t->scratch[k]);
+        if (u < 0)
+            return (int)u;
+        if (u > 0 && !is_split(t->b, (uint32_t)u)) {
+            int rc = release_expandable_segment(t, (uint32_t)u);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+static int release_cached(torch_state *t)
+{
+    int rc = complete_pending(t);
+    if (!rc)
+        rc = release_blocks(t, &t->pools[0]);
+    if (!rc)
+        rc = release_blocks(t, &t->pools[1]);
+    return rc;
+}
+
+/* free_block: the block returns to its pool, merged with free neighbours. */
+static int free_block(torch_state *t, uint32_t i)
+{
+    t->active -= t->b[i].size;
+    t->b[i].state = B_FREE;
+    uint32_t x = merge_neighbours(t, i);
+    insert_free(t, x);
+    return 0;
+}
+
+/* ---- slots -------------------------------------------------------------------------- */
+
+static int torch_init(void *st, const as_knob_value *cfg, const as_device *dev)
+{
+    torch_state *t = st;
+    memset(t, 0, sizeof *t);
+    t->dev = dev;
+    int64_t ms = cfg[K_MAXSPLIT].i, ls = cfg[K_LARGE_SEGMENT].i;
+    if (ls <= 10 || ms < 0 || cfg[K_MAX_NON_SPLIT].i < 0)
+        return AS_POLICY_EINVAL;
+    t->large_seg = (uint64_t)ls * AS_MIB;
+    /* PyTorch refuses max_split_size_mb below large_segment_size (20 MiB). */
+    if (ms > 0 && ms < ls)
+        return AS_POLICY_EINVAL;
+    t->max_split =
+        ms > 0 && (uint64_t)ms < UINT64_MAX / AS_MIB ? (uint64_t)ms * AS_MIB : UINT64_MAX;
+    t->max_non_split = (uint64_t)cfg[K_MAX_NON_SPLIT].i * AS_MIB;
+    for (int k = 0; k < AS_DIV_INTERVALS; k++) {
+        uint32_t d = cfg[K_ROUNDUP].div[k];
+        if (d & (d - 1))
+            return AS_POLICY_EINVAL; /* 0 or a power of two */
+        t->div[k] = d;
+        if (d > 1)
+            t->use_div = 1;
+    }
+    t->expandable = cfg[K_EXPANDABLE].i != 0;
+    t->gc = cfg[K_GC].f;
+    if (!(t->gc >= 0.0 && t->gc < 1.0))
+        return AS_POLICY_EINVAL;
+    uint64_t cap = dev->ops->capacity(dev->ctx);
+    t->allowed = cap == AS_CAPACITY_NONE ? UINT64_MAX : cap;
+    /* Total device memory sizes each expandable segment's VA range (1.125x), and the size
+     * of the unmapped tail enters get_free_block's expandable best fit. A capacity below
+     * an H200's is read as a memory fraction of one (as in the ground truth); a larger one
+     * as a bigger device. */
+    t->total_mem = cap != AS_CAPACITY_NONE && cap > DEFAULT_TOTAL_MEM ? cap : DEFAULT_TOTAL_MEM;
+    t->pools[0].small = 0;
+    t->pools[1].small = 1;
+    t->pools[0].unmapped.by_addr = t->pools[1].unmapped.by_addr = 1;
+    t->rng = 0x2545f491u;
+    return 0;
+}
+
+static int torch_alloc(void *st, const as_request *req, as_block *out)
+{
+    torch_state *t = st;
+    if (req->size == 0)
+        return AS_POLICY_EINVAL;
+    params p = {.stream = req->stream};
+    p.size = round_size(t, req->size);
+    p.pl = &t->pools[p.size <= SMALL_SIZE];
+    p.alloc_size = allocation_size(t, p.size);
+
+    int found = get_free_block(t, &p), rc = 0;
+    if (!found) {
+        if (gc_active(t) && (rc = garbage_collect(t)))
+            return rc;
+        found = alloc_block(t, &p, 0);
+        if (found == 0) {
+            found = release_available(t, &p);
+            if (found > 0)
+                found = alloc_block(t, &p, 0);
+        }
+        if (found == 0) {
+            found = release_cached(t);
+            if (found == 0)
+                found = alloc_block(t, &p, 1);
+        }
+        if (found < 0)
+            return found;
+        if (!found) {
+            t->ooms++;
+            return AS_POLICY_OOM;
+        }
+    }
+
+    uint32_t i = p.block;
+    blk *b = t->b;
+    uint64_t remaining = b[i].size - p.size;
+    int split = (p.pl->small || t->expandable) ? remaining >= MIN_BLOCK
+                                               : (p.size < t->max_split && remaining > SMALL_SIZE);
+    if (split) {
+        uint32_t r = split_after(t, i, p.size);
+        if (!r)
+            return AS_POLICY_ENOMEM;
+        insert_free(t, r);
+        b = t->b;
+    }
+    b[i].state = B_ALLOC;
+    b[i].id = req->id;
+    b[i].gen++;
+    t->allocated += b[i].size;
+    t->active += b[i].size;
+    out->addr = b[i].addr;
+    out->size = b[i].size;
+    out->handle = (uint64_t)b[i].gen << 32 | i;
+    return 0;
+}
+
+static int torch_free(void *st, uint64_t handle, unsigned flags)
+{
+    torch_state *t = st;
+    uint32_t i = (uint32_t)handle, gen = (uint32_t)(handle >> 32);
+    if (i == 0 || i > t->nb || t->b[i].gen != gen ||
+        (t->b[i].state != B_ALLOC && t->b[i].state != B_PENDING)) {
+        /* A FREE whose pending free was already completed by an event sync. */
+        if (!(flags & AS_FREE_PENDING) && t->early_done) {
+            t->early_done--;
+            return 0;
+        }
+        return AS_POLICY_EINVAL;
+    }
+    blk *b = &t->b[i];
+    if (flags & AS_FREE_PENDING) {
+        if (b->state != B_ALLOC)
+            return AS_POLICY_EINVAL;
+        if (t->npending == t->pcap) {
+            uint32_t nc = t->pcap ? t->pcap * 2 : 64;
+            uint32_t *n = realloc(t->pending, (size_t)nc * sizeof *n);
+            if (!n)
+                return AS_POLICY_ENOMEM;
+            t->pending = n;
+            t->pcap = nc;
+        }
+        b->state = B_PENDING;
+        b->pidx = t->npending;
+        t->pending[t->npending++] = i;
+        t->allocated -= b->size;
+        return 0;
+    }
+    if (b->state == B_ALLOC) {
+        t->allocated -= b->size;
+    } else {
+        uint32_t last = t->pending[--t->npending];
+        t->pending[b->pidx] = last;
+        t->b[last].pidx = b->pidx;
+    }
+    return free_block(t, i);
+}
+
+static int torch_empty_cache(void *st)
+{
+    return release_cached(st);
+}
+
+static void torch_stats(const void *st, as_policy_stats *out)
+{
+    const torch_state *t = st;
+    uint64_t largest = 0;
+    for (int k = 0; k < 2; k++) {
+        uint32_t r = t->pools[k].blocks.root;
+        if (r && t->b[r].mx > largest)
+            largest = t->b[r].mx;
+    }
+    *out = (as_policy_stats){
+        .allocated = t->allocated,
+        .reserved = t->reserved,
+        .free_bytes = t->reserved - t->active,
+        .largest_free = largest,
+        .segments = t->nsegments + t->nexp_live,
+        .device_reserves = t->dev_reserves,
+        .device_releases = t->dev_releases,
+        .retries = t->retries,
+    };
+}
+
+/* ---- check and walk ----------------------------------------------------------------- */
+
+static int fail(as_check_failure *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int fail(as_check_failure *out, const char *fmt, ...)
+{
+    if (out) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(out->msg, sizeof out->msg, fmt, ap);
+        va_end(ap);
+    }
+    return AS_POLICY_ECHECK;
+}
+
+/* Verifies one treap: order, heap priorities, parent links, augmentation, membership.
+ * Adds its node count to *n; returns 0 or AS_POLICY_ECHECK. */
+static int check_tree(const torch_state *t, const tree *tr, uint8_t which, uint8_t small,
+                      int64_t *n, as_check_failure *out)
+{
+    const blk *b = t->b;
+    uint32_t prev = 0;
+    int64_t k = 0;
+    if (tr->root && b[tr->root].p)
+        return fail(out, "treap root has a parent");
+    for (uint32_t i = tr_first(b, tr); i; i = tr_next(b, i)) {
+        if (++k > (int64_t)t->nb)
+            return fail(out, "treap walk does not end");
+        if (b[i].in != which || b[i].state != B_FREE || t->s[b[i].seg].small != small ||
+            !t->s[b[i].seg].live)
+            return fail(out, "block 0x%llx is in a free set it does not belong to",
+                        (unsigned long long)b[i].addr);
+        if ((which == IN_BLOCKS) != (b[i].mapped != 0))
+            return fail(out, "block 0x%llx: mapped state differs from its set",
+                        (unsigned long long)b[i].addr);
+        if (prev && !key_less(tr, &b[prev], b[i].stream, b[i].size, b[i].addr))
+            return fail(out, "free set out of order at 0x%llx", (unsigned long long)b[i].addr);
+        for (int side = 0; side < 2; side++) {
+            uint32_t c = side ? b[i].r : b[i].l;
+            if (c && (b[c].p != i || b[c].prio > b[i].prio))
+                return fail(out, "treap heap order or parent link broken");
+        }
+        uint64_t m = b[i].size;
+        if (b[i].l && b[b[i].l].mx > m)
+            m = b[b[i].l].mx;
+        if (b[i].r && b[b[i].r].mx > m)
+            m = b[b[i].r].mx;
+        if (m != b[i].mx)
+            return fail(out, "treap largest-size augmentation stale");
+        prev = i;
+    }
+    *n += k;
+    return 0;
+}
+
+static int cmp_seg_addr(const void *a, const void *b, void *ctx)
+{
+    const seg *s = ctx;
+    uint64_t x = s[*(const uint32_t *)a].addr, y = s[*(const uint32_t *)b].addr;
+    return x < y ? -1 : x > y;
+}
+
+/* Live segment indices sorted by address (caller frees). */
+static uint32_t *sorted_segments(const torch_state *t, uint32_t *n)
+{
+    uint32_t *v = malloc(((size_t)t->ns + 1) * sizeof *v), k = 0;
+    if (!v)
+        return NULL;
+    for (uint32_t i = 1; i <= t->ns; i++)
+        if (t->s[i].live)
+            v[k++] = i;
+    /* insertion sort keeps this dependency-free and stable; segments are few */
+    for (uint32_t a = 1; a < k; a++) {
+        uint32_t x = v[a], j = a;
+        while (j > 0 && cmp_seg_addr(&v[j - 1], &x, t->s) > 0) {
+            v[j] = v[j - 1];
+            j--;
+        }
+        v[j] = x;
+    }
+    *n = k;
+    return v;
+}
+
+static int check_segment(const torch_state *t, uint32_t si, uint64_t *acc, as_check_failure *out)
+{
+    const blk *b = t->b;
+    const seg *s = &t->s[si];
+    uint64_t at = s->addr, mapped = 0;
+    uint32_t last = 0;
+    for (uint32_t i = s->head; i; i = b[i].next) {
+        const char *why = NULL;
+        if (b[i].seg != si)
+            why = "block in the wrong segment";
+        else if (b[i].addr != at)
+            why = "chain not contiguous";
+        else if (b[i].prev != last)
+            why = "prev link broken";
+        else if (b[i].stream != s->stream)
+            why = "block stream differs from its segment";
+        else if (b[i].size == 0 || (b[i].addr - s->addr) % MIN_BLOCK)
+            why = "block empty or misaligned";
+        else if (b[i].state == B_FREE && b[i].in != (b[i].mapped ? IN_BLOCKS : IN_UNMAPPED))
+            why = "free block not in its free set";
+        else if (b[i].state != B_FREE && b[i].in != IN_NONE)
+            why = "used block in a free set";
+        else if (!b[i].mapped && (b[i].state != B_FREE || !s->expandable))
+            why = "unmapped block in use or outside an expandable segment";
+        else if (last && b[last].state == B_FREE && b[i].state == B_FREE &&
+                 b[last].mapped == b[i].mapped)
+            why = "adjacent free blocks not merged";
+        else if (at + b[i].size > s->addr + s->size)
+            why = "block runs past its segment";
+        if (why)
+            return fail(out, "%s at 0x%llx", why, (unsigned long long)b[i].addr);
+        acc[0] += b[i].state == B_FREE;
+        acc[1] += b[i].state == B_ALLOC ? b[i].size : 0;
+        acc[2] += b[i].state != B_FREE ? b[i].size : 0;
+        acc[3] += b[i].state == B_PENDING;
+        mapped += b[i].mapped ? b[i].size : 0;
+        at += b[i].size;
+        last = i;
+    }
+    if (at != s->addr + s->size)
+        return fail(out, "blocks of segment 0x%llx sum to %llu, not %llu",
+                    (unsigned long long)s->addr, (unsigned long long)(at - s->addr),
+                    (unsigned long long)s->size);
+    if (s->expandable && mapped != s->mapped)
+        return fail(out, "expandable segment 0x%llx maps %llu but its blocks cover %llu",
+                    (unsigned long long)s->addr, (unsigned long long)s->mapped,
+                    (unsigned long long)mapped);
+    acc[4] += s->expandable ? mapped : s->size;
+    return 0;
+}
+
+static int torch_check(const void *st, as_check_failure *out)
+{
+    const torch_state *t = st;
+    int64_t in_trees = 0;
+    for (int k = 0; k < 2; k++) {
+        int rc = check_tree(t, &t->pools[k].blocks, IN_BLOCKS, t->pools[k].small, &in_trees, out);
+        if (!rc)
+            rc = check_tree(t, &t->pools[k].unmapped, IN_UNMAPPED, t->pools[k].small, &in_trees,
+                            out);
+        if (rc)
+            return rc;
+    }
+    uint32_t ns;
+    uint32_t *v = sorted_segments(t, &ns);
+    if (!v)
+        return fail(out, "no host memory for the check");
+    /* free blocks, allocated bytes, active bytes, pending blocks, reserved bytes */
+    uint64_t acc[5] = {0}, prev_end = 0, nseg = 0, nexp = 0;
+    int rc = 0;
+    for (uint32_t k = 0; k < ns && !rc; k++) {
+        const seg *s = &t->s[v[k]];
+        if (s->addr < prev_end)
+            rc = fail(out, "segment 0x%llx overlaps the one before", (unsigned long long)s->addr);
+        else
+            rc = check_segment(t, v[k], acc, out);
+        prev_end = s->addr + s->size;
+        nexp += s->expandable;
+        nseg += !s->expandable;
+    }
+    free(v);
+    if (rc)
+        return rc;
+    if ((int64_t)acc[0] != in_trees)
+        return fail(out, "free sets hold %lld blocks, the chains %llu free ones",
+                    (long long)in_trees, (unsigned long long)acc[0]);
+    if (acc[4] != t->reserved)
+        return fail(out, "segments hold %llu bytes, accounting says %llu",
+                    (unsigned long long)acc[4], (unsigned long long)t->reserved);
+    if (t->dev->ops->reserved && t->dev->ops->reserved(t->dev->ctx) != acc[4])
+        return fail(out, "the device holds %llu bytes, the segments %llu",
+                    (unsigned long long)t->dev->ops->reserved(t->dev->ctx),
+                    (unsigned long long)acc[4]);
+    if (acc[1] != t->allocated || acc[2] != t->active)
+        return fail(out, "allocated/active bytes %llu/%llu, accounting %llu/%llu",
+                    (unsigned long long)acc[1], (unsigned long long)acc[2],
+                    (unsigned long long)t->allocated, (unsigned long long)t->active);
+    if (acc[3] != t->npending || nseg != t->nsegments || nexp != t->nexp_live)
+        return fail(out, "pending or segment counts disagree with the chains");
+    for (uint32_t k = 0; k < t->npending; k++)
+        if (t->b[t->pending[k]].state != B_PENDING || t->b[t->pending[k]].pidx != k)
+            return fail(out, "pending list broken at %u", k);
+    return 0;
+}
+
+static int torch_walk(const void *st, as_walk_fn fn, void *user)
+{
+    const torch_state *t = st;
+    const blk *b = t->b;
+    uint32_t ns;
+    uint32_t *v = sorted_segments(t, &ns);
+    if (!v)
+        return AS_POLICY_ENOMEM;
+    int rc = 0;
+    for (uint32_t k = 0; k < ns && !rc; k++) {
+        const seg *s = &t->s[v[k]];
+        const char *pname = s->small ? "small" : "large";
+        uint32_t i = s->head;
+        while (i && !rc) {
+            /* One segment per contiguous mapped range, as PyTorch's snapshot reports. */
+            if (!b[i].mapped) {
+                i = b[i].next;
+                continue;
+            }
+            uint64_t len = 0;
+            for (uint32_t j = i; j && b[j].mapped; j = b[j].next)
+                len += b[j].size;
+            as_walk_item it = {.kind = AS_WALK_SEGMENT,
+                               .addr = b[i].addr,
+                               .size = len,
+                               .stream = s->stream,
+                               .id = UINT64_MAX,
+                               .pool = pname};
+            rc = fn(user, &it);
+            for (; i && b[i].mapped && !rc; i = b[i].next) {
+                as_walk_item bi = {
+                    .kind = AS_WALK_BLOCK,
+                    .addr = b[i].addr,
+                    .size = b[i].size,
+                    .stream = b[i].stream,
+                    .pool = pname,
+                    .state = b[i].state == B_ALLOC     ? AS_BLOCK_ALLOCATED
+                             : b[i].state == B_PENDING ? AS_BLOCK_PENDING
+                                                       : AS_BLOCK_FREE,
+                    .id = b[i].state == B_FREE ? UINT64_MAX : b[i].id,
+                };
+                rc = fn(user, &bi);
+            }
+        }
+    }
+    free(v);
+    return rc;
+}
+
+static void torch_fini(void *st)
+{
+    torch_state *t = st;
+    for (uint32_t si = 1; t->dev && si <= t->ns; si++) {
+        seg *s = &t->s[si];
+        if (!s->live)
+            continue;
+        if (!s->expandable) {
+            t->dev->ops->release(t->dev->ctx, s->addr, s->size);
+            continue;
+        }
+        /* Mapped runs start and end on page boundaries: unmap each, then free the VA. */
+        uint32_t i = s->head;
+        while (i) {
+            if (!t->b[i].mapped) {
+                i = t->b[i].next;
+                continue;
+            }
+            uint64_t start = t->b[i].addr, len = 0;
+            for (; i && t->b[i].mapped; i = t->b[i].next)
+                len += t->b[i].size;
+            t->dev->ops->unmap(t->dev->ctx, start, len);
+        }
+        t->dev->ops->va_release(t->dev->ctx, s->addr, s->size);
+    }
+    free(t->b);
+    free(t->s);
+    free(t->pending);
+    free(t->scratch);
+    memset(t, 0, sizeof *t);
+}
+
+const as_policy as_policy_torch = {
+    .name = "torch",
+    .summary = "PyTorch 2.11 CUDACachingAllocator, reproduced exactly",
+    .abi = AS_POLICY_ABI,
+    .knobs = torch_knobs,
+    .n_knobs = K_COUNT,
+    .state_size = sizeof(torch_state),
+    .init = torch_init,
+    .alloc = torch_alloc,
+    .free = torch_free,
+    .empty_cache = torch_empty_cache,
+    .stats = torch_stats,
+    .check = torch_check,
+    .walk = torch_walk,
+    .fini = torch_fini,
+};

@@ -1,0 +1,528 @@
+/*
+ * test_torch.c - the torch policy's rules on small cases worked by hand from
+ * shared/reference/pytorch-allocator.md (each expected number is derived in a comment),
+ * plus a randomised run that checks every invariant after every operation.
+ */
+#include <CUnit/CUnit.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "knobs.h"
+#include "policy.h"
+#include "simdev.h"
+#include "util.h"
+
+extern const as_policy as_policy_torch;
+
+#define MIB (1ull << 20)
+
+enum { K_MAXSPLIT, K_ROUNDUP, K_EXPANDABLE, K_GC, K_LARGE_SEGMENT, K_MAX_NON_SPLIT };
+
+typedef struct rec {
+    as_dev_action action;
+    uint64_t addr, size;
+} rec;
+
+typedef struct fix {
+    as_simdev *sd;
+    void *st;
+    as_knob_value v[8];
+    rec ev[256];
+    unsigned nev;
+    uint64_t next_id;
+} fix;
+
+static void on_ev(void *user, const as_dev_event *e)
+{
+    fix *f = user;
+    if (f->nev < 256)
+        f->ev[f->nev++] = (rec){e->action, e->addr, e->size};
+}
+
+static void defaults(fix *f)
+{
+    memset(f, 0, sizeof *f);
+    const as_policy *p = &as_policy_torch;
+    for (size_t i = 0; i < p->n_knobs; i++) {
+        f->v[i].i = p->knobs[i].def;
+        f->v[i].f = p->knobs[i].fdef;
+    }
+}
+
+/* Creates the device (capacity in bytes or AS_CAPACITY_NONE) and initialises the policy. */
+static int start(fix *f, uint64_t capacity)
+{
+    as_simdev_params prm;
+    as_simdev_default_params(&prm);
+    prm.capacity = capacity;
+    if (as_simdev_create(&prm, &f->sd))
+        return -1;
+    as_simdev_set_log(f->sd, on_ev, f);
+    f->st = calloc(1, as_policy_torch.state_size);
+    return as_policy_torch.init(f->st, f->v, as_simdev_device(f->sd));
+}
+
+static void stop(fix *f)
+{
+    as_check_failure cf;
+    int rc = as_policy_torch.check(f->st, &cf);
+    if (rc)
+        fprintf(stderr, "\n  torch check: %s\n", cf.msg);
+    CU_ASSERT_EQUAL(rc, 0);
+    as_policy_torch.fini(f->st);
+    as_simdev_counters c;
+    as_simdev_counters_get(f->sd, &c);
+    CU_ASSERT_EQUAL(c.reserved, 0); /* fini gave everything back */
+    free(f->st);
+    as_simdev_destroy(f->sd);
+}
+
+static int al(fix *f, uint64_t size, as_block *b)
+{
+    as_request r = {.id = f->next_id++, .size = size, .stream = 0};
+    return as_policy_torch.alloc(f->st, &r, b);
+}
+
+static int fr(fix *f, const as_block *b)
+{
+    return as_policy_torch.free(f->st, b->handle, 0);
+}
+
+static as_policy_stats stats(fix *f)
+{
+    as_policy_stats s;
+    as_policy_torch.stats(f->st, &s);
+    return s;
+}
+
+static void torch_rounding_and_pools(void)
+{
+    fix f;
+    defaults(&f);
+    CU_ASSERT_FATAL(start(&f, AS_CAPACITY_NONE) == 0);
+    as_block a, b, c, d;
+    /* 100 B rounds to 512 B, small pool: one 2 MiB segment. */
+    CU_ASSERT_EQUAL(al(&f, 100, &a), 0);
+    CU_ASSERT_EQUAL(a.size, 512);
+    CU_ASSERT_EQUAL(f.nev, 1);
+    CU_ASSERT_EQUAL(f.ev[0].size, 2 * MIB);
+    /* Exactly 1 MiB is still small (inclusive) and fits the same segment's tail. */
+    CU_ASSERT_EQUAL(al(&f, MIB, &b), 0);
+    CU_ASSERT_EQUAL(b.size, MIB);
+    CU_ASSERT_EQUAL(b.addr, a.addr + 512);
+    CU_ASSERT_EQUAL(f.nev, 1);
+    /* 1 MiB + 1 rounds to 1 MiB + 512: large pool, 20 MiB segment (1-10 MiB band). */
+    CU_ASSERT_EQUAL(al(&f, MIB + 1, &c), 0);
+    CU_ASSERT_EQUAL(c.size, MIB + 512);
+    CU_ASSERT_EQUAL(f.nev, 2);
+    CU_ASSERT_EQUAL(f.ev[1].size, 20 * MIB);
+    /* 5,000,000 B -> 5,000,192 B in the 20 MiB segment's split tail: no new segment. */
+    CU_ASSERT_EQUAL(al(&f, 5000000, &d), 0);
+    CU_ASSERT_EQUAL(d.size, 5000192);
+    CU_ASSERT_EQUAL(d.addr, c.addr + c.size);
+    CU_ASSERT_EQUAL(f.nev, 2);
+    stop(&f);
+}
+
+static void torch_segment_sizes(void)
+{
+    fix f;
+    defaults(&f);
+    CU_ASSERT_FATAL(start(&f, AS_CAPACITY_NONE) == 0);
+    as_block a, b;
+    /* 10.5 MiB: >= 10 MiB rounds up to 2 MiB -> 12 MiB; exactly 10 MiB -> 10 MiB. */
+    CU_ASSERT_EQUAL(al(&f, 10 * MIB + MIB / 2, &a), 0);
+    CU_ASSERT_EQUAL(al(&f, 10 * MIB, &b), 0);
+    CU_ASSERT_EQUAL(f.nev, 2);
+    CU_ASSERT_EQUAL(f.ev[0].size, 12 * MIB);
+    CU_ASSERT_EQUAL(f.ev[1].size, 10 * MIB);
+    /* 10.5 MiB leaves 1.5 MiB in its 12 MiB segment: > 1 MiB, so it was split. */
+    CU_ASSERT_EQUAL(a.size, 10 * MIB + MIB / 2);
+    stop(&f);
+
+    /* large_segment changes the 1-10 MiB band's segment. */
+    defaults(&f);
+    f.v[K_LARGE_SEGMENT].i = 32;
+    CU_ASSERT_FATAL(start(&f, AS_CAPACITY_NONE) == 0);
+    CU_ASSERT_EQUAL(al(&f, 3 * MIB, &a), 0);
+    CU_ASSERT_EQUAL(f.ev[0].size, 32 * MIB);
+    stop(&f);
+}
+
+static void torch_split_thresholds(void)
+{
+    fix f;
+    defaults(&f);
+    CU_ASSERT_FATAL(start(&f, AS_CAPACITY_NONE) == 0);
+    as_block a, b, c;
+    /* 19 MiB in a 20 MiB segment leaves exactly 1 MiB: not > 1 MiB, whole block handed out. */
+    CU_ASSERT_EQUAL(al(&f, 19 * MIB, &a), 0);
+    CU_ASSERT_EQUAL(a.size, 20 * MIB);
+    CU_ASSERT_EQUAL(stats(&f).allocated, 20 * MIB);
+    /* 18.5 MiB leaves 1.5 MiB: split. */
+    CU_ASSERT_EQUAL(al(&f, 18 * MIB + MIB / 2, &b), 0);
+    CU_ASSERT_EQUAL(b.size, 18 * MIB + MIB / 2);
+    CU_ASSERT_EQUAL(stats(&f).free_bytes, MIB + MIB / 2);
+    /* Small pool: a 512 B leftover is enough to split (2 MiB - (2 MiB - 512)). */
+    CU_ASSERT_EQUAL(al(&f, MIB, &c), 0);
+    as_block d, e;
+    CU_ASSERT_EQUAL(al(&f, MIB - 512, &d), 0);
+    CU_ASSERT_EQUAL(d.size, MIB - 512);
+    CU_ASSERT_EQUAL(al(&f, 512, &e), 0);
+    CU_ASSERT_EQUAL(e.addr, d.addr + d.size);
+    CU_ASSERT_EQUAL(f.nev, 3); /* 20, 20, 2 MiB */
+    stop(&f);
+}
+
+static void torch_tie_lower_address(void)
+{
+    fix f;
+    defaults(&f);
+    CU_ASSERT_FATAL(start(&f, AS_CAPACITY_NONE) == 0);
+    as_block a, b, c;
+    CU_ASSERT_EQUAL(al(&f, 12 * MIB, &a), 0);
+    CU_ASSERT_EQUAL(al(&f, 12 * MIB, &b), 0);
+    CU_ASSERT_NOT_EQUAL(a.addr, b.addr);
+    CU_ASSERT_EQUAL(fr(&f, &a), 0);
+    CU_ASSERT_EQUAL(fr(&f, &b), 0);
+    /* Two free 12 MiB blocks: equal size, so the lower address wins (2.11 comparator). */
+    CU_ASSERT_EQUAL(al(&f, 12 * MIB, &c), 0);
+    CU_ASSERT_EQUAL(c.addr, a.addr < b.addr ? a.addr : b.addr);
+    /* Best fit beats address: a 10 MiB request still takes the other 12 MiB block, not a
+     * new segment. */
+    as_block d;
+    CU_ASSERT_EQUAL(al(&f, 10 * MIB, &d), 0);
+    CU_ASSERT_EQUAL(d.addr, a.addr < b.addr ? b.addr : a.addr);
+    CU_ASSERT_EQUAL(f.nev, 2);
+    stop(&f);
+}
+
+static void torch_oversize_rules(void)
+{
+    fix f;
+    defaults(&f);
+    f.v[K_MAXSPLIT].set = 1;
+    f.v[K_MAXSPLIT].i = 40;
+    CU_ASSERT_FATAL(start(&f, AS_CAPACITY_NONE) == 0);
+    as_block a, b, c, d;
+    CU_ASSERT_EQUAL(al(&f, 100 * MIB, &a), 0);
+    CU_ASSERT_EQUAL(fr(&f, &a), 0);
+    /* A normal request (30 < 40 MiB) never takes the oversize 100 MiB block. */
+    CU_ASSERT_EQUAL(al(&f, 30 * MIB, &b), 0);
+    CU_ASSERT_EQUAL(f.nev, 2);
+    CU_ASSERT_EQUAL(f.ev[1].size, 30 * MIB);
+    /* Oversize 70 MiB: 100 >= 70 + 20, too big to take unsplit -> new 70 MiB segment. */
+    CU_ASSERT_EQUAL(al(&f, 70 * MIB, &c), 0);
+    CU_ASSERT_EQUAL(f.nev, 3);
+    CU_ASSERT_EQUAL(f.ev[2].size, 70 * MIB);
+    /* Oversize 90 MiB: 100 < 90 + 20 -> takes it whole (oversize blocks are never split). */
+    CU_ASSERT_EQUAL(al(&f, 90 * MIB, &d), 0);
+    CU_ASSERT_EQUAL(d.addr, a.addr);
+    CU_ASSERT_EQUAL(d.size, 100 * MIB);
+    CU_ASSERT_EQUAL(f.nev, 3);
+    stop(&f);
+}
+
+static void torch_release_available(void)
+{
+    fix f;
+    as_block a, b, c;
+    /* One block big enough: cached 60 and 200 MiB (oversize, maxsplit 40), cap 300 MiB.
+     * 100 MiB: the search fails (200 >= 100 + 20), 260 + 100 > 300, so
+     * release_available_cached_blocks frees the 200 MiB block only, then 60 + 100 fits. */
+    defaults(&f);
+    f.v[K_MAXSPLIT].i = 40;
+    CU_ASSERT_FATAL(start(&f, 300 * MIB) == 0);
+    CU_ASSERT_EQUAL(al(&f, 60 * MIB, &a), 0);
+    CU_ASSERT_EQUAL(al(&f, 200 * MIB, &b), 0);
+    fr(&f, &a);
+    fr(&f, &b);
+    CU_ASSERT_EQUAL(al(&f, 100 * MIB, &c), 0);
+    CU_ASSERT_EQUAL(f.nev, 4);
+    CU_ASSERT_EQUAL(f.ev[2].action, AS_DEV_SEGMENT_FREE);
+    CU_ASSERT_EQUAL(f.ev[2].size, 200 * MIB);
+    CU_ASSERT_EQUAL(f.ev[3].action, AS_DEV_SEGMENT_ALLOC);
+    CU_ASSERT_EQUAL(f.ev[3].size, 100 * MIB);
+    CU_ASSERT_EQUAL(stats(&f).retries, 0); /* the full flush was not needed */
+    CU_ASSERT_EQUAL(stats(&f).reserved, 160 * MIB);
+    stop(&f);
+
+    /* None big enough: cached 50 and 60 MiB, cap 150 MiB, request 80 MiB. Walk down from
+     * the largest: free 60 (60 < 80), free 50 (110 >= 80), then 80 fits. */
+    defaults(&f);
+    f.v[K_MAXSPLIT].i = 40;
+    CU_ASSERT_FATAL(start(&f, 150 * MIB) == 0);
+    CU_ASSERT_EQUAL(al(&f, 50 * MIB, &a), 0);
+    CU_ASSERT_EQUAL(al(&f, 60 * MIB, &b), 0);
+    fr(&f, &a);
+    fr(&f, &b);
+    CU_ASSERT_EQUAL(al(&f, 80 * MIB, &c), 0);
+    CU_ASSERT_EQUAL(f.nev, 5);
+    CU_ASSERT_EQUAL(f.ev[2].size, 60 * MIB);
+    CU_ASSERT_EQUAL(f.ev[3].size, 50 * MIB);
+    CU_ASSERT_EQUAL(f.ev[4].size, 80 * MIB);
+    CU_ASSERT_EQUAL(stats(&f).retries, 0);
+    stop(&f);
+}
+
+static void torch_gc_ages(void)
+{
+    fix f;
+    defaults(&f);
+    f.v[K_GC].f = 0.5;
+    /* cap 100 MiB: GC threshold 50 MiB. Each large-pool search advances the age clock. */
+    CU_ASSERT_FATAL(start(&f, 100 * MIB) == 0);
+    as_block a, b, c, d, e, g;
+    CU_ASSERT_EQUAL(al(&f, 12 * MIB, &a), 0); /* clock 1, new 12 MiB segment */
+    CU_ASSERT_EQUAL(al(&f, 14 * MIB, &b), 0); /* clock 2, new 14 */
+    CU_ASSERT_EQUAL(al(&f, 16 * MIB, &c), 0); /* clock 3, new 16; reserved 42 */
+    fr(&f, &a);                               /* a, b, c inserted at clock 3 */
+    fr(&f, &b);
+    fr(&f, &c);
+    CU_ASSERT_EQUAL(al(&f, 12 * MIB, &d), 0); /* clock 4: reuses a's block */
+    CU_ASSERT_EQUAL(d.addr, a.addr);
+    fr(&f, &d);                               /* a's block re-inserted at clock 4 */
+    CU_ASSERT_EQUAL(al(&f, 30 * MIB, &e), 0); /* clock 5: miss; 42 <= 50, no GC; new 30 */
+    fr(&f, &e);                               /* inserted at clock 5; reserved 72 */
+    CU_ASSERT_EQUAL(f.nev, 4);
+    /* clock 6: miss; 72 > 50, target 22. Ages: 12->2, 14->3, 16->3, 30->1; mean 2.25.
+     * One pass in size order frees 14 and 16 (age 3 >= 2.25), keeps 12 and 30; 30 >= 22
+     * reclaimed ends GC. Then 42 + 40 <= 100: new 40 MiB segment. */
+    CU_ASSERT_EQUAL(al(&f, 40 * MIB, &g), 0);
+    CU_ASSERT_EQUAL(f.nev, 7);
+    CU_ASSERT_EQUAL(f.ev[4].action, AS_DEV_SEGMENT_FREE);
+    CU_ASSERT_EQUAL(f.ev[4].size, 14 * MIB);
+    CU_ASSERT_EQUAL(f.ev[5].size, 16 * MIB);
+    CU_ASSERT_EQUAL(f.ev[6].action, AS_DEV_SEGMENT_ALLOC);
+    CU_ASSERT_EQUAL(f.ev[6].size, 40 * MIB);
+    stop(&f);
+
+    /* Without a capacity there is no memory fraction, so GC never runs. */
+    defaults(&f);
+    f.v[K_GC].f = 0.5;
+    CU_ASSERT_FATAL(start(&f, AS_CAPACITY_NONE) == 0);
+    CU_ASSERT_EQUAL(al(&f, 12 * MIB, &a), 0);
+    fr(&f, &a);
+    CU_ASSERT_EQUAL(al(&f, 40 * MIB, &b), 0);
+    CU_ASSERT_EQUAL(f.nev, 2);
+    stop(&f);
+}
+
+static void torch_retry_no_research(void)
+{
+    fix f;
+    defaults(&f);
+    CU_ASSERT_FATAL(start(&f, 20 * MIB) == 0);
+    as_block a, b, c;
+    /* One 20 MiB segment: a = 5 MiB, b = 14 MiB takes the rest whole (1 MiB leftover). */
+    CU_ASSERT_EQUAL(al(&f, 5 * MIB, &a), 0);
+    CU_ASSERT_EQUAL(al(&f, 14 * MIB, &b), 0);
+    CU_ASSERT_EQUAL(b.size, 15 * MIB);
+    /* a is freed with a pending stream use: not reusable yet. */
+    CU_ASSERT_EQUAL(as_policy_torch.free(f.st, a.handle, AS_FREE_PENDING), 0);
+    CU_ASSERT_EQUAL(stats(&f).allocated, 15 * MIB); /* allocated_bytes drops at the request */
+    /* 5 MiB: no free block; 20 + 20 > cap; the full flush syncs the event so a becomes
+     * free, but its segment is split and stays, and PyTorch does not search again:
+     * cudaMalloc is retried and fails. OOM, although a now fits. */
+    CU_ASSERT_EQUAL(al(&f, 5 * MIB, &c), AS_POLICY_OOM);
+    CU_ASSERT_EQUAL(stats(&f).retries, 1);
+    CU_ASSERT_EQUAL(f.nev, 1);
+    /* The trace's own completion of a arrives later: already done, accepted. */
+    CU_ASSERT_EQUAL(as_policy_torch.free(f.st, a.handle, AS_FREE_COMPLETE), 0);
+    /* An immediate retry succeeds in a's place. */
+    CU_ASSERT_EQUAL(al(&f, 5 * MIB, &c), 0);
+    CU_ASSERT_EQUAL(c.addr, a.addr);
+    /* A genuine double free is still an error. */
+    CU_ASSERT_EQUAL(as_policy_torch.free(f.st, a.handle, AS_FREE_COMPLETE), AS_POLICY_EINVAL);
+    stop(&f);
+}
+
+static void torch_expandable_mapping(void)
+{
+    fix f;
+    defaults(&f);
+    f.v[K_EXPANDABLE].i = 1;
+    CU_ASSERT_FATAL(start(&f, AS_CAPACITY_NONE) == 0);
+    as_block b[8];
+    /* 8 x 16 MiB = 128 MiB in one growing segment mapped in 20 MiB pages: 7 pages,
+     * 140 MiB, one segment_map per growth, blocks back to back. */
+    for (int i = 0; i < 8; i++) {
+        CU_ASSERT_EQUAL(al(&f, 16 * MIB, &b[i]), 0);
+        if (i)
+            CU_ASSERT_EQUAL(b[i].addr, b[i - 1].addr + 16 * MIB);
+    }
+    CU_ASSERT_EQUAL(stats(&f).reserved, 140 * MIB);
+    CU_ASSERT_EQUAL(f.nev, 7);
+    for (unsigned i = 0; i < f.nev; i++) {
+        CU_ASSERT_EQUAL(f.ev[i].action, AS_DEV_SEGMENT_MAP);
+        CU_ASSERT_EQUAL(f.ev[i].size, 20 * MIB);
+    }
+    /* Free the last two: 12 MiB of page 7 and page 6 partly free. empty_cache unmaps only
+     * pages wholly inside free blocks: the free range is [96, 140) MiB, whole pages
+     * [100, 140) -> 40 MiB unmapped. */
+    fr(&f, &b[6]);
+    fr(&f, &b[7]);
+    CU_ASSERT_EQUAL(as_policy_torch.empty_cache(f.st), 0);
+    CU_ASSERT_EQUAL(f.nev, 8);
+    CU_ASSERT_EQUAL(f.ev[7].action, AS_DEV_SEGMENT_UNMAP);
+    CU_ASSERT_EQUAL(f.ev[7].size, 40 * MIB);
+    CU_ASSERT_EQUAL(stats(&f).reserved, 100 * MIB);
+    /* 16 MiB again: the 4 MiB still mapped at 96 MiB plus one remapped page. */
+    as_block c;
+    CU_ASSERT_EQUAL(al(&f, 16 * MIB, &c), 0);
+    CU_ASSERT_EQUAL(c.addr, b[6].addr);
+    CU_ASSERT_EQUAL(f.ev[8].action, AS_DEV_SEGMENT_MAP);
+    CU_ASSERT_EQUAL(f.ev[8].size, 20 * MIB);
+    stop(&f);
+}
+
+static void torch_empty_cache_whole_segments(void)
+{
+    fix f;
+    defaults(&f);
+    CU_ASSERT_FATAL(start(&f, AS_CAPACITY_NONE) == 0);
+    as_block a, b, c, d;
+    CU_ASSERT_EQUAL(al(&f, 12 * MIB, &b), 0); /* 12 MiB segment */
+    CU_ASSERT_EQUAL(al(&f, 5 * MIB, &a), 0);  /* 20 MiB segment, split */
+    CU_ASSERT_EQUAL(al(&f, 100, &c), 0);      /* 2 MiB small segment */
+    CU_ASSERT_EQUAL(al(&f, 6 * MIB, &d), 0);  /* from the 20 MiB segment's tail */
+    fr(&f, &b);
+    fr(&f, &c);
+    fr(&f, &d);
+    CU_ASSERT_EQUAL(as_policy_torch.empty_cache(f.st), 0);
+    /* The large pool is released before the small one; the 20 MiB segment holding a
+     * stays although 15 MiB of it is free. */
+    CU_ASSERT_EQUAL(f.nev, 5);
+    CU_ASSERT_EQUAL(f.ev[3].action, AS_DEV_SEGMENT_FREE);
+    CU_ASSERT_EQUAL(f.ev[3].size, 12 * MIB);
+    CU_ASSERT_EQUAL(f.ev[4].size, 2 * MIB);
+    CU_ASSERT_EQUAL(stats(&f).reserved, 20 * MIB);
+    CU_ASSERT_EQUAL(stats(&f).largest_free, 15 * MIB);
+    fr(&f, &a);
+    CU_ASSERT_EQUAL(as_policy_torch.empty_cache(f.st), 0);
+    CU_ASSERT_EQUAL(stats(&f).reserved, 0);
+    stop(&f);
+}
+
+static void torch_streams_kept_apart(void)
+{
+    fix f;
+    defaults(&f);
+    CU_ASSERT_FATAL(start(&f, AS_CAPACITY_NONE) == 0);
+    as_block a, b;
+    as_request r1 = {.id = 0, .size = 12 * MIB, .stream = 7};
+    CU_ASSERT_EQUAL(as_policy_torch.alloc(f.st, &r1, &a), 0);
+    fr(&f, &a);
+    /* The free 12 MiB block belongs to stream 7: stream 0 gets a new segment. */
+    as_request r2 = {.id = 1, .size = 12 * MIB, .stream = 0};
+    CU_ASSERT_EQUAL(as_policy_torch.alloc(f.st, &r2, &b), 0);
+    CU_ASSERT_NOT_EQUAL(a.addr, b.addr);
+    CU_ASSERT_EQUAL(f.nev, 2);
+    stop(&f);
+}
+
+static void torch_knob_validation(void)
+{
+    fix f;
+    defaults(&f);
+    f.v[K_MAXSPLIT].i = 10; /* below large_segment_size (20 MiB): PyTorch refuses */
+    CU_ASSERT_EQUAL(start(&f, AS_CAPACITY_NONE), AS_POLICY_EINVAL);
+    free(f.st);
+    as_simdev_destroy(f.sd);
+    defaults(&f);
+    f.v[K_GC].f = 1.0; /* must be inside (0, 1) */
+    CU_ASSERT_EQUAL(start(&f, AS_CAPACITY_NONE), AS_POLICY_EINVAL);
+    free(f.st);
+    as_simdev_destroy(f.sd);
+    defaults(&f);
+    for (int k = 0; k < AS_DIV_INTERVALS; k++)
+        f.v[K_ROUNDUP].div[k] = 3; /* not a power of two */
+    CU_ASSERT_EQUAL(start(&f, AS_CAPACITY_NONE), AS_POLICY_EINVAL);
+    free(f.st);
+    as_simdev_destroy(f.sd);
+    /* roundup 4: 5,000,000 B -> next quarter of [4, 8) MiB = 5 MiB. */
+    defaults(&f);
+    for (int k = 0; k < AS_DIV_INTERVALS; k++)
+        f.v[K_ROUNDUP].div[k] = 4;
+    CU_ASSERT_FATAL(start(&f, AS_CAPACITY_NONE) == 0);
+    as_block a;
+    CU_ASSERT_EQUAL(al(&f, 5000000, &a), 0);
+    CU_ASSERT_EQUAL(a.size, 5 * MIB);
+    stop(&f);
+}
+
+/* Random allocations, pending and completed frees and empty_cache under every config
+ * family; check() after every operation. */
+static void torch_random_invariants(void)
+{
+    uint64_t seed = tu_seed("torch_random_invariants");
+    for (int cfg = 0; cfg < 5; cfg++) {
+        fix f;
+        defaults(&f);
+        uint64_t cap = AS_CAPACITY_NONE;
+        if (cfg == 1)
+            f.v[K_MAXSPLIT].i = 24;
+        if (cfg == 2 || cfg == 4)
+            f.v[K_EXPANDABLE].i = 1;
+        if (cfg == 3) {
+            f.v[K_GC].f = 0.6;
+            f.v[K_MAXSPLIT].i = 32;
+            cap = 400 * MIB;
+        }
+        if (cfg == 4)
+            cap = 300 * MIB;
+        CU_ASSERT_FATAL(start(&f, cap) == 0);
+        enum { N = 64 };
+        as_block live[N];
+        int state[N] = {0}; /* 0 empty, 1 allocated, 2 pending */
+        int bad = 0;
+        for (int step = 0; step < 3000 && !bad; step++) {
+            uint64_t r = tu_rand(&seed);
+            int slot = (int)(r % N);
+            int op = (int)((r >> 8) % 16);
+            if (state[slot] == 0) {
+                uint64_t sz =
+                    (r >> 16) % 4 == 0 ? 1 + (r >> 20) % (64 * MIB) : 1 + (r >> 20) % (3 * MIB);
+                as_request rq = {.id = f.next_id++, .size = sz, .stream = (r >> 40) % 2};
+                int rc = as_policy_torch.alloc(f.st, &rq, &live[slot]);
+                CU_ASSERT(rc == 0 || rc == AS_POLICY_OOM);
+                if (rc == 0) {
+                    CU_ASSERT(live[slot].size >= sz);
+                    state[slot] = 1;
+                }
+            } else if (op == 0) {
+                CU_ASSERT_EQUAL(as_policy_torch.empty_cache(f.st), 0);
+            } else if (state[slot] == 1 && op < 4) {
+                CU_ASSERT_EQUAL(as_policy_torch.free(f.st, live[slot].handle, AS_FREE_PENDING), 0);
+                state[slot] = 2;
+            } else {
+                CU_ASSERT_EQUAL(as_policy_torch.free(f.st, live[slot].handle, AS_FREE_COMPLETE), 0);
+                state[slot] = 0;
+            }
+            as_check_failure cf;
+            if (as_policy_torch.check(f.st, &cf)) {
+                fprintf(stderr, "\n  cfg %d step %d: %s\n", cfg, step, cf.msg);
+                CU_FAIL("invariant broken");
+                bad = 1;
+            }
+        }
+        stop(&f);
+    }
+}
+
+CU_TestInfo test_torch[] = {
+    {"rounding_and_pools", torch_rounding_and_pools},
+    {"segment_sizes", torch_segment_sizes},
+    {"split_thresholds", torch_split_thresholds},
+    {"tie_lower_address", torch_tie_lower_address},
+    {"oversize_rules", torch_oversize_rules},
+    {"release_available", torch_release_available},
+    {"gc_ages", torch_gc_ages},
+    {"retry_no_research", torch_retry_no_research},
+    {"expandable_mapping", torch_expandable_mapping},
+    {"empty_cache_whole_segments", torch_empty_cache_whole_segments},
+    {"streams_kept_apart", torch_streams_kept_apart},
+    {"knob_validation", torch_knob_validation},
+    {"random_invariants", torch_random_invariants},
+    CU_TEST_INFO_NULL,
+};
