@@ -27,7 +27,16 @@
 #define ROUND_LARGE (2ull << 20)          /* kRoundLarge */
 #define DEFAULT_TOTAL_MEM 150109880320ull /* H200 totalGlobalMem, when no capacity is set */
 
-enum { K_MAXSPLIT, K_ROUNDUP, K_EXPANDABLE, K_GC, K_LARGE_SEGMENT, K_MAX_NON_SPLIT, K_COUNT };
+enum {
+    K_MAXSPLIT,
+    K_ROUNDUP,
+    K_EXPANDABLE,
+    K_GC,
+    K_LARGE_SEGMENT,
+    K_MAX_NON_SPLIT,
+    K_SYNC_FREES,
+    K_COUNT
+};
 
 static const as_knob torch_knobs[K_COUNT] = {
     [K_MAXSPLIT] = AS_KNOB_MAXSPLIT,
@@ -67,6 +76,17 @@ static const as_knob torch_knobs[K_COUNT] = {
                          .max = INT64_MAX / (1 << 20),
                          .help = "an oversize request may take an unsplit free block up to "
                                  "this much bigger"},
+    /* A trace records when each deferred free completed, so by default a FREE_REQ'd block
+     * waits for its FREE (the policy contract). PyTorch itself completes them all when
+     * empty_cache() or the last OOM retry synchronises events: this knob models that. */
+    [K_SYNC_FREES] = {.name = "sync_frees",
+                      .type = AS_KNOB_BOOL,
+                      .unit = "",
+                      .def = 0,
+                      .min = 0,
+                      .max = 1,
+                      .help = "empty_cache and the last OOM retry complete pending frees (the "
+                              "trace's later FREE is then accepted as done)"},
 };
 
 /* ---- state -------------------------------------------------------------------------- */
@@ -115,7 +135,7 @@ typedef struct torch_state {
     uint64_t max_non_split; /* bytes */
     uint64_t large_seg;     /* bytes */
     uint32_t div[AS_DIV_INTERVALS];
-    int use_div, expandable;
+    int use_div, expandable, sync_frees;
     double gc;
     uint64_t allowed; /* memory-fraction limit; UINT64_MAX when none */
     uint64_t total_mem;
@@ -840,6 +860,7 @@ static int complete_pending(torch_state *t)
     while (t->npending) {
         uint32_t i = t->pending[--t->npending];
         t->early_done++;
+        t->allocated -= t->b[i].size;
         int rc = free_block(t, i);
         if (rc)
             return rc;
@@ -879,7 +900,7 @@ static int release_blocks(torch_state *t, pool *pl)
 
 static int release_cached(torch_state *t)
 {
-    int rc = complete_pending(t);
+    int rc = t->sync_frees ? complete_pending(t) : 0;
     if (!rc)
         rc = release_blocks(t, &t->pools[0]);
     if (!rc)
@@ -923,6 +944,7 @@ static int torch_init(void *st, const as_knob_value *cfg, const as_device *dev)
             t->use_div = 1;
     }
     t->expandable = cfg[K_EXPANDABLE].i != 0;
+    t->sync_frees = cfg[K_SYNC_FREES].i != 0;
     t->gc = cfg[K_GC].f;
     if (!(t->gc >= 0.0 && t->gc < 1.0))
         return AS_POLICY_EINVAL;
@@ -1021,19 +1043,19 @@ static int torch_free(void *st, uint64_t handle, unsigned flags)
             t->pending = n;
             t->pcap = nc;
         }
+        /* PyTorch's allocated_bytes drops here; the contract's `allocated` keeps pending
+         * blocks until their FREE, so only the state changes. */
         b->state = B_PENDING;
         b->pidx = t->npending;
         t->pending[t->npending++] = i;
-        t->allocated -= b->size;
         return 0;
     }
-    if (b->state == B_ALLOC) {
-        t->allocated -= b->size;
-    } else {
+    if (b->state == B_PENDING) {
         uint32_t last = t->pending[--t->npending];
         t->pending[b->pidx] = last;
         t->b[last].pidx = b->pidx;
     }
+    t->allocated -= b->size;
     return free_block(t, i);
 }
 
@@ -1179,7 +1201,7 @@ static int check_segment(const torch_state *t, uint32_t si, uint64_t *acc, as_ch
         if (why)
             return fail(out, "%s at 0x%llx", why, (unsigned long long)b[i].addr);
         acc[0] += b[i].state == B_FREE;
-        acc[1] += b[i].state == B_ALLOC ? b[i].size : 0;
+        acc[1] += b[i].state != B_FREE ? b[i].size : 0;
         acc[2] += b[i].state != B_FREE ? b[i].size : 0;
         acc[3] += b[i].state == B_PENDING;
         mapped += b[i].mapped ? b[i].size : 0;

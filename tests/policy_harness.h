@@ -37,6 +37,7 @@ static inline int ph_open(ph *t, const char *spec, uint64_t capacity)
     as_simdev_params p;
     as_simdev_default_params(&p);
     p.capacity = capacity;
+    p.placement = AS_PLACE_LOW_FIRST_FIT; /* tests work addresses out upward from BASE */
     if (as_simdev_create(&p, &t->dev)) {
         as_policy_spec_free(&t->spec);
         return -1;

@@ -16,7 +16,7 @@ extern const as_policy as_policy_torch;
 
 #define MIB (1ull << 20)
 
-enum { K_MAXSPLIT, K_ROUNDUP, K_EXPANDABLE, K_GC, K_LARGE_SEGMENT, K_MAX_NON_SPLIT };
+enum { K_MAXSPLIT, K_ROUNDUP, K_EXPANDABLE, K_GC, K_LARGE_SEGMENT, K_MAX_NON_SPLIT, K_SYNC };
 
 typedef struct rec {
     as_dev_action action;
@@ -312,6 +312,7 @@ static void torch_retry_no_research(void)
 {
     fix f;
     defaults(&f);
+    f.v[K_SYNC].i = 1; /* PyTorch's event sync in the full flush */
     CU_ASSERT_FATAL(start(&f, 20 * MIB) == 0);
     as_block a, b, c;
     /* One 20 MiB segment: a = 5 MiB, b = 14 MiB takes the rest whole (1 MiB leftover). */
@@ -320,7 +321,7 @@ static void torch_retry_no_research(void)
     CU_ASSERT_EQUAL(b.size, 15 * MIB);
     /* a is freed with a pending stream use: not reusable yet. */
     CU_ASSERT_EQUAL(as_policy_torch.free(f.st, a.handle, AS_FREE_PENDING), 0);
-    CU_ASSERT_EQUAL(stats(&f).allocated, 15 * MIB); /* allocated_bytes drops at the request */
+    CU_ASSERT_EQUAL(stats(&f).allocated, 20 * MIB); /* pending blocks count until FREE */
     /* 5 MiB: no free block; 20 + 20 > cap; the full flush syncs the event so a becomes
      * free, but its segment is split and stays, and PyTorch does not search again:
      * cudaMalloc is retried and fails. OOM, although a now fits. */
@@ -334,6 +335,21 @@ static void torch_retry_no_research(void)
     CU_ASSERT_EQUAL(c.addr, a.addr);
     /* A genuine double free is still an error. */
     CU_ASSERT_EQUAL(as_policy_torch.free(f.st, a.handle, AS_FREE_COMPLETE), AS_POLICY_EINVAL);
+    stop(&f);
+
+    /* Without sync_frees (the default) a pending block waits for its FREE: same OOM, and
+     * the block is still pending afterwards. */
+    defaults(&f);
+    CU_ASSERT_FATAL(start(&f, 20 * MIB) == 0);
+    CU_ASSERT_EQUAL(al(&f, 5 * MIB, &a), 0);
+    CU_ASSERT_EQUAL(al(&f, 14 * MIB, &b), 0);
+    CU_ASSERT_EQUAL(as_policy_torch.free(f.st, a.handle, AS_FREE_PENDING), 0);
+    CU_ASSERT_EQUAL(al(&f, 5 * MIB, &c), AS_POLICY_OOM);
+    CU_ASSERT_EQUAL(as_policy_torch.empty_cache(f.st), 0);
+    CU_ASSERT_EQUAL(al(&f, 5 * MIB, &c), AS_POLICY_OOM);
+    CU_ASSERT_EQUAL(as_policy_torch.free(f.st, a.handle, AS_FREE_COMPLETE), 0);
+    CU_ASSERT_EQUAL(al(&f, 5 * MIB, &c), 0);
+    CU_ASSERT_EQUAL(c.addr, a.addr);
     stop(&f);
 }
 
