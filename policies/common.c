@@ -122,7 +122,7 @@ static void empty_remove(as_heap *h, uint32_t si)
     s->eprev = s->enext = AS_NIL;
 }
 
-static void ix_insert(as_heap *h, uint32_t b)
+void as_heap_index(as_heap *h, uint32_t b)
 {
     if (h->ix) {
         h->ix->insert(h, b);
@@ -130,7 +130,7 @@ static void ix_insert(as_heap *h, uint32_t b)
     }
 }
 
-static void ix_remove(as_heap *h, uint32_t b)
+void as_heap_unindex(as_heap *h, uint32_t b)
 {
     if (h->ix && h->b[b].indexed) {
         h->ix->remove(h, b);
@@ -209,7 +209,7 @@ int as_heap_grow(as_heap *h, uint64_t size, uint32_t *blk)
     x->prev = x->next = AS_NIL;
     h->free_bytes += size;
     h->nfree++;
-    ix_insert(h, bi);
+    as_heap_index(h, bi);
     *blk = bi;
     return 0;
 }
@@ -251,14 +251,14 @@ int as_heap_take(as_heap *h, uint32_t b, uint64_t size, int split, const as_requ
                  as_block *out)
 {
     uint32_t tail = AS_NIL;
-    ix_remove(h, b);
+    as_heap_unindex(h, b);
     if (split && size < h->b[b].size) {
         int rc = as_heap_split(h, b, size, &tail);
         if (rc) {
-            ix_insert(h, b);
+            as_heap_index(h, b);
             return rc;
         }
-        ix_insert(h, tail);
+        as_heap_index(h, tail);
     }
     as_blk *x = &h->b[b];
     x->state = AS_BLOCK_ALLOCATED;
@@ -313,17 +313,17 @@ int as_heap_free(as_heap *h, uint64_t handle, unsigned flags, int coalesce, uint
     if (coalesce) {
         uint32_t p = x->prev;
         if (p && h->b[p].state == AS_BLOCK_FREE) {
-            ix_remove(h, p);
+            as_heap_unindex(h, p);
             as_heap_merge_next(h, p);
             b = p;
         }
         uint32_t n = h->b[b].next;
         if (n && h->b[n].state == AS_BLOCK_FREE) {
-            ix_remove(h, n);
+            as_heap_unindex(h, n);
             as_heap_merge_next(h, b);
         }
     }
-    ix_insert(h, b);
+    as_heap_index(h, b);
     *blk = b;
     return 0;
 }
@@ -340,7 +340,7 @@ int as_heap_release_seg(as_heap *h, uint32_t si)
     h->reserved -= s->size;
     for (uint32_t b = s->head; b;) {
         uint32_t n = h->b[b].next;
-        ix_remove(h, b);
+        as_heap_unindex(h, b);
         h->free_bytes -= h->b[b].size;
         h->nfree--;
         blk_put(h, b);

@@ -97,7 +97,11 @@ int as_heap_after_free(as_heap *h, uint32_t blk, int64_t release);
  * empty segment and tries once more (counted in retries). */
 int as_heap_grow_or_release(as_heap *h, uint64_t size, int64_t release, uint32_t *blk);
 
-/* Block node helpers for policies that split by themselves (buddy). */
+/* Puts a free block into the policy's index / takes it out (no-op when not indexed). */
+void as_heap_index(as_heap *h, uint32_t b);
+void as_heap_unindex(as_heap *h, uint32_t b);
+/* Block node helpers for policies that split by themselves (buddy). as_heap_split cuts b
+ * at `size`; the tail is a new free block, not indexed. */
 int as_heap_split(as_heap *h, uint32_t b, uint64_t size, uint32_t *tail);
 void as_heap_merge_next(as_heap *h, uint32_t b); /* b absorbs b->next; both out of index */
 
@@ -159,5 +163,30 @@ int as_check_fail(as_check_failure *f, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 static inline unsigned as_log2_floor(uint64_t x) { return 63u - (unsigned)__builtin_clzll(x); }
+static inline unsigned as_log2_ceil(uint64_t x) { return x <= 1 ? 0 : as_log2_floor(x - 1) + 1; }
+
+/* TLSF's two-level class of a size (Masmano et al. 2004): fl = floor(log2 size), and sl
+ * the top sl_log2 bits below the leading one, so [2^fl, 2^(fl+1)) is cut into 2^sl_log2
+ * equal classes. `search` rounds the size up to the next class start first ("good fit"),
+ * so that every block in the class found, or any higher one, fits. */
+static inline void as_tlsf_class(uint64_t size, unsigned sl_log2, int search, unsigned *fl,
+                                 unsigned *sl)
+{
+    unsigned f = as_log2_floor(size);
+    if (search && f >= sl_log2) {
+        uint64_t step = 1ull << (f - sl_log2);
+        if (size > UINT64_MAX - (step - 1)) {
+            *fl = 64;
+            *sl = 0;
+            return;
+        }
+        size += step - 1;
+        f = as_log2_floor(size);
+    }
+    *fl = f;
+    uint64_t mask = (1ull << sl_log2) - 1;
+    *sl = (unsigned)(f >= sl_log2 ? (size >> (f - sl_log2)) & mask
+                                  : (size << (sl_log2 - f)) & mask);
+}
 
 #endif

@@ -8,11 +8,19 @@
 
 extern const as_policy as_policy_torch;
 extern const as_policy as_policy_bestfit;
+extern const as_policy as_policy_firstfit;
+extern const as_policy as_policy_segfit;
+extern const as_policy as_policy_buddy;
+extern const as_policy as_policy_bfc;
 extern const as_policy as_policy_nocache;
 
 static const as_policy *const policies[] = {
     &as_policy_torch, /* first: it is the default policy */
     &as_policy_bestfit,
+    &as_policy_firstfit,
+    &as_policy_segfit,
+    &as_policy_buddy,
+    &as_policy_bfc,
     &as_policy_nocache,
 };
 

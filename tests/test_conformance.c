@@ -36,8 +36,8 @@ static const char *const named_settings[] = {
     "segfit,classes=pow2",
     "segfit,sl=2,split=false",
     "segfit,coalesce=false,release=none",
-    "buddy,min=4K,max=64M",
-    "buddy,min=256,max=4M,release=always",
+    "buddy,min_order=12,max_order=26",
+    "buddy,min_order=8,max_order=22,release=always",
     "bfc,allow_growth=false,fraction=0.75",
     "bfc,gc=false",
     "bfc,max_internal_fragmentation=1M",
@@ -375,6 +375,10 @@ static void conformance_all_policies(void)
                 }
                 if (caps[c] == 256 * MIB && ra == 0 && a.ooms == 0)
                     fprintf(stderr, "\n  [%s] note: no OOM at 256 MiB\n", specs[j]);
+                if (getenv("AS_CONF_VERBOSE"))
+                    fprintf(stderr, "\n  %-48s cap %-20" PRIu64 " ooms %" PRIu64
+                            " live-at-end %zu",
+                            specs[j], caps[c], a.ooms, a.nids);
                 close_run(&a);
                 if (ra == 0)
                     close_run(&b);

@@ -1,0 +1,161 @@
+/*
+ * firstfit.c - address-ordered first fit over device segments, with split and coalesce.
+ *
+ * A rounded request takes the free block with the lowest address that fits. Free blocks
+ * sit in an address-ordered treap whose nodes carry the largest size in their subtree, so
+ * the lowest fitting address is found in O(log n) (descend left while the left subtree
+ * can fit). With maxsplit, oversize blocks (>= maxsplit) are kept apart in a size-ordered
+ * treap: requests below maxsplit never see them, and oversize requests take the smallest
+ * that fits within the tolerance (as PyTorch does), since "lowest address among blocks in
+ * [req, req + tolerance)" has no O(log n) index. Segments, splitting, coalescing and
+ * release follow bestfit. Invariant: as_heap_check; each free block is in exactly the tree
+ * its size selects.
+ */
+#include "common.h"
+
+typedef struct firstfit {
+    as_heap h;
+    as_treap byaddr;   /* blocks below maxsplit (all blocks when maxsplit is off) */
+    as_treap oversize; /* blocks of maxsplit bytes or more, by size */
+    uint64_t round, maxsplit, segment;
+    int64_t release;
+    uint32_t div[AS_DIV_INTERVALS];
+} firstfit;
+
+enum { K_ROUND, K_ROUNDUP, K_MAXSPLIT, K_SEGMENT, K_RELEASE, K_N };
+
+static const as_knob knobs[K_N] = {
+    [K_ROUND] = AS_KNOB_ROUND(512),
+    [K_ROUNDUP] = AS_KNOB_ROUNDUP,
+    [K_MAXSPLIT] = AS_KNOB_MAXSPLIT,
+    [K_SEGMENT] = AS_KNOB_SEGMENT(20),
+    [K_RELEASE] = AS_KNOB_RELEASE(AS_RELEASE_OOM),
+};
+
+static as_treap *tree_for(firstfit *s, uint64_t size)
+{
+    return s->maxsplit && size >= s->maxsplit ? &s->oversize : &s->byaddr;
+}
+
+static void ix_insert(as_heap *h, uint32_t b)
+{
+    firstfit *s = (firstfit *)h;
+    as_treap_insert(h, tree_for(s, h->b[b].size), b);
+}
+
+static void ix_remove(as_heap *h, uint32_t b)
+{
+    firstfit *s = (firstfit *)h;
+    as_treap_remove(h, tree_for(s, h->b[b].size), b);
+}
+
+static const as_index_ops index_ops = { .insert = ix_insert, .remove = ix_remove };
+
+static int ff_init(void *st, const as_knob_value *cfg, const as_device *dev)
+{
+    firstfit *s = st;
+    uint64_t round = (uint64_t)cfg[K_ROUND].i;
+    if (round & (round - 1))
+        return AS_POLICY_EINVAL;
+    int rc = as_heap_init(&s->h, dev, &index_ops);
+    if (rc)
+        return rc;
+    s->byaddr = (as_treap){ .mode = AS_TREAP_ADDR };
+    s->oversize = (as_treap){ .mode = AS_TREAP_SIZE };
+    s->round = round;
+    s->maxsplit = (uint64_t)cfg[K_MAXSPLIT].i * AS_MIB;
+    s->segment = (uint64_t)cfg[K_SEGMENT].i * AS_MIB;
+    s->release = cfg[K_RELEASE].i;
+    for (int i = 0; i < AS_DIV_INTERVALS; i++)
+        s->div[i] = cfg[K_ROUNDUP].div[i];
+    return 0;
+}
+
+static int ff_alloc(void *st, const as_request *req, as_block *out)
+{
+    firstfit *s = st;
+    uint64_t size = as_round_size(req->size, s->round, s->div);
+    uint32_t b;
+    if (!s->maxsplit || size < s->maxsplit) {
+        b = as_treap_find(&s->h, &s->byaddr, size);
+    } else {
+        b = as_treap_find(&s->h, &s->oversize, size);
+        if (b && !as_maxsplit_fits(s->h.b[b].size, size, s->maxsplit, s->segment))
+            b = AS_NIL;
+    }
+    if (!b) {
+        int rc = as_heap_grow_or_release(&s->h, as_segment_size(size, s->segment), s->release,
+                                         &b);
+        if (rc)
+            return rc;
+    }
+    int split = as_maxsplit_may_split(s->h.b[b].size, s->maxsplit);
+    return as_heap_take(&s->h, b, size, split, req, out);
+}
+
+static int ff_free(void *st, uint64_t handle, unsigned flags)
+{
+    firstfit *s = st;
+    uint32_t b;
+    int rc = as_heap_free(&s->h, handle, flags, 1, &b);
+    if (rc)
+        return rc;
+    return as_heap_after_free(&s->h, b, s->release);
+}
+
+static int ff_empty_cache(void *st) { return as_heap_release_empty(&((firstfit *)st)->h, NULL); }
+
+static void ff_stats(const void *st, as_policy_stats *out)
+{
+    const firstfit *s = st;
+    as_heap_stats(&s->h, out);
+    uint64_t a = as_treap_max(&s->h, &s->byaddr), o = as_treap_max(&s->h, &s->oversize);
+    out->largest_free = a > o ? a : o;
+}
+
+static int ff_check(const void *st, as_check_failure *f)
+{
+    const firstfit *s = st;
+    int rc = as_heap_check(&s->h, 1, f);
+    if (!rc)
+        rc = as_treap_check(&s->h, &s->byaddr, f);
+    if (!rc)
+        rc = as_treap_check(&s->h, &s->oversize, f);
+    if (rc)
+        return rc;
+    if (s->byaddr.n + s->oversize.n != s->h.nfree)
+        return as_check_fail(f, "free trees hold %llu blocks, the heap has %llu free",
+                             (unsigned long long)(s->byaddr.n + s->oversize.n),
+                             (unsigned long long)s->h.nfree);
+    if (!s->maxsplit && s->oversize.n)
+        return as_check_fail(f, "oversize tree used with maxsplit off");
+    if (s->maxsplit && s->byaddr.root && s->h.b[s->byaddr.root].aug >= s->maxsplit)
+        return as_check_fail(f, "an oversize block is in the address tree");
+    if (s->release == AS_RELEASE_ALWAYS && s->h.empty)
+        return as_check_fail(f, "release=always but an empty segment is still held");
+    return 0;
+}
+
+static int ff_walk(const void *st, as_walk_fn fn, void *user)
+{
+    return as_heap_walk(&((const firstfit *)st)->h, fn, user);
+}
+
+static void ff_fini(void *st) { as_heap_fini(&((firstfit *)st)->h); }
+
+const as_policy as_policy_firstfit = {
+    .name = "firstfit",
+    .summary = "address-ordered first fit over device segments, with split and coalesce",
+    .abi = AS_POLICY_ABI,
+    .knobs = knobs,
+    .n_knobs = K_N,
+    .state_size = sizeof(firstfit),
+    .init = ff_init,
+    .alloc = ff_alloc,
+    .free = ff_free,
+    .empty_cache = ff_empty_cache,
+    .stats = ff_stats,
+    .check = ff_check,
+    .walk = ff_walk,
+    .fini = ff_fini,
+};
