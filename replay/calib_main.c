@@ -233,11 +233,11 @@ static void capacity(void)
         }
         fprintf(f,
                 "capacity %" PRIu64 ": total %" PRIu64 " free_before %" PRIu64
-                " effective_free %" PRIu64 " (effective - capacity = %" PRId64 ")\n"
+                " effective_free %" PRIu64 " (effective - capacity = %" PRId64 ") probed %" PRIu64 "\n"
                 "  one cudaMalloc(%" PRIu64 ") rc=%d, then +2MiB rc=%d\n"
                 "  2 MiB cudaMallocs that succeeded: %" PRIu64 " = %" PRIu64 " bytes\n"
                 "  2 MiB cuMemCreate+Map pages that succeeded: %" PRIu64 " bytes\n",
-                caps[k], tot, fb, eff, (int64_t)(eff - caps[k]), whole, r1, r1b, (uint64_t)n,
+                caps[k], tot, fb, eff, (int64_t)(eff - caps[k]), as_cudadev_probed_capacity(d), whole, r1, r1b, (uint64_t)n,
                 (uint64_t)(n * 2 * MIB), mapped);
         as_cudadev_destroy(d);
     }

@@ -34,8 +34,12 @@ struct as_cudadev {
     CUmemAllocationProp prop;
     CUmemAccessDesc access;
     uint64_t page; /* VMM granularity; 0 when the GPU has no VMM */
-    void **ballast;
+    struct ballast {
+        void *p;
+        uint64_t size;
+    } *ballast;
     size_t nballast;
+    uint64_t probed; /* capacity the probe confirmed (largest single cudaMalloc), or 0 */
     uint64_t free_before, total, effective;
     live_slot *live; /* open addressing, linear probing, power-of-2 capacity */
     size_t live_cap, live_n;
@@ -440,13 +444,14 @@ static int ballast_add(as_cudadev *d, uint64_t bytes)
     while (bytes >= AS_DEV_GRANULARITY) {
         uint64_t n = bytes < BALLAST_CHUNK ? bytes / AS_DEV_GRANULARITY * AS_DEV_GRANULARITY
                                            : BALLAST_CHUNK;
-        void **nb = realloc(d->ballast, (d->nballast + 1) * sizeof *nb);
+        struct ballast *nb = realloc(d->ballast, (d->nballast + 1) * sizeof *nb);
         if (!nb) {
             set_err(d, "out of host memory");
             return AS_DEV_EFAULT;
         }
         d->ballast = nb;
-        int rc = rt_rc(d, cudaMalloc(&d->ballast[d->nballast], n), "cudaMalloc(ballast)", n);
+        d->ballast[d->nballast].size = n;
+        int rc = rt_rc(d, cudaMalloc(&d->ballast[d->nballast].p, n), "cudaMalloc(ballast)", n);
         if (rc == AS_DEV_OOM && n > AS_DEV_GRANULARITY) {
             /* the driver keeps a little back: take what it gives in smaller steps */
             bytes = n / 2 / AS_DEV_GRANULARITY * AS_DEV_GRANULARITY;
@@ -460,22 +465,52 @@ static int ballast_add(as_cudadev *d, uint64_t bytes)
     return AS_DEV_OK;
 }
 
-/* Leaves `capacity` bytes free on the GPU, as near as 2 MiB steps allow: the driver's
- * own free count is re-read after each round because allocations carry overhead. */
+/* The driver keeps about 3.125 MiB of what cudaMemGetInfo reports free for itself
+ * (replay/PLACEMENT.md, section 5), so the free count is only the starting point: the
+ * ballast first leaves capacity + 3.125 MiB free, then 2 MiB steps are added or removed
+ * until the largest single cudaMalloc that succeeds is the capacity (rounded down to
+ * 2 MiB) and 2 MiB more fails. */
+#define DRIVER_RESERVE (3ull * AS_DEV_GRANULARITY / 2 + (1ull << 17))
+
+static int probe(uint64_t size)
+{
+    void *p = NULL;
+    if (cudaMalloc(&p, size) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    cudaFree(p);
+    return 1;
+}
+
 static int ballast_fill(as_cudadev *d, uint64_t capacity)
 {
-    for (int round = 0; round < 8; round++) {
-        size_t fr = 0, tot = 0;
-        int rc = rt_rc(d, cudaMemGetInfo(&fr, &tot), "cudaMemGetInfo", 0);
-        if (rc)
-            return rc;
-        d->effective = fr;
-        if (fr < capacity + AS_DEV_GRANULARITY)
-            return AS_DEV_OK;
-        if ((rc = ballast_add(d, fr - capacity)))
+    size_t fr = 0, tot = 0;
+    int rc = rt_rc(d, cudaMemGetInfo(&fr, &tot), "cudaMemGetInfo", 0);
+    if (rc)
+        return rc;
+    if (fr > capacity + DRIVER_RESERVE && (rc = ballast_add(d, fr - capacity - DRIVER_RESERVE)))
+        return rc;
+    uint64_t c2 = capacity / AS_DEV_GRANULARITY * AS_DEV_GRANULARITY;
+    for (int step = 0; step < 64 && c2; step++) {
+        if (probe(c2 + AS_DEV_GRANULARITY)) { /* too much room: hold back 2 MiB more */
+            if ((rc = ballast_add(d, AS_DEV_GRANULARITY)))
+                return rc;
+            continue;
+        }
+        if (probe(c2) || d->nballast == 0)
+            break;
+        /* too little: give back the last piece, keeping all of it but 2 MiB */
+        struct ballast last = d->ballast[--d->nballast];
+        cudaFree(last.p);
+        if (last.size > AS_DEV_GRANULARITY &&
+            (rc = ballast_add(d, last.size - AS_DEV_GRANULARITY)))
             return rc;
     }
-    return AS_DEV_OK;
+    rc = rt_rc(d, cudaMemGetInfo(&fr, &tot), "cudaMemGetInfo", 0);
+    d->effective = fr;
+    d->probed = c2 && probe(c2) && !probe(c2 + AS_DEV_GRANULARITY) ? c2 : 0;
+    return rc;
 }
 
 /* ---- public --------------------------------------------------------------------------- */
@@ -564,7 +599,7 @@ void as_cudadev_destroy(as_cudadev *d)
         free(v->page);
     }
     for (size_t i = 0; i < d->nballast; i++)
-        cudaFree(d->ballast[i]);
+        cudaFree(d->ballast[i].p);
     (void)cudaGetLastError();
     free(d->ballast);
     free(d->live);
@@ -588,6 +623,7 @@ void as_cudadev_set_call_log(as_cudadev *d, as_cudadev_call_fn fn, void *user)
 
 void as_cudadev_counters_get(const as_cudadev *d, as_simdev_counters *out) { *out = d->c; }
 uint64_t as_cudadev_effective_capacity(const as_cudadev *d) { return d->effective; }
+uint64_t as_cudadev_probed_capacity(const as_cudadev *d) { return d->probed; }
 
 void as_cudadev_meminfo(const as_cudadev *d, uint64_t *free_before, uint64_t *total)
 {

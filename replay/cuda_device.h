@@ -54,10 +54,12 @@ void as_cudadev_set_log(as_cudadev *d, as_dev_log_fn fn, void *user);
 void as_cudadev_set_call_log(as_cudadev *d, as_cudadev_call_fn fn, void *user);
 /* reserved/peak_reserved, call counts, refusals, and the measured time of every call. */
 void as_cudadev_counters_get(const as_cudadev *d, as_simdev_counters *out);
-/* Bytes the GPU reported free once the ballast was in place: the capacity the driver
- * really enforces (differs from the requested capacity by less than the granularity
- * unless the GPU has too little memory). */
+/* Bytes cudaMemGetInfo reported free once the ballast was in place (about 3 MiB more
+ * than can be allocated, replay/PLACEMENT.md). */
 uint64_t as_cudadev_effective_capacity(const as_cudadev *d);
+/* The capacity the ballast probe confirmed: the largest single cudaMalloc that succeeded
+ * (capacity rounded down to 2 MiB), with 2 MiB more refused; 0 if it could not be set. */
+uint64_t as_cudadev_probed_capacity(const as_cudadev *d);
 /* Free bytes the GPU reported before the ballast, and its total. */
 void as_cudadev_meminfo(const as_cudadev *d, uint64_t *free_before, uint64_t *total);
 /* The CUDA error behind the last AS_DEV_EFAULT ("cudaMalloc(2097152): invalid argument"). */
