@@ -121,7 +121,9 @@ static int window_reserve(as_instream *in, size_t want)
     }
     if (in->cap - in->len >= want)
         return 0;
-    size_t ncap = in->cap ? in->cap : IN_CHUNK;
+    /* A window several blocks long: compaction (a memmove of the unread tail) then runs
+     * once per few blocks instead of once per block. */
+    size_t ncap = in->cap ? in->cap : 8 * IN_CHUNK;
     while (ncap - in->len < want)
         ncap *= 2;
     uint8_t *nb = realloc(in->buf, ncap);

@@ -92,9 +92,15 @@ static size_t varint_slow(const uint8_t *p, const uint8_t *end, uint64_t *v)
 
 static inline size_t varint(const uint8_t *p, const uint8_t *end, uint64_t *v)
 {
-    if (p < end && *p < 0x80) {
-        *v = *p;
-        return 1;
+    if (end - p >= 2) {
+        if (p[0] < 0x80) {
+            *v = p[0];
+            return 1;
+        }
+        if (p[1] < 0x80 && p[1]) {
+            *v = (uint64_t)(p[0] & 0x7F) | (uint64_t)p[1] << 7;
+            return 2;
+        }
     }
     return varint_slow(p, end, v);
 }
@@ -362,6 +368,7 @@ int as_native_next_batch(void *stp, as_event *evs, size_t cap, size_t *n, as_tra
             if (sp >= se)
                 goto trunc_s;
             unsigned tag = *sp++, arg = tag >> 2;
+            ev->label = NULL;
             switch (tag & 3) {
             case K_ALLOC:
                 ev->op = AS_OP_ALLOC;

@@ -69,7 +69,7 @@ static int live_rehash(as_live *t, size_t ncap)
     return 0;
 }
 
-as_live_ent *as_live_find(as_live *t, uint64_t id)
+static inline as_live_ent *live_find(as_live *t, uint64_t id)
 {
     if (!t->cap)
         return NULL;
@@ -83,7 +83,7 @@ as_live_ent *as_live_find(as_live *t, uint64_t id)
     }
 }
 
-as_live_ent *as_live_insert(as_live *t, uint64_t id)
+static inline as_live_ent *live_insert(as_live *t, uint64_t id)
 {
     /* Load factor at most 1/2: short probe runs matter more than the bytes. */
     if ((t->n + 1) * 2 > t->cap && live_rehash(t, t->cap ? t->cap * 2 : LIVE_MIN_CAP) < 0)
@@ -99,7 +99,7 @@ as_live_ent *as_live_insert(as_live *t, uint64_t id)
     return e;
 }
 
-void as_live_remove(as_live *t, as_live_ent *e)
+static inline void live_remove(as_live *t, as_live_ent *e)
 {
     /* Backward-shift deletion: no tombstones, so probe runs never degrade. */
     size_t mask = t->cap - 1, i = (size_t)(e - t->slot), j = i;
@@ -121,6 +121,10 @@ void as_live_remove(as_live *t, as_live_ent *e)
         (void)live_rehash(t, t->cap / 4); /* on failure the bigger table stays valid */
 }
 
+as_live_ent *as_live_find(as_live *t, uint64_t id) { return live_find(t, id); }
+as_live_ent *as_live_insert(as_live *t, uint64_t id) { return live_insert(t, id); }
+void as_live_remove(as_live *t, as_live_ent *e) { live_remove(t, e); }
+
 void as_live_free(as_live *t)
 {
     free(t->slot);
@@ -130,6 +134,46 @@ void as_live_free(as_live *t)
 size_t as_live_bytes(const as_live *t) { return t->cap * sizeof(as_live_ent); }
 
 /* ---- validation ------------------------------------------------------------------ */
+
+/* The common case, inlined into the hot loops: a valid ALLOC, FREE or FREE_REQ. Returns 0
+ * when accepted, -1 (nothing changed) when as_validate must judge it. */
+static inline int validate_fast(as_validator *v, as_event *ev)
+{
+    as_live_ent *e;
+    switch (ev->op) {
+    case AS_OP_ALLOC:
+        if (ev->id != v->allocs_in || ev->size - 1 >= AS_MAX_ALLOC_SIZE)
+            return -1;
+        if (!(e = live_insert(&v->live, ev->id)))
+            return -1;
+        v->allocs_in++;
+        e->size = ev->size;
+        e->stream = ev->stream;
+        e->out_id = v->allocs_out++;
+        ev->id = e->out_id;
+        break;
+    case AS_OP_FREE:
+        if (!(e = live_find(&v->live, ev->id)))
+            return -1;
+        ev->id = e->out_id;
+        ev->size = e->size;
+        ev->stream = e->stream;
+        live_remove(&v->live, e);
+        break;
+    case AS_OP_FREE_REQ:
+        if (!(e = live_find(&v->live, ev->id)) || e->freereq)
+            return -1;
+        e->freereq = 1;
+        ev->id = e->out_id;
+        ev->size = e->size;
+        ev->stream = e->stream;
+        break;
+    default:
+        return -1;
+    }
+    v->events++;
+    return 0;
+}
 
 int as_validate(as_validator *v, as_event *ev, char *msg, size_t cap)
 {
@@ -150,7 +194,7 @@ int as_validate(as_validator *v, as_event *ev, char *msg, size_t cap)
                 goto bad;
             v->warnings++; /* lenient: keep it, keyed by the id the frees will use */
         }
-        e = as_live_insert(&v->live, ev->id);
+        e = live_insert(&v->live, ev->id);
         if (!e) {
             snprintf(msg, cap, "out of memory for the live-allocation table");
             return AS_TRACE_ENOMEM;
@@ -164,7 +208,7 @@ int as_validate(as_validator *v, as_event *ev, char *msg, size_t cap)
     case AS_OP_FREE:
     case AS_OP_FREE_REQ: {
         const char *what = ev->op == AS_OP_FREE ? "FREE" : "FREE_REQ";
-        e = as_live_find(&v->live, ev->id);
+        e = live_find(&v->live, ev->id);
         if (!e) {
             if (ev->id < v->allocs_in)
                 snprintf(msg, cap, "%s %llu: double free (allocation %llu was already freed)",
@@ -186,7 +230,7 @@ int as_validate(as_validator *v, as_event *ev, char *msg, size_t cap)
         ev->size = e->size;
         ev->stream = e->stream;
         if (ev->op == AS_OP_FREE)
-            as_live_remove(&v->live, e);
+            live_remove(&v->live, e);
         break;
     }
     case AS_OP_EMPTY_CACHE:
@@ -278,9 +322,11 @@ static int next_generic(as_trace_reader *r, as_event *ev)
                                    as_trace_strerror(rc));
             return reader_fail(r, &e);
         }
+        uint64_t idx = r->in_events++;
+        if (validate_fast(&r->v, ev) == 0)
+            return 0;
         char msg[256];
         int vr = as_validate(&r->v, ev, msg, sizeof msg);
-        uint64_t idx = r->in_events++;
         if (vr == 0)
             return 0;
         if (vr < 0) {
@@ -310,9 +356,14 @@ static int next_native(as_trace_reader *r, as_event *evs, size_t cap, size_t *n)
         size_t w = 0;
         for (size_t k = 0; k < got; k++) {
             char msg[256];
-            evs[w] = evs[k];
-            int vr = as_validate(&r->v, &evs[w], msg, sizeof msg);
+            if (w != k)
+                evs[w] = evs[k];
             r->in_events++;
+            if (validate_fast(&r->v, &evs[w]) == 0) {
+                w++;
+                continue;
+            }
+            int vr = as_validate(&r->v, &evs[w], msg, sizeof msg);
             if (vr == 0) {
                 w++;
                 continue;
