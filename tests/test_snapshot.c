@@ -1,0 +1,721 @@
+/*
+ * test_snapshot.c - the torch snapshot importer (traces/torch_snapshot.c) through the public
+ * reader: the shared H200 snapshots against the answer keys and Python's view of the
+ * pickles, and small snapshots written here (a tiny pickle writer below, protocol 2 or 4
+ * with the memo, the way torch's C++ pickler and Python's pickle write them) for the free
+ * pairing rule, address reuse, prehistoric blocks, several devices and bad input.
+ */
+#include <CUnit/CUnit.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "trace.h"
+#include "util.h"
+
+/* ---- reading a whole trace ------------------------------------------------------------ */
+
+typedef struct got {
+    as_event ev[64];
+    size_t n, allocs, frees, free_reqs;
+    uint64_t hash; /* the same fold as the Python reference in snapshot_shared_events */
+    uint64_t warnings;
+    int rc;
+    as_trace_error err;
+    char meta[2048]; /* "k=v\n..." */
+} got;
+
+static uint64_t fold(uint64_t h, const as_event *e)
+{
+    uint64_t op = e->op == AS_OP_ALLOC ? 0 : e->op == AS_OP_FREE ? 1 : 2;
+    return h * 1000003u + op * 7 + e->id * 31 + e->size * 131 + e->stream;
+}
+
+static int read_all(const char *path, int lenient, got *g)
+{
+    memset(g, 0, sizeof *g);
+    as_trace_reader *r = NULL;
+    as_reader_opts o = {.lenient = lenient};
+    g->rc = as_trace_open(path, &o, &r, &g->err);
+    if (g->rc)
+        return g->rc;
+    const as_meta *m = as_trace_reader_meta(r);
+    size_t j = 0;
+    for (size_t i = 0; i < m->n && j < sizeof g->meta; i++)
+        j += (size_t)snprintf(g->meta + j, sizeof g->meta - j, "%s=%s\n", m->kv[i].key,
+                              m->kv[i].value);
+    as_event e;
+    while ((g->rc = as_trace_next(r, &e)) == 0) {
+        if (g->n < 64)
+            g->ev[g->n] = e;
+        g->n++;
+        g->allocs += e.op == AS_OP_ALLOC;
+        g->frees += e.op == AS_OP_FREE;
+        g->free_reqs += e.op == AS_OP_FREE_REQ;
+        g->hash = fold(g->hash, &e);
+    }
+    if (g->rc == AS_TRACE_EOF)
+        g->rc = 0;
+    else
+        g->err = *as_trace_reader_error(r);
+    g->warnings = as_trace_reader_warnings(r);
+    as_trace_close(r);
+    return g->rc;
+}
+
+/* 1 if the metadata holds exactly key=value. */
+static int has_meta(const got *g, const char *kv)
+{
+    char want[256];
+    snprintf(want, sizeof want, "%s\n", kv);
+    const char *p = g->meta;
+    size_t n = strlen(want);
+    while (p && *p) {
+        if (strncmp(p, want, n) == 0)
+            return 1;
+        p = strchr(p, '\n');
+        p = p ? p + 1 : NULL;
+    }
+    return 0;
+}
+
+#define CHECK_EV(g, i, op_, id_, size_, stream_)                                               \
+    do {                                                                                       \
+        CU_ASSERT_EQUAL((g)->ev[i].op, op_);                                                   \
+        CU_ASSERT_EQUAL((g)->ev[i].id, id_);                                                   \
+        CU_ASSERT_EQUAL((g)->ev[i].size, size_);                                               \
+        CU_ASSERT_EQUAL((g)->ev[i].stream, stream_);                                           \
+    } while (0)
+
+/* ---- the shared H200 snapshots -------------------------------------------------------- */
+
+static void snapshot_shared_counts(void)
+{
+    /* allocs and events from the keys (key.json "allocs"/"events"). The resnet and moe
+     * traces have no deferred free: every free_requested is directly followed by its
+     * free_completed, so each pair is one FREE and events = allocs + free_completed, which is
+     * what the key counts (11460 + 11457 = 22917, 9261 + 9258 = 18519). The 3 blocks never
+     * freed are the ones active in the final segments. */
+    static const struct {
+        const char *path;
+        size_t allocs, events, frees, free_reqs;
+        const char *config;
+    } want[] = {
+        {"shared/data/torch-2.11-h200/resnet_varbatch.pickle.zst", 11460, 22917, 11457, 0,
+         "allocator_config="},
+        {"shared/data/torch-2.11-h200/moe_like.pickle.zst", 9261, 18519, 9258, 0,
+         "allocator_config="},
+        /* The streams keys say 28952 events: every alloc, free_requested and free_completed
+         * entry (9811 + 9576 + 9565). We emit a free_requested whose free_completed is the
+         * next alloc/free entry as one FREE (9428 of them), and the other 148 as FREE_REQ
+         * followed later by FREE (137 complete; 11 are still pending at the dump, matching
+         * the 11 active_pending_free blocks): 9811 + 9428 + 148 + 137 = 19524 events. The
+         * allocation ordinals, which the key's segment events use, are the same. */
+        {"shared/data/torch-2.11-h200-streams/streams2_default.pickle.zst", 9811, 19524, 9565,
+         148, "allocator_config="},
+        /* Same run under expandable segments: 9430 pairs fold, 146 deferred (135 complete):
+         * 9811 + 9430 + 146 + 135 = 19522. */
+        {"shared/data/torch-2.11-h200-streams/streams2_expandable_segments_True.pickle.zst",
+         9811, 19522, 9565, 146, "allocator_config=expandable_segments:True"},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        got *g = malloc(sizeof *g);
+        int rc = read_all(tu_path(want[i].path), 0, g);
+        if (rc)
+            fprintf(stderr, "\n%s: %s at %llu\n", want[i].path, g->err.msg,
+                    (unsigned long long)g->err.offset);
+        CU_ASSERT_EQUAL(rc, 0);
+        CU_ASSERT_EQUAL(g->allocs, want[i].allocs);
+        CU_ASSERT_EQUAL(g->n, want[i].events);
+        CU_ASSERT_EQUAL(g->frees, want[i].frees);
+        CU_ASSERT_EQUAL(g->free_reqs, want[i].free_reqs);
+        CU_ASSERT(has_meta(g, "source=torch-snapshot"));
+        CU_ASSERT(has_meta(g, "device=0"));
+        CU_ASSERT(has_meta(g, "prehistoric_allocs=0"));
+        CU_ASSERT(has_meta(g, "torch.history_truncated=0"));
+        CU_ASSERT(has_meta(g, "torch.state_mismatches=0"));
+        CU_ASSERT(has_meta(g, "torch.max_split_size=-1"));
+        CU_ASSERT(has_meta(g, want[i].config));
+        free(g);
+    }
+}
+
+static void snapshot_shared_events(void)
+{
+    /* Every event against an independent Python reading of the pickles. The reference
+     * (python3, on the zstd -d output):
+     *   t = [e for e in pickle.load(f)['device_traces'][0]
+     *        if e['action'] in ('alloc', 'free_requested', 'free_completed')]
+     *   walk t keeping live[addr] = (ordinal, size, stream); alloc -> (0, k, size, stream);
+     *   free_requested whose t[i+1] is the free_completed of the same addr -> (1, ...) and
+     *   skip t[i+1]; other free_requested -> (2, ...); free_completed -> (1, ...)
+     *   h = 0; for (op, a, s, st) in events: h = (h*1000003 + op*7 + a*31 + s*131 + st) % 2**64
+     * gave these values. */
+    static const struct {
+        const char *path;
+        uint64_t hash;
+    } want[] = {
+        {"shared/data/torch-2.11-h200/resnet_varbatch.pickle.zst", 0xff64cafac1a57fb2ull},
+        {"shared/data/torch-2.11-h200/moe_like.pickle.zst", 0x78e8cd5b9f5c6749ull},
+        {"shared/data/torch-2.11-h200-streams/streams2_default.pickle.zst",
+         0x829cb068a33cbd4aull},
+        {"shared/data/torch-2.11-h200-streams/streams2_expandable_segments_True.pickle.zst",
+         0x3892a34dbe03d28aull},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        got *g = malloc(sizeof *g);
+        CU_ASSERT_EQUAL(read_all(tu_path(want[i].path), 0, g), 0);
+        CU_ASSERT_EQUAL(g->hash, want[i].hash);
+        free(g);
+    }
+}
+
+/* Reads events until index `upto` and returns that event. */
+static int event_at(const char *path, uint64_t upto, as_event *out)
+{
+    as_trace_reader *r = NULL;
+    as_trace_error err;
+    int rc = as_trace_open(path, NULL, &r, &err);
+    if (rc)
+        return rc;
+    for (uint64_t i = 0; i <= upto && rc == 0; i++)
+        rc = as_trace_next(r, out);
+    as_trace_close(r);
+    return rc;
+}
+
+static void snapshot_shared_spot_values(void)
+{
+    /* Golden values from python3 on the zstd -d output:
+     *   al = [e for e in pickle.load(f)['device_traces'][0] if e['action'] == 'alloc']
+     *   [(k, al[k]['size'], al[k]['stream'], al[k]['time_us']) for k in (0, 1, 2, 5000)]
+     * resnet: (0, 37632, 0, 1795936507807473), (1, 256, 0, 1795936507807812),
+     *         (2, 256, ...), (5000, 1048576, 0, 1795936509079227)
+     * With no deferred free the k-th alloc is event 0, 1, 2 here (the first frees come
+     * later), checked by the id. */
+    const char *resnet = tu_path("shared/data/torch-2.11-h200/resnet_varbatch.pickle.zst");
+    as_event e;
+    CU_ASSERT_EQUAL_FATAL(event_at(resnet, 0, &e), 0);
+    CU_ASSERT_EQUAL(e.op, AS_OP_ALLOC);
+    CU_ASSERT_EQUAL(e.id, 0);
+    CU_ASSERT_EQUAL(e.size, 37632);
+    CU_ASSERT_EQUAL(e.time_us, 1795936507807473ll);
+    CU_ASSERT_EQUAL_FATAL(event_at(resnet, 1, &e), 0);
+    CU_ASSERT_EQUAL(e.id, 1);
+    CU_ASSERT_EQUAL(e.size, 256);
+    CU_ASSERT_EQUAL(e.time_us, 1795936507807812ll);
+
+    /* streams2_default: the first deferred free (python: the first free_requested not
+     * followed by its free_completed) is of alloc ordinal 676, size 18905088, on stream
+     * 319724480 (a real cudaStream_t), and is event 1188 of the reference walk above. */
+    const char *streams =
+        tu_path("shared/data/torch-2.11-h200-streams/streams2_default.pickle.zst");
+    CU_ASSERT_EQUAL_FATAL(event_at(streams, 1188, &e), 0);
+    CU_ASSERT_EQUAL(e.op, AS_OP_FREE_REQ);
+    CU_ASSERT_EQUAL(e.id, 676);
+    CU_ASSERT_EQUAL(e.size, 18905088);
+    CU_ASSERT_EQUAL(e.stream, 319724480);
+}
+
+/* ---- a tiny pickle writer for hand-made snapshots ------------------------------------- */
+
+typedef struct pw {
+    uint8_t b[1 << 16];
+    size_t n;
+    int proto;
+    /* memo of key strings, as both picklers share key objects */
+    const char *keys[32];
+    size_t keymemo[32];
+    int nkeys;
+    size_t memo; /* next memo index */
+} pw;
+
+static void put(pw *w, const void *p, size_t n)
+{
+    if (w->n + n <= sizeof w->b)
+        memcpy(w->b + w->n, p, n);
+    w->n += n;
+}
+
+static void op(pw *w, uint8_t o) { put(w, &o, 1); }
+
+static void memoize(pw *w)
+{
+    if (w->proto >= 4) {
+        op(w, 0x94);
+    } else {
+        uint8_t q[5] = {'r', (uint8_t)w->memo, (uint8_t)(w->memo >> 8), 0, 0};
+        put(w, q, 5); /* LONG_BINPUT */
+    }
+    w->memo++;
+}
+
+static void pw_int(pw *w, int64_t v)
+{
+    if (v >= 0 && v < 256) {
+        uint8_t q[2] = {'K', (uint8_t)v};
+        put(w, q, 2);
+    } else if (v >= INT32_MIN && v <= INT32_MAX) {
+        uint32_t u = (uint32_t)v;
+        uint8_t q[5] = {'J', (uint8_t)u, (uint8_t)(u >> 8), (uint8_t)(u >> 16), (uint8_t)(u >> 24)};
+        put(w, q, 5);
+    } else {
+        uint8_t q[10] = {0x8a, 8};
+        uint64_t u = (uint64_t)v;
+        for (int i = 0; i < 8; i++)
+            q[2 + i] = (uint8_t)(u >> (8 * i));
+        put(w, q, 10);
+    }
+}
+
+static void pw_str(pw *w, const char *s)
+{
+    size_t n = strlen(s);
+    /* Strings are memoized once and fetched again with BINGET/LONG_BINGET, as real
+     * snapshots do with their shared key objects. */
+    for (int i = 0; i < w->nkeys; i++) {
+        if (strcmp(w->keys[i], s) == 0) {
+            size_t m = w->keymemo[i];
+            if (m < 256) {
+                uint8_t q[2] = {'h', (uint8_t)m};
+                put(w, q, 2);
+            } else {
+                uint8_t q[5] = {'j', (uint8_t)m, (uint8_t)(m >> 8), 0, 0};
+                put(w, q, 5);
+            }
+            return;
+        }
+    }
+    if (w->proto >= 4) {
+        uint8_t q[2] = {0x8c, (uint8_t)n};
+        put(w, q, 2);
+    } else {
+        uint8_t q[5] = {'X', (uint8_t)n, 0, 0, 0};
+        put(w, q, 5);
+    }
+    put(w, s, n);
+    if (w->nkeys < 32) {
+        w->keys[w->nkeys] = s;
+        w->keymemo[w->nkeys++] = w->memo;
+    }
+    memoize(w);
+}
+
+static void pw_begin(pw *w, int proto)
+{
+    memset(w, 0, sizeof *w);
+    w->proto = proto;
+    uint8_t h[2] = {0x80, (uint8_t)proto};
+    put(w, h, 2);
+    if (proto >= 4) { /* one FRAME over everything, patched at the end */
+        uint8_t f[9] = {0x95};
+        put(w, f, 9);
+    }
+}
+
+static void pw_end(pw *w)
+{
+    op(w, '.');
+    if (w->proto >= 4) {
+        uint64_t len = w->n - 11;
+        for (int i = 0; i < 8; i++)
+            w->b[3 + i] = (uint8_t)(len >> (8 * i));
+    }
+}
+
+static void dict_open(pw *w) { op(w, '}'), memoize(w), op(w, '('); }
+static void list_open(pw *w) { op(w, ']'), memoize(w), op(w, '('); }
+static void dict_close(pw *w) { op(w, 'u'); }
+static void list_close(pw *w) { op(w, 'e'); }
+
+/* One trace entry dict; returns the byte offset of its EMPTY_DICT (what errors name). */
+static size_t entry(pw *w, const char *action, int64_t addr, int64_t size, int64_t stream,
+                    int64_t t)
+{
+    size_t at = w->n;
+    dict_open(w);
+    pw_str(w, "action"), pw_str(w, action);
+    pw_str(w, "addr"), pw_int(w, addr);
+    pw_str(w, "size"), pw_int(w, size);
+    pw_str(w, "stream"), pw_int(w, stream);
+    pw_str(w, "time_us"), pw_int(w, t);
+    pw_str(w, "compile_context"), pw_str(w, "N/A");
+    dict_close(w);
+    return at;
+}
+
+/* A segment on `device` with one block per (addr, size, state) triple. */
+static void segment(pw *w, int device, int64_t base, int64_t total, int64_t stream, int nb, ...)
+{
+    va_list ap;
+    va_start(ap, nb);
+    dict_open(w);
+    pw_str(w, "device"), pw_int(w, device);
+    pw_str(w, "address"), pw_int(w, base);
+    pw_str(w, "total_size"), pw_int(w, total);
+    pw_str(w, "stream"), pw_int(w, stream);
+    pw_str(w, "blocks"), list_open(w);
+    for (int i = 0; i < nb; i++) {
+        int64_t a = va_arg(ap, int64_t), s = va_arg(ap, int64_t);
+        const char *state = va_arg(ap, const char *);
+        dict_open(w);
+        pw_str(w, "address"), pw_int(w, a);
+        pw_str(w, "size"), pw_int(w, s);
+        pw_str(w, "requested_size"), pw_int(w, s);
+        pw_str(w, "state"), pw_str(w, state);
+        dict_close(w);
+    }
+    list_close(w);
+    dict_close(w);
+    va_end(ap);
+}
+
+static void settings(pw *w, const char *conf)
+{
+    pw_str(w, "allocator_settings"), dict_open(w);
+    pw_str(w, "PYTORCH_CUDA_ALLOC_CONF"), pw_str(w, conf);
+    pw_str(w, "max_split_size"), pw_int(w, 134217728);
+    pw_str(w, "expandable_segments"), op(w, 0x89);
+    pw_str(w, "roundup_power2_divisions"), dict_open(w);
+    pw_str(w, "1"), pw_int(w, 4), pw_str(w, "2"), pw_int(w, 8);
+    dict_close(w);
+    dict_close(w);
+}
+
+static const char *write_file(const pw *w, int compress)
+{
+    const char *path = tu_tmp(compress ? ".pickle.zst" : ".pickle");
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return path;
+    if (compress) {
+        size_t cap = ZSTD_compressBound(w->n);
+        void *z = malloc(cap);
+        size_t zn = ZSTD_compress(z, cap, w->b, w->n, 3);
+        fwrite(z, 1, ZSTD_isError(zn) ? 0 : zn, f);
+        free(z);
+    } else {
+        fwrite(w->b, 1, w->n, f);
+    }
+    fclose(f);
+    return path;
+}
+
+/* ---- hand-made snapshots -------------------------------------------------------------- */
+
+static void build_basic(pw *w, int proto)
+{
+    pw_begin(w, proto);
+    dict_open(w);
+    pw_str(w, "segments"), list_open(w);
+    segment(w, 0, 0x1000, 0x2000, 0, 2, (int64_t)0x1000, (int64_t)512, "active_allocated",
+            (int64_t)0x1200, (int64_t)0x1e00, "inactive");
+    list_close(w);
+    pw_str(w, "device_traces"), list_open(w);
+    list_open(w);
+    entry(w, "segment_alloc", 0x1000, 0x2000, 0, 100);
+    entry(w, "alloc", 0x1000, 100, 0, 101);           /* A: id 0 */
+    entry(w, "segment_alloc", 0x8000, 0x200000, 7, 102);
+    entry(w, "alloc", 0x8000, 300000, 7, 103);        /* B: id 1, on stream 7 */
+    entry(w, "free_requested", 0x1000, 100, 0, 104);  /* A: no stream use */
+    entry(w, "free_completed", 0x1000, 100, 0, 104);  /*   -> one FREE */
+    entry(w, "free_requested", 0x8000, 300000, 7, 105); /* B: record_stream'd */
+    entry(w, "oom", 123456, 2097152, 0, 106);
+    entry(w, "alloc", 0x1000, 50, 0, 107);            /* C: reuses A's address, id 2 */
+    entry(w, "free_completed", 0x8000, 300000, 7, 108); /* B completes later */
+    entry(w, "snapshot", 0, 512, 0, 109);
+    entry(w, "free_requested", 0x1000, 50, 0, 110);   /* C: its completion comes after... */
+    entry(w, "segment_free", 0x8000, 0x200000, 7, 111); /* ...a non-event entry: still a FREE */
+    entry(w, "free_completed", 0x1000, 50, 0, 112);
+    entry(w, "alloc", 0x1000, 512, 0, 113);           /* D: id 3, live at the dump */
+    entry(w, "mystery_action", 1, 2, 3, 114);
+    list_close(w);
+    list_close(w);
+    settings(w, "max_split_size_mb:128,roundup_power2_divisions:[1:4,2:8]");
+    pw_str(w, "external_annotations"), list_open(w), list_close(w);
+    dict_close(w);
+    pw_end(w);
+}
+
+static void snapshot_handmade_basic(void)
+{
+    static pw w;
+    got *g = malloc(sizeof *g);
+    for (int proto = 2; proto <= 4; proto += 2) {
+        for (int z = 0; z < 2; z++) {
+            build_basic(&w, proto);
+            const char *path = write_file(&w, z);
+            int rc = read_all(path, 0, g);
+            if (rc)
+                fprintf(stderr, "\nbasic: %s at %llu\n", g->err.msg,
+                        (unsigned long long)g->err.offset);
+            CU_ASSERT_EQUAL_FATAL(rc, 0);
+            CU_ASSERT_EQUAL_FATAL(g->n, 8);
+            CHECK_EV(g, 0, AS_OP_ALLOC, 0, 100, 0);
+            CU_ASSERT_EQUAL(g->ev[0].time_us, 101);
+            CHECK_EV(g, 1, AS_OP_ALLOC, 1, 300000, 7);
+            CHECK_EV(g, 2, AS_OP_FREE, 0, 100, 0);
+            CHECK_EV(g, 3, AS_OP_FREE_REQ, 1, 300000, 7);
+            CU_ASSERT_EQUAL(g->ev[3].time_us, 105);
+            CHECK_EV(g, 4, AS_OP_ALLOC, 2, 50, 0);
+            CHECK_EV(g, 5, AS_OP_FREE, 1, 300000, 7);
+            CU_ASSERT_EQUAL(g->ev[5].time_us, 108);
+            CHECK_EV(g, 6, AS_OP_FREE, 2, 50, 0);
+            CHECK_EV(g, 7, AS_OP_ALLOC, 3, 512, 0);
+            CU_ASSERT(has_meta(g, "prehistoric_allocs=0"));
+            CU_ASSERT(has_meta(g, "torch.deferred_frees=1"));
+            CU_ASSERT(has_meta(g, "torch.oom_entries=1"));
+            CU_ASSERT(has_meta(g, "torch.actions=alloc:4,free_requested:3,free_completed:3,"
+                                  "segment_alloc:2,segment_free:1,snapshot:1,oom:1,other:1"));
+            CU_ASSERT(has_meta(g, "allocator_config=max_split_size_mb:128,"
+                                  "roundup_power2_divisions:[1:4,2:8]"));
+            CU_ASSERT(has_meta(g, "torch.max_split_size=134217728"));
+            CU_ASSERT(has_meta(g, "torch.expandable_segments=False"));
+            CU_ASSERT(has_meta(g, "torch.roundup_power2_divisions=[1:4,2:8]"));
+            /* One segment of 0x2000 at the dump; the trace made 0x2000 + 0x200000 and freed
+             * 0x200000, so 0x2000 - (0x2000 + 0x200000) + 0x200000 = 0 came before it. */
+            CU_ASSERT(has_meta(g, "torch.segments_at_dump=1"));
+            CU_ASSERT(has_meta(g, "torch.reserved_before_trace=0"));
+            CU_ASSERT(has_meta(g, "torch.state_mismatches=0"));
+            CU_ASSERT(has_meta(g, "torch.history_truncated=0"));
+            char pv[40];
+            snprintf(pv, sizeof pv, "torch.pickle_protocol=%d", proto);
+            CU_ASSERT(has_meta(g, pv));
+            tu_rm(path);
+        }
+    }
+    free(g);
+}
+
+static void snapshot_prehistoric(void)
+{
+    /* Recording began while three blocks were live: 0x5000 is only free_completed, 0x3000
+     * is freed by a folded pair, 0x9000 is still active in the final segments and never
+     * appears in the trace. They become ALLOCs 0..2 in address order (0x3000, 0x5000,
+     * 0x9000) and the trace's first alloc (0x6000) is ordinal 3 = prehistoric_allocs + 0. */
+    static pw w;
+    pw_begin(&w, 4);
+    dict_open(&w);
+    pw_str(&w, "segments"), list_open(&w);
+    segment(&w, 0, 0x2000, 0x200000, 0, 3, (int64_t)0x6000, (int64_t)4096, "active_allocated",
+            (int64_t)0x9000, (int64_t)16, "active_allocated", (int64_t)0xa000, (int64_t)64,
+            "inactive");
+    segment(&w, 1, 0x90000, 0x200000, 0, 1, (int64_t)0x90000, (int64_t)8, "active_allocated");
+    list_close(&w);
+    pw_str(&w, "device_traces"), list_open(&w);
+    list_open(&w);
+    entry(&w, "free_completed", 0x5000, 64, 3, 10);
+    entry(&w, "free_requested", 0x3000, 32, 0, 11);
+    entry(&w, "free_completed", 0x3000, 32, 0, 11);
+    entry(&w, "alloc", 0x6000, 4096, 0, 12);
+    list_close(&w);
+    list_close(&w);
+    dict_close(&w);
+    pw_end(&w);
+    const char *path = write_file(&w, 0);
+    got *g = malloc(sizeof *g);
+    CU_ASSERT_EQUAL_FATAL(read_all(path, 0, g), 0);
+    CU_ASSERT_EQUAL_FATAL(g->n, 6);
+    CHECK_EV(g, 0, AS_OP_ALLOC, 0, 32, 0);
+    CHECK_EV(g, 1, AS_OP_ALLOC, 1, 64, 3);
+    CHECK_EV(g, 2, AS_OP_ALLOC, 2, 16, 0);
+    CU_ASSERT_EQUAL(g->ev[0].time_us, 10); /* prologue events take the first entry's time */
+    CHECK_EV(g, 3, AS_OP_FREE, 1, 64, 3);
+    CHECK_EV(g, 4, AS_OP_FREE, 0, 32, 0);
+    CHECK_EV(g, 5, AS_OP_ALLOC, 3, 4096, 0);
+    CU_ASSERT(has_meta(g, "prehistoric_allocs=3"));
+    CU_ASSERT(has_meta(g, "torch.trace_allocs=1"));
+    CU_ASSERT(has_meta(g, "torch.history_truncated=1"));
+    CU_ASSERT(has_meta(g, "torch.segments_at_dump=1")); /* device 1's segment not counted */
+    CU_ASSERT(has_meta(g, "torch.reserved_before_trace=2097152"));
+    CU_ASSERT(has_meta(g, "torch.state_mismatches=0"));
+    tu_rm(path);
+    free(g);
+}
+
+static void snapshot_devices(void)
+{
+    /* device_traces[0] is empty: device 1's trace is used and the metadata says so. */
+    static pw w;
+    pw_begin(&w, 2);
+    dict_open(&w);
+    pw_str(&w, "segments"), list_open(&w), list_close(&w);
+    pw_str(&w, "device_traces"), list_open(&w);
+    op(&w, ']'); /* device 0: empty list */
+    list_open(&w);
+    entry(&w, "alloc", 0x7f0000000000ll, 1ll << 33, 0x7f00deadbeefll, 5);
+    list_close(&w);
+    list_close(&w);
+    dict_close(&w);
+    pw_end(&w);
+    const char *path = write_file(&w, 0);
+    got *g = malloc(sizeof *g);
+    CU_ASSERT_EQUAL_FATAL(read_all(path, 0, g), 0);
+    CU_ASSERT_EQUAL_FATAL(g->n, 1);
+    CHECK_EV(g, 0, AS_OP_ALLOC, 0, 1ull << 33, 0x7f00deadbeefull);
+    CU_ASSERT(has_meta(g, "device=1"));
+    CU_ASSERT(has_meta(g, "torch.devices=2"));
+    tu_rm(path);
+
+    /* No device_traces at all (history was off): the live blocks of the dump, as ALLOCs. */
+    pw_begin(&w, 4);
+    dict_open(&w);
+    pw_str(&w, "segments"), list_open(&w);
+    segment(&w, 0, 0x2000, 0x200000, 5, 2, (int64_t)0x2000, (int64_t)1000, "active_allocated",
+            (int64_t)0x3000, (int64_t)2000, "active_pending_free");
+    list_close(&w);
+    dict_close(&w);
+    pw_end(&w);
+    path = write_file(&w, 1);
+    CU_ASSERT_EQUAL_FATAL(read_all(path, 0, g), 0);
+    CU_ASSERT_EQUAL_FATAL(g->n, 2);
+    CHECK_EV(g, 0, AS_OP_ALLOC, 0, 1000, 5);
+    CHECK_EV(g, 1, AS_OP_ALLOC, 1, 2000, 5);
+    CU_ASSERT(has_meta(g, "prehistoric_allocs=2"));
+    tu_rm(path);
+    free(g);
+}
+
+static void snapshot_bad_frees(void)
+{
+    /* A double free: an error in strict mode naming the entry's byte offset; skipped (one
+     * warning) when lenient. Then an alloc over a live address: strict error; lenient, the
+     * old block is freed first. */
+    static pw w;
+    pw_begin(&w, 4);
+    dict_open(&w);
+    pw_str(&w, "device_traces"), list_open(&w);
+    list_open(&w);
+    entry(&w, "alloc", 0x1000, 10, 0, 1);
+    entry(&w, "free_completed", 0x1000, 10, 0, 2);
+    size_t dbl = entry(&w, "free_completed", 0x1000, 10, 0, 3);
+    entry(&w, "alloc", 0x2000, 20, 0, 4);
+    size_t again = entry(&w, "alloc", 0x2000, 30, 0, 5);
+    list_close(&w);
+    list_close(&w);
+    dict_close(&w);
+    pw_end(&w);
+    const char *path = write_file(&w, 0);
+    got *g = malloc(sizeof *g);
+    CU_ASSERT_EQUAL(read_all(path, 0, g), AS_TRACE_EINVAL);
+    CU_ASSERT_EQUAL(g->err.offset, dbl);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g->err.msg, "device_traces[0][2]"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(g->err.msg, "double free"));
+    CU_ASSERT_EQUAL(read_all(path, 1, g), 0);
+    CU_ASSERT_EQUAL(g->warnings, 2);
+    CU_ASSERT_EQUAL_FATAL(g->n, 5);
+    CHECK_EV(g, 0, AS_OP_ALLOC, 0, 10, 0);
+    CHECK_EV(g, 1, AS_OP_FREE, 0, 10, 0);
+    CHECK_EV(g, 2, AS_OP_ALLOC, 1, 20, 0);
+    CHECK_EV(g, 3, AS_OP_FREE, 1, 20, 0);
+    CHECK_EV(g, 4, AS_OP_ALLOC, 2, 30, 0);
+    tu_rm(path);
+
+    /* Without the double free, the live-address alloc is the strict error. */
+    pw_begin(&w, 4);
+    dict_open(&w);
+    pw_str(&w, "device_traces"), list_open(&w);
+    list_open(&w);
+    entry(&w, "alloc", 0x2000, 20, 0, 4);
+    again = entry(&w, "alloc", 0x2000, 30, 0, 5);
+    list_close(&w);
+    list_close(&w);
+    dict_close(&w);
+    pw_end(&w);
+    path = write_file(&w, 0);
+    CU_ASSERT_EQUAL(read_all(path, 0, g), AS_TRACE_EINVAL);
+    CU_ASSERT_EQUAL(g->err.offset, again);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g->err.msg, "still live"));
+    tu_rm(path);
+    free(g);
+}
+
+static void snapshot_bad_input(void)
+{
+    static pw w;
+    got *g = malloc(sizeof *g);
+
+    /* A pickle that is not a snapshot (a list). */
+    pw_begin(&w, 4);
+    list_open(&w), pw_int(&w, 1), list_close(&w);
+    pw_end(&w);
+    const char *path = write_file(&w, 0);
+    CU_ASSERT_EQUAL(read_all(path, 0, g), AS_TRACE_EFORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g->err.msg, "not a torch memory snapshot"));
+    tu_rm(path);
+
+    /* device_traces is not a list. */
+    pw_begin(&w, 4);
+    dict_open(&w), pw_str(&w, "device_traces"), pw_int(&w, 3), dict_close(&w);
+    pw_end(&w);
+    path = write_file(&w, 0);
+    CU_ASSERT_EQUAL(read_all(path, 0, g), AS_TRACE_ECORRUPT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g->err.msg, "device_traces"));
+    tu_rm(path);
+
+    /* An entry without an action, and an alloc without an address. */
+    pw_begin(&w, 4);
+    dict_open(&w), pw_str(&w, "device_traces"), list_open(&w), list_open(&w);
+    size_t at = w.n;
+    dict_open(&w), pw_str(&w, "addr"), pw_int(&w, 5), dict_close(&w);
+    list_close(&w), list_close(&w), dict_close(&w);
+    pw_end(&w);
+    path = write_file(&w, 0);
+    CU_ASSERT_EQUAL(read_all(path, 0, g), AS_TRACE_ECORRUPT);
+    CU_ASSERT_EQUAL(g->err.offset, at);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g->err.msg, "action"));
+    CU_ASSERT_EQUAL(read_all(path, 1, g), 0); /* lenient: skipped */
+    CU_ASSERT_EQUAL(g->n, 0);
+    CU_ASSERT_EQUAL(g->warnings, 1);
+    tu_rm(path);
+
+    /* A zero-size alloc is refused (strict) or skipped with its free (lenient). */
+    pw_begin(&w, 4);
+    dict_open(&w), pw_str(&w, "device_traces"), list_open(&w), list_open(&w);
+    entry(&w, "alloc", 0x1000, 0, 0, 1);
+    entry(&w, "free_completed", 0x1000, 0, 0, 2);
+    entry(&w, "alloc", 0x1000, 8, 0, 3);
+    list_close(&w), list_close(&w), dict_close(&w);
+    pw_end(&w);
+    path = write_file(&w, 0);
+    CU_ASSERT_EQUAL(read_all(path, 0, g), AS_TRACE_EINVAL);
+    CU_ASSERT_EQUAL(read_all(path, 1, g), 0);
+    CU_ASSERT_EQUAL_FATAL(g->n, 1);
+    CHECK_EV(g, 0, AS_OP_ALLOC, 0, 8, 0);
+    tu_rm(path);
+
+    /* A refused opcode and a truncation, reported through the reader with their offsets:
+     * the basic snapshot with a GLOBAL spliced in at byte 13 ("\x80\x04" + FRAME is 11
+     * bytes, then EMPTY_DICT, MEMOIZE), and cut in half. */
+    build_basic(&w, 4);
+    memmove(w.b + 14, w.b + 13, w.n - 13);
+    w.b[13] = 'c';
+    w.n++;
+    path = write_file(&w, 0);
+    CU_ASSERT_EQUAL(read_all(path, 0, g), AS_TRACE_EFORMAT);
+    CU_ASSERT_EQUAL(g->err.offset, 13);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g->err.msg, "GLOBAL"));
+    tu_rm(path);
+    build_basic(&w, 2); /* protocol 2 has no FRAME, so the cut shows as a missing STOP */
+    w.n /= 2;
+    path = write_file(&w, 1);
+    CU_ASSERT_EQUAL(read_all(path, 0, g), AS_TRACE_ECORRUPT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g->err.msg, "truncated"));
+    CU_ASSERT(g->err.offset <= w.n);
+    tu_rm(path);
+    free(g);
+}
+
+CU_TestInfo test_snapshot[] = {
+    {"shared_counts", snapshot_shared_counts},
+    {"shared_events", snapshot_shared_events},
+    {"shared_spot_values", snapshot_shared_spot_values},
+    {"handmade_basic", snapshot_handmade_basic},
+    {"prehistoric", snapshot_prehistoric},
+    {"devices", snapshot_devices},
+    {"bad_frees", snapshot_bad_frees},
+    {"bad_input", snapshot_bad_input},
+    CU_TEST_INFO_NULL,
+};

@@ -1,0 +1,844 @@
+/*
+ * torch_snapshot.c - decoder for torch.cuda.memory._dump_snapshot() pickles (as_src_torch).
+ *
+ * The pickle is read whole (its metadata, allocator_settings, comes after the traces), parsed
+ * by pickle.c into a compact tree, and turned into a flat event array at open; the tree and
+ * the input are freed before the first event is returned.
+ *
+ * Mapping, for device_traces[d] (d = the first device with a non-empty trace):
+ *   alloc          -> ALLOC (the entry's unrounded size, the raw cudaStream_t value);
+ *   free_requested -> FREE when the next alloc/free_requested/free_completed entry of the
+ *                     trace is the free_completed of the same address (the free had no
+ *                     pending stream use, or completed before anything else happened: the
+ *                     allocator sees the same thing), else FREE_REQ, and the later
+ *                     free_completed -> FREE;
+ *   free_completed -> FREE (one without a free_requested, e.g. recorded with
+ *                     skip_actions=["free_requested"], is a plain FREE);
+ *   segment_*, snapshot, oom, annotate and unknown actions -> no event (counted in meta).
+ * Live addresses map to allocation ordinals; an address is reused once freed.
+ *
+ * Blocks allocated before recording began (or before the ring buffer wrapped) are
+ * "prehistoric": a free of an address the trace never allocated, or a block active in the
+ * final `segments` that the trace never touched. They become ALLOCs at the start, ordered by
+ * address, and meta prehistoric_allocs=P says so: the trace's own k-th `alloc` entry is
+ * allocation ordinal P + k.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pickle.h"
+#include "source.h"
+#include "trace.h"
+
+enum { ACT_ALLOC, ACT_FREE_REQ, ACT_FREE_DONE, ACT_OTHER };
+
+/* Actions counted for the metadata, in the order they are written. */
+static const char *const act_names[] = {
+    "alloc",         "free_requested", "free_completed", "segment_alloc",
+    "segment_free",  "segment_map",    "segment_unmap",  "snapshot",
+    "oom",           "annotate",
+};
+#define N_ACT_NAMES (sizeof act_names / sizeof act_names[0])
+enum { NAME_SEG_ALLOC = 3, NAME_SEG_FREE, NAME_SEG_MAP, NAME_SEG_UNMAP, NAME_SNAPSHOT, NAME_OOM };
+
+/* One alloc/free entry of the chosen device's trace. */
+typedef struct snap_entry {
+    uint64_t addr, size, stream;
+    int64_t time_us;
+    uint32_t off; /* byte offset of the entry's dict, for messages */
+    uint32_t index; /* position in device_traces[d] */
+    uint8_t act;
+    uint8_t has_size;
+} snap_entry;
+
+/* An emitted event; ids are fixed up once the prehistoric blocks are known. */
+typedef struct snap_ev {
+    uint64_t id, size, stream;
+    int64_t time_us;
+    uint8_t op;
+    uint8_t pre; /* id is an index into the prehistoric table, not a trace ordinal */
+} snap_ev;
+
+typedef struct pre_block {
+    uint64_t addr, size, stream;
+    uint32_t idx; /* order of discovery, the provisional id */
+} pre_block;
+
+/* Address -> allocation state, open addressing with linear probing; never shrinks. */
+enum { ST_EMPTY = 0, ST_LIVE, ST_PENDING, ST_FREED, ST_SKIPPED };
+typedef struct addr_slot {
+    uint64_t addr;
+    uint64_t id;     /* trace ordinal, or prehistoric index when pre */
+    uint64_t size, stream;
+    uint32_t entry;  /* device_traces index of the alloc (for messages) */
+    uint8_t state;
+    uint8_t pre;
+} addr_slot;
+
+typedef struct addr_map {
+    addr_slot *slots;
+    size_t cap, used;
+} addr_map;
+
+typedef struct snap_state {
+    snap_ev *ev;
+    size_t nev, pos;
+    uint64_t warnings;
+} snap_state;
+
+/* Everything open() needs while converting; freed before it returns. */
+typedef struct snap_build {
+    as_instream *in;
+    as_trace_error *err;
+    const as_pk *pk;
+    int lenient;
+    unsigned device;
+    as_pk_iter trace;   /* position in device_traces[d] */
+    uint32_t index;     /* of the next entry there */
+    uint64_t act_count[N_ACT_NAMES], unknown_actions;
+    uint64_t seg_grow, seg_shrink; /* bytes by segment_alloc/map and segment_free/unmap */
+    snap_ev *ev;
+    size_t nev, capev;
+    pre_block *pre;
+    size_t npre, cappre;
+    addr_map map;
+    uint64_t ntrace_allocs, deferred, warnings, mismatch;
+} snap_build;
+
+/* ---- small helpers -------------------------------------------------------------------- */
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t nc = *cap ? *cap : 256;
+    while (nc < need) {
+        if (nc > SIZE_MAX / 2 / elem)
+            return -1;
+        nc *= 2;
+    }
+    void *p = realloc(*arr, nc * elem);
+    if (!p)
+        return -1;
+    *arr = p;
+    *cap = nc;
+    return 0;
+}
+
+/* Fails with the byte offset of the pickle value at fault (UINT64_MAX when none). */
+static int bfail(snap_build *b, int code, uint64_t off, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int bfail(snap_build *b, int code, uint64_t off, const char *fmt, ...)
+{
+    char msg[224];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    int rc = as_instream_fail(b->in, b->err, code, "%s", msg);
+    if (b->err)
+        b->err->offset = off;
+    return rc;
+}
+
+static int oom(snap_build *b)
+{
+    return bfail(b, AS_TRACE_ENOMEM, UINT64_MAX, "out of host memory importing the snapshot");
+}
+
+static uint64_t hash64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+/* The slot of addr: its own, or the empty one where it would go. NULL on host OOM. */
+static addr_slot *map_find(addr_map *m, uint64_t addr, int insert)
+{
+    if (insert && (m->used + 1) * 4 > m->cap * 3) {
+        size_t nc = m->cap ? m->cap * 2 : 1024;
+        addr_slot *ns = calloc(nc, sizeof *ns);
+        if (!ns)
+            return NULL;
+        for (size_t i = 0; i < m->cap; i++) {
+            if (m->slots[i].state == ST_EMPTY)
+                continue;
+            size_t j = hash64(m->slots[i].addr) & (nc - 1);
+            while (ns[j].state != ST_EMPTY)
+                j = (j + 1) & (nc - 1);
+            ns[j] = m->slots[i];
+        }
+        free(m->slots);
+        m->slots = ns;
+        m->cap = nc;
+    }
+    if (!m->cap)
+        return NULL;
+    size_t j = hash64(addr) & (m->cap - 1);
+    while (m->slots[j].state != ST_EMPTY && m->slots[j].addr != addr)
+        j = (j + 1) & (m->cap - 1);
+    return &m->slots[j];
+}
+
+static int map_claim(addr_map *m, addr_slot *s, uint64_t addr)
+{
+    if (s->state == ST_EMPTY) {
+        s->addr = addr;
+        m->used++;
+    }
+    return 0;
+}
+
+/* ---- reading the tree ----------------------------------------------------------------- */
+
+static int get_u64(const as_pk *pk, as_pk_ref d, const char *key, uint64_t *v, int *present)
+{
+    int64_t x;
+    as_pk_ref r = as_pk_dict_get(pk, d, key);
+    *present = r != AS_PK_NIL;
+    if (!*present || as_pk_int(pk, r, &x))
+        return -1;
+    memcpy(v, &x, sizeof x); /* addresses and stream handles are raw 64-bit values */
+    return 0;
+}
+
+static int classify(const as_pk *pk, as_pk_ref r, int *name)
+{
+    *name = -1;
+    for (size_t i = 0; i < N_ACT_NAMES; i++) {
+        if (as_pk_str_eq(pk, r, act_names[i])) {
+            *name = (int)i;
+            return i < 3 ? (int)i : ACT_OTHER;
+        }
+    }
+    return ACT_OTHER;
+}
+
+/* The next alloc/free entry of device_traces[d] into *x (1), or 0 at the end; the other
+ * entries are counted on the way. Lenient mode skips malformed entries. */
+static int fetch(snap_build *b, snap_entry *x)
+{
+    const as_pk *pk = b->pk;
+    as_pk_ref e;
+    while (as_pk_iter_next(&b->trace, &e)) {
+        uint32_t index = b->index++;
+        uint64_t off = as_pk_offset(pk, e);
+        if (as_pk_type_of(pk, e) != AS_PK_DICT) {
+            if (b->lenient) {
+                b->warnings++;
+                continue;
+            }
+            return bfail(b, AS_TRACE_ECORRUPT, off,
+                         "device_traces[%u][%u] is a %s, not a trace entry dict", b->device,
+                         index, as_pk_type_name(as_pk_type_of(pk, e)));
+        }
+        *x = (snap_entry){.off = (uint32_t)off, .index = index, .time_us = AS_TIME_NONE};
+        as_pk_ref act = AS_PK_NIL, addr = AS_PK_NIL, size = AS_PK_NIL, stream = AS_PK_NIL,
+                  time = AS_PK_NIL;
+        as_pk_iter f;
+        as_pk_ref k, v;
+        as_pk_iter_init(&f, pk, e);
+        while (as_pk_iter_next_pair(&f, &k, &v)) {
+            if (as_pk_str_eq(pk, k, "action"))
+                act = v;
+            else if (as_pk_str_eq(pk, k, "addr"))
+                addr = v;
+            else if (as_pk_str_eq(pk, k, "size"))
+                size = v;
+            else if (as_pk_str_eq(pk, k, "stream"))
+                stream = v;
+            else if (as_pk_str_eq(pk, k, "time_us"))
+                time = v;
+        }
+        int name;
+        if (as_pk_type_of(pk, act) != AS_PK_STR) {
+            if (b->lenient) {
+                b->warnings++;
+                continue;
+            }
+            return bfail(b, AS_TRACE_ECORRUPT, off,
+                         "device_traces[%u][%u] has no 'action' string", b->device, index);
+        }
+        x->act = (uint8_t)classify(pk, act, &name);
+        if (name >= 0)
+            b->act_count[name]++;
+        else
+            b->unknown_actions++;
+        int64_t i64;
+        if ((name >= NAME_SEG_ALLOC && name <= NAME_SEG_UNMAP) &&
+            as_pk_int(pk, size, &i64) == 0 && i64 > 0) {
+            if (name == NAME_SEG_ALLOC || name == NAME_SEG_MAP)
+                b->seg_grow += (uint64_t)i64;
+            else
+                b->seg_shrink += (uint64_t)i64;
+        }
+        if (x->act == ACT_OTHER)
+            continue;
+        if (as_pk_int(pk, addr, &i64)) {
+            if (b->lenient) {
+                b->warnings++;
+                continue;
+            }
+            return bfail(b, AS_TRACE_ECORRUPT, off,
+                         "device_traces[%u][%u] (%s) has no integer 'addr'", b->device, index,
+                         act_names[x->act]);
+        }
+        x->addr = (uint64_t)i64;
+        if (as_pk_int(pk, size, &i64) == 0) {
+            x->size = (uint64_t)i64;
+            x->has_size = i64 > 0 && (uint64_t)i64 <= AS_MAX_ALLOC_SIZE;
+        }
+        if (as_pk_int(pk, stream, &i64) == 0)
+            x->stream = (uint64_t)i64;
+        if (as_pk_int(pk, time, &i64) == 0)
+            x->time_us = i64;
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- the address state machine -------------------------------------------------------- */
+
+static int emit(snap_build *b, as_op op, const addr_slot *s, int64_t t)
+{
+    if (grow((void **)&b->ev, &b->capev, b->nev + 1, sizeof *b->ev))
+        return oom(b);
+    b->ev[b->nev++] = (snap_ev){.op = (uint8_t)op, .id = s->id, .size = s->size,
+                                .stream = s->stream, .time_us = t, .pre = s->pre};
+    return 0;
+}
+
+/* A block freed by the trace that the trace never allocated: allocated before recording. */
+static int add_pre(snap_build *b, addr_slot *s, uint64_t addr, uint64_t size, uint64_t stream)
+{
+    if (grow((void **)&b->pre, &b->cappre, b->npre + 1, sizeof *b->pre))
+        return oom(b);
+    b->pre[b->npre] = (pre_block){.addr = addr, .size = size, .stream = stream,
+                                  .idx = (uint32_t)b->npre};
+    map_claim(&b->map, s, addr);
+    s->id = b->npre++;
+    s->size = size;
+    s->stream = stream;
+    s->pre = 1;
+    s->state = ST_LIVE;
+    s->entry = UINT32_MAX;
+    return 0;
+}
+
+static const char *where(const snap_build *b, const snap_entry *x, char *buf, size_t n)
+{
+    snprintf(buf, n, "device_traces[%u][%u] (%s of 0x%" PRIx64 ")", b->device, x->index,
+             act_names[x->act], x->addr);
+    return buf;
+}
+
+static int bad_entry(snap_build *b, const snap_entry *x, const char *what)
+{
+    char w[96];
+    if (b->lenient) {
+        b->warnings++;
+        return 1;
+    }
+    return bfail(b, AS_TRACE_EINVAL, x->off, "%s: %s", where(b, x, w, sizeof w), what);
+}
+
+/* Turns entry x into events. *nxt is the next alloc/free entry when *have_next is 1; a
+ * free_requested that folds with it consumes it (and fetches the one after). */
+static int step(snap_build *b, const snap_entry *x, snap_entry *nxt, int *have_next)
+{
+    int rc;
+    addr_slot *s = map_find(&b->map, x->addr, 1);
+    if (!s)
+        return oom(b);
+    if (x->act == ACT_ALLOC) {
+        if (s->state == ST_LIVE || s->state == ST_PENDING) {
+            char m[96];
+            if (s->entry == UINT32_MAX)
+                snprintf(m, sizeof m, "allocated again while still live (allocated "
+                                      "before the trace)");
+            else
+                snprintf(m, sizeof m, "allocated again while still live (allocated by "
+                                      "entry %u)", s->entry);
+            if ((rc = bad_entry(b, x, m)) < 0)
+                return rc;
+            /* Lenient: the old block must have been freed unrecorded. */
+            if ((rc = emit(b, AS_OP_FREE, s, x->time_us)))
+                return rc;
+        }
+        map_claim(&b->map, s, x->addr);
+        if (!x->has_size) {
+            if ((rc = bad_entry(b, x, "size missing, zero or absurd")) < 0)
+                return rc;
+            s->state = ST_SKIPPED;
+            return 0;
+        }
+        *s = (addr_slot){.addr = x->addr, .id = b->ntrace_allocs++, .size = x->size,
+                         .stream = x->stream, .entry = x->index, .state = ST_LIVE};
+        if ((rc = emit(b, AS_OP_ALLOC, s, x->time_us)))
+            return rc;
+        return 0;
+    }
+    /* free_requested / free_completed */
+    if (s->state == ST_SKIPPED)
+        return 0; /* its alloc was skipped (lenient): so are its frees */
+    if (s->state == ST_EMPTY) {
+        if (!x->has_size) {
+            if ((rc = bad_entry(b, x, "frees a block allocated before the trace, without "
+                                      "a usable size")) < 0)
+                return rc;
+            return 0;
+        }
+        if ((rc = add_pre(b, s, x->addr, x->size, x->stream)))
+            return rc;
+    } else if (s->state == ST_FREED) {
+        if ((rc = bad_entry(b, x, "frees an address that is not allocated (double free)")) < 0)
+            return rc;
+        return 0;
+    }
+    if (x->act == ACT_FREE_DONE) {
+        s->state = ST_FREED;
+        if ((rc = emit(b, AS_OP_FREE, s, x->time_us)))
+            return rc;
+        return 0;
+    }
+    if (s->state == ST_PENDING) {
+        if ((rc = bad_entry(b, x, "free_requested twice")) < 0)
+            return rc;
+        return 0;
+    }
+    if (*have_next == 1 && nxt->act == ACT_FREE_DONE && nxt->addr == x->addr) {
+        s->state = ST_FREED;
+        if ((rc = emit(b, AS_OP_FREE, s, x->time_us)))
+            return rc;
+        *have_next = fetch(b, nxt); /* the free_completed is folded into this FREE */
+    } else {
+        s->state = ST_PENDING;
+        b->deferred++;
+        if ((rc = emit(b, AS_OP_FREE_REQ, s, x->time_us)))
+            return rc;
+    }
+    return 0;
+}
+
+static int convert(snap_build *b)
+{
+    snap_entry cur, nxt;
+    int rc, have = fetch(b, &cur), have_next = have > 0 ? fetch(b, &nxt) : 0;
+    while (have > 0) {
+        if (have_next < 0)
+            return have_next;
+        if ((rc = step(b, &cur, &nxt, &have_next)) < 0)
+            return rc;
+        if (have_next < 0)
+            return have_next;
+        cur = nxt;
+        have = have_next;
+        have_next = have > 0 ? fetch(b, &nxt) : 0;
+    }
+    return have;
+}
+
+/* Blocks active in the final `segments` of this device that the trace never touched were
+ * allocated before recording and are still live: prehistoric too. Also counts where the
+ * final state and the replayed trace disagree. */
+static int final_segments(snap_build *b, as_pk_ref segments, uint64_t *nseg, uint64_t *reserved,
+                          uint64_t *allocated)
+{
+    const as_pk *pk = b->pk;
+    as_pk_iter si, bi;
+    as_pk_ref seg, blk;
+    uint64_t matched = 0, live = 0;
+    int rc, present;
+    as_pk_iter_init(&si, pk, segments);
+    while (as_pk_iter_next(&si, &seg)) {
+        uint64_t dev = 0, v, sstream = 0;
+        if (as_pk_type_of(pk, seg) != AS_PK_DICT)
+            continue;
+        if (get_u64(pk, seg, "device", &dev, &present) == 0 && dev != b->device)
+            continue;
+        (*nseg)++;
+        if (get_u64(pk, seg, "total_size", &v, &present) == 0)
+            *reserved += v;
+        if (get_u64(pk, seg, "allocated_size", &v, &present) == 0)
+            *allocated += v;
+        get_u64(pk, seg, "stream", &sstream, &present);
+        as_pk_iter_init(&bi, pk, as_pk_dict_get(pk, seg, "blocks"));
+        while (as_pk_iter_next(&bi, &blk)) {
+            as_pk_ref state = as_pk_dict_get(pk, blk, "state");
+            if (!as_pk_str_eq(pk, state, "active_allocated") &&
+                !as_pk_str_eq(pk, state, "active_pending_free"))
+                continue;
+            uint64_t addr, size = 0;
+            if (get_u64(pk, blk, "address", &addr, &present))
+                continue;
+            /* requested_size is exact for active blocks; size (rounded) is the fallback. */
+            if (get_u64(pk, blk, "requested_size", &size, &present) || !size ||
+                size > AS_MAX_ALLOC_SIZE)
+                get_u64(pk, blk, "size", &size, &present);
+            addr_slot *s = map_find(&b->map, addr, 1);
+            if (!s)
+                return oom(b);
+            if (s->state == ST_EMPTY && size && size <= AS_MAX_ALLOC_SIZE) {
+                if ((rc = add_pre(b, s, addr, size, sstream)))
+                    return rc;
+                s->state = ST_FREED; /* so that the count of trace-live blocks skips it */
+                continue;
+            }
+            if (s->state == ST_LIVE || s->state == ST_PENDING)
+                matched++;
+            else
+                b->mismatch++; /* the trace freed it, the snapshot has it active */
+        }
+    }
+    for (size_t i = 0; i < b->map.cap; i++) {
+        const addr_slot *s = &b->map.slots[i];
+        if ((s->state == ST_LIVE || s->state == ST_PENDING))
+            live++;
+    }
+    if (segments != AS_PK_NIL && live > matched)
+        b->mismatch += live - matched; /* the trace left it live, the snapshot does not */
+    return 0;
+}
+
+static int cmp_pre(const void *a, const void *b)
+{
+    const pre_block *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* ---- metadata ------------------------------------------------------------------------- */
+
+static int meta_fmt(as_meta *m, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int meta_fmt(as_meta *m, const char *key, const char *fmt, ...)
+{
+    char v[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(v, sizeof v, fmt, ap);
+    va_end(ap);
+    return as_meta_set(m, key, v);
+}
+
+/* Copies a pickle string into a metadata-safe value: control bytes become '?'. */
+static void safe_str(const as_pk *pk, as_pk_ref r, char *out, size_t n)
+{
+    const char *s;
+    size_t len, j = 0;
+    out[0] = 0;
+    if (as_pk_str(pk, r, &s, &len))
+        return;
+    for (size_t i = 0; i < len && j + 1 < n; i++)
+        out[j++] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? '?' : s[i];
+    out[j] = 0;
+}
+
+static int key_ok(const char *s, size_t n)
+{
+    if (!n || n > 64)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+/* One allocator setting as text: str as is, bool True/False, numbers, and a dict of
+ * roundup_power2_divisions as the PYTORCH_CUDA_ALLOC_CONF list "[1:0,2:0,...]". */
+static int setting_text(const as_pk *pk, as_pk_ref v, char *out, size_t n, int nested)
+{
+    int64_t i;
+    double d;
+    switch (as_pk_type_of(pk, v)) {
+    case AS_PK_STR: safe_str(pk, v, out, n); return 0;
+    case AS_PK_BOOL: as_pk_int(pk, v, &i); snprintf(out, n, "%s", i ? "True" : "False"); return 0;
+    case AS_PK_INT: as_pk_int(pk, v, &i); snprintf(out, n, "%" PRId64, i); return 0;
+    case AS_PK_FLOAT: as_pk_float(pk, v, &d); snprintf(out, n, "%.17g", d); return 0;
+    case AS_PK_DICT: {
+        if (nested)
+            return -1; /* one level only: a dict may contain itself */
+        as_pk_iter it;
+        as_pk_ref k, x;
+        size_t j = 0;
+        char ks[32], vs[32];
+        j += (size_t)snprintf(out, n, "[");
+        as_pk_iter_init(&it, pk, v);
+        while (as_pk_iter_next_pair(&it, &k, &x) && j < n) {
+            if (setting_text(pk, k, ks, sizeof ks, 1) || setting_text(pk, x, vs, sizeof vs, 1))
+                return -1;
+            j += (size_t)snprintf(out + j, n - j, "%s%s:%s", j > 1 ? "," : "", ks, vs);
+        }
+        if (j < n)
+            snprintf(out + j, n - j, "]");
+        return j < n ? 0 : -1;
+    }
+    default: return -1;
+    }
+}
+
+static int write_meta(snap_build *b, as_meta *meta, as_pk_ref root, uint64_t ndev,
+                      uint64_t nseg, uint64_t reserved, uint64_t allocated, int have_segments)
+{
+    const as_pk *pk = b->pk;
+    char v[512];
+    int rc = 0;
+    rc |= as_meta_set(meta, "source", "torch-snapshot");
+    rc |= meta_fmt(meta, "device", "%u", b->device);
+    rc |= meta_fmt(meta, "torch.pickle_protocol", "%d", as_pk_protocol(pk));
+    rc |= meta_fmt(meta, "torch.devices", "%" PRIu64, ndev);
+    rc |= meta_fmt(meta, "prehistoric_allocs", "%zu", b->npre);
+    rc |= meta_fmt(meta, "torch.trace_allocs", "%" PRIu64, b->ntrace_allocs);
+    rc |= meta_fmt(meta, "torch.deferred_frees", "%" PRIu64, b->deferred);
+    size_t j = 0;
+    v[0] = 0;
+    for (size_t i = 0; i < N_ACT_NAMES; i++)
+        if (b->act_count[i] && j < sizeof v)
+            j += (size_t)snprintf(v + j, sizeof v - j, "%s%s:%" PRIu64, j ? "," : "",
+                                  act_names[i], b->act_count[i]);
+    if (b->unknown_actions && j < sizeof v)
+        snprintf(v + j, sizeof v - j, "%sother:%" PRIu64, j ? "," : "", b->unknown_actions);
+    rc |= as_meta_set(meta, "torch.actions", v[0] ? v : "none");
+    rc |= meta_fmt(meta, "torch.oom_entries", "%" PRIu64, b->act_count[NAME_OOM]);
+    if (have_segments) {
+        rc |= meta_fmt(meta, "torch.segments_at_dump", "%" PRIu64, nseg);
+        rc |= meta_fmt(meta, "torch.reserved_at_dump", "%" PRIu64, reserved);
+        rc |= meta_fmt(meta, "torch.allocated_at_dump", "%" PRIu64, allocated);
+        /* What the trace's own segment events do not explain was reserved before it began. */
+        int64_t before = (int64_t)(reserved - b->seg_grow + b->seg_shrink);
+        rc |= meta_fmt(meta, "torch.reserved_before_trace", "%" PRId64, before);
+        rc |= meta_fmt(meta, "torch.state_mismatches", "%" PRIu64, b->mismatch);
+        /* Recording started late or the ring buffer wrapped (dropping the oldest entries). */
+        rc |= meta_fmt(meta, "torch.history_truncated", "%d", b->npre > 0 || before != 0);
+    }
+    as_pk_ref ann = as_pk_dict_get(pk, root, "external_annotations");
+    if (ann != AS_PK_NIL)
+        rc |= meta_fmt(meta, "torch.annotations", "%zu", as_pk_len(pk, ann));
+    as_pk_ref st = as_pk_dict_get(pk, root, "allocator_settings");
+    as_pk_iter it;
+    as_pk_ref k, x;
+    as_pk_iter_init(&it, pk, st);
+    while (as_pk_iter_next_pair(&it, &k, &x)) {
+        const char *ks;
+        size_t kn;
+        char key[80];
+        if (as_pk_str(pk, k, &ks, &kn) || setting_text(pk, x, v, sizeof v, 0))
+            continue;
+        if (kn == 23 && memcmp(ks, "PYTORCH_CUDA_ALLOC_CONF", 23) == 0) {
+            rc |= as_meta_set(meta, "allocator_config", v);
+        } else if (key_ok(ks, kn)) {
+            snprintf(key, sizeof key, "torch.%.*s", (int)kn, ks);
+            rc |= as_meta_set(meta, key, v);
+        }
+    }
+    return rc ? oom(b) : 0;
+}
+
+/* ---- as_source_ops -------------------------------------------------------------------- */
+
+static int torch_probe(const uint8_t *head, size_t n)
+{
+    return n >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5;
+}
+
+/* Reads the whole (decompressed) stream. */
+static int slurp(snap_build *b, uint8_t **out, size_t *len)
+{
+    size_t cap = 1 << 20, n = 0;
+    uint8_t *buf = malloc(cap);
+    if (!buf)
+        return oom(b);
+    for (;;) {
+        if (cap - n < (1 << 16)) {
+            if (cap >= 0xFFFFFFFEull) {
+                free(buf);
+                return bfail(b, AS_TRACE_ENOMEM, n, "snapshot pickle larger than 4 GiB");
+            }
+            size_t nc = cap * 2 > 0xFFFFFFFEull ? 0xFFFFFFFEull : cap * 2;
+            uint8_t *nb = realloc(buf, nc);
+            if (!nb) {
+                free(buf);
+                return oom(b);
+            }
+            buf = nb;
+            cap = nc;
+        }
+        long got = as_instream_read(b->in, buf + n, cap - n);
+        if (got < 0) {
+            free(buf);
+            /* The stream's own error (I/O, corrupt zstd) is the root cause: keep it. */
+            return as_instream_fail(b->in, b->err, (int)got, "cannot read the snapshot");
+        }
+        if (got == 0)
+            break;
+        n += (size_t)got;
+    }
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+static int torch_open(as_instream *in, const as_reader_opts *opts, as_meta *meta, void **stp,
+                      as_trace_error *err)
+{
+    snap_build b = {.in = in, .err = err, .lenient = opts && opts->lenient};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    as_pk *pk = NULL;
+    as_pk_error perr;
+    snap_state *st = NULL;
+    int rc;
+    *stp = NULL;
+
+    if ((rc = slurp(&b, &buf, &len)))
+        goto out;
+    if ((rc = as_pk_parse(buf, len, NULL, &pk, &perr))) {
+        rc = bfail(&b, perr.code, perr.offset, "pickle: %s", perr.msg);
+        goto out;
+    }
+    b.pk = pk;
+    as_pk_ref root = as_pk_root(pk);
+    as_pk_ref traces = as_pk_dict_get(pk, root, "device_traces");
+    as_pk_ref segments = as_pk_dict_get(pk, root, "segments");
+    if (as_pk_type_of(pk, root) != AS_PK_DICT || (traces == AS_PK_NIL && segments == AS_PK_NIL)) {
+        rc = bfail(&b, AS_TRACE_EFORMAT, as_pk_offset(pk, root),
+                   "pickle is not a torch memory snapshot (top level: %s without "
+                   "'device_traces' or 'segments')",
+                   as_pk_type_name(as_pk_type_of(pk, root)));
+        goto out;
+    }
+    if (traces != AS_PK_NIL && as_pk_type_of(pk, traces) != AS_PK_LIST) {
+        rc = bfail(&b, AS_TRACE_ECORRUPT, as_pk_offset(pk, traces),
+                   "'device_traces' is a %s, not a list",
+                   as_pk_type_name(as_pk_type_of(pk, traces)));
+        goto out;
+    }
+    if (segments != AS_PK_NIL && as_pk_type_of(pk, segments) != AS_PK_LIST) {
+        rc = bfail(&b, AS_TRACE_ECORRUPT, as_pk_offset(pk, segments),
+                   "'segments' is a %s, not a list",
+                   as_pk_type_name(as_pk_type_of(pk, segments)));
+        goto out;
+    }
+    /* Device: the first with a non-empty trace (0 when none has one). */
+    as_pk_iter it;
+    as_pk_ref t, chosen = AS_PK_NIL;
+    unsigned d = 0;
+    as_pk_iter_init(&it, pk, traces);
+    for (; as_pk_iter_next(&it, &t); d++) {
+        if (as_pk_len(pk, t) > 0) {
+            chosen = t;
+            b.device = d;
+            break;
+        }
+    }
+    if (chosen != AS_PK_NIL && as_pk_type_of(pk, chosen) != AS_PK_LIST) {
+        rc = bfail(&b, AS_TRACE_ECORRUPT, as_pk_offset(pk, chosen),
+                   "device_traces[%u] is a %s, not a list", b.device,
+                   as_pk_type_name(as_pk_type_of(pk, chosen)));
+        goto out;
+    }
+    as_pk_iter_init(&b.trace, pk, chosen);
+    if ((rc = convert(&b)))
+        goto out;
+    uint64_t nseg = 0, reserved = 0, allocated = 0;
+    if ((rc = final_segments(&b, segments, &nseg, &reserved, &allocated)))
+        goto out;
+    if ((rc = write_meta(&b, meta, root, as_pk_len(pk, traces), nseg, reserved, allocated,
+                         segments != AS_PK_NIL)))
+        goto out;
+
+    /* Prehistoric blocks first, by address; then the trace's events with shifted ids, in
+     * the same array (moved up) so that the events exist only once. */
+    uint64_t *rank = NULL;
+    if (b.npre) {
+        qsort(b.pre, b.npre, sizeof *b.pre, cmp_pre);
+        rank = malloc(b.npre * sizeof *rank);
+        if (!rank || grow((void **)&b.ev, &b.capev, b.nev + b.npre, sizeof *b.ev)) {
+            free(rank);
+            rc = oom(&b);
+            goto out;
+        }
+        for (size_t i = 0; i < b.npre; i++)
+            rank[b.pre[i].idx] = i;
+    }
+    for (size_t i = 0; i < b.nev; i++) {
+        snap_ev *e = &b.ev[i];
+        e->id = e->pre ? rank[e->id] : e->id + b.npre;
+    }
+    free(rank);
+    int64_t t0 = b.nev ? b.ev[0].time_us : AS_TIME_NONE;
+    if (b.npre)
+        memmove(b.ev + b.npre, b.ev, b.nev * sizeof *b.ev);
+    for (size_t i = 0; i < b.npre; i++)
+        b.ev[i] = (snap_ev){.op = AS_OP_ALLOC, .id = i, .size = b.pre[i].size,
+                            .stream = b.pre[i].stream, .time_us = t0};
+    st = calloc(1, sizeof *st);
+    if (!st) {
+        rc = oom(&b);
+        goto out;
+    }
+    st->ev = b.ev;
+    st->nev = b.nev + b.npre;
+    b.ev = NULL;
+    st->warnings = b.warnings;
+    *stp = st;
+    st = NULL;
+    rc = 0;
+out:
+    if (st) {
+        free(st->ev);
+        free(st);
+    }
+    as_pk_free(pk);
+    free(buf);
+    free(b.ev);
+    free(b.pre);
+    free(b.map.slots);
+    return rc;
+}
+
+static int torch_next(void *stp, as_event *ev, as_trace_error *err)
+{
+    snap_state *st = stp;
+    (void)err;
+    if (st->pos >= st->nev)
+        return AS_TRACE_EOF;
+    const snap_ev *e = &st->ev[st->pos++];
+    *ev = (as_event){.op = (as_op)e->op, .id = e->id, .size = e->size, .stream = e->stream,
+                     .time_us = e->time_us, .label = NULL};
+    return 0;
+}
+
+static uint64_t torch_warnings(const void *stp)
+{
+    return ((const snap_state *)stp)->warnings;
+}
+
+static void torch_close(void *stp)
+{
+    snap_state *st = stp;
+    if (!st)
+        return;
+    free(st->ev);
+    free(st);
+}
+
+const as_source_ops as_src_torch = {
+    .name = "torch",
+    .fmt = AS_FMT_TORCH_PICKLE,
+    .probe = torch_probe,
+    .open = torch_open,
+    .next = torch_next,
+    .warnings = torch_warnings,
+    .close = torch_close,
+};
