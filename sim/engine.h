@@ -24,30 +24,38 @@ enum {
     AS_ENGINE_EPOLICY = -20, /* a policy returned an error (not an OOM): a bug */
     AS_ENGINE_ECHECK = -21,  /* check() failed in a checked run */
     AS_ENGINE_EDEVICE = -22, /* the device factory failed */
+    AS_ENGINE_ENOMEM = -23,  /* host memory ran out */
+    AS_ENGINE_EUSAGE = -24,  /* API misuse: no runs, run called twice, bad spec */
 };
 
 #define AS_NONE UINT64_MAX /* oom_event/oom_alloc when no OOM */
 
 typedef struct as_run_result {
-    const char *policy;   /* canonical spec text */
-    uint64_t capacity;    /* AS_CAPACITY_NONE when unlimited */
-    int completed;        /* 1 when every event ran */
-    uint64_t oom_event, oom_alloc;        /* AS_NONE when no OOM */
-    uint64_t oom_size;                    /* the request that failed */
+    const char *policy;                                  /* canonical spec text */
+    uint64_t capacity;                                   /* AS_CAPACITY_NONE when unlimited */
+    int completed; /* 1 when every event ran and every ALLOC was served (no OOM) */
+    uint64_t oom_event, oom_alloc;                       /* AS_NONE when no OOM */
+    uint64_t oom_size;                                   /* the request that failed */
     uint64_t oom_reserved, oom_allocated, oom_requested; /* at the OOM */
-    uint64_t ooms;                        /* > 1 only with keep_going */
-    uint64_t events, allocs;              /* processed by this run */
+    uint64_t ooms;                                       /* > 1 only with keep_going */
+    uint64_t events, allocs; /* handled by this run; at a stopping OOM = oom_event/_alloc */
     uint64_t peak_requested, peak_allocated, peak_reserved;
     uint64_t final_reserved;
     double fragmentation; /* 1 - peak_allocated / peak_reserved (0 when nothing reserved) */
     uint64_t waste;       /* peak_reserved - peak_requested (0 if negative) */
-    double max_ext_frag;  /* max over sampled instants of 1 - largest_free/free_in_reserved */
+    double max_ext_frag;  /* max over sampled instants of 1 - largest_free/free_in_reserved:
+                             each new peak of reserved, the first OOM, every 65536 events */
     uint64_t device_reserves, device_releases; /* reserve+map, release+unmap calls */
     uint64_t device_refusals;
     double device_time_s;     /* modelled by the device cost model */
     double wall_s;            /* host time spent in this run */
     double events_per_second; /* events / wall_s */
     uint64_t retries;         /* policy-specific retries (PyTorch num_alloc_retries) */
+    /* Additions (after the original fields, so older initialisers still work): */
+    uint64_t oom_free_bytes;      /* free bytes inside reserved memory at the OOM */
+    uint64_t oom_largest_free;    /* the largest free block at the OOM */
+    uint64_t peak_reserved_event; /* first event after which peak_reserved was reached */
+    uint64_t final_allocated, final_requested; /* after the last event this run handled */
 } as_run_result;
 
 /* A device-level event with its position, for --segments. */
@@ -79,17 +87,24 @@ typedef struct as_device_factory {
 } as_device_factory;
 
 typedef struct as_engine_opts {
-    unsigned threads;    /* 0 = one per run, up to the cores */
-    int keep_going;      /* after an OOM, skip the failed request and go on */
-    int check;           /* call policy check() after every event (slow; tests, fuzz) */
+    unsigned threads;        /* 0 = one per run, up to the cores */
+    int keep_going;          /* after an OOM, skip the failed request and go on */
+    int check;               /* call policy check() after every event (slow; tests, fuzz) */
     uint64_t timeline_every; /* 0 = no timeline */
-    void (*on_segment)(void *user, const as_seg_record *r);      /* NULL = no log */
-    void (*on_sample)(void *user, const as_timeline_sample *s);  /* NULL = none */
+    void (*on_segment)(void *user, const as_seg_record *r);     /* NULL = no log */
+    void (*on_sample)(void *user, const as_timeline_sample *s); /* NULL = none */
     /* Called from the reading thread about every 2^20 events (progress display). */
     void (*on_progress)(void *user, uint64_t events, uint64_t bytes_done, uint64_t bytes_total);
     void *user;
     const as_simdev_params *dev_params; /* NULL = defaults (capacity comes per run) */
     const as_device_factory *factory;   /* NULL = simulated device */
+    /* Segment map hook (additions): walk the policy at each run's first OOM (walk_at_oom)
+     * and right after the event set with as_engine_walk_after(). Like the other records,
+     * the items are buffered per run and handed over by the reading thread after each
+     * batch, in run order. `why` is "oom" or "event"; item->pool must be a static string. */
+    void (*on_walk)(void *user, unsigned run, uint64_t event, uint64_t alloc, const char *why,
+                    const as_walk_item *item);
+    int walk_at_oom;
 } as_engine_opts;
 
 /* Trace-wide facts gathered while the runs execute. */
@@ -108,6 +123,8 @@ int as_engine_add_run(as_engine *e, const as_policy_spec *spec, uint64_t capacit
 /* Runs the whole trace. Returns 0, a trace error (< 0, err filled), or an engine error.
  * A run that hits an OOM stops (unless keep_going) while the others go on. */
 int as_engine_run(as_engine *e, as_trace_reader *r, as_trace_error *err);
+/* Walk run's policy (opts.on_walk) right after event `event` is handled (addition). */
+int as_engine_walk_after(as_engine *e, unsigned run, uint64_t event);
 unsigned as_engine_nruns(const as_engine *e);
 const as_run_result *as_engine_result(const as_engine *e, unsigned run);
 const as_trace_summary *as_engine_summary(const as_engine *e);

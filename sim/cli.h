@@ -1,0 +1,45 @@
+/*
+ * cli.h - the allocsim command's subcommands and the helpers they share. Only the command
+ * (these files) prints or exits; everything it calls returns codes.
+ *
+ * To add a subcommand: write sim/cmd_NAME.c defining `int as_cmd_NAME(int argc, char
+ * **argv)` (argv[0] is the subcommand's name; return an AS_EXIT_* code), declare it below
+ * and add one line to the table in sim/main.c.
+ */
+#ifndef AS_SIM_CLI_H
+#define AS_SIM_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy.h"
+#include "trace.h"
+
+enum {
+    AS_EXIT_OK = 0,    /* it ran (an OOM is a result) */
+    AS_EXIT_INPUT = 1, /* bad input or I/O: the message names the file and the offset */
+    AS_EXIT_USAGE = 2, /* bad command line */
+};
+
+int as_cmd_run(int argc, char **argv);
+int as_cmd_convert(int argc, char **argv);
+int as_cmd_info(int argc, char **argv);
+int as_cmd_policies(int argc, char **argv);
+int as_cmd_gen(int argc, char **argv);
+
+/* "allocsim: MESSAGE\n" on stderr. */
+void as_cli_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A usage error for subcommand cmd: the message, a pointer to --help; returns 2. */
+int as_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints a trace error as "allocsim: FILE: byte B (line L, event E): MESSAGE" and returns
+ * AS_EXIT_INPUT. */
+int as_cli_trace_fail(const as_trace_error *e, const char *fallback_path);
+/* Opens a trace, printing the error on failure. Returns 0 or AS_EXIT_INPUT. */
+int as_cli_open_trace(const char *path, as_trace_reader **out);
+/* Parses a -p SPEC, printing why on failure (with a hint when the default policy 'torch'
+ * is meant but not registered). Returns 0 or AS_EXIT_USAGE. */
+int as_cli_parse_spec(const char *cmd, const char *text, as_policy_spec *out);
+/* Parses an unsigned decimal count; returns 0 or -1. */
+int as_cli_parse_u64(const char *s, uint64_t *out);
+
+#endif

@@ -1,0 +1,350 @@
+/*
+ * cmd_run.c - `allocsim [run] [-p SPEC]... [-c CAP]... TRACE...`: every -p crossed with
+ * every -c is one run; each trace is decoded once and feeds all of its runs; one report
+ * covers every trace. An OOM is a result (exit 0).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "engine.h"
+#include "report.h"
+
+#define DEFAULT_TIMELINE_EVERY 100
+
+static const char run_help[] =
+    "usage: allocsim [run] [options] TRACE...\n"
+    "\n"
+    "Replays each TRACE (native .zst, text, PyTorch snapshot pickle, RMM CSV; '-' is stdin)\n"
+    "through every policy at every capacity and prints one row per run.\n"
+    "\n"
+    "  -p, --policy SPEC     policy and knobs, '[name,]knob=value,...' or a\n"
+    "                        PYTORCH_CUDA_ALLOC_CONF string; no name means torch.\n"
+    "                        Repeatable; default: torch. 'allocsim policies' lists them.\n"
+    "  -c, --capacity CAP    device capacity: bytes, or with a unit: K/M/G/T and KB/MB/GB/TB\n"
+    "                        are decimal (80G = 80e9 bytes), KiB/MiB/GiB/TiB binary; 141e9;\n"
+    "                        'none' (the default) for unlimited. Repeatable.\n"
+    "  -f, --format FMT      table (default), csv or json\n"
+    "  -o, --output FILE     write the report to FILE instead of stdout\n"
+    "      --timeline FILE   CSV run,event,alloc,time_us,requested,allocated,reserved:\n"
+    "                        every N events, at each new peak of reserved, at the OOM\n"
+    "      --timeline-every N  the N above (default 100)\n"
+    "      --segments FILE   CSV run,alloc,event,action,addr,size: every device-level event\n"
+    "      --keep-going      after an OOM, skip the failed request and go on (counts OOMs)\n"
+    "      --check           verify the policy's invariants after every event (slow)\n"
+    "      --threads N       worker threads (default: one per run, up to the cores);\n"
+    "                        results do not depend on it\n"
+    "  -q, --quiet           no progress display\n"
+    "\n"
+    "Exit status: 0 when it ran (OOMs included), 1 bad input or I/O, 2 usage error.\n";
+
+enum { OPT_TIMELINE = 256, OPT_TL_EVERY, OPT_SEGMENTS, OPT_KEEP, OPT_CHECK, OPT_THREADS, OPT_HELP };
+
+static const struct option run_opts[] = {
+    {"policy", required_argument, NULL, 'p'},
+    {"capacity", required_argument, NULL, 'c'},
+    {"format", required_argument, NULL, 'f'},
+    {"output", required_argument, NULL, 'o'},
+    {"timeline", required_argument, NULL, OPT_TIMELINE},
+    {"timeline-every", required_argument, NULL, OPT_TL_EVERY},
+    {"segments", required_argument, NULL, OPT_SEGMENTS},
+    {"keep-going", no_argument, NULL, OPT_KEEP},
+    {"check", no_argument, NULL, OPT_CHECK},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"quiet", no_argument, NULL, 'q'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+typedef struct run_ctx {
+    as_runlog *segs, *timeline;
+    const char *trace;
+    int progress;
+    double last_progress;
+    int shown;
+} run_ctx;
+
+static void cb_segment(void *user, const as_seg_record *r)
+{
+    as_runlog_segment(((run_ctx *)user)->segs, r);
+}
+
+static void cb_sample(void *user, const as_timeline_sample *s)
+{
+    as_runlog_sample(((run_ctx *)user)->timeline, s);
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void cb_progress(void *user, uint64_t events, uint64_t done, uint64_t total)
+{
+    run_ctx *c = user;
+    double t = mono_s();
+    if (t - c->last_progress < 0.25)
+        return;
+    c->last_progress = t;
+    if (total)
+        fprintf(stderr, "\r%s: %.1f M events, %.0f%%   ", c->trace, (double)events / 1e6,
+                100.0 * (double)done / (double)total);
+    else
+        fprintf(stderr, "\r%s: %.1f M events   ", c->trace, (double)events / 1e6);
+    c->shown = 1;
+}
+
+static void progress_clear(run_ctx *c)
+{
+    if (c->shown)
+        fputs("\r\033[K", stderr);
+    c->shown = 0;
+}
+
+/* Runs one trace; adds its trace entry and runs to the report. */
+static int run_trace(const char *path, const as_engine_opts *base, run_ctx *ctx,
+                     const as_policy_spec *specs, size_t nspec, const uint64_t *caps, size_t ncap,
+                     as_report *rep)
+{
+    as_trace_reader *rd = NULL;
+    as_engine *e = NULL;
+    int ret = as_cli_open_trace(path, &rd);
+    if (ret)
+        return ret;
+    as_engine_opts o = *base;
+    ctx->trace = path;
+    if (as_engine_create(&o, &e)) {
+        as_cli_msg("out of host memory");
+        ret = AS_EXIT_INPUT;
+        goto out;
+    }
+    for (size_t i = 0; i < nspec; i++) {
+        for (size_t j = 0; j < ncap; j++) {
+            if (as_engine_add_run(e, &specs[i], caps[j]) < 0) {
+                as_cli_msg("cannot add run %s at capacity %llu", specs[i].text,
+                           (unsigned long long)caps[j]);
+                ret = AS_EXIT_INPUT;
+                goto out;
+            }
+        }
+    }
+    unsigned base_run = as_report_nruns(rep);
+    if (ctx->segs)
+        as_runlog_set_base(ctx->segs, base_run);
+    if (ctx->timeline)
+        as_runlog_set_base(ctx->timeline, base_run);
+    as_trace_error err;
+    memset(&err, 0, sizeof err);
+    err.offset = err.event = UINT64_MAX;
+    int rc = as_engine_run(e, rd, &err);
+    progress_clear(ctx);
+    if (rc < 0 && rc >= AS_TRACE_EUSAGE) { /* a trace error, not an engine one */
+        ret = as_cli_trace_fail(&err, path);
+        goto out;
+    }
+    if (rc < 0) {
+        as_cli_msg("%s: %s", path, as_engine_errmsg(e));
+        ret = AS_EXIT_INPUT;
+        goto out;
+    }
+    int t = as_report_add_trace(rep, path, as_trace_fmt_name(as_trace_reader_format(rd)),
+                                as_engine_summary(e), as_trace_reader_meta(rd));
+    if (t < 0) {
+        as_cli_msg("out of host memory");
+        ret = AS_EXIT_INPUT;
+        goto out;
+    }
+    for (unsigned i = 0; i < as_engine_nruns(e); i++)
+        if (as_report_add_run(rep, (unsigned)t, as_engine_result(e, i)) < 0) {
+            as_cli_msg("out of host memory");
+            ret = AS_EXIT_INPUT;
+            goto out;
+        }
+    if (as_trace_reader_warnings(rd))
+        as_cli_msg("%s: %llu malformed records skipped", path,
+                   (unsigned long long)as_trace_reader_warnings(rd));
+out:
+    as_engine_destroy(e);
+    as_trace_close(rd);
+    return ret;
+}
+
+int as_cmd_run(int argc, char **argv)
+{
+    const char *cmd = "run";
+    as_policy_spec *specs = NULL;
+    uint64_t *caps = NULL;
+    size_t nspec = 0, ncap = 0;
+    const char **ptext = calloc((size_t)argc + 1, sizeof *ptext);
+    const char *out_path = NULL, *seg_path = NULL, *tl_path = NULL;
+    as_report_fmt fmt = AS_REPORT_TABLE;
+    uint64_t tl_every = DEFAULT_TIMELINE_EVERY, threads = 0;
+    int keep = 0, check = 0, quiet = 0, ret = AS_EXIT_OK, c;
+    size_t np = 0;
+    run_ctx ctx = {0};
+    as_report *rep = NULL;
+    FILE *out = stdout;
+
+    caps = calloc((size_t)argc + 1, sizeof *caps);
+    if (!ptext || !caps) {
+        as_cli_msg("out of host memory");
+        ret = AS_EXIT_INPUT;
+        goto done;
+    }
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":p:c:f:o:qh", run_opts, NULL)) != -1) {
+        switch (c) {
+        case 'p':
+            ptext[np++] = optarg;
+            break;
+        case 'c':
+            if (as_parse_capacity(optarg, &caps[ncap++])) {
+                ret = as_cli_usage(cmd,
+                                   "-c %s: not a capacity (bytes with an optional unit: "
+                                   "80G, 80GB, 80GiB, 141e9, or none)",
+                                   optarg);
+                goto done;
+            }
+            break;
+        case 'f':
+            if (as_report_fmt_parse(optarg, &fmt)) {
+                ret = as_cli_usage(cmd, "-f %s: the format is table, csv or json", optarg);
+                goto done;
+            }
+            break;
+        case 'o':
+            out_path = optarg;
+            break;
+        case OPT_TIMELINE:
+            tl_path = optarg;
+            break;
+        case OPT_SEGMENTS:
+            seg_path = optarg;
+            break;
+        case OPT_TL_EVERY:
+            if (as_cli_parse_u64(optarg, &tl_every) || tl_every == 0) {
+                ret = as_cli_usage(cmd, "--timeline-every %s: a positive count", optarg);
+                goto done;
+            }
+            break;
+        case OPT_THREADS:
+            if (as_cli_parse_u64(optarg, &threads) || threads == 0 || threads > 1024) {
+                ret = as_cli_usage(cmd, "--threads %s: a count from 1 to 1024", optarg);
+                goto done;
+            }
+            break;
+        case OPT_KEEP:
+            keep = 1;
+            break;
+        case OPT_CHECK:
+            check = 1;
+            break;
+        case 'q':
+            quiet = 1;
+            break;
+        case 'h':
+            fputs(run_help, stdout);
+            goto done;
+        case ':':
+            ret = as_cli_usage(cmd, "option '%s' needs a value", argv[optind - 1]);
+            goto done;
+        default:
+            ret = as_cli_usage(cmd, "unknown option '%s'", argv[optind - 1]);
+            goto done;
+        }
+    }
+    if (optind >= argc) {
+        ret = as_cli_usage(cmd, "no trace given");
+        goto done;
+    }
+    if (np == 0) {
+        if (!as_policy_find("torch")) {
+            ret = as_cli_usage(cmd, "no -p given and the default policy 'torch' is not "
+                                    "available yet; name one with -p (see 'allocsim "
+                                    "policies')");
+            goto done;
+        }
+        ptext[np++] = "torch";
+    }
+    if (ncap == 0)
+        caps[ncap++] = AS_CAPACITY_NONE;
+    specs = calloc(np, sizeof *specs);
+    if (!specs) {
+        as_cli_msg("out of host memory");
+        ret = AS_EXIT_INPUT;
+        goto done;
+    }
+    for (; nspec < np; nspec++)
+        if ((ret = as_cli_parse_spec(cmd, ptext[nspec], &specs[nspec])))
+            goto done;
+
+    int orc;
+    if (seg_path && (orc = as_runlog_open(seg_path, AS_RUNLOG_SEGMENTS, &ctx.segs))) {
+        as_cli_msg("%s: cannot create: %s", seg_path, strerror(-orc));
+        ret = AS_EXIT_INPUT;
+        goto done;
+    }
+    if (tl_path && (orc = as_runlog_open(tl_path, AS_RUNLOG_TIMELINE, &ctx.timeline))) {
+        as_cli_msg("%s: cannot create: %s", tl_path, strerror(-orc));
+        ret = AS_EXIT_INPUT;
+        goto done;
+    }
+    if (as_report_create(&rep)) {
+        as_cli_msg("out of host memory");
+        ret = AS_EXIT_INPUT;
+        goto done;
+    }
+    ctx.progress = !quiet && isatty(STDERR_FILENO);
+    as_engine_opts o = {
+        .threads = (unsigned)threads,
+        .keep_going = keep,
+        .check = check,
+        .timeline_every = ctx.timeline ? tl_every : 0,
+        .on_segment = ctx.segs ? cb_segment : NULL,
+        .on_sample = ctx.timeline ? cb_sample : NULL,
+        .on_progress = ctx.progress ? cb_progress : NULL,
+        .user = &ctx,
+    };
+    for (int i = optind; i < argc; i++)
+        if ((ret = run_trace(argv[i], &o, &ctx, specs, nspec, caps, ncap, rep)))
+            goto done;
+
+    if (out_path && !(out = fopen(out_path, "w"))) {
+        as_cli_msg("%s: cannot create: %s", out_path, strerror(errno));
+        out = stdout;
+        ret = AS_EXIT_INPUT;
+        goto done;
+    }
+    if (as_report_write(rep, out, fmt)) {
+        as_cli_msg("%s: write failed", out_path ? out_path : "stdout");
+        ret = AS_EXIT_INPUT;
+    }
+done:
+    if (ctx.segs && as_runlog_close(ctx.segs) && !ret) {
+        as_cli_msg("%s: write failed", seg_path);
+        ret = AS_EXIT_INPUT;
+    }
+    if (ctx.timeline && as_runlog_close(ctx.timeline) && !ret) {
+        as_cli_msg("%s: write failed", tl_path);
+        ret = AS_EXIT_INPUT;
+    }
+    if (out != stdout && fclose(out) && !ret) {
+        as_cli_msg("%s: write failed", out_path);
+        ret = AS_EXIT_INPUT;
+    }
+    as_report_destroy(rep);
+    for (size_t i = 0; i < nspec; i++)
+        as_policy_spec_free(&specs[i]);
+    free(specs);
+    free(caps);
+    free(ptext);
+    return ret;
+}

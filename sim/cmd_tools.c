@@ -1,0 +1,398 @@
+/*
+ * cmd_tools.c - the small subcommands: `convert IN OUT`, `info TRACE`, `policies` and
+ * `gen KIND [k=v...] -o OUT`. Each one reads or writes traces only through traces/'s API.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "info.h"
+#include "report.h"
+
+#if defined(__has_include)
+#if __has_include("gen.h")
+#include "gen.h"
+#define HAVE_GEN 1
+#endif
+#endif
+
+/* Output format from --text/--native, else from the name (*.txt is text). */
+static as_trace_fmt out_format(const char *path, int forced)
+{
+    return forced ? (as_trace_fmt)forced : as_trace_fmt_for_output(path);
+}
+
+#ifdef HAVE_GEN
+/* Copies every event of rd into a new trace at out_path. */
+static int copy_trace(as_trace_reader *rd, const char *in_path, const char *out_path,
+                      as_trace_fmt fmt)
+{
+    as_trace_writer *w = NULL;
+    as_trace_error err;
+    memset(&err, 0, sizeof err);
+    err.offset = err.event = UINT64_MAX;
+    if (as_trace_writer_open(out_path, fmt, as_trace_reader_meta(rd), &w, &err) < 0)
+        return as_cli_trace_fail(&err, out_path);
+    int rc = as_trace_copy(rd, w, NULL, &err);
+    as_trace_error cerr;
+    memset(&cerr, 0, sizeof cerr);
+    cerr.offset = cerr.event = UINT64_MAX;
+    int crc = as_trace_writer_close(w, &cerr);
+    if (rc < 0)
+        return as_cli_trace_fail(&err, in_path);
+    if (crc < 0)
+        return as_cli_trace_fail(&cerr, out_path);
+    return AS_EXIT_OK;
+}
+#endif
+
+/* ---- convert ------------------------------------------------------------------------------ */
+
+static const char convert_help[] =
+    "usage: allocsim convert IN OUT [--text | --native]\n"
+    "\n"
+    "Reads IN in any format allocsim knows (recognised by content) and writes OUT in the\n"
+    "native format (a zstd stream) or, with --text or an OUT ending in .txt, the text\n"
+    "format. '-' is stdin/stdout. The round trip is lossless.\n";
+
+int as_cmd_convert(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"text", no_argument, NULL, 't'},
+        {"native", no_argument, NULL, 'n'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int forced = 0, c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 't':
+            forced = AS_FMT_TEXT;
+            break;
+        case 'n':
+            forced = AS_FMT_NATIVE;
+            break;
+        case 'h':
+            fputs(convert_help, stdout);
+            return AS_EXIT_OK;
+        default:
+            return as_cli_usage("convert", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (argc - optind != 2)
+        return as_cli_usage("convert", "convert takes IN and OUT");
+    const char *in = argv[optind], *outp = argv[optind + 1];
+    as_trace_error err;
+    memset(&err, 0, sizeof err);
+    err.offset = err.event = UINT64_MAX;
+    int rc = as_trace_convert(in, outp, out_format(outp, forced), NULL, NULL, NULL, &err);
+    if (rc == AS_TRACE_EUSAGE)
+        return as_cli_usage("convert", "%s", err.msg);
+    if (rc < 0)
+        return as_cli_trace_fail(&err, in);
+    return AS_EXIT_OK;
+}
+
+/* ---- gen -------------------------------------------------------------------------------- */
+
+static const char gen_help[] =
+    "usage: allocsim gen KIND [knob=value ...] -o OUT [--text | --native]\n"
+    "       allocsim gen KIND --help     (the kind's knobs)\n"
+    "\n"
+    "Writes a synthetic trace. OUT '-' is stdout; *.txt (or --text) is the text format.\n";
+
+int as_cmd_gen(int argc, char **argv)
+{
+#ifndef HAVE_GEN
+    (void)argc;
+    (void)argv;
+    as_cli_msg("gen: the workload generators are not available in this build yet");
+    return AS_EXIT_USAGE;
+#else
+    static const struct option opts[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"text", no_argument, NULL, 't'},
+        {"native", no_argument, NULL, 'n'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *outp = NULL;
+    int forced = 0, help = 0, c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o':
+            outp = optarg;
+            break;
+        case 't':
+            forced = AS_FMT_TEXT;
+            break;
+        case 'n':
+            forced = AS_FMT_NATIVE;
+            break;
+        case 'h':
+            help = 1;
+            break;
+        case ':':
+            return as_cli_usage("gen", "option '%s' needs a value", argv[optind - 1]);
+        default:
+            return as_cli_usage("gen", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    const char *kind = optind < argc ? argv[optind] : NULL;
+    if (help || !kind) {
+        if (kind && !as_gen_help(kind))
+            return as_cli_usage("gen", "unknown generator '%s'", kind);
+        if (!kind)
+            fputs(gen_help, help ? stdout : stderr);
+        fputs(as_gen_help(kind), help ? stdout : stderr);
+        return help ? AS_EXIT_OK : AS_EXIT_USAGE;
+    }
+    if (!outp)
+        return as_cli_usage("gen", "gen needs -o OUT ('-' for stdout)");
+    as_trace_reader *rd = NULL;
+    as_trace_error err;
+    memset(&err, 0, sizeof err);
+    err.offset = err.event = UINT64_MAX;
+    int rc = as_gen_open(kind, argc - optind - 1, argv + optind + 1, &rd, &err);
+    if (rc == AS_TRACE_EUSAGE)
+        return as_cli_usage("gen", "%s", err.msg);
+    if (rc < 0)
+        return as_cli_trace_fail(&err, kind);
+    int ret = copy_trace(rd, kind, outp, out_format(outp, forced));
+    as_trace_close(rd);
+    return ret;
+#endif
+}
+
+/* ---- policies ----------------------------------------------------------------------------- */
+
+static const char *type_name(as_knob_type t)
+{
+    switch (t) {
+    case AS_KNOB_INT:
+        return "int";
+    case AS_KNOB_BOOL:
+        return "bool";
+    case AS_KNOB_FLOAT:
+        return "float";
+    case AS_KNOB_SIZE:
+        return "size";
+    case AS_KNOB_ENUM:
+        return "enum";
+    case AS_KNOB_DIVS:
+        return "divisions";
+    }
+    return "?";
+}
+
+/* The idx-th '|'-separated word of choices. */
+static void choice(char *b, size_t n, const char *choices, int64_t idx)
+{
+    const char *p = choices ? choices : "";
+    for (int64_t i = 0; i < idx && p; i++) {
+        p = strchr(p, '|');
+        if (p)
+            p++;
+    }
+    if (!p) {
+        snprintf(b, n, "%" PRId64, idx);
+        return;
+    }
+    size_t len = strcspn(p, "|");
+    snprintf(b, n, "%.*s", (int)len, p);
+}
+
+static void knob_line(const as_knob *k)
+{
+    char def[64], range[96];
+    switch (k->type) {
+    case AS_KNOB_BOOL:
+        snprintf(def, sizeof def, "%s", k->def ? "true" : "false");
+        snprintf(range, sizeof range, "true|false");
+        break;
+    case AS_KNOB_FLOAT:
+        snprintf(def, sizeof def, "%g", k->fdef);
+        snprintf(range, sizeof range, "[%g, %g]", k->fmin, k->fmax);
+        break;
+    case AS_KNOB_ENUM:
+        choice(def, sizeof def, k->choices, k->def);
+        snprintf(range, sizeof range, "%s", k->choices ? k->choices : "");
+        break;
+    default:
+        snprintf(def, sizeof def, "%" PRId64, k->def);
+        if (k->max == INT64_MAX)
+            snprintf(range, sizeof range, "[%" PRId64 ", inf)", k->min);
+        else
+            snprintf(range, sizeof range, "[%" PRId64 ", %" PRId64 "]", k->min, k->max);
+        break;
+    }
+    printf("    %-12s %-9s %-9s default %-8s range %s%s%s\n        %s\n", k->name,
+           type_name(k->type), k->unit && k->unit[0] ? k->unit : "-", def, range,
+           k->alias ? "  alias " : "", k->alias ? k->alias : "", k->help ? k->help : "");
+}
+
+int as_cmd_policies(int argc, char **argv)
+{
+    if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        fputs("usage: allocsim policies [NAME]\n\nLists every policy with its knobs: name, "
+              "type, unit, default, range, PYTORCH_CUDA_ALLOC_CONF alias and help.\n",
+              stdout);
+        return AS_EXIT_OK;
+    }
+    size_t n;
+    const as_policy *const *l = as_policy_list(&n);
+    const char *only = argc > 1 ? argv[1] : NULL;
+    if (only && !as_policy_find(only))
+        return as_cli_usage("policies", "unknown policy '%s'", only);
+    for (size_t i = 0; i < n; i++) {
+        if (only && strcmp(only, l[i]->name) != 0)
+            continue;
+        printf("%s%s - %s\n", i && !only ? "\n" : "", l[i]->name, l[i]->summary);
+        if (!l[i]->n_knobs)
+            printf("    (no knobs)\n");
+        for (size_t k = 0; k < l[i]->n_knobs; k++)
+            knob_line(&l[i]->knobs[k]);
+    }
+    if (!as_policy_find("torch"))
+        printf("\n(torch, the default policy, is not available in this build yet)\n");
+    return AS_EXIT_OK;
+}
+
+/* ---- info --------------------------------------------------------------------------------- */
+
+static void bucket_label(char *b, size_t n, unsigned k, int bytes)
+{
+    char lo[32], hi[32];
+    if (bytes) {
+        as_fmt_bytes(lo, sizeof lo, 1ull << k);
+        if (k < 63)
+            as_fmt_bytes(hi, sizeof hi, 1ull << (k + 1));
+        else
+            snprintf(hi, sizeof hi, "inf");
+    } else {
+        snprintf(lo, sizeof lo, "%llu", 1ull << k);
+        if (k < 63)
+            snprintf(hi, sizeof hi, "%llu", 1ull << (k + 1));
+        else
+            snprintf(hi, sizeof hi, "inf");
+    }
+    snprintf(b, n, "[%s, %s)", lo, hi);
+}
+
+static void histogram(const char *title, const uint64_t *h, const uint64_t *bytes, int is_bytes)
+{
+    unsigned lo = AS_INFO_BUCKETS, hi = 0;
+    uint64_t max = 0, total = 0;
+    for (unsigned k = 0; k < AS_INFO_BUCKETS; k++) {
+        if (!h[k])
+            continue;
+        if (lo == AS_INFO_BUCKETS)
+            lo = k;
+        hi = k;
+        total += h[k];
+        if (h[k] > max)
+            max = h[k];
+    }
+    printf("%s:\n", title);
+    if (!total) {
+        printf("  (none)\n");
+        return;
+    }
+    for (unsigned k = lo; k <= hi; k++) {
+        char lab[80], by[32] = "";
+        bucket_label(lab, sizeof lab, k, is_bytes);
+        if (bytes)
+            as_fmt_bytes(by, sizeof by, bytes[k]);
+        int bar = (int)((40 * h[k] + max - 1) / max);
+        printf("  %-24s %10llu %5.1f%%  %10s  %.*s\n", lab, (unsigned long long)h[k],
+               100.0 * (double)h[k] / (double)total, by, bar,
+               "########################################");
+    }
+}
+
+static const char info_help[] =
+    "usage: allocsim info TRACE\n"
+    "\n"
+    "Counts, streams, peak requested memory (an allocation stops counting at its FREE_REQ),\n"
+    "histograms of request sizes and of lifetimes (events from ALLOC to FREE), and the\n"
+    "trace's source and metadata.\n";
+
+int as_cmd_info(int argc, char **argv)
+{
+    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        fputs(info_help, stdout);
+        return AS_EXIT_OK;
+    }
+    if (argc != 2)
+        return as_cli_usage("info", "info takes one TRACE");
+    const char *path = argv[1];
+    as_trace_reader *rd;
+    int ret = as_cli_open_trace(path, &rd);
+    if (ret)
+        return ret;
+    as_trace_info *in = malloc(sizeof *in);
+    as_trace_error err;
+    memset(&err, 0, sizeof err);
+    err.offset = err.event = UINT64_MAX;
+    if (!in) {
+        as_trace_close(rd);
+        as_cli_msg("out of host memory");
+        return AS_EXIT_INPUT;
+    }
+    if (as_trace_info_compute(rd, in, &err) < 0) {
+        ret = as_cli_trace_fail(&err, path);
+        goto out;
+    }
+    const as_trace_summary *s = &in->sum;
+    char a[32], b[32], c[32];
+    printf("trace: %s\nformat: %s\n", path, as_trace_fmt_name(as_trace_reader_format(rd)));
+    const as_meta *m = as_trace_reader_meta(rd);
+    const char *src = m ? as_meta_get(m, "source") : NULL;
+    printf("source: %s\n", src ? src : "(unknown)");
+    if (m && m->n) {
+        printf("metadata:\n");
+        for (size_t i = 0; i < m->n; i++)
+            printf("  %s = %s\n", m->kv[i].key, m->kv[i].value);
+    }
+    printf("events: %llu (alloc %llu, free %llu, free_req %llu, empty_cache %llu, mark %llu)\n",
+           (unsigned long long)s->events, (unsigned long long)s->allocs,
+           (unsigned long long)s->frees, (unsigned long long)s->free_reqs,
+           (unsigned long long)s->empty_caches, (unsigned long long)s->marks);
+    printf("live: %llu at the end, %llu at most\n", (unsigned long long)s->live_at_end,
+           (unsigned long long)in->peak_live);
+    as_fmt_bytes(a, sizeof a, s->peak_requested);
+    printf("peak requested: %s (%llu bytes)\n", a, (unsigned long long)s->peak_requested);
+    as_fmt_bytes(a, sizeof a, in->total_bytes);
+    as_fmt_bytes(b, sizeof b, in->min_size);
+    as_fmt_bytes(c, sizeof c, in->max_size);
+    printf("requests: %s in all, smallest %s, largest %s\n", a, b, c);
+    if (in->first_time != AS_TIME_NONE)
+        printf("time span: %.6f s\n", (double)(in->last_time - in->first_time) * 1e-6);
+    printf("streams: %llu\n", (unsigned long long)s->streams);
+    for (unsigned i = 0; i < in->nstreams; i++) {
+        as_fmt_bytes(a, sizeof a, in->streams[i].bytes);
+        printf("  %#llx: %llu allocs, %s\n", (unsigned long long)in->streams[i].stream,
+               (unsigned long long)in->streams[i].allocs, a);
+    }
+    if (s->streams > in->nstreams)
+        printf("  ... and %llu more\n", (unsigned long long)(s->streams - in->nstreams));
+    histogram("request sizes (count, share, bytes)", in->size_hist, in->size_bytes, 1);
+    histogram("lifetimes, events from ALLOC to FREE", in->life_hist, NULL, 0);
+    if (s->free_reqs)
+        histogram("pending time, events from FREE_REQ to FREE", in->pend_hist, NULL, 0);
+    if (fflush(stdout) || ferror(stdout)) {
+        as_cli_msg("stdout: write failed");
+        ret = AS_EXIT_INPUT;
+    }
+out:
+    free(in);
+    as_trace_close(rd);
+    return ret;
+}

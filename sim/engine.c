@@ -1,0 +1,875 @@
+/*
+ * engine.c - decodes a trace once and feeds every run from that one stream (engine.h).
+ *
+ * The reading thread decodes batches into a compact array, double-buffered: while the
+ * runs process batch k (on worker threads, the reader helping once it has decoded batch
+ * k+1), the next batch is decoded. A run touches only its own state, and everything a run
+ * reports (segment records, timeline samples, walk items) is buffered per run and handed
+ * to the callbacks by the reading thread after each batch, in run order, so the output
+ * does not depend on the number of threads.
+ *
+ * Per-run invariant: `requested`/`allocated` are the sums over live ids that are not
+ * pending (FREE_REQ seen, FREE not yet); `pending` is the block bytes of the pending ones;
+ * `reserved` is the device's held bytes, kept from the device's event log (reserve/map
+ * add, release/unmap subtract), so no per-event call is needed to read it.
+ */
+#include "engine.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "idmap.h"
+
+#define BATCH 4096u              /* events per batch: 160 KiB per buffer */
+#define STATS_EVERY 65536u       /* external fragmentation sampled this often (events) */
+#define PENDING_BIT (1ull << 63) /* in the map's block-size word */
+
+/* The runs read the reader's events in place (labels are not needed by any run). */
+typedef as_event eng_ev;
+
+typedef struct walk_rec {
+    uint64_t event, alloc;
+    const char *why;
+    as_walk_item item;
+} walk_rec;
+
+typedef struct run {
+    as_engine *e;
+    unsigned index;
+    const as_policy_spec *spec;
+    const as_policy *pol;
+    void *st;
+    int inited;
+    as_simdev *sim; /* default device */
+    void *fdev;     /* factory device handle */
+    as_device dev;  /* what the policy sees; stable address (runs are not moved) */
+    int log_ok;     /* reserved is tracked from the device log */
+    uint64_t capacity;
+
+    as_idmap live; /* id -> (policy handle, block size | PENDING_BIT) */
+    uint64_t requested, allocated, reserved, pending;
+    uint64_t events, allocs; /* handled so far: the index of the event in progress */
+    int stopped;
+
+    uint64_t next_slow;   /* event index at which slow_path() is next due */
+    uint64_t next_sample; /* next periodic timeline sample */
+    uint64_t next_stats;  /* next external-fragmentation sample */
+    uint64_t last_sample; /* event of the last timeline sample, AS_NONE if none */
+    uint64_t walk_event;  /* AS_NONE if no walk is asked */
+
+    as_run_result res;
+    as_seg_record *segs;
+    size_t nseg, capseg;
+    as_timeline_sample *smp;
+    size_t nsmp, capsmp;
+    walk_rec *walks;
+    size_t nwalk, capwalk;
+    int64_t last_time;    /* time of the last event handled */
+    const char *walk_why; /* set while walking */
+    uint64_t walk_ev;
+
+    int err; /* first engine error of this run, 0 if none */
+    char msg[300];
+    double wall;
+} run;
+
+struct as_engine {
+    as_engine_opts o;
+    run **runs;
+    unsigned nruns, capruns;
+    int ran;
+    char msg[400];
+
+    as_trace_summary sum;
+    as_idmap sum_pending; /* FREE_REQ'd ids whose FREE has not come: no double subtract */
+    as_idmap sum_streams;
+    uint64_t sum_requested, last_stream;
+    int have_last_stream, saw_max_stream;
+
+    /* The batch being processed, shared with the workers. */
+    const eng_ev *cur;
+    size_t cur_n;
+    atomic_uint next_run;
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    uint64_t gen;
+    unsigned busy;
+    int quit;
+    pthread_t *th;
+    unsigned nth;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void run_fail(run *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void run_fail(run *r, int code, const char *fmt, ...)
+{
+    if (r->err)
+        return;
+    r->err = code;
+    r->stopped = 1;
+    int k = snprintf(r->msg, sizeof r->msg, "run %u (%s), event %llu (alloc %llu): ", r->index,
+                     r->spec->text ? r->spec->text : r->pol->name, (unsigned long long)r->events,
+                     (unsigned long long)r->allocs);
+    if (k < 0 || (size_t)k >= sizeof r->msg)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->msg + k, sizeof r->msg - (size_t)k, fmt, ap);
+    va_end(ap);
+}
+
+/* Amortised growth of a per-run buffer. Returns 0 or -1. */
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t nc = *cap ? *cap * 2 : 64;
+    while (nc < need)
+        nc *= 2;
+    void *np = realloc(*p, nc * elem);
+    if (!np)
+        return -1;
+    *p = np;
+    *cap = nc;
+    return 0;
+}
+
+/* ---- device log --------------------------------------------------------------------- */
+
+static void on_dev(void *user, const as_dev_event *ev)
+{
+    run *r = user;
+    if (ev->action == AS_DEV_SEGMENT_ALLOC || ev->action == AS_DEV_SEGMENT_MAP)
+        r->reserved += ev->size;
+    else
+        r->reserved -= ev->size;
+    if (!r->e->o.on_segment)
+        return;
+    if (grow((void **)&r->segs, &r->capseg, r->nseg + 1, sizeof *r->segs)) {
+        run_fail(r, AS_ENGINE_ENOMEM, "out of host memory for the segment log");
+        return;
+    }
+    r->segs[r->nseg++] =
+        (as_seg_record){.run = r->index, .alloc = r->allocs, .event = r->events, .dev = *ev};
+}
+
+/* ---- sampling ----------------------------------------------------------------------- */
+
+static void sample(run *r, uint64_t event, int64_t time_us)
+{
+    if (!r->e->o.on_sample || r->last_sample == event)
+        return;
+    if (grow((void **)&r->smp, &r->capsmp, r->nsmp + 1, sizeof *r->smp)) {
+        run_fail(r, AS_ENGINE_ENOMEM, "out of host memory for the timeline");
+        return;
+    }
+    r->smp[r->nsmp++] = (as_timeline_sample){
+        .run = r->index,
+        .event = event,
+        .alloc = r->allocs,
+        .time_us = time_us,
+        .requested = r->requested,
+        .allocated = r->allocated,
+        .reserved = r->reserved,
+    };
+    r->last_sample = event;
+}
+
+static void ext_frag(run *r, as_policy_stats *s)
+{
+    *s = (as_policy_stats){0};
+    r->pol->stats(r->st, s);
+    if (s->free_bytes > 0 && s->largest_free <= s->free_bytes) {
+        double f = 1.0 - (double)s->largest_free / (double)s->free_bytes;
+        if (f > r->res.max_ext_frag)
+            r->res.max_ext_frag = f;
+    }
+}
+
+static int walk_item(void *user, const as_walk_item *it)
+{
+    run *r = user;
+    if (grow((void **)&r->walks, &r->capwalk, r->nwalk + 1, sizeof *r->walks)) {
+        run_fail(r, AS_ENGINE_ENOMEM, "out of host memory for the segment map");
+        return 1;
+    }
+    r->walks[r->nwalk++] =
+        (walk_rec){.event = r->walk_ev, .alloc = r->allocs, .why = r->walk_why, .item = *it};
+    return 0;
+}
+
+static void do_walk(run *r, uint64_t event, const char *why)
+{
+    if (!r->e->o.on_walk || !r->pol->walk)
+        return;
+    r->walk_why = why;
+    r->walk_ev = event;
+    r->pol->walk(r->st, walk_item, r);
+}
+
+static void check_now(run *r)
+{
+    as_check_failure f = {{0}};
+    if (r->pol->check && r->pol->check(r->st, &f)) {
+        f.msg[sizeof f.msg - 1] = 0;
+        run_fail(r, AS_ENGINE_ECHECK, "check failed: %s", f.msg[0] ? f.msg : "(no message)");
+        return;
+    }
+    as_policy_stats s = {0};
+    r->pol->stats(r->st, &s);
+    if (s.allocated != r->allocated + r->pending)
+        run_fail(r, AS_ENGINE_ECHECK,
+                 "policy reports %llu bytes allocated, its blocks add up to %llu",
+                 (unsigned long long)s.allocated, (unsigned long long)(r->allocated + r->pending));
+    else if (r->log_ok && s.reserved != r->reserved)
+        run_fail(r, AS_ENGINE_ECHECK, "policy reports %llu bytes reserved, the device holds %llu",
+                 (unsigned long long)s.reserved, (unsigned long long)r->reserved);
+}
+
+static void schedule(run *r)
+{
+    uint64_t n = r->e->o.check ? r->events + 1 : r->next_stats;
+    if (r->next_sample < n)
+        n = r->next_sample;
+    if (r->walk_event < n)
+        n = r->walk_event;
+    r->next_slow = n;
+}
+
+/* Everything that is due only now and then, after event `idx` was handled. */
+static void slow_path(run *r, uint64_t idx, const eng_ev *x)
+{
+    uint64_t every = r->e->o.timeline_every;
+    if (idx >= r->next_sample) {
+        sample(r, idx, x->time_us);
+        r->next_sample = (idx / every + 1) * every;
+    }
+    if (idx >= r->next_stats) {
+        as_policy_stats s;
+        ext_frag(r, &s);
+        r->next_stats = idx + STATS_EVERY;
+    }
+    if (idx == r->walk_event) {
+        do_walk(r, idx, "event");
+        r->walk_event = AS_NONE;
+    }
+    if (r->e->o.check)
+        check_now(r);
+}
+
+static void new_peak(run *r, uint64_t idx, const eng_ev *x)
+{
+    r->res.peak_reserved = r->reserved;
+    r->res.peak_reserved_event = idx;
+    as_policy_stats s;
+    ext_frag(r, &s);
+    sample(r, idx, x->time_us);
+}
+
+static void on_oom(run *r, uint64_t idx, const eng_ev *x)
+{
+    if (r->res.ooms++ == 0) {
+        as_policy_stats s;
+        r->res.oom_event = idx;
+        r->res.oom_alloc = x->id;
+        r->res.oom_size = x->size;
+        r->res.oom_reserved = r->reserved;
+        r->res.oom_allocated = r->allocated;
+        r->res.oom_requested = r->requested;
+        ext_frag(r, &s);
+        r->res.oom_free_bytes = s.free_bytes;
+        r->res.oom_largest_free = s.largest_free;
+        sample(r, idx, x->time_us);
+        if (r->e->o.walk_at_oom)
+            do_walk(r, idx, "oom");
+    }
+    if (r->e->o.check)
+        check_now(r);
+    if (!r->e->o.keep_going)
+        r->stopped = 1;
+}
+
+/* ---- the per-event loop ------------------------------------------------------------- */
+
+static void run_batch(run *r, const eng_ev *ev, size_t n)
+{
+    void *st = r->st;
+    int (*palloc)(void *, const as_request *, as_block *) = r->pol->alloc;
+    int (*pfree)(void *, uint64_t, unsigned) = r->pol->free;
+
+    for (size_t i = 0; i < n && !r->stopped; i++) {
+        const eng_ev *x = &ev[i];
+        const uint64_t idx = r->events;
+        int rc = 0;
+        switch (x->op) {
+        case AS_OP_ALLOC: {
+            as_request rq = {.id = x->id, .size = x->size, .stream = x->stream};
+            as_block b;
+            rc = palloc(st, &rq, &b);
+            if (rc == AS_POLICY_OK) {
+                if (as_idmap_put(&r->live, x->id, b.handle, b.size)) {
+                    run_fail(r, AS_ENGINE_ENOMEM, "out of host memory for the live table");
+                    return;
+                }
+                r->requested += x->size;
+                r->allocated += b.size;
+                if (r->requested > r->res.peak_requested)
+                    r->res.peak_requested = r->requested;
+                if (r->allocated > r->res.peak_allocated)
+                    r->res.peak_allocated = r->allocated;
+            } else if (rc == AS_POLICY_OOM) {
+                on_oom(r, idx, x);
+                if (r->stopped)
+                    return;
+                rc = 0;
+            }
+            break;
+        }
+        case AS_OP_FREE_REQ: {
+            as_idmap_ent *m = as_idmap_get(&r->live, x->id);
+            if (!m || (m->b & PENDING_BIT)) /* an allocation that failed (keep_going) */
+                break;
+            rc = pfree(st, m->a, AS_FREE_PENDING);
+            m->b |= PENDING_BIT;
+            uint64_t blk = m->b & ~PENDING_BIT;
+            r->requested -= x->size;
+            r->allocated -= blk;
+            r->pending += blk;
+            break;
+        }
+        case AS_OP_FREE: {
+            as_idmap_ent *m = as_idmap_get(&r->live, x->id);
+            if (!m)
+                break;
+            uint64_t blk = m->b & ~PENDING_BIT;
+            rc = pfree(st, m->a, AS_FREE_COMPLETE);
+            if (m->b & PENDING_BIT) {
+                r->pending -= blk;
+            } else {
+                r->requested -= x->size;
+                r->allocated -= blk;
+            }
+            as_idmap_del(&r->live, m);
+            break;
+        }
+        case AS_OP_EMPTY_CACHE:
+            if (r->pol->empty_cache)
+                rc = r->pol->empty_cache(st);
+            break;
+        default: /* MARK */
+            break;
+        }
+        if (rc != 0) {
+            run_fail(r, AS_ENGINE_EPOLICY, "policy %s returned %d on %s of id %llu", r->pol->name,
+                     rc,
+                     x->op == AS_OP_ALLOC         ? "alloc"
+                     : x->op == AS_OP_EMPTY_CACHE ? "empty_cache"
+                                                  : "free",
+                     (unsigned long long)x->id);
+            return;
+        }
+        if (!r->log_ok)
+            r->reserved = r->dev.ops->reserved(r->dev.ctx);
+        if (r->reserved > r->res.peak_reserved)
+            new_peak(r, idx, x);
+        if (idx >= r->next_slow) {
+            slow_path(r, idx, x);
+            schedule(r);
+        }
+        r->events = idx + 1;
+        r->allocs += x->op == AS_OP_ALLOC;
+        if (r->err)
+            return;
+        r->last_time = x->time_us;
+    }
+}
+
+static void run_timed(run *r, const eng_ev *ev, size_t n)
+{
+    if (r->stopped)
+        return;
+    double t0 = now_s();
+    run_batch(r, ev, n);
+    r->wall += now_s() - t0;
+}
+
+/* ---- runs: start and finish ----------------------------------------------------------- */
+
+static int run_start(run *r)
+{
+    as_engine *e = r->e;
+    const as_engine_opts *o = &e->o;
+    if (o->factory) {
+        if (o->factory->create(o->factory->user, r->capacity, &r->dev, &r->fdev) || !r->dev.ops) {
+            run_fail(r, AS_ENGINE_EDEVICE, "the device factory failed");
+            return r->err;
+        }
+        if (o->factory->set_log) {
+            o->factory->set_log(o->factory->user, r->fdev, on_dev, r);
+            r->log_ok = 1;
+        }
+    } else {
+        as_simdev_params p;
+        if (o->dev_params)
+            p = *o->dev_params;
+        else
+            as_simdev_default_params(&p);
+        p.capacity = r->capacity;
+        if (as_simdev_create(&p, &r->sim)) {
+            run_fail(r, AS_ENGINE_EDEVICE, "cannot create the simulated device");
+            return r->err;
+        }
+        r->dev = *as_simdev_device(r->sim);
+        as_simdev_set_log(r->sim, on_dev, r);
+        r->log_ok = 1;
+    }
+    r->st = calloc(1, r->pol->state_size ? r->pol->state_size : 1);
+    if (!r->st) {
+        run_fail(r, AS_ENGINE_ENOMEM, "out of host memory for the policy state");
+        return r->err;
+    }
+    int rc = r->pol->init(r->st, r->spec->values, &r->dev);
+    if (rc) {
+        run_fail(r, AS_ENGINE_EPOLICY, "policy %s: init returned %d", r->pol->name, rc);
+        return r->err;
+    }
+    r->inited = 1;
+    if (!r->log_ok)
+        r->reserved = r->dev.ops->reserved(r->dev.ctx);
+    r->res.peak_reserved = r->reserved;
+    r->last_sample = AS_NONE;
+    r->next_sample = o->timeline_every && o->on_sample ? 0 : AS_NONE;
+    r->next_stats = STATS_EVERY - 1;
+    schedule(r);
+    return 0;
+}
+
+static void run_finish(run *r)
+{
+    as_run_result *res = &r->res;
+    const as_engine_opts *o = &r->e->o;
+    res->events = r->events;
+    res->allocs = r->allocs;
+    res->completed = !r->stopped && res->ooms == 0 && !r->err;
+    res->final_reserved = r->reserved;
+    res->final_allocated = r->allocated;
+    res->final_requested = r->requested;
+    res->fragmentation =
+        res->peak_reserved ? 1.0 - (double)res->peak_allocated / (double)res->peak_reserved : 0;
+    res->waste =
+        res->peak_reserved > res->peak_requested ? res->peak_reserved - res->peak_requested : 0;
+    res->wall_s = r->wall;
+    res->events_per_second = r->wall > 0 ? (double)r->events / r->wall : 0;
+    if (r->inited) {
+        as_policy_stats s = {0};
+        r->pol->stats(r->st, &s);
+        res->retries = s.retries;
+        if (!r->stopped && r->events)
+            sample(r, r->events - 1, r->last_time);
+    }
+    as_simdev_counters c = {0};
+    if (r->sim)
+        as_simdev_counters_get(r->sim, &c);
+    else if (o->factory && o->factory->counters && r->fdev)
+        o->factory->counters(o->factory->user, r->fdev, &c);
+    res->device_reserves = c.reserves + c.maps;
+    res->device_releases = c.releases + c.unmaps;
+    res->device_refusals = c.refusals;
+    res->device_time_s = c.time_ns * 1e-9;
+}
+
+/* Hands a run's buffered records to the callbacks (reading thread, run order). */
+static void run_flush(as_engine *e, run *r)
+{
+    for (size_t i = 0; i < r->nseg; i++)
+        e->o.on_segment(e->o.user, &r->segs[i]);
+    r->nseg = 0;
+    for (size_t i = 0; i < r->nsmp; i++)
+        e->o.on_sample(e->o.user, &r->smp[i]);
+    r->nsmp = 0;
+    for (size_t i = 0; i < r->nwalk; i++)
+        e->o.on_walk(e->o.user, r->index, r->walks[i].event, r->walks[i].alloc, r->walks[i].why,
+                     &r->walks[i].item);
+    r->nwalk = 0;
+}
+
+/* ---- decoding and the trace summary ------------------------------------------------- */
+
+static int summary_event(as_engine *e, const as_event *ev)
+{
+    as_trace_summary *s = &e->sum;
+    s->events++;
+    switch (ev->op) {
+    case AS_OP_ALLOC:
+        s->allocs++;
+        e->sum_requested += ev->size;
+        if (e->sum_requested > s->peak_requested)
+            s->peak_requested = e->sum_requested;
+        if (e->have_last_stream && ev->stream == e->last_stream)
+            break;
+        e->have_last_stream = 1;
+        e->last_stream = ev->stream;
+        if (ev->stream == UINT64_MAX) { /* the map's key is stream + 1 */
+            s->streams += !e->saw_max_stream;
+            e->saw_max_stream = 1;
+        } else if (!as_idmap_get(&e->sum_streams, ev->stream)) {
+            if (as_idmap_put(&e->sum_streams, ev->stream, 0, 0))
+                return -1;
+            s->streams++;
+        }
+        break;
+    case AS_OP_FREE_REQ:
+        s->free_reqs++;
+        if (!as_idmap_get(&e->sum_pending, ev->id)) {
+            e->sum_requested -= ev->size;
+            if (as_idmap_put(&e->sum_pending, ev->id, 0, 0))
+                return -1;
+        }
+        break;
+    case AS_OP_FREE: {
+        s->frees++;
+        as_idmap_ent *m = e->sum_pending.n ? as_idmap_get(&e->sum_pending, ev->id) : NULL;
+        if (m)
+            as_idmap_del(&e->sum_pending, m);
+        else
+            e->sum_requested -= ev->size;
+        break;
+    }
+    case AS_OP_EMPTY_CACHE:
+        s->empty_caches++;
+        break;
+    default:
+        s->marks++;
+        break;
+    }
+    return 0;
+}
+
+/* Decodes up to BATCH events (fewer at the end). Returns 0 (more may follow),
+ * AS_TRACE_EOF, or < 0 with *err filled; the events before an error are in buf. */
+static int decode(as_engine *e, as_trace_reader *rd, eng_ev *buf, size_t *n, as_trace_error *err)
+{
+    size_t k = 0;
+    int rc = 0;
+    while (k < BATCH) {
+        size_t got = 0;
+        uint64_t before = e->sum.events;
+        rc = as_trace_next_batch(rd, buf + k, BATCH - k, &got);
+        for (size_t i = 0; i < got; i++) {
+            if (summary_event(e, &buf[k + i])) {
+                *n = k + i;
+                if (err) {
+                    memset(err, 0, sizeof *err);
+                    err->code = AS_TRACE_ENOMEM;
+                    err->offset = UINT64_MAX;
+                    err->event = e->sum.events;
+                    snprintf(err->msg, sizeof err->msg, "out of host memory");
+                }
+                return AS_TRACE_ENOMEM;
+            }
+        }
+        k += got;
+        if (e->o.on_progress && (before >> 20) != (e->sum.events >> 20)) {
+            uint64_t done, total;
+            as_trace_reader_progress(rd, &done, &total);
+            e->o.on_progress(e->o.user, e->sum.events, done, total);
+        }
+        if (rc)
+            break;
+    }
+    *n = k;
+    if (rc < 0 && err) {
+        const as_trace_error *re = as_trace_reader_error(rd);
+        if (re)
+            *err = *re;
+        else {
+            memset(err, 0, sizeof *err);
+            err->code = rc;
+        }
+    }
+    return rc;
+}
+
+/* ---- threads ------------------------------------------------------------------------ */
+
+static void work(as_engine *e)
+{
+    unsigned i;
+    while ((i = atomic_fetch_add(&e->next_run, 1)) < e->nruns)
+        run_timed(e->runs[i], e->cur, e->cur_n);
+}
+
+static void *worker(void *arg)
+{
+    as_engine *e = arg;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&e->mu);
+    for (;;) {
+        while (e->gen == seen && !e->quit)
+            pthread_cond_wait(&e->go, &e->mu);
+        if (e->quit)
+            break;
+        seen = e->gen;
+        pthread_mutex_unlock(&e->mu);
+        work(e);
+        pthread_mutex_lock(&e->mu);
+        if (--e->busy == 0)
+            pthread_cond_signal(&e->done);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+static void publish(as_engine *e, const eng_ev *buf, size_t n)
+{
+    pthread_mutex_lock(&e->mu);
+    e->cur = buf;
+    e->cur_n = n;
+    atomic_store(&e->next_run, 0);
+    e->busy = e->nth;
+    e->gen++;
+    pthread_cond_broadcast(&e->go);
+    pthread_mutex_unlock(&e->mu);
+}
+
+static void wait_done(as_engine *e)
+{
+    work(e); /* the reading thread helps with whatever runs are left */
+    pthread_mutex_lock(&e->mu);
+    while (e->busy)
+        pthread_cond_wait(&e->done, &e->mu);
+    pthread_mutex_unlock(&e->mu);
+}
+
+static unsigned pick_threads(const as_engine *e)
+{
+    if (e->o.threads)
+        return e->o.threads;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1)
+        cores = 1;
+    /* One per run plus the reader, which decodes while the runs work. */
+    unsigned want = e->nruns + 1;
+    return want < (unsigned)cores ? want : (unsigned)cores;
+}
+
+/* After a batch: callbacks, then the first run error (lowest run index) if any. */
+static int after_batch(as_engine *e)
+{
+    for (unsigned i = 0; i < e->nruns; i++)
+        run_flush(e, e->runs[i]);
+    for (unsigned i = 0; i < e->nruns; i++) {
+        if (e->runs[i]->err) {
+            snprintf(e->msg, sizeof e->msg, "%s", e->runs[i]->msg);
+            return e->runs[i]->err;
+        }
+    }
+    return 0;
+}
+
+/* ---- public ------------------------------------------------------------------------- */
+
+int as_engine_create(const as_engine_opts *opts, as_engine **out)
+{
+    *out = NULL;
+    as_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return AS_ENGINE_ENOMEM;
+    if (opts)
+        e->o = *opts;
+    if (e->o.timeline_every == 0)
+        e->o.on_sample = NULL; /* peaks and OOM samples belong to a timeline too */
+    *out = e;
+    return 0;
+}
+
+int as_engine_add_run(as_engine *e, const as_policy_spec *spec, uint64_t capacity)
+{
+    if (e->ran || !spec || !spec->policy || spec->policy->abi != AS_POLICY_ABI ||
+        !spec->policy->init || !spec->policy->alloc || !spec->policy->free ||
+        !spec->policy->stats || (spec->policy->n_knobs && !spec->values))
+        return AS_ENGINE_EUSAGE;
+    if (e->nruns == e->capruns) {
+        unsigned nc = e->capruns ? e->capruns * 2 : 8;
+        run **nr = realloc(e->runs, nc * sizeof *nr);
+        if (!nr)
+            return AS_ENGINE_ENOMEM;
+        e->runs = nr;
+        e->capruns = nc;
+    }
+    run *r = calloc(1, sizeof *r);
+    if (!r)
+        return AS_ENGINE_ENOMEM;
+    r->e = e;
+    r->index = e->nruns;
+    r->spec = spec;
+    r->pol = spec->policy;
+    r->capacity = capacity;
+    r->walk_event = AS_NONE;
+    r->res.policy = spec->text ? spec->text : spec->policy->name;
+    r->res.capacity = capacity;
+    r->res.oom_event = r->res.oom_alloc = AS_NONE;
+    r->res.peak_reserved_event = AS_NONE;
+    e->runs[e->nruns++] = r;
+    return (int)r->index;
+}
+
+int as_engine_walk_after(as_engine *e, unsigned run_index, uint64_t event)
+{
+    if (run_index >= e->nruns || e->ran)
+        return AS_ENGINE_EUSAGE;
+    e->runs[run_index]->walk_event = event;
+    return 0;
+}
+
+int as_engine_run(as_engine *e, as_trace_reader *rd, as_trace_error *err)
+{
+    if (e->ran || e->nruns == 0) {
+        snprintf(e->msg, sizeof e->msg, "%s", e->ran ? "engine already ran" : "no runs");
+        return AS_ENGINE_EUSAGE;
+    }
+    e->ran = 1;
+    int rc = 0, trc = 0, started = 0;
+    eng_ev *buf[2] = {malloc(BATCH * sizeof(eng_ev)), malloc(BATCH * sizeof(eng_ev))};
+    if (!buf[0] || !buf[1]) {
+        rc = AS_ENGINE_ENOMEM;
+        snprintf(e->msg, sizeof e->msg, "out of host memory");
+        goto out;
+    }
+    for (unsigned i = 0; i < e->nruns; i++) {
+        run *r = e->runs[i];
+        if (run_start(r)) {
+            rc = r->err;
+            snprintf(e->msg, sizeof e->msg, "%s", r->msg);
+            goto out;
+        }
+    }
+
+    unsigned threads = pick_threads(e);
+    e->nth = 0;
+    if (threads > 1) {
+        e->th = calloc(threads - 1, sizeof *e->th);
+        if (!e->th || pthread_mutex_init(&e->mu, NULL) || pthread_cond_init(&e->go, NULL) ||
+            pthread_cond_init(&e->done, NULL)) {
+            rc = AS_ENGINE_ENOMEM;
+            snprintf(e->msg, sizeof e->msg, "cannot set up threads");
+            goto out;
+        }
+        started = 1;
+        for (unsigned t = 0; t + 1 < threads; t++) {
+            if (pthread_create(&e->th[t], NULL, worker, e))
+                break;
+            e->nth++;
+        }
+    }
+
+    size_t n[2] = {0, 0};
+    int cur = 0;
+    trc = decode(e, rd, buf[0], &n[0], err);
+    while (n[cur] > 0) {
+        if (e->nth) {
+            publish(e, buf[cur], n[cur]);
+            n[!cur] = 0;
+            if (trc == 0)
+                trc = decode(e, rd, buf[!cur], &n[!cur], err);
+            wait_done(e);
+        } else {
+            for (unsigned i = 0; i < e->nruns; i++)
+                run_timed(e->runs[i], buf[cur], n[cur]);
+            n[!cur] = 0;
+            if (trc == 0)
+                trc = decode(e, rd, buf[!cur], &n[!cur], err);
+        }
+        if ((rc = after_batch(e)))
+            goto out;
+        cur = !cur;
+    }
+    e->sum.live_at_end = e->sum.allocs - e->sum.frees;
+    for (unsigned i = 0; i < e->nruns; i++)
+        run_finish(e->runs[i]);
+    if ((rc = after_batch(e)))
+        goto out;
+    if (trc < 0) {
+        rc = trc;
+        snprintf(e->msg, sizeof e->msg, "%s", err ? err->msg : "trace error");
+    }
+out:
+    if (started) {
+        pthread_mutex_lock(&e->mu);
+        e->quit = 1;
+        pthread_cond_broadcast(&e->go);
+        pthread_mutex_unlock(&e->mu);
+        for (unsigned t = 0; t < e->nth; t++)
+            pthread_join(e->th[t], NULL);
+        pthread_mutex_destroy(&e->mu);
+        pthread_cond_destroy(&e->go);
+        pthread_cond_destroy(&e->done);
+    }
+    free(e->th);
+    e->th = NULL;
+    free(buf[0]);
+    free(buf[1]);
+    return rc;
+}
+
+unsigned as_engine_nruns(const as_engine *e)
+{
+    return e->nruns;
+}
+
+const as_run_result *as_engine_result(const as_engine *e, unsigned i)
+{
+    return i < e->nruns ? &e->runs[i]->res : NULL;
+}
+
+const as_trace_summary *as_engine_summary(const as_engine *e)
+{
+    return &e->sum;
+}
+
+const char *as_engine_errmsg(const as_engine *e)
+{
+    return e->msg;
+}
+
+void as_engine_destroy(as_engine *e)
+{
+    if (!e)
+        return;
+    for (unsigned i = 0; i < e->nruns; i++) {
+        run *r = e->runs[i];
+        if (r->sim)
+            as_simdev_set_log(r->sim, NULL, NULL);
+        else if (r->fdev && e->o.factory->set_log)
+            e->o.factory->set_log(e->o.factory->user, r->fdev, NULL, NULL);
+        if (r->inited && r->pol->fini)
+            r->pol->fini(r->st);
+        if (r->sim)
+            as_simdev_destroy(r->sim);
+        if (r->fdev && e->o.factory->destroy)
+            e->o.factory->destroy(e->o.factory->user, r->fdev);
+        as_idmap_free(&r->live);
+        free(r->st);
+        free(r->segs);
+        free(r->smp);
+        free(r->walks);
+        free(r);
+    }
+    free(e->runs);
+    as_idmap_free(&e->sum_pending);
+    as_idmap_free(&e->sum_streams);
+    free(e);
+}

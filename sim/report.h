@@ -1,0 +1,73 @@
+/*
+ * report.h - the reports every front end shares (the allocsim command, replay/): the
+ * per-run table, CSV and JSON (DESIGN.md's schema), the --segments and --timeline CSV
+ * files, and the parsing and printing of byte quantities.
+ *
+ * A report collects traces and runs (copied, so engines can be destroyed) and writes
+ * them at the end. The CSV logs spool each run's rows to its own temporary file and
+ * concatenate them in run order on close, so the files are grouped by run whatever
+ * order the engine delivered the rows in. Nothing here exits; writers return 0 or -errno.
+ */
+#ifndef AS_SIM_REPORT_H
+#define AS_SIM_REPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "engine.h"
+#include "trace.h"
+
+#define AS_VERSION "0.1.0"
+
+typedef enum as_report_fmt { AS_REPORT_TABLE, AS_REPORT_CSV, AS_REPORT_JSON } as_report_fmt;
+
+/* "table", "csv" or "json". Returns 0 or -1. */
+int as_report_fmt_parse(const char *s, as_report_fmt *out);
+
+typedef struct as_report as_report;
+
+int as_report_create(as_report **out);
+void as_report_destroy(as_report *r);
+/* Adds a trace (strings and metadata copied; meta and format may be NULL). Returns the
+ * trace's index or < 0. */
+int as_report_add_trace(as_report *r, const char *path, const char *format,
+                        const as_trace_summary *sum, const as_meta *meta);
+/* Adds a run of trace `trace` (copied, the policy text included). Returns the run's
+ * index in the report (the `run` column of --segments and --timeline) or < 0. */
+int as_report_add_run(as_report *r, unsigned trace, const as_run_result *res);
+unsigned as_report_nruns(const as_report *r);
+unsigned as_report_ntraces(const as_report *r);
+/* Writes the whole report. Returns 0 or -errno. */
+int as_report_write(const as_report *r, FILE *f, as_report_fmt fmt);
+
+/* ---- --segments / --timeline CSV -------------------------------------------------- */
+
+typedef enum as_runlog_kind { AS_RUNLOG_SEGMENTS, AS_RUNLOG_TIMELINE } as_runlog_kind;
+typedef struct as_runlog as_runlog;
+
+/* Creates (truncates) path; the header line is written on close. Returns 0 or -errno. */
+int as_runlog_open(const char *path, as_runlog_kind kind, as_runlog **out);
+/* The engine numbers its runs from 0; the report's index of its run 0 goes here. */
+void as_runlog_set_base(as_runlog *l, unsigned run_base);
+/* Callbacks with the engine's signatures (user = the as_runlog). */
+void as_runlog_segment(void *user, const as_seg_record *rec);
+void as_runlog_sample(void *user, const as_timeline_sample *s);
+/* Writes the header and every run's rows in run order, closes and frees. 0 or -errno. */
+int as_runlog_close(as_runlog *l);
+
+/* ---- quantities ---------------------------------------------------------------------- */
+
+/* Bytes with an optional unit, case-insensitive: plain digits are bytes; K/M/G/T and
+ * KB/MB/GB/TB are decimal (80G = 80e9 bytes, as GPU vendors count); KiB/MiB/GiB/TiB are
+ * binary; a real with an exponent ("141e9", "1.5e9", "1.5GiB") is rounded down to whole
+ * bytes. Returns 0 or -1 (bad text, overflow, zero). */
+int as_parse_bytes(const char *s, uint64_t *out);
+/* As as_parse_bytes, plus "none"/"unlimited" -> AS_CAPACITY_NONE. */
+int as_parse_capacity(const char *s, uint64_t *out);
+/* "512 B", "1.5 KiB", "20.0 MiB", "79.65 GiB" (binary units). */
+void as_fmt_bytes(char *buf, size_t n, uint64_t bytes);
+/* A capacity as the user would write it: "none", "80G", "80GiB", or "79.65 GiB". */
+void as_fmt_capacity(char *buf, size_t n, uint64_t cap);
+
+#endif
