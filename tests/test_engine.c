@@ -530,6 +530,7 @@ static void test_segment_records(void)
     tf_spec(&sp[1], 1, 0, 0);
     uint64_t caps[2] = {AS_CAPACITY_NONE, AS_CAPACITY_NONE};
     seglog l = {.n = 0};
+    /* Default placement is top-down (the CUDA driver's): the first range ends at the top. */
     as_engine_opts o = {.threads = 1, .check = 1, .on_segment = seg_cb, .user = &l};
     as_engine *e;
     CU_ASSERT_EQUAL_FATAL(tf_run(t, NEV(t), &o, sp, caps, 2, &e), 0);
@@ -540,7 +541,7 @@ static void test_segment_records(void)
     CU_ASSERT_EQUAL(l.r[0].alloc, 0);
     CU_ASSERT_EQUAL(l.r[0].event, 0);
     CU_ASSERT_EQUAL(l.r[0].dev.size, 2 * TF_MIB);
-    CU_ASSERT_EQUAL(l.r[0].dev.addr, AS_SIMDEV_BASE);
+    CU_ASSERT_EQUAL(l.r[0].dev.addr, AS_SIMDEV_TOP - 2 * TF_MIB);
     CU_ASSERT_EQUAL(l.r[1].dev.action, AS_DEV_SEGMENT_FREE);
     CU_ASSERT_EQUAL(l.r[1].alloc, 2);
     CU_ASSERT_EQUAL(l.r[1].event, 4);
@@ -548,13 +549,25 @@ static void test_segment_records(void)
     CU_ASSERT_EQUAL(l.r[2].alloc, 2);
     CU_ASSERT_EQUAL(l.r[2].event, 5);
     CU_ASSERT_EQUAL(l.r[2].dev.size, 6 * TF_MIB);
-    CU_ASSERT_EQUAL(l.r[2].dev.addr, AS_SIMDEV_BASE);
+    CU_ASSERT_EQUAL(l.r[2].dev.addr, AS_SIMDEV_TOP - 6 * TF_MIB);
     CU_ASSERT_EQUAL(l.r[3].run, 1);
     CU_ASSERT_EQUAL(l.r[5].run, 1);
     const as_run_result *r = as_engine_result(e, 0);
     CU_ASSERT_EQUAL(r->device_reserves, 2);
     CU_ASSERT_EQUAL(r->device_releases, 1);
     CU_ASSERT_EQUAL(r->final_reserved, 6 * TF_MIB);
+    as_engine_destroy(e);
+
+    /* dev_params reach the device: low first fit puts both ranges at the base. */
+    as_simdev_params p;
+    as_simdev_default_params(&p);
+    p.placement = AS_PLACE_LOW_FIRST_FIT;
+    o.dev_params = &p;
+    l.n = 0;
+    CU_ASSERT_EQUAL_FATAL(tf_run(t, NEV(t), &o, sp, caps, 2, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(l.n, 6);
+    CU_ASSERT_EQUAL(l.r[0].dev.addr, AS_SIMDEV_BASE);
+    CU_ASSERT_EQUAL(l.r[2].dev.addr, AS_SIMDEV_BASE);
     as_engine_destroy(e);
     tf_spec_free(&sp[0]);
     tf_spec_free(&sp[1]);
