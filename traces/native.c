@@ -15,6 +15,7 @@
 #include <string.h>
 #include <zstd.h>
 
+#include "live_internal.h"
 #include "trace_internal.h"
 
 static const uint8_t native_magic[8] = {0x8A, 'A', 'S', 'T', 0x0D, 0x0A, 0x1A, 0x0A};
@@ -325,11 +326,12 @@ static int block_end(native_st *s, as_trace_error *err)
     return 0;
 }
 
-int as_native_next_batch(void *stp, as_event *evs, size_t cap, size_t *n, as_trace_error *err)
+int as_native_next_batch(void *stp, as_validator *vd, as_event *evs, size_t cap, size_t *n,
+                         size_t *checked, as_trace_error *err)
 {
     native_st *s = stp;
     size_t k = 0;
-    int rc = 0;
+    int rc = 0, unchecked = 0;
     *n = 0;
     if (cap > BATCH_MAX)
         cap = BATCH_MAX;
@@ -512,6 +514,8 @@ int as_native_next_batch(void *stp, as_event *evs, size_t cap, size_t *n, as_tra
                 ev->time_us = AS_TIME_NONE;
             }
             s->ev_off[k] = base + (uint64_t)(ev_start - sb);
+            if (vd && validate_fast(vd, ev) != 0)
+                unchecked = stop = 1; /* the reader judges it, with the slow path */
             k++;
             done++;
             if (stop)
@@ -547,6 +551,8 @@ int as_native_next_batch(void *stp, as_event *evs, size_t cap, size_t *n, as_tra
             break;
     }
     *n = k;
+    if (checked)
+        *checked = k - (size_t)unchecked;
     if (rc == AS_TRACE_EOF && k > 0)
         rc = 0; /* the events first; EOF again on the next call */
     return rc;
@@ -562,7 +568,7 @@ uint64_t as_native_batch_offset(const void *st, size_t k)
 static int native_next(void *st, as_event *ev, as_trace_error *err)
 {
     size_t n;
-    int rc = as_native_next_batch(st, ev, 1, &n, err);
+    int rc = as_native_next_batch(st, NULL, ev, 1, &n, NULL, err);
     if (rc == 0 && n == 1)
         as_instream_mark_event(((native_st *)st)->in, as_native_batch_offset(st, 0), 0);
     return rc;

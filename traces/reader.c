@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "live_internal.h"
 #include "trace_internal.h"
 
 /*
@@ -36,14 +37,9 @@ static const as_source_ops *const probe_order[] = {
 
 /* ---- live table ------------------------------------------------------------------ */
 
-#define LIVE_MIN_CAP 64
+#define LIVE_MIN_CAP AS_LIVE_MIN_CAP
 
-static inline size_t live_home(const as_live *t, uint64_t key)
-{
-    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> t->shift);
-}
-
-static int live_rehash(as_live *t, size_t ncap)
+int as_live_rehash(as_live *t, size_t ncap)
 {
     as_live_ent *ns = calloc(ncap, sizeof *ns);
     if (!ns)
@@ -69,58 +65,6 @@ static int live_rehash(as_live *t, size_t ncap)
     return 0;
 }
 
-static inline as_live_ent *live_find(as_live *t, uint64_t id)
-{
-    if (!t->cap)
-        return NULL;
-    uint64_t key = id + 1;
-    size_t mask = t->cap - 1;
-    for (size_t j = live_home(t, key);; j = (j + 1) & mask) {
-        if (t->slot[j].key == key)
-            return &t->slot[j];
-        if (!t->slot[j].key)
-            return NULL;
-    }
-}
-
-static inline as_live_ent *live_insert(as_live *t, uint64_t id)
-{
-    /* Load factor at most 1/2: short probe runs matter more than the bytes. */
-    if ((t->n + 1) * 2 > t->cap && live_rehash(t, t->cap ? t->cap * 2 : LIVE_MIN_CAP) < 0)
-        return NULL;
-    uint64_t key = id + 1;
-    size_t mask = t->cap - 1, j = live_home(t, key);
-    while (t->slot[j].key)
-        j = (j + 1) & mask;
-    as_live_ent *e = &t->slot[j];
-    memset(e, 0, sizeof *e);
-    e->key = key;
-    t->n++;
-    return e;
-}
-
-static inline void live_remove(as_live *t, as_live_ent *e)
-{
-    /* Backward-shift deletion: no tombstones, so probe runs never degrade. */
-    size_t mask = t->cap - 1, i = (size_t)(e - t->slot), j = i;
-    for (;;) {
-        j = (j + 1) & mask;
-        if (!t->slot[j].key)
-            break;
-        size_t k = live_home(t, t->slot[j].key);
-        if (((j - k) & mask) >= ((j - i) & mask)) {
-            t->slot[i] = t->slot[j];
-            i = j;
-        }
-    }
-    t->slot[i].key = 0;
-    t->n--;
-    /* Shrink after a spike of live allocations, with hysteresis (grow at 1/2, shrink at
-     * 1/16), so memory follows the live count down as well as up. */
-    if (t->cap > LIVE_MIN_CAP * 4 && t->n * 16 < t->cap)
-        (void)live_rehash(t, t->cap / 4); /* on failure the bigger table stays valid */
-}
-
 as_live_ent *as_live_find(as_live *t, uint64_t id) { return live_find(t, id); }
 as_live_ent *as_live_insert(as_live *t, uint64_t id) { return live_insert(t, id); }
 void as_live_remove(as_live *t, as_live_ent *e) { live_remove(t, e); }
@@ -134,46 +78,6 @@ void as_live_free(as_live *t)
 size_t as_live_bytes(const as_live *t) { return t->cap * sizeof(as_live_ent); }
 
 /* ---- validation ------------------------------------------------------------------ */
-
-/* The common case, inlined into the hot loops: a valid ALLOC, FREE or FREE_REQ. Returns 0
- * when accepted, -1 (nothing changed) when as_validate must judge it. */
-static inline int validate_fast(as_validator *v, as_event *ev)
-{
-    as_live_ent *e;
-    switch (ev->op) {
-    case AS_OP_ALLOC:
-        if (ev->id != v->allocs_in || ev->size - 1 >= AS_MAX_ALLOC_SIZE)
-            return -1;
-        if (!(e = live_insert(&v->live, ev->id)))
-            return -1;
-        v->allocs_in++;
-        e->size = ev->size;
-        e->stream = ev->stream;
-        e->out_id = v->allocs_out++;
-        ev->id = e->out_id;
-        break;
-    case AS_OP_FREE:
-        if (!(e = live_find(&v->live, ev->id)))
-            return -1;
-        ev->id = e->out_id;
-        ev->size = e->size;
-        ev->stream = e->stream;
-        live_remove(&v->live, e);
-        break;
-    case AS_OP_FREE_REQ:
-        if (!(e = live_find(&v->live, ev->id)) || e->freereq)
-            return -1;
-        e->freereq = 1;
-        ev->id = e->out_id;
-        ev->size = e->size;
-        ev->stream = e->stream;
-        break;
-    default:
-        return -1;
-    }
-    v->events++;
-    return 0;
-}
 
 int as_validate(as_validator *v, as_event *ev, char *msg, size_t cap)
 {
@@ -344,45 +248,37 @@ static int next_generic(as_trace_reader *r, as_event *ev)
     }
 }
 
-/* Fills up to cap validated events from the native batch decoder. */
+/* Fills up to cap validated events from the native batch decoder, which runs the
+ * validator's fast path itself; only an event the fast path declines comes back here. */
 static int next_native(as_trace_reader *r, as_event *evs, size_t cap, size_t *n)
 {
     *n = 0;
     while (*n == 0) {
-        size_t got = 0;
+        size_t got = 0, checked = 0;
         as_trace_error e;
         e.code = 0;
-        int rc = as_native_next_batch(r->st, evs, cap, &got, &e);
-        size_t w = 0;
-        for (size_t k = 0; k < got; k++) {
+        int rc = as_native_next_batch(r->st, &r->v, evs, cap, &got, &checked, &e);
+        r->in_events += checked;
+        *n = checked;
+        if (checked < got) {
+            /* The last event: an error, a lenient skip, or just not a fast-path case. */
             char msg[256];
-            if (w != k)
-                evs[w] = evs[k];
-            r->in_events++;
-            if (validate_fast(&r->v, &evs[w]) == 0) {
-                w++;
-                continue;
-            }
-            int vr = as_validate(&r->v, &evs[w], msg, sizeof msg);
-            if (vr == 0) {
-                w++;
-                continue;
-            }
+            int vr = as_validate(&r->v, &evs[checked], msg, sizeof msg);
             if (vr < 0) {
-                r->in_events--;
-                *n = w;
-                reader_invalid(r, vr, as_native_batch_offset(r->st, k), 0, msg);
-                return w ? 0 : r->rc;
+                reader_invalid(r, vr, as_native_batch_offset(r->st, checked), 0, msg);
+                return *n ? 0 : r->rc;
             }
+            r->in_events++;
+            if (vr == 0)
+                (*n)++;
         }
-        *n = w;
         if (rc < 0) {
             reader_fail(r, &e);
-            return w ? 0 : r->rc;
+            return *n ? 0 : r->rc;
         }
         if (rc == AS_TRACE_EOF) {
             r->rc = AS_TRACE_EOF;
-            return w ? 0 : AS_TRACE_EOF;
+            return *n ? 0 : AS_TRACE_EOF;
         }
     }
     return 0;

@@ -93,8 +93,11 @@ int as_validate(as_validator *v, as_event *ev, char *msg, size_t msg_cap);
 /* Decodes up to cap events straight into evs (the reader's fast path: no per-event
  * indirect call). Returns 0 with *n >= 1, AS_TRACE_EOF with *n == 0, or < 0 (err filled)
  * with *n events decoded before the error. At most one MARK per batch, and it is last
- * (its label lives in decoder state until the next call). */
-int as_native_next_batch(void *st, as_event *evs, size_t cap, size_t *n, as_trace_error *err);
+ * (its label lives in decoder state until the next call). With v, each event also goes
+ * through the validator's fast path as it is decoded; the first one that the fast path
+ * does not accept ends the batch, unvalidated: *checked is *n or *n - 1. */
+int as_native_next_batch(void *st, as_validator *v, as_event *evs, size_t cap, size_t *n,
+                         size_t *checked, as_trace_error *err);
 /* Offset in the decompressed stream of the k-th event of the last batch. */
 uint64_t as_native_batch_offset(const void *st, size_t k);
 

@@ -1,0 +1,126 @@
+/*
+ * live_internal.h - the live-allocation table and the fast path of event validation, as
+ * static inline functions, so the reader's hot loops (and the native decoder's fused
+ * decode-and-validate loop) run them without calls. Slow paths stay in reader.c.
+ *
+ * Invariant: the table holds exactly the live allocations, at load <= 1/2, with no
+ * tombstones (backward-shift deletion), so a lookup probes a short run of slots.
+ */
+#ifndef AS_TRACES_LIVE_INTERNAL_H
+#define AS_TRACES_LIVE_INTERNAL_H
+
+#include <string.h>
+
+#include "trace_internal.h"
+
+#define AS_LIVE_MIN_CAP 64
+
+/* Rebuilds t with ncap slots (a power of two). 0, or -1 when out of memory (t intact). */
+int as_live_rehash(as_live *t, size_t ncap);
+
+static inline size_t live_home(const as_live *t, uint64_t key)
+{
+    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> t->shift);
+}
+
+static inline as_live_ent *live_find(as_live *t, uint64_t id)
+{
+    if (!t->cap)
+        return NULL;
+    uint64_t key = id + 1;
+    size_t mask = t->cap - 1;
+    for (size_t j = live_home(t, key);; j = (j + 1) & mask) {
+        if (t->slot[j].key == key)
+            return &t->slot[j];
+        if (!t->slot[j].key)
+            return NULL;
+    }
+}
+
+static inline as_live_ent *live_insert(as_live *t, uint64_t id)
+{
+    /* Load factor at most 1/2: short probe runs matter more than the bytes. */
+    if ((t->n + 1) * 2 > t->cap && as_live_rehash(t, t->cap ? t->cap * 2 : AS_LIVE_MIN_CAP) < 0)
+        return NULL;
+    uint64_t key = id + 1;
+    size_t mask = t->cap - 1, j = live_home(t, key);
+    while (t->slot[j].key)
+        j = (j + 1) & mask;
+    as_live_ent *e = &t->slot[j];
+    memset(e, 0, sizeof *e);
+    e->key = key;
+    t->n++;
+    return e;
+}
+
+static inline void live_remove(as_live *t, as_live_ent *e)
+{
+    /* Backward-shift deletion: no tombstones, so probe runs never degrade. */
+    size_t mask = t->cap - 1, i = (size_t)(e - t->slot), j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (!t->slot[j].key)
+            break;
+        size_t k = live_home(t, t->slot[j].key);
+        if (((j - k) & mask) >= ((j - i) & mask)) {
+            t->slot[i] = t->slot[j];
+            i = j;
+        }
+    }
+    t->slot[i].key = 0;
+    t->n--;
+    /* Shrink after a spike of live allocations, with hysteresis (grow at 1/2, shrink at
+     * 1/16), so memory follows the live count down as well as up. */
+    if (t->cap > AS_LIVE_MIN_CAP * 4 && t->n * 16 < t->cap)
+        (void)as_live_rehash(t, t->cap / 4); /* on failure the bigger table stays valid */
+}
+
+/* The common case, inlined into the hot loops: a valid event. Returns 0
+ * when accepted, -1 (nothing changed) when as_validate must judge it. */
+static inline int validate_fast(as_validator *v, as_event *ev)
+{
+    as_live_ent *e;
+    switch (ev->op) {
+    case AS_OP_ALLOC:
+        if (ev->id != v->allocs_in || ev->size - 1 >= AS_MAX_ALLOC_SIZE)
+            return -1;
+        if (!(e = live_insert(&v->live, ev->id)))
+            return -1;
+        v->allocs_in++;
+        e->size = ev->size;
+        e->stream = ev->stream;
+        e->out_id = v->allocs_out++;
+        ev->id = e->out_id;
+        break;
+    case AS_OP_FREE:
+        if (!(e = live_find(&v->live, ev->id)))
+            return -1;
+        ev->id = e->out_id;
+        ev->size = e->size;
+        ev->stream = e->stream;
+        live_remove(&v->live, e);
+        break;
+    case AS_OP_FREE_REQ:
+        if (!(e = live_find(&v->live, ev->id)) || e->freereq)
+            return -1;
+        e->freereq = 1;
+        ev->id = e->out_id;
+        ev->size = e->size;
+        ev->stream = e->stream;
+        break;
+    case AS_OP_EMPTY_CACHE:
+        ev->id = ev->size = ev->stream = 0;
+        break;
+    case AS_OP_MARK:
+        if (!ev->label || strnlen(ev->label, AS_MAX_LABEL + 1) > AS_MAX_LABEL)
+            return -1;
+        ev->id = ev->size = ev->stream = 0;
+        break;
+    default:
+        return -1;
+    }
+    v->events++;
+    return 0;
+}
+
+#endif
