@@ -270,6 +270,370 @@ static void gen_random_streaming(void)
     CU_ASSERT_EQUAL(s.bad, 0);
 }
 
+/* ---- transformer: the closed form ---------------------------------------------------
+ * tf_predict() evaluates the candidate points written in gen_transformer.c's header, from
+ * the knobs alone; the generator's events are then summed and compared. */
+
+typedef struct tfk {
+    uint64_t L, h, a, f, V, S, b, k, steps;
+    int retain, ckpt, flash, dropout, fp32, opt, pos; /* opt: 0 adam, 1 sgd, 2 none */
+    uint64_t bucket;
+} tfk;
+
+static const tfk tf_small = { .L = 4, .h = 256, .a = 4, .f = 4, .V = 1000, .S = 128, .b = 4,
+                              .k = 1, .steps = 3, .pos = 1 };
+
+static int tf_args(const tfk *c, char buf[20][48], char **kv)
+{
+    int n = 0;
+#define A(...) (snprintf(buf[n], 48, __VA_ARGS__), kv[n] = buf[n], n++)
+    A("layers=%llu", (unsigned long long)c->L);
+    A("hidden=%llu", (unsigned long long)c->h);
+    A("heads=%llu", (unsigned long long)c->a);
+    A("ffn=%llu", (unsigned long long)c->f);
+    A("vocab=%llu", (unsigned long long)c->V);
+    A("seq=%llu", (unsigned long long)c->S);
+    A("batch=%llu", (unsigned long long)c->b);
+    A("accum=%llu", (unsigned long long)c->k);
+    A("steps=%llu", (unsigned long long)c->steps);
+    A("graph=%s", c->retain ? "retain" : "release");
+    A("ckpt=%d", c->ckpt);
+    A("flash=%d", c->flash);
+    A("dropout=%d", c->dropout);
+    A("precision=%s", c->fp32 ? "fp32" : "bf16");
+    A("optimizer=%s", c->opt == 0 ? "adam" : c->opt == 1 ? "sgd" : "none");
+    A("pos_emb=%d", c->pos);
+    A("bucket=%llu", (unsigned long long)c->bucket);
+#undef A
+    return n;
+}
+
+static double dmax(double a, double b) { return a > b ? a : b; }
+
+/* Peak of one step at sequence length s with R0 bytes static at its start. DDP buckets
+ * (last micro-batch only) hold at most G, none before the first gradient, all of G at the
+ * embedding point: all_points = 0 adds them there only (a lower bound), 1 at every point
+ * from the head's gradients on (an upper bound, and exact with one bucket >= G, which the
+ * first gradient opens). */
+static double tf_step_peak(const tfk *c, double s, double R0, int all_points)
+{
+    double L = c->L, h = c->h, a = c->a, f = c->f, V = c->V, b = c->b;
+    double e = c->fp32 ? 4 : 2, T = b * s;
+    double Pa = 4 * h * h + 6 * h, Pm = 2 * f * h * h + (f + 3) * h, Pl = Pa + Pm;
+    double Ph = V * h + 2 * h, Pp = c->pos ? c->S * h : 0, P = L * Pl + Ph + Pp;
+    double G = e * P, Gh = e * Ph, Gl = e * Pl, Gm = e * Pm;
+    double X = e * T * h;
+    double Z = c->flash ? 4 * a * b * s : e * a * b * s * s;
+    double D = c->dropout ? 2 * T * h + (c->flash ? 0 : (1 + e) * a * b * s * s) : 0;
+    double Am = (1 + 2 * f) * X + (c->dropout ? T * h : 0);
+    double A = (7 + 2 * f) * X + Z + D;
+    double I = 16 * T, Lg = e * T * V;
+    double Ah = I + (L + 1) * X + (c->ckpt ? 0 : L * A) + X + Lg + 4;
+    double Zb = c->flash ? 4 * a * b * s : e * a * b * s * s;
+    int rel = !c->retain, ck = c->ckpt;
+    double peak = 0, R = R0;
+    for (uint64_t j = 0; j < c->k; j++) {
+        double F = j == 0;
+        double bk = c->bucket && j == c->k - 1 ? G : 0, bka = all_points ? bk : 0;
+        peak = dmax(peak, R + Ah);
+        if (ck)
+            peak = dmax(peak, R + I + (L + 1) * X + A + X);
+        peak = dmax(peak, R + Ah + Lg);
+        peak = dmax(peak, R + Ah + Lg - rel * (Lg + 4) + F * Gh + X + bka);
+        peak = dmax(peak, R + Ah - rel * (Lg + 4 + X) + F * Gh + 2 * X + bka);
+        for (int end = 0; end < 2; end++) {
+            double l = end ? L - 1 : 0;
+            double B = R + F * (Gh + (L - 1 - l) * Gl) + X +
+                       (rel ? I + (l + 1) * (X + (1 - ck) * A) : Ah) + bka;
+            if (ck)
+                peak = dmax(peak, B + A + 2 * X);
+            peak = dmax(peak, B + ck * A + F * Gm + (2 * f + 1) * X);
+            peak = dmax(peak, B + ck * A - ((rel || ck) ? Am : 0) + F * Gl + 5 * X + Zb);
+        }
+        peak = dmax(peak, R + F * G + X + (rel ? I : Ah) + bk);
+        R += F * G + (rel ? 0 : Ah);
+    }
+    return peak;
+}
+
+/* Whole trace: static W + M, O from the second step, the optimizer point W + M + G + O. */
+static double tf_predict(const tfk *c, const uint64_t *seqs, double *upper)
+{
+    double h = c->h, f = c->f, L = c->L;
+    double e = c->fp32 ? 4 : 2;
+    double P = L * (4 * h * h + 6 * h + 2 * f * h * h + (f + 3) * h) + c->V * h + 2 * h +
+               (c->pos ? c->S * h : 0);
+    double W = e * P, M = c->fp32 ? 0 : 4 * P, G = e * P;
+    double O = c->opt == 0 ? 8 * P : c->opt == 1 ? 4 * P : 0;
+    double peak = W + M + G + O, up = peak;
+    for (uint64_t t = 0; t < c->steps; t++) {
+        double R = W + M + (t ? O : 0);
+        peak = dmax(peak, tf_step_peak(c, (double)seqs[t], R, 0));
+        up = dmax(up, tf_step_peak(c, (double)seqs[t], R, 1));
+    }
+    if (upper)
+        *upper = up;
+    return peak;
+}
+
+/* Runs the generator, returns its peak and the sequence length of each step (MARKs). */
+static double tf_measure(const tfk *c, char *extra1, char *extra2, uint64_t *seqs,
+                         uint64_t *nsteps, uint64_t *hash)
+{
+    char buf[20][48], *kv[22];
+    int n = tf_args(c, buf, kv);
+    if (extra1)
+        kv[n++] = extra1;
+    if (extra2)
+        kv[n++] = extra2;
+    as_gen *g;
+    as_trace_error err;
+    if (as_gen_create("transformer", n, kv, &g, &err) != 0) {
+        fprintf(stderr, "  transformer: %s\n", err.msg);
+        return -1;
+    }
+    as_event ev;
+    double live = 0, peak = 0;
+    uint64_t ns = 0, h = 0xcbf29ce484222325ull;
+    int rc;
+    while ((rc = as_gen_next(g, &ev)) == 0) {
+        h = fnv(fnv(fnv(h, ev.op), ev.id), ev.size);
+        if (ev.op == AS_OP_ALLOC)
+            live += (double)ev.size, peak = dmax(peak, live);
+        else if (ev.op == AS_OP_FREE)
+            live -= (double)ev.size;
+        else if (ev.op == AS_OP_MARK && strncmp(ev.label, "step=", 5) == 0) {
+            unsigned long long st, sq;
+            if (sscanf(ev.label, "step=%llu seq=%llu", &st, &sq) == 2 && ns < 64)
+                seqs[ns++] = sq;
+        }
+    }
+    as_gen_destroy(g);
+    if (rc != AS_TRACE_EOF)
+        return -1;
+    if (nsteps)
+        *nsteps = ns;
+    if (hash)
+        *hash = h;
+    return peak;
+}
+
+static double tf_fixed_peak(const tfk *c)
+{
+    uint64_t seqs[64];
+    for (int i = 0; i < 64; i++)
+        seqs[i] = c->S;
+    return tf_predict(c, seqs, NULL);
+}
+
+static void gen_transformer_gpt2_small(void)
+{
+    /* GPT-2 small (the defaults): P = 124,439,808 parameters, the published count. With
+     * bf16 + Adam: W + M + O = 14 P = 1,742,157,312 bytes live between steps. Steady
+     * peak at the head backward, T = 8192:
+     *   1,742,157,312 + I 131,072 + 14 X 176,160,768 + 12 A 4,680,843,264
+     *   + 2 Lg 1,646,821,376 + 4 = 8,246,113,796 bytes. */
+    uint64_t seqs[64], n;
+    char *none[] = { "steps=3" };
+    gstats s = gen_kv("transformer", none, 1);
+    CU_ASSERT_EQUAL(s.rc, AS_TRACE_EOF);
+    CU_ASSERT_EQUAL(s.bad, 0);
+    CU_ASSERT_EQUAL(s.peak, 8246113796ull);
+    CU_ASSERT_EQUAL(s.end_live_bytes, 1742157312ull);
+    tfk gpt2 = { .L = 12, .h = 768, .a = 12, .f = 4, .V = 50257, .S = 1024, .b = 8, .k = 1,
+                 .steps = 3, .pos = 1 };
+    CU_ASSERT_EQUAL(tf_measure(&gpt2, NULL, NULL, seqs, &n, NULL), tf_fixed_peak(&gpt2));
+    CU_ASSERT_EQUAL(n, 3);
+}
+
+/* Every combination of the switches, on a small model: the generator's peak equals the
+ * closed form exactly (sizes are integers, there is no rounding to absorb). */
+static void gen_transformer_formula_grid(void)
+{
+    int fails = 0, runs = 0;
+    for (int m = 0; m < 192; m++) {
+        tfk c = tf_small;
+        c.fp32 = m & 1;
+        c.flash = (m >> 1) & 1;
+        c.dropout = (m >> 2) & 1;
+        c.ckpt = (m >> 3) & 1;
+        c.retain = (m >> 4) & 1;
+        c.k = (m >> 5) & 1 ? 3 : 1;
+        c.opt = (m >> 6) % 3;
+        if ((m >> 6) >= 3)
+            continue;
+        for (int shape = 0; shape < 3; shape++) {
+            tfk d = c;
+            if (shape == 1) { /* vocab below hidden: the dy point of the head matters */
+                d.V = 100;
+                d.h = 512;
+                d.b = 1;
+            } else if (shape == 2) { /* grads dominate: the end of backward wins */
+                d.S = 16;
+                d.b = 1;
+                d.pos = 0;
+                d.L = 2;
+            }
+            uint64_t seqs[64], n;
+            double got = tf_measure(&d, NULL, NULL, seqs, &n, NULL), want = tf_fixed_peak(&d);
+            runs++;
+            if (got != want) {
+                fails++;
+                fprintf(stderr, "  mismatch m=%d shape=%d: generated %.0f, formula %.0f\n", m,
+                        shape, got, want);
+            }
+        }
+    }
+    CU_ASSERT_EQUAL(fails, 0);
+    CU_ASSERT_EQUAL(runs, 3 * 192);
+}
+
+/* The knobs move the peak by what the formula says, in the direction it says. */
+static void gen_transformer_knob_effects(void)
+{
+    uint64_t seqs[64], n;
+    tfk base = tf_small;
+    base.k = 1;
+    double p0 = tf_measure(&base, NULL, NULL, seqs, &n, NULL);
+    CU_ASSERT_EQUAL(p0, tf_fixed_peak(&base));
+
+    /* accumulation, graph released: later micro-batches start with all of G live, so the
+     * head point grows by G minus what the first micro-batch had of it there (F Gh) */
+    tfk acc = base;
+    acc.k = 4;
+    double pa = tf_measure(&acc, NULL, NULL, seqs, &n, NULL);
+    double e = 2, h = base.h, f = base.f, L = base.L;
+    double P = L * (4 * h * h + 6 * h + 2 * f * h * h + (f + 3) * h) + base.V * h + 2 * h +
+               base.S * h;
+    CU_ASSERT(pa > p0);
+    CU_ASSERT_EQUAL(pa - p0, tf_fixed_peak(&acc) - tf_fixed_peak(&base));
+    /* here the top layer's MLP backward is the max; at k = 1 it already held the head's
+     * and that MLP's gradients, so the growth is exactly the rest of G */
+    double Gh = e * (base.V * h + 2 * h), Gm = e * (2 * f * h * h + (f + 3) * h);
+    CU_ASSERT_EQUAL(pa - p0, e * P - Gh - Gm);
+
+    /* retaining the graph keeps k - 1 more micro-batches of saved activations */
+    tfk ret = acc;
+    ret.retain = 1;
+    double pr = tf_measure(&ret, NULL, NULL, seqs, &n, NULL);
+    double T = base.b * base.S, X = e * T * h, Z = e * base.a * base.b * (double)base.S * base.S;
+    double A = (7 + 2 * f) * X + Z, Ah = 16 * T + (L + 1) * X + L * A + X + e * T * base.V + 4;
+    CU_ASSERT(pr > pa);
+    CU_ASSERT_EQUAL(pr, tf_fixed_peak(&ret));
+    CU_ASSERT(pr - pa >= 3 * Ah); /* at least the three earlier graphs */
+
+    /* checkpointing: saves only layer inputs, so the peak drops by about (L - 1) A */
+    tfk ck = base;
+    ck.ckpt = 1;
+    double pc = tf_measure(&ck, NULL, NULL, seqs, &n, NULL);
+    CU_ASSERT(pc < p0);
+    CU_ASSERT_EQUAL(pc, tf_fixed_peak(&ck));
+    CU_ASSERT(p0 - pc > (L - 2) * A);
+
+    /* doubling the sequence (same peak point, top layer's MLP backward): what depends on
+     * s doubles, except the scores, which quadruple, so the growth beyond double is
+     * 2 L Z(128); flash attention removes the s^2 term and the growth is exactly double.
+     * The s-independent part is W + M + O + the head's and that MLP's gradients. */
+    tfk lng = base;
+    lng.S = 256;
+    double pl = tf_measure(&lng, NULL, NULL, seqs, &n, NULL);
+    CU_ASSERT_EQUAL(pl, tf_fixed_peak(&lng));
+    tfk fl = base, fll = lng;
+    fl.flash = fll.flash = 1;
+    double pf = tf_measure(&fl, NULL, NULL, seqs, &n, NULL);
+    double pfl = tf_measure(&fll, NULL, NULL, seqs, &n, NULL);
+    CU_ASSERT(pf < p0);
+    CU_ASSERT(pl > p0);
+    double Gm2 = e * (2 * f * h * h + (f + 3) * h);
+    double P256 = P + (256 - 128) * h;
+    double fix128 = 14 * P + e * (base.V * h + 2 * h) + Gm2;
+    double fix256 = 14 * P256 + e * (base.V * h + 2 * h) + Gm2;
+    CU_ASSERT_EQUAL((pl - fix256) - 2 * (p0 - fix128), 2 * L * Z);
+    CU_ASSERT_EQUAL(pfl - fix256, 2 * (pf - fix128));
+
+    /* fp32 doubles activations and drops the master copy: 16 P of state either way */
+    tfk f32 = base;
+    f32.fp32 = 1;
+    double p32 = tf_measure(&f32, NULL, NULL, seqs, &n, NULL);
+    CU_ASSERT_EQUAL(p32, tf_fixed_peak(&f32));
+    CU_ASSERT(p32 - 16 * P > 1.99 * (p0 - 16 * P));
+}
+
+static void gen_transformer_buckets(void)
+{
+    uint64_t seqs[64], n;
+    for (int i = 0; i < 64; i++)
+        seqs[i] = 16;
+    tfk c = tf_small;
+    c.S = 16, c.b = 1, c.pos = 0;
+    double p0 = tf_measure(&c, NULL, NULL, seqs, &n, NULL);
+    double e = 2, h = c.h, f = c.f, L = c.L;
+    double G = e * (L * (4 * h * h + 6 * h + 2 * f * h * h + (f + 3) * h) + c.V * h + 2 * h);
+    /* one bucket of everything: opened by the first gradient, so + G from there on */
+    c.bucket = 1ull << 30;
+    double up, lo = tf_predict(&c, seqs, &up);
+    double p1 = tf_measure(&c, NULL, NULL, seqs, &n, NULL);
+    CU_ASSERT_EQUAL(p1, up);
+    CU_ASSERT(p1 > p0 && p1 - p0 <= G);
+    /* DDP-sized buckets (1 MiB here): between the two bounds, above the bucket-free peak */
+    c.bucket = 1 << 20;
+    lo = tf_predict(&c, seqs, &up);
+    double p2 = tf_measure(&c, NULL, NULL, seqs, &n, NULL);
+    CU_ASSERT(p2 >= lo && p2 <= up);
+    CU_ASSERT(p2 > p0 && p2 <= p1);
+    tfk d = tf_small;
+    for (int i = 0; i < 64; i++)
+        seqs[i] = d.S;
+    double q0 = tf_measure(&d, NULL, NULL, seqs, &n, NULL);
+    d.bucket = 1 << 20;
+    lo = tf_predict(&d, seqs, &up);
+    double q1 = tf_measure(&d, NULL, NULL, seqs, &n, NULL);
+    CU_ASSERT(q1 >= lo && q1 <= up && q1 >= q0);
+}
+
+/* Varying sequence lengths: each step's length is in its MARK; the formula over those
+ * lengths matches, the seed decides them, and they stay in range. */
+static void gen_transformer_varying_seq(void)
+{
+    uint64_t seed = tu_seed("gen_transformer_varying_seq");
+    char sd[64], sd2[64];
+    snprintf(sd, sizeof sd, "seed=%llu", (unsigned long long)seed);
+    snprintf(sd2, sizeof sd2, "seed=%llu", (unsigned long long)seed + 1);
+    tfk c = tf_small;
+    c.S = 512, c.steps = 12, c.k = 2;
+    uint64_t s1[64], s2[64], s3[64], n1, n2, n3, h1, h2, h3;
+    double p1 = tf_measure(&c, "seq_dist=uniform", sd, s1, &n1, &h1);
+    double p2 = tf_measure(&c, "seq_dist=uniform", sd, s2, &n2, &h2);
+    double p3 = tf_measure(&c, "seq_dist=uniform", sd2, s3, &n3, &h3);
+    CU_ASSERT_EQUAL_FATAL(n1, 12);
+    CU_ASSERT_EQUAL(p1, p2);
+    CU_ASSERT_EQUAL(h1, h2);
+    CU_ASSERT_NOT_EQUAL(h1, h3);
+    int distinct = 0;
+    for (int i = 0; i < 12; i++) {
+        CU_ASSERT(s1[i] >= 128 && s1[i] <= 512 && s1[i] % 64 == 0);
+        distinct += i && s1[i] != s1[0];
+    }
+    CU_ASSERT(distinct > 0);
+    CU_ASSERT_EQUAL(p1, tf_predict(&c, s1, NULL));
+    CU_ASSERT_EQUAL(p3, tf_predict(&c, s3, NULL));
+}
+
+static void gen_transformer_streaming(void)
+{
+    /* 5,000 steps of a 2-layer model, ~1.2 M events: the generator holds only one
+     * step's tensors, the same count after 10 steps as after 5,000. */
+    char *kv[] = { "layers=2", "hidden=64", "vocab=100", "seq=32", "steps=5000", "accum=2" };
+    char *kv10[] = { "layers=2", "hidden=64", "vocab=100", "seq=32", "steps=10", "accum=2" };
+    gstats big = run_gen("transformer", 6, kv, UINT64_MAX);
+    gstats small = run_gen("transformer", 6, kv10, UINT64_MAX);
+    CU_ASSERT_EQUAL(big.rc, AS_TRACE_EOF);
+    CU_ASSERT(big.events > 1000000);
+    CU_ASSERT_EQUAL(big.bad, 0);
+    CU_ASSERT_EQUAL(big.max_gen_live, small.max_gen_live);
+    CU_ASSERT_EQUAL(big.peak, small.peak);
+}
+
 CU_TestInfo test_gen[] = {
     { "knob_errors", gen_knob_errors },
     { "help_lists_every_knob", gen_help_lists_every_knob },
@@ -279,5 +643,11 @@ CU_TestInfo test_gen[] = {
     { "random_histogram", gen_random_histogram },
     { "random_loguniform_and_cap", gen_random_loguniform_and_cap },
     { "random_streaming", gen_random_streaming },
+    { "transformer_gpt2_small", gen_transformer_gpt2_small },
+    { "transformer_formula_grid", gen_transformer_formula_grid },
+    { "transformer_knob_effects", gen_transformer_knob_effects },
+    { "transformer_buckets", gen_transformer_buckets },
+    { "transformer_varying_seq", gen_transformer_varying_seq },
+    { "transformer_streaming", gen_transformer_streaming },
     CU_TEST_INFO_NULL,
 };

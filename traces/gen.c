@@ -20,6 +20,7 @@
 #include "source.h"
 
 static const gen_kind *const kinds[] = {
+    &as_gen_transformer,
     &as_gen_random,
 };
 #define NKINDS (sizeof kinds / sizeof kinds[0])
