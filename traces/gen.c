@@ -21,6 +21,8 @@
 
 static const gen_kind *const kinds[] = {
     &as_gen_transformer,
+    &as_gen_kvcache,
+    &as_gen_cnn,
     &as_gen_random,
 };
 #define NKINDS (sizeof kinds / sizeof kinds[0])
@@ -547,9 +549,6 @@ static int src_next(void *st, as_event *ev, as_trace_error *err)
 
 static void src_close(void *st) { as_gen_destroy(st); }
 
-/* Weak until the generic reader (reader.c) lands on main; then this pragma goes. */
-#pragma weak as_trace_reader_from_source
-
 static const as_source_ops gen_source = {
     .name = "gen",
     .fmt = AS_FMT_UNKNOWN,
@@ -567,15 +566,8 @@ int as_gen_open(const char *kind, int nkv, char *const kv[], as_trace_reader **o
         return rc;
     char name[64];
     snprintf(name, sizeof name, "gen:%s", kind);
-    if (!as_trace_reader_from_source) { /* reader.c not linked in (see the pragma above) */
-        as_gen_destroy(g);
-        return usage(err, "gen %s: no trace reader in this build", kind);
-    }
     rc = as_trace_reader_from_source(&gen_source, g, &g->meta, name, out);
-    if (rc) {
-        /* from_source owns st only on success */
-        if (!*out)
-            as_gen_destroy(g);
+    if (rc) { /* from_source has closed g */
         usage(err, "gen %s: cannot create the reader", kind);
         if (err)
             err->code = rc;
