@@ -131,6 +131,43 @@ static void spec_enum(void)
     as_policy_spec_free(&s);
 }
 
+static void spec_bool_float(void)
+{
+    as_policy_spec s;
+    static const struct {
+        const char *text;
+        int64_t v;
+    } bools[] = {
+        { "bfc,allow_growth=True", 1 }, { "bfc,allow_growth=False", 0 },
+        { "bfc,allow_growth=true", 1 }, { "bfc,allow_growth=false", 0 },
+        { "bfc,allow_growth=1", 1 },    { "bfc,allow_growth=0", 0 },
+        { "bfc,allow_growth=on", 1 },   { "bfc,allow_growth=off", 0 },
+    };
+    for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++) {
+        const as_knob_value *v = parse_ok(bools[i].text, &s, "allow_growth");
+        CU_ASSERT_EQUAL(v->i, bools[i].v);
+        CU_ASSERT_STRING_EQUAL(s.text, bools[i].v ? "bfc,allow_growth=true"
+                                                  : "bfc,allow_growth=false");
+        as_policy_spec_free(&s);
+    }
+    const as_knob_value *v = parse_ok("bfc,fraction=0.75", &s, "fraction");
+    CU_ASSERT_DOUBLE_EQUAL(v->f, 0.75, 0);
+    CU_ASSERT_STRING_EQUAL(s.text, "bfc,fraction=0.75");
+    as_policy_spec_free(&s);
+    v = parse_ok("bfc,fraction=1", &s, "fraction");
+    CU_ASSERT_DOUBLE_EQUAL(v->f, 1.0, 0);
+    as_policy_spec_free(&s);
+    v = parse_ok("bfc,fraction=0.1", &s, "fraction");
+    CU_ASSERT_STRING_EQUAL(s.text, "bfc,fraction=0.1");
+    as_policy_spec_free(&s);
+    parse_bad("bfc,fraction=1.5", "'fraction'", "out of range");
+    parse_bad("bfc,fraction=0", "'fraction'", "out of range");
+    parse_bad("bfc,fraction=half", "'fraction'", "not a number");
+    parse_bad("bfc,fraction=nan", "'fraction'", "not a number");
+    parse_bad("bfc,allow_growth=yes", "'allow_growth'", "True/False");
+    parse_bad("bfc,allow_growth=TRUE", "'allow_growth'", "not a boolean");
+}
+
 static void spec_divs(void)
 {
     as_policy_spec s;
@@ -301,6 +338,7 @@ CU_TestInfo test_spec[] = {
     { "int_and_alias", spec_int_and_alias },
     { "size_units", spec_size_units },
     { "enum", spec_enum },
+    { "bool_float", spec_bool_float },
     { "divs", spec_divs },
     { "roundtrip", spec_roundtrip },
     { "errors", spec_errors },
