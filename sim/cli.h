@@ -26,6 +26,7 @@ int as_cmd_convert(int argc, char **argv);
 int as_cmd_info(int argc, char **argv);
 int as_cmd_policies(int argc, char **argv);
 int as_cmd_gen(int argc, char **argv);
+int as_cmd_compare(int argc, char **argv);
 
 /* "allocsim: MESSAGE\n" on stderr. */
 void as_cli_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

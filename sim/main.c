@@ -21,6 +21,7 @@ static const as_cli_cmd commands[] = {
     {"convert", as_cmd_convert, "convert a trace to the native or text format"},
     {"gen", as_cmd_gen, "write a synthetic trace from a workload generator"},
     {"policies", as_cmd_policies, "list the policies and their knobs"},
+    {"compare", as_cmd_compare, "predicted against measured runs (two JSON reports)"},
 };
 
 static void usage(FILE *f)
