@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <fcntl.h>
 #include <zstd.h>
 
 #include "source.h"
@@ -396,7 +398,63 @@ static void reader_bounded_memory(void)
     tu_rm(p);
 }
 
+static void reader_memory_and_stdin(void)
+{
+    static const char text[] = "allocsim-text 1\nalloc 0 5\nfree_req 0\nfree 0\n";
+    as_trace_reader *r;
+    as_trace_error err;
+    as_event e;
+    /* plain, from memory */
+    CU_ASSERT_EQUAL_FATAL(as_trace_open_mem(text, strlen(text), "mem", NULL, &r, &err), 0);
+    int n = 0;
+    while (as_trace_next(r, &e) == 0)
+        n++;
+    CU_ASSERT_EQUAL(n, 3);
+    as_trace_close(r);
+    /* zstd in memory, whole and cut short */
+    size_t cap = ZSTD_compressBound(sizeof text);
+    char *z = malloc(cap);
+    size_t zn = ZSTD_compress(z, cap, text, strlen(text), 3);
+    CU_ASSERT_EQUAL_FATAL(as_trace_open_mem(z, zn, "memz", NULL, &r, &err), 0);
+    n = 0;
+    while (as_trace_next(r, &e) == 0)
+        n++;
+    CU_ASSERT_EQUAL(n, 3);
+    as_trace_close(r);
+    int rc = as_trace_open_mem(z, zn - 2, "memz", NULL, &r, &err);
+    if (rc == 0) {
+        while ((rc = as_trace_next(r, &e)) == 0)
+            ;
+        err = *as_trace_reader_error(r);
+        as_trace_close(r);
+    }
+    CU_ASSERT_EQUAL(rc, AS_TRACE_ECORRUPT);
+    CU_ASSERT_STRING_EQUAL(err.path, "memz");
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "truncated zstd"));
+    free(z);
+    /* "-" is stdin */
+    const char *p = tu_write_tmp(".txt", text);
+    int saved = dup(0), fd = open(p, O_RDONLY);
+    CU_ASSERT_FATAL(saved >= 0 && fd >= 0);
+    dup2(fd, 0);
+    close(fd);
+    rc = as_trace_open("-", NULL, &r, &err);
+    CU_ASSERT_EQUAL(rc, 0);
+    if (rc == 0) {
+        n = 0;
+        while (as_trace_next(r, &e) == 0)
+            n++;
+        CU_ASSERT_EQUAL(n, 3);
+        CU_ASSERT_STRING_EQUAL(as_trace_reader_error(r) ? "" : "ok", "ok");
+        as_trace_close(r);
+    }
+    dup2(saved, 0);
+    close(saved);
+    tu_rm(p);
+}
+
 CU_TestInfo test_reader[] = {
+    {"memory_and_stdin", reader_memory_and_stdin},
     {"validation", reader_validation},
     {"lenient", reader_lenient},
     {"detect_by_content", reader_detect_by_content},

@@ -37,9 +37,11 @@ enum { T_NONE = 0, T_ABS = 1, T_DELTA0 = 2 };
 #define BATCH_MAX 4096
 #define ZSTD_LEVEL 9
 
+/* Slot of a size: the top 32 bits of a Fibonacci hash, scaled to 0..59 (a multiply and a
+ * shift, no division). */
 static inline unsigned size_slot(uint64_t size)
 {
-    return (unsigned)(((size * 0x9E3779B97F4A7C15ull) >> 58) % SIZE_SLOTS);
+    return (unsigned)((((size * 0x9E3779B97F4A7C15ull) >> 32) * SIZE_SLOTS) >> 32);
 }
 
 static inline uint64_t zz_enc(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }

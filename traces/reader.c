@@ -399,21 +399,10 @@ static int set_native(as_trace_reader *r)
     return 0;
 }
 
-int as_trace_open(const char *path, const as_reader_opts *opts, as_trace_reader **out,
-                  as_trace_error *err)
+/* Detects the format of r's open stream and reads the header. Frees r on failure. */
+static int reader_start(as_trace_reader *r, as_trace_reader **out, as_trace_error *err)
 {
-    as_trace_error tmp;
-    if (!err)
-        err = &tmp;
-    *out = NULL;
-    if (!path)
-        return as_trace_set_error(err, AS_TRACE_EUSAGE, "", UINT64_MAX, 0, "no path given");
-    as_trace_reader *r = reader_new(path, opts);
-    if (!r)
-        return as_trace_set_error(err, AS_TRACE_ENOMEM, path, 0, 0, "out of memory");
-    int rc = as_instream_open(path, &r->in, err);
-    if (rc < 0)
-        goto out;
+    int rc;
     snprintf(r->name, sizeof r->name, "%s", as_instream_path(r->in));
     const void *head;
     long n = as_instream_peek(r->in, &head, PROBE_BYTES);
@@ -463,6 +452,48 @@ out:
         err->code = rc;
     as_trace_close(r);
     return rc;
+}
+
+int as_trace_open(const char *path, const as_reader_opts *opts, as_trace_reader **out,
+                  as_trace_error *err)
+{
+    as_trace_error tmp;
+    if (!err)
+        err = &tmp;
+    *out = NULL;
+    if (!path)
+        return as_trace_set_error(err, AS_TRACE_EUSAGE, "", UINT64_MAX, 0, "no path given");
+    as_trace_reader *r = reader_new(path, opts);
+    if (!r)
+        return as_trace_set_error(err, AS_TRACE_ENOMEM, path, 0, 0, "out of memory");
+    int rc = as_instream_open(path, &r->in, err);
+    if (rc < 0) {
+        as_trace_close(r);
+        return rc;
+    }
+    return reader_start(r, out, err);
+}
+
+int as_trace_open_mem(const void *data, size_t n, const char *name, const as_reader_opts *opts,
+                      as_trace_reader **out, as_trace_error *err)
+{
+    as_trace_error tmp;
+    if (!err)
+        err = &tmp;
+    *out = NULL;
+    if (!name)
+        name = "<memory>";
+    if (!data && n)
+        return as_trace_set_error(err, AS_TRACE_EUSAGE, name, UINT64_MAX, 0, "no data");
+    as_trace_reader *r = reader_new(name, opts);
+    if (!r)
+        return as_trace_set_error(err, AS_TRACE_ENOMEM, name, 0, 0, "out of memory");
+    int rc = as_instream_open_mem(data ? data : "", n, name, &r->in, err);
+    if (rc < 0) {
+        as_trace_close(r);
+        return rc;
+    }
+    return reader_start(r, out, err);
 }
 
 int as_trace_reader_from_source(const as_source_ops *ops, void *st, const as_meta *meta,

@@ -103,6 +103,10 @@ typedef struct as_reader_opts {
  * On failure returns < 0 and fills *err (if non-NULL); *out is NULL. */
 int as_trace_open(const char *path, const as_reader_opts *opts, as_trace_reader **out,
                   as_trace_error *err);
+/* The same over a memory buffer (not copied; it must outlive the reader); name is used in
+ * messages. For fuzzers and tests. */
+int as_trace_open_mem(const void *data, size_t n, const char *name, const as_reader_opts *opts,
+                      as_trace_reader **out, as_trace_error *err);
 /* Next event: 0 with *ev filled, AS_TRACE_EOF at the end, < 0 on error (see _error). At
  * EOF, allocations still live are not an error (a trace may end with live memory). */
 int as_trace_next(as_trace_reader *r, as_event *ev);
