@@ -27,6 +27,8 @@ int as_cmd_info(int argc, char **argv);
 int as_cmd_policies(int argc, char **argv);
 int as_cmd_gen(int argc, char **argv);
 int as_cmd_compare(int argc, char **argv);
+int as_cmd_mincap(int argc, char **argv); /* cmd_mincap.c */
+int as_cmd_plot(int argc, char **argv);   /* cmd_plot.c */
 
 /* "allocsim: MESSAGE\n" on stderr. */
 void as_cli_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

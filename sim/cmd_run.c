@@ -13,7 +13,9 @@
 
 #include "cli.h"
 #include "engine.h"
+#include "mincap.h"
 #include "report.h"
+#include "segmap.h"
 
 #define DEFAULT_TIMELINE_EVERY 100
 
@@ -35,6 +37,11 @@ static const char run_help[] =
     "                        every N events, at each new peak of reserved, at the OOM\n"
     "      --timeline-every N  the N above (default 100)\n"
     "      --segments FILE   CSV run,alloc,event,action,addr,size: every device-level event\n"
+    "      --segment-map FILE  CSV of each run's segments and blocks at its reserved peak\n"
+    "                        and at its OOM (a second pass over the trace), for\n"
+    "                        'allocsim plot segments'\n"
+    "      --sweep LO:HI:STEP  add the capacities LO, LO+STEP, ... <= HI (also LO..HI/STEP),\n"
+    "                        e.g. --sweep 8GiB:12GiB:64MiB -f csv for 'allocsim plot capacity'\n"
     "      --keep-going      after an OOM, skip the failed request and go on (counts OOMs)\n"
     "      --check           verify the policy's invariants after every event (slow)\n"
     "      --threads N       worker threads (default: one per run, up to the cores);\n"
@@ -43,7 +50,17 @@ static const char run_help[] =
     "\n"
     "Exit status: 0 when it ran (OOMs included), 1 bad input or I/O, 2 usage error.\n";
 
-enum { OPT_TIMELINE = 256, OPT_TL_EVERY, OPT_SEGMENTS, OPT_KEEP, OPT_CHECK, OPT_THREADS, OPT_HELP };
+enum {
+    OPT_TIMELINE = 256,
+    OPT_TL_EVERY,
+    OPT_SEGMENTS,
+    OPT_SEGMAP,
+    OPT_SWEEP,
+    OPT_KEEP,
+    OPT_CHECK,
+    OPT_THREADS,
+    OPT_HELP
+};
 
 static const struct option run_opts[] = {
     {"policy", required_argument, NULL, 'p'},
@@ -53,6 +70,8 @@ static const struct option run_opts[] = {
     {"timeline", required_argument, NULL, OPT_TIMELINE},
     {"timeline-every", required_argument, NULL, OPT_TL_EVERY},
     {"segments", required_argument, NULL, OPT_SEGMENTS},
+    {"segment-map", required_argument, NULL, OPT_SEGMAP},
+    {"sweep", required_argument, NULL, OPT_SWEEP},
     {"keep-going", no_argument, NULL, OPT_KEEP},
     {"check", no_argument, NULL, OPT_CHECK},
     {"threads", required_argument, NULL, OPT_THREADS},
@@ -63,6 +82,7 @@ static const struct option run_opts[] = {
 
 typedef struct run_ctx {
     as_runlog *segs, *timeline;
+    as_segmap *segmap;
     const char *trace;
     int progress;
     double last_progress;
@@ -167,6 +187,29 @@ static int run_trace(const char *path, const as_engine_opts *base, run_ctx *ctx,
             ret = AS_EXIT_INPUT;
             goto out;
         }
+    if (ctx->segmap) {
+        as_trace_reader *rd2 = NULL;
+        char why[400];
+        if ((ret = as_cli_open_trace(path, &rd2)))
+            goto out;
+        rc = as_segmap_pass(ctx->segmap, e, rd2, base, specs, nspec, caps, ncap, base_run, &err,
+                            why, sizeof why);
+        as_trace_close(rd2);
+        if (rc < 0 && why[0]) {
+            as_cli_msg("%s: %s", path, why);
+            ret = AS_EXIT_INPUT;
+            goto out;
+        }
+        if (rc < 0 && rc >= AS_TRACE_EUSAGE) {
+            ret = as_cli_trace_fail(&err, path);
+            goto out;
+        }
+        if (rc < 0) {
+            as_cli_msg("%s: segment map: %s", path, strerror(-rc));
+            ret = AS_EXIT_INPUT;
+            goto out;
+        }
+    }
     if (as_trace_reader_warnings(rd))
         as_cli_msg("%s: %llu malformed records skipped", path,
                    (unsigned long long)as_trace_reader_warnings(rd));
@@ -183,7 +226,8 @@ int as_cmd_run(int argc, char **argv)
     uint64_t *caps = NULL;
     size_t nspec = 0, ncap = 0;
     const char **ptext = calloc((size_t)argc + 1, sizeof *ptext);
-    const char *out_path = NULL, *seg_path = NULL, *tl_path = NULL;
+    const char *out_path = NULL, *seg_path = NULL, *tl_path = NULL, *segmap_path = NULL;
+    size_t capcap = (size_t)argc + 1;
     as_report_fmt fmt = AS_REPORT_TABLE;
     uint64_t tl_every = DEFAULT_TIMELINE_EVERY, threads = 0;
     int keep = 0, check = 0, quiet = 0, ret = AS_EXIT_OK, c;
@@ -229,6 +273,31 @@ int as_cmd_run(int argc, char **argv)
         case OPT_SEGMENTS:
             seg_path = optarg;
             break;
+        case OPT_SEGMAP:
+            segmap_path = optarg;
+            break;
+        case OPT_SWEEP: {
+            uint64_t *sw = NULL;
+            size_t nsw = 0;
+            char why[300];
+            if (as_sweep_parse(optarg, 100000, &sw, &nsw, why, sizeof why)) {
+                ret = as_cli_usage(cmd, "--%s", why);
+                goto done;
+            }
+            uint64_t *nc = realloc(caps, (capcap + nsw) * sizeof *caps);
+            if (!nc) {
+                free(sw);
+                as_cli_msg("out of host memory");
+                ret = AS_EXIT_INPUT;
+                goto done;
+            }
+            caps = nc;
+            capcap += nsw;
+            memcpy(caps + ncap, sw, nsw * sizeof *sw);
+            ncap += nsw;
+            free(sw);
+            break;
+        }
         case OPT_TL_EVERY:
             if (as_cli_parse_u64(optarg, &tl_every) || tl_every == 0) {
                 ret = as_cli_usage(cmd, "--timeline-every %s: a positive count", optarg);
@@ -297,6 +366,11 @@ int as_cmd_run(int argc, char **argv)
         ret = AS_EXIT_INPUT;
         goto done;
     }
+    if (segmap_path && (orc = as_segmap_open(segmap_path, &ctx.segmap))) {
+        as_cli_msg("%s: cannot create: %s", segmap_path, strerror(-orc));
+        ret = AS_EXIT_INPUT;
+        goto done;
+    }
     if (as_report_create(&rep)) {
         as_cli_msg("out of host memory");
         ret = AS_EXIT_INPUT;
@@ -334,6 +408,10 @@ done:
     }
     if (ctx.timeline && as_runlog_close(ctx.timeline) && !ret) {
         as_cli_msg("%s: write failed", tl_path);
+        ret = AS_EXIT_INPUT;
+    }
+    if (ctx.segmap && as_segmap_close(ctx.segmap) && !ret) {
+        as_cli_msg("%s: write failed", segmap_path);
         ret = AS_EXIT_INPUT;
     }
     if (out != stdout && fclose(out) && !ret) {

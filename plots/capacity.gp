@@ -1,0 +1,109 @@
+# capacity.gp - how far a trace gets against the device capacity, one panel per policy:
+# the allocation that first fails (or "complete") at each capacity of a sweep, with the
+# minimum capacity marked and every capacity above it that fails again (fitting is not
+# monotone in capacity: a larger device can fail where a smaller one fits).
+#
+#   gnuplot -e "in='sweep.csv'; out='capacity.png'" plots/capacity.gp
+#
+# in:    `allocsim mincap --csv F` or `allocsim run --sweep LO:HI:STEP -f csv`: one row per
+#        (policy, capacity) with columns policy, capacity, completed, oom_alloc, allocs and,
+#        when present, peak_requested.
+# title: optional.
+
+dirn(s) = (strlen(s) == 0) ? "" : (s[strlen(s):] eq "/") ? s : dirn(s[1:strlen(s)-1])
+here = dirn(ARG0)
+call here."readcol.gp" in "policy"
+nrows = RC_n
+array pol[nrows]
+do for [i=1:nrows] { pol[i] = RC[i] }
+
+# Distinct policies in order of first appearance.
+plist = ""
+np = 0
+array pname[nrows]
+do for [i=1:nrows] {
+    dup = 0
+    do for [k=1:np] { if (pname[k] eq pol[i]) { dup = 1 } }
+    if (!dup) { np = np + 1; pname[np] = pol[i] }
+}
+if (np == 0) { exit error in.": no rows" }
+
+if (!exists("default_size")) { default_size = sprintf("1200,%d", 200 + 230 * np) }
+load here."common.gp"
+
+# Per policy: the smallest capacity that fits, the largest that fails, the smallest that
+# fits with every larger capacity fitting too, and the trace's allocation count.
+array minfit[np]
+array maxfail[np]
+array fitsfrom[np]
+array nfail_above[np]
+total = 0
+preq = 0
+has_preq = 0
+stats in every ::0::0 using (has_preq = sum [i=1:64] (columnhead(i) eq "peak_requested" ? 1 : 0), 0) nooutput
+do for [k=1:np] {
+    minfit[k] = NaN; maxfail[k] = NaN; fitsfrom[k] = NaN; nfail_above[k] = 0
+    stats in using (pol[int($0)+1] eq pname[k] ? (c = column("capacity"), \
+        column("completed") != 0 ? (minfit[k] = (minfit[k] == minfit[k] && minfit[k] < c) ? minfit[k] : c, \
+                                    total = column("allocs") > total ? column("allocs") : total) \
+                                 : (maxfail[k] = (maxfail[k] == maxfail[k] && maxfail[k] > c) ? maxfail[k] : c)) : 0, 0) nooutput
+    stats in using (pol[int($0)+1] eq pname[k] && column("completed") != 0 && \
+        (maxfail[k] != maxfail[k] || column("capacity") > maxfail[k]) ? \
+        (c = column("capacity"), fitsfrom[k] = (fitsfrom[k] == fitsfrom[k] && fitsfrom[k] < c) ? fitsfrom[k] : c) : 0, \
+        pol[int($0)+1] eq pname[k] && column("completed") == 0 && minfit[k] == minfit[k] && column("capacity") > minfit[k] ? \
+        (nfail_above[k] = nfail_above[k] + 1) : 0) nooutput
+}
+if (has_preq) {
+    stats in using (column("completed") != 0 && column("peak_requested") > preq ? (preq = column("peak_requested")) : 0, 0) nooutput
+}
+stats in using (gib(column("capacity"))) nooutput
+xlo = STATS_min
+xhi = STATS_max
+if (preq > 0 && gib(preq) < xlo) { xlo = gib(preq) }
+pad = (xhi - xlo) * 0.02 + 0.01
+
+reached(k) = pol[int($0)+1] eq pname[k] ? (column("completed") != 0 ? column("allocs") : column("oom_alloc")) : NaN
+capx(k) = pol[int($0)+1] eq pname[k] ? gib(column("capacity")) : NaN
+failx(k) = pol[int($0)+1] eq pname[k] && column("completed") == 0 && minfit[k] == minfit[k] && column("capacity") > minfit[k] ? gib(column("capacity")) : NaN
+
+if (!exists("title")) { title = "How far the trace gets at each capacity" }
+set multiplot layout np, 1 title title font ",15" margins 0.09, 0.97, (np > 1 ? 0.09 : 0.14), 0.91 spacing 0, 0.09
+set xrange [xlo - pad : xhi + pad]
+set yrange [0 : total * 1.38]
+set ytics format "%.0s%c"
+set ylabel "allocations served"
+set key bottom right reverse Left opaque box samplen 2
+do for [k=1:np] {
+    unset arrow
+    unset label
+    set title pname[k] font ",13" tc rgb col(k)
+    if (k == np) { set xlabel "capacity (GiB)" } else { unset xlabel }
+    set arrow from graph 0, first total to graph 1, first total nohead lc rgb "#888888" dt 3
+    set label "complete (".sprintf("%d", total)." allocations)" at graph 0.01, first total left offset 0, -0.8 tc rgb "#555555"
+    if (preq > 0) {
+        set arrow from first gib(preq), graph 0 to first gib(preq), graph 1 nohead lc rgb "#888888" dt 2
+        set label "peak requested" at first gib(preq), graph 0.06 left offset 0.5, 0 tc rgb "#555555"
+    }
+    if (minfit[k] == minfit[k]) {
+        set arrow from first gib(minfit[k]), graph 0 to first gib(minfit[k]), graph 1 nohead lc rgb col(k) lw 2
+        msg = "minimum " . human(minfit[k])
+        if (nfail_above[k] > 0) {
+            msg = msg . sprintf("; %d capacities above it fail; all fit from %s", nfail_above[k], \
+                  fitsfrom[k] == fitsfrom[k] ? human(fitsfrom[k]) : "(none in range)")
+        } else {
+            msg = msg . "; every larger capacity fits"
+        }
+        set label msg at first gib(minfit[k]), graph 0.9 left offset 0.6, 0 tc rgb col(k) front
+    } else {
+        set label "no capacity in the sweep fits" at graph 0.5, graph 0.5 center tc rgb col(k)
+    }
+    # A macro would be expanded when the loop is read, so the command is built and eval'd.
+    cmd = 'plot in using (capx(k)):(reached(k)) with steps lw 2 lc rgb col(k) ' . \
+          'title "allocations served before the first OOM (all when it fits)"'
+    if (nfail_above[k] > 0) {
+        cmd = cmd . ', in using (failx(k)):(reached(k)) with points pt 2 ps 1.4 lw 2 ' . \
+              'lc rgb "#d62728" title "fails again above the minimum"'
+    }
+    eval cmd
+}
+unset multiplot

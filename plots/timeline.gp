@@ -1,0 +1,105 @@
+# timeline.gp - requested, allocated and reserved memory through a trace, one colour per run,
+# with each run's capacity and its OOM point marked.
+#
+#   gnuplot -e "in='timeline.csv'; runs='runs.csv'; out='timeline.png'" plots/timeline.gp
+#
+# in:    `allocsim run --timeline F` (run,event,alloc,time_us,requested,allocated,reserved),
+#        rows of one run in event order.
+# runs:  optional, the `-f csv` report of the same command (one row per run, in run order):
+#        names the runs by policy spec, draws capacities, marks OOMs (columns policy,
+#        capacity, completed, oom_alloc). Without it the runs are called "run N".
+# x:     "event" (default), "alloc" or "time" (seconds from the first sample).
+# title: optional.
+
+dirn(s) = (strlen(s) == 0) ? "" : (s[strlen(s):] eq "/") ? s : dirn(s[1:strlen(s)-1])
+base(s) = (strstrt(s, "/") == 0) ? s : base(s[strstrt(s, "/")+1:])
+here = dirn(ARG0)
+load here."common.gp"
+
+if (!exists("x")) { x = "event" }
+if (x ne "event" && x ne "alloc" && x ne "time") { exit error "x must be event, alloc or time" }
+
+stats in using (column("run")) nooutput
+N = int(STATS_max) + 1
+array name[N]
+array cap[N]
+array oom[N]
+do for [r=1:N] { name[r] = sprintf("run %d", r - 1); cap[r] = NaN; oom[r] = NaN }
+tracename = ""
+if (exists("runs") && strlen(runs) > 0) {
+    call here."readcol.gp" runs "trace"
+    if (RC_n > 0) { tracename = base(RC[1]) }
+    call here."readcol.gp" runs "policy"
+    do for [r=1:(RC_n < N ? RC_n : N)] { name[r] = RC[r] }
+    set datafile separator ","
+    set datafile columnheaders
+    stats runs using (r = int($0) + 1, r <= N ? (cap[r] = column("capacity"), \
+          oom[r] = column("completed") != 0 ? NaN : column("oom_alloc")) : 0, 0) nooutput
+}
+
+t0 = 0
+if (x eq "time") {
+    stats in using (column("time_us")) nooutput
+    if (STATS_records == 0) { exit error in.": no time_us values; use x='event'" }
+    t0 = STATS_min
+}
+X = (x eq "event") ? 'column("event")' : (x eq "alloc") ? 'column("alloc")' : '(column("time_us") - t0) / 1e6'
+xv(r) = (column("run") == r - 1) ? @X : NaN
+
+# Where each stopped run ended (its last sample is the OOM), and the top of the data.
+array lastx[N]
+array lasty[N]
+stats in using (r = int(column("run")) + 1, lastx[r] = @X, lasty[r] = column("reserved"), \
+      column("reserved")) nooutput
+ymax = STATS_max
+do for [r=1:N] { if (cap[r] == cap[r] && cap[r] > ymax) { ymax = cap[r] } }
+
+if (!exists("title")) { title = (strlen(tracename) ? tracename.": " : "")."memory through the trace" }
+set title title font ",15"
+set xlabel (x eq "event") ? "event (0-based position in the trace)" : (x eq "alloc") ? \
+    "allocation ordinal" : "time (s)"
+set ylabel "GiB"
+set format x "%.0s%c"
+set yrange [0:gib(ymax) * 1.12]
+set xrange [0:*]
+
+# Capacities: one dashed line per distinct value, labelled at the right.
+ncap = 0
+do for [r=1:N] {
+    dup = 0
+    do for [q=1:r-1] { if (cap[q] == cap[r]) { dup = 1 } }
+    if (cap[r] == cap[r] && !dup) {
+        ncap = ncap + 1
+        set arrow from graph 0, first gib(cap[r]) to graph 1, first gib(cap[r]) nohead ls 100 front
+        set label sprintf("capacity %s (%.2f GB)", human(cap[r]), cap[r] / 1e9) at graph 0.99, first gib(cap[r]) right offset 0, 0.6 front
+    }
+}
+# OOM points, labelled with the allocation that failed; kept in a datablock so that runs
+# without an OOM add nothing to the plot.
+noom = 0
+set print $OOM
+print "x,y,run,pt"  # a header: CSV settings apply to datablocks too
+do for [r=1:N] {
+    if (oom[r] == oom[r]) {
+        noom = noom + 1
+        print sprintf("%.17g,%.17g,%d,%d", lastx[r], gib(lasty[r]), r, pt(r))
+        set label sprintf("OOM at alloc %d", oom[r]) at first lastx[r], first gib(lasty[r]) \
+            center offset 0, 1.4 tc rgb col(r) front
+    }
+}
+unset print
+OOMPLOT = (noom > 0) ? ', $OOM using 1:2:4:(rgb_of($3)) with points pt variable ps 2.4 lw 2 lc rgb variable notitle, NaN with points pt 6 ps 2 lw 2 lc rgb "#000000" title "OOM (first allocation that failed)"' : ''
+rgb_of(r) = int("0x".col(r)[2:])
+
+# The key goes under the x label: gnuplot's own "below" placement overlaps the label.
+nkey = 1 + 2 * N + (noom > 0)
+set bmargin 4 + (nkey + 1) / 2 + 1
+set key at screen 0.5, screen 0.01 center bottom horizontal maxcols 2 reverse Left box lc rgb "#bbbbbb"
+
+plot \
+    in using (column("run") == 0 ? @X : NaN):(gib(column("requested"))) with filledcurves y1=0 \
+        fc rgb "#d0d0d0" fs solid 1.0 title "requested (live bytes, the same for every run)", \
+    for [r=1:N] in using (xv(r)):(gib(column("reserved"))) with lines lw 2.6 lc rgb col(r) \
+        dt dt(r) title "reserved: ".name[r], \
+    for [r=1:N] in using (xv(r)):(gib(column("allocated"))) with lines lw 1.5 lc rgb col(r) \
+        dt (3, 3) title "allocated: ".name[r] @OOMPLOT

@@ -1,0 +1,368 @@
+/*
+ * cmd_mincap.c - `allocsim mincap`: the minimum capacity of a trace per policy, whether
+ * every larger capacity up to the uncapped peak fits, and the capacities that fail above
+ * it (the search itself is mincap.c). CLI code: it prints and returns exit statuses.
+ *
+ *   allocsim mincap -p SPEC [-p SPEC]... [-f table|json] [--csv F] [--batch N]
+ *                   [--step BYTES] [-j THREADS] TRACE
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "mincap.h"
+#include "report.h"
+
+#define MAX_SPECS 64
+
+static const char usage_text[] =
+    "usage: allocsim mincap [-p SPEC]... [options] TRACE\n"
+    "  The smallest capacity, in 2 MiB steps, at which TRACE runs whole under each SPEC,\n"
+    "  whether every larger capacity up to the uncapped peak reserved fits too, and the\n"
+    "  capacities above the minimum that fail (fitting is not monotone in capacity).\n"
+    "  Every capacity from peak requested to the uncapped peak reserved is run.\n"
+    "options:\n"
+    "  -p, --policy SPEC   policy spec (as for run); repeat for several; default torch\n"
+    "  -f, --format F      table (default) or json\n"
+    "  --csv FILE          write every capacity run (the sweep) as CSV, for\n"
+    "                      `allocsim plot capacity --csv FILE`\n"
+    "  --batch N           capacities per decode of the trace (default 64)\n"
+    "  --step BYTES        grid step (default 2MiB; coarser is faster but not exact)\n"
+    "  -j, --threads N     engine threads (default: one per core)\n";
+
+typedef struct open_ctx {
+    const char *path;
+} open_ctx;
+
+static int open_trace(void *user, as_trace_reader **out, as_trace_error *err)
+{
+    const open_ctx *c = user;
+    return as_trace_open(c->path, NULL, out, err);
+}
+
+typedef struct progress_ctx {
+    const char *policy;
+    int tty;
+} progress_ctx;
+
+static void on_progress(void *user, uint64_t done, uint64_t total)
+{
+    const progress_ctx *p = user;
+    if (!p->tty)
+        return;
+    fprintf(stderr, "\r  %s: %" PRIu64 "/%" PRIu64 " capacities", p->policy, done, total);
+    if (done == total)
+        fputs("\r\033[K", stderr);
+    fflush(stderr);
+}
+
+/* Writes s as one CSV field, quoted when it holds a comma, quote or newline. */
+static void csv_field(FILE *f, const char *s)
+{
+    if (!strpbrk(s, ",\"\n\r")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+static void json_u64(FILE *f, uint64_t v)
+{
+    if (v == AS_NONE)
+        fputs("null", f);
+    else
+        fprintf(f, "%" PRIu64, v);
+}
+
+static const char *base_name(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+/* The sweep CSV (also what `allocsim plot capacity` reads). */
+static void csv_header(FILE *f)
+{
+    fputs("trace,policy,capacity,completed,oom_event,oom_alloc,allocs,peak_requested,"
+          "peak_reserved\n",
+          f);
+}
+
+static void csv_rows(FILE *f, const char *trace, const char *policy, const as_mincap_result *m)
+{
+    for (size_t i = 0; i < m->npoints; i++) {
+        const as_mincap_point *p = &m->points[i];
+        csv_field(f, trace);
+        fputc(',', f);
+        csv_field(f, policy);
+        fprintf(f, ",%" PRIu64 ",%d,", p->capacity, p->completed);
+        if (!p->completed)
+            fprintf(f, "%" PRIu64 ",%" PRIu64, p->oom_event, p->oom_alloc);
+        else
+            fputc(',', f);
+        fprintf(f, ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "\n", p->allocs, p->peak_requested,
+                p->peak_reserved);
+    }
+}
+
+static void print_table(FILE *f, const char *policy, const as_mincap_result *m, double secs)
+{
+    char a[32], b[32], c[32];
+    as_fmt_bytes(a, sizeof a, m->peak_reserved);
+    fprintf(f, "policy %s (uncapped peak reserved %s)\n", policy, a);
+    if (m->min_capacity == AS_NONE) {
+        fprintf(f, "  minimum capacity   none: %s\n",
+                m->npoints ? "no capacity up to the uncapped peak fits"
+                           : "the trace does not run even on an unlimited device");
+    } else {
+        as_fmt_bytes(a, sizeof a, m->min_capacity);
+        fprintf(f, "  minimum capacity   %" PRIu64 " B (%s)\n", m->min_capacity, a);
+        if (m->monotone) {
+            fprintf(f, "  monotone above it  yes: every capacity up to the uncapped peak fits\n");
+        } else {
+            uint64_t nfail = 0;
+            for (size_t i = 0; i < m->ngaps; i++)
+                nfail += m->gaps[i].count;
+            fprintf(f, "  monotone above it  no: %" PRIu64 " capacities above it fail\n", nfail);
+            for (size_t i = 0; i < m->ngaps; i++) {
+                const as_cap_range *g = &m->gaps[i];
+                as_fmt_bytes(a, sizeof a, g->lo);
+                as_fmt_bytes(b, sizeof b, g->hi);
+                if (g->oom_alloc_min == g->oom_alloc_max)
+                    snprintf(c, sizeof c, "%" PRIu64, g->oom_alloc_min);
+                else
+                    snprintf(c, sizeof c, "%" PRIu64 "-%" PRIu64, g->oom_alloc_min,
+                             g->oom_alloc_max);
+                fprintf(f, "    fails %" PRIu64 " B - %" PRIu64 " B (%s - %s, %" PRIu64
+                           " capacities): OOM at alloc %s\n",
+                        g->lo, g->hi, a, b, g->count, c);
+            }
+            if (m->fits_from != AS_NONE) {
+                as_fmt_bytes(a, sizeof a, m->fits_from);
+                fprintf(f, "  fits from          %" PRIu64 " B (%s) up to the uncapped peak\n",
+                        m->fits_from, a);
+            } else {
+                fprintf(f, "  fits from          none: the uncapped peak itself fails "
+                           "(the policy reads the capacity)\n");
+            }
+        }
+    }
+    as_fmt_bytes(a, sizeof a, m->lo);
+    as_fmt_bytes(b, sizeof b, m->hi);
+    as_fmt_bytes(c, sizeof c, m->step);
+    fprintf(f, "  swept              %zu capacities, %s to %s in %s steps, %" PRIu64
+               " decodes, %.2f s\n",
+            m->npoints, a, b, c, m->passes, secs);
+}
+
+static void print_json_one(FILE *f, const char *policy, const as_mincap_result *m, double secs)
+{
+    fputs("{\"policy\": ", f);
+    json_str(f, policy);
+    fputs(", \"min_capacity\": ", f);
+    json_u64(f, m->min_capacity);
+    fputs(", \"monotone\": ", f);
+    fputs(m->min_capacity == AS_NONE ? "null" : m->monotone ? "true" : "false", f);
+    fputs(", \"fits_from\": ", f);
+    json_u64(f, m->fits_from);
+    fprintf(f, ", \"peak_requested\": %" PRIu64 ", \"peak_reserved\": %" PRIu64, m->peak_requested,
+            m->peak_reserved);
+    fputs(", \"failing_above_min\": [", f);
+    for (size_t i = 0; i < m->ngaps; i++) {
+        const as_cap_range *g = &m->gaps[i];
+        fprintf(f, "%s{\"lo\": %" PRIu64 ", \"hi\": %" PRIu64 ", \"count\": %" PRIu64
+                   ", \"oom_alloc_min\": %" PRIu64 ", \"oom_alloc_max\": %" PRIu64 "}",
+                i ? ", " : "", g->lo, g->hi, g->count, g->oom_alloc_min, g->oom_alloc_max);
+    }
+    fprintf(f, "], \"sweep\": {\"lo\": %" PRIu64 ", \"hi\": %" PRIu64 ", \"step\": %" PRIu64
+               ", \"capacities\": %zu, \"decodes\": %" PRIu64 ", \"seconds\": %.3f}}",
+            m->lo, m->hi, m->step, m->npoints, m->passes, secs);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+enum { OPT_CSV = 256, OPT_BATCH, OPT_STEP };
+
+static const struct option mincap_opts[] = {
+    {"policy", required_argument, NULL, 'p'},
+    {"format", required_argument, NULL, 'f'},
+    {"csv", required_argument, NULL, OPT_CSV},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"step", required_argument, NULL, OPT_STEP},
+    {"threads", required_argument, NULL, 'j'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+int as_cmd_mincap(int argc, char **argv)
+{
+    const char *cmd = "mincap";
+    const char *spec_text[MAX_SPECS];
+    unsigned nspec = 0;
+    const char *trace = NULL, *csv_path = NULL;
+    int json = 0, c;
+    as_mincap_opts o = {0};
+    int status = AS_EXIT_OK;
+    uint64_t v;
+
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":p:f:j:h", mincap_opts, NULL)) != -1) {
+        switch (c) {
+        case 'p':
+            if (nspec == MAX_SPECS)
+                return as_cli_usage(cmd, "at most %d policies", MAX_SPECS);
+            spec_text[nspec++] = optarg;
+            break;
+        case 'f':
+            if (!strcmp(optarg, "json"))
+                json = 1;
+            else if (strcmp(optarg, "table"))
+                return as_cli_usage(cmd, "-f %s: the format is table or json", optarg);
+            break;
+        case OPT_CSV:
+            csv_path = optarg;
+            break;
+        case OPT_BATCH:
+        case 'j':
+            if (as_cli_parse_u64(optarg, &v) || v == 0 || v > 100000)
+                return as_cli_usage(cmd, "%s %s: a count from 1 to 100000",
+                                    c == 'j' ? "--threads" : "--batch", optarg);
+            if (c == 'j')
+                o.threads = (unsigned)v;
+            else
+                o.batch = (unsigned)v;
+            break;
+        case OPT_STEP:
+            if (as_parse_bytes(optarg, &v) || v % AS_DEV_GRANULARITY)
+                return as_cli_usage(cmd, "--step %s: a multiple of 2MiB", optarg);
+            o.step = v;
+            break;
+        case 'h':
+            fputs(usage_text, stdout);
+            return AS_EXIT_OK;
+        case ':':
+            return as_cli_usage(cmd, "option '%s' needs a value", argv[optind - 1]);
+        default:
+            return as_cli_usage(cmd, "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc)
+        return as_cli_usage(cmd, "no trace given");
+    if (optind + 1 < argc)
+        return as_cli_usage(cmd, "one trace at a time (got %s and %s)", argv[optind],
+                            argv[optind + 1]);
+    trace = argv[optind];
+    if (nspec == 0)
+        spec_text[nspec++] = "torch";
+
+    as_policy_spec specs[MAX_SPECS];
+    unsigned nparsed = 0;
+    FILE *csv = NULL;
+    for (unsigned k = 0; k < nspec; k++) {
+        if ((status = as_cli_parse_spec(cmd, spec_text[k], &specs[k])))
+            goto out;
+        nparsed++;
+    }
+    if (csv_path) {
+        csv = fopen(csv_path, "w");
+        if (!csv) {
+            as_cli_msg("%s: cannot create: %s", csv_path, strerror(errno));
+            status = AS_EXIT_INPUT;
+            goto out;
+        }
+        csv_header(csv);
+    }
+
+    open_ctx oc = { .path = trace };
+    progress_ctx pc = { .tty = isatty(2) };
+    o.on_progress = on_progress;
+    o.user = &pc;
+    if (json)
+        printf("{\"allocsim\": \"%s\", \"trace\": ", AS_VERSION);
+    for (unsigned k = 0; k < nparsed; k++) {
+        as_mincap_result m;
+        as_trace_error err = { .offset = UINT64_MAX, .event = UINT64_MAX };
+        char why[512];
+        pc.policy = specs[k].text;
+        double t0 = now_s();
+        int rc = as_mincap(open_trace, &oc, &specs[k], &o, &m, &err, why, sizeof why);
+        if (rc) {
+            if (why[0]) {
+                as_cli_msg("%s: %s", trace, why);
+                status = AS_EXIT_INPUT;
+            } else {
+                status = as_cli_trace_fail(&err, trace);
+            }
+            goto out;
+        }
+        double secs = now_s() - t0;
+        if (k == 0) {
+            char a[32];
+            as_fmt_bytes(a, sizeof a, m.peak_requested);
+            if (json) {
+                fputs("{\"path\": ", stdout);
+                json_str(stdout, trace);
+                printf(", \"events\": %" PRIu64 ", \"allocs\": %" PRIu64
+                       ", \"peak_requested\": %" PRIu64 "}, \"mincap\": [",
+                       m.events, m.allocs, m.peak_requested);
+            } else {
+                printf("trace %s: %" PRIu64 " events, %" PRIu64
+                       " allocations, peak requested %s\n",
+                       trace, m.events, m.allocs, a);
+            }
+        }
+        if (json) {
+            if (k)
+                fputs(", ", stdout);
+            print_json_one(stdout, specs[k].text, &m, secs);
+        } else {
+            print_table(stdout, specs[k].text, &m, secs);
+        }
+        if (csv)
+            csv_rows(csv, base_name(trace), specs[k].text, &m);
+        as_mincap_result_free(&m);
+    }
+    if (json)
+        fputs("]}\n", stdout);
+out:
+    if (csv && fclose(csv) && !status) {
+        as_cli_msg("%s: write failed: %s", csv_path, strerror(errno));
+        status = AS_EXIT_INPUT;
+    }
+    for (unsigned k = 0; k < nparsed; k++)
+        as_policy_spec_free(&specs[k]);
+    return status;
+}

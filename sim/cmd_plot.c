@@ -1,0 +1,670 @@
+/*
+ * cmd_plot.c - `allocsim plot KIND`: draws a chart with the gnuplot scripts in plots/.
+ *
+ * The data always goes through the CSV files that allocsim writes, so a chart can be
+ * redrawn by hand with gnuplot from the same files (--keep DIR keeps them). Given a trace,
+ * the command runs this same allocsim binary (run, mincap) to make the CSV first, then
+ * runs `gnuplot -e "in='...'; out='...'" SCRIPT`. Scripts are found, in order, in
+ * --scripts DIR, $ALLOCSIM_PLOTS, next to the binary's source tree (BIN/../plots,
+ * BIN/plots) and in the install tree (BIN/../share/allocsim/plots).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+extern char **environ;
+
+#define MAX_ARGS 256
+
+static const char plot_help[] =
+    "usage: allocsim plot KIND [options] -o FILE.png|FILE.svg [TRACE...]\n"
+    "\n"
+    "Draws a chart with gnuplot. Given traces, runs the simulation first; given --csv,\n"
+    "draws from CSV files that allocsim wrote earlier.\n"
+    "\n"
+    "KIND\n"
+    "  timeline    requested, allocated and reserved through one TRACE for every -p and -c,\n"
+    "              with capacities and OOM points    (--csv TIMELINE.csv [--runs RUNS.csv])\n"
+    "  compare     peak reserved and waste per policy and TRACE over a corpus\n"
+    "                                                (--csv REPORT.csv from run -f csv)\n"
+    "  capacity    how far TRACE gets at each capacity from peak requested to peak\n"
+    "              reserved, per -p; the minimum capacity and failures above it\n"
+    "                                                (--csv SWEEP.csv from mincap --csv or\n"
+    "                                                 run --sweep -f csv)\n"
+    "  segments    the segment map of one run at its reserved peak or its OOM\n"
+    "                                                (--csv SEGMAP.csv [--runs RUNS.csv])\n"
+    "  validation  predicted against measured OOM point and peak reserved\n"
+    "                                                (--csv VALIDATION.csv)\n"
+    "\n"
+    "options\n"
+    "  -o, --output FILE     the chart: .png (pngcairo) or .svg\n"
+    "  -p, --policy SPEC     as for run (repeatable; default torch)\n"
+    "  -c, --capacity CAP    as for run (repeatable)\n"
+    "      --sweep LO:HI:STEP  capacity: sweep these capacities instead of the full mincap\n"
+    "                        range\n"
+    "      --csv FILE        draw from this CSV instead of running a trace: timeline from\n"
+    "                        run --timeline, compare from run -f csv, capacity from\n"
+    "                        mincap --csv or run --sweep -f csv, segments from run\n"
+    "                        --segment-map\n"
+    "      --runs FILE       timeline, segments: the run report (-f csv) that goes with\n"
+    "                        --csv: names policies, capacities and OOMs\n"
+    "      --every N         timeline: sample every N events (default 100)\n"
+    "      --x event|alloc|time  timeline: the x axis (default event)\n"
+    "      --when peak|oom   segments: which map (default: oom if the run hit one)\n"
+    "      --run N           segments: which run of the CSV (default 0)\n"
+    "      --layout bytes|fraction  segments: row length by bytes or all equal\n"
+    "      --title TEXT      the chart's title\n"
+    "      --size WxH        pixels (default depends on the chart)\n"
+    "      --keep DIR        keep the CSV files made on the way in DIR\n"
+    "      --scripts DIR     where the gnuplot scripts are\n"
+    "  -q, --quiet           no output from the runs\n"
+    "\n"
+    "Environment: GNUPLOT (the gnuplot program), ALLOCSIM_PLOTS (the scripts' folder).\n"
+    "Exit status: 0 drawn, 1 bad input or a failed run or gnuplot, 2 usage error.\n";
+
+enum {
+    OPT_SWEEP = 256,
+    OPT_CSV,
+    OPT_RUNS,
+    OPT_EVERY,
+    OPT_X,
+    OPT_WHEN,
+    OPT_RUN,
+    OPT_LAYOUT,
+    OPT_TITLE,
+    OPT_SIZE,
+    OPT_KEEP,
+    OPT_SCRIPTS,
+};
+
+static const struct option plot_opts[] = {
+    {"output", required_argument, NULL, 'o'},
+    {"policy", required_argument, NULL, 'p'},
+    {"capacity", required_argument, NULL, 'c'},
+    {"sweep", required_argument, NULL, OPT_SWEEP},
+    {"csv", required_argument, NULL, OPT_CSV},
+    {"runs", required_argument, NULL, OPT_RUNS},
+    {"every", required_argument, NULL, OPT_EVERY},
+    {"x", required_argument, NULL, OPT_X},
+    {"when", required_argument, NULL, OPT_WHEN},
+    {"run", required_argument, NULL, OPT_RUN},
+    {"layout", required_argument, NULL, OPT_LAYOUT},
+    {"title", required_argument, NULL, OPT_TITLE},
+    {"size", required_argument, NULL, OPT_SIZE},
+    {"keep", required_argument, NULL, OPT_KEEP},
+    {"scripts", required_argument, NULL, OPT_SCRIPTS},
+    {"quiet", no_argument, NULL, 'q'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+typedef struct plot_opts_t {
+    const char *kind, *out, *csv, *runs, *sweep, *x, *when, *layout, *title, *size;
+    const char *keep, *scripts;
+    const char *pol[MAX_ARGS], *cap[MAX_ARGS];
+    unsigned npol, ncap;
+    uint64_t every, run;
+    int quiet;
+    char dir[PATH_MAX]; /* where the CSV files go */
+    int tmpdir;         /* dir is ours to remove */
+} plot_args;
+
+/* An argv under construction. */
+typedef struct argv_t {
+    const char *a[MAX_ARGS + 32];
+    unsigned n;
+} argv_t;
+
+static int push(argv_t *v, const char *s)
+{
+    if (v->n + 1 >= sizeof v->a / sizeof v->a[0])
+        return -1;
+    v->a[v->n++] = s;
+    v->a[v->n] = NULL;
+    return 0;
+}
+
+/* Runs v (PATH lookup), stdout to out_path (or /dev/null when quiet and NULL), and
+ * returns its exit status, 127 when it could not start, or 128+signal. */
+static int spawn(const argv_t *v, const char *out_path, int quiet)
+{
+    posix_spawn_file_actions_t fa;
+    pid_t pid;
+    int st = 0;
+    posix_spawn_file_actions_init(&fa);
+    if (out_path)
+        posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    else if (quiet)
+        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    int rc = posix_spawnp(&pid, v->a[0], &fa, NULL, (char *const *)(uintptr_t)v->a, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc) {
+        as_cli_msg("cannot run %s: %s", v->a[0], strerror(rc));
+        return 127;
+    }
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return 127;
+    if (WIFEXITED(st))
+        return WEXITSTATUS(st);
+    return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+static int self_path(char *buf, size_t n)
+{
+    ssize_t k = readlink("/proc/self/exe", buf, n - 1);
+    if (k <= 0)
+        return -1;
+    buf[k] = 0;
+    return 0;
+}
+
+static int is_file(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Finds SCRIPT.gp; fills path. */
+static int find_script(const plot_args *a, const char *name, char *path, size_t n)
+{
+    char exe[PATH_MAX], dir[PATH_MAX];
+    const char *cands[5];
+    unsigned nc = 0;
+    if (a->scripts)
+        cands[nc++] = a->scripts;
+    if (getenv("ALLOCSIM_PLOTS"))
+        cands[nc++] = getenv("ALLOCSIM_PLOTS");
+    char d1[PATH_MAX + 32], d2[PATH_MAX + 32], d3[PATH_MAX + 32];
+    if (self_path(exe, sizeof exe) == 0) {
+        snprintf(dir, sizeof dir, "%s", exe);
+        char *sl = strrchr(dir, '/');
+        if (sl)
+            *sl = 0;
+        snprintf(d1, sizeof d1, "%s/../plots", dir);
+        snprintf(d2, sizeof d2, "%s/plots", dir);
+        snprintf(d3, sizeof d3, "%s/../share/allocsim/plots", dir);
+        cands[nc++] = d1;
+        cands[nc++] = d2;
+        cands[nc++] = d3;
+    }
+    for (unsigned i = 0; i < nc; i++) {
+        snprintf(path, n, "%s/%s.gp", cands[i], name);
+        if (is_file(path))
+            return 0;
+    }
+    as_cli_msg("plot: cannot find %s.gp (looked in --scripts, $ALLOCSIM_PLOTS, "
+               "BIN/../plots, BIN/plots, BIN/../share/allocsim/plots)",
+               name);
+    return -1;
+}
+
+/* Appends name='value' to a gnuplot -e string, doubling single quotes as gnuplot's
+ * single-quoted strings want. */
+static int gp_set(char *buf, size_t n, const char *name, const char *value)
+{
+    size_t len = strlen(buf);
+    int k = snprintf(buf + len, n - len, "%s='", name);
+    if (k < 0 || (size_t)k >= n - len)
+        return -1;
+    len += (size_t)k;
+    for (const char *s = value; *s; s++) {
+        if (len + 3 >= n)
+            return -1;
+        if (*s == '\'')
+            buf[len++] = '\'';
+        buf[len++] = *s;
+    }
+    if (len + 3 >= n)
+        return -1;
+    buf[len++] = '\'';
+    buf[len++] = ';';
+    buf[len++] = ' ';
+    buf[len] = 0;
+    return 0;
+}
+
+static int gp_setn(char *buf, size_t n, const char *name, uint64_t v)
+{
+    size_t len = strlen(buf);
+    int k = snprintf(buf + len, n - len, "%s=%llu; ", name, (unsigned long long)v);
+    return k < 0 || (size_t)k >= n - len ? -1 : 0;
+}
+
+static int run_gnuplot(const plot_args *a, const char *script, const char *vars)
+{
+    char path[PATH_MAX + 64];
+    if (find_script(a, script, path, sizeof path))
+        return AS_EXIT_INPUT;
+    argv_t v = {.n = 0};
+    const char *gp = getenv("GNUPLOT");
+    push(&v, gp && *gp ? gp : "gnuplot");
+    push(&v, "-e");
+    push(&v, vars);
+    push(&v, path);
+    int st = spawn(&v, NULL, 0);
+    if (st) {
+        as_cli_msg("plot: gnuplot %s failed (exit status %d)", path, st);
+        return AS_EXIT_INPUT;
+    }
+    return AS_EXIT_OK;
+}
+
+/* Runs `allocsim ARGS` (this binary); stdout to out_path when given. */
+static int run_self(const plot_args *a, argv_t *v, const char *out_path)
+{
+    int st = spawn(v, out_path, a->quiet);
+    if (st == 1 || st == 2)
+        return st; /* the run printed why */
+    if (st) {
+        as_cli_msg("plot: %s %s failed (exit status %d)", v->a[0], v->a[1], st);
+        return AS_EXIT_INPUT;
+    }
+    return AS_EXIT_OK;
+}
+
+static void path_in(const plot_args *a, const char *name, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/%s", a->dir, name);
+}
+
+/* Reads the segment map CSV: does run `run` have an "oom" map? 1 yes, 0 no, -1 error. */
+static int segmap_has_oom(const char *path, uint64_t run)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[512];
+    int found = 0;
+    while (fgets(line, sizeof line, f)) {
+        char *end;
+        unsigned long long r = strtoull(line, &end, 10);
+        if (end != line && *end == ',' && r == run && strncmp(end + 1, "oom,", 4) == 0) {
+            found = 1;
+            break;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+static void add_specs(const plot_args *a, argv_t *v, int caps)
+{
+    for (unsigned i = 0; i < a->npol; i++) {
+        push(v, "-p");
+        push(v, a->pol[i]);
+    }
+    for (unsigned i = 0; caps && i < a->ncap; i++) {
+        push(v, "-c");
+        push(v, a->cap[i]);
+    }
+}
+
+static void common_vars(const plot_args *a, char *vars, size_t n)
+{
+    if (a->title)
+        gp_set(vars, n, "title", a->title);
+    if (a->size) {
+        char sz[64];
+        snprintf(sz, sizeof sz, "%s", a->size);
+        char *x = strchr(sz, 'x');
+        if (x)
+            *x = ',';
+        gp_set(vars, n, "size", sz);
+    }
+    gp_set(vars, n, "out", a->out);
+}
+
+static int plot_timeline(plot_args *a, char **traces, int ntr, char *self)
+{
+    char runs[PATH_MAX + 32], tl[PATH_MAX + 32], vars[8192] = "";
+    char every[32];
+    int rc;
+    if (ntr) {
+        if (ntr != 1)
+            return as_cli_usage("plot", "timeline takes one trace (got %d)", ntr);
+        path_in(a, "runs.csv", runs, sizeof runs);
+        path_in(a, "timeline.csv", tl, sizeof tl);
+        snprintf(every, sizeof every, "%llu", (unsigned long long)a->every);
+        argv_t v = {.n = 0};
+        push(&v, self);
+        push(&v, "run");
+        add_specs(a, &v, 1);
+        push(&v, "-q");
+        push(&v, "-f");
+        push(&v, "csv");
+        push(&v, "-o");
+        push(&v, runs);
+        push(&v, "--timeline");
+        push(&v, tl);
+        push(&v, "--timeline-every");
+        push(&v, every);
+        push(&v, traces[0]);
+        if ((rc = run_self(a, &v, NULL)))
+            return rc;
+    } else {
+        if (!a->csv)
+            return as_cli_usage("plot", "timeline needs a trace, or --csv TIMELINE.csv "
+                                        "(and --runs RUNS.csv)");
+        snprintf(tl, sizeof tl, "%s", a->csv);
+        snprintf(runs, sizeof runs, "%s", a->runs ? a->runs : "");
+    }
+    gp_set(vars, sizeof vars, "in", tl);
+    if (runs[0])
+        gp_set(vars, sizeof vars, "runs", runs);
+    if (a->x)
+        gp_set(vars, sizeof vars, "x", a->x);
+    common_vars(a, vars, sizeof vars);
+    return run_gnuplot(a, "timeline", vars);
+}
+
+static int plot_compare(plot_args *a, char **traces, int ntr, char *self)
+{
+    char rep[PATH_MAX + 32], vars[8192] = "";
+    int rc;
+    if (ntr) {
+        path_in(a, "report.csv", rep, sizeof rep);
+        argv_t v = {.n = 0};
+        push(&v, self);
+        push(&v, "run");
+        add_specs(a, &v, 1);
+        push(&v, "-q");
+        push(&v, "-f");
+        push(&v, "csv");
+        push(&v, "-o");
+        push(&v, rep);
+        for (int i = 0; i < ntr; i++)
+            if (push(&v, traces[i]))
+                return as_cli_usage("plot", "too many traces");
+        if ((rc = run_self(a, &v, NULL)))
+            return rc;
+    } else {
+        if (!a->csv)
+            return as_cli_usage("plot", "compare needs traces or --csv REPORT.csv");
+        snprintf(rep, sizeof rep, "%s", a->csv);
+    }
+    gp_set(vars, sizeof vars, "in", rep);
+    common_vars(a, vars, sizeof vars);
+    return run_gnuplot(a, "compare", vars);
+}
+
+static int plot_capacity(plot_args *a, char **traces, int ntr, char *self)
+{
+    char sw[PATH_MAX + 32], vars[8192] = "";
+    int rc;
+    if (ntr) {
+        if (ntr != 1)
+            return as_cli_usage("plot", "capacity takes one trace (got %d)", ntr);
+        path_in(a, "sweep.csv", sw, sizeof sw);
+        argv_t v = {.n = 0};
+        push(&v, self);
+        if (a->sweep) {
+            push(&v, "run");
+            add_specs(a, &v, 0);
+            push(&v, "--sweep");
+            push(&v, a->sweep);
+            push(&v, "-q");
+            push(&v, "-f");
+            push(&v, "csv");
+            push(&v, "-o");
+            push(&v, sw);
+        } else {
+            push(&v, "mincap");
+            add_specs(a, &v, 0);
+            push(&v, "--csv");
+            push(&v, sw);
+        }
+        push(&v, traces[0]);
+        if ((rc = run_self(a, &v, NULL)))
+            return rc;
+    } else {
+        if (!a->csv)
+            return as_cli_usage("plot", "capacity needs a trace or --csv SWEEP.csv");
+        snprintf(sw, sizeof sw, "%s", a->csv);
+    }
+    gp_set(vars, sizeof vars, "in", sw);
+    common_vars(a, vars, sizeof vars);
+    return run_gnuplot(a, "capacity", vars);
+}
+
+static int plot_segments(plot_args *a, char **traces, int ntr, char *self)
+{
+    char sm[PATH_MAX + 32], runs[PATH_MAX + 32], vars[8192] = "";
+    int rc;
+    if (ntr) {
+        if (ntr != 1)
+            return as_cli_usage("plot", "segments takes one trace (got %d)", ntr);
+        path_in(a, "segmap.csv", sm, sizeof sm);
+        path_in(a, "runs.csv", runs, sizeof runs);
+        argv_t v = {.n = 0};
+        push(&v, self);
+        push(&v, "run");
+        add_specs(a, &v, 1);
+        push(&v, "-q");
+        push(&v, "-f");
+        push(&v, "csv");
+        push(&v, "-o");
+        push(&v, runs);
+        push(&v, "--segment-map");
+        push(&v, sm);
+        push(&v, traces[0]);
+        if ((rc = run_self(a, &v, NULL)))
+            return rc;
+    } else {
+        if (!a->csv)
+            return as_cli_usage("plot", "segments needs a trace or --csv SEGMAP.csv");
+        snprintf(sm, sizeof sm, "%s", a->csv);
+        snprintf(runs, sizeof runs, "%s", a->runs ? a->runs : "");
+    }
+    const char *when = a->when;
+    if (!when) {
+        int h = segmap_has_oom(sm, a->run);
+        if (h < 0) {
+            as_cli_msg("%s: cannot read: %s", sm, strerror(errno));
+            return AS_EXIT_INPUT;
+        }
+        when = h ? "oom" : "peak";
+    }
+    gp_set(vars, sizeof vars, "in", sm);
+    if (runs[0])
+        gp_set(vars, sizeof vars, "runs", runs);
+    gp_set(vars, sizeof vars, "when", when);
+    gp_setn(vars, sizeof vars, "run", a->run);
+    if (a->layout)
+        gp_set(vars, sizeof vars, "x", a->layout);
+    common_vars(a, vars, sizeof vars);
+    return run_gnuplot(a, "segments", vars);
+}
+
+static int plot_validation(plot_args *a, int ntr)
+{
+    char vars[8192] = "";
+    if (ntr || !a->csv)
+        return as_cli_usage("plot", "validation draws from --csv VALIDATION.csv only");
+    gp_set(vars, sizeof vars, "in", a->csv);
+    common_vars(a, vars, sizeof vars);
+    return run_gnuplot(a, "validation", vars);
+}
+
+static int ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+/* Removes the files we made in a temporary directory, then the directory. */
+static void cleanup_dir(const plot_args *a)
+{
+    static const char *const names[] = {"runs.csv", "timeline.csv", "report.csv", "sweep.csv",
+                                        "segmap.csv"};
+    char p[PATH_MAX + 32];
+    if (!a->tmpdir)
+        return;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        path_in(a, names[i], p, sizeof p);
+        unlink(p);
+    }
+    rmdir(a->dir);
+}
+
+int as_cmd_plot(int argc, char **argv)
+{
+    const char *cmd = "plot";
+    plot_args a = {.every = 100};
+    int c, ret;
+    if (argc < 2 || argv[1][0] == '-') {
+        if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+            fputs(plot_help, stdout);
+            return AS_EXIT_OK;
+        }
+        return as_cli_usage(cmd, "which chart? timeline, compare, capacity, segments or "
+                                 "validation");
+    }
+    a.kind = argv[1];
+    optind = 2;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":o:p:c:qh", plot_opts, NULL)) != -1) {
+        switch (c) {
+        case 'o':
+            a.out = optarg;
+            break;
+        case 'p':
+        case 'c':
+            if ((c == 'p' ? a.npol : a.ncap) == MAX_ARGS)
+                return as_cli_usage(cmd, "too many -%c", c);
+            if (c == 'p')
+                a.pol[a.npol++] = optarg;
+            else
+                a.cap[a.ncap++] = optarg;
+            break;
+        case OPT_SWEEP:
+            a.sweep = optarg;
+            break;
+        case OPT_CSV:
+            a.csv = optarg;
+            break;
+        case OPT_RUNS:
+            a.runs = optarg;
+            break;
+        case OPT_EVERY:
+            if (as_cli_parse_u64(optarg, &a.every) || a.every == 0)
+                return as_cli_usage(cmd, "--every %s: a positive count", optarg);
+            break;
+        case OPT_X:
+            if (strcmp(optarg, "event") && strcmp(optarg, "alloc") && strcmp(optarg, "time"))
+                return as_cli_usage(cmd, "--x %s: event, alloc or time", optarg);
+            a.x = optarg;
+            break;
+        case OPT_WHEN:
+            if (strcmp(optarg, "peak") && strcmp(optarg, "oom"))
+                return as_cli_usage(cmd, "--when %s: peak or oom", optarg);
+            a.when = optarg;
+            break;
+        case OPT_RUN:
+            if (as_cli_parse_u64(optarg, &a.run))
+                return as_cli_usage(cmd, "--run %s: a run index", optarg);
+            break;
+        case OPT_LAYOUT:
+            if (strcmp(optarg, "bytes") && strcmp(optarg, "fraction"))
+                return as_cli_usage(cmd, "--layout %s: bytes or fraction", optarg);
+            a.layout = optarg;
+            break;
+        case OPT_TITLE:
+            a.title = optarg;
+            break;
+        case OPT_SIZE: {
+            unsigned w, h;
+            char extra;
+            if (sscanf(optarg, "%ux%u%c", &w, &h, &extra) != 2 || w < 200 || h < 150 ||
+                w > 10000 || h > 10000)
+                return as_cli_usage(cmd, "--size %s: WxH in pixels, e.g. 1200x700", optarg);
+            a.size = optarg;
+            break;
+        }
+        case OPT_KEEP:
+            a.keep = optarg;
+            break;
+        case OPT_SCRIPTS:
+            a.scripts = optarg;
+            break;
+        case 'q':
+            a.quiet = 1;
+            break;
+        case 'h':
+            fputs(plot_help, stdout);
+            return AS_EXIT_OK;
+        case ':':
+            return as_cli_usage(cmd, "option '%s' needs a value", argv[optind - 1]);
+        default:
+            return as_cli_usage(cmd, "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (!a.out)
+        return as_cli_usage(cmd, "-o FILE.png or FILE.svg is required");
+    if (!ends_with(a.out, ".png") && !ends_with(a.out, ".svg"))
+        return as_cli_usage(cmd, "-o %s: the chart is .png or .svg", a.out);
+    static const char *const kinds[] = {"timeline", "compare", "capacity", "segments",
+                                        "validation"};
+    size_t k = 0;
+    while (k < sizeof kinds / sizeof kinds[0] && strcmp(kinds[k], a.kind))
+        k++;
+    if (k == sizeof kinds / sizeof kinds[0])
+        return as_cli_usage(cmd, "unknown chart '%s': timeline, compare, capacity, segments "
+                                 "or validation",
+                            a.kind);
+
+    char self[PATH_MAX];
+    int ntr = argc - optind;
+    if (ntr && k != 4) {
+        if (self_path(self, sizeof self)) {
+            as_cli_msg("plot: cannot find the allocsim binary (/proc/self/exe)");
+            return AS_EXIT_INPUT;
+        }
+        if (a.keep) {
+            if (mkdir(a.keep, 0755) && errno != EEXIST) {
+                as_cli_msg("%s: cannot create: %s", a.keep, strerror(errno));
+                return AS_EXIT_INPUT;
+            }
+            snprintf(a.dir, sizeof a.dir, "%s", a.keep);
+        } else {
+            const char *t = getenv("TMPDIR");
+            snprintf(a.dir, sizeof a.dir, "%s/allocsim-plot-XXXXXX", t && *t ? t : "/tmp");
+            if (!mkdtemp(a.dir)) {
+                as_cli_msg("%s: cannot create: %s", a.dir, strerror(errno));
+                return AS_EXIT_INPUT;
+            }
+            a.tmpdir = 1;
+        }
+    }
+    switch (k) {
+    case 0:
+        ret = plot_timeline(&a, argv + optind, ntr, self);
+        break;
+    case 1:
+        ret = plot_compare(&a, argv + optind, ntr, self);
+        break;
+    case 2:
+        ret = plot_capacity(&a, argv + optind, ntr, self);
+        break;
+    case 3:
+        ret = plot_segments(&a, argv + optind, ntr, self);
+        break;
+    default:
+        ret = plot_validation(&a, ntr);
+        break;
+    }
+    cleanup_dir(&a);
+    if (ret == AS_EXIT_OK && !a.quiet)
+        fprintf(stderr, "allocsim: wrote %s\n", a.out);
+    return ret;
+}

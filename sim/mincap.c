@@ -1,0 +1,278 @@
+/*
+ * mincap.c - minimum capacity search and sweep parsing (mincap.h).
+ *
+ * One uncapped pass gives the trace's peak requested R and the policy's peak reserved P;
+ * then every capacity of the grid [roundup(R), roundup(P)] is run, `batch` capacities per
+ * decode, bottom up. The answer is read off the complete table of outcomes, so it is
+ * exact on the grid whatever shape the fit/fail pattern has.
+ */
+#include "mincap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+
+#define DEFAULT_BATCH 64u
+
+static void set_why(char *why, size_t n, const char *fmt, const char *a, const char *b)
+{
+    if (why && n)
+        snprintf(why, n, fmt, a, b);
+}
+
+/* One pass: runs spec at caps[0..n) over a fresh reader; fills pts. */
+static int run_pass(as_trace_open_fn open, void *ou, const as_policy_spec *spec,
+                    const as_mincap_opts *o, const uint64_t *caps, size_t n,
+                    as_mincap_point *pts, as_trace_summary *sum, as_trace_error *err,
+                    char *why, size_t why_len)
+{
+    as_engine *e = NULL;
+    as_trace_reader *rd = NULL;
+    as_engine_opts eo = { .threads = o->threads };
+    int rc = as_engine_create(&eo, &e);
+    if (rc) {
+        set_why(why, why_len, "cannot create the engine%s%s", "", "");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        rc = as_engine_add_run(e, spec, caps[i]);
+        if (rc < 0) {
+            set_why(why, why_len, "cannot add a run: %s%s", as_engine_errmsg(e), "");
+            goto out;
+        }
+    }
+    rc = open(ou, &rd, err);
+    if (rc)
+        goto out;
+    rc = as_engine_run(e, rd, err);
+    if (rc) {
+        if (rc <= AS_ENGINE_EPOLICY)
+            set_why(why, why_len, "%s%s", as_engine_errmsg(e), "");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const as_run_result *r = as_engine_result(e, (unsigned)i);
+        pts[i] = (as_mincap_point){
+            .capacity = caps[i],
+            .completed = r->completed,
+            .oom_event = r->completed ? AS_NONE : r->oom_event,
+            .oom_alloc = r->completed ? AS_NONE : r->oom_alloc,
+            .allocs = r->completed ? r->allocs : (r->oom_alloc == AS_NONE ? r->allocs : r->oom_alloc),
+            .peak_requested = r->peak_requested,
+            .peak_reserved = r->peak_reserved,
+        };
+    }
+    if (sum)
+        *sum = *as_engine_summary(e);
+out:
+    if (rd)
+        as_trace_close(rd);
+    as_engine_destroy(e);
+    return rc;
+}
+
+/* Reads min capacity, monotonicity and the failing ranges off the full table. */
+static int analyse(as_mincap_result *m)
+{
+    m->min_capacity = AS_NONE;
+    m->fits_from = AS_NONE;
+    m->monotone = 0;
+    size_t first = m->npoints;
+    for (size_t i = 0; i < m->npoints; i++)
+        if (m->points[i].completed) {
+            first = i;
+            break;
+        }
+    if (first == m->npoints)
+        return 0;
+    m->min_capacity = m->points[first].capacity;
+    if (m->points[m->npoints - 1].completed) {
+        size_t k = m->npoints - 1;
+        while (k > first && m->points[k - 1].completed)
+            k--;
+        m->fits_from = m->points[k].capacity;
+    }
+    size_t cap = 0;
+    for (size_t i = first + 1; i < m->npoints; i++) {
+        const as_mincap_point *p = &m->points[i];
+        if (p->completed)
+            continue;
+        if (m->ngaps && m->gaps[m->ngaps - 1].hi + m->step == p->capacity) {
+            as_cap_range *g = &m->gaps[m->ngaps - 1];
+            g->hi = p->capacity;
+            g->count++;
+            if (p->oom_alloc < g->oom_alloc_min)
+                g->oom_alloc_min = p->oom_alloc;
+            if (p->oom_alloc > g->oom_alloc_max)
+                g->oom_alloc_max = p->oom_alloc;
+            continue;
+        }
+        if (m->ngaps == cap) {
+            size_t nc = cap ? cap * 2 : 8;
+            as_cap_range *ng = realloc(m->gaps, nc * sizeof *ng);
+            if (!ng)
+                return AS_ENGINE_ENOMEM;
+            m->gaps = ng;
+            cap = nc;
+        }
+        m->gaps[m->ngaps++] = (as_cap_range){ .lo = p->capacity, .hi = p->capacity, .count = 1,
+                                              .oom_alloc_min = p->oom_alloc,
+                                              .oom_alloc_max = p->oom_alloc };
+    }
+    m->monotone = m->ngaps == 0;
+    return 0;
+}
+
+int as_mincap(as_trace_open_fn open, void *open_user, const as_policy_spec *spec,
+              const as_mincap_opts *opts, as_mincap_result *out, as_trace_error *err,
+              char *why, size_t why_len)
+{
+    static const as_mincap_opts defaults = { 0 };
+    const as_mincap_opts *o = opts ? opts : &defaults;
+    const unsigned batch = o->batch ? o->batch : DEFAULT_BATCH;
+    const uint64_t step = o->step ? o->step : AS_DEV_GRANULARITY;
+    uint64_t *caps = NULL;
+    as_mincap_result m = { .step = step };
+    as_trace_summary sum;
+    as_mincap_point up;
+    if (why && why_len)
+        why[0] = 0;
+
+    const uint64_t none = AS_CAPACITY_NONE;
+    int rc = run_pass(open, open_user, spec, o, &none, 1, &up, &sum, err, why, why_len);
+    if (rc)
+        goto fail;
+    m.passes = 1;
+    m.events = sum.events;
+    m.allocs = sum.allocs;
+    m.peak_requested = sum.peak_requested;
+    m.peak_reserved = up.peak_reserved;
+    if (!up.completed) {
+        /* Even an unlimited device cannot serve it (a request no policy segment can hold):
+         * no capacity fits. */
+        m.lo = m.hi = 0;
+        m.min_capacity = m.fits_from = AS_NONE;
+        *out = m;
+        return 0;
+    }
+    m.lo = (m.peak_requested + step - 1) / step * step;
+    m.hi = (m.peak_reserved + step - 1) / step * step;
+    if (m.hi < m.lo)
+        m.hi = m.lo; /* a policy holding less than requested is a bug; still sweep one */
+    m.npoints = (size_t)((m.hi - m.lo) / step + 1);
+    m.points = calloc(m.npoints, sizeof *m.points);
+    caps = malloc((batch < m.npoints ? batch : m.npoints) * sizeof *caps);
+    if (!m.points || !caps) {
+        rc = AS_ENGINE_ENOMEM;
+        set_why(why, why_len, "out of host memory for %s%s", "the sweep", "");
+        goto fail;
+    }
+    for (size_t done = 0; done < m.npoints;) {
+        size_t n = m.npoints - done < batch ? m.npoints - done : batch;
+        for (size_t i = 0; i < n; i++)
+            caps[i] = m.lo + (uint64_t)(done + i) * step;
+        rc = run_pass(open, open_user, spec, o, caps, n, m.points + done, NULL, err, why,
+                      why_len);
+        if (rc)
+            goto fail;
+        m.passes++;
+        done += n;
+        if (o->on_progress)
+            o->on_progress(o->user, done, m.npoints);
+    }
+    rc = analyse(&m);
+    if (rc) {
+        set_why(why, why_len, "out of host memory for %s%s", "the result", "");
+        goto fail;
+    }
+    free(caps);
+    *out = m;
+    return 0;
+fail:
+    free(caps);
+    as_mincap_result_free(&m);
+    return rc;
+}
+
+void as_mincap_result_free(as_mincap_result *r)
+{
+    if (!r)
+        return;
+    free(r->gaps);
+    free(r->points);
+    r->gaps = NULL;
+    r->points = NULL;
+    r->ngaps = r->npoints = 0;
+}
+
+/* ---- sweeps ------------------------------------------------------------------------- */
+
+int as_sweep_parse(const char *text, uint64_t max_count, uint64_t **caps, size_t *n, char *why,
+                   size_t why_len)
+{
+    char buf[3][64];
+    const char *s = text;
+    const char *a = strchr(s, ':');
+    size_t la, lb;
+    const char *b, *c;
+    *caps = NULL;
+    *n = 0;
+    if (a) { /* LO:HI:STEP */
+        b = strchr(a + 1, ':');
+        if (!b || strchr(b + 1, ':'))
+            goto bad;
+        la = (size_t)(a - s);
+        lb = (size_t)(b - a - 1);
+        c = b + 1;
+        b = a + 1;
+    } else { /* LO..HI/STEP */
+        a = strstr(s, "..");
+        const char *sl = a ? strchr(a + 2, '/') : NULL;
+        if (!a || !sl || strchr(sl + 1, '/'))
+            goto bad;
+        la = (size_t)(a - s);
+        b = a + 2;
+        lb = (size_t)(sl - b);
+        c = sl + 1;
+    }
+    if (la == 0 || lb == 0 || !*c || la >= sizeof buf[0] || lb >= sizeof buf[0] ||
+        strlen(c) >= sizeof buf[0])
+        goto bad;
+    memcpy(buf[0], s, la);
+    buf[0][la] = 0;
+    memcpy(buf[1], b, lb);
+    buf[1][lb] = 0;
+    strcpy(buf[2], c);
+    uint64_t v[3];
+    for (int i = 0; i < 3; i++)
+        if (as_parse_bytes(buf[i], &v[i])) {
+            set_why(why, why_len, "sweep '%s': bad byte quantity '%s'", text, buf[i]);
+            return -1;
+        }
+    if (v[1] < v[0]) {
+        set_why(why, why_len, "sweep '%s': HI is below LO%s", text, "");
+        return -1;
+    }
+    uint64_t count = (v[1] - v[0]) / v[2] + 1;
+    if (count > max_count) {
+        char lim[32];
+        snprintf(lim, sizeof lim, "%llu", (unsigned long long)max_count);
+        set_why(why, why_len, "sweep '%s' gives more than %s capacities", text, lim);
+        return -1;
+    }
+    uint64_t *p = malloc(count * sizeof *p);
+    if (!p) {
+        set_why(why, why_len, "sweep '%s': out of memory%s", text, "");
+        return -1;
+    }
+    for (uint64_t i = 0; i < count; i++)
+        p[i] = v[0] + i * v[2];
+    *caps = p;
+    *n = (size_t)count;
+    return 0;
+bad:
+    set_why(why, why_len, "sweep '%s': expected LO:HI:STEP or LO..HI/STEP%s", text, "");
+    return -1;
+}
