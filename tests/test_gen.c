@@ -33,7 +33,7 @@ static uint64_t fnv(uint64_t h, uint64_t x)
 /* Per-id sizes to check frees; ids are ordinals so a flat array does (small traces). */
 static gstats run_gen(const char *kind, int n, char **kv, uint64_t max_events)
 {
-    gstats s = { 0 };
+    gstats s = {0};
     s.hash = 0xcbf29ce484222325ull;
     as_gen *g = NULL;
     as_trace_error err;
@@ -93,9 +93,12 @@ static gstats run_gen(const char *kind, int n, char **kv, uint64_t max_events)
     return s;
 }
 
-#define KV(...) ((char *[]){ __VA_ARGS__ }), (int)(sizeof((char *[]){ __VA_ARGS__ }) / sizeof(char *))
+#define KV(...) ((char *[]){__VA_ARGS__}), (int)(sizeof((char *[]){__VA_ARGS__}) / sizeof(char *))
 
-static gstats gen_kv(const char *kind, char **kv, int n) { return run_gen(kind, n, kv, UINT64_MAX); }
+static gstats gen_kv(const char *kind, char **kv, int n)
+{
+    return run_gen(kind, n, kv, UINT64_MAX);
+}
 
 /* ---- knobs and framework ------------------------------------------------------------ */
 
@@ -106,22 +109,22 @@ static void gen_knob_errors(void)
     CU_ASSERT_EQUAL(as_gen_create("nosuch", 0, NULL, &g, &err), AS_TRACE_EUSAGE);
     CU_ASSERT_PTR_NULL(g);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "nosuch"));
-    char *bad1[] = { "bogus=1" };
+    char *bad1[] = {"bogus=1"};
     CU_ASSERT_EQUAL(as_gen_create("random", 1, bad1, &g, &err), AS_TRACE_EUSAGE);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "bogus"));
-    char *bad2[] = { "max=12Q" };
+    char *bad2[] = {"max=12Q"};
     CU_ASSERT_EQUAL(as_gen_create("random", 1, bad2, &g, &err), AS_TRACE_EUSAGE);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "max=12Q"));
-    char *bad3[] = { "life=weird" };
+    char *bad3[] = {"life=weird"};
     CU_ASSERT_EQUAL(as_gen_create("random", 1, bad3, &g, &err), AS_TRACE_EUSAGE);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "exp|uniform|fixed"));
-    char *bad4[] = { "min=2M", "max=1M" };
+    char *bad4[] = {"min=2M", "max=1M"};
     CU_ASSERT_EQUAL(as_gen_create("random", 2, bad4, &g, &err), AS_TRACE_EUSAGE);
-    char *bad5[] = { "sizes=4096:x" };
+    char *bad5[] = {"sizes=4096:x"};
     CU_ASSERT_EQUAL(as_gen_create("random", 1, bad5, &g, &err), AS_TRACE_EUSAGE);
-    char *bad6[] = { "noequals" };
+    char *bad6[] = {"noequals"};
     CU_ASSERT_EQUAL(as_gen_create("random", 1, bad6, &g, &err), AS_TRACE_EUSAGE);
-    char *bad7[] = { "sizes=1G:1", "cap=512M" };
+    char *bad7[] = {"sizes=1G:1", "cap=512M"};
     CU_ASSERT_EQUAL(as_gen_create("random", 2, bad7, &g, &err), AS_TRACE_EUSAGE);
 }
 
@@ -133,9 +136,19 @@ static void gen_help_lists_every_knob(void)
     CU_ASSERT_PTR_NULL(as_gen_help("nosuch"));
     const char *h = as_gen_help("random");
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);
-    const char *names[] = { "allocs", "min", "max", "sizes", "align", "life", "life_mean",
-                            "cap", "streams", "mark_every", "empty_cache_every", "drain",
-                            "seed" };
+    const char *names[] = {"allocs",
+                           "min",
+                           "max",
+                           "sizes",
+                           "align",
+                           "life",
+                           "life_mean",
+                           "cap",
+                           "streams",
+                           "mark_every",
+                           "empty_cache_every",
+                           "drain",
+                           "seed"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char pat[64];
         snprintf(pat, sizeof pat, "\n  %s ", names[i]);
@@ -147,7 +160,7 @@ static void gen_help_lists_every_knob(void)
 static void gen_meta_has_knobs(void)
 {
     as_gen *g;
-    char *kv[] = { "allocs=10", "seed=7" };
+    char *kv[] = {"allocs=10", "seed=7"};
     CU_ASSERT_EQUAL_FATAL(as_gen_create("random", 2, kv, &g, NULL), 0);
     const as_meta *m = as_gen_meta(g);
     int seen_seed = 0, seen_min = 0, seen_src = 0;
@@ -204,7 +217,7 @@ static void gen_random_histogram(void)
     char sd[64];
     snprintf(sd, sizeof sd, "seed=%llu", (unsigned long long)seed);
     as_gen *g;
-    char *kv[] = { "allocs=40000", "sizes=4096:0.5,1M:0.3,64M:0.2", "life_mean=200", sd };
+    char *kv[] = {"allocs=40000", "sizes=4096:0.5,1M:0.3,64M:0.2", "life_mean=200", sd};
     CU_ASSERT_EQUAL_FATAL(as_gen_create("random", 4, kv, &g, NULL), 0);
     as_event ev;
     uint64_t n4k = 0, n1m = 0, n64m = 0, other = 0, live = 0, live_sum = 0, samples = 0;
@@ -234,8 +247,7 @@ static void gen_random_histogram(void)
 static void gen_random_loguniform_and_cap(void)
 {
     as_gen *g;
-    char *kv[] = { "allocs=50000", "min=1K", "max=1M", "cap=64M", "life_mean=5000",
-                   "align=256" };
+    char *kv[] = {"allocs=50000", "min=1K", "max=1M", "cap=64M", "life_mean=5000", "align=256"};
     CU_ASSERT_EQUAL_FATAL(as_gen_create("random", 6, kv, &g, NULL), 0);
     as_event ev;
     uint64_t live = 0, peak = 0, below32k = 0, n = 0;
@@ -263,8 +275,7 @@ static void gen_random_loguniform_and_cap(void)
 /* Streaming: 2 M events with a live set of ~50 must not keep more than the live set. */
 static void gen_random_streaming(void)
 {
-    gstats s = run_gen("random", 2, (char *[]){ "allocs=1000000", "life_mean=100" },
-                       UINT64_MAX);
+    gstats s = run_gen("random", 2, (char *[]){"allocs=1000000", "life_mean=100"}, UINT64_MAX);
     CU_ASSERT_EQUAL(s.events, 2000000);
     CU_ASSERT(s.max_gen_live < 2000);
     CU_ASSERT_EQUAL(s.bad, 0);
@@ -280,8 +291,8 @@ typedef struct tfk {
     uint64_t bucket;
 } tfk;
 
-static const tfk tf_small = { .L = 4, .h = 256, .a = 4, .f = 4, .V = 1000, .S = 128, .b = 4,
-                              .k = 1, .steps = 3, .pos = 1 };
+static const tfk tf_small = {
+    .L = 4, .h = 256, .a = 4, .f = 4, .V = 1000, .S = 128, .b = 4, .k = 1, .steps = 3, .pos = 1};
 
 static int tf_args(const tfk *c, char buf[20][48], char **kv)
 {
@@ -308,7 +319,10 @@ static int tf_args(const tfk *c, char buf[20][48], char **kv)
     return n;
 }
 
-static double dmax(double a, double b) { return a > b ? a : b; }
+static double dmax(double a, double b)
+{
+    return a > b ? a : b;
+}
 
 /* Peak of one step at sequence length s with R0 bytes static at its start. DDP buckets
  * (last micro-batch only) hold at most G, none before the first gradient, all of G at the
@@ -377,8 +391,8 @@ static double tf_predict(const tfk *c, const uint64_t *seqs, double *upper)
 }
 
 /* Runs the generator, returns its peak and the sequence length of each step (MARKs). */
-static double tf_measure(const tfk *c, char *extra1, char *extra2, uint64_t *seqs,
-                         uint64_t *nsteps, uint64_t *hash)
+static double tf_measure(const tfk *c, char *extra1, char *extra2, uint64_t *seqs, uint64_t *nsteps,
+                         uint64_t *hash)
 {
     char buf[20][48], *kv[22];
     int n = tf_args(c, buf, kv);
@@ -434,14 +448,22 @@ static void gen_transformer_gpt2_small(void)
      *   1,742,157,312 + I 131,072 + 14 X 176,160,768 + 12 A 4,680,843,264
      *   + 2 Lg 1,646,821,376 + 4 = 8,246,113,796 bytes. */
     uint64_t seqs[64], n;
-    char *none[] = { "steps=3" };
+    char *none[] = {"steps=3"};
     gstats s = gen_kv("transformer", none, 1);
     CU_ASSERT_EQUAL(s.rc, AS_TRACE_EOF);
     CU_ASSERT_EQUAL(s.bad, 0);
     CU_ASSERT_EQUAL(s.peak, 8246113796ull);
     CU_ASSERT_EQUAL(s.end_live_bytes, 1742157312ull);
-    tfk gpt2 = { .L = 12, .h = 768, .a = 12, .f = 4, .V = 50257, .S = 1024, .b = 8, .k = 1,
-                 .steps = 3, .pos = 1 };
+    tfk gpt2 = {.L = 12,
+                .h = 768,
+                .a = 12,
+                .f = 4,
+                .V = 50257,
+                .S = 1024,
+                .b = 8,
+                .k = 1,
+                .steps = 3,
+                .pos = 1};
     CU_ASSERT_EQUAL(tf_measure(&gpt2, NULL, NULL, seqs, &n, NULL), tf_fixed_peak(&gpt2));
     CU_ASSERT_EQUAL(n, 3);
 }
@@ -503,8 +525,8 @@ static void gen_transformer_knob_effects(void)
     acc.k = 4;
     double pa = tf_measure(&acc, NULL, NULL, seqs, &n, NULL);
     double e = 2, h = base.h, f = base.f, L = base.L;
-    double P = L * (4 * h * h + 6 * h + 2 * f * h * h + (f + 3) * h) + base.V * h + 2 * h +
-               base.S * h;
+    double P =
+        L * (4 * h * h + 6 * h + 2 * f * h * h + (f + 3) * h) + base.V * h + 2 * h + base.S * h;
     CU_ASSERT(pa > p0);
     CU_ASSERT_EQUAL(pa - p0, tf_fixed_peak(&acc) - tf_fixed_peak(&base));
     /* here the top layer's MLP backward is the max; at k = 1 it already held the head's
@@ -623,8 +645,8 @@ static void gen_transformer_streaming(void)
 {
     /* 5,000 steps of a 2-layer model, ~1.2 M events: the generator holds only one
      * step's tensors, the same count after 10 steps as after 5,000. */
-    char *kv[] = { "layers=2", "hidden=64", "vocab=100", "seq=32", "steps=5000", "accum=2" };
-    char *kv10[] = { "layers=2", "hidden=64", "vocab=100", "seq=32", "steps=10", "accum=2" };
+    char *kv[] = {"layers=2", "hidden=64", "vocab=100", "seq=32", "steps=5000", "accum=2"};
+    char *kv10[] = {"layers=2", "hidden=64", "vocab=100", "seq=32", "steps=10", "accum=2"};
     gstats big = run_gen("transformer", 6, kv, UINT64_MAX);
     gstats small = run_gen("transformer", 6, kv10, UINT64_MAX);
     CU_ASSERT_EQUAL(big.rc, AS_TRACE_EOF);
@@ -635,19 +657,19 @@ static void gen_transformer_streaming(void)
 }
 
 CU_TestInfo test_gen[] = {
-    { "knob_errors", gen_knob_errors },
-    { "help_lists_every_knob", gen_help_lists_every_knob },
-    { "meta_has_knobs", gen_meta_has_knobs },
-    { "random_deterministic", gen_random_deterministic },
-    { "random_fixed_life", gen_random_fixed_life },
-    { "random_histogram", gen_random_histogram },
-    { "random_loguniform_and_cap", gen_random_loguniform_and_cap },
-    { "random_streaming", gen_random_streaming },
-    { "transformer_gpt2_small", gen_transformer_gpt2_small },
-    { "transformer_formula_grid", gen_transformer_formula_grid },
-    { "transformer_knob_effects", gen_transformer_knob_effects },
-    { "transformer_buckets", gen_transformer_buckets },
-    { "transformer_varying_seq", gen_transformer_varying_seq },
-    { "transformer_streaming", gen_transformer_streaming },
+    {"knob_errors", gen_knob_errors},
+    {"help_lists_every_knob", gen_help_lists_every_knob},
+    {"meta_has_knobs", gen_meta_has_knobs},
+    {"random_deterministic", gen_random_deterministic},
+    {"random_fixed_life", gen_random_fixed_life},
+    {"random_histogram", gen_random_histogram},
+    {"random_loguniform_and_cap", gen_random_loguniform_and_cap},
+    {"random_streaming", gen_random_streaming},
+    {"transformer_gpt2_small", gen_transformer_gpt2_small},
+    {"transformer_formula_grid", gen_transformer_formula_grid},
+    {"transformer_knob_effects", gen_transformer_knob_effects},
+    {"transformer_buckets", gen_transformer_buckets},
+    {"transformer_varying_seq", gen_transformer_varying_seq},
+    {"transformer_streaming", gen_transformer_streaming},
     CU_TEST_INFO_NULL,
 };

@@ -66,7 +66,10 @@ void gen_rng_seed(gen_rng *r, uint64_t seed)
         r->s[i] = splitmix(&seed);
 }
 
-static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static inline uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
 
 uint64_t gen_rng_u64(gen_rng *r)
 {
@@ -81,7 +84,10 @@ uint64_t gen_rng_u64(gen_rng *r)
     return res;
 }
 
-double gen_rng_unit(gen_rng *r) { return (double)(gen_rng_u64(r) >> 11) * 0x1.0p-53; }
+double gen_rng_unit(gen_rng *r)
+{
+    return (double)(gen_rng_u64(r) >> 11) * 0x1.0p-53;
+}
 
 uint64_t gen_rng_below(gen_rng *r, uint64_t n)
 {
@@ -93,7 +99,10 @@ uint64_t gen_rng_below(gen_rng *r, uint64_t n)
     }
 }
 
-double gen_rng_exp(gen_rng *r, double mean) { return -mean * log1p(-gen_rng_unit(r)); }
+double gen_rng_exp(gen_rng *r, double mean)
+{
+    return -mean * log1p(-gen_rng_unit(r));
+}
 
 uint64_t gen_rng_poisson(gen_rng *r, double lambda)
 {
@@ -184,7 +193,10 @@ void gen_empty_cache(as_gen *g)
         e->ev.op = AS_OP_EMPTY_CACHE;
 }
 
-void gen_set_time(as_gen *g, int64_t t) { g->time_us = t; }
+void gen_set_time(as_gen *g, int64_t t)
+{
+    g->time_us = t;
+}
 
 void gen_mark(as_gen *g, const char *fmt, ...)
 {
@@ -248,20 +260,20 @@ int gen_parse_size(const char *s, uint64_t *out)
         const char *u;
         double m;
     } units[] = {
-        { "", 1 },
-        { "B", 1 },
-        { "K", 1024.0 },
-        { "KiB", 1024.0 },
-        { "KB", 1e3 },
-        { "M", 1048576.0 },
-        { "MiB", 1048576.0 },
-        { "MB", 1e6 },
-        { "G", 1073741824.0 },
-        { "GiB", 1073741824.0 },
-        { "GB", 1e9 },
-        { "T", 1099511627776.0 },
-        { "TiB", 1099511627776.0 },
-        { "TB", 1e12 },
+        {"", 1},
+        {"B", 1},
+        {"K", 1024.0},
+        {"KiB", 1024.0},
+        {"KB", 1e3},
+        {"M", 1048576.0},
+        {"MiB", 1048576.0},
+        {"MB", 1e6},
+        {"G", 1073741824.0},
+        {"GiB", 1073741824.0},
+        {"GB", 1e9},
+        {"T", 1099511627776.0},
+        {"TiB", 1099511627776.0},
+        {"TB", 1e12},
     };
     char *end;
     errno = 0;
@@ -284,7 +296,7 @@ int gen_parse_size(const char *s, uint64_t *out)
 
 static int parse_bool(const char *s, uint64_t *out)
 {
-    static const char *t[] = { "1", "true", "on", "yes" }, *f[] = { "0", "false", "off", "no" };
+    static const char *t[] = {"1", "true", "on", "yes"}, *f[] = {"0", "false", "off", "no"};
     for (int i = 0; i < 4; i++) {
         if (strcmp(s, t[i]) == 0)
             return *out = 1, 0;
@@ -336,11 +348,11 @@ static int set_knob(as_gen *g, size_t i, const char *text, as_trace_error *err)
     case GEN_U64: {
         uint64_t x;
         if (gen_parse_size(text, &x) < 0) /* accepts 1e6 and 10K for counts too */
-            return usage(err, "%s: %s=%s: expected a non-negative integer", g->kind->name,
-                         k->name, text);
+            return usage(err, "%s: %s=%s: expected a non-negative integer", g->kind->name, k->name,
+                         text);
         if ((double)x < k->min || (double)x > k->max)
-            return usage(err, "%s: %s=%s: out of range [%.0f, %.0f]", g->kind->name, k->name,
-                         text, k->min, k->max);
+            return usage(err, "%s: %s=%s: out of range [%.0f, %.0f]", g->kind->name, k->name, text,
+                         k->min, k->max);
         v->u = x;
         break;
     }
@@ -350,8 +362,8 @@ static int set_knob(as_gen *g, size_t i, const char *text, as_trace_error *err)
             return usage(err, "%s: %s=%s: expected a size in bytes (units K M G T, KiB, MB...)",
                          g->kind->name, k->name, text);
         if ((double)x < k->min || (double)x > k->max)
-            return usage(err, "%s: %s=%s: out of range [%.0f, %.0f] bytes", g->kind->name,
-                         k->name, text, k->min, k->max);
+            return usage(err, "%s: %s=%s: out of range [%.0f, %.0f] bytes", g->kind->name, k->name,
+                         text, k->min, k->max);
         v->u = x;
         break;
     }
@@ -368,8 +380,8 @@ static int set_knob(as_gen *g, size_t i, const char *text, as_trace_error *err)
     }
     case GEN_BOOL:
         if (parse_bool(text, &v->u) < 0)
-            return usage(err, "%s: %s=%s: expected 0/1, true/false, on/off", g->kind->name,
-                         k->name, text);
+            return usage(err, "%s: %s=%s: expected 0/1, true/false, on/off", g->kind->name, k->name,
+                         text);
         break;
     case GEN_ENUM:
         if (parse_enum(k->choices, text, &v->u) < 0)
@@ -530,8 +542,14 @@ fail:
     return rc;
 }
 
-const as_meta *as_gen_meta(const as_gen *g) { return &g->meta; }
-uint64_t as_gen_live(const as_gen *g) { return g->live; }
+const as_meta *as_gen_meta(const as_gen *g)
+{
+    return &g->meta;
+}
+uint64_t as_gen_live(const as_gen *g)
+{
+    return g->live;
+}
 
 /* ---- As a trace source ------------------------------------------------------------ */
 
@@ -547,7 +565,10 @@ static int src_next(void *st, as_event *ev, as_trace_error *err)
     return rc;
 }
 
-static void src_close(void *st) { as_gen_destroy(st); }
+static void src_close(void *st)
+{
+    as_gen_destroy(st);
+}
 
 static const as_source_ops gen_source = {
     .name = "gen",
@@ -610,20 +631,19 @@ static void sb_printf(sbuf *b, const char *fmt, ...)
 
 static void build_help(void)
 {
-    sbuf all = { 0 };
+    sbuf all = {0};
     sb_printf(&all, "generators (allocsim gen KIND [knob=value ...] -o OUT):\n");
     for (size_t i = 0; i < NKINDS; i++) {
         const gen_kind *k = kinds[i];
         sb_printf(&all, "  %-12s %s\n", k->name, k->summary);
-        sbuf b = { 0 };
-        sb_printf(&b, "%s - %s\n\n%s\nknobs (name=value; default, unit):\n", k->name,
-                  k->summary, k->text);
+        sbuf b = {0};
+        sb_printf(&b, "%s - %s\n\n%s\nknobs (name=value; default, unit):\n", k->name, k->summary,
+                  k->text);
         for (size_t j = 0; j < k->nknobs; j++) {
             const gen_knob *kn = &k->knobs[j];
             sb_printf(&b, "  %-16s default %s%s%s%s%s\n      %s\n", kn->name, kn->def,
                       kn->unit && *kn->unit ? " " : "", kn->unit ? kn->unit : "",
-                      kn->choices ? "; one of " : "", kn->choices ? kn->choices : "",
-                      kn->help);
+                      kn->choices ? "; one of " : "", kn->choices ? kn->choices : "", kn->help);
         }
         sb_printf(&b, "\nSizes take K/M/G/T (binary; KB/MB/GB decimal). Same knobs, same "
                       "trace.\n");

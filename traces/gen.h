@@ -33,8 +33,7 @@ const char *as_gen_help(const char *kind);
  * by construction (ids are ordinals, FREE* carry the allocation's size and stream). */
 typedef struct as_gen as_gen;
 
-int as_gen_create(const char *kind, int nkv, char *const kv[], as_gen **out,
-                  as_trace_error *err);
+int as_gen_create(const char *kind, int nkv, char *const kv[], as_gen **out, as_trace_error *err);
 /* 0 with *ev filled (a MARK label is valid until the next call), AS_TRACE_EOF, or < 0. */
 int as_gen_next(as_gen *g, as_event *ev);
 /* source=gen, generator=KIND and gen.KNOB=VALUE for every knob, defaults included. */

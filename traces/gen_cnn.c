@@ -20,40 +20,53 @@
 
 #include "gen_impl.h"
 
-enum { K_DEPTH, K_WIDTH, K_IMAGE, K_CLASSES, K_BATCH, K_BATCH_MIN, K_BATCH_DIST, K_AMP, K_OPT,
-       K_WS, K_STEPS, K_SEED, K_N };
+enum {
+    K_DEPTH,
+    K_WIDTH,
+    K_IMAGE,
+    K_CLASSES,
+    K_BATCH,
+    K_BATCH_MIN,
+    K_BATCH_DIST,
+    K_AMP,
+    K_OPT,
+    K_WS,
+    K_STEPS,
+    K_SEED,
+    K_N
+};
 
 static const gen_knob knobs[K_N] = {
-    [K_DEPTH] = { "depth", GEN_ENUM, "50", "", "18|34|50|101", 0, 0,
-                  "ResNet depth: 18/34 basic blocks, 50/101 bottlenecks" },
-    [K_WIDTH] = { "width", GEN_U64, "64", "channels", NULL, 1, 1 << 16,
-                  "channels of the first stage (doubles each stage)" },
-    [K_IMAGE] = { "image", GEN_U64, "224", "pixels", NULL, 32, 1 << 14, "input height and width" },
-    [K_CLASSES] = { "classes", GEN_U64, "1000", "classes", NULL, 1, 1 << 24, "classifier outputs" },
-    [K_BATCH] = { "batch", GEN_U64, "128", "images", NULL, 1, 1 << 20,
-                  "batch size (the largest, when it varies)" },
-    [K_BATCH_MIN] = { "batch_min", GEN_U64, "16", "images", NULL, 1, 1 << 20,
-                      "smallest batch with batch_dist=uniform" },
-    [K_BATCH_DIST] = { "batch_dist", GEN_ENUM, "uniform", "", "fixed|uniform", 0, 0,
-                       "per-step batch: always batch, or uniform on [batch_min, batch]" },
-    [K_AMP] = { "amp", GEN_BOOL, "0", "", NULL, 0, 0,
-                "autocast: 2-byte activations (weights, grads, state stay fp32)" },
-    [K_OPT] = { "optimizer", GEN_ENUM, "sgd", "", "sgd|adam|none", 0, 0,
-                "optimizer state per parameter: momentum (4 B), two moments (8 B), none" },
-    [K_WS] = { "workspace", GEN_SIZE, "0", "bytes", NULL, 0, 1e13,
-               "cuDNN workspace per convolution call, allocated and freed around it" },
-    [K_STEPS] = { "steps", GEN_U64, "20", "steps", NULL, 1, 1e12, "optimizer steps" },
-    [K_SEED] = { "seed", GEN_U64, "1", "", NULL, 0, 18446744073709551615.0,
-                 "PRNG seed (batch sizes)" },
+    [K_DEPTH] = {"depth", GEN_ENUM, "50", "", "18|34|50|101", 0, 0,
+                 "ResNet depth: 18/34 basic blocks, 50/101 bottlenecks"},
+    [K_WIDTH] = {"width", GEN_U64, "64", "channels", NULL, 1, 1 << 16,
+                 "channels of the first stage (doubles each stage)"},
+    [K_IMAGE] = {"image", GEN_U64, "224", "pixels", NULL, 32, 1 << 14, "input height and width"},
+    [K_CLASSES] = {"classes", GEN_U64, "1000", "classes", NULL, 1, 1 << 24, "classifier outputs"},
+    [K_BATCH] = {"batch", GEN_U64, "128", "images", NULL, 1, 1 << 20,
+                 "batch size (the largest, when it varies)"},
+    [K_BATCH_MIN] = {"batch_min", GEN_U64, "16", "images", NULL, 1, 1 << 20,
+                     "smallest batch with batch_dist=uniform"},
+    [K_BATCH_DIST] = {"batch_dist", GEN_ENUM, "uniform", "", "fixed|uniform", 0, 0,
+                      "per-step batch: always batch, or uniform on [batch_min, batch]"},
+    [K_AMP] = {"amp", GEN_BOOL, "0", "", NULL, 0, 0,
+               "autocast: 2-byte activations (weights, grads, state stay fp32)"},
+    [K_OPT] = {"optimizer", GEN_ENUM, "sgd", "", "sgd|adam|none", 0, 0,
+               "optimizer state per parameter: momentum (4 B), two moments (8 B), none"},
+    [K_WS] = {"workspace", GEN_SIZE, "0", "bytes", NULL, 0, 1e13,
+              "cuDNN workspace per convolution call, allocated and freed around it"},
+    [K_STEPS] = {"steps", GEN_U64, "20", "steps", NULL, 1, 1e12, "optimizer steps"},
+    [K_SEED] = {"seed", GEN_U64, "1", "", NULL, 0, 18446744073709551615.0,
+                "PRNG seed (batch sizes)"},
 };
 
 /* One conv + BN unit. */
 typedef struct unit {
     uint64_t cin, cout, k, hin, hout; /* square maps */
     int relu;
-    int block_end; /* after this unit: residual add (block output) */
-    int shortcut;  /* this unit is a block's projection shortcut */
-    uint64_t pw, pbn;  /* parameters: conv weights, BN weight+bias */
+    int block_end;                            /* after this unit: residual add (block output) */
+    int shortcut;                             /* this unit is a block's projection shortcut */
+    uint64_t pw, pbn;                         /* parameters: conv weights, BN weight+bias */
     gen_tensor w, g, bn, gbn, m1, m2, n1, n2; /* weights, grads, states */
     gen_tensor conv_out, bn_out, sum;         /* saved for backward */
 } unit;
@@ -85,8 +98,7 @@ static int cnn_init(as_gen *g, void *st, const gen_val *v, as_trace_error *err)
 {
     (void)g;
     cnn *c = st;
-    static const int blocks[4][4] = { { 2, 2, 2, 2 }, { 3, 4, 6, 3 }, { 3, 4, 6, 3 },
-                                      { 3, 4, 23, 3 } };
+    static const int blocks[4][4] = {{2, 2, 2, 2}, {3, 4, 6, 3}, {3, 4, 6, 3}, {3, 4, 23, 3}};
     int depth = (int)v[K_DEPTH].u, bottleneck = depth >= 2;
     uint64_t w = v[K_WIDTH].u, img = v[K_IMAGE].u;
     c->classes = v[K_CLASSES].u, c->batch = v[K_BATCH].u, c->batch_min = v[K_BATCH_MIN].u;
@@ -157,7 +169,7 @@ static void step_forward(as_gen *g, cnn *c, uint64_t n)
         conv_call(g, c);
         u->conv_out = gen_t(g, map_bytes(c, u, n));
         u->bn_out = gen_t(g, map_bytes(c, u, n)); /* ReLU runs in place on it */
-        if (i == 0) /* max-pool after the stem */
+        if (i == 0)                               /* max-pool after the stem */
             c->stem_pool = gen_t(g, n * u->cout * c->pool_hw * c->pool_hw * c->e);
         if (u->block_end)
             u->sum = gen_t(g, map_bytes(c, u, n)); /* residual add + ReLU */
@@ -194,7 +206,7 @@ static void step_backward(as_gen *g, cnn *c, uint64_t n)
         conv_call(g, c);
         grad(g, &u->g, u->pw * 4);
         /* the gradient of this conv's input (none for the images) */
-        gen_tensor dx = { 0, 0 };
+        gen_tensor dx = {0, 0};
         if (i)
             dx = gen_t(g, n * u->cin * u->hin * u->hin * c->e);
         gen_tfree(g, &dbn);
@@ -227,8 +239,8 @@ static int cnn_refill(as_gen *g, void *st)
     }
     if (c->step == c->steps)
         return AS_TRACE_EOF;
-    uint64_t n = c->dist ? c->batch_min + gen_rng_below(&c->rng, c->batch - c->batch_min + 1)
-                         : c->batch;
+    uint64_t n =
+        c->dist ? c->batch_min + gen_rng_below(&c->rng, c->batch - c->batch_min + 1) : c->batch;
     gen_mark(g, "step=%llu batch=%llu", (unsigned long long)c->step, (unsigned long long)n);
     step_forward(g, c, n);
     step_backward(g, c, n);
@@ -255,7 +267,10 @@ static int cnn_refill(as_gen *g, void *st)
     return 0;
 }
 
-static void cnn_fini(void *st) { free(((cnn *)st)->u); }
+static void cnn_fini(void *st)
+{
+    free(((cnn *)st)->u);
+}
 
 const gen_kind as_gen_cnn = {
     .name = "cnn",

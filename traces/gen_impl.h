@@ -33,8 +33,8 @@ typedef struct gen_knob {
 } gen_knob;
 
 typedef union gen_val {
-    uint64_t u; /* U64, SIZE, BOOL, ENUM */
-    double d;   /* F64 */
+    uint64_t u;    /* U64, SIZE, BOOL, ENUM */
+    double d;      /* F64 */
     const char *s; /* STR: owned by the as_gen */
 } gen_val;
 
@@ -71,7 +71,7 @@ void gen_fail(as_gen *g, int code);            /* sticky error from a kind */
 
 static inline gen_tensor gen_t(as_gen *g, uint64_t size)
 {
-    gen_tensor t = { gen_alloc(g, size, 0), size };
+    gen_tensor t = {gen_alloc(g, size, 0), size};
     return t;
 }
 static inline void gen_tfree(as_gen *g, gen_tensor *t)
@@ -89,9 +89,9 @@ typedef struct gen_rng {
 
 void gen_rng_seed(gen_rng *r, uint64_t seed);
 uint64_t gen_rng_u64(gen_rng *r);
-double gen_rng_unit(gen_rng *r);                  /* [0, 1) with 53 bits */
-uint64_t gen_rng_below(gen_rng *r, uint64_t n);   /* [0, n), unbiased; n > 0 */
-double gen_rng_exp(gen_rng *r, double mean);      /* exponential */
+double gen_rng_unit(gen_rng *r);                /* [0, 1) with 53 bits */
+uint64_t gen_rng_below(gen_rng *r, uint64_t n); /* [0, n), unbiased; n > 0 */
+double gen_rng_exp(gen_rng *r, double mean);    /* exponential */
 uint64_t gen_rng_poisson(gen_rng *r, double lambda);
 
 /* Parses a size with an optional unit (see gen.h). 0 or -1. */

@@ -24,53 +24,73 @@
 
 #include "gen_impl.h"
 
-enum { K_MODE, K_LAYERS, K_KVH, K_HDIM, K_HIDDEN, K_FFN, K_VOCAB, K_DTYPE, K_BLOCK, K_RATE,
-       K_REQS, K_PDIST, K_PMEAN, K_PMAX, K_ODIST, K_OMEAN, K_OMAX, K_MAXB, K_STEPUS, K_MARK,
-       K_SEED, K_N };
+enum {
+    K_MODE,
+    K_LAYERS,
+    K_KVH,
+    K_HDIM,
+    K_HIDDEN,
+    K_FFN,
+    K_VOCAB,
+    K_DTYPE,
+    K_BLOCK,
+    K_RATE,
+    K_REQS,
+    K_PDIST,
+    K_PMEAN,
+    K_PMAX,
+    K_ODIST,
+    K_OMEAN,
+    K_OMAX,
+    K_MAXB,
+    K_STEPUS,
+    K_MARK,
+    K_SEED,
+    K_N
+};
 
 static const gen_knob knobs[K_N] = {
-    [K_MODE] = { "cache", GEN_ENUM, "concat", "", "concat|paged", 0, 0,
-                 "KV growth: concat (new tensor one token longer each step, copy, free the "
-                 "old) or paged (fixed blocks)" },
-    [K_LAYERS] = { "layers", GEN_U64, "32", "layers", NULL, 1, 1024, "transformer layers L" },
-    [K_KVH] = { "kv_heads", GEN_U64, "8", "heads", NULL, 1, 1024,
-                "key/value heads (GQA: fewer than the query heads)" },
-    [K_HDIM] = { "head_dim", GEN_U64, "128", "elements", NULL, 1, 4096, "per-head width" },
-    [K_HIDDEN] = { "hidden", GEN_U64, "4096", "elements", NULL, 1, 1 << 20, "model width h" },
-    [K_FFN] = { "ffn", GEN_U64, "14336", "elements", NULL, 1, 1 << 22, "MLP width f" },
-    [K_VOCAB] = { "vocab", GEN_U64, "128256", "tokens", NULL, 1, 1 << 24, "vocabulary V" },
-    [K_DTYPE] = { "dtype_bytes", GEN_U64, "2", "bytes", NULL, 1, 8,
-                  "bytes per element e of cache and activations" },
-    [K_BLOCK] = { "block", GEN_U64, "16", "tokens", NULL, 1, 1 << 20,
-                  "paged: tokens per KV block" },
-    [K_RATE] = { "rate", GEN_F64, "0.5", "requests/step", NULL, 0.000001, 1e6,
-                 "mean arrivals per decode step (Poisson)" },
-    [K_REQS] = { "requests", GEN_U64, "200", "requests", NULL, 1, 1e12,
-                 "requests in the trace; it ends when the last one finishes" },
-    [K_PDIST] = { "prompt_dist", GEN_ENUM, "exp", "", "exp|uniform|fixed", 0, 0,
-                  "prompt lengths: exponential, uniform on [1, 2*mean-1], or fixed" },
-    [K_PMEAN] = { "prompt_mean", GEN_F64, "512", "tokens", NULL, 1, 1e9, "mean prompt length" },
-    [K_PMAX] = { "prompt_max", GEN_U64, "4096", "tokens", NULL, 1, 1e9,
-                 "prompt lengths are clipped to this" },
-    [K_ODIST] = { "output_dist", GEN_ENUM, "exp", "", "exp|uniform|fixed", 0, 0,
-                  "output lengths, as prompt_dist" },
-    [K_OMEAN] = { "output_mean", GEN_F64, "256", "tokens", NULL, 1, 1e9, "mean output length" },
-    [K_OMAX] = { "output_max", GEN_U64, "2048", "tokens", NULL, 1, 1e9,
-                 "output lengths are clipped to this" },
-    [K_MAXB] = { "max_batch", GEN_U64, "32", "requests", NULL, 1, 1 << 20,
-                 "requests running at once; later arrivals wait (FIFO)" },
-    [K_STEPUS] = { "step_us", GEN_U64, "30000", "us", NULL, 0, 1e12,
-                   "time stamp step between decode steps (0: no times)" },
-    [K_MARK] = { "mark_every", GEN_U64, "0", "steps", NULL, 0, 1e12,
-                 "a MARK every N decode steps; 0 = none" },
-    [K_SEED] = { "seed", GEN_U64, "1", "", NULL, 0, 18446744073709551615.0, "PRNG seed" },
+    [K_MODE] = {"cache", GEN_ENUM, "concat", "", "concat|paged", 0, 0,
+                "KV growth: concat (new tensor one token longer each step, copy, free the "
+                "old) or paged (fixed blocks)"},
+    [K_LAYERS] = {"layers", GEN_U64, "32", "layers", NULL, 1, 1024, "transformer layers L"},
+    [K_KVH] = {"kv_heads", GEN_U64, "8", "heads", NULL, 1, 1024,
+               "key/value heads (GQA: fewer than the query heads)"},
+    [K_HDIM] = {"head_dim", GEN_U64, "128", "elements", NULL, 1, 4096, "per-head width"},
+    [K_HIDDEN] = {"hidden", GEN_U64, "4096", "elements", NULL, 1, 1 << 20, "model width h"},
+    [K_FFN] = {"ffn", GEN_U64, "14336", "elements", NULL, 1, 1 << 22, "MLP width f"},
+    [K_VOCAB] = {"vocab", GEN_U64, "128256", "tokens", NULL, 1, 1 << 24, "vocabulary V"},
+    [K_DTYPE] = {"dtype_bytes", GEN_U64, "2", "bytes", NULL, 1, 8,
+                 "bytes per element e of cache and activations"},
+    [K_BLOCK] = {"block", GEN_U64, "16", "tokens", NULL, 1, 1 << 20, "paged: tokens per KV block"},
+    [K_RATE] = {"rate", GEN_F64, "0.5", "requests/step", NULL, 0.000001, 1e6,
+                "mean arrivals per decode step (Poisson)"},
+    [K_REQS] = {"requests", GEN_U64, "200", "requests", NULL, 1, 1e12,
+                "requests in the trace; it ends when the last one finishes"},
+    [K_PDIST] = {"prompt_dist", GEN_ENUM, "exp", "", "exp|uniform|fixed", 0, 0,
+                 "prompt lengths: exponential, uniform on [1, 2*mean-1], or fixed"},
+    [K_PMEAN] = {"prompt_mean", GEN_F64, "512", "tokens", NULL, 1, 1e9, "mean prompt length"},
+    [K_PMAX] = {"prompt_max", GEN_U64, "4096", "tokens", NULL, 1, 1e9,
+                "prompt lengths are clipped to this"},
+    [K_ODIST] = {"output_dist", GEN_ENUM, "exp", "", "exp|uniform|fixed", 0, 0,
+                 "output lengths, as prompt_dist"},
+    [K_OMEAN] = {"output_mean", GEN_F64, "256", "tokens", NULL, 1, 1e9, "mean output length"},
+    [K_OMAX] = {"output_max", GEN_U64, "2048", "tokens", NULL, 1, 1e9,
+                "output lengths are clipped to this"},
+    [K_MAXB] = {"max_batch", GEN_U64, "32", "requests", NULL, 1, 1 << 20,
+                "requests running at once; later arrivals wait (FIFO)"},
+    [K_STEPUS] = {"step_us", GEN_U64, "30000", "us", NULL, 0, 1e12,
+                  "time stamp step between decode steps (0: no times)"},
+    [K_MARK] = {"mark_every", GEN_U64, "0", "steps", NULL, 0, 1e12,
+                "a MARK every N decode steps; 0 = none"},
+    [K_SEED] = {"seed", GEN_U64, "1", "", NULL, 0, 18446744073709551615.0, "PRNG seed"},
 };
 
 typedef struct req {
-    uint64_t prompt, out;   /* lengths */
-    uint64_t len, made;     /* tokens in cache, tokens generated */
-    gen_tensor *kv;         /* concat: 2L tensors */
-    gen_tensor *blk;        /* paged: blocks */
+    uint64_t prompt, out; /* lengths */
+    uint64_t len, made;   /* tokens in cache, tokens generated */
+    gen_tensor *kv;       /* concat: 2L tensors */
+    gen_tensor *blk;      /* paged: blocks */
     uint64_t nblk, capblk;
 } req;
 
@@ -80,9 +100,9 @@ typedef struct kvc {
     double rate, pmean, omean;
     gen_rng rng;
     uint64_t arrived, finished, step;
-    req *run;                 /* running, up to maxb */
+    req *run; /* running, up to maxb */
     uint64_t nrun;
-    uint64_t *wait;           /* ring of waiting requests: packed prompt<<32|out */
+    uint64_t *wait; /* ring of waiting requests: packed prompt<<32|out */
     uint64_t wcap, whead, wn;
 } kvc;
 
@@ -224,7 +244,7 @@ static int kv_refill(as_gen *g, void *st)
         if (k->run[i].len)
             tokens++;
     sampled = k->nrun;
-    gen_tensor hid = { 0, 0 }, mlp = { 0, 0 }, logits = { 0, 0 };
+    gen_tensor hid = {0, 0}, mlp = {0, 0}, logits = {0, 0};
     if (tokens) {
         hid = gen_t(g, tokens * 2 * k->h * k->e);
         mlp = gen_t(g, tokens * 2 * k->f * k->e);

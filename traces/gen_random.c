@@ -13,40 +13,54 @@
 
 #include "gen_impl.h"
 
-enum { K_ALLOCS, K_MIN, K_MAX, K_SIZES, K_ALIGN, K_LIFE, K_LIFE_MEAN, K_CAP, K_STREAMS,
-       K_MARK, K_EMPTY, K_DRAIN, K_SEED, K_N };
+enum {
+    K_ALLOCS,
+    K_MIN,
+    K_MAX,
+    K_SIZES,
+    K_ALIGN,
+    K_LIFE,
+    K_LIFE_MEAN,
+    K_CAP,
+    K_STREAMS,
+    K_MARK,
+    K_EMPTY,
+    K_DRAIN,
+    K_SEED,
+    K_N
+};
 enum { LIFE_EXP, LIFE_UNIFORM, LIFE_FIXED };
 
 static const gen_knob knobs[K_N] = {
-    [K_ALLOCS] = { "allocs", GEN_U64, "1000000", "allocations", NULL, 0, 1e15,
-                   "ALLOC events to emit (with drain=1 the trace has 2x this many events)" },
-    [K_MIN] = { "min", GEN_SIZE, "512", "bytes", NULL, 1, 281474976710656.0,
-                "smallest size of the log-uniform distribution" },
-    [K_MAX] = { "max", GEN_SIZE, "64M", "bytes", NULL, 1, 281474976710656.0,
-                "largest size of the log-uniform distribution" },
-    [K_SIZES] = { "sizes", GEN_STR, "", "SIZE:WEIGHT,...", NULL, 0, 0,
-                  "histogram instead of log-uniform, e.g. 4096:0.5,1M:0.3,64M:0.2 "
-                  "(weights need not sum to 1)" },
-    [K_ALIGN] = { "align", GEN_SIZE, "1", "bytes", NULL, 1, 1073741824.0,
-                  "round every drawn size up to a multiple of this (1 = unrounded)" },
-    [K_LIFE] = { "life", GEN_ENUM, "exp", "", "exp|uniform|fixed", 0, 0,
-                 "lifetime distribution: exponential with mean life_mean, uniform on "
-                 "[1, 2*life_mean-1], or exactly life_mean" },
-    [K_LIFE_MEAN] = { "life_mean", GEN_F64, "1000", "events", NULL, 1, 1e15,
-                      "mean lifetime: events (allocs and frees) between an ALLOC and its FREE" },
-    [K_CAP] = { "cap", GEN_SIZE, "0", "bytes", NULL, 0, 1e18,
-                "live-bytes cap: before an ALLOC that would exceed it, the allocations due "
-                "to die first are freed early; 0 = no cap" },
-    [K_STREAMS] = { "streams", GEN_U64, "1", "streams", NULL, 1, 1024,
-                    "allocations go to streams 0..N-1, uniformly" },
-    [K_MARK] = { "mark_every", GEN_U64, "0", "allocs", NULL, 0, 1e15,
-                 "a MARK every N allocations; 0 = none" },
-    [K_EMPTY] = { "empty_cache_every", GEN_U64, "0", "allocs", NULL, 0, 1e15,
-                  "an EMPTY_CACHE every N allocations; 0 = never" },
-    [K_DRAIN] = { "drain", GEN_BOOL, "1", "", NULL, 0, 0,
-                  "after the last ALLOC, free what is still live (in order of death)" },
-    [K_SEED] = { "seed", GEN_U64, "1", "", NULL, 0, 18446744073709551615.0,
-                 "PRNG seed: the same knobs and seed give the same trace" },
+    [K_ALLOCS] = {"allocs", GEN_U64, "1000000", "allocations", NULL, 0, 1e15,
+                  "ALLOC events to emit (with drain=1 the trace has 2x this many events)"},
+    [K_MIN] = {"min", GEN_SIZE, "512", "bytes", NULL, 1, 281474976710656.0,
+               "smallest size of the log-uniform distribution"},
+    [K_MAX] = {"max", GEN_SIZE, "64M", "bytes", NULL, 1, 281474976710656.0,
+               "largest size of the log-uniform distribution"},
+    [K_SIZES] = {"sizes", GEN_STR, "", "SIZE:WEIGHT,...", NULL, 0, 0,
+                 "histogram instead of log-uniform, e.g. 4096:0.5,1M:0.3,64M:0.2 "
+                 "(weights need not sum to 1)"},
+    [K_ALIGN] = {"align", GEN_SIZE, "1", "bytes", NULL, 1, 1073741824.0,
+                 "round every drawn size up to a multiple of this (1 = unrounded)"},
+    [K_LIFE] = {"life", GEN_ENUM, "exp", "", "exp|uniform|fixed", 0, 0,
+                "lifetime distribution: exponential with mean life_mean, uniform on "
+                "[1, 2*life_mean-1], or exactly life_mean"},
+    [K_LIFE_MEAN] = {"life_mean", GEN_F64, "1000", "events", NULL, 1, 1e15,
+                     "mean lifetime: events (allocs and frees) between an ALLOC and its FREE"},
+    [K_CAP] = {"cap", GEN_SIZE, "0", "bytes", NULL, 0, 1e18,
+               "live-bytes cap: before an ALLOC that would exceed it, the allocations due "
+               "to die first are freed early; 0 = no cap"},
+    [K_STREAMS] = {"streams", GEN_U64, "1", "streams", NULL, 1, 1024,
+                   "allocations go to streams 0..N-1, uniformly"},
+    [K_MARK] = {"mark_every", GEN_U64, "0", "allocs", NULL, 0, 1e15,
+                "a MARK every N allocations; 0 = none"},
+    [K_EMPTY] = {"empty_cache_every", GEN_U64, "0", "allocs", NULL, 0, 1e15,
+                 "an EMPTY_CACHE every N allocations; 0 = never"},
+    [K_DRAIN] = {"drain", GEN_BOOL, "1", "", NULL, 0, 0,
+                 "after the last ALLOC, free what is still live (in order of death)"},
+    [K_SEED] = {"seed", GEN_U64, "1", "", NULL, 0, 18446744073709551615.0,
+                "PRNG seed: the same knobs and seed give the same trace"},
 };
 
 typedef struct node {
@@ -162,8 +176,7 @@ static int parse_hist(rnd *r, const char *spec, uint64_t cap, as_trace_error *er
     goto out;
 bad:
     snprintf(err->msg, sizeof err->msg,
-             "random: sizes=%s: expected SIZE:WEIGHT,... with sizes > 0 and weights >= 0",
-             spec);
+             "random: sizes=%s: expected SIZE:WEIGHT,... with sizes > 0 and weights >= 0", spec);
     rc = AS_TRACE_EUSAGE;
 out:
     free(copy);
@@ -237,9 +250,8 @@ static uint64_t draw_life(rnd *r)
     double l;
     switch (r->life) {
     case LIFE_UNIFORM:
-        l = 1 + (double)gen_rng_below(&r->rng, (uint64_t)(2 * r->life_mean - 1 > 1
-                                                             ? 2 * r->life_mean - 1
-                                                             : 1));
+        l = 1 + (double)gen_rng_below(
+                    &r->rng, (uint64_t)(2 * r->life_mean - 1 > 1 ? 2 * r->life_mean - 1 : 1));
         break;
     case LIFE_FIXED:
         l = r->life_mean;
@@ -283,7 +295,7 @@ static int rnd_refill(as_gen *g, void *st)
         while (r->cap && r->live_bytes + size > r->cap && r->n)
             emit_free(g, r);
         uint64_t stream = r->streams > 1 ? gen_rng_below(&r->rng, r->streams) : 0;
-        node x = { r->clock + draw_life(r), 0, size, stream };
+        node x = {r->clock + draw_life(r), 0, size, stream};
         x.id = gen_alloc(g, size, stream);
         int rc = heap_push(r, x);
         if (rc)

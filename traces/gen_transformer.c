@@ -63,57 +63,91 @@
 
 #include "gen_impl.h"
 
-enum { K_LAYERS, K_HIDDEN, K_HEADS, K_FFN, K_VOCAB, K_SEQ, K_SEQ_DIST, K_SEQ_MIN, K_SEQ_ROUND,
-       K_BATCH, K_ACCUM, K_GRAPH, K_CKPT, K_FLASH, K_DROPOUT, K_PREC, K_OPT, K_BUCKET,
-       K_POS, K_STEPS, K_SEED, K_N };
+enum {
+    K_LAYERS,
+    K_HIDDEN,
+    K_HEADS,
+    K_FFN,
+    K_VOCAB,
+    K_SEQ,
+    K_SEQ_DIST,
+    K_SEQ_MIN,
+    K_SEQ_ROUND,
+    K_BATCH,
+    K_ACCUM,
+    K_GRAPH,
+    K_CKPT,
+    K_FLASH,
+    K_DROPOUT,
+    K_PREC,
+    K_OPT,
+    K_BUCKET,
+    K_POS,
+    K_STEPS,
+    K_SEED,
+    K_N
+};
 
 static const gen_knob knobs[K_N] = {
-    [K_LAYERS] = { "layers", GEN_U64, "12", "layers", NULL, 1, 1024, "transformer blocks L" },
-    [K_HIDDEN] = { "hidden", GEN_U64, "768", "elements", NULL, 1, 1 << 20, "model width h" },
-    [K_HEADS] = { "heads", GEN_U64, "12", "heads", NULL, 1, 4096,
-                  "attention heads a (the s^2 scores are per head)" },
-    [K_FFN] = { "ffn", GEN_U64, "4", "x hidden", NULL, 1, 64, "MLP width f as a multiple of h" },
-    [K_VOCAB] = { "vocab", GEN_U64, "50257", "tokens", NULL, 1, 1 << 24, "vocabulary V" },
-    [K_SEQ] = { "seq", GEN_U64, "1024", "tokens", NULL, 1, 1 << 22,
-                "sequence length (the maximum when it varies; sizes the position table)" },
-    [K_SEQ_DIST] = { "seq_dist", GEN_ENUM, "fixed", "", "fixed|uniform", 0, 0,
-                     "per-step sequence length: always seq, or uniform on [seq_min, seq] in "
-                     "steps of seq_round" },
-    [K_SEQ_MIN] = { "seq_min", GEN_U64, "128", "tokens", NULL, 1, 1 << 22,
-                    "shortest sequence with seq_dist=uniform" },
-    [K_SEQ_ROUND] = { "seq_round", GEN_U64, "64", "tokens", NULL, 1, 1 << 22,
-                      "uniform lengths are multiples of this (padding buckets)" },
-    [K_BATCH] = { "batch", GEN_U64, "8", "sequences", NULL, 1, 1 << 20, "micro-batch size b" },
-    [K_ACCUM] = { "accum", GEN_U64, "1", "micro-batches", NULL, 1, 4096,
-                  "gradient accumulation: micro-batches per optimizer step" },
-    [K_GRAPH] = { "graph", GEN_ENUM, "release", "", "release|retain", 0, 0,
-                  "release: backward frees each micro-batch's saved tensors; retain: graphs "
-                  "are kept (retain_graph=True, or one backward on a summed loss) until the "
-                  "step ends" },
-    [K_CKPT] = { "ckpt", GEN_BOOL, "0", "", NULL, 0, 0,
-                 "activation checkpointing: keep only layer inputs, recompute one layer at a "
-                 "time in backward" },
-    [K_FLASH] = { "flash", GEN_BOOL, "0", "", NULL, 0, 0,
-                  "flash attention: no a*b*s^2 scores, a 4*a*b*s logsumexp instead" },
-    [K_DROPOUT] = { "dropout", GEN_BOOL, "0", "", NULL, 0, 0,
-                    "dropout on (1-byte masks, and the dropped attention probabilities)" },
-    [K_PREC] = { "precision", GEN_ENUM, "bf16", "", "bf16|fp32", 0, 0,
-                 "bf16: 2-byte params, grads and activations plus fp32 master weights; "
-                 "fp32: 4 bytes, no master copy" },
-    [K_OPT] = { "optimizer", GEN_ENUM, "adam", "", "adam|sgd|none", 0, 0,
-                "optimizer state: 2 fp32 moments (adam), 1 fp32 momentum (sgd), none" },
-    [K_BUCKET] = { "bucket", GEN_SIZE, "0", "bytes", NULL, 0, 1e15,
-                   "DDP gradient bucket size (e.g. 25M); 0 = single GPU, no buckets" },
-    [K_POS] = { "pos_emb", GEN_BOOL, "1", "", NULL, 0, 0,
-                "learned position embeddings (seq x h); 0 for rotary (no parameters)" },
-    [K_STEPS] = { "steps", GEN_U64, "10", "steps", NULL, 1, 1e12, "optimizer steps" },
-    [K_SEED] = { "seed", GEN_U64, "1", "", NULL, 0, 18446744073709551615.0,
-                 "PRNG seed (sequence lengths)" },
+    [K_LAYERS] = {"layers", GEN_U64, "12", "layers", NULL, 1, 1024, "transformer blocks L"},
+    [K_HIDDEN] = {"hidden", GEN_U64, "768", "elements", NULL, 1, 1 << 20, "model width h"},
+    [K_HEADS] = {"heads", GEN_U64, "12", "heads", NULL, 1, 4096,
+                 "attention heads a (the s^2 scores are per head)"},
+    [K_FFN] = {"ffn", GEN_U64, "4", "x hidden", NULL, 1, 64, "MLP width f as a multiple of h"},
+    [K_VOCAB] = {"vocab", GEN_U64, "50257", "tokens", NULL, 1, 1 << 24, "vocabulary V"},
+    [K_SEQ] = {"seq", GEN_U64, "1024", "tokens", NULL, 1, 1 << 22,
+               "sequence length (the maximum when it varies; sizes the position table)"},
+    [K_SEQ_DIST] = {"seq_dist", GEN_ENUM, "fixed", "", "fixed|uniform", 0, 0,
+                    "per-step sequence length: always seq, or uniform on [seq_min, seq] in "
+                    "steps of seq_round"},
+    [K_SEQ_MIN] = {"seq_min", GEN_U64, "128", "tokens", NULL, 1, 1 << 22,
+                   "shortest sequence with seq_dist=uniform"},
+    [K_SEQ_ROUND] = {"seq_round", GEN_U64, "64", "tokens", NULL, 1, 1 << 22,
+                     "uniform lengths are multiples of this (padding buckets)"},
+    [K_BATCH] = {"batch", GEN_U64, "8", "sequences", NULL, 1, 1 << 20, "micro-batch size b"},
+    [K_ACCUM] = {"accum", GEN_U64, "1", "micro-batches", NULL, 1, 4096,
+                 "gradient accumulation: micro-batches per optimizer step"},
+    [K_GRAPH] = {"graph", GEN_ENUM, "release", "", "release|retain", 0, 0,
+                 "release: backward frees each micro-batch's saved tensors; retain: graphs "
+                 "are kept (retain_graph=True, or one backward on a summed loss) until the "
+                 "step ends"},
+    [K_CKPT] = {"ckpt", GEN_BOOL, "0", "", NULL, 0, 0,
+                "activation checkpointing: keep only layer inputs, recompute one layer at a "
+                "time in backward"},
+    [K_FLASH] = {"flash", GEN_BOOL, "0", "", NULL, 0, 0,
+                 "flash attention: no a*b*s^2 scores, a 4*a*b*s logsumexp instead"},
+    [K_DROPOUT] = {"dropout", GEN_BOOL, "0", "", NULL, 0, 0,
+                   "dropout on (1-byte masks, and the dropped attention probabilities)"},
+    [K_PREC] = {"precision", GEN_ENUM, "bf16", "", "bf16|fp32", 0, 0,
+                "bf16: 2-byte params, grads and activations plus fp32 master weights; "
+                "fp32: 4 bytes, no master copy"},
+    [K_OPT] = {"optimizer", GEN_ENUM, "adam", "", "adam|sgd|none", 0, 0,
+               "optimizer state: 2 fp32 moments (adam), 1 fp32 momentum (sgd), none"},
+    [K_BUCKET] = {"bucket", GEN_SIZE, "0", "bytes", NULL, 0, 1e15,
+                  "DDP gradient bucket size (e.g. 25M); 0 = single GPU, no buckets"},
+    [K_POS] = {"pos_emb", GEN_BOOL, "1", "", NULL, 0, 0,
+               "learned position embeddings (seq x h); 0 for rotary (no parameters)"},
+    [K_STEPS] = {"steps", GEN_U64, "10", "steps", NULL, 1, 1e12, "optimizer steps"},
+    [K_SEED] = {"seed", GEN_U64, "1", "", NULL, 0, 18446744073709551615.0,
+                "PRNG seed (sequence lengths)"},
 };
 
 /* Parameter tensors of a layer, in registration order. */
-enum { P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_PROJW, P_PROJB, P_LN2W, P_LN2B, P_FC1W, P_FC1B,
-       P_FC2W, P_FC2B, P_PER_LAYER };
+enum {
+    P_LN1W,
+    P_LN1B,
+    P_QKVW,
+    P_QKVB,
+    P_PROJW,
+    P_PROJB,
+    P_LN2W,
+    P_LN2B,
+    P_FC1W,
+    P_FC1B,
+    P_FC2W,
+    P_FC2B,
+    P_PER_LAYER
+};
 
 /* What one layer saves for backward. */
 typedef struct layer_act {
@@ -123,36 +157,47 @@ typedef struct layer_act {
 /* One micro-batch's graph. */
 typedef struct graph {
     gen_tensor ids, tgt, lnf, logits, loss;
-    gen_tensor *x;     /* L + 1 */
+    gen_tensor *x;    /* L + 1 */
     layer_act *layer; /* L */
 } graph;
 
 typedef struct tf {
     uint64_t L, h, a, f, V, S, b, k, steps, seq_min, seq_round, bucket;
     int dist, retain, ckpt, flash, dropout, opt, pos;
-    uint64_t e;        /* bytes per element */
+    uint64_t e; /* bytes per element */
     gen_rng rng;
-    uint64_t np;       /* parameter tensors */
-    uint64_t *numel;   /* per parameter tensor */
+    uint64_t np;     /* parameter tensors */
+    uint64_t *numel; /* per parameter tensor */
     gen_tensor *param, *master, *grad, *m1, *m2;
     /* gradient production order (DDP bucket order) and buckets */
-    uint64_t *order;   /* order[i] = parameter index */
+    uint64_t *order;     /* order[i] = parameter index */
     uint64_t *bucket_of; /* per parameter index: its bucket */
     int *bucket_first;   /* per parameter index: 1 if it opens its bucket */
     uint64_t *bucket_size, nb;
     gen_tensor *bk;
-    graph *g;          /* k graphs (retain keeps them all) */
+    graph *g; /* k graphs (retain keeps them all) */
     uint64_t step;
     int inited;
 } tf;
 
-static uint64_t pidx_emb(const tf *t) { (void)t; return 0; }
-static uint64_t pidx_pos(const tf *t) { (void)t; return 1; }
+static uint64_t pidx_emb(const tf *t)
+{
+    (void)t;
+    return 0;
+}
+static uint64_t pidx_pos(const tf *t)
+{
+    (void)t;
+    return 1;
+}
 static uint64_t pidx_layer(const tf *t, uint64_t l, int w)
 {
     return (t->pos ? 2 : 1) + l * P_PER_LAYER + (uint64_t)w;
 }
-static uint64_t pidx_lnf(const tf *t, int w) { return pidx_layer(t, t->L, 0) + (uint64_t)w; }
+static uint64_t pidx_lnf(const tf *t, int w)
+{
+    return pidx_layer(t, t->L, 0) + (uint64_t)w;
+}
 
 static int tf_init(as_gen *gg, void *st, const gen_val *v, as_trace_error *err)
 {
@@ -172,8 +217,8 @@ static int tf_init(as_gen *gg, void *st, const gen_val *v, as_trace_error *err)
         return AS_TRACE_EUSAGE;
     }
     /* The largest tensor: scores e*a*b*s^2 or logits e*b*s*V. */
-    double big = fmax((double)t->e * t->a * t->b * (double)t->S * t->S,
-                      (double)t->e * t->b * t->S * t->V);
+    double big =
+        fmax((double)t->e * t->a * t->b * (double)t->S * t->S, (double)t->e * t->b * t->S * t->V);
     big = fmax(big, (double)t->e * t->f * t->h * t->h);
     if (big > (double)AS_MAX_ALLOC_SIZE) {
         snprintf(err->msg, sizeof err->msg,
@@ -207,7 +252,7 @@ static int tf_init(as_gen *gg, void *st, const gen_val *v, as_trace_error *err)
     if (t->pos)
         t->numel[pidx_pos(t)] = t->S * h;
     for (uint64_t l = 0; l < L; l++) {
-        static const int ln[] = { P_LN1W, P_LN1B, P_LN2W, P_LN2B };
+        static const int ln[] = {P_LN1W, P_LN1B, P_LN2W, P_LN2B};
         for (int i = 0; i < 4; i++)
             t->numel[pidx_layer(t, l, ln[i])] = h;
         t->numel[pidx_layer(t, l, P_QKVW)] = 3 * h * h;
@@ -227,8 +272,8 @@ static int tf_init(as_gen *gg, void *st, const gen_val *v, as_trace_error *err)
     t->order[n++] = pidx_lnf(t, 0);
     t->order[n++] = pidx_lnf(t, 1);
     for (uint64_t l = L; l-- > 0;) {
-        static const int mlp_then_attn[] = { P_FC2W, P_FC2B, P_FC1W, P_FC1B, P_LN2W, P_LN2B,
-                                             P_PROJW, P_PROJB, P_QKVW, P_QKVB, P_LN1W, P_LN1B };
+        static const int mlp_then_attn[] = {P_FC2W,  P_FC2B,  P_FC1W, P_FC1B, P_LN2W, P_LN2B,
+                                            P_PROJW, P_PROJB, P_QKVW, P_QKVB, P_LN1W, P_LN1B};
         for (int i = 0; i < P_PER_LAYER; i++)
             t->order[n++] = pidx_layer(t, l, mlp_then_attn[i]);
     }
@@ -361,7 +406,7 @@ static void backward(as_gen *gg, tf *t, graph *g, uint64_t s, int first, int las
             g->x[l + 1] = xl1;
         }
         /* MLP */
-        static const int mlp[] = { P_FC2W, P_FC2B, P_FC1W, P_FC1B, P_LN2W, P_LN2B };
+        static const int mlp[] = {P_FC2W, P_FC2B, P_FC1W, P_FC1B, P_LN2W, P_LN2B};
         for (int i = 0; i < 6; i++)
             grad_ready(gg, t, pidx_layer(t, l, mlp[i]), first, last);
         gen_tensor dgelu = gen_t(gg, f * X), dfc1 = gen_t(gg, f * X), dh1 = gen_t(gg, X);
@@ -371,7 +416,7 @@ static void backward(as_gen *gg, tf *t, graph *g, uint64_t s, int first, int las
             free_mlp_saves(gg, A);
         gen_tfree(gg, &dy);
         /* attention */
-        static const int attn[] = { P_PROJW, P_PROJB, P_QKVW, P_QKVB, P_LN1W, P_LN1B };
+        static const int attn[] = {P_PROJW, P_PROJB, P_QKVW, P_QKVB, P_LN1W, P_LN1B};
         for (int i = 0; i < 6; i++)
             grad_ready(gg, t, pidx_layer(t, l, attn[i]), first, last);
         uint64_t zb = t->flash ? 4 * t->a * t->b * s : e * t->a * t->b * s * s;

@@ -7,7 +7,8 @@
  * allocation ordinals through a table of the live pointers, so memory is proportional to
  * the live allocations. `allocate failure` rows (a null pointer: the real allocator ran
  * out) are not allocations: each becomes a MARK "rmm: allocate failure ..." at its place,
- * and is counted in the metadata (rmm.allocate_failures, final once the trace is read).
+ * and is counted in the reader's metadata (rmm.allocate_failures, present once one is
+ * seen, final once the trace is read; a converted file keeps the MARKs).
  * Invariant: a row is consumed only once parsed, so every error names its line and the
  * byte offset of the offending field; with opts->lenient bad rows are counted and skipped.
  */
@@ -54,10 +55,9 @@ typedef struct rmm_st {
 
 /* ---- lines and fields ------------------------------------------------------------- */
 
-static int fail_at(rmm_st *s, as_trace_error *err, int code, const char *at, const char *fmt,
-                   ...) __attribute__((format(printf, 5, 6)));
-static int fail_at(rmm_st *s, as_trace_error *err, int code, const char *at, const char *fmt,
-                   ...)
+static int fail_at(rmm_st *s, as_trace_error *err, int code, const char *at, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int fail_at(rmm_st *s, as_trace_error *err, int code, const char *at, const char *fmt, ...)
 {
     const as_trace_error *se = as_instream_error(s->in);
     if (se) {
@@ -71,8 +71,8 @@ static int fail_at(rmm_st *s, as_trace_error *err, int code, const char *at, con
     va_start(ap, fmt);
     vsnprintf(m, sizeof m, fmt, ap);
     va_end(ap);
-    return as_trace_set_error(err, code, as_instream_path(s->in), off, s->line,
-                              "line %llu: %s", (unsigned long long)s->line, m);
+    return as_trace_set_error(err, code, as_instream_path(s->in), off, s->line, "line %llu: %s",
+                              (unsigned long long)s->line, m);
 }
 
 static int peek_line(rmm_st *s, as_trace_error *err)
@@ -109,7 +109,10 @@ static int peek_line(rmm_st *s, as_trace_error *err)
     }
 }
 
-static void consume_line(rmm_st *s) { as_instream_skip(s->in, s->lconsume); }
+static void consume_line(rmm_st *s)
+{
+    as_instream_skip(s->in, s->lconsume);
+}
 
 /* Splits b..e at commas (RMM never quotes; a field wrapped in double quotes, as
  * spreadsheet exports write them, is unwrapped). Returns the field count, or -1 when
@@ -152,13 +155,13 @@ typedef struct colname {
 } colname;
 
 static const colname rmm_cols[] = {
-    { "Action", C_ACTION }, { "Pointer", C_POINTER }, { "Size", C_SIZE },
-    { "Stream", C_STREAM }, { "Time", C_TIME },       { "Thread", C_THREAD },
+    {"Action", C_ACTION}, {"Pointer", C_POINTER}, {"Size", C_SIZE},
+    {"Stream", C_STREAM}, {"Time", C_TIME},       {"Thread", C_THREAD},
 };
 
 static const colname cnmem_cols[] = {
-    { "Event Type", C_ACTION }, { "Address", C_POINTER }, { "Size (bytes)", C_SIZE },
-    { "Stream", C_STREAM },     { "Start", C_TIME },      { "Device ID", C_DEVICE },
+    {"Event Type", C_ACTION}, {"Address", C_POINTER}, {"Size (bytes)", C_SIZE},
+    {"Stream", C_STREAM},     {"Start", C_TIME},      {"Device ID", C_DEVICE},
 };
 
 /* Which header this is: 1 = logging_resource_adaptor, 2 = cnmem era, 0 = neither. */
@@ -217,8 +220,8 @@ static int rmm_open(as_instream *in, const as_reader_opts *opts, as_meta *meta, 
     }
     s->cnmem = kind == 2;
     const colname *names = s->cnmem ? cnmem_cols : rmm_cols;
-    size_t nnames = s->cnmem ? sizeof cnmem_cols / sizeof cnmem_cols[0]
-                             : sizeof rmm_cols / sizeof rmm_cols[0];
+    size_t nnames =
+        s->cnmem ? sizeof cnmem_cols / sizeof cnmem_cols[0] : sizeof rmm_cols / sizeof rmm_cols[0];
     for (int c = 0; c < C_NCOLS; c++)
         s->col[c] = -1;
     for (int i = 0; i < n; i++)
@@ -234,9 +237,9 @@ static int rmm_open(as_instream *in, const as_reader_opts *opts, as_meta *meta, 
         }
     s->ncols = n;
     consume_line(s);
-    if (as_meta_set(meta, "source", s->cnmem ? "rmm-cnmem-csv" : "rmm-csv") < 0 ||
-        as_meta_set(meta, "rmm.allocate_failures", "0") < 0 ||
-        as_meta_set(meta, "rmm.null_pointer_rows", "0") < 0) {
+    /* The counts (rmm.allocate_failures, ...) are added when they first happen: written
+     * here as 0 they would be copied into a converted file's header as if final. */
+    if (as_meta_set(meta, "source", s->cnmem ? "rmm-cnmem-csv" : "rmm-csv") < 0) {
         rc = fail_at(s, err, AS_TRACE_ENOMEM, NULL, "out of memory");
         goto bad;
     }
@@ -266,8 +269,8 @@ static int parse_dec(const field *f, uint64_t *v)
 /* A %p pointer: 0x-prefixed hex (glibc), bare hex (MSVC), or null as (nil)/nullptr/0. */
 static int parse_ptr(const field *f, uint64_t *v)
 {
-    if (field_is(f, "(nil)") || field_is(f, "nullptr") || field_is(f, "null") ||
-        field_is(f, "0") || f->b == f->e) {
+    if (field_is(f, "(nil)") || field_is(f, "nullptr") || field_is(f, "null") || field_is(f, "0") ||
+        f->b == f->e) {
         *v = 0;
         return 0;
     }
@@ -281,7 +284,7 @@ static int parse_ptr(const field *f, uint64_t *v)
         int d = isdigit((unsigned char)*p) ? *p - '0'
                 : (*p >= 'a' && *p <= 'f') ? *p - 'a' + 10
                 : (*p >= 'A' && *p <= 'F') ? *p - 'A' + 10
-                                            : -1;
+                                           : -1;
         if (d < 0)
             return -1;
         x = x << 4 | (uint64_t)d;
@@ -397,8 +400,7 @@ static int parse_row(rmm_st *s, as_event *ev, as_trace_error *err)
         return bad_row(s, err, fp->b, "bad pointer '%.*s' (expected hex like 0x7f00a0000000)",
                        FIELD_TEXT(fp));
     if (parse_dec(fs, &size) < 0)
-        return bad_row(s, err, fs->b, "bad size '%.*s' (expected decimal bytes)",
-                       FIELD_TEXT(fs));
+        return bad_row(s, err, fs->b, "bad size '%.*s' (expected decimal bytes)", FIELD_TEXT(fs));
     if (s->col[C_STREAM] >= 0) {
         const field *fst = &f[s->col[C_STREAM]];
         if (parse_ptr(fst, &stream) < 0)
@@ -456,8 +458,7 @@ static int parse_row(rmm_st *s, as_event *ev, as_trace_error *err)
     as_live_ent *le = as_live_find(&s->ptrs, ptr);
     if (act == ALLOCATE) {
         if (size == 0 || size > AS_MAX_ALLOC_SIZE)
-            return bad_row(s, err, fs->b, "allocate of %" PRIu64 " bytes at 0x%" PRIx64, size,
-                           ptr);
+            return bad_row(s, err, fs->b, "allocate of %" PRIu64 " bytes at 0x%" PRIx64, size, ptr);
         if (le) {
             int r = bad_row(s, err, fp->b,
                             "allocate at 0x%" PRIx64 ", which is still allocated (since an "
@@ -470,8 +471,11 @@ static int parse_row(rmm_st *s, as_event *ev, as_trace_error *err)
             ev->id = le->out_id;
             as_live_remove(&s->ptrs, le);
             s->have_pending = 1;
-            s->pending = (as_event){ .op = AS_OP_ALLOC, .id = s->next_id++, .size = size,
-                                     .stream = stream, .time_us = t };
+            s->pending = (as_event){.op = AS_OP_ALLOC,
+                                    .id = s->next_id++,
+                                    .size = size,
+                                    .stream = stream,
+                                    .time_us = t};
             le = as_live_insert(&s->ptrs, ptr);
             if (!le)
                 return fail_at(s, err, AS_TRACE_ENOMEM, NULL, "out of memory");
@@ -499,8 +503,8 @@ static int parse_row(rmm_st *s, as_event *ev, as_trace_error *err)
      * must be the allocation's */
     if (size != le->size && !(s->cnmem && size == 0)) {
         int r = bad_row(s, err, fs->b,
-                        "free of 0x%" PRIx64 " with size %" PRIu64 ", allocated with %" PRIu64,
-                        ptr, size, le->size);
+                        "free of 0x%" PRIx64 " with size %" PRIu64 ", allocated with %" PRIu64, ptr,
+                        size, le->size);
         if (r < 0)
             return r;
     }
@@ -542,7 +546,10 @@ static int rmm_next(void *stp, as_event *ev, as_trace_error *err)
     }
 }
 
-static uint64_t rmm_warnings(const void *st) { return ((const rmm_st *)st)->warnings; }
+static uint64_t rmm_warnings(const void *st)
+{
+    return ((const rmm_st *)st)->warnings;
+}
 
 static void rmm_close(void *stp)
 {
