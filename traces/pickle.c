@@ -189,25 +189,29 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem)
 static int new_node(pk_parser *p, uint8_t type, as_pk_ref *out)
 {
     as_pk *pk = p->pk;
-    if (pk->nnodes >= p->lim.max_nodes)
-        return fail(p, AS_TRACE_ENOMEM, "more than %llu values (limit)",
-                    (unsigned long long)p->lim.max_nodes);
-    if (grow((void **)&pk->nodes, &pk->capnodes, pk->nnodes + 1, sizeof *pk->nodes))
-        return fail(p, AS_TRACE_ENOMEM, "out of host memory for %zu values", pk->nnodes + 1);
+    if (pk->nnodes >= pk->capnodes || pk->nnodes >= p->lim.max_nodes) {
+        if (pk->nnodes >= p->lim.max_nodes)
+            return fail(p, AS_TRACE_ENOMEM, "more than %llu values (limit)",
+                        (unsigned long long)p->lim.max_nodes);
+        if (grow((void **)&pk->nodes, &pk->capnodes, pk->nnodes + 1, sizeof *pk->nodes))
+            return fail(p, AS_TRACE_ENOMEM, "out of host memory for %zu values", pk->nnodes + 1);
+    }
     pk_node *n = &pk->nodes[pk->nnodes];
-    memset(n, 0, sizeof *n);
     n->type = type;
-    n->a = (uint32_t)p->pos;
+    n->pad[0] = n->pad[1] = n->pad[2] = 0;
     if (type == AS_PK_LIST || type == AS_PK_TUPLE || type == AS_PK_DICT) {
         n->a = 0;
         n->u.c.head = AS_PK_NIL;
         n->u.c.off = (uint32_t)p->pos;
+    } else {
+        n->a = (uint32_t)p->pos;
+        n->u.i = 0;
     }
     *out = (as_pk_ref)pk->nnodes++;
     return 0;
 }
 
-static int push(pk_parser *p, as_pk_ref r)
+static int push_slow(pk_parser *p, as_pk_ref r)
 {
     if (p->nstack >= p->lim.max_stack)
         return fail(p, AS_TRACE_ENOMEM, "unpickling stack deeper than %llu (limit)",
@@ -216,6 +220,17 @@ static int push(pk_parser *p, as_pk_ref r)
         return fail(p, AS_TRACE_ENOMEM, "out of host memory for the stack");
     p->stack[p->nstack++] = r;
     return 0;
+}
+
+/* The hot path (every opcode but MARK and the container fills pushes): no call, no check
+ * beyond the capacity, which never exceeds max_stack unchecked. */
+static inline int push(pk_parser *p, as_pk_ref r)
+{
+    if (p->nstack < p->capstack && p->nstack < p->lim.max_stack) {
+        p->stack[p->nstack++] = r;
+        return 0;
+    }
+    return push_slow(p, r);
 }
 
 /* Stack items above the innermost MARK: what an opcode may consume (Python's "fence"). */

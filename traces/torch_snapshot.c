@@ -97,6 +97,11 @@ typedef struct snap_build {
     int lenient;
     unsigned device;
     as_pk_iter trace;   /* position in device_traces[d] */
+    /* Keys and action names are shared (memoized) strings, so the same few refs come back
+     * for every entry: remember what each ref means instead of comparing strings. */
+    as_pk_ref cache_ref[256]; /* AS_PK_NIL = empty */
+    int8_t cache_val[256];
+    uint8_t cache_key[256];
     uint32_t index;     /* of the next entry there */
     uint64_t act_count[N_ACT_NAMES], unknown_actions;
     uint64_t seg_grow, seg_shrink; /* bytes by segment_alloc/map and segment_free/unmap */
@@ -221,6 +226,32 @@ static int classify(const as_pk *pk, as_pk_ref r, int *name)
     return ACT_OTHER;
 }
 
+/* Entry keys we read, numbered after the action names in the cache's value space. */
+static const char *const entry_keys[] = {"action", "addr", "size", "stream", "time_us"};
+enum { KEY_ACTION = 0, KEY_ADDR, KEY_SIZE, KEY_STREAM, KEY_TIME, KEY_OTHER };
+
+/* What string ref r means: as a key (KEY_*) when key, else as an action name (-1 or an
+ * act_names index). Cached by ref. */
+static int lookup(snap_build *b, as_pk_ref r, int key)
+{
+    size_t slot = ((size_t)r * 2 + (size_t)key) & 255;
+    if (b->cache_ref[slot] == r && b->cache_key[slot] == key && r != AS_PK_NIL)
+        return b->cache_val[slot];
+    int v;
+    if (key) {
+        v = KEY_OTHER;
+        for (int i = 0; i < KEY_OTHER; i++)
+            if (as_pk_str_eq(b->pk, r, entry_keys[i]))
+                v = i;
+    } else {
+        classify(b->pk, r, &v);
+    }
+    b->cache_ref[slot] = r;
+    b->cache_val[slot] = (int8_t)v;
+    b->cache_key[slot] = (uint8_t)key;
+    return v;
+}
+
 /* The next alloc/free entry of device_traces[d] into *x (1), or 0 at the end; the other
  * entries are counted on the way. Lenient mode skips malformed entries. */
 static int fetch(snap_build *b, snap_entry *x)
@@ -246,16 +277,14 @@ static int fetch(snap_build *b, snap_entry *x)
         as_pk_ref k, v;
         as_pk_iter_init(&f, pk, e);
         while (as_pk_iter_next_pair(&f, &k, &v)) {
-            if (as_pk_str_eq(pk, k, "action"))
-                act = v;
-            else if (as_pk_str_eq(pk, k, "addr"))
-                addr = v;
-            else if (as_pk_str_eq(pk, k, "size"))
-                size = v;
-            else if (as_pk_str_eq(pk, k, "stream"))
-                stream = v;
-            else if (as_pk_str_eq(pk, k, "time_us"))
-                time = v;
+            switch (lookup(b, k, 1)) {
+            case KEY_ACTION: act = v; break;
+            case KEY_ADDR: addr = v; break;
+            case KEY_SIZE: size = v; break;
+            case KEY_STREAM: stream = v; break;
+            case KEY_TIME: time = v; break;
+            default: break;
+            }
         }
         int name;
         if (as_pk_type_of(pk, act) != AS_PK_STR) {
@@ -266,7 +295,8 @@ static int fetch(snap_build *b, snap_entry *x)
             return bfail(b, AS_TRACE_ECORRUPT, off,
                          "device_traces[%u][%u] has no 'action' string", b->device, index);
         }
-        x->act = (uint8_t)classify(pk, act, &name);
+        name = lookup(b, act, 0);
+        x->act = (uint8_t)(name >= 0 && name < 3 ? name : ACT_OTHER);
         if (name >= 0)
             b->act_count[name]++;
         else
@@ -692,6 +722,7 @@ static int torch_open(as_instream *in, const as_reader_opts *opts, as_meta *meta
                       as_trace_error *err)
 {
     snap_build b = {.in = in, .err = err, .lenient = opts && opts->lenient};
+    memset(b.cache_ref, 0xff, sizeof b.cache_ref);
     uint8_t *buf = NULL;
     size_t len = 0;
     as_pk *pk = NULL;
