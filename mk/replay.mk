@@ -23,7 +23,17 @@ $(BUILD)/allocsim-calib: $(REPLAY_DIR)/calib_main.o $(REPLAY_CU_OBJ)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(CUDA_LIBS) $(LDLIBS)
 
-REPLAY_BINS := $(BUILD)/allocsim-calib
+$(BUILD)/allocsim-replay: $(REPLAY_DIR)/replay_main.o $(REPLAY_CU_OBJ) $(REL_LIB)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(CUDA_LIBS) $(LDLIBS)
+
+REPLAY_BINS := $(BUILD)/allocsim-replay $(BUILD)/allocsim-calib
 
 ## replay: build the real-GPU programs (needs the CUDA toolkit, not a GPU)
 replay: $(REPLAY_BINS)
+
+## validate: on a GPU machine, simulate, replay for real (allocsim-replay, torch_replay.py)
+## and compare, for the shared snapshots and generated traces (replay/RESULTS.md)
+VALIDATE_ARGS ?=
+validate: $(BUILD)/allocsim $(REPLAY_BINS)
+	$(Q)python3 replay/validate.py --out $(BUILD)/validate $(VALIDATE_ARGS)

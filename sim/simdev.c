@@ -421,10 +421,12 @@ void as_simdev_default_params(as_simdev_params *p)
     *p = (as_simdev_params){
         .capacity = AS_CAPACITY_NONE,
         .granularity = AS_DEV_GRANULARITY,
-        .reserve = { .fixed_ns = 20000, .ns_per_mib = 0 },
-        .release = { .fixed_ns = 15000, .ns_per_mib = 0 },
-        .map = { .fixed_ns = 5000, .ns_per_mib = 2500 },
-        .unmap = { .fixed_ns = 5000, .ns_per_mib = 1500 },
+        /* H200, driver 580.159.04, CUDA 13.0: replay/fit_latency.py on
+         * replay/data/calib-h200/latency.csv, 2 MiB..2 GiB (replay/RESULTS.md) */
+        .reserve = { .fixed_ns = 32167, .ns_per_mib = 51.2 },  /* cudaMalloc */
+        .release = { .fixed_ns = 25792, .ns_per_mib = 268.0 }, /* cudaFree */
+        .map = { .fixed_ns = 13540, .ns_per_mib = 16159.5 },   /* cuMemCreate+Map, 2 MiB pages */
+        .unmap = { .fixed_ns = 3611, .ns_per_mib = 12844.1 },  /* cuMemUnmap+Release */
         .placement = AS_PLACE_TOP_DOWN,
     };
 }

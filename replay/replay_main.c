@@ -1,0 +1,335 @@
+/*
+ * replay_main.c - allocsim-replay: the simulator's runs, on a real GPU.
+ *
+ *   allocsim-replay [-p SPEC]... [-c CAP]... [-f table|csv|json] [-o FILE]
+ *                   [--segments F] [--latency F] [--no-sync] TRACE...
+ *
+ * Every -p crossed with every -c is one run, exactly as `allocsim run` numbers them, with
+ * the same policy code; only the device differs: a CUDA device (cuda_device.c) whose
+ * capacity the driver enforces. The runs go one at a time, each with its own engine
+ * (the ballast of two devices cannot coexist), so each trace is read once per run.
+ * The JSON report is allocsim's, marked "measured": true at the top; --segments is
+ * allocsim's CSV with the real addresses; --latency has every successful device call
+ * with its measured time: run,alloc,event,action,size,ns.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cuda_device.h"
+#include "engine.h"
+#include "report.h"
+
+static const char help[] =
+    "usage: allocsim-replay [options] TRACE...\n"
+    "\n"
+    "Replays each TRACE through every policy at every capacity on the GPU: reserve and\n"
+    "release are cudaMalloc/cudaFree, expandable mappings cuMemCreate/cuMemMap, and the\n"
+    "capacity is enforced by the driver (a ballast holds the rest of the GPU).\n"
+    "\n"
+    "  -p, --policy SPEC     as allocsim (repeatable; default torch)\n"
+    "  -c, --capacity CAP    as allocsim (repeatable; default none = the GPU's free memory)\n"
+    "  -f, --format FMT      table (default), csv or json\n"
+    "  -o, --output FILE     the report goes here instead of stdout\n"
+    "      --segments FILE   CSV run,alloc,event,action,addr,size (real addresses)\n"
+    "      --latency FILE    CSV run,alloc,event,action,size,ns: measured time of each call\n"
+    "      --no-sync         no cudaDeviceSynchronize before each timed call\n"
+    "      --device N        CUDA device ordinal (default 0)\n"
+    "\n"
+    "Exit status: 0 when it ran (OOMs included), 1 bad input, I/O or CUDA failure, 2 usage.\n";
+
+enum { OPT_SEGMENTS = 256, OPT_LATENCY, OPT_NOSYNC, OPT_DEVICE };
+static const struct option opts[] = {
+    { "policy", required_argument, NULL, 'p' },   { "capacity", required_argument, NULL, 'c' },
+    { "format", required_argument, NULL, 'f' },   { "output", required_argument, NULL, 'o' },
+    { "segments", required_argument, NULL, OPT_SEGMENTS },
+    { "latency", required_argument, NULL, OPT_LATENCY },
+    { "no-sync", no_argument, NULL, OPT_NOSYNC }, { "device", required_argument, NULL, OPT_DEVICE },
+    { "help", no_argument, NULL, 'h' },           { NULL, 0, NULL, 0 },
+};
+
+typedef struct ctx {
+    as_cudadev_params p;
+    char why[256];
+    as_runlog *segs;
+    FILE *lat;
+    unsigned run; /* report index of the run in progress */
+    uint64_t effective, probed;
+} ctx;
+
+/* ---- the device factory ---------------------------------------------------------------- */
+
+static int f_create(void *user, uint64_t capacity, as_device *out, void **handle)
+{
+    ctx *c = user;
+    as_cudadev_params p = c->p;
+    as_cudadev *d;
+    p.capacity = capacity;
+    int rc = as_cudadev_create(&p, &d, c->why, sizeof c->why);
+    if (rc)
+        return rc < 0 ? rc : AS_DEV_EFAULT;
+    c->effective = as_cudadev_effective_capacity(d);
+    c->probed = as_cudadev_probed_capacity(d);
+    *out = *as_cudadev_device(d);
+    *handle = d;
+    return 0;
+}
+
+static void f_destroy(void *user, void *handle)
+{
+    (void)user;
+    as_cudadev_destroy(handle);
+}
+
+static void f_counters(void *user, void *handle, as_simdev_counters *out)
+{
+    (void)user;
+    as_cudadev_counters_get(handle, out);
+}
+
+static void f_set_log(void *user, void *handle, as_dev_log_fn fn, void *log_user)
+{
+    (void)user;
+    as_cudadev_set_log(handle, fn, log_user);
+}
+
+static void on_segment(void *user, const as_seg_record *r)
+{
+    ctx *c = user;
+    if (c->segs)
+        as_runlog_segment(c->segs, r);
+    if (c->lat)
+        fprintf(c->lat, "%u,%llu,%llu,%s,%llu,%.0f\n", c->run, (unsigned long long)r->alloc,
+                (unsigned long long)r->event, as_dev_action_name(r->dev.action),
+                (unsigned long long)r->dev.size, r->dev.cost_ns);
+}
+
+/* ---- one run --------------------------------------------------------------------------- */
+
+static int one_run(const char *path, ctx *c, const as_policy_spec *spec, uint64_t cap,
+                   as_report *rep, int *trace_idx)
+{
+    as_trace_reader *rd = NULL;
+    as_engine *e = NULL;
+    as_device_factory fac = { .create = f_create, .destroy = f_destroy, .counters = f_counters,
+                              .set_log = f_set_log, .user = c };
+    as_engine_opts o = { .threads = 1, .on_segment = on_segment, .user = c, .factory = &fac };
+    int ret = as_cli_open_trace(path, &rd);
+    if (ret)
+        return ret;
+    ret = AS_EXIT_INPUT;
+    c->why[0] = 0;
+    if (as_engine_create(&o, &e) || as_engine_add_run(e, spec, cap) < 0) {
+        as_cli_msg("out of host memory");
+        goto out;
+    }
+    c->run = as_report_nruns(rep);
+    if (c->segs)
+        as_runlog_set_base(c->segs, c->run);
+    as_trace_error err;
+    memset(&err, 0, sizeof err);
+    err.offset = err.event = UINT64_MAX;
+    int rc = as_engine_run(e, rd, &err);
+    if (rc < 0 && rc >= AS_TRACE_EUSAGE) {
+        ret = as_cli_trace_fail(&err, path);
+        goto out;
+    }
+    if (rc < 0) {
+        as_cli_msg("%s: %s, capacity %llu: %s%s%s", path, spec->text, (unsigned long long)cap,
+                   as_engine_errmsg(e), c->why[0] ? ": " : "", c->why);
+        goto out;
+    }
+    if (*trace_idx < 0) {
+        *trace_idx = as_report_add_trace(rep, path,
+                                         as_trace_fmt_name(as_trace_reader_format(rd)),
+                                         as_engine_summary(e), as_trace_reader_meta(rd));
+        if (*trace_idx < 0) {
+            as_cli_msg("out of host memory");
+            goto out;
+        }
+    }
+    if (as_report_add_run(rep, (unsigned)*trace_idx, as_engine_result(e, 0)) < 0) {
+        as_cli_msg("out of host memory");
+        goto out;
+    }
+    const as_run_result *res = as_engine_result(e, 0);
+    fprintf(stderr, "allocsim-replay: %s %s cap %llu (driver-enforced %llu): %s, peak reserved "
+                    "%llu\n",
+            path, spec->text, (unsigned long long)cap, (unsigned long long)c->probed,
+            res->completed ? "completed" : "OOM", (unsigned long long)res->peak_reserved);
+    ret = AS_EXIT_OK;
+out:
+    as_engine_destroy(e); /* frees the device, its segments and its ballast */
+    as_trace_close(rd);
+    return ret;
+}
+
+/* The report with "measured": true as its first member. */
+static int write_report(const as_report *rep, FILE *out, as_report_fmt fmt)
+{
+    if (fmt != AS_REPORT_JSON)
+        return as_report_write(rep, out, fmt);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m)
+        return -ENOMEM;
+    int rc = as_report_write(rep, m, fmt);
+    if (fclose(m) && !rc)
+        rc = -EIO;
+    char *brace = rc ? NULL : strchr(buf, '{');
+    if (brace) {
+        fwrite(buf, 1, (size_t)(brace - buf) + 1, out);
+        fputs("\"measured\": true, ", out);
+        fputs(brace + 1, out);
+    } else if (!rc) {
+        rc = -EINVAL;
+    }
+    free(buf);
+    return rc ? rc : (ferror(out) ? -EIO : 0);
+}
+
+int main(int argc, char **argv)
+{
+    const char *out_path = NULL, *seg_path = NULL, *lat_path = NULL;
+    const char **ptext = calloc((size_t)argc + 1, sizeof *ptext);
+    uint64_t *caps = calloc((size_t)argc + 1, sizeof *caps);
+    as_policy_spec *specs = NULL;
+    size_t np = 0, ncap = 0, nspec = 0;
+    as_report_fmt fmt = AS_REPORT_TABLE;
+    as_report *rep = NULL;
+    ctx c = { .p = { .capacity = AS_CAPACITY_NONE } };
+    FILE *out = stdout;
+    int ret = AS_EXIT_OK, ch;
+    const char *cmd = "replay";
+    if (!ptext || !caps) {
+        as_cli_msg("out of host memory");
+        ret = AS_EXIT_INPUT;
+        goto done;
+    }
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":p:c:f:o:h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'p':
+            ptext[np++] = optarg;
+            break;
+        case 'c':
+            if (as_parse_capacity(optarg, &caps[ncap++])) {
+                ret = as_cli_usage(cmd, "-c %s: not a capacity", optarg);
+                goto done;
+            }
+            break;
+        case 'f':
+            if (as_report_fmt_parse(optarg, &fmt)) {
+                ret = as_cli_usage(cmd, "-f %s: table, csv or json", optarg);
+                goto done;
+            }
+            break;
+        case 'o':
+            out_path = optarg;
+            break;
+        case OPT_SEGMENTS:
+            seg_path = optarg;
+            break;
+        case OPT_LATENCY:
+            lat_path = optarg;
+            break;
+        case OPT_NOSYNC:
+            c.p.no_sync = 1;
+            break;
+        case OPT_DEVICE: {
+            uint64_t d;
+            if (as_cli_parse_u64(optarg, &d) || d > 64) {
+                ret = as_cli_usage(cmd, "--device %s: a device ordinal", optarg);
+                goto done;
+            }
+            c.p.device = (int)d;
+            break;
+        }
+        case 'h':
+            fputs(help, stdout);
+            goto done;
+        case ':':
+            ret = as_cli_usage(cmd, "option '%s' needs a value", argv[optind - 1]);
+            goto done;
+        default:
+            ret = as_cli_usage(cmd, "unknown option '%s'", argv[optind - 1]);
+            goto done;
+        }
+    }
+    if (optind >= argc) {
+        ret = as_cli_usage(cmd, "no trace given");
+        goto done;
+    }
+    if (np == 0)
+        ptext[np++] = "torch";
+    if (ncap == 0)
+        caps[ncap++] = AS_CAPACITY_NONE;
+    if (!(specs = calloc(np, sizeof *specs))) {
+        as_cli_msg("out of host memory");
+        ret = AS_EXIT_INPUT;
+        goto done;
+    }
+    for (; nspec < np; nspec++)
+        if ((ret = as_cli_parse_spec(cmd, ptext[nspec], &specs[nspec])))
+            goto done;
+    int orc;
+    if (seg_path && (orc = as_runlog_open(seg_path, AS_RUNLOG_SEGMENTS, &c.segs))) {
+        as_cli_msg("%s: cannot create: %s", seg_path, strerror(-orc));
+        ret = AS_EXIT_INPUT;
+        goto done;
+    }
+    if (lat_path) {
+        if (!(c.lat = fopen(lat_path, "w"))) {
+            as_cli_msg("%s: cannot create: %s", lat_path, strerror(errno));
+            ret = AS_EXIT_INPUT;
+            goto done;
+        }
+        fputs("run,alloc,event,action,size,ns\n", c.lat);
+    }
+    if (as_report_create(&rep)) {
+        as_cli_msg("out of host memory");
+        ret = AS_EXIT_INPUT;
+        goto done;
+    }
+    for (int t = optind; t < argc; t++) {
+        int trace_idx = -1;
+        for (size_t i = 0; i < nspec; i++)
+            for (size_t j = 0; j < ncap; j++)
+                if ((ret = one_run(argv[t], &c, &specs[i], caps[j], rep, &trace_idx)))
+                    goto done;
+    }
+    if (out_path && !(out = fopen(out_path, "w"))) {
+        as_cli_msg("%s: cannot create: %s", out_path, strerror(errno));
+        out = stdout;
+        ret = AS_EXIT_INPUT;
+        goto done;
+    }
+    if (write_report(rep, out, fmt)) {
+        as_cli_msg("%s: write failed", out_path ? out_path : "stdout");
+        ret = AS_EXIT_INPUT;
+    }
+done:
+    if (c.segs && as_runlog_close(c.segs) && !ret) {
+        as_cli_msg("%s: write failed", seg_path);
+        ret = AS_EXIT_INPUT;
+    }
+    if (c.lat && fclose(c.lat) && !ret) {
+        as_cli_msg("%s: write failed", lat_path);
+        ret = AS_EXIT_INPUT;
+    }
+    if (out != stdout && fclose(out) && !ret) {
+        as_cli_msg("%s: write failed", out_path);
+        ret = AS_EXIT_INPUT;
+    }
+    as_report_destroy(rep);
+    for (size_t i = 0; i < nspec; i++)
+        as_policy_spec_free(&specs[i]);
+    free(specs);
+    free(caps);
+    free(ptext);
+    return ret;
+}

@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""validate.py - does simulated fragmentation predict what the GPU does? (`make validate`)
+
+On the GPU machine, for every trace (the two shared real snapshots and two generated
+workloads) and every policy spec (torch under three PyTorch configs and every other
+registered policy):
+  1. find the OOM frontier with the simulator: the uncapped peak reserved, then the smallest
+     capacity that completes, searched in two passes of many capacities (one allocsim call
+     each, so the trace is decoded once per pass); then five capacities around it;
+  2. predict: allocsim at those capacities (JSON report + --segments);
+  3. measure: allocsim-replay with the same policy code over cudaMalloc/cuMem* with the
+     capacity enforced by the driver; for the torch configs also PyTorch's own allocator
+     through torch_replay.py (the ground-truth method of shared/data);
+  4. compare with `allocsim compare -f csv`, and write summary.json and summary.md.
+Everything goes to OUT (default build/validate). Exit 0 when it ran."""
+import argparse
+import concurrent.futures as cf
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+
+MIB2 = 2 << 20
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TORCH_CONFS = ["default", "max_split_size_mb:128", "expandable_segments:True"]
+OTHER = ["bestfit", "nocache", "firstfit", "segfit", "buddy", "bfc"]
+GEN = {
+    "transformer": ["transformer", "seq_dist=uniform", "steps=8", "layers=8"],
+    "kvcache": ["kvcache", "requests=40", "layers=4", "output_mean=128", "prompt_mean=256",
+                "max_batch=16"],
+}
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+def spec_of(conf):
+    return "torch" if conf == "default" else conf
+
+
+def sim(allocsim, trace, spec, caps, extra=()):
+    cmd = [allocsim, "-q", "-f", "json", "-p", spec] + sum((["-c", str(c)] for c in caps), []) \
+        + list(extra) + [trace]
+    r = sh(cmd)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: {r.stderr.strip()}")
+    return json.loads(r.stdout)["runs"]
+
+
+def r2(x):
+    return max(MIB2, int(x) // MIB2 * MIB2)
+
+
+def frontier(allocsim, trace, spec):
+    """Smallest 2 MiB-multiple capacity that completes (among those sampled), the
+    uncapped peak reserved, and whether a larger sampled capacity failed (non-monotone)."""
+    un = sim(allocsim, trace, spec, ["none"])[0]
+    peak, req = un["peak_reserved"], un["peak_requested"]
+    lo, hi = r2(req * 0.9), r2(peak) + MIB2
+    nonmono = False
+    for _ in range(6):
+        if hi - lo <= MIB2:
+            break
+        n = 48
+        step = max(MIB2, r2((hi - lo) / n))
+        caps = list(range(lo, hi + 1, step))
+        runs = sim(allocsim, trace, spec, caps)
+        ok = [c for c, r in zip(caps, runs) if r["completed"]]
+        if not ok:
+            lo = hi
+            break
+        first = min(ok)
+        nonmono |= any(not r["completed"] and c > first for c, r in zip(caps, runs))
+        below = [c for c in caps if c < first]
+        lo, hi = (max(below) if below else first), first
+    return hi, peak, nonmono
+
+
+def caps_around(m):
+    return sorted({r2(m * 0.97), r2(m * 0.99), m - MIB2, m, r2(m * 1.02)})
+
+
+def read_csv_rows(text):
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(ROOT, "build", "validate"))
+    ap.add_argument("--budget", type=float, default=540, help="seconds for the whole run")
+    ap.add_argument("--no-gpu", action="store_true", help="frontiers and predictions only")
+    ap.add_argument("--traces", default="resnet_varbatch,moe_like,transformer,kvcache")
+    a = ap.parse_args()
+    t0 = time.time()
+    out = a.out
+    os.makedirs(out, exist_ok=True)
+    allocsim = os.path.join(ROOT, "build", "allocsim")
+    replay = os.path.join(ROOT, "build", "allocsim-replay")
+    torch_replay = os.path.join(ROOT, "replay", "torch_replay.py")
+    have = sh([allocsim, "policies"]).stdout
+    others = [p for p in OTHER if f"\n{p} - " in "\n" + have]
+
+    traces = {}
+    for name in a.traces.split(","):
+        if name in GEN:
+            path = os.path.join(out, f"{name}.zst")
+            r = sh([allocsim, "gen"] + GEN[name] + ["-o", path])
+            if r.returncode:
+                print(f"validate: gen {name}: {r.stderr.strip()}", file=sys.stderr)
+                continue
+            traces[name] = path
+        else:
+            traces[name] = os.path.join(ROOT, "replay", "data", f"{name}.pickle.zst")
+    specs = [spec_of(c) for c in TORCH_CONFS] + others
+
+    # 1. frontiers, in parallel (simulation only)
+    jobs = {}
+    with cf.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as ex:
+        for tn, tp in traces.items():
+            for s in specs:
+                jobs[(tn, s)] = ex.submit(frontier, allocsim, tp, s)
+    plan = []
+    for (tn, s), f in jobs.items():
+        try:
+            m, peak, nonmono = f.result()
+        except Exception as e:  # a failed search is reported, the rest goes on
+            print(f"validate: frontier {tn} {s}: {e}", file=sys.stderr)
+            continue
+        plan.append({"trace": tn, "spec": s, "mincap": m, "peak_reserved": peak,
+                     "nonmonotone": nonmono, "caps": caps_around(m)})
+    print(f"[{time.time()-t0:.0f}s] frontiers done: {len(plan)} (trace, policy) pairs", flush=True)
+    # the torch configs on the real snapshots first: they matter most
+    plan.sort(key=lambda p: (p["trace"] not in ("resnet_varbatch", "moe_like"),
+                             not p["spec"].startswith(("torch", "max_", "exp"))))
+
+    results = []
+    for i, p in enumerate(plan):
+        left = a.budget - (time.time() - t0)
+        tag = f"{i:02d}_{p['trace']}_{p['spec'].replace(':', '-').replace(',', '-')}"
+        base = os.path.join(out, tag)
+        caps = [str(c) for c in p["caps"]]
+        capargs = sum((["-c", c] for c in caps), [])
+        trace = traces[p["trace"]]
+        r = sh([allocsim, "-q", "-f", "json", "-p", p["spec"], *capargs, "-o", base + ".pred.json",
+                "--segments", base + ".pred.csv", trace])
+        if r.returncode:
+            p["error"] = "predict: " + r.stderr.strip()
+            results.append(p)
+            continue
+        p["measured"] = {}
+        if a.no_gpu or left < 30:
+            p["skipped"] = "no GPU" if a.no_gpu else "out of time"
+            results.append(p)
+            continue
+        sides = [("replay", [replay, "-f", "json", "-p", p["spec"], *capargs, "-o",
+                             base + ".replay.json", "--segments", base + ".replay.csv",
+                             "--latency", base + ".lat.csv", trace])]
+        if p["spec"] in [spec_of(c) for c in TORCH_CONFS]:
+            conf = [c for c in TORCH_CONFS if spec_of(c) == p["spec"]][0]
+            sides.append(("pytorch", [sys.executable, torch_replay, trace, "--conf", conf,
+                                      "--key-protocol", "--allocsim", allocsim,
+                                      *sum((["--cap", c] for c in caps), []),
+                                      "--json", base + ".pytorch.json",
+                                      "--segments", base + ".pytorch.csv"]))
+        for side, cmd in sides:
+            left = a.budget - (time.time() - t0)
+            if left < 20:
+                p["measured"][side] = {"skipped": "out of time"}
+                continue
+            try:
+                r = sh(cmd, timeout=left - 10)
+            except subprocess.TimeoutExpired:
+                p["measured"][side] = {"error": "timed out"}
+                continue
+            with open(base + f".{side}.log", "w") as f:
+                f.write(r.stderr)
+            if r.returncode:
+                p["measured"][side] = {"error": r.stderr.strip()[-400:]}
+                continue
+            c = sh([allocsim, "compare", "-f", "csv", "--segments", base + ".pred.csv",
+                    base + f".{side}.csv", base + ".pred.json", base + f".{side}.json"])
+            if c.returncode:
+                p["measured"][side] = {"error": "compare: " + c.stderr.strip()}
+                continue
+            p["measured"][side] = {"rows": read_csv_rows(c.stdout)}
+        results.append(p)
+        print(f"[{time.time()-t0:.0f}s] {tag}: " + ", ".join(
+            f"{k}: {sum(int(x['oom_match']) for x in v.get('rows', []))}/{len(v.get('rows', []))} OOM"
+            for k, v in p["measured"].items()), flush=True)
+
+    with open(os.path.join(out, "summary.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    lines = ["| trace | policy | mincap (sim) | side | runs | OOM exact | peak exact | "
+             "events identical | max abs peak error |", "|---|---|---|---|---|---|---|---|---|"]
+    tot = {}
+    for p in results:
+        for side, v in p.get("measured", {}).items():
+            rows = v.get("rows", [])
+            if not rows:
+                lines.append(f"| {p['trace']} | {p['spec']} | {p['mincap']} | {side} | - | "
+                             f"{v.get('error', v.get('skipped', ''))[:60]} | | | |")
+                continue
+            o = sum(int(x["oom_match"]) for x in rows)
+            pk = sum(int(x["peak_match"]) for x in rows)
+            ev = sum(x["segments"].startswith("same") for x in rows)
+            err = max(abs(float(x["peak_error"])) for x in rows)
+            t = tot.setdefault(side, [0, 0, 0, 0])
+            t[0] += len(rows)
+            t[1] += o
+            t[2] += pk
+            t[3] += ev
+            lines.append(f"| {p['trace']} | {p['spec']} | {p['mincap']} | {side} | {len(rows)} | "
+                         f"{o} | {pk} | {ev} | {100*err:.3f}% |")
+    for side, t in tot.items():
+        lines.append(f"| **all** | | | {side} | {t[0]} | {t[1]} ({100*t[1]/t[0]:.0f}%) | "
+                     f"{t[2]} ({100*t[2]/t[0]:.0f}%) | {t[3]} ({100*t[3]/t[0]:.0f}%) | |")
+    with open(os.path.join(out, "summary.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
