@@ -656,6 +656,216 @@ static void gen_transformer_streaming(void)
     CU_ASSERT_EQUAL(big.peak, small.peak);
 }
 
+/* ---- kvcache -------------------------------------------------------------------------- */
+
+/* One request, fixed lengths: prompt P = 100, output O = 50, L = 2 layers, kv = 2 heads *
+ * 64 * 2 B = 256 B per token per layer for K (and V), h = 256, f = 512, V = 1000, e = 2.
+ * The prefill step holds, at once, the workspace 100 tokens * 2(h + f) * e = 307,200,
+ * the cache and the logits 1 * V * 4 = 4,000:
+ *   concat: 2L * 100 * 256 = 102,400          -> 413,600
+ *   paged:  ceil(100/16) = 7 blocks * 16 * 2L * 256 = 114,688 -> 425,888
+ * The last decode step (149 tokens, 1-token workspace 3,072) stays below: concat at most
+ * 2L*149*256 + 148*256 + 3,072 = 193,536 (one old tensor alive during its copy). */
+static void gen_kvcache_one_request(void)
+{
+    char *common[] = {"layers=2",        "kv_heads=2",        "head_dim=64",    "hidden=256",
+                      "ffn=512",         "vocab=1000",        "requests=1",     "prompt_dist=fixed",
+                      "prompt_mean=100", "output_dist=fixed", "output_mean=50", "cache=concat"};
+    gstats c = run_gen("kvcache", 12, common, UINT64_MAX);
+    CU_ASSERT_EQUAL(c.rc, AS_TRACE_EOF);
+    CU_ASSERT_EQUAL(c.bad, 0);
+    CU_ASSERT_EQUAL(c.peak, 413600);
+    /* 50 steps, each: 2 workspace tensors, logits, and 2L = 4 cache tensors */
+    CU_ASSERT_EQUAL(c.allocs, 50 * (3 + 4));
+    CU_ASSERT_EQUAL(c.end_live_bytes, 0);
+    common[11] = "cache=paged";
+    gstats p = run_gen("kvcache", 12, common, UINT64_MAX);
+    CU_ASSERT_EQUAL(p.bad, 0);
+    CU_ASSERT_EQUAL(p.peak, 425888);
+    /* blocks: ceil(149 / 16) = 10 */
+    CU_ASSERT_EQUAL(p.allocs, 50 * 3 + 10);
+    CU_ASSERT_EQUAL(p.end_live_bytes, 0);
+}
+
+static void gen_kvcache_serving(void)
+{
+    uint64_t seed = tu_seed("gen_kvcache_serving");
+    char sd[64], sd2[64];
+    snprintf(sd, sizeof sd, "seed=%llu", (unsigned long long)seed);
+    snprintf(sd2, sizeof sd2, "seed=%llu", (unsigned long long)seed + 1);
+    char *kv[] = {"layers=4",       "requests=80",    "rate=2", "max_batch=8",
+                  "prompt_mean=64", "output_mean=32", sd};
+    gstats a = run_gen("kvcache", 7, kv, UINT64_MAX), b = run_gen("kvcache", 7, kv, UINT64_MAX);
+    kv[6] = sd2;
+    gstats c = run_gen("kvcache", 7, kv, UINT64_MAX);
+    CU_ASSERT_EQUAL(a.rc, AS_TRACE_EOF);
+    CU_ASSERT_EQUAL(a.bad, 0);
+    CU_ASSERT_EQUAL(a.hash, b.hash);
+    CU_ASSERT_NOT_EQUAL(a.hash, c.hash);
+    CU_ASSERT_EQUAL(a.end_live_bytes, 0); /* every request finished and freed its cache */
+    /* at most 8 running requests of 2L = 8 tensors, plus a copy and the step's 3 tensors */
+    CU_ASSERT(a.max_gen_live <= 8 * 8 + 1 + 3);
+    /* paged with the same seed: the same requests, far fewer allocations */
+    char *kp[] = {"layers=4",       "requests=80",    "rate=2", "max_batch=8",
+                  "prompt_mean=64", "output_mean=32", sd,       "cache=paged"};
+    gstats p = run_gen("kvcache", 8, kp, UINT64_MAX);
+    CU_ASSERT_EQUAL(p.bad, 0);
+    CU_ASSERT(p.allocs * 2 < a.allocs);
+}
+
+/* ---- cnn ------------------------------------------------------------------------------ */
+
+/* Parameters: torchvision's published counts, ResNet-50 25,557,032 and ResNet-18
+ * 11,689,512 (conv, BN weight and bias, fc), plus the BN running mean and variance
+ * (53,120 and 9,600 floats: 2 per BN channel, 26,560 and 4,800 channels), all fp32: that
+ * is what is live after the init MARK. SGD momentum then adds 4 bytes per parameter. */
+static void gen_cnn_parameter_counts(void)
+{
+    static const struct {
+        const char *depth;
+        uint64_t params, bn_buffers;
+    } nets[] = {{"depth=50", 25557032, 53120}, {"depth=18", 11689512, 9600}};
+    for (int i = 0; i < 2; i++) {
+        as_gen *g;
+        char depth[16];
+        snprintf(depth, sizeof depth, "%s", nets[i].depth);
+        char *kv[] = {depth, "steps=2", "batch=8", "batch_dist=fixed"};
+        CU_ASSERT_EQUAL_FATAL(as_gen_create("cnn", 4, kv, &g, NULL), 0);
+        as_event ev;
+        uint64_t live = 0, at_step0 = 0;
+        while (as_gen_next(g, &ev) == 0) {
+            if (ev.op == AS_OP_ALLOC)
+                live += ev.size;
+            else if (ev.op == AS_OP_FREE)
+                live -= ev.size;
+            else if (ev.op == AS_OP_MARK && strcmp(ev.label, "step=0 batch=8") == 0)
+                at_step0 = live;
+        }
+        as_gen_destroy(g);
+        CU_ASSERT_EQUAL(at_step0, 4 * (nets[i].params + nets[i].bn_buffers));
+        CU_ASSERT_EQUAL(live, 4 * (2 * nets[i].params + nets[i].bn_buffers));
+    }
+}
+
+/* Saved maps are linear in the batch and the rest does not depend on it, so once the
+ * peak sits at the same point (the start of backward, which it does for ResNet-18 at 224
+ * pixels from a batch of about 200 up; below, the batch-independent weight gradients
+ * move it later) the peaks at 256, 512, 1024 are S + 256a, S + 512a, S + 1024a. */
+static void gen_cnn_linear_in_batch(void)
+{
+    uint64_t pk[3];
+    for (int i = 0; i < 3; i++) {
+        char b[32];
+        snprintf(b, sizeof b, "batch=%d", 256 << i);
+        char *kv[] = {"depth=18", "batch_dist=fixed", "steps=2", b};
+        gstats s = run_gen("cnn", 4, kv, UINT64_MAX);
+        CU_ASSERT_EQUAL(s.bad, 0);
+        pk[i] = s.peak;
+    }
+    CU_ASSERT(pk[0] < pk[1] && pk[1] < pk[2]);
+    CU_ASSERT_EQUAL(pk[2] - pk[1], 2 * (pk[1] - pk[0]));
+}
+
+static void gen_cnn_batch_varies(void)
+{
+    uint64_t seed = tu_seed("gen_cnn_batch_varies");
+    char sd[64];
+    snprintf(sd, sizeof sd, "seed=%llu", (unsigned long long)seed);
+    as_gen *g;
+    char *kv[] = {"depth=18", "steps=30", "batch=128", "batch_min=16", sd};
+    CU_ASSERT_EQUAL_FATAL(as_gen_create("cnn", 5, kv, &g, NULL), 0);
+    as_event ev;
+    int n = 0, in_range = 1, distinct = 0;
+    unsigned first = 0;
+    while (as_gen_next(g, &ev) == 0) {
+        unsigned st, b;
+        if (ev.op == AS_OP_MARK && sscanf(ev.label, "step=%u batch=%u", &st, &b) == 2) {
+            in_range &= b >= 16 && b <= 128;
+            if (n++ == 0)
+                first = b;
+            distinct += b != first;
+        }
+    }
+    as_gen_destroy(g);
+    CU_ASSERT_EQUAL(n, 30);
+    CU_ASSERT(in_range);
+    CU_ASSERT(distinct > 0);
+}
+
+/* ---- through the reader ------------------------------------------------------------ */
+
+/* 5 M events of the random generator through as_gen_open: the reader validates every
+ * one, and its live table stays the size of the live set. */
+static void gen_reader_streaming(void)
+{
+    char *kv[] = {"allocs=2500000", "life_mean=200"};
+    as_trace_reader *r;
+    as_trace_error err;
+    CU_ASSERT_EQUAL_FATAL(as_gen_open("random", 2, kv, &r, &err), 0);
+    as_event evs[1024];
+    size_t n;
+    uint64_t total = 0, live;
+    size_t table = 0, max_table = 0;
+    int rc;
+    while ((rc = as_trace_next_batch(r, evs, 1024, &n)) == 0) {
+        total += n;
+        as_trace_reader_live(r, &live, &table);
+        max_table = table > max_table ? table : max_table;
+    }
+    CU_ASSERT_EQUAL(rc, AS_TRACE_EOF);
+    CU_ASSERT_EQUAL(total, 5000000);
+    CU_ASSERT(max_table < 256 * 1024);
+    CU_ASSERT_STRING_EQUAL(as_meta_get(as_trace_reader_meta(r), "generator"), "random");
+    as_trace_close(r);
+    CU_ASSERT_EQUAL(as_gen_open("nosuch", 0, NULL, &r, &err), AS_TRACE_EUSAGE);
+    CU_ASSERT_PTR_NULL(r);
+}
+
+/* The committed generated samples are what the generator makes from their metadata, and
+ * writing a generator to native and reading it back is lossless. */
+static void gen_samples_reproducible(void)
+{
+    const char *samples[] = {"traces/samples/transformer_gpt2.zst",
+                             "traces/samples/kvcache_concat.zst"};
+    for (int i = 0; i < 2; i++) {
+        as_trace_reader *f, *g;
+        CU_ASSERT_EQUAL_FATAL(as_trace_open(tu_path(samples[i]), NULL, &f, NULL), 0);
+        const as_meta *m = as_trace_reader_meta(f);
+        const char *kind = as_meta_get(m, "generator");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(kind);
+        char *kv[64], buf[64][128];
+        int n = 0;
+        for (size_t j = 0; j < m->n && n < 64; j++)
+            if (strncmp(m->kv[j].key, "gen.", 4) == 0) {
+                snprintf(buf[n], sizeof buf[n], "%s=%s", m->kv[j].key + 4, m->kv[j].value);
+                kv[n] = buf[n];
+                n++;
+            }
+        CU_ASSERT_EQUAL_FATAL(as_gen_open(kind, n, kv, &g, NULL), 0);
+        as_event a, b;
+        int ra, rb, same = 1;
+        uint64_t k = 0;
+        do {
+            ra = as_trace_next(f, &a);
+            rb = as_trace_next(g, &b);
+            if (ra != rb || (ra == 0 && (a.op != b.op || a.id != b.id || a.size != b.size ||
+                                         a.stream != b.stream || a.time_us != b.time_us ||
+                                         (a.label && strcmp(a.label, b.label))))) {
+                same = 0;
+                fprintf(stderr, "  %s: event %llu differs: regenerate it (README)\n", samples[i],
+                        (unsigned long long)k);
+                break;
+            }
+            k++;
+        } while (ra == 0);
+        CU_ASSERT(same);
+        CU_ASSERT_EQUAL(ra, AS_TRACE_EOF);
+        CU_ASSERT(k > 10000);
+        as_trace_close(f);
+        as_trace_close(g);
+    }
+}
+
 CU_TestInfo test_gen[] = {
     {"knob_errors", gen_knob_errors},
     {"help_lists_every_knob", gen_help_lists_every_knob},
@@ -671,5 +881,12 @@ CU_TestInfo test_gen[] = {
     {"transformer_buckets", gen_transformer_buckets},
     {"transformer_varying_seq", gen_transformer_varying_seq},
     {"transformer_streaming", gen_transformer_streaming},
+    {"kvcache_one_request", gen_kvcache_one_request},
+    {"kvcache_serving", gen_kvcache_serving},
+    {"cnn_parameter_counts", gen_cnn_parameter_counts},
+    {"cnn_linear_in_batch", gen_cnn_linear_in_batch},
+    {"cnn_batch_varies", gen_cnn_batch_varies},
+    {"reader_streaming", gen_reader_streaming},
+    {"samples_reproducible", gen_samples_reproducible},
     CU_TEST_INFO_NULL,
 };
