@@ -443,7 +443,9 @@ static void snapshot_handmade_basic(void)
 {
     static pw w;
     got *g = malloc(sizeof *g);
-    for (int proto = 2; proto <= 4; proto += 2) {
+    static const int protos[] = {2, 4, 5};
+    for (int pi = 0; pi < 3; pi++) {
+        int proto = protos[pi];
         for (int z = 0; z < 2; z++) {
             build_basic(&w, proto);
             const char *path = write_file(&w, z);
@@ -708,6 +710,71 @@ static void snapshot_bad_input(void)
     free(g);
 }
 
+/* Every proper prefix of a snapshot, read from memory at its exact size (so that ASan sees
+ * any overread), must be an error located inside the prefix: never success, never a crash. */
+static void snapshot_truncated_everywhere(void)
+{
+    static pw w;
+    for (int proto = 2; proto <= 4; proto += 2) {
+        build_basic(&w, proto);
+        size_t bad = 0;
+        for (size_t n = 0; n < w.n; n++) {
+            uint8_t *copy = malloc(n ? n : 1);
+            memcpy(copy, w.b, n);
+            as_trace_reader *r = NULL;
+            as_trace_error err;
+            int rc = as_trace_open_mem(copy, n, "prefix", NULL, &r, &err);
+            if (rc == 0) {
+                as_event e;
+                while ((rc = as_trace_next(r, &e)) == 0)
+                    ;
+                rc = rc == AS_TRACE_EOF ? 0 : rc;
+                as_trace_close(r);
+            }
+            bad += rc >= 0 || (n >= 2 && err.offset > n);
+            free(copy);
+        }
+        CU_ASSERT_EQUAL(bad, 0);
+    }
+}
+
+/* Random byte changes in a valid snapshot: any outcome but a crash, and errors name an
+ * offset inside the input (or none, for host memory). */
+static void snapshot_random_corruption(void)
+{
+    static pw w;
+    uint64_t st = tu_seed("snapshot_random_corruption");
+    build_basic(&w, 4);
+    size_t failures = 0, bad = 0;
+    uint8_t *c = malloc(w.n);
+    for (int round = 0; round < 3000; round++) {
+        memcpy(c, w.b, w.n);
+        int flips = 1 + (int)(tu_rand(&st) % 4);
+        for (int f = 0; f < flips; f++)
+            c[2 + tu_rand(&st) % (w.n - 2)] = (uint8_t)tu_rand(&st); /* keep the PROTO */
+        as_trace_reader *r = NULL;
+        as_trace_error err;
+        as_reader_opts o = {.lenient = round & 1};
+        int rc = as_trace_open_mem(c, w.n, "mutant", &o, &r, &err);
+        if (rc == 0) {
+            as_event e;
+            while ((rc = as_trace_next(r, &e)) == 0)
+                ;
+            if (rc != AS_TRACE_EOF)
+                err = *as_trace_reader_error(r);
+            rc = rc == AS_TRACE_EOF ? 0 : rc;
+            as_trace_close(r);
+        }
+        if (rc < 0) {
+            failures++;
+            bad += err.offset != UINT64_MAX && err.offset > w.n;
+        }
+    }
+    free(c);
+    CU_ASSERT(failures > 0);
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
 CU_TestInfo test_snapshot[] = {
     {"shared_counts", snapshot_shared_counts},
     {"shared_events", snapshot_shared_events},
@@ -717,5 +784,7 @@ CU_TestInfo test_snapshot[] = {
     {"devices", snapshot_devices},
     {"bad_frees", snapshot_bad_frees},
     {"bad_input", snapshot_bad_input},
+    {"truncated_everywhere", snapshot_truncated_everywhere},
+    {"random_corruption", snapshot_random_corruption},
     CU_TEST_INFO_NULL,
 };
