@@ -2,9 +2,11 @@
  * idmap.h - an open-addressing hash map from allocation id to two 64-bit words, used by
  * the engine (id -> policy handle, block size) and by `allocsim info` (id -> ALLOC event).
  *
- * Linear probing with backward-shift deletion (no tombstones), Fibonacci hashing. The
- * table grows at load 1/2 and shrinks at load 1/16, so its memory follows the number of
- * live allocations, never the trace length. Internal to sim/: static inline on purpose,
+ * Linear probing with backward-shift deletion (no tombstones), Fibonacci hashing: ids are
+ * ordinals and long-lived ones (parameters) come in long consecutive runs, which an
+ * identity-like hash would turn into one long cluster that every later window of ids runs
+ * into. The table grows at load 1/2 and shrinks at load 1/16, so its memory follows the
+ * number of live allocations, never the trace length. Internal to sim/: static inline on purpose,
  * so the engine's per-event path has no call.
  */
 #ifndef AS_SIM_IDMAP_H
@@ -16,6 +18,7 @@
 typedef struct as_idmap_ent {
     uint64_t key; /* id + 1; 0 marks an empty slot */
     uint64_t a, b;
+    uint64_t pad; /* 32-byte slots: two per cache line, index arithmetic by shift */
 } as_idmap_ent;
 
 typedef struct as_idmap {
