@@ -2,12 +2,13 @@
  * bestfit.c - size-ordered best fit over device segments, with split and coalesce.
  *
  * A request is rounded (round, roundup), then served by the smallest free block that
- * fits, lowest address among equals (a (size, addr) treap: O(log n)). The block's tail is
- * split off unless the block is oversize (maxsplit). With no fit, a new segment comes
- * from the device (`segment` MiB, or the request rounded to 2 MiB when larger); if the
- * device refuses, empty segments are given back first (release=oom). Frees merge with
- * free neighbours immediately. Invariant: as_heap_check, and the treap holds exactly the
- * free blocks.
+ * fits, lowest address among equals. The (size, addr) order is kept by a binned index
+ * (common.h): the same answer as one treap over all free blocks, from much shallower
+ * trees. The block's tail is split off unless the block is oversize (maxsplit). With no
+ * fit, a new segment comes from the device (`segment` MiB, or the request rounded to
+ * 2 MiB when larger); if the device refuses, empty segments are given back first
+ * (release=oom). Frees merge with free neighbours immediately. Invariant: as_heap_check,
+ * and the index holds exactly the free blocks.
  */
 #include <stddef.h>
 
@@ -15,7 +16,7 @@
 
 typedef struct bestfit {
     as_heap h; /* first: the index callbacks recover the state from it */
-    as_treap free;
+    as_bins free;
     uint64_t round, maxsplit, segment;
     int64_t release;
     uint32_t div[AS_DIV_INTERVALS];
@@ -31,8 +32,8 @@ static const as_knob knobs[K_N] = {
     [K_RELEASE] = AS_KNOB_RELEASE(AS_RELEASE_OOM),
 };
 
-static void ix_insert(as_heap *h, uint32_t b) { as_treap_insert(h, &((bestfit *)h)->free, b); }
-static void ix_remove(as_heap *h, uint32_t b) { as_treap_remove(h, &((bestfit *)h)->free, b); }
+static void ix_insert(as_heap *h, uint32_t b) { as_bins_insert(h, &((bestfit *)h)->free, b); }
+static void ix_remove(as_heap *h, uint32_t b) { as_bins_remove(h, &((bestfit *)h)->free, b); }
 static const as_index_ops index_ops = { .insert = ix_insert, .remove = ix_remove };
 
 static int bf_init(void *st, const as_knob_value *cfg, const as_device *dev)
@@ -44,7 +45,7 @@ static int bf_init(void *st, const as_knob_value *cfg, const as_device *dev)
     int rc = as_heap_init(&s->h, dev, &index_ops);
     if (rc)
         return rc;
-    s->free = (as_treap){ .mode = AS_TREAP_SIZE };
+    as_bins_init(&s->free);
     s->round = round;
     s->maxsplit = (uint64_t)cfg[K_MAXSPLIT].i * AS_MIB;
     s->segment = (uint64_t)cfg[K_SEGMENT].i * AS_MIB;
@@ -58,7 +59,7 @@ static int bf_alloc(void *st, const as_request *req, as_block *out)
 {
     bestfit *s = st;
     uint64_t size = as_round_size(req->size, s->round, s->div);
-    uint32_t b = as_treap_find(&s->h, &s->free, size);
+    uint32_t b = as_bins_find(&s->h, &s->free, size);
     if (b && !as_maxsplit_fits(s->h.b[b].size, size, s->maxsplit, s->segment))
         b = AS_NIL; /* the smallest fit is refused, so every larger block is too */
     if (!b) {
@@ -87,7 +88,7 @@ static void bf_stats(const void *st, as_policy_stats *out)
 {
     const bestfit *s = st;
     as_heap_stats(&s->h, out);
-    out->largest_free = as_treap_max(&s->h, &s->free);
+    out->largest_free = as_bins_max(&s->h, &s->free);
 }
 
 static int bf_check(const void *st, as_check_failure *f)
@@ -95,7 +96,7 @@ static int bf_check(const void *st, as_check_failure *f)
     const bestfit *s = st;
     int rc = as_heap_check(&s->h, 1, f);
     if (!rc)
-        rc = as_treap_check(&s->h, &s->free, f);
+        rc = as_bins_check(&s->h, &s->free, f);
     if (!rc && s->free.n != s->h.nfree)
         rc = as_check_fail(f, "free index holds %llu blocks, the heap has %llu free",
                            (unsigned long long)s->free.n, (unsigned long long)s->h.nfree);

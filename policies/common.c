@@ -251,14 +251,26 @@ int as_heap_take(as_heap *h, uint32_t b, uint64_t size, int split, const as_requ
                  as_block *out)
 {
     uint32_t tail = AS_NIL;
-    as_heap_unindex(h, b);
-    if (split && size < h->b[b].size) {
+    int cut = split && size < h->b[b].size;
+    if (cut && h->ix && h->ix->replace && h->b[b].indexed) {
+        /* The tail takes the block's place in an address-ordered index. */
+        uint64_t old = h->b[b].size;
         int rc = as_heap_split(h, b, size, &tail);
-        if (rc) {
-            as_heap_index(h, b);
+        if (rc)
             return rc;
+        h->ix->replace(h, b, tail, old);
+        h->b[b].indexed = 0;
+        h->b[tail].indexed = 1;
+    } else {
+        as_heap_unindex(h, b);
+        if (cut) {
+            int rc = as_heap_split(h, b, size, &tail);
+            if (rc) {
+                as_heap_index(h, b);
+                return rc;
+            }
+            as_heap_index(h, tail);
         }
-        as_heap_index(h, tail);
     }
     as_blk *x = &h->b[b];
     x->state = AS_BLOCK_ALLOCATED;
@@ -310,7 +322,32 @@ int as_heap_free(as_heap *h, uint64_t handle, unsigned flags, int coalesce, uint
     as_seg *s = &h->s[x->seg];
     if (--s->nused == 0)
         empty_push(h, x->seg);
-    if (coalesce) {
+    if (coalesce && h->ix && h->ix->replace) {
+        /* Address-ordered index: merged blocks keep their neighbour's place. */
+        uint32_t p = x->prev, n = x->next;
+        int pf = p && h->b[p].state == AS_BLOCK_FREE, nf = n && h->b[n].state == AS_BLOCK_FREE;
+        if (pf) {
+            uint64_t old = h->b[p].size;
+            if (nf)
+                as_heap_unindex(h, n);
+            as_heap_merge_next(h, p);
+            if (nf)
+                as_heap_merge_next(h, p);
+            h->ix->resized(h, p, old);
+            *blk = p;
+            return 0;
+        }
+        if (nf) {
+            uint64_t old = h->b[n].size, mine = x->size;
+            h->ix->replace(h, n, b, old);
+            h->b[n].indexed = 0;
+            h->b[b].indexed = 1;
+            as_heap_merge_next(h, b);
+            h->ix->resized(h, b, mine);
+            *blk = b;
+            return 0;
+        }
+    } else if (coalesce) {
         uint32_t p = x->prev;
         if (p && h->b[p].state == AS_BLOCK_FREE) {
             as_heap_unindex(h, p);
@@ -563,7 +600,7 @@ int as_heap_walk(const as_heap *h, as_walk_fn fn, void *user)
 
 /* ---- treap ---------------------------------------------------------------------------- */
 
-static inline uint32_t prio(uint32_t i)
+static inline uint32_t prio_of(uint32_t i)
 {
     /* A fixed hash of the node index: deterministic, and random enough for balance. */
     i ^= i >> 16;
@@ -574,6 +611,8 @@ static inline uint32_t prio(uint32_t i)
     return i;
 }
 
+#define PRIO(B, i) ((B)[i].prio)
+
 static inline int key_less(const as_blk *B, as_treap_mode m, uint32_t a, uint32_t b)
 {
     if (m == AS_TREAP_SIZE && B[a].size != B[b].size)
@@ -581,96 +620,128 @@ static inline int key_less(const as_blk *B, as_treap_mode m, uint32_t a, uint32_
     return B[a].addr < B[b].addr;
 }
 
-static inline void upd(as_blk *B, as_treap_mode m, uint32_t t)
+/* Recomputes t's subtree max; returns whether it changed. */
+static inline int upd(as_blk *B, uint32_t t)
 {
-    if (m != AS_TREAP_ADDR)
-        return;
     uint64_t mx = B[t].size;
     uint32_t l = B[t].l, r = B[t].r;
     if (l && B[l].aug > mx)
         mx = B[l].aug;
     if (r && B[r].aug > mx)
         mx = B[r].aug;
+    int changed = B[t].aug != mx;
     B[t].aug = mx;
+    return changed;
 }
 
-/* Nodes keyed below k go to *l, the rest to *r. */
-static void tsplit(as_blk *B, as_treap_mode m, uint32_t t, uint32_t k, uint32_t *l, uint32_t *r)
+/* Points the link that held `old` (in its parent, or the root) at `nw`. */
+static inline void relink(as_blk *B, as_treap *t, uint32_t parent, uint32_t old, uint32_t nw)
 {
-    if (!t) {
-        *l = *r = AS_NIL;
-        return;
-    }
-    if (key_less(B, m, t, k)) {
-        tsplit(B, m, B[t].r, k, &B[t].r, r);
-        *l = t;
+    if (!parent)
+        t->root = nw;
+    else if (B[parent].l == old)
+        B[parent].l = nw;
+    else
+        B[parent].r = nw;
+    if (nw)
+        B[nw].up = parent;
+}
+
+/* Lifts x above its parent. */
+static void rotate_up(as_blk *B, as_treap *t, uint32_t x)
+{
+    uint32_t p = B[x].up, g = B[p].up;
+    if (B[p].l == x) {
+        B[p].l = B[x].r;
+        if (B[x].r)
+            B[B[x].r].up = p;
+        B[x].r = p;
     } else {
-        tsplit(B, m, B[t].l, k, l, &B[t].l);
-        *r = t;
+        B[p].r = B[x].l;
+        if (B[x].l)
+            B[B[x].l].up = p;
+        B[x].l = p;
     }
-    upd(B, m, t);
+    B[p].up = x;
+    relink(B, t, g, p, x);
+    if (t->mode == AS_TREAP_ADDR) {
+        upd(B, p);
+        upd(B, x);
+    }
 }
 
-static uint32_t tmerge(as_blk *B, as_treap_mode m, uint32_t a, uint32_t b)
+/* Walks from n to the root recomputing subtree maxima, stopping once one is unchanged. */
+static void fix_up(as_blk *B, uint32_t n)
 {
-    if (!a)
-        return b;
-    if (!b)
-        return a;
-    if (prio(a) > prio(b)) {
-        B[a].r = tmerge(B, m, B[a].r, b);
-        upd(B, m, a);
-        return a;
-    }
-    B[b].l = tmerge(B, m, a, B[b].l);
-    upd(B, m, b);
-    return b;
-}
-
-static uint32_t tins(as_blk *B, as_treap_mode m, uint32_t t, uint32_t x)
-{
-    if (!t)
-        return x;
-    if (prio(x) > prio(t)) {
-        tsplit(B, m, t, x, &B[x].l, &B[x].r);
-        upd(B, m, x);
-        return x;
-    }
-    if (key_less(B, m, x, t))
-        B[t].l = tins(B, m, B[t].l, x);
-    else
-        B[t].r = tins(B, m, B[t].r, x);
-    upd(B, m, t);
-    return t;
-}
-
-static uint32_t tdel(as_blk *B, as_treap_mode m, uint32_t t, uint32_t x)
-{
-    if (!t)
-        return AS_NIL;
-    if (t == x)
-        return tmerge(B, m, B[t].l, B[t].r);
-    if (key_less(B, m, x, t))
-        B[t].l = tdel(B, m, B[t].l, x);
-    else
-        B[t].r = tdel(B, m, B[t].r, x);
-    upd(B, m, t);
-    return t;
+    for (; n; n = B[n].up)
+        if (!upd(B, n))
+            break;
 }
 
 void as_treap_insert(as_heap *h, as_treap *t, uint32_t b)
 {
-    as_blk *x = &h->b[b];
-    x->l = x->r = AS_NIL;
-    x->aug = x->size;
-    t->root = tins(h->b, t->mode, t->root, b);
+    as_blk *B = h->b;
+    B[b].l = B[b].r = AS_NIL;
+    B[b].aug = B[b].size;
+    B[b].prio = prio_of(b);
     t->n++;
+    uint32_t n = t->root, parent = AS_NIL;
+    while (n) {
+        parent = n;
+        n = key_less(B, t->mode, b, n) ? B[n].l : B[n].r;
+    }
+    B[b].up = parent;
+    if (!parent)
+        t->root = b;
+    else if (key_less(B, t->mode, b, parent))
+        B[parent].l = b;
+    else
+        B[parent].r = b;
+    while (B[b].up && PRIO(B, b) > PRIO(B, B[b].up))
+        rotate_up(B, t, b);
+    if (t->mode == AS_TREAP_ADDR)
+        fix_up(B, B[b].up);
 }
 
 void as_treap_remove(as_heap *h, as_treap *t, uint32_t b)
 {
-    t->root = tdel(h->b, t->mode, t->root, b);
+    as_blk *B = h->b;
+    /* Rotate b down (its higher-priority child up) until it has at most one child. */
+    while (B[b].l && B[b].r)
+        rotate_up(B, t, PRIO(B, B[b].l) > PRIO(B, B[b].r) ? B[b].l : B[b].r);
+    uint32_t c = B[b].l ? B[b].l : B[b].r, parent = B[b].up;
+    relink(B, t, parent, b, c);
+    B[b].l = B[b].r = B[b].up = AS_NIL;
     t->n--;
+    if (t->mode == AS_TREAP_ADDR)
+        fix_up(B, parent);
+}
+
+void as_treap_replace(as_heap *h, as_treap *t, uint32_t old, uint32_t nw)
+{
+    as_blk *B = h->b;
+    B[nw].l = B[old].l;
+    B[nw].r = B[old].r;
+    B[nw].prio = B[old].prio;
+    if (B[nw].l)
+        B[B[nw].l].up = nw;
+    if (B[nw].r)
+        B[B[nw].r].up = nw;
+    relink(B, t, B[old].up, old, nw);
+    B[old].l = B[old].r = B[old].up = AS_NIL;
+    if (t->mode == AS_TREAP_ADDR) {
+        B[nw].aug = 0;
+        upd(B, nw);
+        fix_up(B, B[nw].up);
+    }
+}
+
+void as_treap_resized(as_heap *h, as_treap *t, uint32_t b)
+{
+    if (t->mode == AS_TREAP_ADDR) {
+        upd(h->b, b);
+        fix_up(h->b, h->b[b].up);
+    }
 }
 
 uint32_t as_treap_find(const as_heap *h, const as_treap *t, uint64_t want)
@@ -731,8 +802,11 @@ static int tcheck(const as_heap *h, const as_treap *t, uint32_t n, uint32_t lo, 
         return as_check_fail(f, "free index out of order at block %#llx",
                              (unsigned long long)B[n].addr);
     uint32_t l = B[n].l, r = B[n].r;
-    if ((l && prio(l) > prio(n)) || (r && prio(r) > prio(n)))
+    if ((l && PRIO(B, l) > PRIO(B, n)) || (r && PRIO(B, r) > PRIO(B, n)))
         return as_check_fail(f, "free index heap order broken at block %#llx",
+                             (unsigned long long)B[n].addr);
+    if ((l && B[l].up != n) || (r && B[r].up != n))
+        return as_check_fail(f, "free index parent link broken at block %#llx",
                              (unsigned long long)B[n].addr);
     uint64_t ml, mr;
     int rc = tcheck(h, t, l, lo, n, count, &ml, f);
@@ -755,11 +829,107 @@ static int tcheck(const as_heap *h, const as_treap *t, uint32_t n, uint32_t lo, 
 int as_treap_check(const as_heap *h, const as_treap *t, as_check_failure *f)
 {
     uint64_t count = 0, mx;
+    if (t->root && h->b[t->root].up != AS_NIL)
+        return as_check_fail(f, "free index root has a parent");
     int rc = tcheck(h, t, t->root, AS_NIL, AS_NIL, &count, &mx, f);
     if (rc)
         return rc;
     if (count != t->n)
         return as_check_fail(f, "free index holds %llu blocks, counts %llu",
                              (unsigned long long)count, (unsigned long long)t->n);
+    return 0;
+}
+
+/* ---- binned size index ------------------------------------------------------------------ */
+
+void as_bins_init(as_bins *bins)
+{
+    memset(bins, 0, sizeof *bins);
+    for (unsigned f = 0; f < AS_BINS_FL; f++)
+        for (unsigned s = 0; s < 1u << AS_BINS_SL; s++)
+            bins->t[f][s].mode = AS_TREAP_SIZE;
+}
+
+void as_bins_insert(as_heap *h, as_bins *bins, uint32_t b)
+{
+    unsigned fl, sl;
+    as_tlsf_class(h->b[b].size, AS_BINS_SL, 0, &fl, &sl);
+    as_treap_insert(h, &bins->t[fl][sl], b);
+    bins->slmap[fl] |= 1u << sl;
+    bins->flmap |= 1ull << fl;
+    bins->n++;
+}
+
+void as_bins_remove(as_heap *h, as_bins *bins, uint32_t b)
+{
+    unsigned fl, sl;
+    as_tlsf_class(h->b[b].size, AS_BINS_SL, 0, &fl, &sl);
+    as_treap *t = &bins->t[fl][sl];
+    as_treap_remove(h, t, b);
+    bins->n--;
+    if (!t->n) {
+        bins->slmap[fl] &= ~(1u << sl);
+        if (!bins->slmap[fl])
+            bins->flmap &= ~(1ull << fl);
+    }
+}
+
+uint32_t as_bins_find(const as_heap *h, const as_bins *bins, uint64_t want)
+{
+    unsigned fl, sl;
+    as_tlsf_class(want ? want : 1, AS_BINS_SL, 0, &fl, &sl);
+    if (bins->slmap[fl] >> sl & 1) {
+        uint32_t b = as_treap_find(h, &bins->t[fl][sl], want);
+        if (b)
+            return b;
+    }
+    uint32_t m = sl + 1 < 32 ? bins->slmap[fl] & (~0u << (sl + 1)) : 0;
+    if (!m) {
+        uint64_t fm = fl + 1 < AS_BINS_FL ? bins->flmap & (~0ull << (fl + 1)) : 0;
+        if (!fm)
+            return AS_NIL;
+        fl = (unsigned)__builtin_ctzll(fm);
+        m = bins->slmap[fl];
+    }
+    return as_treap_find(h, &bins->t[fl][__builtin_ctz(m)], 0);
+}
+
+uint64_t as_bins_max(const as_heap *h, const as_bins *bins)
+{
+    if (!bins->flmap)
+        return 0;
+    unsigned fl = as_log2_floor(bins->flmap);
+    unsigned sl = as_log2_floor(bins->slmap[fl]);
+    return as_treap_max(h, &bins->t[fl][sl]);
+}
+
+int as_bins_check(const as_heap *h, const as_bins *bins, as_check_failure *f)
+{
+    uint64_t n = 0;
+    for (unsigned fl = 0; fl < AS_BINS_FL; fl++) {
+        if (!!(bins->flmap >> fl & 1) != (bins->slmap[fl] != 0))
+            return as_check_fail(f, "bin bitmap: level-1 bit %u disagrees with level 2", fl);
+        for (unsigned sl = 0; sl < 1u << AS_BINS_SL; sl++) {
+            const as_treap *t = &bins->t[fl][sl];
+            if (!!(bins->slmap[fl] >> sl & 1) != (t->n != 0))
+                return as_check_fail(f, "bin bitmap bit (%u,%u) disagrees with its bin", fl, sl);
+            if (!t->n)
+                continue;
+            int rc = as_treap_check(h, t, f);
+            if (rc)
+                return rc;
+            unsigned cf, cs;
+            uint32_t lo = as_treap_find(h, t, 0);
+            as_tlsf_class(h->b[lo].size, AS_BINS_SL, 0, &cf, &cs);
+            unsigned hf, hs;
+            as_tlsf_class(as_treap_max(h, t), AS_BINS_SL, 0, &hf, &hs);
+            if (cf != fl || cs != sl || hf != fl || hs != sl)
+                return as_check_fail(f, "bin (%u,%u) holds a block of another class", fl, sl);
+            n += t->n;
+        }
+    }
+    if (n != bins->n)
+        return as_check_fail(f, "bins hold %llu blocks, count %llu", (unsigned long long)n,
+                             (unsigned long long)bins->n);
     return 0;
 }

@@ -30,6 +30,7 @@ typedef struct as_blk {
     uint64_t aug;        /* index-private: subtree max size in address treaps */
     uint32_t prev, next; /* physical neighbours inside the segment, AS_NIL at the ends */
     uint32_t l, r;       /* index-private links: treap children or list neighbours */
+    uint32_t up, prio;   /* index-private: treap parent and priority */
     uint32_t seg;
     uint32_t gen;  /* bumped at every hand-out; half of the handle */
     uint8_t state; /* as_block_state, or AS_BLK_DEAD */
@@ -52,6 +53,13 @@ typedef struct as_heap as_heap;
 typedef struct as_index_ops {
     void (*insert)(as_heap *h, uint32_t b);
     void (*remove)(as_heap *h, uint32_t b);
+    /* Optional, for address-ordered indexes, which then skip a remove + insert:
+     * replace: nw (a free block not indexed) takes the place of old (indexed), nw's key
+     * ordering exactly where old's did (no other free block lies between them);
+     * resized: b's size changed from old_size while its address stayed. old_size is the size
+ * the block had when it was indexed (old's own size may have changed already). */
+    void (*replace)(as_heap *h, uint32_t old, uint32_t nw, uint64_t old_size);
+    void (*resized)(as_heap *h, uint32_t b, uint64_t old_size);
 } as_index_ops;
 
 struct as_heap {
@@ -153,9 +161,37 @@ void as_treap_remove(as_heap *h, as_treap *t, uint32_t b);
 /* SIZE: the smallest (size, addr) with size >= want. ADDR: the lowest address with
  * size >= want. AS_NIL when none. */
 uint32_t as_treap_find(const as_heap *h, const as_treap *t, uint64_t want);
+/* nw (not in the tree) takes old's place; its key must order exactly where old's did. */
+void as_treap_replace(as_heap *h, as_treap *t, uint32_t old, uint32_t nw);
+/* b's size changed but not its place in the order (address trees): fix the maxima. */
+void as_treap_resized(as_heap *h, as_treap *t, uint32_t b);
 uint64_t as_treap_max(const as_heap *h, const as_treap *t); /* largest size, 0 when empty */
 /* Treap order and heap property, and that it holds exactly n indexed nodes. */
 int as_treap_check(const as_heap *h, const as_treap *t, as_check_failure *f);
+
+/* ---- a binned size index: exact best fit over many small treaps -------------------------
+ * Free blocks are binned by their TLSF class (32 classes per power of two); each bin is a
+ * (size, addr) treap, and bitmaps say which bins are non-empty. Because bins partition
+ * the sizes in order, "the lowest bin at or above the request's bin, lower bound inside it"
+ * is the global smallest (size, addr) that fits: the same answer as one big treap, from
+ * trees a few nodes deep. */
+
+#define AS_BINS_SL 5
+#define AS_BINS_FL 64
+
+typedef struct as_bins {
+    uint64_t flmap;
+    uint32_t slmap[AS_BINS_FL];
+    as_treap t[AS_BINS_FL][1u << AS_BINS_SL];
+    uint64_t n;
+} as_bins;
+
+void as_bins_init(as_bins *bins);
+void as_bins_insert(as_heap *h, as_bins *bins, uint32_t b);
+void as_bins_remove(as_heap *h, as_bins *bins, uint32_t b);
+uint32_t as_bins_find(const as_heap *h, const as_bins *bins, uint64_t want);
+uint64_t as_bins_max(const as_heap *h, const as_bins *bins);
+int as_bins_check(const as_heap *h, const as_bins *bins, as_check_failure *f);
 
 /* ---- misc -------------------------------------------------------------------------------- */
 

@@ -49,7 +49,47 @@ static void ix_remove(as_heap *h, uint32_t b)
     as_treap_remove(h, tree_for(s, h->b[b].size), b);
 }
 
-static const as_index_ops index_ops = { .insert = ix_insert, .remove = ix_remove };
+/* Takes b out of the tree its size `as_size` selected (the key of a size-ordered tree
+ * includes the size, so it must be the one b was inserted with). */
+static void remove_as(firstfit *s, uint32_t b, uint64_t as_size)
+{
+    as_heap *h = &s->h;
+    uint64_t now = h->b[b].size;
+    h->b[b].size = as_size;
+    as_treap_remove(h, tree_for(s, as_size), b);
+    h->b[b].size = now;
+}
+
+static void ix_replace(as_heap *h, uint32_t old, uint32_t nw, uint64_t old_size)
+{
+    firstfit *s = (firstfit *)h;
+    as_treap *to = tree_for(s, old_size), *tn = tree_for(s, h->b[nw].size);
+    if (to == &s->byaddr && tn == &s->byaddr) {
+        as_treap_replace(h, to, old, nw);
+        return;
+    }
+    remove_as(s, old, old_size);
+    as_treap_insert(h, tn, nw);
+}
+
+static void ix_resized(as_heap *h, uint32_t b, uint64_t old_size)
+{
+    firstfit *s = (firstfit *)h;
+    as_treap *to = tree_for(s, old_size), *tn = tree_for(s, h->b[b].size);
+    if (to == &s->byaddr && tn == &s->byaddr) {
+        as_treap_resized(h, to, b);
+        return;
+    }
+    remove_as(s, b, old_size);
+    as_treap_insert(h, tn, b);
+}
+
+static const as_index_ops index_ops = {
+    .insert = ix_insert,
+    .remove = ix_remove,
+    .replace = ix_replace,
+    .resized = ix_resized,
+};
 
 static int ff_init(void *st, const as_knob_value *cfg, const as_device *dev)
 {
