@@ -710,6 +710,49 @@ static void snapshot_bad_input(void)
     free(g);
 }
 
+static void pw_get(pw *w, size_t m)
+{
+    uint8_t q[5] = {'j', (uint8_t)m, (uint8_t)(m >> 8), (uint8_t)(m >> 16), 0};
+    put(w, q, 5); /* LONG_BINGET */
+}
+
+/* Memo references let a small pickle describe a huge walk: 3000 segments that are all one
+ * dict, whose blocks list is 3000 references to one block dict of 2000 keys. Walking it
+ * naively costs 3000 * 3000 * 2000 * 4 key visits (hours); the importer's work budget
+ * (64 visits per input byte) must stop it at once with an error. */
+static void snapshot_repetition_bomb(void)
+{
+    static pw w;
+    pw_begin(&w, 4);
+    dict_open(&w);
+    pw_str(&w, "segments"), list_open(&w);
+    size_t seg = w.memo;
+    dict_open(&w);
+    pw_str(&w, "device"), pw_int(&w, 0);
+    pw_str(&w, "blocks"), list_open(&w);
+    size_t blk = w.memo;
+    dict_open(&w);
+    for (int i = 0; i < 2000; i++)
+        pw_int(&w, 1000 + i), pw_int(&w, i);
+    dict_close(&w);
+    for (int i = 1; i < 3000; i++)
+        pw_get(&w, blk);
+    list_close(&w);
+    dict_close(&w);
+    for (int i = 1; i < 3000; i++)
+        pw_get(&w, seg);
+    list_close(&w);
+    dict_close(&w);
+    pw_end(&w);
+    CU_ASSERT_FATAL(w.n < sizeof w.b);
+    const char *path = write_file(&w, 0);
+    got *g = malloc(sizeof *g);
+    CU_ASSERT_EQUAL(read_all(path, 0, g), AS_TRACE_ENOMEM);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g->err.msg, "repetitive"));
+    tu_rm(path);
+    free(g);
+}
+
 /* Every proper prefix of a snapshot, read from memory at its exact size (so that ASan sees
  * any overread), must be an error located inside the prefix: never success, never a crash. */
 static void snapshot_truncated_everywhere(void)
@@ -785,6 +828,7 @@ CU_TestInfo test_snapshot[] = {
     {"bad_frees", snapshot_bad_frees},
     {"bad_input", snapshot_bad_input},
     {"truncated_everywhere", snapshot_truncated_everywhere},
+    {"repetition_bomb", snapshot_repetition_bomb},
     {"random_corruption", snapshot_random_corruption},
     CU_TEST_INFO_NULL,
 };

@@ -111,6 +111,9 @@ typedef struct snap_build {
     size_t npre, cappre;
     addr_map map;
     uint64_t ntrace_allocs, deferred, warnings, mismatch;
+    /* Work bound: dict pairs visited. Shared (memoized) dicts could otherwise make a small
+     * crafted pickle cost quadratic time; real snapshots visit each dict once. */
+    uint64_t work, budget;
 } snap_build;
 
 /* ---- small helpers -------------------------------------------------------------------- */
@@ -203,12 +206,32 @@ static int map_claim(addr_map *m, addr_slot *s, uint64_t addr)
 
 /* ---- reading the tree ----------------------------------------------------------------- */
 
-static int get_u64(const as_pk *pk, as_pk_ref d, const char *key, uint64_t *v, int *present)
+/* Charges n units of work; 0 while within the budget. */
+static int charge(snap_build *b, uint64_t n)
+{
+    b->work += n;
+    return b->work > b->budget;
+}
+
+static int over_budget(snap_build *b)
+{
+    return bfail(b, AS_TRACE_ENOMEM, UINT64_MAX,
+                 "snapshot too repetitive: more than %" PRIu64 " dict items visited (limit)",
+                 b->budget);
+}
+
+/* as_pk_dict_get, charged; AS_PK_NIL once over the budget (the caller checks). */
+static as_pk_ref dget(snap_build *b, as_pk_ref d, const char *key)
+{
+    if (charge(b, as_pk_len(b->pk, d) + 1))
+        return AS_PK_NIL;
+    return as_pk_dict_get(b->pk, d, key);
+}
+
+static int get_u64(snap_build *b, as_pk_ref d, const char *key, uint64_t *v)
 {
     int64_t x;
-    as_pk_ref r = as_pk_dict_get(pk, d, key);
-    *present = r != AS_PK_NIL;
-    if (!*present || as_pk_int(pk, r, &x))
+    if (as_pk_int(b->pk, dget(b, d, key), &x))
         return -1;
     memcpy(v, &x, sizeof x); /* addresses and stream handles are raw 64-bit values */
     return 0;
@@ -275,6 +298,8 @@ static int fetch(snap_build *b, snap_entry *x)
                   time = AS_PK_NIL;
         as_pk_iter f;
         as_pk_ref k, v;
+        if (charge(b, as_pk_len(pk, e) + 1))
+            return over_budget(b);
         as_pk_iter_init(&f, pk, e);
         while (as_pk_iter_next_pair(&f, &k, &v)) {
             switch (lookup(b, k, 1)) {
@@ -485,33 +510,36 @@ static int final_segments(snap_build *b, as_pk_ref segments, uint64_t *nseg, uin
     as_pk_iter si, bi;
     as_pk_ref seg, blk;
     uint64_t matched = 0, live = 0;
-    int rc, present;
+    int rc;
     as_pk_iter_init(&si, pk, segments);
     while (as_pk_iter_next(&si, &seg)) {
         uint64_t dev = 0, v, sstream = 0;
+        if (charge(b, 1))
+            return over_budget(b);
         if (as_pk_type_of(pk, seg) != AS_PK_DICT)
             continue;
-        if (get_u64(pk, seg, "device", &dev, &present) == 0 && dev != b->device)
+        if (get_u64(b, seg, "device", &dev) == 0 && dev != b->device)
             continue;
         (*nseg)++;
-        if (get_u64(pk, seg, "total_size", &v, &present) == 0)
+        if (get_u64(b, seg, "total_size", &v) == 0)
             *reserved += v;
-        if (get_u64(pk, seg, "allocated_size", &v, &present) == 0)
+        if (get_u64(b, seg, "allocated_size", &v) == 0)
             *allocated += v;
-        get_u64(pk, seg, "stream", &sstream, &present);
-        as_pk_iter_init(&bi, pk, as_pk_dict_get(pk, seg, "blocks"));
+        get_u64(b, seg, "stream", &sstream);
+        as_pk_iter_init(&bi, pk, dget(b, seg, "blocks"));
         while (as_pk_iter_next(&bi, &blk)) {
-            as_pk_ref state = as_pk_dict_get(pk, blk, "state");
+            if (charge(b, 1))
+                return over_budget(b);
+            as_pk_ref state = dget(b, blk, "state");
             if (!as_pk_str_eq(pk, state, "active_allocated") &&
                 !as_pk_str_eq(pk, state, "active_pending_free"))
                 continue;
             uint64_t addr, size = 0;
-            if (get_u64(pk, blk, "address", &addr, &present))
+            if (get_u64(b, blk, "address", &addr))
                 continue;
             /* requested_size is exact for active blocks; size (rounded) is the fallback. */
-            if (get_u64(pk, blk, "requested_size", &size, &present) || !size ||
-                size > AS_MAX_ALLOC_SIZE)
-                get_u64(pk, blk, "size", &size, &present);
+            if (get_u64(b, blk, "requested_size", &size) || !size || size > AS_MAX_ALLOC_SIZE)
+                get_u64(b, blk, "size", &size);
             addr_slot *s = map_find(&b->map, addr, 1);
             if (!s)
                 return oom(b);
@@ -738,6 +766,7 @@ static int torch_open(as_instream *in, const as_reader_opts *opts, as_meta *meta
         goto out;
     }
     b.pk = pk;
+    b.budget = 64 * (uint64_t)len + (1u << 20);
     as_pk_ref root = as_pk_root(pk);
     as_pk_ref traces = as_pk_dict_get(pk, root, "device_traces");
     as_pk_ref segments = as_pk_dict_get(pk, root, "segments");
