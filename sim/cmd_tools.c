@@ -209,7 +209,7 @@ static void choice(char *b, size_t n, const char *choices, int64_t idx)
     snprintf(b, n, "%.*s", (int)len, p);
 }
 
-static void knob_line(const as_knob *k)
+static void knob_line(const as_knob *k, int w)
 {
     char def[64], range[96];
     switch (k->type) {
@@ -233,7 +233,7 @@ static void knob_line(const as_knob *k)
             snprintf(range, sizeof range, "[%" PRId64 ", %" PRId64 "]", k->min, k->max);
         break;
     }
-    printf("    %-12s %-9s %-9s default %-8s range %s%s%s\n        %s\n", k->name,
+    printf("    %-*s %-9s %-9s default %-8s range %s%s%s\n        %s\n", w, k->name,
            type_name(k->type), k->unit && k->unit[0] ? k->unit : "-", def, range,
            k->alias ? "  alias " : "", k->alias ? k->alias : "", k->help ? k->help : "");
 }
@@ -257,8 +257,12 @@ int as_cmd_policies(int argc, char **argv)
         printf("%s%s - %s\n", i && !only ? "\n" : "", l[i]->name, l[i]->summary);
         if (!l[i]->n_knobs)
             printf("    (no knobs)\n");
+        int w = 12;
         for (size_t k = 0; k < l[i]->n_knobs; k++)
-            knob_line(&l[i]->knobs[k]);
+            if ((int)strlen(l[i]->knobs[k].name) > w)
+                w = (int)strlen(l[i]->knobs[k].name);
+        for (size_t k = 0; k < l[i]->n_knobs; k++)
+            knob_line(&l[i]->knobs[k], w);
     }
     if (!as_policy_find("torch"))
         printf("\n(torch, the default policy, is not available in this build yet)\n");
