@@ -103,6 +103,16 @@ static int sf_init(void *st, const as_knob_value *cfg, const as_device *dev)
     return 0;
 }
 
+/* The smallest class start >= size: what a search for size looks for. */
+static uint64_t class_ceil(const segfit *s, uint64_t size)
+{
+    unsigned fl = as_log2_floor(size);
+    if (fl < s->sl)
+        return size;
+    uint64_t step = 1ull << (fl - s->sl);
+    return as_align_up(size, step);
+}
+
 /* The head of the first non-empty class at or above the good-fit class of size. */
 static uint32_t find(const segfit *s, uint64_t size)
 {
@@ -127,8 +137,12 @@ static int sf_alloc(void *st, const as_request *req, as_block *out)
     uint64_t size = as_round_size(req->size, s->round, NULL);
     uint32_t b = find(s, size);
     if (!b) {
-        int rc = as_heap_grow_or_release(&s->h, as_segment_size(size, s->segment), s->release,
-                                         &b);
+        /* Size the segment to the start of the request's good-fit class, so that once it
+         * is free again the same request finds it (a segment of exactly the request's size
+         * sits in a class its own search skips, and identical requests would each take a
+         * new segment: TLSF's large-block fragmentation, unbounded here). */
+        int rc = as_heap_grow_or_release(&s->h, as_segment_size(class_ceil(s, size), s->segment),
+                                         s->release, &b);
         if (rc)
             return rc;
     }

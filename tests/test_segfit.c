@@ -108,7 +108,25 @@ static void segfit_switches(void)
     ph_close(&t);
 }
 
+/* A segment for a large request is sized to the start of the request's good-fit class, so
+ * the same request finds it again once it is free: 100 MiB + 1 at sl = 4 searches the
+ * [104, 108) MiB class (steps of 4 MiB in [64, 128)), so the segment is 104 MiB. */
+static void segfit_segment_reuse(void)
+{
+    ph t;
+    CU_ASSERT_FATAL(ph_open(&t, "segfit", AS_CAPACITY_NONE) == 0);
+    uint64_t a, b;
+    uint64_t aa = ph_alloc(&t, 100 * MIB + 1, &a);
+    CU_ASSERT_EQUAL(ph_stats(&t).reserved, 104 * MIB);
+    ph_free(&t, a, 0);
+    CU_ASSERT_EQUAL(ph_alloc(&t, 100 * MIB + 1, &b), aa);
+    CU_ASSERT_EQUAL(ph_stats(&t).segments, 1);
+    CU_ASSERT_EQUAL(ph_check(&t), 0);
+    ph_close(&t);
+}
+
 CU_TestInfo test_segfit[] = {
+    { "segment_reuse", segfit_segment_reuse },
     { "class_boundaries", segfit_class_boundaries },
     { "good_fit", segfit_good_fit },
     { "switches", segfit_switches },
