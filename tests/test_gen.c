@@ -272,6 +272,42 @@ static void gen_random_loguniform_and_cap(void)
     CU_ASSERT(fabs((double)below32k / n - 0.5) < 0.02);
 }
 
+/* Deferred frees: on side streams only, each FREE_REQ followed by its FREE, and the
+ * reader (which checks FREE_REQ/FREE pairing) accepts the stream. */
+static void gen_random_deferred(void)
+{
+    char *kv[] = {"allocs=20000", "streams=4", "deferred=0.5", "defer_events=30"};
+    as_trace_reader *r;
+    CU_ASSERT_EQUAL_FATAL(as_gen_open("random", 4, kv, &r, NULL), 0);
+    as_event ev;
+    uint8_t *state = calloc(20000, 1); /* 1 live, 2 free requested, 3 freed */
+    uint64_t reqs = 0, side_frees = 0, bad = 0;
+    int rc;
+    while ((rc = as_trace_next(r, &ev)) == 0) {
+        if (ev.op == AS_OP_ALLOC) {
+            state[ev.id] = 1;
+        } else if (ev.op == AS_OP_FREE_REQ) {
+            reqs++;
+            bad += ev.stream == 0 || state[ev.id] != 1;
+            state[ev.id] = 2;
+        } else if (ev.op == AS_OP_FREE) {
+            side_frees += ev.stream != 0;
+            bad += state[ev.id] != 1 && state[ev.id] != 2;
+            state[ev.id] = 3;
+        }
+    }
+    CU_ASSERT_EQUAL(rc, AS_TRACE_EOF);
+    CU_ASSERT_EQUAL(bad, 0);
+    uint64_t unfreed = 0;
+    for (int i = 0; i < 20000; i++)
+        unfreed += state[i] != 3;
+    CU_ASSERT_EQUAL(unfreed, 0);
+    /* 3/4 of allocations are on side streams, half of their (undrained) frees deferred */
+    CU_ASSERT(reqs > 0.3 * side_frees && reqs < 0.6 * side_frees);
+    free(state);
+    as_trace_close(r);
+}
+
 /* Streaming: 2 M events with a live set of ~50 must not keep more than the live set. */
 static void gen_random_streaming(void)
 {
@@ -875,6 +911,7 @@ CU_TestInfo test_gen[] = {
     {"random_histogram", gen_random_histogram},
     {"random_loguniform_and_cap", gen_random_loguniform_and_cap},
     {"random_streaming", gen_random_streaming},
+    {"random_deferred", gen_random_deferred},
     {"transformer_gpt2_small", gen_transformer_gpt2_small},
     {"transformer_formula_grid", gen_transformer_formula_grid},
     {"transformer_knob_effects", gen_transformer_knob_effects},

@@ -26,6 +26,8 @@ enum {
     K_MARK,
     K_EMPTY,
     K_DRAIN,
+    K_DEFER,
+    K_DEFER_EV,
     K_SEED,
     K_N
 };
@@ -59,12 +61,19 @@ static const gen_knob knobs[K_N] = {
                  "an EMPTY_CACHE every N allocations; 0 = never"},
     [K_DRAIN] = {"drain", GEN_BOOL, "1", "", NULL, 0, 0,
                  "after the last ALLOC, free what is still live (in order of death)"},
+    [K_DEFER] = {"deferred", GEN_F64, "0", "fraction", NULL, 0, 1,
+                 "share of frees of allocations on streams other than 0 that are deferred: "
+                 "FREE_REQ when the program lets go, FREE when the stream is done with it "
+                 "(record_stream)"},
+    [K_DEFER_EV] = {"defer_events", GEN_F64, "50", "events", NULL, 1, 1e15,
+                    "mean delay (exponential) from FREE_REQ to FREE"},
     [K_SEED] = {"seed", GEN_U64, "1", "", NULL, 0, 18446744073709551615.0,
                 "PRNG seed: the same knobs and seed give the same trace"},
 };
 
 typedef struct node {
     uint64_t death, id, size, stream;
+    int requested; /* FREE_REQ emitted: the next pop is its FREE */
 } node;
 
 typedef struct hist {
@@ -76,7 +85,7 @@ typedef struct rnd {
     gen_rng rng;
     uint64_t allocs, emitted_allocs, clock, live_bytes, cap, align, streams;
     uint64_t mark_every, empty_every;
-    double lmin, lspan, life_mean;
+    double lmin, lspan, life_mean, deferred, defer_ev;
     int life, drain;
     hist *h;
     size_t nh;
@@ -197,6 +206,8 @@ static int rnd_init(as_gen *g, void *st, const gen_val *v, as_trace_error *err)
     r->life = (int)v[K_LIFE].u;
     r->life_mean = v[K_LIFE_MEAN].d;
     r->drain = (int)v[K_DRAIN].u;
+    r->deferred = v[K_DEFER].d;
+    r->defer_ev = v[K_DEFER_EV].d;
     int rc = 0;
     if (v[K_SIZES].s && *v[K_SIZES].s) {
         rc = parse_hist(r, v[K_SIZES].s, r->cap, err);
@@ -264,26 +275,40 @@ static uint64_t draw_life(rnd *r)
     return l < 1 ? 1 : l > 1e18 ? (uint64_t)1e18 : (uint64_t)l;
 }
 
-static void emit_free(as_gen *g, rnd *r)
+/* The allocation due next goes: a FREE, or (deferred, on a side stream, not forced by the
+ * cap or the drain) a FREE_REQ now and its FREE later. The bytes stay live until FREE. */
+static int emit_free(as_gen *g, rnd *r, int may_defer)
 {
     node x = heap_pop(r);
+    r->clock++;
+    if (may_defer && !x.requested && x.stream != 0 && r->deferred > 0 &&
+        gen_rng_unit(&r->rng) < r->deferred) {
+        gen_free_req(g, x.id, x.size, x.stream);
+        double d = floor(gen_rng_exp(&r->rng, r->defer_ev) + 0.5);
+        x.death = r->clock + (d < 1 ? 1 : (uint64_t)d);
+        x.requested = 1;
+        return heap_push(r, x);
+    }
     gen_free(g, x.id, x.size, x.stream);
     r->live_bytes -= x.size;
-    r->clock++;
+    return 0;
 }
 
 static int rnd_refill(as_gen *g, void *st)
 {
     rnd *r = st;
     for (int budget = 4096; budget > 0; budget--) {
+        int rc;
         if (r->n && r->heap[0].death <= r->clock) {
-            emit_free(g, r);
+            if ((rc = emit_free(g, r, 1)) != 0)
+                return rc;
             continue;
         }
         if (r->emitted_allocs == r->allocs) {
             if (!r->drain || r->n == 0)
                 return AS_TRACE_EOF;
-            emit_free(g, r);
+            if ((rc = emit_free(g, r, 0)) != 0)
+                return rc;
             continue;
         }
         uint64_t k = r->emitted_allocs;
@@ -293,11 +318,12 @@ static int rnd_refill(as_gen *g, void *st)
             gen_empty_cache(g);
         uint64_t size = draw_size(r);
         while (r->cap && r->live_bytes + size > r->cap && r->n)
-            emit_free(g, r);
+            if ((rc = emit_free(g, r, 0)) != 0)
+                return rc;
         uint64_t stream = r->streams > 1 ? gen_rng_below(&r->rng, r->streams) : 0;
-        node x = {r->clock + draw_life(r), 0, size, stream};
+        node x = {r->clock + draw_life(r), 0, size, stream, 0};
         x.id = gen_alloc(g, size, stream);
-        int rc = heap_push(r, x);
+        rc = heap_push(r, x);
         if (rc)
             return rc;
         r->live_bytes += size;
