@@ -67,7 +67,7 @@ def frontier(allocsim, trace, spec):
             break
         n = 48
         step = max(MIB2, r2((hi - lo) / n))
-        caps = list(range(lo, hi + 1, step))
+        caps = sorted(set(range(lo, hi, step)) | {hi})
         runs = sim(allocsim, trace, spec, caps)
         ok = [c for c, r in zip(caps, runs) if r["completed"]]
         if not ok:

@@ -421,12 +421,12 @@ void as_simdev_default_params(as_simdev_params *p)
     *p = (as_simdev_params){
         .capacity = AS_CAPACITY_NONE,
         .granularity = AS_DEV_GRANULARITY,
-        /* H200, driver 580.159.04, CUDA 13.0: replay/fit_latency.py on
-         * replay/data/calib-h200/latency.csv, 2 MiB..2 GiB (replay/RESULTS.md) */
-        .reserve = { .fixed_ns = 32167, .ns_per_mib = 51.2 },  /* cudaMalloc */
-        .release = { .fixed_ns = 25792, .ns_per_mib = 268.0 }, /* cudaFree */
-        .map = { .fixed_ns = 13540, .ns_per_mib = 16159.5 },   /* cuMemCreate+Map, 2 MiB pages */
-        .unmap = { .fixed_ns = 3611, .ns_per_mib = 12844.1 },  /* cuMemUnmap+Release */
+        /* H200, driver 580.159.04, CUDA 13.0, fitted on 190k calls of real replays
+         * (replay/fit_replay_latency.py, replay/RESULTS.md "Calibration") */
+        .reserve = { .fixed_ns = 69365, .ns_per_mib = 96.7 },  /* cudaMalloc */
+        .release = { .fixed_ns = 38740, .ns_per_mib = 496.3 }, /* cudaFree */
+        .map = { .fixed_ns = 14541, .ns_per_mib = 26368.4 },   /* cuMemCreate+Map, 2 MiB pages */
+        .unmap = { .fixed_ns = 32351, .ns_per_mib = 14730.8 }, /* cuMemUnmap+Release */
         .placement = AS_PLACE_TOP_DOWN,
     };
 }
