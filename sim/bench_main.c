@@ -29,6 +29,7 @@
 /* A transformer step is about 747 events with the generator's defaults. */
 #define STEPS_10M "steps=13500"
 #define STEPS_1M "steps=1350"
+#define STEPS_30M "steps=40500"
 
 typedef struct bench_res {
     uint64_t events;
@@ -201,6 +202,8 @@ static void child(int kind, const char *path, const char *spec, bench_res *x)
 /* Runs one measurement in a fresh process (fork + exec of this program with --child),
  * which writes its bench_res to the pipe; the child's peak RSS comes from wait4. Returns
  * the RSS in KiB (0 on failure). */
+static double cpu_s; /* CPU time of the last measuring process */
+
 static long measure(const char *self, int kind, const char *path, const char *spec, bench_res *r)
 {
     int fd[2];
@@ -229,6 +232,8 @@ static long measure(const char *self, int kind, const char *path, const char *sp
     if (wait4(pid, &st, 0, &ru) < 0 || got != (ssize_t)sizeof x)
         return 0;
     *r = x;
+    cpu_s = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+            (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
     return ru.ru_maxrss;
 }
 
@@ -238,8 +243,9 @@ static void row(const char *what, const char *trace, long rss, const bench_res *
         printf("%-40s %-6s  FAILED: %s\n", what, trace, r->msg);
         return;
     }
-    printf("%-40s %-6s %11llu %8.3f %9.2f %9.1f\n", what, trace, (unsigned long long)r->events,
-           r->seconds, (double)r->events / r->seconds / 1e6, (double)rss / 1024);
+    printf("%-40s %-6s %11llu %8.3f %9.2f %8.3f %9.2f %8.1f\n", what, trace,
+           (unsigned long long)r->events, r->seconds, (double)r->events / r->seconds / 1e6, cpu_s,
+           cpu_s > 0 ? (double)r->events / cpu_s / 1e6 : 0.0, (double)rss / 1024);
 }
 
 static int make_trace(const char *path, const char *steps)
@@ -301,24 +307,33 @@ int main(int argc, char **argv)
         return 1;
     }
     self[sl] = 0;
-    char p10[512], p1[512];
+    char p10[512], p1[512], p30[512];
     snprintf(p10, sizeof p10, "%s/transformer-10M.zst", dir);
     snprintf(p1, sizeof p1, "%s/transformer-1M.zst", dir);
+    snprintf(p30, sizeof p30, "%s/transformer-30M.zst", dir);
     mkdir(dir, 0777);
-    if (make_trace(p1, STEPS_1M) || make_trace(p10, STEPS_10M))
+    if (make_trace(p1, STEPS_1M) || make_trace(p10, STEPS_10M) ||
+        (!quick && make_trace(p30, STEPS_30M)))
         return 1;
     const char *big = quick ? p1 : p10;
     const char *big_name = quick ? "1M" : "10M";
 
-    printf("allocsim-bench: one core; traces: transformer (gen defaults) in %s\n", dir);
-    printf("%-40s %-6s %11s %8s %9s %9s\n", "what", "trace", "events", "seconds", "Mevents/s",
-           "RSS MiB");
+    printf("allocsim-bench: one core; traces: transformer (gen defaults) in %s\n"
+           "wall: the measured loop; CPU: user+system time of the whole measuring process\n"
+           "(steadier on a shared machine); RSS: that process's peak resident set\n",
+           dir);
+    printf("%-40s %-6s %11s %8s %9s %8s %9s %8s\n", "what", "trace", "events", "wall s", "Mev/s",
+           "CPU s", "Mev/s CPU", "RSS MiB");
     bench_res r;
     long rss;
     rss = measure(self, 0, p1, NULL, &r);
     row("decode (native, file)", "1M", rss, &r);
     rss = measure(self, 0, p10, NULL, &r);
     row("decode (native, file)", "10M", rss, &r);
+    if (!quick) {
+        rss = measure(self, 0, p30, NULL, &r);
+        row("decode (native, file)", "30M", rss, &r);
+    }
     rss = measure(self, 1, p10, NULL, &r);
     row("decode (native, memory)", "10M", rss, &r);
     rss = measure(self, 2, p1, NULL, &r);
