@@ -128,6 +128,29 @@ static void gen_knob_errors(void)
     CU_ASSERT_EQUAL(as_gen_create("random", 2, bad7, &g, &err), AS_TRACE_EUSAGE);
 }
 
+/* Counts are decimal (allocs=2K is 2,000), sizes binary (max=2K is 2,048); absurd
+ * shapes are refused up front instead of overflowing a size. */
+static void gen_units_and_limits(void)
+{
+    gstats s = gen_kv("random", KV("allocs=2K", "sizes=2K", "drain=0", "life_mean=1e9"));
+    CU_ASSERT_EQUAL(s.allocs, 2000);
+    CU_ASSERT_EQUAL(s.peak, 2000ull * 2048);
+    as_gen *g;
+    as_trace_error err;
+    char *t1[] = {"batch=1048576", "seq=4194304", "hidden=1048576"};
+    CU_ASSERT_EQUAL(as_gen_create("transformer", 3, t1, &g, &err), AS_TRACE_EUSAGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "256 TiB"));
+    char *k1[] = {"max_batch=1048576", "prompt_max=4000000000"};
+    CU_ASSERT_EQUAL(as_gen_create("kvcache", 2, k1, &g, &err), AS_TRACE_EUSAGE);
+    char *c1[] = {"batch=1048576", "image=16384"};
+    CU_ASSERT_EQUAL(as_gen_create("cnn", 2, c1, &g, &err), AS_TRACE_EUSAGE);
+    char *c2[] = {"batch=8", "batch_min=9"};
+    CU_ASSERT_EQUAL(as_gen_create("cnn", 2, c2, &g, &err), AS_TRACE_EUSAGE);
+    char *t2[] = {"seq_dist=uniform", "seq=64", "seq_min=128"};
+    CU_ASSERT_EQUAL(as_gen_create("transformer", 3, t2, &g, &err), AS_TRACE_EUSAGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "seq_min"));
+}
+
 static void gen_help_lists_every_knob(void)
 {
     const char *all = as_gen_help(NULL);
@@ -904,6 +927,7 @@ static void gen_samples_reproducible(void)
 
 CU_TestInfo test_gen[] = {
     {"knob_errors", gen_knob_errors},
+    {"units_and_limits", gen_units_and_limits},
     {"help_lists_every_knob", gen_help_lists_every_knob},
     {"meta_has_knobs", gen_meta_has_knobs},
     {"random_deterministic", gen_random_deterministic},

@@ -294,6 +294,30 @@ int gen_parse_size(const char *s, uint64_t *out)
     return -1;
 }
 
+/* A count: an integer, possibly written 1e6, or with K/M/G (10^3, 10^6, 10^9). */
+static int parse_count(const char *s, uint64_t *out)
+{
+    char *end;
+    if (!s || !*s || isspace((unsigned char)*s) || *s == '-')
+        return -1;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || !(v >= 0))
+        return -1;
+    double m = 1;
+    if (*end == 'K' || *end == 'k')
+        m = 1e3, end++;
+    else if (*end == 'M')
+        m = 1e6, end++;
+    else if (*end == 'G')
+        m = 1e9, end++;
+    v *= m;
+    if (*end || v >= 18446744073709551615.0 || v != floor(v))
+        return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
 static int parse_bool(const char *s, uint64_t *out)
 {
     static const char *t[] = {"1", "true", "on", "yes"}, *f[] = {"0", "false", "off", "no"};
@@ -347,9 +371,9 @@ static int set_knob(as_gen *g, size_t i, const char *text, as_trace_error *err)
     switch (k->type) {
     case GEN_U64: {
         uint64_t x;
-        if (gen_parse_size(text, &x) < 0) /* accepts 1e6 and 10K for counts too */
-            return usage(err, "%s: %s=%s: expected a non-negative integer", g->kind->name, k->name,
-                         text);
+        if (parse_count(text, &x) < 0)
+            return usage(err, "%s: %s=%s: expected a non-negative integer (1e6, 10K, 2M allowed)",
+                         g->kind->name, k->name, text);
         if ((double)x < k->min || (double)x > k->max)
             return usage(err, "%s: %s=%s: out of range [%.0f, %.0f]", g->kind->name, k->name, text,
                          k->min, k->max);
@@ -645,8 +669,9 @@ static void build_help(void)
                       kn->unit && *kn->unit ? " " : "", kn->unit ? kn->unit : "",
                       kn->choices ? "; one of " : "", kn->choices ? kn->choices : "", kn->help);
         }
-        sb_printf(&b, "\nSizes take K/M/G/T (binary; KB/MB/GB decimal). Same knobs, same "
-                      "trace.\n");
+        sb_printf(&b, "\nSizes in bytes take K/M/G/T (binary: KiB...; KB/MB/GB are decimal);\n"
+                      "counts may be written 1e6 or 10K/2M/1G (decimal). The same knobs (seed\n"
+                      "included) always give the same trace.\n");
         help_text[i] = b.p;
     }
     sb_printf(&all, "allocsim gen --help KIND shows each one's knobs.\n");

@@ -8,7 +8,8 @@
  * is a pure function of the kind and the knobs (`seed` included).
  *
  * Knobs are `name=value` strings. Sizes take a unit: K/M/G/T and KiB/MiB/GiB/TiB are
- * binary, KB/MB/GB/TB decimal; plain numbers are bytes and may be written 1e6.
+ * binary, KB/MB/GB/TB decimal (as in the text format); plain numbers are bytes and may be
+ * written 1e6. Counts (allocs=, steps=) may be written 1e6 or with K/M/G = 10^3/6/9.
  */
 #ifndef AS_TRACES_GEN_H
 #define AS_TRACES_GEN_H

@@ -14,6 +14,7 @@
  * (1 map). Saved activation bytes are therefore about sum over units of 2 n C H W e, linear
  * in the batch n, which is why peaks follow the largest batch seen.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,10 +110,6 @@ static int cnn_init(as_gen *g, void *st, const gen_val *v, as_trace_error *err)
         snprintf(err->msg, sizeof err->msg, "cnn: batch_min > batch");
         return AS_TRACE_EUSAGE;
     }
-    if ((double)c->batch * w * 4 * (img / 2) * (img / 2) * c->e > (double)AS_MAX_ALLOC_SIZE) {
-        snprintf(err->msg, sizeof err->msg, "cnn: a feature map would exceed 256 TiB");
-        return AS_TRACE_EUSAGE;
-    }
     uint64_t cap = 1 + 4 * 23 * 4 + 16;
     c->u = calloc(cap, sizeof *c->u);
     if (!c->u)
@@ -145,6 +142,19 @@ static int cnn_init(as_gen *g, void *st, const gen_val *v, as_trace_error *err)
         }
     }
     c->last_c = cin;
+    /* the largest tensors: the images, a feature map or its gradient, a weight, the fc */
+    double n = (double)c->batch, big = n * 3 * (double)img * img * 4;
+    for (uint64_t i = 0; i < c->nu; i++) {
+        const unit *u = &c->u[i];
+        big = fmax(big, n * u->cout * (double)u->hout * u->hout * c->e);
+        big = fmax(big, n * u->cin * (double)u->hin * u->hin * c->e);
+        big = fmax(big, (double)u->pw * 4);
+    }
+    big = fmax(big, (double)c->last_c * c->classes * 4 + n * c->classes * 4);
+    if (big > (double)AS_MAX_ALLOC_SIZE) {
+        snprintf(err->msg, sizeof err->msg, "cnn: a tensor of %.3g bytes exceeds 256 TiB", big);
+        return AS_TRACE_EUSAGE;
+    }
     return 0;
 }
 

@@ -124,9 +124,13 @@ static int kv_init(as_gen *g, void *st, const gen_val *v, as_trace_error *err)
         snprintf(err->msg, sizeof err->msg, "kvcache: prompt_max and output_max must be < 2^32");
         return AS_TRACE_EUSAGE;
     }
+    /* the largest tensors: a cache tensor or block, a full step's workspace, the logits */
     double biggest = (double)(k->pmax + k->omax) * k->kv * (k->paged ? 2.0 * k->L : 1.0);
+    biggest = fmax(biggest, (double)k->maxb * (k->pmax + 1) * 2.0 * fmax(k->h, k->f) * k->e);
+    biggest = fmax(biggest, (double)k->maxb * k->V * 4.0);
     if (biggest > (double)AS_MAX_ALLOC_SIZE) {
-        snprintf(err->msg, sizeof err->msg, "kvcache: a cache tensor would exceed 256 TiB");
+        snprintf(err->msg, sizeof err->msg,
+                 "kvcache: a tensor would exceed 256 TiB (cache, workspace or logits)");
         return AS_TRACE_EUSAGE;
     }
     k->run = calloc(k->maxb, sizeof *k->run);

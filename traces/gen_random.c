@@ -247,8 +247,11 @@ static uint64_t draw_size(rnd *r)
         if (s == 0)
             s = 1;
     }
-    if (r->align > 1)
+    if (r->align > 1) {
         s = (s + r->align - 1) / r->align * r->align;
+        if (s > AS_MAX_ALLOC_SIZE) /* max near the limit: round down instead */
+            s -= r->align;
+    }
     if (r->cap && s > r->cap) { /* alignment pushed it over: stay within the cap */
         uint64_t down = r->cap / r->align * r->align;
         s = down ? down : r->cap;

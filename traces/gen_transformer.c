@@ -217,9 +217,11 @@ static int tf_init(as_gen *gg, void *st, const gen_val *v, as_trace_error *err)
         return AS_TRACE_EUSAGE;
     }
     /* The largest tensor: scores e*a*b*s^2 or logits e*b*s*V. */
-    double big =
-        fmax((double)t->e * t->a * t->b * (double)t->S * t->S, (double)t->e * t->b * t->S * t->V);
-    big = fmax(big, (double)t->e * t->f * t->h * t->h);
+    /* The largest tensors: scores, logits, fc1 output, fc1 weight, embedding, bucket. */
+    double de = (double)t->e, dT = (double)t->b * t->S, dh = (double)t->h, df = (double)t->f;
+    double big = fmax(de * t->a * t->b * (double)t->S * t->S, de * dT * t->V);
+    big = fmax(big, fmax(de * df * dT * dh, de * df * dh * dh));
+    big = fmax(big, fmax(de * (double)t->V * dh, (double)t->bucket));
     if (big > (double)AS_MAX_ALLOC_SIZE) {
         snprintf(err->msg, sizeof err->msg,
                  "transformer: a tensor of %.3g bytes exceeds the 256 TiB request limit", big);
