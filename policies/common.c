@@ -32,6 +32,8 @@ uint64_t as_segment_size(uint64_t rounded, uint64_t segment)
     return as_align_up(rounded, AS_DEV_GRANULARITY);
 }
 
+_Static_assert(sizeof(as_blk) == 64, "as_blk is one cache line");
+
 /* ---- nodes ---------------------------------------------------------------------------- */
 
 static uint32_t blk_new(as_heap *h)
@@ -45,9 +47,11 @@ static uint32_t blk_new(as_heap *h)
             uint32_t nc = h->cap_b ? h->cap_b * 2 : 256;
             if (nc <= h->cap_b)
                 return AS_NIL;
-            as_blk *nb = realloc(h->b, (size_t)nc * sizeof *nb);
+            as_blk *nb = aligned_alloc(64, (size_t)nc * sizeof *nb);
             if (!nb)
                 return AS_NIL;
+            memcpy(nb, h->b, (size_t)h->nb * sizeof *nb);
+            free(h->b);
             h->b = nb;
             h->cap_b = nc;
         }
@@ -55,7 +59,7 @@ static uint32_t blk_new(as_heap *h)
         h->b[i].gen = 0;
     }
     uint32_t gen = h->b[i].gen;
-    h->b[i] = (as_blk){ .id = UINT64_MAX, .stream = 0, .gen = gen, .state = AS_BLOCK_FREE };
+    h->b[i] = (as_blk){ .gen = gen, .state = AS_BLOCK_FREE };
     return i;
 }
 
@@ -147,7 +151,7 @@ int as_heap_init(as_heap *h, const as_device *dev, const as_index_ops *ix)
     h->ix = ix;
     h->cap_b = 256;
     h->cap_s = 64;
-    h->b = malloc(h->cap_b * sizeof *h->b);
+    h->b = aligned_alloc(64, h->cap_b * sizeof *h->b);
     h->s = malloc(h->cap_s * sizeof *h->s);
     if (!h->b || !h->s) {
         free(h->b);
@@ -156,7 +160,7 @@ int as_heap_init(as_heap *h, const as_device *dev, const as_index_ops *ix)
         return AS_POLICY_ENOMEM;
     }
     /* Slot 0 of each arena is the nil sentinel. */
-    h->b[0] = (as_blk){ .state = AS_BLK_DEAD, .id = UINT64_MAX };
+    h->b[0] = (as_blk){ .state = AS_BLK_DEAD };
     h->s[0] = (as_seg){ 0 };
     h->nb = 1;
     h->ns = 1;
@@ -315,7 +319,6 @@ int as_heap_free(as_heap *h, uint64_t handle, unsigned flags, int coalesce, uint
         return 0;
     }
     x->state = AS_BLOCK_FREE;
-    x->id = UINT64_MAX;
     h->allocated -= x->size;
     h->free_bytes += x->size;
     h->nfree++;
@@ -584,12 +587,13 @@ int as_heap_walk(const as_heap *h, as_walk_fn fn, void *user)
     for (size_t i = 0; i < n && !rc; i++) {
         const as_seg *s = &h->s[v[i]];
         as_walk_item it = { .kind = AS_WALK_SEGMENT, .addr = s->addr, .size = s->size,
-                            .stream = h->b[s->head].stream, .id = UINT64_MAX };
+                            .stream = 0, .id = UINT64_MAX };
         rc = fn(user, &it);
         for (uint32_t b = s->head; b && !rc; b = h->b[b].next) {
             const as_blk *x = &h->b[b];
             as_walk_item bi = { .kind = AS_WALK_BLOCK, .addr = x->addr, .size = x->size,
-                                .stream = x->stream, .state = (as_block_state)x->state,
+                                .stream = x->state == AS_BLOCK_FREE ? 0 : x->stream,
+                                .state = (as_block_state)x->state,
                                 .id = x->state == AS_BLOCK_FREE ? UINT64_MAX : x->id };
             rc = fn(user, &bi);
         }

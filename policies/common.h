@@ -26,17 +26,23 @@
 
 typedef struct as_blk {
     uint64_t addr, size;
-    uint64_t id, stream; /* of the allocation (walk), UINT64_MAX when free */
-    uint64_t aug;        /* index-private: subtree max size in address treaps */
+    union {
+        struct { /* while free: the index's links */
+            uint64_t aug;        /* subtree max size in address treaps */
+            uint32_t l, r;       /* treap children or list neighbours */
+            uint32_t up, prio;   /* treap parent and priority */
+        };
+        struct { /* while allocated or pending: for walk() */
+            uint64_t id, stream;
+        };
+    };
     uint32_t prev, next; /* physical neighbours inside the segment, AS_NIL at the ends */
-    uint32_t l, r;       /* index-private links: treap children or list neighbours */
-    uint32_t up, prio;   /* index-private: treap parent and priority */
     uint32_t seg;
-    uint32_t gen;  /* bumped at every hand-out; half of the handle */
-    uint8_t state; /* as_block_state, or AS_BLK_DEAD */
-    uint8_t cls;   /* index-private: bin, class, order */
+    uint32_t gen;    /* bumped at every hand-out; half of the handle */
+    uint8_t state;   /* as_block_state, or AS_BLK_DEAD */
+    uint8_t cls;     /* index-private: bin, class, order */
     uint8_t indexed; /* 1 while in the free index */
-} as_blk;
+} as_blk;           /* 64 bytes: one cache line when the arena is aligned */
 
 typedef struct as_seg {
     uint64_t addr, size;
