@@ -559,6 +559,7 @@ static void snapshot_devices(void)
     CHECK_EV(g, 0, AS_OP_ALLOC, 0, 1ull << 33, 0x7f00deadbeefull);
     CU_ASSERT(has_meta(g, "device=1"));
     CU_ASSERT(has_meta(g, "torch.devices=2"));
+    CU_ASSERT(has_meta(g, "torch.traced_devices=1"));
     tu_rm(path);
 
     /* No device_traces at all (history was off): the live blocks of the dump, as ALLOCs. */
