@@ -60,29 +60,47 @@ stats in using (gib(column("capacity"))) nooutput
 xlo = STATS_min
 xhi = STATS_max
 if (preq > 0 && gib(preq) < xlo) { xlo = gib(preq) }
-pad = (xhi - xlo) * 0.02 + 0.01
+# Above the last failure everything fits: zoom on [xlo, last change + a quarter], so that
+# the failures stay readable when one policy's uncapped peak is far out (xmax overrides).
+array chi[np]
+do for [k=1:np] { chi[k] = NaN }
+stats in using (c = gib(column("capacity")), k = sum [j=1:np] (pol[int($0)+1] eq pname[j] ? j : 0), \
+    chi[k] = (chi[k] == chi[k] && chi[k] > c) ? chi[k] : c, 0) nooutput
+focus = xlo
+do for [k=1:np] {
+    f = (fitsfrom[k] == fitsfrom[k]) ? gib(fitsfrom[k]) : (maxfail[k] == maxfail[k] ? gib(maxfail[k]) : xlo)
+    if (f > focus) { focus = f }
+}
+xtop = focus + (focus - xlo) * 0.25 + 0.05
+if (exists("xmax")) { xtop = xmax }
+if (xtop > xhi) { xtop = xhi }
+pad = (xtop - xlo) * 0.02 + 0.01
 
 reached(k) = pol[int($0)+1] eq pname[k] ? (column("completed") != 0 ? column("allocs") : column("oom_alloc")) : NaN
 capx(k) = pol[int($0)+1] eq pname[k] ? gib(column("capacity")) : NaN
 failx(k) = pol[int($0)+1] eq pname[k] && column("completed") == 0 && minfit[k] == minfit[k] && column("capacity") > minfit[k] ? gib(column("capacity")) : NaN
 
 if (!exists("title")) { title = "How far the trace gets at each capacity" }
-set multiplot layout np, 1 title title font ",15" margins 0.09, 0.97, (np > 1 ? 0.09 : 0.14), 0.91 spacing 0, 0.09
-set xrange [xlo - pad : xhi + pad]
+title = title . "\nline: allocations served before the first OOM (at the top: the whole trace fits); red x: fails again above the minimum"
+set multiplot layout np, 1 title title font ",14" margins 0.09, 0.97, (np > 1 ? 0.07 : 0.14), (np > 1 ? 0.88 : 0.8) spacing 0, 0.09
+set xrange [xlo - pad : xtop + pad]
 set yrange [0 : total * 1.38]
 set ytics format "%.0s%c"
 set ylabel "allocations served"
-set key bottom right reverse Left opaque box samplen 2
+unset key
 do for [k=1:np] {
     unset arrow
     unset label
     set title pname[k] font ",13" tc rgb col(k)
     if (k == np) { set xlabel "capacity (GiB)" } else { unset xlabel }
     set arrow from graph 0, first total to graph 1, first total nohead lc rgb "#888888" dt 3
-    set label "complete (".sprintf("%d", total)." allocations)" at graph 0.01, first total left offset 0, -0.8 tc rgb "#555555"
+    set label "complete (".sprintf("%d", total)." allocations)" at graph 0.02, first total left offset 0, 0.6 tc rgb "#555555"
     if (preq > 0) {
         set arrow from first gib(preq), graph 0 to first gib(preq), graph 1 nohead lc rgb "#888888" dt 2
         set label "peak requested" at first gib(preq), graph 0.06 left offset 0.5, 0 tc rgb "#555555"
+    }
+    if (chi[k] == chi[k] && chi[k] > xtop + pad) {
+        set label sprintf("fits up to the uncapped peak, %.2f GiB ->", chi[k]) at graph 0.99, first total right offset 0, -0.8 tc rgb col(k)
     }
     if (minfit[k] == minfit[k]) {
         set arrow from first gib(minfit[k]), graph 0 to first gib(minfit[k]), graph 1 nohead lc rgb col(k) lw 2

@@ -351,6 +351,7 @@ int as_cmd_mincap(int argc, char **argv)
         } else {
             print_table(stdout, specs[k].text, &m, secs);
         }
+        fflush(stdout); /* each policy's answer as soon as it is known */
         if (csv)
             csv_rows(csv, base_name(trace), specs[k].text, &m);
         as_mincap_result_free(&m);
