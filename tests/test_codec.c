@@ -552,7 +552,109 @@ static void codec_size_real_traces(void)
     }
 }
 
+/* Reads a whole in-memory trace; checks the result is the end or a well-formed error. */
+static int check_decode(const void *data, size_t n, uint64_t *events)
+{
+    as_trace_reader *r;
+    as_trace_error err;
+    *events = 0;
+    int rc = as_trace_open_mem(data, n, "mutant", NULL, &r, &err);
+    if (rc == 0) {
+        as_event evs[512];
+        size_t got;
+        while ((rc = as_trace_next_batch(r, evs, 512, &got)) == 0) {
+            *events += got;
+            for (size_t i = 0; i < got; i++)
+                if (evs[i].op == AS_OP_MARK && strlen(evs[i].label) > AS_MAX_LABEL)
+                    return -100;
+        }
+        if (rc < 0)
+            err = *as_trace_reader_error(r);
+        as_trace_close(r);
+    }
+    if (rc == AS_TRACE_EOF)
+        return rc;
+    /* an error: a known code, a message, the path */
+    if (rc != err.code || rc < AS_TRACE_EUSAGE || rc > AS_TRACE_EIO || !err.msg[0] ||
+        strcmp(err.path, "mutant") != 0)
+        return -101;
+    return rc;
+}
+
+/*
+ * Mutations of valid native and text traces (bytes flipped, cut, duplicated, inside the
+ * decompressed content and in the zstd bytes): the reader must end cleanly or report a
+ * well-formed error, never crash or read out of bounds (the suite also runs under ASan).
+ */
+static void codec_mutations(void)
+{
+    uint64_t seed = tu_seed("codec_mutations");
+    static char labels[64][AS_MAX_LABEL + 1];
+    size_t n = 3000;
+    as_event *ev = random_trace(&seed, n, labels);
+    const char *nat = tu_tmp(".zst"), *txt = tu_tmp(".txt");
+    CU_ASSERT_EQUAL_FATAL(write_events(nat, AS_FMT_NATIVE, NULL, ev, n), 0);
+    CU_ASSERT_EQUAL_FATAL(as_trace_convert(nat, txt, AS_FMT_TEXT, NULL, NULL, NULL, NULL), 0);
+    uint64_t zn = file_size(nat), tn = file_size(txt);
+    uint8_t *z = malloc(zn), *t = malloc(tn);
+    FILE *f = fopen(nat, "rb");
+    CU_ASSERT_EQUAL_FATAL(fread(z, 1, zn, f), zn);
+    fclose(f);
+    f = fopen(txt, "rb");
+    CU_ASSERT_EQUAL_FATAL(fread(t, 1, tn, f), tn);
+    fclose(f);
+    /* the streaming writer does not record the content size: decompress into plenty */
+    uint8_t *raw = malloc(16u << 20);
+    size_t rn = ZSTD_decompress(raw, 16u << 20, z, zn);
+    CU_ASSERT_FATAL(!ZSTD_isError(rn) && rn > 0);
+    uint64_t evn;
+    CU_ASSERT_EQUAL(check_decode(raw, rn, &evn), AS_TRACE_EOF); /* unwrapped native is fine */
+    CU_ASSERT_EQUAL(evn, n);
+    CU_ASSERT_EQUAL(check_decode(t, tn, &evn), AS_TRACE_EOF);
+    CU_ASSERT_EQUAL(evn, n);
+
+    size_t cap = (rn > tn ? rn : tn) + zn + 64;
+    uint8_t *m = malloc(cap);
+    int bad = 0, errors = 0;
+    for (int round = 0; round < 600; round++) {
+        const uint8_t *src = round % 3 == 0 ? raw : round % 3 == 1 ? t : z;
+        size_t sn = round % 3 == 0 ? rn : round % 3 == 1 ? tn : zn, mn = sn;
+        memcpy(m, src, sn);
+        int kind = (int)(tu_rand(&seed) % 4);
+        size_t at = (size_t)(tu_rand(&seed) % sn);
+        if (kind == 0) { /* flip a few bytes */
+            for (int k = 0; k < 1 + (int)(tu_rand(&seed) % 4); k++)
+                m[(at + tu_rand(&seed) % 64) % sn] ^= (uint8_t)(1 + tu_rand(&seed) % 255);
+        } else if (kind == 1) { /* cut */
+            mn = at;
+        } else if (kind == 2) { /* duplicate a slice */
+            size_t len = 1 + (size_t)(tu_rand(&seed) % 32);
+            if (at + len > sn)
+                len = sn - at;
+            memmove(m + at + len, m + at, sn - at);
+            mn = sn + len;
+        } else { /* a random byte, often a tag-like value */
+            m[at] = (uint8_t)tu_rand(&seed);
+        }
+        int rc = check_decode(m, mn, &evn);
+        if (rc < -99)
+            bad++;
+        else if (rc < 0)
+            errors++;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(errors > 100); /* most mutations are caught (zstd's checksum, the validator) */
+    free(m);
+    free(raw);
+    free(z);
+    free(t);
+    free(ev);
+    tu_rm(nat);
+    tu_rm(txt);
+}
+
 CU_TestInfo test_codec[] = {
+    {"mutations", codec_mutations},
     {"roundtrip_by_hand", codec_roundtrip_by_hand},
     {"roundtrip_random", codec_roundtrip_random},
     {"errors", codec_errors},
