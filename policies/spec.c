@@ -424,19 +424,23 @@ static int check_round(const as_policy *p, const as_knob_value *v, char *why, si
     return 0;
 }
 
-/* PyTorch's cross-knob validation (pytorch-allocator.md §8, NEW/V29 rules), applied to the
- * knobs that carry the PyTorch alias. A maxsplit of 0 is our "off" and passes. */
-static int check_pytorch_rules(const as_policy *p, const as_knob_value *v, char *why, size_t wl)
+/* PyTorch's cross-knob validation (pytorch-allocator.md section 8, NEW/V29 rules), for the
+ * knobs that carry the PyTorch alias. A value of 0 for maxsplit or gc is our "off" when
+ * given by the short name; given by the PYTORCH_CUDA_ALLOC_CONF key (by_alias[k]) it is
+ * refused, as PyTorch refuses it. */
+static int check_pytorch_rules(const as_policy *p, const as_knob_value *v, const char *by_alias,
+                               char *why, size_t wl)
 {
     char lab[96];
     int ls = knob_by_alias(p, "large_segment_size_mb");
     int64_t large = ls >= 0 ? v[ls].i : 20;
     int ms = knob_by_alias(p, "max_split_size_mb");
-    if (ms >= 0 && v[ms].set && v[ms].i != 0 && v[ms].i < large)
+    if (ms >= 0 && v[ms].set && (v[ms].i != 0 || by_alias[ms]) && v[ms].i < large)
         return fail(why, wl,
                     "%s of '%s': %" PRId64 " MiB is below the minimum %" PRId64
-                    " MiB (the large segment size, as PyTorch requires); 0 = off",
-                    knob_label(&p->knobs[ms], lab, sizeof lab), p->name, v[ms].i, large);
+                    " MiB (the large segment size, as PyTorch requires)%s",
+                    knob_label(&p->knobs[ms], lab, sizeof lab), p->name, v[ms].i, large,
+                    by_alias[ms] ? "" : "; 0 = off");
     int nr = knob_by_alias(p, "max_non_split_rounding_mb");
     if (nr >= 0 && v[nr].set && v[nr].i < large)
         return fail(why, wl,
@@ -444,9 +448,11 @@ static int check_pytorch_rules(const as_policy *p, const as_knob_value *v, char 
                     " MiB (the large segment size, as PyTorch requires)",
                     knob_label(&p->knobs[nr], lab, sizeof lab), p->name, v[nr].i, large);
     int gc = knob_by_alias(p, "garbage_collection_threshold");
-    if (gc >= 0 && v[gc].set && !(v[gc].f > 0.0 && v[gc].f < 1.0))
-        return fail(why, wl, "%s of '%s': %g must be strictly between 0 and 1",
-                    knob_label(&p->knobs[gc], lab, sizeof lab), p->name, v[gc].f);
+    if (gc >= 0 && v[gc].set && (v[gc].f != 0.0 || by_alias[gc]) &&
+        !(v[gc].f > 0.0 && v[gc].f < 1.0))
+        return fail(why, wl, "%s of '%s': %g must be strictly between 0 and 1%s",
+                    knob_label(&p->knobs[gc], lab, sizeof lab), p->name, v[gc].f,
+                    by_alias[gc] ? "" : " (0 = off)");
     return 0;
 }
 
@@ -568,6 +574,7 @@ int as_policy_spec_parse(const char *text, as_policy_spec *out, char *why, size_
     int rc = AS_POLICY_EINVAL;
     char *buf = NULL;
     as_knob_value *vals = NULL;
+    char *by_alias = NULL;
     char known[256];
     if (why && why_len)
         why[0] = 0;
@@ -642,7 +649,8 @@ int as_policy_spec_parse(const char *text, as_policy_spec *out, char *why, size_
     }
 
     vals = calloc(pol->n_knobs ? pol->n_knobs : 1, sizeof *vals);
-    if (!vals) {
+    by_alias = calloc(pol->n_knobs ? pol->n_knobs : 1, 1);
+    if (!vals || !by_alias) {
         rc = AS_POLICY_ENOMEM;
         fail(why, why_len, "out of host memory");
         goto out;
@@ -706,8 +714,10 @@ int as_policy_spec_parse(const char *text, as_policy_spec *out, char *why, size_
         if (parse_value(pol->name, k, val, &vals[ki], why, why_len))
             goto out;
         vals[ki].set = 1;
+        by_alias[ki] = k->alias && strcmp(item, k->alias) == 0;
     }
-    if (check_round(pol, vals, why, why_len) || check_pytorch_rules(pol, vals, why, why_len))
+    if (check_round(pol, vals, why, why_len) ||
+        check_pytorch_rules(pol, vals, by_alias, why, why_len))
         goto out;
 
     out->text = canonical(pol, vals);
@@ -721,6 +731,7 @@ int as_policy_spec_parse(const char *text, as_policy_spec *out, char *why, size_
     vals = NULL;
     rc = 0;
 out:
+    free(by_alias);
     free(vals);
     free(buf);
     return rc;

@@ -26,7 +26,8 @@ typedef struct ph {
     uint64_t next_id;
 } ph;
 
-static inline int ph_open(ph *t, const char *spec, uint64_t capacity)
+/* Opens over a device with the given placement rule (as_placement). */
+static inline int ph_open_placed(ph *t, const char *spec, uint64_t capacity, int placement)
 {
     char why[256];
     memset(t, 0, sizeof *t);
@@ -37,7 +38,7 @@ static inline int ph_open(ph *t, const char *spec, uint64_t capacity)
     as_simdev_params p;
     as_simdev_default_params(&p);
     p.capacity = capacity;
-    p.placement = AS_PLACE_LOW_FIRST_FIT; /* tests work addresses out upward from BASE */
+    p.placement = (as_placement)placement;
     if (as_simdev_create(&p, &t->dev)) {
         as_policy_spec_free(&t->spec);
         return -1;
@@ -53,6 +54,12 @@ static inline int ph_open(ph *t, const char *spec, uint64_t capacity)
         return -1;
     }
     return 0;
+}
+
+/* Low first-fit placement: tests work addresses out upward from AS_SIMDEV_BASE. */
+static inline int ph_open(ph *t, const char *spec, uint64_t capacity)
+{
+    return ph_open_placed(t, spec, capacity, AS_PLACE_LOW_FIRST_FIT);
 }
 
 static inline void ph_close(ph *t)

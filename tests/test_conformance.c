@@ -3,6 +3,7 @@
  * is walked, so a newly registered policy joins automatically), each under several knob
  * settings and capacities, driven directly over the simulated device (no engine).
  *
+ * Runs alternate between the device's two address placements (low first fit, top down).
  * Each run replays a seeded random trace (tu_seed) of ALLOC, FREE, FREE_REQ+FREE pairs
  * and EMPTY_CACHE, with a capacity that forces OOMs (skipped, as with keep_going), and
  * after every event asserts: check() passes; walk() visits segments in address order,
@@ -275,10 +276,11 @@ static uint64_t rand_size(uint64_t *rng)
     return s ? s : 1;
 }
 
-static int play(run *r, const char *spec, uint64_t capacity, uint64_t seed, unsigned nev)
+static int play(run *r, const char *spec, uint64_t capacity, int placement, uint64_t seed,
+                unsigned nev)
 {
     memset(r, 0, sizeof *r);
-    if (ph_open(&r->t, spec, capacity)) {
+    if (ph_open_placed(&r->t, spec, capacity, placement)) {
         CU_FAIL("cannot open policy");
         return -1;
     }
@@ -365,8 +367,10 @@ static void conformance_all_policies(void)
             for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
                 uint64_t s = seed + 1000003ull * i + 7919ull * j + c;
                 run a, b;
-                int ra = play(&a, specs[j], caps[c], s, 1500);
-                int rb = ra ? -1 : play(&b, specs[j], caps[c], s, 1500);
+                /* Both address placements of the simulated device, alternating. */
+                int place = (int)((j + c) & 1) ? AS_PLACE_TOP_DOWN : AS_PLACE_LOW_FIRST_FIT;
+                int ra = play(&a, specs[j], caps[c], place, s, 1500);
+                int rb = ra ? -1 : play(&b, specs[j], caps[c], place, s, 1500);
                 if (ra == 0 && rb == 0) {
                     CU_ASSERT_EQUAL(a.hash, b.hash);
                     CU_ASSERT_EQUAL(a.ooms, b.ooms);

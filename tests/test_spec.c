@@ -80,10 +80,12 @@ static void spec_int_and_alias(void)
     CU_ASSERT_EQUAL(v->i, 256);
     CU_ASSERT_STRING_EQUAL(s.text, "bestfit,maxsplit=256");
     as_policy_spec_free(&s);
-    /* maxsplit=0 is our "off" and passes PyTorch's >= 20 rule. */
+    /* maxsplit=0 is our "off" and passes PyTorch's >= 20 rule; by the PyTorch key it is
+     * refused, as PyTorch refuses it. */
     v = parse_ok("bestfit,maxsplit=0", &s, "maxsplit");
     CU_ASSERT_EQUAL(v->i, 0);
     as_policy_spec_free(&s);
+    parse_bad("bestfit,max_split_size_mb:0", "'maxsplit'", "minimum 20");
     v = parse_ok("bestfit,segment=64,maxsplit=20", &s, "segment");
     CU_ASSERT_EQUAL(v->i, 64);
     CU_ASSERT_STRING_EQUAL(s.text, "bestfit,maxsplit=20,segment=64");
@@ -323,7 +325,10 @@ static void spec_default_torch(void)
     /* PyTorch's validation: the threshold strictly inside (0, 1); max_split and
      * max_non_split_rounding at least the large segment size. */
     parse_bad("garbage_collection_threshold:1.0", "'gc'", NULL);
-    parse_bad("garbage_collection_threshold:0", "'gc'", NULL);
+    parse_bad("garbage_collection_threshold:0", "'gc'", "strictly between 0 and 1");
+    v = parse_ok("torch,gc=0", &s, "gc"); /* the short name: 0 = off */
+    CU_ASSERT_EQUAL(v->f, 0.0);
+    as_policy_spec_free(&s);
     parse_bad("expandable_segments:maybe", "'expandable'", "not a boolean");
     parse_bad("max_split_size_mb:19", "'maxsplit'", "minimum 20");
     parse_bad("large_segment_size_mb:64,max_split_size_mb:32", "'maxsplit'", "minimum 64");
