@@ -52,7 +52,7 @@ typedef struct run {
     int log_ok;     /* reserved is tracked from the device log */
     uint64_t capacity;
 
-    as_idmap live; /* id -> (policy handle, block size | PENDING_BIT) */
+    as_idring live; /* id -> (policy handle, block size | PENDING_BIT) */
     uint64_t requested, allocated, reserved, pending;
     uint64_t events, allocs; /* handled so far: the index of the event in progress */
     int stopped;
@@ -320,7 +320,7 @@ static void run_batch(run *r, const eng_ev *ev, size_t n)
             as_block b;
             rc = palloc(st, &rq, &b);
             if (rc == AS_POLICY_OK) {
-                if (as_idmap_put(&r->live, x->id, b.handle, b.size)) {
+                if (as_idring_put(&r->live, x->id, b.handle, b.size)) {
                     run_fail(r, AS_ENGINE_ENOMEM, "out of host memory for the live table");
                     return;
                 }
@@ -339,7 +339,7 @@ static void run_batch(run *r, const eng_ev *ev, size_t n)
             break;
         }
         case AS_OP_FREE_REQ: {
-            as_idmap_ent *m = as_idmap_get(&r->live, x->id);
+            as_idmap_ent *m = as_idring_get(&r->live, x->id);
             if (!m || (m->b & PENDING_BIT)) /* an allocation that failed (keep_going) */
                 break;
             rc = pfree(st, m->a, AS_FREE_PENDING);
@@ -351,7 +351,7 @@ static void run_batch(run *r, const eng_ev *ev, size_t n)
             break;
         }
         case AS_OP_FREE: {
-            as_idmap_ent *m = as_idmap_get(&r->live, x->id);
+            as_idmap_ent *m = as_idring_get(&r->live, x->id);
             if (!m)
                 break;
             uint64_t blk = m->b & ~PENDING_BIT;
@@ -362,7 +362,7 @@ static void run_batch(run *r, const eng_ev *ev, size_t n)
                 r->requested -= x->size;
                 r->allocated -= blk;
             }
-            as_idmap_del(&r->live, m);
+            as_idring_del(&r->live, m);
             break;
         }
         case AS_OP_EMPTY_CACHE:
@@ -861,7 +861,7 @@ void as_engine_destroy(as_engine *e)
             as_simdev_destroy(r->sim);
         if (r->fdev && e->o.factory->destroy)
             e->o.factory->destroy(e->o.factory->user, r->fdev);
-        as_idmap_free(&r->live);
+        as_idring_free(&r->live);
         free(r->st);
         free(r->segs);
         free(r->smp);

@@ -18,7 +18,6 @@
 typedef struct as_idmap_ent {
     uint64_t key; /* id + 1; 0 marks an empty slot */
     uint64_t a, b;
-    uint64_t pad; /* 32-byte slots: two per cache line, index arithmetic by shift */
 } as_idmap_ent;
 
 typedef struct as_idmap {
@@ -121,6 +120,62 @@ static inline void as_idmap_free(as_idmap *m)
 {
     free(m->slot);
     *m = (as_idmap){0};
+}
+
+/* ---- as_idring: the engine's map, tuned for ordinal ids -----------------------------------
+ * Most allocations die young, and ids are handed out in order, so the recent ids live in a
+ * direct-mapped ring (slot id mod AS_IDRING, no hashing, no probing, written in sequence).
+ * An id still live when a newer one needs its slot moves to the hash map, where the few
+ * long-lived allocations (parameters, caches) end up. Memory: the ring (fixed) plus a hash
+ * map proportional to the long-lived allocations. */
+
+#define AS_IDRING 1024u
+
+typedef struct as_idring {
+    as_idmap_ent *ring; /* AS_IDRING slots, allocated on first put */
+    as_idmap far;
+    uint64_t n; /* live entries, ring and map */
+} as_idring;
+
+static inline int as_idring_put(as_idring *m, uint64_t id, uint64_t a, uint64_t b)
+{
+    if (!m->ring && !(m->ring = calloc(AS_IDRING, sizeof *m->ring)))
+        return -1;
+    as_idmap_ent *s = &m->ring[id & (AS_IDRING - 1)];
+    if (s->key && as_idmap_put(&m->far, s->key - 1, s->a, s->b))
+        return -1;
+    s->key = id + 1;
+    s->a = a;
+    s->b = b;
+    m->n++;
+    return 0;
+}
+
+/* The entry for id, or NULL; valid until the next put or del. */
+static inline as_idmap_ent *as_idring_get(const as_idring *m, uint64_t id)
+{
+    if (m->ring) {
+        as_idmap_ent *s = &m->ring[id & (AS_IDRING - 1)];
+        if (s->key == id + 1)
+            return s;
+    }
+    return m->far.n ? as_idmap_get(&m->far, id) : NULL;
+}
+
+static inline void as_idring_del(as_idring *m, as_idmap_ent *e)
+{
+    m->n--;
+    if (e >= m->ring && e < m->ring + AS_IDRING)
+        e->key = 0;
+    else
+        as_idmap_del(&m->far, e);
+}
+
+static inline void as_idring_free(as_idring *m)
+{
+    free(m->ring);
+    as_idmap_free(&m->far);
+    *m = (as_idring){0};
 }
 
 #endif

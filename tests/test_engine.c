@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "engine_fixture.h"
+#include "idmap.h"
 #include "source.h"
 #include "util.h"
 
@@ -697,8 +698,8 @@ static void test_walk_hook(void)
     as_policy_spec sp;
     tf_spec(&sp, 0, 0, 0);
     as_engine *e;
-    walklog l = { 0 };
-    as_engine_opts o = { .threads = 1, .on_walk = walk_cb, .walk_at_oom = 1, .user = &l };
+    walklog l = {0};
+    as_engine_opts o = {.threads = 1, .on_walk = walk_cb, .walk_at_oom = 1, .user = &l};
     CU_ASSERT_EQUAL_FATAL(as_engine_create(&o, &e), 0);
     CU_ASSERT_EQUAL(as_engine_add_run(e, &sp, 6 * TF_MIB), 0);
     CU_ASSERT_EQUAL(as_engine_walk_after(e, 0, 3), 0);
@@ -867,6 +868,50 @@ static void test_threads(void)
     free(t);
 }
 
+/* The engine's id map against a plain array: ids handed out in order, freed at random
+ * ages (some live far longer than the ring), so entries move from the ring to the hash
+ * map; every live id must be found with its values and every dead one not. */
+static void test_idring(void)
+{
+    uint64_t seed = tu_seed("engine idring");
+    enum { N = 200000 };
+    uint64_t *val = calloc(N, sizeof *val);
+    unsigned char *live = calloc(N, 1);
+    as_idring m = {0};
+    uint64_t nlive = 0, next = 0, bad = 0;
+    for (int step = 0; step < 3 * N && next < N; step++) {
+        uint64_t x = tu_rand(&seed);
+        if (x % 2 == 0 || nlive == 0) {
+            val[next] = tu_rand(&seed);
+            CU_ASSERT_EQUAL_FATAL(as_idring_put(&m, next, val[next], ~val[next]), 0);
+            live[next++] = 1;
+            nlive++;
+        } else {
+            /* Mostly young victims, sometimes very old ones. */
+            uint64_t age = x % 7 == 0 ? tu_rand(&seed) % next : tu_rand(&seed) % 600;
+            uint64_t id = next - 1 - (age < next ? age : 0);
+            as_idmap_ent *e = as_idring_get(&m, id);
+            bad += !live[id] != !e;
+            if (e) {
+                bad += e->a != val[id] || e->b != ~val[id];
+                as_idring_del(&m, e);
+                live[id] = 0;
+                nlive--;
+            }
+        }
+    }
+    CU_ASSERT_EQUAL(m.n, nlive);
+    CU_ASSERT(m.far.n > 0); /* the long-lived ones did move to the hash map */
+    for (uint64_t id = 0; id < next; id++) {
+        as_idmap_ent *e = as_idring_get(&m, id);
+        bad += !live[id] != !e || (e && e->a != val[id]);
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    as_idring_free(&m);
+    free(val);
+    free(live);
+}
+
 CU_TestInfo test_engine[] = {
     {"OOM: oom_event counts every event, oom_alloc only ALLOCs", test_oom_indices},
     {"keep_going skips the failed request and its frees", test_keep_going},
@@ -876,5 +921,6 @@ CU_TestInfo test_engine[] = {
     {"policy error, broken invariant, trace error, misuse", test_errors},
     {"segment map hook: after an event and at the OOM", test_walk_hook},
     {"results do not depend on the thread count", test_threads},
+    {"id map: ring and hash map against a plain array", test_idring},
     CU_TEST_INFO_NULL,
 };
