@@ -388,8 +388,8 @@ static void reader_bounded_memory(void)
     CU_ASSERT_EQUAL(rc, AS_TRACE_EOF);
     CU_ASSERT_EQUAL(total, N);
     CU_ASSERT(max_live <= LIVE);
-    /* 64 live at load <= 1/2 -> 128 slots of 40 bytes */
-    CU_ASSERT(max_table <= 128 * 40);
+    /* 64 live at load <= 1/2 -> 128 slots of 32 bytes */
+    CU_ASSERT(max_table <= 128 * 32);
     long grown = (long)m1.uordblks - (long)m0.uordblks;
     fprintf(stderr, "  [%zu events: live table <= %zu bytes, heap grew %ld bytes]\n", total,
             max_table, grown);

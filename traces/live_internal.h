@@ -75,39 +75,59 @@ static inline void live_remove(as_live *t, as_live_ent *e)
         (void)as_live_rehash(t, t->cap / 4); /* on failure the bigger table stays valid */
 }
 
-/* The common case, inlined into the hot loops: a valid event. Returns 0
- * when accepted, -1 (nothing changed) when as_validate must judge it. */
+/* The common cases, inlined into the hot loops. Each returns 0 when the event is valid
+ * (and fills or renumbers it), -1 with nothing changed when as_validate must judge it. */
+static inline int validate_alloc(as_validator *v, as_event *ev)
+{
+    if (ev->id != v->allocs_in || ev->size - 1 >= AS_MAX_ALLOC_SIZE)
+        return -1;
+    as_live_ent *e = live_insert(&v->live, ev->id);
+    if (!e)
+        return -1;
+    v->allocs_in++;
+    e->size = ev->size;
+    e->stream = ev->stream;
+    e->out_id = v->allocs_out++;
+    ev->id = e->out_id;
+    v->events++;
+    return 0;
+}
+
+static inline int validate_free(as_validator *v, as_event *ev)
+{
+    as_live_ent *e = live_find(&v->live, ev->id);
+    if (!e)
+        return -1;
+    ev->id = AS_LIVE_ID(e);
+    ev->size = e->size;
+    ev->stream = e->stream;
+    live_remove(&v->live, e);
+    v->events++;
+    return 0;
+}
+
+static inline int validate_free_req(as_validator *v, as_event *ev)
+{
+    as_live_ent *e = live_find(&v->live, ev->id);
+    if (!e || (e->out_id & AS_LIVE_FREEREQ))
+        return -1;
+    e->out_id |= AS_LIVE_FREEREQ;
+    ev->id = AS_LIVE_ID(e);
+    ev->size = e->size;
+    ev->stream = e->stream;
+    v->events++;
+    return 0;
+}
+
 static inline int validate_fast(as_validator *v, as_event *ev)
 {
-    as_live_ent *e;
     switch (ev->op) {
     case AS_OP_ALLOC:
-        if (ev->id != v->allocs_in || ev->size - 1 >= AS_MAX_ALLOC_SIZE)
-            return -1;
-        if (!(e = live_insert(&v->live, ev->id)))
-            return -1;
-        v->allocs_in++;
-        e->size = ev->size;
-        e->stream = ev->stream;
-        e->out_id = v->allocs_out++;
-        ev->id = e->out_id;
-        break;
+        return validate_alloc(v, ev);
     case AS_OP_FREE:
-        if (!(e = live_find(&v->live, ev->id)))
-            return -1;
-        ev->id = e->out_id;
-        ev->size = e->size;
-        ev->stream = e->stream;
-        live_remove(&v->live, e);
-        break;
+        return validate_free(v, ev);
     case AS_OP_FREE_REQ:
-        if (!(e = live_find(&v->live, ev->id)) || e->freereq)
-            return -1;
-        e->freereq = 1;
-        ev->id = e->out_id;
-        ev->size = e->size;
-        ev->stream = e->stream;
-        break;
+        return validate_free_req(v, ev);
     case AS_OP_EMPTY_CACHE:
         ev->id = ev->size = ev->stream = 0;
         break;

@@ -516,8 +516,13 @@ int as_native_next_batch(void *stp, as_validator *vd, as_event *evs, size_t cap,
                 ev->time_us = AS_TIME_NONE;
             }
             s->ev_off[k] = base + (uint64_t)(ev_start - sb);
-            if (vd && validate_fast(vd, ev) != 0)
-                unchecked = stop = 1; /* the reader judges it, with the slow path */
+            if (vd) {
+                int ok = ev->op == AS_OP_ALLOC  ? validate_alloc(vd, ev)
+                         : ev->op == AS_OP_FREE ? validate_free(vd, ev)
+                                                : validate_fast(vd, ev);
+                if (ok != 0)
+                    unchecked = stop = 1; /* the reader judges it, with the slow path */
+            }
             k++;
             done++;
             if (stop)

@@ -123,14 +123,14 @@ int as_validate(as_validator *v, as_event *ev, char *msg, size_t cap)
             goto bad;
         }
         if (ev->op == AS_OP_FREE_REQ) {
-            if (e->freereq) {
+            if (e->out_id & AS_LIVE_FREEREQ) {
                 snprintf(msg, cap, "FREE_REQ %llu: requested twice (no FREE in between)",
                          (unsigned long long)ev->id);
                 goto bad;
             }
-            e->freereq = 1;
+            e->out_id |= AS_LIVE_FREEREQ;
         }
-        ev->id = e->out_id;
+        ev->id = AS_LIVE_ID(e);
         ev->size = e->size;
         ev->stream = e->stream;
         if (ev->op == AS_OP_FREE)

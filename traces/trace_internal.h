@@ -55,9 +55,11 @@ typedef struct as_live_ent {
     uint64_t size;
     uint64_t stream;
     uint64_t out_id; /* the id handed out (differs from the input id only after lenient
-                        skips of bad ALLOCs) */
-    uint32_t freereq;
-} as_live_ent;
+                        skips of bad ALLOCs); bit 63 is AS_LIVE_FREEREQ */
+} as_live_ent; /* 32 bytes: two per cache line */
+
+#define AS_LIVE_FREEREQ (1ull << 63) /* in out_id: a FREE_REQ was seen */
+#define AS_LIVE_ID(e) ((e)->out_id & ~AS_LIVE_FREEREQ)
 
 typedef struct as_live {
     as_live_ent *slot;
