@@ -456,6 +456,38 @@ static int check_pytorch_rules(const as_policy *p, const as_knob_value *v, const
     return 0;
 }
 
+/* PYTORCH_CUDA_ALLOC_CONF keys that do not change the device caching allocator's
+ * decisions (pinned host memory, locking, IPC handles, graph capture): accepted, so that a
+ * user's setting can be pasted verbatim, and left out of the canonical text. 1 when key is
+ * one of them, 0 when not, < 0 (why filled) for a value we cannot simulate. */
+static int ignored_pytorch_key(const char *key, const char *val, char *why, size_t wl)
+{
+    static const char *const keys[] = {
+        "pinned_use_cuda_host_register", "pinned_use_hip_host_register",
+        "pinned_num_register_threads",   "pinned_use_background_threads",
+        "pinned_reserve_segment_size_mb", "pinned_free_catch_all",
+        "pinned_max_round_threshold_mb", "pinned_max_cached_size_mb",
+        "release_lock_on_cudamalloc",    "release_lock_on_hipmalloc",
+        "graph_capture_record_stream_reuse", "expandable_segments_handle_type",
+    };
+    if (strcmp(key, "backend") == 0) {
+        if (strcmp(val, "native") == 0)
+            return 1;
+        fail(why, wl, "backend '%s' is not the caching allocator and is not simulated (only "
+                      "backend:native)", val);
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (strcmp(key, keys[i]) == 0) {
+            if (!*val) {
+                fail(why, wl, "PyTorch key '%s' has no value", key);
+                return -1;
+            }
+            return 1;
+        }
+    return 0;
+}
+
 static void fmt_size(strbuf *b, uint64_t x)
 {
     static const struct {
@@ -690,6 +722,13 @@ int as_policy_spec_parse(const char *text, as_policy_spec *out, char *why, size_
         item[kl] = 0;
         const char *val = item + kl + 1;
         int ki = find_knob(pol, item);
+        if (ki < 0 && knob_by_alias(pol, "expandable_segments") >= 0) {
+            int ig = ignored_pytorch_key(item, val, why, why_len);
+            if (ig < 0)
+                goto out;
+            if (ig > 0)
+                continue;
+        }
         if (ki < 0) {
             strbuf names = { 0 };
             for (size_t i = 0; i < pol->n_knobs; i++)

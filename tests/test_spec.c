@@ -336,6 +336,16 @@ static void spec_default_torch(void)
     as_policy_spec_free(&s);
     parse_bad("max_non_split_rounding_mb:4", "max_non_split_rounding", NULL);
     parse_bad("nosuch_key:1", "no knob 'nosuch_key'", NULL);
+    /* Keys that do not affect the device caching allocator are accepted and dropped. */
+    parse_ok("backend:native,expandable_segments:True,pinned_use_cuda_host_register:True,"
+             "pinned_num_register_threads:8,release_lock_on_cudamalloc:True",
+             &s, NULL);
+    CU_ASSERT_STRING_EQUAL(s.text, "torch,expandable=true");
+    as_policy_spec_free(&s);
+    parse_bad("backend:cudaMallocAsync", "backend 'cudaMallocAsync'", "not simulated");
+    parse_bad("pinned_num_register_threads:", "pinned_num_register_threads", "no value");
+    /* Only for policies that take PyTorch's settings. */
+    parse_bad("bestfit,backend:native", "no knob 'backend'", NULL);
 }
 
 CU_TestInfo test_spec[] = {
