@@ -453,7 +453,38 @@ static void reader_memory_and_stdin(void)
     tu_rm(p);
 }
 
+static void reader_names_and_meta(void)
+{
+    CU_ASSERT_EQUAL(as_trace_fmt_parse("text"), AS_FMT_TEXT);
+    CU_ASSERT_EQUAL(as_trace_fmt_parse("NATIVE"), AS_FMT_NATIVE);
+    CU_ASSERT_EQUAL(as_trace_fmt_parse("pickle"), AS_FMT_UNKNOWN);
+    CU_ASSERT_EQUAL(as_trace_fmt_for_output("a/b.trace.txt"), AS_FMT_TEXT);
+    CU_ASSERT_EQUAL(as_trace_fmt_for_output("b.TEXT"), AS_FMT_TEXT);
+    CU_ASSERT_EQUAL(as_trace_fmt_for_output("b.zst"), AS_FMT_NATIVE);
+    CU_ASSERT_EQUAL(as_trace_fmt_for_output("-"), AS_FMT_NATIVE);
+    CU_ASSERT_STRING_EQUAL(as_trace_fmt_name(AS_FMT_TORCH_PICKLE), "torch-pickle");
+    CU_ASSERT_STRING_EQUAL(as_trace_fmt_name((as_trace_fmt)99), "unknown");
+    for (int c = AS_TRACE_EUSAGE; c <= AS_TRACE_EOF; c++)
+        CU_ASSERT(strcmp(as_trace_strerror(c), "unknown error") != 0);
+    CU_ASSERT_STRING_EQUAL(as_trace_strerror(-99), "unknown error");
+    as_meta m = {0}, c = {0};
+    CU_ASSERT_EQUAL(as_meta_set(&m, "a.b-c_1", "x"), 0);
+    CU_ASSERT_EQUAL(as_meta_set(&m, "bad key", "x"), AS_TRACE_EUSAGE);
+    CU_ASSERT_EQUAL(as_meta_set(&m, "", "x"), AS_TRACE_EUSAGE);
+    CU_ASSERT_EQUAL(as_meta_set(&m, "z", "1"), 0);
+    CU_ASSERT_EQUAL(as_meta_set(&m, "a.b-c_1", "y"), 0); /* replaces, keeps its place */
+    CU_ASSERT_EQUAL(m.n, 2);
+    CU_ASSERT_STRING_EQUAL(m.kv[0].value, "y");
+    CU_ASSERT_PTR_NULL(as_meta_get(&m, "nope"));
+    CU_ASSERT_EQUAL(as_meta_copy(&c, &m), 0);
+    CU_ASSERT_STRING_EQUAL(as_meta_get(&c, "z"), "1");
+    as_meta_free(&m);
+    as_meta_free(&c);
+    CU_ASSERT_EQUAL(m.n, 0);
+}
+
 CU_TestInfo test_reader[] = {
+    {"names_and_meta", reader_names_and_meta},
     {"memory_and_stdin", reader_memory_and_stdin},
     {"validation", reader_validation},
     {"lenient", reader_lenient},
