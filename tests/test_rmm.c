@@ -511,6 +511,73 @@ static void rmm_same_simulation_after_round_trip(void)
     tu_rm(nat);
 }
 
+/* Random corruptions of the sample (byte flips, deleted and duplicated spans, cut-offs):
+ * never a crash or an out-of-bounds read (the suite also runs under ASan); a strict
+ * failure is an error with a line number and an offset inside the input; lenient reads
+ * either finish or stop with an error of the same kind. */
+static void rmm_random_corruption(void)
+{
+    uint64_t seed = tu_seed("rmm_random_corruption");
+    FILE *f = fopen(tu_path(SAMPLE), "rb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    char orig[32768];
+    size_t n0 = fread(orig, 1, sizeof orig, f);
+    fclose(f);
+    CU_ASSERT_FATAL(n0 > 1000 && n0 < sizeof orig);
+    char *buf = malloc(2 * sizeof orig);
+    int strict_errors = 0, bad_reports = 0;
+    for (int iter = 0; iter < 300; iter++) {
+        size_t n = n0;
+        memcpy(buf, orig, n);
+        int edits = 1 + (int)(tu_rand(&seed) % 4);
+        for (int k = 0; k < edits; k++) {
+            size_t at = 40 + tu_rand(&seed) % (n - 40); /* keep the header */
+            size_t len = 1 + tu_rand(&seed) % 24;
+            switch (tu_rand(&seed) % 4) {
+            case 0:
+                buf[at] = (char)tu_rand(&seed);
+                break;
+            case 1:
+                if (at + len < n) {
+                    memmove(buf + at, buf + at + len, n - at - len);
+                    n -= len;
+                }
+                break;
+            case 2:
+                if (at + len < n && n + len < 2 * sizeof orig) {
+                    memmove(buf + at + len, buf + at, n - at);
+                    n += len;
+                }
+                break;
+            default:
+                n = at;
+                break;
+            }
+        }
+        for (int lenient = 0; lenient < 2; lenient++) {
+            as_reader_opts o = {.lenient = lenient};
+            as_trace_reader *r;
+            as_trace_error err;
+            if (as_trace_open_mem(buf, n, "mutant.csv", &o, &r, &err) != 0)
+                continue; /* header damaged: refused up front */
+            as_event ev;
+            int rc;
+            while ((rc = as_trace_next(r, &ev)) == 0)
+                ;
+            if (rc != AS_TRACE_EOF) {
+                const as_trace_error *e = as_trace_reader_error(r);
+                strict_errors += !lenient;
+                if (e->line == 0 || e->offset > n || e->code >= 0)
+                    bad_reports++;
+            }
+            as_trace_close(r);
+        }
+    }
+    free(buf);
+    CU_ASSERT_EQUAL(bad_reports, 0);
+    CU_ASSERT(strict_errors > 100); /* most mutations must be caught */
+}
+
 CU_TestInfo test_rmm[] = {
     {"sample_matches_plain_parse", rmm_sample_matches_plain_parse},
     {"meta_counts", rmm_meta_counts},
@@ -523,5 +590,6 @@ CU_TestInfo test_rmm[] = {
     {"streaming_memory", rmm_streaming_memory},
     {"round_trip_native_text", rmm_round_trip_native_text},
     {"same_simulation_after_round_trip", rmm_same_simulation_after_round_trip},
+    {"random_corruption", rmm_random_corruption},
     CU_TEST_INFO_NULL,
 };
