@@ -320,6 +320,11 @@ static void run_batch(run *r, const eng_ev *ev, size_t n)
             as_block b;
             rc = palloc(st, &rq, &b);
             if (rc == AS_POLICY_OK) {
+                if (b.size < x->size && r->e->o.check) {
+                    run_fail(r, AS_ENGINE_ECHECK, "block of %llu bytes for a %llu-byte request",
+                             (unsigned long long)b.size, (unsigned long long)x->size);
+                    return;
+                }
                 if (as_idring_put(&r->live, x->id, b.handle, b.size)) {
                     run_fail(r, AS_ENGINE_ENOMEM, "out of host memory for the live table");
                     return;
