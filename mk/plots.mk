@@ -35,7 +35,7 @@ plots-clean:
 $(EX)/timeline_resnet.png: $(PLOT_DEPS) plots/timeline.gp $(RESNET)
 	@mkdir -p $(EX)
 	$(ALLOCSIM) plot timeline $(TORCH_SPECS) -c $(RESNET_CAP) --every 20 \
-	  --title "ResNet-50, variable batch (H200): three PyTorch settings at a $(RESNET_CAP)-byte cap" \
+	  --title "ResNet-50, variable batch (H200): three PyTorch settings at the key's $(RESNET_CAP)-byte cap" \
 	  --keep $(PLOT_TMP)/timeline_resnet -o $@ $(RESNET)
 
 $(EX)/segments_resnet_oom.png: $(PLOT_DEPS) plots/segments.gp $(RESNET)
@@ -46,7 +46,7 @@ $(EX)/segments_resnet_oom.png: $(PLOT_DEPS) plots/segments.gp $(RESNET)
 $(EX)/capacity_resnet.png: $(PLOT_DEPS) plots/capacity.gp $(RESNET)
 	@mkdir -p $(EX)
 	$(ALLOCSIM) plot capacity -p torch -p expandable_segments:True \
-	  -p roundup_power2_divisions:4 -p segfit \
+	  -p roundup_power2_divisions:4 -p garbage_collection_threshold:0.6,max_split_size_mb:256 \
 	  --title "ResNet-50, variable batch: how far the trace gets at each capacity (every 2 MiB)" \
 	  --keep $(PLOT_TMP)/capacity_resnet -o $@ $(RESNET)
 

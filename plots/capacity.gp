@@ -104,10 +104,11 @@ do for [k=1:np] {
     }
     if (minfit[k] == minfit[k]) {
         set arrow from first gib(minfit[k]), graph 0 to first gib(minfit[k]), graph 1 nohead lc rgb col(k) lw 2
-        msg = "minimum " . human(minfit[k])
+        msg = sprintf("minimum %.3f GiB", gib(minfit[k]))
         if (nfail_above[k] > 0) {
-            msg = msg . sprintf("; %d capacities above it fail; all fit from %s", nfail_above[k], \
-                  fitsfrom[k] == fitsfrom[k] ? human(fitsfrom[k]) : "(none in range)")
+            msg = msg . sprintf("; %d %s above it %s; all fit from %s", nfail_above[k], \
+                  nfail_above[k] == 1 ? "capacity" : "capacities", nfail_above[k] == 1 ? "fails" : "fail", \
+                  fitsfrom[k] == fitsfrom[k] ? sprintf("%.3f GiB", gib(fitsfrom[k])) : "(none in range)")
         } else {
             msg = msg . "; every larger capacity fits"
         }

@@ -25,8 +25,9 @@ set datafile separator ","
 set datafile columnheaders
 set datafile missing NaN  # a filtered-out row (NaN) does not break a line
 
-# Colours ordered so that their lightness steps too (navy 13%, red 32%, amber 65%, green
-# 45%, purple 33%, sky 62%, grey 27%, brown 42%); dash and point types change with them.
+# Colours whose grey levels (Rec. 601 luma) differ from each neighbour: navy 13%, red 36%,
+# amber 66%, green 45%, purple 33%, sky 62%, grey 27%, brown 43%; dash and point types
+# change with them, so that series stay apart when printed in grey.
 array C[8] = ["#0b1f65", "#d62728", "#f0a202", "#2a9d5c", "#7b3294", "#56b4e9", "#444444", "#a6611a"]
 array DT[8] = [1, 2, 4, 5, 3, 1, 2, 4]
 array PT[8] = [7, 5, 9, 13, 6, 4, 8, 12]

@@ -53,6 +53,9 @@ if (has_preq) {
     stats in using (t = tidx(trc[int($0)+1]), column("peak_requested") > preq[t] ? (preq[t] = column("peak_requested")) : 0, 0) nooutput
 }
 
+# Runs that hit an OOM (stats honours the ranges set below, so it comes first).
+stats in using (column("completed") == 0 ? 1 : 0) nooutput
+noom = STATS_sum
 if (!exists("title")) { title = "Peak reserved and waste per policy" }
 set multiplot layout 2, 1 title title font ",15" margins 0.08, 0.97, 0.22, 0.92 spacing 0, 0.08
 set xrange [-0.6 : nt - 0.4]
@@ -81,8 +84,6 @@ if (has_preq) {
     unset print
     cmd = cmd . '$PREQ using 1:2:(0.45) with xerrorbars pt -1 lw 3 lc rgb "#000000" title "peak requested (live bytes)", '
 }
-stats in using (column("completed") == 0 ? 1 : 0) nooutput
-noom = STATS_sum
 if (noom > 0) {
     cmd = cmd . 'in using (column("completed") == 0 ? bx(' . row . ') : NaN):(gib(column("peak_reserved"))) with boxes fs pattern 2 transparent border lc rgb "#d62728" fc rgb "#d62728" title "hit an OOM (peak up to it)"'
 } else {
@@ -93,6 +94,7 @@ eval cmd
 set format x "% h"
 set xtics () 
 do for [t=1:nt] { set xtics add (tname[t] t - 1) }
+unset key  # an empty key would still draw its box, as a stray line
 set ylabel "waste = peak reserved - peak requested (GiB)"
 set yrange [0:*]
 cmd = 'plot '

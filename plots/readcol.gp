@@ -1,5 +1,8 @@
 # readcol.gp FILE NAME: RC[1..RC_n] = the string in column NAME of each data row of the CSV
-# FILE, read whole even when it holds commas inside quotes (strcol() would cut it there).
+# FILE, read whole even when it holds commas inside quotes. Policy specs do
+# ("torch,maxsplit=128") and gnuplot 5.4's strcol() cuts a quoted field at its first comma,
+# while a plain column number given to `with labels` reads it whole: so the column is
+# printed through `set table` and parsed back. Usage: call "readcol.gp" FILE "policy".
 set datafile separator ","
 unset datafile columnheaders
 stats ARG1 every ::0::0 using (RC_col = sum [i=1:64] (columnhead(i) eq ARG2 ? i : 0), 0) nooutput

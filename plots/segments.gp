@@ -63,11 +63,16 @@ if (exists("runs") && strlen(runs) > 0) {
     if (RC_n > run) { who = RC[run + 1] }
     set datafile separator ","
     set datafile columnheaders
-    r_cap = NaN; r_size = NaN; r_alloc = NaN
+    r_cap = NaN; r_size = NaN; r_alloc = NaN; r_res = NaN
     stats runs using (int($0) == run ? (r_cap = column("capacity"), r_size = column("oom_size"), \
-        r_alloc = column("oom_alloc")) : 0, 0) nooutput
+        r_alloc = column("oom_alloc"), r_res = column("oom_reserved")) : 0, 0) nooutput
     if (r_cap == r_cap) { who = who . sprintf(" at %s (%.2f GB)", human(r_cap), r_cap / 1e9) }
-    if (r_size == r_size) { oom_what = sprintf(": alloc %d asked for %s", r_alloc, human(r_size)) }
+    if (r_size == r_size) {
+        oom_what = sprintf(": alloc %d asked for %s", r_alloc, human(r_size))
+        if (r_cap == r_cap && r_res == r_res && r_cap >= r_res) {
+            oom_what = oom_what . sprintf(", %s left under the cap", human(r_cap - r_res))
+        }
+    }
 }
 if (!exists("title")) {
     title = sprintf("%s, segments at the %s%s\n%d segments, %s reserved, %s allocated, %s free, largest free block %s", \

@@ -52,6 +52,9 @@ array lasty[N]
 stats in using (r = int(column("run")) + 1, lastx[r] = @X, lasty[r] = column("reserved"), \
       column("reserved")) nooutput
 ymax = STATS_max
+# Requested is the trace's, the same in every run: draw it from the run that got furthest.
+rq = 1
+do for [r=2:N] { if (lastx[r] > lastx[rq]) { rq = r } }
 do for [r=1:N] { if (cap[r] == cap[r] && cap[r] > ymax) { ymax = cap[r] } }
 
 if (!exists("title")) { title = (strlen(tracename) ? tracename.": " : "")."memory through the trace" }
@@ -97,7 +100,7 @@ set bmargin 4 + (nkey + 1) / 2 + 1
 set key at screen 0.5, screen 0.01 center bottom horizontal maxcols 2 reverse Left box lc rgb "#bbbbbb"
 
 plot \
-    in using (column("run") == 0 ? @X : NaN):(gib(column("requested"))) with filledcurves y1=0 \
+    in using (column("run") == rq - 1 ? @X : NaN):(gib(column("requested"))) with filledcurves y1=0 \
         fc rgb "#d0d0d0" fs solid 1.0 title "requested (live bytes, the same for every run)", \
     for [r=1:N] in using (xv(r)):(gib(column("reserved"))) with lines lw 2.6 lc rgb col(r) \
         dt dt(r) title "reserved: ".name[r], \

@@ -45,6 +45,10 @@ plo = STATS_min
 phi = STATS_max
 ppad = (phi - plo) * 0.06 + 0.05
 
+# (stats honours the ranges set for the panels below, so every stats comes first)
+stats in using (mib(column("pred_peak_reserved") - column("meas_peak_reserved"))) nooutput
+emax = abs(STATS_min) > abs(STATS_max) ? abs(STATS_min) : abs(STATS_max)
+if (emax < 2) { emax = 2 }
 if (!exists("title")) {
     title = sprintf("Predicted (allocsim) against measured: OOM point exact in %d of %d runs, peak reserved exact in %d of %d", \
                     oom_exact, nruns, peak_exact, nruns)
@@ -70,15 +74,16 @@ cmd = 'plot x with lines lc rgb "#aaaaaa" dt 2 title "predicted = measured"'
 do for [k=1:np] {
     cmd = cmd . sprintf(', in using (mine(%d) ? oomv("meas_oom_alloc") : NaN):(oomv("pred_oom_alloc")) with points pt pt(%d) ps (2.8 - 0.5 * (%d - 1)) lw 2 lc rgb col(%d) title pname[%d]', k, k, k, k, k)
 }
+# Name the runs that differ: at this scale a few allocations apart look exact.
+if (oom_exact < nruns) {
+    cmd = cmd . ', in using (column("oom_match") == 0 ? oomv("meas_oom_alloc") : NaN):(oomv("pred_oom_alloc")):(sprintf("predicted %s, measured %s at %.2f GB", strcol("pred_oom_alloc"), strcol("meas_oom_alloc"), column("capacity") / 1e9)) with labels left offset 1.5, -1 tc rgb "#d62728" notitle'
+}
 eval cmd
 unset arrow
 unset label
 
 # Right: peak reserved, as the error at MiB resolution against the measured peak, so that
 # a one-segment difference shows where a GiB scatter would hide it.
-stats in using (mib(column("pred_peak_reserved") - column("meas_peak_reserved"))) nooutput
-emax = abs(STATS_min) > abs(STATS_max) ? abs(STATS_min) : abs(STATS_max)
-if (emax < 2) { emax = 2 }
 set title "peak reserved: predicted - measured"
 set xlabel "measured peak reserved (GiB)"
 set ylabel "error (MiB)"
@@ -90,6 +95,9 @@ set format y "%g"
 cmd = 'plot 0 with lines lc rgb "#aaaaaa" dt 2 notitle'
 do for [k=1:np] {
     cmd = cmd . sprintf(', in using (mine(%d) ? gib(column("meas_peak_reserved")) : NaN):(mib(column("pred_peak_reserved") - column("meas_peak_reserved"))) with points pt pt(%d) ps (2.8 - 0.5 * (%d - 1)) lw 2 lc rgb col(%d) notitle', k, k, k, k)
+}
+if (peak_exact < nruns) {
+    cmd = cmd . ', in using (column("peak_match") == 0 ? gib(column("meas_peak_reserved")) : NaN):(mib(column("pred_peak_reserved") - column("meas_peak_reserved"))):(sprintf("%+.1f MiB at %.2f GB", mib(column("pred_peak_reserved") - column("meas_peak_reserved")), column("capacity") / 1e9)) with labels left offset 1.5, 0 tc rgb "#d62728" notitle'
 }
 eval cmd
 unset multiplot

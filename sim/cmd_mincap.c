@@ -150,7 +150,8 @@ static void print_table(FILE *f, const char *policy, const as_mincap_result *m, 
             uint64_t nfail = 0;
             for (size_t i = 0; i < m->ngaps; i++)
                 nfail += m->gaps[i].count;
-            fprintf(f, "  monotone above it  no: %" PRIu64 " capacities above it fail\n", nfail);
+            fprintf(f, "  monotone above it  no: %" PRIu64 " %s above it %s\n", nfail,
+                    nfail == 1 ? "capacity" : "capacities", nfail == 1 ? "fails" : "fail");
             for (size_t i = 0; i < m->ngaps; i++) {
                 const as_cap_range *g = &m->gaps[i];
                 as_fmt_bytes(a, sizeof a, g->lo);
@@ -160,9 +161,12 @@ static void print_table(FILE *f, const char *policy, const as_mincap_result *m, 
                 else
                     snprintf(c, sizeof c, "%" PRIu64 "-%" PRIu64, g->oom_alloc_min,
                              g->oom_alloc_max);
-                fprintf(f, "    fails %" PRIu64 " B - %" PRIu64 " B (%s - %s, %" PRIu64
-                           " capacities): OOM at alloc %s\n",
-                        g->lo, g->hi, a, b, g->count, c);
+                if (g->count == 1)
+                    fprintf(f, "    fails at %" PRIu64 " B (%s): OOM at alloc %s\n", g->lo, a, c);
+                else
+                    fprintf(f, "    fails %" PRIu64 " B - %" PRIu64 " B (%s - %s, %" PRIu64
+                               " capacities): OOM at alloc %s\n",
+                            g->lo, g->hi, a, b, g->count, c);
             }
             if (m->fits_from != AS_NONE) {
                 as_fmt_bytes(a, sizeof a, m->fits_from);

@@ -496,6 +496,25 @@ static int plot_validation(plot_args *a, int ntr)
     return run_gnuplot(a, "validation", vars);
 }
 
+/* mkdir -p: 0 when path is a directory afterwards. */
+static int mkdir_p(const char *path)
+{
+    char p[PATH_MAX];
+    struct stat st;
+    snprintf(p, sizeof p, "%s", path);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = 0;
+        if (mkdir(p, 0755) && errno != EEXIST)
+            return -1;
+        *s = '/';
+    }
+    if (mkdir(p, 0755) && errno != EEXIST)
+        return -1;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
+}
+
 static int ends_with(const char *s, const char *suf)
 {
     size_t a = strlen(s), b = strlen(suf);
@@ -631,7 +650,7 @@ int as_cmd_plot(int argc, char **argv)
             return AS_EXIT_INPUT;
         }
         if (a.keep) {
-            if (mkdir(a.keep, 0755) && errno != EEXIST) {
+            if (mkdir_p(a.keep)) {
                 as_cli_msg("%s: cannot create: %s", a.keep, strerror(errno));
                 return AS_EXIT_INPUT;
             }
