@@ -354,7 +354,7 @@ static void write_table(const as_report *r, FILE *f)
             const as_run_result *x = &r->r[i].res;
             if (r->r[i].trace != t || x->oom_event == AS_NONE)
                 continue;
-            char cap[32], sz[32], res[32], al[32], un[32], lf[32];
+            char cap[32], sz[32], res[32], al[32], un[32], lf[32], dv[80] = "";
             as_fmt_capacity(cap, sizeof cap, x->capacity);
             as_fmt_bytes(sz, sizeof sz, x->oom_size);
             as_fmt_bytes(res, sizeof res, x->oom_reserved);
@@ -363,11 +363,17 @@ static void write_table(const as_report *r, FILE *f)
                          x->oom_reserved > x->oom_allocated ? x->oom_reserved - x->oom_allocated
                                                             : 0);
             as_fmt_bytes(lf, sizeof lf, x->oom_largest_free);
+            if (x->capacity != AS_CAPACITY_NONE) {
+                char d[32];
+                as_fmt_bytes(d, sizeof d,
+                             x->capacity > x->oom_reserved ? x->capacity - x->oom_reserved : 0);
+                snprintf(dv, sizeof dv, ", %s left on the device", d);
+            }
             fprintf(f,
                     "  %s @ %s: OOM at alloc %llu (event %llu) asking %s: reserved %s, "
-                    "allocated %s, %s reserved but unallocated, largest free block %s\n",
+                    "allocated %s, %s reserved but unallocated, largest free block %s%s\n",
                     x->policy, cap, (unsigned long long)x->oom_alloc,
-                    (unsigned long long)x->oom_event, sz, res, al, un, lf);
+                    (unsigned long long)x->oom_event, sz, res, al, un, lf, dv);
         }
     }
     free(rows);
