@@ -31,6 +31,9 @@ struct as_simdev {
     as_device dev;
     as_simdev_params p;
     treap live, holes;     /* physical (cudaMalloc) address space */
+    treap chunks;          /* AS_PLACE_CHUNKED: the heap's chunks, by address (len = size) */
+    treap chunk_gaps;      /* AS_PLACE_CHUNKED: free address space outside the chunks */
+    uint64_t chunk_edge;   /* AS_PLACE_CHUNKED: lowest address any chunk ever had */
     treap va_live, va_holes; /* virtual-only (cuMemAddressReserve) space */
     uint64_t next_addr, va_next; /* first address never handed out */
     as_simdev_counters c;
@@ -272,6 +275,59 @@ static int space_give(treap *live, treap *holes, uint64_t *edge, int down, uint6
     return tr_insert(holes, a, len) ? AS_DEV_EFAULT : AS_DEV_OK;
 }
 
+/* AS_PLACE_CHUNKED (see simdev.h). `holes` holds the free space inside chunks and never
+ * merges across a chunk boundary; `chunks` the chunks themselves; the chunks' address space
+ * is managed top-down in `chunk_gaps` (chunk_edge is its bottom). */
+static int chunk_take(as_simdev *d, uint64_t size, uint64_t *addr)
+{
+    uint32_t h = tr_first_fit(&d->holes, size);
+    uint64_t a;
+    if (h) {
+        uint64_t ha = d->holes.n[h].addr, len = d->holes.n[h].len;
+        tr_remove(&d->holes, ha);
+        a = ha;
+        if (len > size && tr_insert(&d->holes, ha + size, len - size))
+            return AS_DEV_EFAULT;
+    } else {
+        uint64_t csize = (size + AS_SIMDEV_CHUNK - 1) / AS_SIMDEV_CHUNK * AS_SIMDEV_CHUNK;
+        /* chunks are tracked in `chunks` itself, so the gap space needs no live tree of its
+         * own: pass `chunks` as the live set (space_take records the new chunk there). */
+        int rc = space_take(&d->chunks, &d->chunk_gaps, &d->chunk_edge, 1, csize, &a);
+        if (rc)
+            return rc;
+        if (csize > size && tr_insert(&d->holes, a + size, csize - size))
+            return AS_DEV_EFAULT;
+    }
+    if (tr_insert(&d->live, a, size))
+        return AS_DEV_EFAULT;
+    *addr = a;
+    return AS_DEV_OK;
+}
+
+static int chunk_give(as_simdev *d, uint64_t addr, uint64_t size)
+{
+    uint32_t i = tr_find(&d->live, addr);
+    if (!i || d->live.n[i].len != size)
+        return AS_DEV_EINVAL;
+    tr_remove(&d->live, addr);
+    uint64_t a = addr, len = size;
+    uint32_t p = tr_pred(&d->holes, addr);
+    if (p && d->holes.n[p].addr + d->holes.n[p].len == addr && !tr_find(&d->chunks, addr)) {
+        a = d->holes.n[p].addr;
+        len += d->holes.n[p].len;
+        tr_remove(&d->holes, a);
+    }
+    uint32_t s = tr_find(&d->holes, addr + size);
+    if (s && !tr_find(&d->chunks, addr + size)) {
+        len += d->holes.n[s].len;
+        tr_remove(&d->holes, addr + size);
+    }
+    uint32_t c = tr_find(&d->chunks, a);
+    if (c && d->chunks.n[c].len == len) /* the chunk is empty: its address space goes back */
+        return space_give(&d->chunks, &d->chunk_gaps, &d->chunk_edge, 1, a, len);
+    return tr_insert(&d->holes, a, len) ? AS_DEV_EFAULT : AS_DEV_OK;
+}
+
 /* ---- device calls ------------------------------------------------------------------------ */
 
 static double cost(const as_cost *c, uint64_t size)
@@ -316,8 +372,10 @@ static int dev_reserve(void *ctx, uint64_t size, uint64_t *addr)
         d->c.time_ns += cost(&d->p.reserve, 0);
         return AS_DEV_OOM;
     }
-    int rc = space_take(&d->live, &d->holes, &d->next_addr, d->p.placement == AS_PLACE_TOP_DOWN,
-                        size, addr);
+    int rc = d->p.placement == AS_PLACE_CHUNKED
+                 ? chunk_take(d, size, addr)
+                 : space_take(&d->live, &d->holes, &d->next_addr,
+                              d->p.placement == AS_PLACE_TOP_DOWN, size, addr);
     if (rc)
         return rc;
     held_add(d, size);
@@ -329,8 +387,10 @@ static int dev_reserve(void *ctx, uint64_t size, uint64_t *addr)
 static int dev_release(void *ctx, uint64_t addr, uint64_t size)
 {
     as_simdev *d = ctx;
-    int rc = space_give(&d->live, &d->holes, &d->next_addr, d->p.placement == AS_PLACE_TOP_DOWN,
-                        addr, size);
+    int rc = d->p.placement == AS_PLACE_CHUNKED
+                 ? chunk_give(d, addr, size)
+                 : space_give(&d->live, &d->holes, &d->next_addr,
+                              d->p.placement == AS_PLACE_TOP_DOWN, addr, size);
     if (rc)
         return rc;
     d->c.reserved -= size;
@@ -427,7 +487,7 @@ void as_simdev_default_params(as_simdev_params *p)
         .release = { .fixed_ns = 38740, .ns_per_mib = 496.3 }, /* cudaFree */
         .map = { .fixed_ns = 14541, .ns_per_mib = 26368.4 },   /* cuMemCreate+Map, 2 MiB pages */
         .unmap = { .fixed_ns = 32351, .ns_per_mib = 14730.8 }, /* cuMemUnmap+Release */
-        .placement = AS_PLACE_TOP_DOWN,
+        .placement = AS_PLACE_CHUNKED,
     };
 }
 
@@ -443,9 +503,11 @@ int as_simdev_create(const as_simdev_params *p, as_simdev **out)
         as_simdev_default_params(&d->p);
     if (d->p.granularity == 0)
         d->p.granularity = AS_DEV_GRANULARITY;
-    d->next_addr = d->p.placement == AS_PLACE_TOP_DOWN ? AS_SIMDEV_TOP : AS_SIMDEV_BASE;
+    d->next_addr = d->p.placement == AS_PLACE_LOW_FIRST_FIT ? AS_SIMDEV_BASE : AS_SIMDEV_TOP;
+    d->chunk_edge = AS_SIMDEV_TOP;
     d->va_next = AS_SIMDEV_VA_BASE;
     d->live.rng = d->holes.rng = d->va_live.rng = d->va_holes.rng = 0x9e3779b9u;
+    d->chunks.rng = d->chunk_gaps.rng = 0x9e3779b9u;
     d->dev.ops = &simdev_ops;
     d->dev.ctx = d;
     *out = d;
@@ -458,6 +520,8 @@ void as_simdev_destroy(as_simdev *d)
         return;
     tr_free(&d->live);
     tr_free(&d->holes);
+    tr_free(&d->chunks);
+    tr_free(&d->chunk_gaps);
     tr_free(&d->va_live);
     tr_free(&d->va_holes);
     free(d);

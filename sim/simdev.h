@@ -2,15 +2,17 @@
  * simdev.h - the simulated device: capacity, 2 MiB granularity, address placement,
  * counters, a per-call cost model, and a log of device-level events.
  *
- * Placement (as_placement): by default reserve() works like the CUDA driver's VA heap,
- * which hands out cudaMalloc ranges top-down: the highest free hole that fits, taken from
- * its top end, else a new range right below the lowest one in use (the space grows down
- * from AS_SIMDEV_TOP). AS_PLACE_LOW_FIRST_FIT is the mirror image (lowest hole, growing up
- * from AS_SIMDEV_BASE). The rule matters to policies that break ties on address (PyTorch):
- * top-down reproduces the H200 ground truth, see policies/torch.c. va_reserve() ranges
- * come from a separate region, first fit from AS_SIMDEV_VA_BASE. The cost model charges each call
- * fixed + per_byte * size nanoseconds (parameters documented in simdev.c and calibrated
- * on an H200, see replay/RESULTS.md).
+ * Placement (as_placement) matters to policies that break ties on address (PyTorch).
+ * The default, AS_PLACE_CHUNKED, is the CUDA driver's cudaMalloc address heap as the H200
+ * recordings in shared/data show it: the driver reserves address space in chunks (the
+ * request rounded up to 32 MiB), mmap-style top-down (the highest gap that fits, at its
+ * top), puts the range at the chunk's bottom and later fits other ranges into the chunk's
+ * free space, lowest address first; a chunk whose ranges are all freed is given back.
+ * AS_PLACE_TOP_DOWN (highest hole, growing down from AS_SIMDEV_TOP) and
+ * AS_PLACE_LOW_FIRST_FIT (lowest hole, growing up from AS_SIMDEV_BASE) are the simple
+ * rules. va_reserve() ranges come from a separate region, first fit from
+ * AS_SIMDEV_VA_BASE. The cost model charges each call fixed + per_byte * size nanoseconds
+ * (parameters documented in simdev.c and calibrated on an H200, see replay/RESULTS.md).
  */
 #ifndef AS_SIM_SIMDEV_H
 #define AS_SIM_SIMDEV_H
@@ -21,12 +23,14 @@
 
 #define AS_SIMDEV_BASE 0x7f0000000000ull
 #define AS_SIMDEV_VA_BASE 0x7e0000000000ull
-#define AS_SIMDEV_TOP 0x7fff00000000ull /* where a top-down space starts (and grows down) */
+#define AS_SIMDEV_TOP 0x7fff00000000ull
+#define AS_SIMDEV_CHUNK (32ull << 20) /* AS_PLACE_CHUNKED: chunks are multiples of this */ /* where a top-down space starts (and grows down) */
 
 /* Address placement rule for reserve(). */
 typedef enum as_placement {
     AS_PLACE_LOW_FIRST_FIT = 0, /* lowest hole that fits; the space grows upward */
     AS_PLACE_TOP_DOWN = 1,      /* top of the highest hole that fits; grows downward */
+    AS_PLACE_CHUNKED = 2,       /* the CUDA driver's chunked heap (the default) */
 } as_placement;
 
 typedef enum as_dev_action {
@@ -47,7 +51,7 @@ typedef struct as_simdev_params {
     uint64_t capacity;    /* AS_CAPACITY_NONE or bytes; reserve/map refuse past it */
     uint64_t granularity; /* AS_DEV_GRANULARITY unless testing */
     as_cost reserve, release, map, unmap;
-    as_placement placement; /* AS_PLACE_LOW_FIRST_FIT unless set */
+    as_placement placement; /* as_simdev_default_params: AS_PLACE_CHUNKED */
 } as_simdev_params;
 
 /* The defaults: unlimited capacity, 2 MiB granularity, the H200-calibrated costs. */

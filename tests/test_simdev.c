@@ -1,7 +1,8 @@
 /*
- * test_simdev.c - the simulated device: both placement rules (first-fit lowest address
- * growing upward; top-down highest hole growing downward, the default) with reuse and
- * merging of freed ranges, capacity refusals as results, counters and the event log.
+ * test_simdev.c - the simulated device: the placement rules (first-fit lowest address
+ * growing upward; top-down highest hole growing downward; the CUDA driver's chunked heap,
+ * the default) with reuse and merging of freed ranges, capacity refusals as results,
+ * counters and the event log.
  */
 #include <CUnit/CUnit.h>
 
@@ -42,7 +43,10 @@ static void simdev_placement_first_fit(void)
 static void simdev_placement_top_down(void)
 {
     as_simdev *d;
-    CU_ASSERT_FATAL(as_simdev_create(NULL, &d) == 0); /* the default rule */
+    as_simdev_params prm;
+    as_simdev_default_params(&prm);
+    prm.placement = AS_PLACE_TOP_DOWN;
+    CU_ASSERT_FATAL(as_simdev_create(&prm, &d) == 0);
     const as_device *dv = as_simdev_device(d);
     uint64_t a, b, c, x, y;
     CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 4 * MIB, &a), 0);
@@ -64,6 +68,49 @@ static void simdev_placement_top_down(void)
     CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, y, 6 * MIB), 0);
     CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 8 * MIB, &y), 0);
     CU_ASSERT_EQUAL(y, c - 8 * MIB);
+    as_simdev_destroy(d);
+}
+
+static void simdev_placement_chunked(void)
+{
+    as_simdev *d;
+    CU_ASSERT_FATAL(as_simdev_create(NULL, &d) == 0); /* the default rule */
+    const as_device *dv = as_simdev_device(d);
+    const uint64_t top = AS_SIMDEV_TOP;
+    uint64_t a, b, c, e, x, y;
+    /* 20 MiB: a new 32 MiB chunk at the top, the range at its bottom. */
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 20 * MIB, &a), 0);
+    CU_ASSERT_EQUAL(a, top - 32 * MIB);
+    /* 2 MiB ranges fill the chunk's 12 MiB of free space upward (as the recordings show
+     * 2 MiB segments packed after a 20 MiB one). */
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 2 * MIB, &b), 0);
+    CU_ASSERT_EQUAL(b, a + 20 * MIB);
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 2 * MIB, &c), 0);
+    CU_ASSERT_EQUAL(c, b + 2 * MIB);
+    /* 98 MiB: no chunk has room: a 128 MiB chunk right below. */
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 98 * MIB, &e), 0);
+    CU_ASSERT_EQUAL(e, a - 128 * MIB);
+    /* 26 MiB fits the 30 MiB tail of the lower chunk (lowest address first) even though
+     * nothing is above: the recordings' 26 MiB segment did exactly this. */
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 26 * MIB, &x), 0);
+    CU_ASSERT_EQUAL(x, e + 98 * MIB);
+    /* Free space never spans two chunks: the top chunk has 8 MiB left and the lower one
+     * 4 MiB, adjacent across the boundary, yet 10 MiB needs a new chunk. */
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 10 * MIB, &y), 0);
+    CU_ASSERT_EQUAL(y, e - 32 * MIB);
+    /* Emptying the top chunk gives its space back; a 32 MiB range then takes it again
+     * (highest gap that fits), while ranges inside live chunks stay put. */
+    CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, a, 20 * MIB), 0);
+    CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, b, 2 * MIB), 0);
+    CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, c, 2 * MIB), 0);
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 32 * MIB, &a), 0);
+    CU_ASSERT_EQUAL(a, top - 32 * MIB);
+    /* A hole freed inside a live chunk is reused lowest first. */
+    CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, x, 26 * MIB), 0);
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 4 * MIB, &x), 0);
+    CU_ASSERT_EQUAL(x, y + 10 * MIB);
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 24 * MIB, &x), 0);
+    CU_ASSERT_EQUAL(x, e + 98 * MIB);
     as_simdev_destroy(d);
 }
 
@@ -133,25 +180,33 @@ static void simdev_log(void)
 
 static void simdev_many_holes(void)
 {
-    /* 1000 ranges, free every other one, then fill each hole: every reuse must land in
-     * the hole the rule names (lowest for first fit, highest for top-down, which here is
-     * allocation order either way), proving the search holds over a deep tree. */
-    for (int rule = 0; rule < 2; rule++) {
+    /* 1024 ranges (64 full chunks), free every other one, then fill each hole: every reuse
+     * must land in the hole the rule names (lowest address for first fit and inside
+     * chunks, highest for top-down), proving the search holds over a deep tree. */
+    for (int rule = 0; rule < 3; rule++) {
         as_simdev *d;
         as_simdev_params prm;
         as_simdev_default_params(&prm);
-        prm.placement = rule ? AS_PLACE_TOP_DOWN : AS_PLACE_LOW_FIRST_FIT;
+        prm.placement = rule == 0 ? AS_PLACE_LOW_FIRST_FIT
+                        : rule == 1 ? AS_PLACE_TOP_DOWN
+                                    : AS_PLACE_CHUNKED;
         CU_ASSERT_FATAL(as_simdev_create(&prm, &d) == 0);
         const as_device *dv = as_simdev_device(d);
-        uint64_t addr[1000];
-        for (int i = 0; i < 1000; i++)
+        uint64_t addr[1024];
+        for (int i = 0; i < 1024; i++)
             CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 2 * MIB, &addr[i]), 0);
-        for (int i = 0; i < 1000; i += 2)
+        for (int i = 0; i < 1024; i += 2)
             CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, addr[i], 2 * MIB), 0);
         int ok = 1;
-        for (int i = 0; i < 1000; i += 2) {
+        for (int k = 0; k < 512; k++) {
+            int want = -1; /* the freed range the rule picks next */
+            for (int i = 0; i < 1024; i += 2)
+                if (addr[i] && (want < 0 || (rule == 1 ? addr[i] > addr[want]
+                                                       : addr[i] < addr[want])))
+                    want = i;
             uint64_t x;
-            ok &= dv->ops->reserve(dv->ctx, 2 * MIB, &x) == 0 && x == addr[i];
+            ok &= dv->ops->reserve(dv->ctx, 2 * MIB, &x) == 0 && x == addr[want];
+            addr[want] = 0;
         }
         CU_ASSERT(ok);
         as_simdev_destroy(d);
@@ -161,6 +216,7 @@ static void simdev_many_holes(void)
 CU_TestInfo test_simdev[] = {
     {"placement_first_fit", simdev_placement_first_fit},
     {"placement_top_down", simdev_placement_top_down},
+    {"placement_chunked", simdev_placement_chunked},
     {"capacity", simdev_capacity},
     {"log", simdev_log},
     {"many_holes", simdev_many_holes},

@@ -1,0 +1,664 @@
+/*
+ * test_torch_fidelity.c - the torch policy against the real PyTorch 2.11 allocator on an
+ * H200 (shared/data/torch-2.11-h200*, key.json): for every workload, config and cap the
+ * same device-level events (alloc ordinal, action, size) in the same order, the same OOM
+ * allocation, and the same peak reserved. The key is read here, straight from key.json,
+ * so the golden numbers are the real GPU's, never ours.
+ *
+ * Each config runs as the key's process did: a warm-up replay, a timing replay, the
+ * uncapped run, then the caps in the key's order, one after another on one simulated
+ * device (its default placement: the CUDA driver's chunked heap), the policy reading the
+ * key's allowed_bytes as its memory fraction. The streams key is one real run per file.
+ *
+ * Known differences are listed in `resisting` with the reason; the test fails when any
+ * other cell drifts, and also when a listed cell starts to match (so the list stays true).
+ */
+#include <CUnit/CUnit.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy.h"
+#include "simdev.h"
+#include "trace.h"
+#include "util.h"
+
+/* ---- a small JSON reader: enough for key.json (objects, arrays, strings, integers) -- */
+
+enum { J_NULL, J_FALSE, J_TRUE, J_NUM, J_STR, J_ARR, J_OBJ };
+
+typedef struct jnode {
+    int type;
+    uint64_t num; /* J_NUM: the integer part of a non-negative number (sizes, ordinals) */
+    char *str;    /* J_STR: decoded, NUL-terminated; also the key of an object member */
+    char *key;
+    uint32_t child, next; /* first child / next sibling, 0 = none */
+} jnode;
+
+typedef struct jdoc {
+    jnode *n;
+    uint32_t len, cap;
+    char *text;
+    char *p, *end;
+    char err[128];
+} jdoc;
+
+static uint32_t j_new(jdoc *d, int type)
+{
+    if (d->len + 1 >= d->cap) {
+        uint32_t nc = d->cap ? d->cap * 2 : 1024;
+        jnode *nn = realloc(d->n, (size_t)nc * sizeof *nn);
+        if (!nn)
+            return 0;
+        d->n = nn;
+        d->cap = nc;
+    }
+    uint32_t i = ++d->len;
+    d->n[i] = (jnode){.type = type};
+    return i;
+}
+
+static void j_ws(jdoc *d)
+{
+    while (d->p < d->end && (*d->p == ' ' || *d->p == '\n' || *d->p == '\t' || *d->p == '\r'))
+        d->p++;
+}
+
+/* Decodes a string in place (the text buffer is ours); \uXXXX below 0x80 only. */
+static char *j_string(jdoc *d)
+{
+    char *out = d->p + 1, *w = out;
+    char *r = d->p + 1;
+    while (r < d->end && *r != '"') {
+        if (*r == '\\' && r + 1 < d->end) {
+            r++;
+            char c = *r;
+            if (c == 'u' && r + 4 < d->end) {
+                char hex[5] = {r[1], r[2], r[3], r[4], 0};
+                *w++ = (char)strtoul(hex, NULL, 16);
+                r += 5;
+                continue;
+            }
+            *w++ = c == 'n' ? '\n' : c == 't' ? '\t' : c;
+            r++;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    if (r >= d->end) {
+        snprintf(d->err, sizeof d->err, "unterminated string");
+        return NULL;
+    }
+    d->p = r + 1;
+    *w = 0;
+    return out;
+}
+
+static uint32_t j_value(jdoc *d, int depth)
+{
+    j_ws(d);
+    if (d->p >= d->end || depth > 64) {
+        snprintf(d->err, sizeof d->err, "unexpected end or nesting at byte %td", d->p - d->text);
+        return 0;
+    }
+    char c = *d->p;
+    if (c == '{' || c == '[') {
+        uint32_t me = j_new(d, c == '{' ? J_OBJ : J_ARR), last = 0;
+        if (!me)
+            return 0;
+        d->p++;
+        j_ws(d);
+        if (d->p < d->end && *d->p == (c == '{' ? '}' : ']')) {
+            d->p++;
+            return me;
+        }
+        for (;;) {
+            char *key = NULL;
+            j_ws(d);
+            if (c == '{') {
+                if (d->p >= d->end || *d->p != '"' || !(key = j_string(d)))
+                    goto bad;
+                j_ws(d);
+                if (d->p >= d->end || *d->p != ':')
+                    goto bad;
+                d->p++;
+            }
+            uint32_t v = j_value(d, depth + 1);
+            if (!v)
+                return 0;
+            d->n[v].key = key;
+            if (last)
+                d->n[last].next = v;
+            else
+                d->n[me].child = v;
+            last = v;
+            j_ws(d);
+            if (d->p < d->end && *d->p == ',') {
+                d->p++;
+                continue;
+            }
+            if (d->p < d->end && *d->p == (c == '{' ? '}' : ']')) {
+                d->p++;
+                return me;
+            }
+            goto bad;
+        }
+    }
+    if (c == '"') {
+        uint32_t me = j_new(d, J_STR);
+        if (!me || !(d->n[me].str = j_string(d)))
+            return 0;
+        return me;
+    }
+    if ((c >= '0' && c <= '9') || c == '-') {
+        uint32_t me = j_new(d, J_NUM);
+        char *e;
+        if (!me)
+            return 0;
+        d->n[me].num = c == '-' ? 0 : strtoull(d->p, &e, 10);
+        strtod(d->p, &e); /* fractions and exponents (timing fields) are skipped over */
+        if (e == d->p)
+            goto bad;
+        d->p = e;
+        return me;
+    }
+    static const struct {
+        const char *w;
+        int t;
+    } words[] = {{"null", J_NULL}, {"true", J_TRUE}, {"false", J_FALSE}};
+    for (unsigned k = 0; k < 3; k++) {
+        size_t l = strlen(words[k].w);
+        if ((size_t)(d->end - d->p) >= l && memcmp(d->p, words[k].w, l) == 0) {
+            d->p += l;
+            return j_new(d, words[k].t);
+        }
+    }
+bad:
+    if (!d->err[0])
+        snprintf(d->err, sizeof d->err, "bad JSON at byte %td", d->p - d->text);
+    return 0;
+}
+
+static int j_load(jdoc *d, const char *path)
+{
+    memset(d, 0, sizeof *d);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(d->err, sizeof d->err, "cannot open it");
+        return -1;
+    }
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    d->text = malloc((size_t)sz + 1);
+    if (!d->text || fread(d->text, 1, (size_t)sz, f) != (size_t)sz) {
+        fclose(f);
+        snprintf(d->err, sizeof d->err, "cannot read it");
+        return -1;
+    }
+    fclose(f);
+    d->text[sz] = 0;
+    d->p = d->text;
+    d->end = d->text + sz;
+    return j_value(d, 0) == 1 ? 0 : -1;
+}
+
+static void j_free(jdoc *d)
+{
+    free(d->n);
+    free(d->text);
+}
+
+static uint32_t j_get(const jdoc *d, uint32_t obj, const char *key)
+{
+    for (uint32_t c = obj ? d->n[obj].child : 0; c; c = d->n[c].next)
+        if (d->n[c].key && strcmp(d->n[c].key, key) == 0)
+            return c;
+    return 0;
+}
+
+/* ---- the trace, decoded once per workload ----------------------------------------- */
+
+typedef struct tev {
+    uint8_t op;
+    uint64_t id, size, stream;
+} tev;
+
+typedef struct trace_buf {
+    tev *ev;
+    size_t n, cap;
+    uint64_t allocs;
+} trace_buf;
+
+static int load_trace(const char *path, trace_buf *tb, char *why, size_t why_len)
+{
+    as_trace_reader *r;
+    as_trace_error err;
+    memset(tb, 0, sizeof *tb);
+    if (as_trace_open(path, NULL, &r, &err) < 0) {
+        snprintf(why, why_len, "%s: %s", path, err.msg);
+        return -1;
+    }
+    as_event ev;
+    int rc;
+    while ((rc = as_trace_next(r, &ev)) == 0) {
+        if (tb->n == tb->cap) {
+            size_t nc = tb->cap ? tb->cap * 2 : 4096;
+            tev *nn = realloc(tb->ev, nc * sizeof *nn);
+            if (!nn) {
+                rc = -1;
+                break;
+            }
+            tb->ev = nn;
+            tb->cap = nc;
+        }
+        tb->ev[tb->n++] =
+            (tev){.op = (uint8_t)ev.op, .id = ev.id, .size = ev.size, .stream = ev.stream};
+        tb->allocs += ev.op == AS_OP_ALLOC;
+    }
+    if (rc < 0)
+        snprintf(why, why_len, "%s: %s", path, as_trace_reader_error(r)->msg);
+    as_trace_close(r);
+    return rc < 0 ? -1 : 0;
+}
+
+/* ---- one cell: one config at one capacity ----------------------------------------- */
+
+typedef struct dev_rec {
+    uint64_t alloc;
+    as_dev_action action;
+    uint64_t size;
+} dev_rec;
+
+typedef struct cell_out {
+    dev_rec *rec;
+    size_t n, cap;
+    uint64_t cur_alloc;
+    uint64_t oom_alloc; /* UINT64_MAX: none */
+    uint64_t reserved, peak_reserved;
+    char error[300];
+} cell_out;
+
+static void on_dev(void *user, const as_dev_event *e)
+{
+    cell_out *o = user;
+    if (e->action == AS_DEV_SEGMENT_ALLOC || e->action == AS_DEV_SEGMENT_MAP) {
+        o->reserved += e->size;
+        if (o->reserved > o->peak_reserved)
+            o->peak_reserved = o->reserved;
+    } else {
+        o->reserved -= e->size;
+    }
+    if (o->n == o->cap) {
+        size_t nc = o->cap ? o->cap * 2 : 512;
+        dev_rec *nn = realloc(o->rec, nc * sizeof *nn);
+        if (!nn)
+            return;
+        o->rec = nn;
+        o->cap = nc;
+    }
+    o->rec[o->n++] = (dev_rec){.alloc = o->cur_alloc, .action = e->action, .size = e->size};
+}
+
+/* The key's runs: an H200 (the device limit was never reached: hit_device_limit is false
+ * in every cell compared) with PyTorch's memory fraction at allowed_bytes. The policy
+ * reads the fraction as the device capacity; the simulated device under it is unlimited,
+ * because PyTorch checks the fraction against the segment size only and may map a little
+ * past it with expandable segments (pages are 20 MiB), which the real GPU allowed. */
+typedef struct frac_dev {
+    const as_device *inner;
+    uint64_t fraction;
+} frac_dev;
+
+static int fd_reserve(void *c, uint64_t s, uint64_t *a)
+{
+    const as_device *d = ((frac_dev *)c)->inner;
+    return d->ops->reserve(d->ctx, s, a);
+}
+static int fd_release(void *c, uint64_t a, uint64_t s)
+{
+    const as_device *d = ((frac_dev *)c)->inner;
+    return d->ops->release(d->ctx, a, s);
+}
+static int fd_va_reserve(void *c, uint64_t s, uint64_t *a)
+{
+    const as_device *d = ((frac_dev *)c)->inner;
+    return d->ops->va_reserve(d->ctx, s, a);
+}
+static int fd_va_release(void *c, uint64_t a, uint64_t s)
+{
+    const as_device *d = ((frac_dev *)c)->inner;
+    return d->ops->va_release(d->ctx, a, s);
+}
+static int fd_map(void *c, uint64_t a, uint64_t s)
+{
+    const as_device *d = ((frac_dev *)c)->inner;
+    return d->ops->map(d->ctx, a, s);
+}
+static int fd_unmap(void *c, uint64_t a, uint64_t s)
+{
+    const as_device *d = ((frac_dev *)c)->inner;
+    return d->ops->unmap(d->ctx, a, s);
+}
+static uint64_t fd_capacity(void *c)
+{
+    return ((frac_dev *)c)->fraction;
+}
+static uint64_t fd_reserved(void *c)
+{
+    const as_device *d = ((frac_dev *)c)->inner;
+    return d->ops->reserved(d->ctx);
+}
+
+static const as_device_ops frac_ops = {
+    .reserve = fd_reserve,
+    .release = fd_release,
+    .va_reserve = fd_va_reserve,
+    .va_release = fd_va_release,
+    .map = fd_map,
+    .unmap = fd_unmap,
+    .capacity = fd_capacity,
+    .reserved = fd_reserved,
+};
+
+/* One replay of the trace (up to its first OOM) through `spec` with the memory fraction
+ * `capacity`, on the process's device `sd`: like the key's runs, it starts from an empty
+ * allocator and ends with every block freed and the cache emptied (fini), but the
+ * device's address space keeps whatever the earlier runs of the process left there. */
+static int run_cell(const trace_buf *tb, const as_policy_spec *spec, uint64_t capacity,
+                    as_simdev *sd, cell_out *o)
+{
+    const as_policy *pol = spec->policy;
+    void *st = calloc(1, pol->state_size);
+    uint64_t *handles = calloc(tb->allocs + 1, sizeof *handles);
+    int rc = -1;
+    memset(o, 0, sizeof *o);
+    o->oom_alloc = UINT64_MAX;
+    if (!st || !handles) {
+        snprintf(o->error, sizeof o->error, "out of host memory");
+        goto out;
+    }
+    as_simdev_set_log(sd, on_dev, o);
+    frac_dev fd = {.inner = as_simdev_device(sd), .fraction = capacity};
+    as_device dev = {.ops = &frac_ops, .ctx = &fd};
+    if (pol->init(st, spec->values, &dev)) {
+        snprintf(o->error, sizeof o->error, "init failed");
+        goto out;
+    }
+    uint64_t k = 0;
+    for (size_t i = 0; i < tb->n; i++) {
+        const tev *e = &tb->ev[i];
+        int prc = 0;
+        o->cur_alloc = k;
+        switch (e->op) {
+        case AS_OP_ALLOC: {
+            as_request rq = {.id = e->id, .size = e->size, .stream = e->stream};
+            as_block blk;
+            prc = pol->alloc(st, &rq, &blk);
+            if (prc == AS_POLICY_OOM) {
+                o->oom_alloc = k;
+                i = tb->n;
+                prc = 0;
+                break;
+            }
+            if (!prc && e->id <= tb->allocs)
+                handles[e->id] = blk.handle;
+            k++;
+            break;
+        }
+        case AS_OP_FREE:
+        case AS_OP_FREE_REQ:
+            prc = pol->free(st, handles[e->id],
+                            e->op == AS_OP_FREE_REQ ? AS_FREE_PENDING : AS_FREE_COMPLETE);
+            break;
+        case AS_OP_EMPTY_CACHE:
+            prc = pol->empty_cache ? pol->empty_cache(st) : 0;
+            break;
+        default:
+            break;
+        }
+        if (prc) {
+            snprintf(o->error, sizeof o->error, "policy error %d at event %zu", prc, i);
+            break;
+        }
+    }
+    as_check_failure cf;
+    if (!o->error[0] && pol->check(st, &cf))
+        snprintf(o->error, sizeof o->error, "check failed at the end: %s", cf.msg);
+    as_simdev_set_log(sd, NULL, NULL); /* the teardown is not part of the run */
+    pol->fini(st);
+    rc = o->error[0] ? -1 : 0;
+out:
+    free(handles);
+    free(st);
+    return rc;
+}
+
+static const char *action_name(const char *s, as_dev_action *a)
+{
+    for (int k = 0; k < 4; k++)
+        if (strcmp(s, as_dev_action_name((as_dev_action)k)) == 0) {
+            *a = (as_dev_action)k;
+            return s;
+        }
+    return NULL;
+}
+
+/* Compares one cell with its key entry. Returns 1 when exact; else writes why. */
+static int compare_cell(const jdoc *d, uint32_t kc, int capped, const cell_out *o, char *why,
+                        size_t why_len)
+{
+    uint32_t evs = j_get(d, kc, "segment_events");
+    size_t i = 0;
+    for (uint32_t e = evs ? d->n[evs].child : 0; e; e = d->n[e].next, i++) {
+        uint32_t a = d->n[e].child, b = a ? d->n[a].next : 0, c = b ? d->n[b].next : 0;
+        as_dev_action act;
+        if (!c || !action_name(d->n[b].str ? d->n[b].str : "", &act)) {
+            snprintf(why, why_len, "key: malformed segment event %zu", i);
+            return 0;
+        }
+        uint64_t kk = d->n[a].num, sz = d->n[c].num;
+        if (i >= o->n) {
+            snprintf(why, why_len, "event %zu: key [%" PRIu64 ", %s, %" PRIu64 "], ours none", i,
+                     kk, d->n[b].str, sz);
+            return 0;
+        }
+        if (o->rec[i].alloc != kk || o->rec[i].action != act || o->rec[i].size != sz) {
+            snprintf(why, why_len,
+                     "event %zu: key [%" PRIu64 ", %s, %" PRIu64 "], ours [%" PRIu64
+                     ", %s, %" PRIu64 "]",
+                     i, kk, d->n[b].str, sz, o->rec[i].alloc, as_dev_action_name(o->rec[i].action),
+                     o->rec[i].size);
+            return 0;
+        }
+    }
+    if (i < o->n) {
+        snprintf(why, why_len, "event %zu: key none, ours [%" PRIu64 ", %s, %" PRIu64 "]", i,
+                 o->rec[i].alloc, as_dev_action_name(o->rec[i].action), o->rec[i].size);
+        return 0;
+    }
+    if (capped) {
+        uint32_t oa = j_get(d, kc, "oom_alloc");
+        uint64_t key_oom = oa && d->n[oa].type == J_NUM ? d->n[oa].num : UINT64_MAX;
+        if (key_oom != o->oom_alloc) {
+            snprintf(why, why_len, "oom_alloc: key %" PRId64 ", ours %" PRId64, (int64_t)key_oom,
+                     (int64_t)o->oom_alloc);
+            return 0;
+        }
+    } else if (o->oom_alloc != UINT64_MAX) {
+        snprintf(why, why_len, "uncapped run OOMed at alloc %" PRIu64, o->oom_alloc);
+        return 0;
+    }
+    uint32_t pr = j_get(d, kc, "peak_reserved");
+    if (!pr || d->n[pr].num != o->peak_reserved) {
+        snprintf(why, why_len, "peak_reserved: key %" PRIu64 ", ours %" PRIu64,
+                 pr ? d->n[pr].num : 0, o->peak_reserved);
+        return 0;
+    }
+    return 1;
+}
+
+typedef struct tally {
+    unsigned cells, exact, skipped, known, unexpected;
+} tally;
+
+/* Cells that still differ, and why. All five are capped resnet runs with max_split_size
+ * and heavy segment churn (GC or release_available_cached_blocks cudaFree segments and
+ * new ones take their place many times). Their segment events match for the first 248 to
+ * 514 events; then PyTorch picks a block on its lower-address tie-break that, in our run,
+ * lies in another segment, because the simulated driver heap does not put every
+ * re-allocated segment where the real one did. No single tie decision flipped makes them
+ * match (checked on the maxsplit cell), so this is placement drift, not a policy rule. */
+static const struct {
+    const char *workload, *config;
+    uint64_t cap;
+} resisting[] = {
+    {"resnet_varbatch", "garbage_collection_threshold:0.6,max_split_size_mb:256", 8851683926},
+    {"resnet_varbatch", "garbage_collection_threshold:0.6,max_split_size_mb:256", 8949070262},
+    {"resnet_varbatch", "garbage_collection_threshold:0.6,max_split_size_mb:256", 9098492789},
+    {"resnet_varbatch", "garbage_collection_threshold:0.6,max_split_size_mb:256", 9207216475},
+    {"resnet_varbatch", "max_split_size_mb:128", 9207216475},
+};
+
+static int is_resisting(const char *wl, const char *cfg, uint64_t cap)
+{
+    for (size_t i = 0; i < sizeof resisting / sizeof resisting[0]; i++)
+        if (!strcmp(resisting[i].workload, wl) && !strcmp(resisting[i].config, cfg) &&
+            resisting[i].cap == cap)
+            return 1;
+    return 0;
+}
+
+/* Runs one cell on the process's device and, unless it is a warm-up (kc == 0), compares
+ * it with its key entry. */
+static void check_one(const jdoc *d, uint32_t kc, int capped, const char *wl, const char *cfg,
+                      const trace_buf *tb, const as_policy_spec *spec, as_simdev *sd, tally *t)
+{
+    uint32_t ab = kc ? j_get(d, kc, "allowed_bytes") : 0;
+    uint64_t cap = capped && ab ? d->n[ab].num : AS_CAPACITY_NONE;
+    uint32_t hl = kc ? j_get(d, kc, "hit_device_limit") : 0;
+    cell_out o;
+    char why[300] = "";
+    int ok = run_cell(tb, spec, cap, sd, &o) == 0;
+    if (!kc) {
+        if (!ok)
+            fprintf(stderr, "\n  torch fidelity: %s [%s] warm-up: %s", wl, cfg, o.error);
+        CU_ASSERT(ok);
+        free(o.rec);
+        return;
+    }
+    if (hl && d->n[hl].type == J_TRUE) {
+        /* Its numbers depend on memory outside the allocator: not comparable exactly. */
+        t->skipped++;
+        free(o.rec);
+        return;
+    }
+    t->cells++;
+    if (!ok)
+        snprintf(why, sizeof why, "%s", o.error);
+    else
+        ok = compare_cell(d, kc, capped, &o, why, sizeof why);
+    int known = is_resisting(wl, cfg, cap);
+    if (ok)
+        t->exact++;
+    if (ok && known) {
+        t->unexpected++;
+        fprintf(stderr,
+                "\n  torch fidelity: %s [%s] cap %" PRIu64 " now matches: take it off "
+                "the resisting list",
+                wl, cfg, cap);
+    } else if (!ok) {
+        t->known += known;
+        t->unexpected += !known;
+        fprintf(stderr, "\n  torch fidelity: %s%s [%s] cap %s%" PRIu64 ": %s",
+                known ? "(known) " : "", wl, cfg, capped ? "" : "none ", capped ? cap : 0, why);
+    }
+    free(o.rec);
+}
+
+/* Every config and cap of one key.json; the traces are <dir>/<workload>.pickle.zst. */
+static void check_key(const char *dir, int warmups, tally *t)
+{
+    char path[1200], why[1600];
+    jdoc d;
+    snprintf(path, sizeof path, "%s/key.json", dir);
+    if (j_load(&d, path)) {
+        fprintf(stderr, "\n  torch fidelity: %s: %s", path, d.err);
+        j_free(&d);
+        CU_FAIL_FATAL("cannot read key.json");
+        return;
+    }
+    for (uint32_t w = d.n[1].child; w; w = d.n[w].next) {
+        trace_buf tb;
+        snprintf(path, sizeof path, "%s/%s.pickle.zst", dir, d.n[w].key);
+        if (load_trace(path, &tb, why, sizeof why)) {
+            fprintf(stderr, "\n  torch fidelity: %s", why);
+            CU_FAIL("cannot read a ground-truth trace");
+            free(tb.ev);
+            continue;
+        }
+        uint32_t na = j_get(&d, w, "allocs");
+        CU_ASSERT_EQUAL(tb.allocs, na ? d.n[na].num : 0);
+        uint32_t cfgs = j_get(&d, w, "configs");
+        for (uint32_t c = cfgs ? d.n[cfgs].child : 0; c; c = d.n[c].next) {
+            const char *cfg = d.n[c].key;
+            as_policy_spec spec;
+            char err[200];
+            if (as_policy_spec_parse(strcmp(cfg, "default") == 0 ? "torch" : cfg, &spec, err,
+                                     sizeof err)) {
+                fprintf(stderr, "\n  torch fidelity: spec '%s': %s", cfg, err);
+                CU_FAIL("a key config does not parse");
+                continue;
+            }
+            /* One process per config: a warm-up replay, a timing replay, the uncapped run,
+             * then the caps in the key's order (README), all on one device. */
+            as_simdev *sd;
+            if (as_simdev_create(NULL, &sd)) {
+                CU_FAIL("cannot create the simulated device");
+                as_policy_spec_free(&spec);
+                continue;
+            }
+            for (int r = 0; r < warmups; r++)
+                check_one(&d, 0, 0, d.n[w].key, cfg, &tb, &spec, sd, t);
+            check_one(&d, c, 0, d.n[w].key, cfg, &tb, &spec, sd, t);
+            uint32_t caps = j_get(&d, c, "caps");
+            for (uint32_t k = caps ? d.n[caps].child : 0; k; k = d.n[k].next)
+                check_one(&d, k, 1, d.n[w].key, cfg, &tb, &spec, sd, t);
+            as_simdev_destroy(sd);
+            as_policy_spec_free(&spec);
+        }
+        free(tb.ev);
+    }
+    j_free(&d);
+}
+
+static void torch_fidelity_h200(void)
+{
+    tally t = {0};
+    check_key(tu_path("shared/data/torch-2.11-h200"), 2, &t);
+    fprintf(stderr,
+            "\n  torch fidelity (torch-2.11-h200): %u cells checked, %u exact, %u known "
+            "to differ, %u skipped (hit_device_limit)\n",
+            t.cells, t.exact, t.known, t.skipped);
+    CU_ASSERT_EQUAL(t.cells + t.skipped, 126);
+    CU_ASSERT_EQUAL(t.unexpected, 0);
+    CU_ASSERT_EQUAL(t.exact + t.known, t.cells);
+}
+
+static void torch_fidelity_streams(void)
+{
+    tally t = {0};
+    check_key(tu_path("shared/data/torch-2.11-h200-streams"), 0, &t);
+    fprintf(stderr, "\n  torch fidelity (torch-2.11-h200-streams): %u cells checked, %u exact\n",
+            t.cells, t.exact);
+    CU_ASSERT_EQUAL(t.cells + t.skipped, 2);
+    CU_ASSERT_EQUAL(t.unexpected, 0);
+    CU_ASSERT_EQUAL(t.exact, t.cells);
+}
+
+CU_TestInfo test_torch_fidelity[] = {
+    {"h200_key", torch_fidelity_h200},
+    {"h200_streams_key", torch_fidelity_streams},
+    CU_TEST_INFO_NULL,
+};
