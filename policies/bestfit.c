@@ -58,6 +58,8 @@ static int bf_init(void *st, const as_knob_value *cfg, const as_device *dev)
 static int bf_alloc(void *st, const as_request *req, as_block *out)
 {
     bestfit *s = st;
+    if (req->size > AS_REQUEST_MAX)
+        return AS_POLICY_OOM;
     uint64_t size = as_round_size(req->size, s->round, s->div);
     uint32_t b = as_bins_find(&s->h, &s->free, size);
     if (b && !as_maxsplit_fits(s->h.b[b].size, size, s->maxsplit, s->segment))

@@ -191,6 +191,8 @@ static int deallocate_free_regions(bfc *s, uint64_t rounded)
 static int bfc_alloc(void *st, const as_request *req, as_block *out)
 {
     bfc *s = st;
+    if (req->size > AS_REQUEST_MAX)
+        return AS_POLICY_OOM;
     uint64_t rounded = rounded_bytes(req->size);
     uint32_t b = find_chunk(s, rounded);
     if (!b) {

@@ -84,7 +84,7 @@ static int bd_init(void *st, const as_knob_value *cfg, const as_device *dev)
 static int bd_alloc(void *st, const as_request *req, as_block *out)
 {
     buddy *s = st;
-    if (req->size > 1ull << 62)
+    if (req->size > AS_REQUEST_MAX)
         return AS_POLICY_OOM;
     unsigned k = as_log2_ceil(req->size);
     if (k < s->min_order)

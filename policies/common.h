@@ -128,6 +128,10 @@ static inline as_blk *as_heap_blk(const as_heap *h, uint32_t i) { return &h->b[i
 
 /* ---- shared rules ---------------------------------------------------------------------- */
 
+/* Requests above this (1 PiB) are refused as OOM before any arithmetic on them, so that
+ * rounding can never overflow: no device holds that much. */
+#define AS_REQUEST_MAX (1ull << 50)
+
 /* The segment for a rounded request: `segment` bytes when the request is smaller, else the
  * request rounded up to the device granularity. */
 uint64_t as_segment_size(uint64_t rounded, uint64_t segment);

@@ -114,6 +114,8 @@ static int ff_init(void *st, const as_knob_value *cfg, const as_device *dev)
 static int ff_alloc(void *st, const as_request *req, as_block *out)
 {
     firstfit *s = st;
+    if (req->size > AS_REQUEST_MAX)
+        return AS_POLICY_OOM;
     uint64_t size = as_round_size(req->size, s->round, s->div);
     uint32_t b;
     if (!s->maxsplit || size < s->maxsplit) {

@@ -20,6 +20,8 @@ static int nc_init(void *st, const as_knob_value *cfg, const as_device *dev)
 static int nc_alloc(void *st, const as_request *req, as_block *out)
 {
     nocache *s = st;
+    if (req->size > AS_REQUEST_MAX)
+        return AS_POLICY_OOM;
     uint32_t b;
     int rc = as_heap_grow(&s->h, as_align_up(req->size, AS_DEV_GRANULARITY), &b);
     if (rc)

@@ -134,6 +134,8 @@ static uint32_t find(const segfit *s, uint64_t size)
 static int sf_alloc(void *st, const as_request *req, as_block *out)
 {
     segfit *s = st;
+    if (req->size > AS_REQUEST_MAX)
+        return AS_POLICY_OOM;
     uint64_t size = as_round_size(req->size, s->round, NULL);
     uint32_t b = find(s, size);
     if (!b) {

@@ -967,6 +967,8 @@ static int torch_alloc(void *st, const as_request *req, as_block *out)
     torch_state *t = st;
     if (req->size == 0)
         return AS_POLICY_EINVAL;
+    if (req->size > (1ull << 50)) /* no device holds 1 PiB; keeps round_size from overflowing */
+        return AS_POLICY_OOM;
     params p = {.stream = req->stream};
     p.size = round_size(t, req->size);
     p.pl = &t->pools[p.size <= SMALL_SIZE];

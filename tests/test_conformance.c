@@ -423,7 +423,35 @@ static void conformance_tables(void)
     }
 }
 
+/* Requests no device can hold are an OOM, never an overflow or an error: above 1 PiB at
+ * any capacity, and 64 TiB on an 80 GiB device. Size 1 works everywhere. */
+static void conformance_extreme_sizes(void)
+{
+    size_t np;
+    const as_policy *const *pl = as_policy_list(&np);
+    static const uint64_t huge[] = { UINT64_MAX, UINT64_MAX - 4096, (1ull << 50) + 1 };
+    for (size_t i = 0; i < np; i++) {
+        ph t;
+        CU_ASSERT_FATAL(ph_open(&t, pl[i]->name, 80ull << 30) == 0);
+        as_block b;
+        uint64_t id;
+        for (size_t k = 0; k < sizeof huge / sizeof huge[0]; k++) {
+            int rc = ph_alloc_id(&t, huge[k], 0, &id, &b);
+            CU_ASSERT_EQUAL(rc, AS_POLICY_OOM);
+            if (rc != AS_POLICY_OOM)
+                fprintf(stderr, "\n  %s: alloc(%llu) = %d\n", pl[i]->name,
+                        (unsigned long long)huge[k], rc);
+        }
+        CU_ASSERT_EQUAL(ph_alloc_id(&t, 1ull << 46, 0, &id, &b), AS_POLICY_OOM);
+        CU_ASSERT_EQUAL(ph_alloc_id(&t, 1, 0, &id, &b), 0);
+        CU_ASSERT(b.size >= 1);
+        CU_ASSERT_EQUAL(ph_check(&t), 0);
+        ph_close(&t);
+    }
+}
+
 CU_TestInfo test_conformance[] = {
+    { "extreme_sizes", conformance_extreme_sizes },
     { "tables", conformance_tables },
     { "all_policies", conformance_all_policies },
     CU_TEST_INFO_NULL,
