@@ -7,8 +7,10 @@
  * `block` tokens (paged attention, allocated through the caching allocator). Each step
  * also allocates its activation workspace and the sampling logits, freed at its end.
  *
- * Invariant: state is the running and waiting requests (a running one holds 2L tensors,
- * or its blocks), so memory follows the live set, never the trace length.
+ * Invariant: state is the running requests (each holds 2L tensors, or its blocks) and a
+ * count of waiting ones, so memory follows the live set, never the trace length.
+ * Request lengths come from their own PRNG stream, in admission order, so changing the
+ * arrival rate or the batch limit reshuffles timing, not the requests themselves.
  *
  * Sizes: kv = kv_heads * head_dim * e bytes per token per layer for K (the same for V).
  *   concat: request with n tokens holds 2 L tensors of n kv bytes
@@ -98,12 +100,11 @@ typedef struct kvc {
     int paged, pdist, odist;
     uint64_t L, kv, h, f, V, e, block, reqs, pmax, omax, maxb, step_us, mark_every;
     double rate, pmean, omean;
-    gen_rng rng;
+    gen_rng rng, lens; /* arrivals; request lengths */
     uint64_t arrived, finished, step;
     req *run; /* running, up to maxb */
     uint64_t nrun;
-    uint64_t *wait; /* ring of waiting requests: packed prompt<<32|out */
-    uint64_t wcap, whead, wn;
+    uint64_t wn; /* waiting requests: their lengths are drawn when they are admitted */
 } kvc;
 
 static int kv_init(as_gen *g, void *st, const gen_val *v, as_trace_error *err)
@@ -120,6 +121,7 @@ static int kv_init(as_gen *g, void *st, const gen_val *v, as_trace_error *err)
     k->odist = (int)v[K_ODIST].u, k->omean = v[K_OMEAN].d, k->omax = v[K_OMAX].u;
     k->maxb = v[K_MAXB].u, k->step_us = v[K_STEPUS].u, k->mark_every = v[K_MARK].u;
     gen_rng_seed(&k->rng, v[K_SEED].u);
+    gen_rng_seed(&k->lens, v[K_SEED].u ^ 0x6C656E6774687321ull);
     if (k->pmax >= (1ull << 32) || k->omax >= (1ull << 32)) {
         snprintf(err->msg, sizeof err->msg, "kvcache: prompt_max and output_max must be < 2^32");
         return AS_TRACE_EUSAGE;
@@ -143,29 +145,11 @@ static uint64_t draw_len(kvc *k, int dist, double mean, uint64_t max)
     if (dist == 2)
         x = mean;
     else if (dist == 1)
-        x = 1 + (double)gen_rng_below(&k->rng, (uint64_t)fmax(1, 2 * mean - 1));
+        x = 1 + (double)gen_rng_below(&k->lens, (uint64_t)fmax(1, 2 * mean - 1));
     else
-        x = ceil(gen_rng_exp(&k->rng, mean));
+        x = ceil(gen_rng_exp(&k->lens, mean));
     uint64_t n = x < 1 ? 1 : (uint64_t)x;
     return n > max ? max : n;
-}
-
-static int wait_push(kvc *k, uint64_t x)
-{
-    if (k->wn == k->wcap) {
-        uint64_t nc = k->wcap ? k->wcap * 2 : 64;
-        uint64_t *nw = malloc(nc * sizeof *nw);
-        if (!nw)
-            return AS_TRACE_ENOMEM;
-        for (uint64_t i = 0; i < k->wn; i++)
-            nw[i] = k->wait[(k->whead + i) % k->wcap];
-        free(k->wait);
-        k->wait = nw;
-        k->wcap = nc;
-        k->whead = 0;
-    }
-    k->wait[(k->whead + k->wn++) % k->wcap] = x;
-    return 0;
 }
 
 /* Grows a request's cache to hold n tokens. */
@@ -222,23 +206,16 @@ static int kv_refill(as_gen *g, void *st)
     uint64_t n = gen_rng_poisson(&k->rng, k->rate);
     if (k->arrived == 0 && n == 0)
         n = 1; /* do not open the trace with idle steps */
-    for (uint64_t i = 0; i < n && k->arrived < k->reqs; i++, k->arrived++) {
-        uint64_t p = draw_len(k, k->pdist, k->pmean, k->pmax);
-        uint64_t o = draw_len(k, k->odist, k->omean, k->omax);
-        int rc = wait_push(k, p << 32 | o);
-        if (rc)
-            return rc;
-    }
+    for (uint64_t i = 0; i < n && k->arrived < k->reqs; i++, k->arrived++)
+        k->wn++;
     /* admission and prefill */
     uint64_t tokens = 0, sampled = 0;
     while (k->wn && k->nrun < k->maxb) {
-        uint64_t x = k->wait[k->whead];
-        k->whead = (k->whead + 1) % k->wcap;
         k->wn--;
         req *r = &k->run[k->nrun++];
         memset(r, 0, sizeof *r);
-        r->prompt = x >> 32;
-        r->out = x & 0xffffffffu;
+        r->prompt = draw_len(k, k->pdist, k->pmean, k->pmax);
+        r->out = draw_len(k, k->odist, k->omean, k->omax);
         if (!k->paged && !(r->kv = calloc(2 * k->L, sizeof *r->kv)))
             return AS_TRACE_ENOMEM;
         tokens += r->prompt;
@@ -288,7 +265,6 @@ static void kv_fini(void *st)
             free(k->run[i].blk);
         }
     free(k->run);
-    free(k->wait);
 }
 
 const gen_kind as_gen_kvcache = {
