@@ -237,7 +237,11 @@ static int cnn_refill(as_gen *g, void *st)
 {
     cnn *c = st;
     if (!c->inited) {
-        gen_mark(g, "init units=%llu", (unsigned long long)c->nu);
+        uint64_t P = c->last_c * c->classes + c->classes;
+        for (uint64_t i = 0; i < c->nu; i++)
+            P += c->u[i].pw + c->u[i].pbn;
+        gen_mark(g, "init units=%llu params=%llu", (unsigned long long)c->nu,
+                 (unsigned long long)P);
         for (uint64_t i = 0; i < c->nu; i++) {
             c->u[i].w = gen_t(g, c->u[i].pw * 4);
             c->u[i].bn = gen_t(g, c->u[i].pbn * 4 * 2); /* weight, bias, running stats */

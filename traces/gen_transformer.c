@@ -474,7 +474,11 @@ static int tf_refill(as_gen *gg, void *st)
 {
     tf *t = st;
     if (!t->inited) { /* model.to(device), then the fp32 master copy */
-        gen_mark(gg, "init params=%llu", (unsigned long long)(t->np));
+        uint64_t P = 0;
+        for (uint64_t p = 0; p < t->np; p++)
+            P += t->numel[p];
+        gen_mark(gg, "init tensors=%llu params=%llu", (unsigned long long)t->np,
+                 (unsigned long long)P);
         for (uint64_t p = 0; p < t->np; p++)
             t->param[p] = gen_t(gg, t->e * t->numel[p]);
         if (t->e == 2)
