@@ -329,6 +329,46 @@ static void table_print(FILE *f, cell (*rows)[T_NCOL], unsigned n)
     }
 }
 
+/* With several traces, one line per (policy, capacity) across all of them: what a design
+ * review compares. Runs are matched by their policy text and capacity. */
+static void table_across(const as_report *r, FILE *f)
+{
+    unsigned *seen = calloc(r->nr ? r->nr : 1, sizeof *seen);
+    if (!seen)
+        return;
+    size_t w = strlen("policy");
+    for (unsigned i = 0; i < r->nr; i++)
+        if (strlen(r->r[i].res.policy) > w)
+            w = strlen(r->r[i].res.policy);
+    fprintf(f, "\nacross %u traces:\n  %-*s  %-10s  %6s  %10s  %10s  %12s\n", r->nt, (int)w,
+            "policy", "capacity", "fit", "mean frag", "worst frag", "mean waste");
+    for (unsigned i = 0; i < r->nr; i++) {
+        if (seen[i])
+            continue;
+        const as_run_result *a = &r->r[i].res;
+        unsigned n = 0, fit = 0;
+        double frag = 0, worst = 0, waste = 0;
+        for (unsigned j = i; j < r->nr; j++) {
+            const as_run_result *b = &r->r[j].res;
+            if (seen[j] || b->capacity != a->capacity || strcmp(b->policy, a->policy) != 0)
+                continue;
+            seen[j] = 1;
+            n++;
+            fit += b->completed;
+            frag += b->fragmentation;
+            worst = b->fragmentation > worst ? b->fragmentation : worst;
+            waste += (double)b->waste;
+        }
+        char cap[32], fits[32], wb[32];
+        as_fmt_capacity(cap, sizeof cap, a->capacity);
+        snprintf(fits, sizeof fits, "%u/%u", fit, n);
+        as_fmt_bytes(wb, sizeof wb, (uint64_t)(waste / n));
+        fprintf(f, "  %-*s  %-10s  %6s  %9.1f%%  %9.1f%%  %12s\n", (int)w, a->policy, cap, fits,
+                100 * frag / n, 100 * worst, wb);
+    }
+    free(seen);
+}
+
 static void write_table(const as_report *r, FILE *f)
 {
     cell(*rows)[T_NCOL] = calloc(r->nr ? r->nr : 1, sizeof *rows);
@@ -377,6 +417,8 @@ static void write_table(const as_report *r, FILE *f)
         }
     }
     free(rows);
+    if (r->nt > 1)
+        table_across(r, f);
 }
 
 /* ---- CSV -------------------------------------------------------------------------------- */

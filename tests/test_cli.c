@@ -253,6 +253,11 @@ static void test_table_two_traces(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "OOM at event 1 (alloc 1)"));
     /* The OOM spelled out: 3 MiB asked with 2 MiB reserved and allocated. */
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "asking 3.0 MiB: reserved 2.0 MiB, allocated 2.0 MiB"));
+    /* One line across both traces: the first OOMs at 5 MiB, the second (100 bytes) fits. */
+    const char *across = strstr(out, "across 2 traces:");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(across);
+    CU_ASSERT_PTR_NOT_NULL(strstr(across, "nocache  5MiB"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(across, "1/2"));
     tu_rm(a_path);
     tu_rm(b);
 }
