@@ -47,8 +47,7 @@ static inline as_live_ent *live_insert(as_live *t, uint64_t id)
     while (t->slot[j].key)
         j = (j + 1) & mask;
     as_live_ent *e = &t->slot[j];
-    memset(e, 0, sizeof *e);
-    e->key = key;
+    e->key = key; /* the caller sets every other field */
     t->n++;
     return e;
 }

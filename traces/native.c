@@ -65,7 +65,7 @@ typedef struct native_st {
     size_t hdr_len, s_len, t_len, s_pos, t_pos;
     uint32_t nev, done;
     char label[AS_MAX_LABEL + 1];
-    uint64_t ev_off[BATCH_MAX]; /* offset of each event of the last batch */
+    uint64_t last_off; /* offset of the last event decoded */
 } native_st;
 
 static int native_probe(const uint8_t *head, size_t n)
@@ -93,17 +93,31 @@ static size_t varint_slow(const uint8_t *p, const uint8_t *end, uint64_t *v)
     return 0;
 }
 
+/* The same when at least 10 bytes are readable: no bounds test per byte. */
+static inline size_t varint_unbounded(const uint8_t *p, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (unsigned i = 0; i < 10; i++) {
+        uint64_t b = p[i];
+        x |= (b & 0x7F) << (7 * i);
+        if (b < 0x80) {
+            if ((i > 0 && b == 0) || (i == 9 && b > 1))
+                return 0;
+            *v = x;
+            return i + 1;
+        }
+    }
+    return 0;
+}
+
 static inline size_t varint(const uint8_t *p, const uint8_t *end, uint64_t *v)
 {
-    if (end - p >= 2) {
+    if (end - p >= 10) {
         if (p[0] < 0x80) {
             *v = p[0];
             return 1;
         }
-        if (p[1] < 0x80 && p[1]) {
-            *v = (uint64_t)(p[0] & 0x7F) | (uint64_t)p[1] << 7;
-            return 2;
-        }
+        return varint_unbounded(p, v);
     }
     return varint_slow(p, end, v);
 }
@@ -364,7 +378,8 @@ int as_native_next_batch(void *stp, as_validator *vd, as_event *evs, size_t cap,
         int64_t prev_time = s->prev_time;
         int has_time = s->t_len > 0, stop = 0;
         uint32_t done = s->done;
-        while (k < cap && done < s->nev) {
+        size_t lim = k + (cap - k < s->nev - done ? cap - k : s->nev - done);
+        while (k < lim) {
             as_event *ev = &evs[k];
             const uint8_t *ev_start = sp;
             uint64_t v;
@@ -515,7 +530,6 @@ int as_native_next_batch(void *stp, as_validator *vd, as_event *evs, size_t cap,
             } else {
                 ev->time_us = AS_TIME_NONE;
             }
-            s->ev_off[k] = base + (uint64_t)(ev_start - sb);
             if (vd) {
                 int ok = ev->op == AS_OP_ALLOC  ? validate_alloc(vd, ev)
                          : ev->op == AS_OP_FREE ? validate_free(vd, ev)
@@ -523,6 +537,8 @@ int as_native_next_batch(void *stp, as_validator *vd, as_event *evs, size_t cap,
                 if (ok != 0)
                     unchecked = stop = 1; /* the reader judges it, with the slow path */
             }
+            if (stop || !vd)
+                s->last_off = base + (uint64_t)(ev_start - sb);
             k++;
             done++;
             if (stop)
@@ -565,10 +581,10 @@ int as_native_next_batch(void *stp, as_validator *vd, as_event *evs, size_t cap,
     return rc;
 }
 
-uint64_t as_native_batch_offset(const void *st, size_t k)
+uint64_t as_native_last_offset(const void *st)
 {
     const native_st *s = st;
-    return k < BATCH_MAX ? s->ev_off[k] : UINT64_MAX;
+    return s->last_off;
 }
 
 /* One event, for callers of the generic seam (the reader itself uses the batch). */
@@ -577,7 +593,7 @@ static int native_next(void *st, as_event *ev, as_trace_error *err)
     size_t n;
     int rc = as_native_next_batch(st, NULL, ev, 1, &n, NULL, err);
     if (rc == 0 && n == 1)
-        as_instream_mark_event(((native_st *)st)->in, as_native_batch_offset(st, 0), 0);
+        as_instream_mark_event(((native_st *)st)->in, as_native_last_offset(st), 0);
     return rc;
 }
 

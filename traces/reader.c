@@ -265,7 +265,7 @@ static int next_native(as_trace_reader *r, as_event *evs, size_t cap, size_t *n)
             char msg[256];
             int vr = as_validate(&r->v, &evs[checked], msg, sizeof msg);
             if (vr < 0) {
-                reader_invalid(r, vr, as_native_batch_offset(r->st, checked), 0, msg);
+                reader_invalid(r, vr, as_native_last_offset(r->st), 0, msg);
                 return *n ? 0 : r->rc;
             }
             r->in_events++;

@@ -69,7 +69,8 @@ typedef struct as_live {
 } as_live;
 
 as_live_ent *as_live_find(as_live *t, uint64_t id);
-/* Inserts id (must be absent); returns the entry or NULL when out of memory. */
+/* Inserts id (must be absent); returns the entry (only its key set: the caller fills size,
+ * stream and out_id) or NULL when out of memory. */
 as_live_ent *as_live_insert(as_live *t, uint64_t id);
 void as_live_remove(as_live *t, as_live_ent *e);
 void as_live_free(as_live *t);
@@ -100,8 +101,9 @@ int as_validate(as_validator *v, as_event *ev, char *msg, size_t msg_cap);
  * does not accept ends the batch, unvalidated: *checked is *n or *n - 1. */
 int as_native_next_batch(void *st, as_validator *v, as_event *evs, size_t cap, size_t *n,
                          size_t *checked, as_trace_error *err);
-/* Offset in the decompressed stream of the k-th event of the last batch. */
-uint64_t as_native_batch_offset(const void *st, size_t k);
+/* Offset in the decompressed stream of the tag of the last event decoded, when it was
+ * unchecked (or decoded without a validator): the one the reader reports on. */
+uint64_t as_native_last_offset(const void *st);
 
 /* ---- format writers (native.c, text.c); the generic writer validates first ------- */
 
