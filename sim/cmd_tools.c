@@ -321,8 +321,82 @@ static void histogram(const char *title, const uint64_t *h, const uint64_t *byte
     }
 }
 
+static void json_hist(const char *name, const uint64_t *h, const uint64_t *bytes)
+{
+    printf(", \"%s\": [", name);
+    int first = 1;
+    for (unsigned k = 0; k < AS_INFO_BUCKETS; k++) {
+        if (!h[k])
+            continue;
+        printf("%s{\"lo\": %llu, \"count\": %llu", first ? "" : ", ", 1ull << k,
+               (unsigned long long)h[k]);
+        if (bytes)
+            printf(", \"bytes\": %llu", (unsigned long long)bytes[k]);
+        putchar('}');
+        first = 0;
+    }
+    putchar(']');
+}
+
+static void json_text(const char *s)
+{
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            printf("\\%c", *p);
+        else if (*p < 0x20)
+            printf("\\u%04x", *p);
+        else
+            putchar(*p);
+    }
+    putchar('"');
+}
+
+/* One JSON object; histogram buckets are [lo, 2 lo). */
+static void info_json(const char *path, const as_trace_reader *rd, const as_trace_info *in)
+{
+    const as_trace_summary *s = &in->sum;
+    printf("{\"allocsim\": \"%s\", \"file\": ", AS_VERSION);
+    json_text(path);
+    printf(", \"format\": ");
+    json_text(as_trace_fmt_name(as_trace_reader_format(rd)));
+    printf(", \"meta\": {");
+    const as_meta *m = as_trace_reader_meta(rd);
+    for (size_t i = 0; m && i < m->n; i++) {
+        printf("%s", i ? ", " : "");
+        json_text(m->kv[i].key);
+        printf(": ");
+        json_text(m->kv[i].value);
+    }
+    printf("}, \"events\": %llu, \"allocs\": %llu, \"frees\": %llu, \"free_reqs\": %llu, "
+           "\"empty_caches\": %llu, \"marks\": %llu, \"peak_requested\": %llu, "
+           "\"live_at_end\": %llu, \"peak_live\": %llu, \"total_bytes\": %llu, "
+           "\"min_size\": %llu, \"max_size\": %llu, \"streams\": %llu",
+           (unsigned long long)s->events, (unsigned long long)s->allocs,
+           (unsigned long long)s->frees, (unsigned long long)s->free_reqs,
+           (unsigned long long)s->empty_caches, (unsigned long long)s->marks,
+           (unsigned long long)s->peak_requested, (unsigned long long)s->live_at_end,
+           (unsigned long long)in->peak_live, (unsigned long long)in->total_bytes,
+           (unsigned long long)in->min_size, (unsigned long long)in->max_size,
+           (unsigned long long)s->streams);
+    printf(", \"stream_list\": [");
+    for (unsigned i = 0; i < in->nstreams; i++)
+        printf("%s{\"stream\": %llu, \"allocs\": %llu, \"bytes\": %llu}", i ? ", " : "",
+               (unsigned long long)in->streams[i].stream, (unsigned long long)in->streams[i].allocs,
+               (unsigned long long)in->streams[i].bytes);
+    printf("], \"time_span_us\": ");
+    if (in->first_time != AS_TIME_NONE)
+        printf("%lld", (long long)(in->last_time - in->first_time));
+    else
+        printf("null");
+    json_hist("sizes", in->size_hist, in->size_bytes);
+    json_hist("lifetimes", in->life_hist, NULL);
+    json_hist("pending", in->pend_hist, NULL);
+    printf("}\n");
+}
+
 static const char info_help[] =
-    "usage: allocsim info TRACE\n"
+    "usage: allocsim info [-f text|json] TRACE\n"
     "\n"
     "Counts, streams, peak requested memory (an allocation stops counting at its FREE_REQ),\n"
     "histograms of request sizes and of lifetimes (events from ALLOC to FREE), and the\n"
@@ -330,13 +404,33 @@ static const char info_help[] =
 
 int as_cmd_info(int argc, char **argv)
 {
-    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        fputs(info_help, stdout);
-        return AS_EXIT_OK;
+    static const struct option opts[] = {
+        {"format", required_argument, NULL, 'f'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int json = 0, opt;
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":f:h", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'f':
+            if (strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0)
+                return as_cli_usage("info", "-f %s: the format is text or json", optarg);
+            json = strcmp(optarg, "json") == 0;
+            break;
+        case 'h':
+            fputs(info_help, stdout);
+            return AS_EXIT_OK;
+        case ':':
+            return as_cli_usage("info", "option '%s' needs a value", argv[optind - 1]);
+        default:
+            return as_cli_usage("info", "unknown option '%s'", argv[optind - 1]);
+        }
     }
-    if (argc != 2)
+    if (argc - optind != 1)
         return as_cli_usage("info", "info takes one TRACE");
-    const char *path = argv[1];
+    const char *path = argv[optind];
     as_trace_reader *rd;
     int ret = as_cli_open_trace(path, &rd);
     if (ret)
@@ -353,6 +447,10 @@ int as_cmd_info(int argc, char **argv)
     if (as_trace_info_compute(rd, in, &err) < 0) {
         ret = as_cli_trace_fail(&err, path);
         goto out;
+    }
+    if (json) {
+        info_json(path, rd, in);
+        goto flush;
     }
     const as_trace_summary *s = &in->sum;
     char a[32], b[32], c[32];
@@ -391,6 +489,7 @@ int as_cmd_info(int argc, char **argv)
     histogram("lifetimes, events from ALLOC to FREE", in->life_hist, NULL, 0);
     if (s->free_reqs)
         histogram("pending time, events from FREE_REQ to FREE", in->pend_hist, NULL, 0);
+flush:
     if (fflush(stdout) || ferror(stdout)) {
         as_cli_msg("stdout: write failed");
         ret = AS_EXIT_INPUT;

@@ -279,6 +279,15 @@ static void test_info_convert_gen_policies(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "[1.0 MiB, 2.0 MiB)"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "[2.0 MiB, 4.0 MiB)"));
 
+    /* Lifetimes: id0 from event 0 to its FREE at 4, id1 from 1 to 5: both in [4, 8);
+     * id0 was pending from its FREE_REQ (3) to its FREE (4): [1, 2). */
+    CU_ASSERT_EQUAL(run("info -f json %s", tp), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"peak_requested\": 4194304"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"lifetimes\": [{\"lo\": 4, \"count\": 2}]"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"pending\": [{\"lo\": 1, \"count\": 1}]"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "{\"stream\": 7, \"allocs\": 1, \"bytes\": 3145728}"));
+    CU_ASSERT_EQUAL(run("info -f yaml %s", tp), 2);
+
     /* Text -> native -> text gives the writer's canonical text of the input. */
     CU_ASSERT_EQUAL(run("convert %s %s", tp, nat), 0);
     CU_ASSERT_EQUAL(run("convert %s %s", nat, back), 0);
