@@ -237,8 +237,16 @@ static long measure(const char *self, int kind, const char *path, const char *sp
     return ru.ru_maxrss;
 }
 
+static int markdown; /* --markdown: rows as a Markdown table (README) */
+
 static void row(const char *what, const char *trace, long rss, const bench_res *r)
 {
+    if (markdown && r->ok) {
+        printf("| %s | %s | %llu | %.3f | %.1f | %.1f |\n", what, trace,
+               (unsigned long long)r->events, cpu_s,
+               cpu_s > 0 ? (double)r->events / cpu_s / 1e6 : 0.0, (double)rss / 1024);
+        return;
+    }
     if (!r->ok) {
         printf("%-40s %-6s  FAILED: %s\n", what, trace, r->msg);
         return;
@@ -294,9 +302,12 @@ int main(int argc, char **argv)
             dir = argv[++i];
         else if (strcmp(argv[i], "--quick") == 0)
             quick = 1;
+        else if (strcmp(argv[i], "--markdown") == 0)
+            markdown = 1;
         else {
-            fprintf(stderr, "usage: allocsim-bench [--dir DIR] [--quick]\n"
-                            "  --quick: only the 1 M event trace for the policies\n");
+            fprintf(stderr, "usage: allocsim-bench [--dir DIR] [--quick] [--markdown]\n"
+                            "  --quick: only the 1 M event trace for the policies\n"
+                            "  --markdown: CPU-time rows as a Markdown table\n");
             return 2;
         }
     }
@@ -322,8 +333,12 @@ int main(int argc, char **argv)
            "wall: the measured loop; CPU: user+system time of the whole measuring process\n"
            "(steadier on a shared machine); RSS: that process's peak resident set\n",
            dir);
-    printf("%-40s %-6s %11s %8s %9s %8s %9s %8s\n", "what", "trace", "events", "wall s", "Mev/s",
-           "CPU s", "Mev/s CPU", "RSS MiB");
+    if (markdown)
+        printf("\n| what | trace | events | CPU s | Mevents/s (CPU) | peak RSS MiB |\n"
+               "| --- | --- | ---: | ---: | ---: | ---: |\n");
+    else
+        printf("%-40s %-6s %11s %8s %9s %8s %9s %8s\n", "what", "trace", "events", "wall s",
+               "Mev/s", "CPU s", "Mev/s CPU", "RSS MiB");
     bench_res r;
     long rss;
     rss = measure(self, 0, p1, NULL, &r);
@@ -347,7 +362,7 @@ int main(int argc, char **argv)
     const as_policy *const *l = as_policy_list(&n);
     for (size_t i = 0; i < n; i++) {
         char what[64];
-        snprintf(what, sizeof what, "decode + engine + %s", l[i]->name);
+        snprintf(what, sizeof what, markdown ? "%s" : "decode + engine + %s", l[i]->name);
         rss = measure(self, 2, big, l[i]->name, &r);
         row(what, big_name, rss, &r);
     }
@@ -360,7 +375,7 @@ int main(int argc, char **argv)
         };
         for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
             char what[64];
-            snprintf(what, sizeof what, "decode + engine + %s", variants[i]);
+            snprintf(what, sizeof what, markdown ? "%s" : "decode + engine + %s", variants[i]);
             rss = measure(self, 2, big, variants[i], &r);
             row(what, big_name, rss, &r);
         }
