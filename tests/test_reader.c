@@ -212,6 +212,8 @@ static void reader_writer_validates(void)
     CU_ASSERT_EQUAL(as_trace_write(w, &f), 0);
     CU_ASSERT_EQUAL(as_trace_write(w, &f), AS_TRACE_EINVAL); /* double free */
     CU_ASSERT_EQUAL(as_trace_write(w, &a), AS_TRACE_EINVAL); /* sticky */
+    CU_ASSERT_PTR_NOT_NULL(as_trace_writer_error(w));
+    CU_ASSERT_EQUAL(as_trace_writer_error(w)->event, 2);
     CU_ASSERT_EQUAL(as_trace_writer_close(w, &err), AS_TRACE_EINVAL);
     CU_ASSERT_EQUAL(err.event, 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "double free"));
@@ -232,6 +234,15 @@ static void reader_writer_validates(void)
     CU_ASSERT_PTR_NULL(fo);
     if (fo)
         fclose(fo);
+    /* a full disk: the write error names the output */
+    FILE *full = fopen("/dev/full", "wb");
+    if (full) {
+        fclose(full);
+        CU_ASSERT_EQUAL(as_trace_convert(t, "/dev/full", AS_FMT_TEXT, NULL, NULL, NULL, &err),
+                        AS_TRACE_EIO);
+        CU_ASSERT_STRING_EQUAL(err.path, "/dev/full");
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "write failed"));
+    }
     tu_rm(p);
     tu_rm(t);
     tu_rm(bad);

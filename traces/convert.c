@@ -40,10 +40,8 @@ int as_trace_copy(as_trace_reader *r, as_trace_writer *w, uint64_t *events,
             n++;
         }
         if (rc < 0) {
-            /* the writer's error is reported by as_trace_writer_close; fetch it now */
             if (err)
-                as_trace_set_error(err, rc, "", UINT64_MAX, 0, "write failed at event %llu",
-                                   (unsigned long long)n);
+                *err = *as_trace_writer_error(w);
             break;
         }
     }

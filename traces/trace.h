@@ -136,6 +136,8 @@ typedef struct as_trace_writer as_trace_writer;
 int as_trace_writer_open(const char *path, as_trace_fmt fmt, const as_meta *meta,
                          as_trace_writer **out, as_trace_error *err);
 int as_trace_write(as_trace_writer *w, const as_event *ev);
+/* The writer's first error (path, event index, message), or NULL while there is none. */
+const as_trace_error *as_trace_writer_error(const as_trace_writer *w);
 /* Flushes and closes; returns the first error seen by any call, or 0. Always frees w. */
 int as_trace_writer_close(as_trace_writer *w, as_trace_error *err);
 

@@ -138,6 +138,11 @@ int as_trace_write(as_trace_writer *w, const as_event *ev)
     return 0;
 }
 
+const as_trace_error *as_trace_writer_error(const as_trace_writer *w)
+{
+    return w->rc < 0 ? &w->err : NULL;
+}
+
 int as_trace_writer_close(as_trace_writer *w, as_trace_error *err)
 {
     if (!w)
