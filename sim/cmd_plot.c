@@ -62,12 +62,16 @@ static const char plot_help[] =
     "      --x event|alloc|time  timeline: the x axis (default event)\n"
     "      --when peak|oom   segments: which map (default: oom if the run hit one)\n"
     "      --run N           segments: which run of the CSV (default 0)\n"
-    "      --layout bytes|fraction  segments: row length by bytes or all equal\n"
+    "      --layout bytes|wrap|fraction  segments: a row per segment as long as its size,\n"
+    "                        rows of equal bytes (a segment wraps onto several), or a row\n"
+    "                        per segment all equally long (default: wrap when one segment\n"
+    "                        holds over a quarter of the reserved bytes, else bytes)\n"
     "      --title TEXT      the chart's title\n"
     "      --size WxH        pixels (default depends on the chart)\n"
     "      --keep DIR        keep the CSV files made on the way in DIR\n"
     "      --scripts DIR     where the gnuplot scripts are\n"
     "  -q, --quiet           no output from the runs\n"
+    "  -v, --verbose         show gnuplot's warnings even when it succeeds\n"
     "\n"
     "Environment: GNUPLOT (the gnuplot program), ALLOCSIM_PLOTS (the scripts' folder).\n"
     "Exit status: 0 drawn, 1 bad input or a failed run or gnuplot, 2 usage error.\n";
@@ -104,6 +108,7 @@ static const struct option plot_opts[] = {
     {"keep", required_argument, NULL, OPT_KEEP},
     {"scripts", required_argument, NULL, OPT_SCRIPTS},
     {"quiet", no_argument, NULL, 'q'},
+    {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -114,7 +119,7 @@ typedef struct plot_opts_t {
     const char *pol[MAX_ARGS], *cap[MAX_ARGS];
     unsigned npol, ncap;
     uint64_t every, run;
-    int quiet;
+    int quiet, verbose;
     char dir[PATH_MAX]; /* where the CSV files go */
     int tmpdir;         /* dir is ours to remove */
 } plot_args;
@@ -134,9 +139,10 @@ static int push(argv_t *v, const char *s)
     return 0;
 }
 
-/* Runs v (PATH lookup), stdout to out_path (or /dev/null when quiet and NULL), and
+/* Runs v (PATH lookup), stdout to out_path (or /dev/null when quiet and NULL), stderr to
+ * err_path when given, and
  * returns its exit status, 127 when it could not start, or 128+signal. */
-static int spawn(const argv_t *v, const char *out_path, int quiet)
+static int spawn(const argv_t *v, const char *out_path, int quiet, const char *err_path)
 {
     posix_spawn_file_actions_t fa;
     pid_t pid;
@@ -146,6 +152,8 @@ static int spawn(const argv_t *v, const char *out_path, int quiet)
         posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     else if (quiet)
         posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    if (err_path)
+        posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     int rc = posix_spawnp(&pid, v->a[0], &fa, NULL, (char *const *)(uintptr_t)v->a, environ);
     posix_spawn_file_actions_destroy(&fa);
     if (rc) {
@@ -241,9 +249,24 @@ static int gp_setn(char *buf, size_t n, const char *name, uint64_t v)
     return k < 0 || (size_t)k >= n - len ? -1 : 0;
 }
 
+/* Copies a file to stderr (gnuplot's messages when it failed). */
+static void show_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char buf[4096];
+    size_t n;
+    if (!f)
+        return;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        fwrite(buf, 1, n, stderr);
+    fclose(f);
+}
+
+/* Runs gnuplot. Its messages (warnings such as "no valid points" for a series that is
+ * empty in this data set) are shown only when it fails, or with --verbose. */
 static int run_gnuplot(const plot_args *a, const char *script, const char *vars)
 {
-    char path[PATH_MAX + 64];
+    char path[PATH_MAX + 64], log[PATH_MAX];
     if (find_script(a, script, path, sizeof path))
         return AS_EXIT_INPUT;
     argv_t v = {.n = 0};
@@ -252,18 +275,26 @@ static int run_gnuplot(const plot_args *a, const char *script, const char *vars)
     push(&v, "-e");
     push(&v, vars);
     push(&v, path);
-    int st = spawn(&v, NULL, 0);
+    const char *t = getenv("TMPDIR");
+    snprintf(log, sizeof log, "%s/allocsim-gnuplot-XXXXXX", t && *t ? t : "/tmp");
+    int fd = a->verbose ? -1 : mkstemp(log);
+    if (fd >= 0)
+        close(fd);
+    int st = spawn(&v, NULL, 0, fd >= 0 ? log : NULL);
     if (st) {
+        if (fd >= 0)
+            show_file(log);
         as_cli_msg("plot: gnuplot %s failed (exit status %d)", path, st);
-        return AS_EXIT_INPUT;
     }
-    return AS_EXIT_OK;
+    if (fd >= 0)
+        unlink(log);
+    return st ? AS_EXIT_INPUT : AS_EXIT_OK;
 }
 
 /* Runs `allocsim ARGS` (this binary); stdout to out_path when given. */
 static int run_self(const plot_args *a, argv_t *v, const char *out_path)
 {
-    int st = spawn(v, out_path, a->quiet);
+    int st = spawn(v, out_path, a->quiet, NULL);
     if (st == 1 || st == 2)
         return st; /* the run printed why */
     if (st) {
@@ -552,7 +583,7 @@ int as_cmd_plot(int argc, char **argv)
     a.kind = argv[1];
     optind = 2;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":o:p:c:qh", plot_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":o:p:c:qvh", plot_opts, NULL)) != -1) {
         switch (c) {
         case 'o':
             a.out = optarg;
@@ -594,8 +625,8 @@ int as_cmd_plot(int argc, char **argv)
                 return as_cli_usage(cmd, "--run %s: a run index", optarg);
             break;
         case OPT_LAYOUT:
-            if (strcmp(optarg, "bytes") && strcmp(optarg, "fraction"))
-                return as_cli_usage(cmd, "--layout %s: bytes or fraction", optarg);
+            if (strcmp(optarg, "bytes") && strcmp(optarg, "wrap") && strcmp(optarg, "fraction"))
+                return as_cli_usage(cmd, "--layout %s: bytes, wrap or fraction", optarg);
             a.layout = optarg;
             break;
         case OPT_TITLE:
@@ -618,6 +649,9 @@ int as_cmd_plot(int argc, char **argv)
             break;
         case 'q':
             a.quiet = 1;
+            break;
+        case 'v':
+            a.verbose = 1;
             break;
         case 'h':
             fputs(plot_help, stdout);

@@ -216,10 +216,61 @@ static void mincap_sweep_parse(void)
     CU_ASSERT(strstr(why, "'x'") != NULL);
 }
 
+/* The command on the non-monotone trace: the table names the minimum and the failing
+ * range in bytes, JSON carries them as numbers, and --csv holds one row per capacity. */
+static void mincap_command(void)
+{
+    as_policy_spec spec;
+    if (!get_spec("torch", &spec))
+        return;
+    as_policy_spec_free(&spec);
+    char path[1024], csv[1024], args[3000];
+    static char out[16384], err[4096];
+    write_trace(nonmono, sizeof nonmono / sizeof nonmono[0], path);
+    snprintf(csv, sizeof csv, "%s", tu_tmp(".csv"));
+    snprintf(args, sizeof args, "mincap -p torch --csv '%s' '%s'", csv, path);
+    CU_ASSERT_EQUAL_FATAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
+    /* 180 MiB = 188743680 B; the failing range 220..248 MiB = 230686720..260046848 B. */
+    CU_ASSERT(strstr(out, "minimum capacity   188743680 B") != NULL);
+    CU_ASSERT(strstr(out, "monotone above it  no: 15 capacities above it fail") != NULL);
+    CU_ASSERT(strstr(out, "fails 230686720 B - 260046848 B") != NULL);
+    CU_ASSERT(strstr(out, "OOM at alloc 3") != NULL);
+    CU_ASSERT(strstr(out, "fits from          262144000 B") != NULL);
+    FILE *f = fopen(csv, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    char line[512];
+    int rows = -1, failing = 0;
+    while (fgets(line, sizeof line, f)) {
+        rows++;
+        if (rows > 0 && strstr(line, ",torch,") && strstr(line, ",0,"))
+            failing++;
+    }
+    fclose(f);
+    CU_ASSERT_EQUAL(rows, 96);
+    CU_ASSERT_EQUAL(failing, 15);
+
+    snprintf(args, sizeof args, "mincap -p torch -f json '%s'", path);
+    CU_ASSERT_EQUAL_FATAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
+    CU_ASSERT(strstr(out, "\"min_capacity\": 188743680") != NULL);
+    CU_ASSERT(strstr(out, "\"monotone\": false") != NULL);
+    CU_ASSERT(strstr(out, "\"fits_from\": 262144000") != NULL);
+    CU_ASSERT(strstr(out, "{\"lo\": 230686720, \"hi\": 260046848, \"count\": 15") != NULL);
+
+    /* Usage errors exit 2, an unreadable trace 1. */
+    CU_ASSERT_EQUAL(tu_run_allocsim("mincap -p torch", NULL, 0, err, sizeof err), 2);
+    CU_ASSERT_EQUAL(tu_run_allocsim("mincap -p torch --step 3MiB x", NULL, 0, err, sizeof err), 2);
+    CU_ASSERT_EQUAL(tu_run_allocsim("mincap -p torch /nonexistent.zst", NULL, 0, err, sizeof err),
+                    1);
+    CU_ASSERT(strstr(err, "/nonexistent.zst") != NULL);
+    tu_rm(csv);
+    tu_rm(path);
+}
+
 CU_TestInfo test_mincap[] = {
     { "sweep_parse", mincap_sweep_parse },
     { "torch_nonmonotone", mincap_torch_nonmonotone },
     { "torch_monotone_hole", mincap_torch_monotone_hole },
     { "bad_trace", mincap_bad_trace },
+    { "command", mincap_command },
     CU_TEST_INFO_NULL,
 };

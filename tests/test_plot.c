@@ -215,6 +215,18 @@ static void plot_segments_svg(void)
     CU_ASSERT_EQUAL(csv_rows(p, 7, "20971520"), 10);
     CU_ASSERT_EQUAL(csv_rows(p, 11, "4"), 5); /* the peak map's event */
     CU_ASSERT_EQUAL(csv_rows(p, 11, "5"), 5); /* the OOM's event */
+
+    /* Redrawn from the kept CSV in the wrapped layout (rows of equal bytes): the blocks
+     * that straddle rows are drawn in pieces. */
+    char runs[1100], png[1100], args[4000];
+    snprintf(runs, sizeof runs, "%s/runs.csv", dir);
+    snprintf(png, sizeof png, "%s/w.png", dir);
+    snprintf(args, sizeof args, "plot segments --csv '%s' --runs '%s' --when peak --layout wrap -o '%s'",
+             p, runs, png);
+    CU_ASSERT_EQUAL(tu_run_allocsim(args, NULL, 0, NULL, 0), 0);
+    uint32_t pw = 0, ph = 0;
+    CU_ASSERT_EQUAL(png_size(png, &pw, &ph), 0);
+    CU_ASSERT_EQUAL(pw, 1200);
     rm_dir(dir);
     tu_rm(trace);
 }
