@@ -360,6 +360,11 @@ static void conformance_all_policies(void)
     CU_ASSERT_FATAL(np >= 2);
     static const uint64_t caps[] = { AS_CAPACITY_NONE, 600 * MIB, 256 * MIB };
     unsigned total_runs = 0;
+    /* AS_CONF_EVENTS lengthens every run for a soak test outside `make test`. */
+    const char *ev = getenv("AS_CONF_EVENTS");
+    unsigned nev = ev ? (unsigned)strtoul(ev, NULL, 10) : 1500;
+    if (nev < 10)
+        nev = 10;
     for (size_t i = 0; i < np; i++) {
         char specs[16][128];
         size_t ns = settings_for(pl[i], specs, 16);
@@ -369,8 +374,8 @@ static void conformance_all_policies(void)
                 run a, b;
                 /* Both address placements of the simulated device, alternating. */
                 int place = (int)((j + c) & 1) ? AS_PLACE_TOP_DOWN : AS_PLACE_LOW_FIRST_FIT;
-                int ra = play(&a, specs[j], caps[c], place, s, 1500);
-                int rb = ra ? -1 : play(&b, specs[j], caps[c], place, s, 1500);
+                int ra = play(&a, specs[j], caps[c], place, s, nev);
+                int rb = ra ? -1 : play(&b, specs[j], caps[c], place, s, nev);
                 if (ra == 0 && rb == 0) {
                     CU_ASSERT_EQUAL(a.hash, b.hash);
                     CU_ASSERT_EQUAL(a.ooms, b.ooms);
