@@ -20,6 +20,14 @@ do for [i=1:nrows] { pol[i] = RC[i] }
 call here."readcol.gp" in "trace"
 array trc[nrows]
 do for [i=1:nrows] { trc[i] = stem(base(RC[i])) }
+# With several capacities in the report, a series is a (policy, capacity) pair.
+call here."readcol.gp" in "capacity"
+array capt[nrows]
+do for [i=1:nrows] { capt[i] = RC[i] }
+ncapv = 0
+do for [i=2:nrows] { if (capt[i] ne capt[1]) { ncapv = 1 } }
+capname(c) = strlen(c) == 0 ? "uncapped" : sprintf("%.2f GB", c + 0 > 0 ? (c + 0) / 1e9 : 0)
+if (ncapv) { do for [i=1:nrows] { pol[i] = pol[i] . " @ " . capname(capt[i]) } }
 
 array pname[nrows]
 array tname[nrows]
