@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,59 @@ static int open_trace(void *user, as_trace_reader **out, as_trace_error *err)
 {
     const open_ctx *c = user;
     return as_trace_open(c->path, NULL, out, err);
+}
+
+/* Every pass decodes the trace again. A PyTorch pickle or a text trace is slow to parse,
+ * so such an input is first written once to a temporary native file (about 2 bytes per
+ * event, decoded in memory bounded by the live allocations) and the passes read that.
+ * Fills tmp (empty when the input is already native). Returns 0 or an exit status. */
+static int spool_native(const char *path, char *tmp, size_t n)
+{
+    as_trace_reader *rd = NULL;
+    as_trace_writer *w = NULL;
+    as_trace_error err = {.offset = UINT64_MAX, .event = UINT64_MAX};
+    as_event ev;
+    int rc, fd;
+    tmp[0] = 0;
+    if ((rc = as_cli_open_trace(path, &rd)))
+        return rc;
+    if (as_trace_reader_format(rd) == AS_FMT_NATIVE) {
+        as_trace_close(rd);
+        return AS_EXIT_OK;
+    }
+    const char *t = getenv("TMPDIR");
+    snprintf(tmp, n, "%s/allocsim-mincap-XXXXXX.zst", t && *t ? t : "/tmp");
+    if ((fd = mkstemps(tmp, 4)) < 0) {
+        as_cli_msg("%s: cannot create: %s", tmp, strerror(errno));
+        tmp[0] = 0;
+        as_trace_close(rd);
+        return AS_EXIT_INPUT;
+    }
+    close(fd);
+    if (as_trace_writer_open(tmp, AS_FMT_NATIVE, as_trace_reader_meta(rd), &w, &err)) {
+        rc = as_cli_trace_fail(&err, tmp);
+        goto fail;
+    }
+    while ((rc = as_trace_next(rd, &ev)) == 0)
+        if ((rc = as_trace_write(w, &ev)) < 0)
+            break;
+    if (rc < 0) {
+        const as_trace_error *re = as_trace_reader_error(rd);
+        rc = as_cli_trace_fail(re && re->code ? re : &err, path);
+        as_trace_writer_close(w, &err);
+        goto fail;
+    }
+    if (as_trace_writer_close(w, &err)) {
+        rc = as_cli_trace_fail(&err, tmp);
+        goto fail;
+    }
+    as_trace_close(rd);
+    return AS_EXIT_OK;
+fail:
+    as_trace_close(rd);
+    unlink(tmp);
+    tmp[0] = 0;
+    return rc;
 }
 
 typedef struct progress_ctx {
@@ -292,6 +346,7 @@ int as_cmd_mincap(int argc, char **argv)
     if (nspec == 0)
         spec_text[nspec++] = "torch";
 
+    char spooled[PATH_MAX] = "";
     as_policy_spec specs[MAX_SPECS];
     unsigned nparsed = 0;
     FILE *csv = NULL;
@@ -310,7 +365,9 @@ int as_cmd_mincap(int argc, char **argv)
         csv_header(csv);
     }
 
-    open_ctx oc = { .path = trace };
+    if ((status = spool_native(trace, spooled, sizeof spooled)))
+        goto out;
+    open_ctx oc = {.path = spooled[0] ? spooled : trace};
     progress_ctx pc = { .tty = isatty(2) };
     o.on_progress = on_progress;
     o.user = &pc;
@@ -363,6 +420,8 @@ int as_cmd_mincap(int argc, char **argv)
     if (json)
         fputs("]}\n", stdout);
 out:
+    if (spooled[0])
+        unlink(spooled);
     if (csv && fclose(csv) && !status) {
         as_cli_msg("%s: write failed: %s", csv_path, strerror(errno));
         status = AS_EXIT_INPUT;
