@@ -455,7 +455,108 @@ static void conformance_extreme_sizes(void)
     }
 }
 
+/* ---- placement oracles: the rule that makes a policy itself, checked on every alloc ----- */
+
+typedef struct fblocks {
+    uint64_t *addr, *size;
+    size_t n, cap;
+} fblocks;
+
+static int collect_free(void *user, const as_walk_item *it)
+{
+    fblocks *f = user;
+    if (it->kind != AS_WALK_BLOCK || it->state != AS_BLOCK_FREE)
+        return 0;
+    if (f->n == f->cap) {
+        size_t nc = f->cap ? f->cap * 2 : 256;
+        uint64_t *a = realloc(f->addr, nc * sizeof *a), *z;
+        if (!a)
+            return 1;
+        f->addr = a;
+        z = realloc(f->size, nc * sizeof *z);
+        if (!z)
+            return 1;
+        f->size = z;
+        f->cap = nc;
+    }
+    f->addr[f->n] = it->addr;
+    f->size[f->n++] = it->size;
+    return 0;
+}
+
+enum { ORACLE_BEST, ORACLE_FIRST };
+
+/* Replays a random trace through `spec` and, before every alloc, computes from walk() the
+ * free block the rule must pick (best: smallest size, then lowest address; first: lowest
+ * address) among those >= the rounded request; the policy must return that address, or
+ * take a new segment when there is none. A naive linear search: the oracle, not the
+ * policy. */
+static void oracle_run(const char *spec, int rule, uint64_t round, uint64_t seed)
+{
+    ph t;
+    CU_ASSERT_FATAL(ph_open_placed(&t, spec, AS_CAPACITY_NONE, (int)(seed & 1)) == 0);
+    uint64_t rng = seed, *ids = calloc(4000, sizeof *ids);
+    size_t nl = 0;
+    fblocks f = { 0 };
+    int bad = 0;
+    for (int e = 0; e < 4000 && !bad; e++) {
+        if (nl && tu_rand(&rng) % 100 < 45) {
+            size_t k = (size_t)(tu_rand(&rng) % nl);
+            CU_ASSERT_EQUAL(ph_free(&t, ids[k], 0), 0);
+            ids[k] = ids[--nl];
+            continue;
+        }
+        uint64_t size = rand_size(&rng) / 4 + 1;
+        uint64_t rounded = as_round_size(size, round, NULL);
+        f.n = 0;
+        CU_ASSERT_FATAL(t.p->walk(t.st, collect_free, &f) == 0);
+        size_t want = SIZE_MAX;
+        for (size_t i = 0; i < f.n; i++) {
+            if (f.size[i] < rounded)
+                continue;
+            if (want == SIZE_MAX)
+                want = i;
+            else if (rule == ORACLE_FIRST ? f.addr[i] < f.addr[want]
+                                          : f.size[i] < f.size[want] ||
+                                                (f.size[i] == f.size[want] &&
+                                                 f.addr[i] < f.addr[want]))
+                want = i;
+        }
+        uint64_t segs = ph_stats(&t).segments, id;
+        as_block b = { 0 };
+        CU_ASSERT_EQUAL_FATAL(ph_alloc_id(&t, size, 0, &id, &b), 0);
+        ids[nl++] = id;
+        if (want != SIZE_MAX && b.addr != f.addr[want]) {
+            fprintf(stderr, "\n  [%s] alloc %llu (rounded %llu): got %#llx, the rule picks "
+                            "%#llx+%llu\n", spec, (unsigned long long)size,
+                    (unsigned long long)rounded, (unsigned long long)b.addr,
+                    (unsigned long long)f.addr[want], (unsigned long long)f.size[want]);
+            bad = 1;
+        } else if (want == SIZE_MAX && ph_stats(&t).segments != segs + 1) {
+            fprintf(stderr, "\n  [%s] alloc %llu fits no free block but took no new segment\n",
+                    spec, (unsigned long long)size);
+            bad = 1;
+        }
+        CU_ASSERT(!bad);
+    }
+    free(f.addr);
+    free(f.size);
+    free(ids);
+    ph_close(&t);
+}
+
+static void conformance_placement_oracles(void)
+{
+    uint64_t seed = tu_seed("conformance_placement_oracles");
+    oracle_run("bestfit", ORACLE_BEST, 512, seed);
+    oracle_run("bestfit,round=4K,segment=64", ORACLE_BEST, 4096, seed + 1);
+    oracle_run("firstfit", ORACLE_FIRST, 512, seed + 2);
+    oracle_run("firstfit,segment=8", ORACLE_FIRST, 512, seed + 3);
+    oracle_run("bfc", ORACLE_BEST, 256, seed + 4);
+}
+
 CU_TestInfo test_conformance[] = {
+    { "placement_oracles", conformance_placement_oracles },
     { "extreme_sizes", conformance_extreme_sizes },
     { "tables", conformance_tables },
     { "all_policies", conformance_all_policies },
