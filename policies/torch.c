@@ -102,10 +102,11 @@ typedef struct blk {
     uint32_t prev, next;    /* segment chain; 0 = none */
     uint32_t l, r, p, prio; /* treap links */
     uint32_t seg;           /* segment index */
-    uint32_t sx;            /* free-set stream slot while in `blocks` */
+    uint32_t sx;            /* its stream's slot in its pool's free set */
     uint32_t gen;           /* bumped on every hand-out: handles carry it */
     uint32_t pidx;          /* index in the pending list while pending */
     uint8_t state, mapped, in;
+    uint8_t small, exp; /* copies of its segment's pool and expandable flags */
 } blk;
 
 typedef struct seg {
@@ -465,18 +466,14 @@ static int64_t fs_slot(fset *f, uint64_t stream)
     return f->last = id;
 }
 
-static int fs_insert(blk *b, fset *f, uint32_t x)
+/* b[x].sx names the slot: nodes get it when made (torch_alloc creates the slot first). */
+static void fs_insert(blk *b, fset *f, uint32_t x)
 {
-    int64_t k = fs_slot(f, b[x].stream);
-    if (k < 0)
-        return AS_POLICY_ENOMEM;
-    sidx *ix = &f->s[k];
+    sidx *ix = &f->s[b[x].sx];
     unsigned bin = bin_of(b[x].size);
     bt_insert(b, &ix->root[bin], M_BIN, x);
     ix->words[bin >> 6] |= 1ull << (bin & 63);
     ix->summary |= 1ull << (bin >> 6);
-    b[x].sx = (uint32_t)k;
-    return 0;
 }
 
 static void fs_erase(blk *b, fset *f, uint32_t x)
@@ -573,12 +570,12 @@ static uint32_t fs_next_all(const blk *b, const fset *f, uint32_t x)
 
 static inline pool *pool_of(torch_state *t, uint32_t i)
 {
-    return &t->pools[t->s[t->b[i].seg].small];
+    return &t->pools[t->b[i].small];
 }
 
 static inline int is_exp(const torch_state *t, uint32_t i)
 {
-    return t->s[t->b[i].seg].expandable;
+    return t->b[i].exp;
 }
 
 static inline int is_split(const blk *b, uint32_t i)
@@ -672,6 +669,9 @@ static uint32_t split_after(torch_state *t, uint32_t i, uint64_t size)
     b[r].size = b[i].size - size;
     b[r].stream = b[i].stream;
     b[r].seg = b[i].seg;
+    b[r].sx = b[i].sx;
+    b[r].small = b[i].small;
+    b[r].exp = b[i].exp;
     b[r].mapped = b[i].mapped;
     b[r].state = B_FREE;
     b[r].prev = i;
@@ -856,6 +856,9 @@ static int64_t find_expandable_block(torch_state *t, pool *pl, uint64_t stream, 
     nb->size = vsize;
     nb->stream = stream;
     nb->seg = si;
+    nb->sx = (uint32_t)fs_find(&pl->blocks, stream);
+    nb->small = pl->small;
+    nb->exp = 1;
     nb->mapped = 0;
     nb->state = B_FREE;
     insert_unmapped(t, n);
@@ -925,6 +928,9 @@ static int alloc_block(torch_state *t, params *p, int retry)
     nb->size = p->alloc_size;
     nb->stream = p->stream;
     nb->seg = si;
+    nb->sx = (uint32_t)fs_find(&p->pl->blocks, p->stream);
+    nb->small = p->pl->small;
+    nb->exp = 0;
     nb->mapped = 1;
     nb->state = B_FREE;
     t->reserved += p->alloc_size;
@@ -1409,6 +1415,10 @@ static int check_segment(const torch_state *t, uint32_t si, uint64_t *acc, as_ch
             why = "prev link broken";
         else if (b[i].stream != s->stream)
             why = "block stream differs from its segment";
+        else if (b[i].small != s->small || b[i].exp != s->expandable ||
+                 b[i].sx >= t->pools[s->small].blocks.n ||
+                 t->pools[s->small].blocks.s[b[i].sx].stream != s->stream)
+            why = "block's cached pool, expandable or stream-slot fields are stale";
         else if (b[i].size == 0 || (b[i].addr - s->addr) % MIN_BLOCK)
             why = "block empty or misaligned";
         else if (b[i].state == B_FREE && b[i].in != (b[i].mapped ? IN_BLOCKS : IN_UNMAPPED))
