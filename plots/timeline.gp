@@ -52,6 +52,8 @@ array lasty[N]
 stats in using (r = int(column("run")) + 1, lastx[r] = @X, lasty[r] = column("reserved"), \
       column("reserved")) nooutput
 ymax = STATS_max
+xlast = 0
+do for [r=1:N] { if (lastx[r] > xlast) { xlast = lastx[r] } }
 # Requested is the trace's, the same in every run: draw it from the run that got furthest.
 rq = 1
 do for [r=2:N] { if (lastx[r] > lastx[rq]) { rq = r } }
@@ -62,11 +64,13 @@ set title title font ",15"
 set xlabel (x eq "event") ? "event (0-based position in the trace)" : (x eq "alloc") ? \
     "allocation ordinal" : "time (s)"
 set ylabel "GiB"
-set format x "%.0s%c"
+set format x (x eq "time") ? "%g" : "%.0s%c"
 set yrange [0:gib(ymax) * 1.12]
 set xrange [0:*]
 
 # Capacities: one dashed line per distinct value, labelled at the right.
+set link y2
+set y2tics () out scale 0.5 tc rgb "#000000"
 ncap = 0
 do for [r=1:N] {
     dup = 0
@@ -74,7 +78,8 @@ do for [r=1:N] {
     if (cap[r] == cap[r] && !dup) {
         ncap = ncap + 1
         set arrow from graph 0, first gib(cap[r]) to graph 1, first gib(cap[r]) nohead ls 100 front
-        set label sprintf("capacity %s (%.2f GB)", human(cap[r]), cap[r] / 1e9) at graph 0.99, first gib(cap[r]) right offset 0, 0.6 front
+        # Named on the right axis, where no curve can run over the text.
+        set y2tics add (sprintf("capacity %s\n(%.2f GB)", human(cap[r]), cap[r] / 1e9) gib(cap[r]))
     }
 }
 # OOM points, labelled with the allocation that failed; kept in a datablock so that runs
@@ -86,8 +91,10 @@ do for [r=1:N] {
     if (oom[r] == oom[r]) {
         noom = noom + 1
         print sprintf("%.17g,%.17g,%d,%d", lastx[r], gib(lasty[r]), r, pt(r))
-        set label sprintf("OOM at alloc %d", oom[r]) at first lastx[r], first gib(lasty[r]) \
-            center offset 0, 1.4 tc rgb col(r) front
+        # Centred above the point, or ending at it near the right edge.
+        near_right = lastx[r] > xlast * 0.85
+        eval sprintf('set label "OOM at alloc %d" at first %.17g, first %.17g %s tc rgb "%s" front', \
+            oom[r], lastx[r], gib(lasty[r]), near_right ? "right offset -1, 1.4" : "center offset 0, 1.4", col(r))
     }
 }
 unset print
