@@ -32,9 +32,15 @@ static const as_knob knobs[K_N] = {
     [K_RELEASE] = AS_KNOB_RELEASE(AS_RELEASE_OOM),
 };
 
-static void ix_insert(as_heap *h, uint32_t b) { as_bins_insert(h, &((bestfit *)h)->free, b); }
-static void ix_remove(as_heap *h, uint32_t b) { as_bins_remove(h, &((bestfit *)h)->free, b); }
-static const as_index_ops index_ops = { .insert = ix_insert, .remove = ix_remove };
+static void ix_insert(as_heap *h, uint32_t b)
+{
+    as_bins_insert(h, &((bestfit *)h)->free, b);
+}
+static void ix_remove(as_heap *h, uint32_t b)
+{
+    as_bins_remove(h, &((bestfit *)h)->free, b);
+}
+static const as_index_ops index_ops = {.insert = ix_insert, .remove = ix_remove};
 
 static int bf_init(void *st, const as_knob_value *cfg, const as_device *dev)
 {
@@ -65,8 +71,7 @@ static int bf_alloc(void *st, const as_request *req, as_block *out)
     if (b && !as_maxsplit_fits(s->h.b[b].size, size, s->maxsplit, s->segment))
         b = AS_NIL; /* the smallest fit is refused, so every larger block is too */
     if (!b) {
-        int rc = as_heap_grow_or_release(&s->h, as_segment_size(size, s->segment), s->release,
-                                         &b);
+        int rc = as_heap_grow_or_release(&s->h, as_segment_size(size, s->segment), s->release, &b);
         if (rc)
             return rc;
     }
@@ -84,7 +89,10 @@ static int bf_free(void *st, uint64_t handle, unsigned flags)
     return as_heap_after_free(&s->h, b, s->release);
 }
 
-static int bf_empty_cache(void *st) { return as_heap_release_empty(&((bestfit *)st)->h, NULL); }
+static int bf_empty_cache(void *st)
+{
+    return as_heap_release_empty(&((bestfit *)st)->h, NULL);
+}
 
 static void bf_stats(const void *st, as_policy_stats *out)
 {
@@ -112,7 +120,10 @@ static int bf_walk(const void *st, as_walk_fn fn, void *user)
     return as_heap_walk(&((const bestfit *)st)->h, fn, user);
 }
 
-static void bf_fini(void *st) { as_heap_fini(&((bestfit *)st)->h); }
+static void bf_fini(void *st)
+{
+    as_heap_fini(&((bestfit *)st)->h);
+}
 
 const as_policy as_policy_bestfit = {
     .name = "bestfit",

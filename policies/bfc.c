@@ -40,24 +40,45 @@ typedef struct bfc {
 enum { K_GROWTH, K_FRACTION, K_LIMIT, K_GC, K_MAXFRAG, K_N };
 
 static const as_knob knobs[K_N] = {
-    [K_GROWTH] = { .name = "allow_growth", .type = AS_KNOB_BOOL, .unit = "", .def = 1, .min = 0,
-                   .max = 1,
-                   .help = "grow regions on demand from 2 MiB (TF_FORCE_GPU_ALLOW_GROWTH); false "
-                           "takes the whole limit at the first allocation (TF's default)" },
-    [K_FRACTION] = { .name = "fraction", .type = AS_KNOB_FLOAT, .unit = "",
-                     .fdef = 1.0, .fmin = 0.001, .fmax = 1.0,
-                     .help = "memory limit as a fraction of the device capacity "
-                             "(per_process_gpu_memory_fraction; JAX preallocates 0.75)" },
-    [K_LIMIT] = { .name = "limit", .type = AS_KNOB_SIZE, .unit = "bytes", .def = 0, .min = 0,
-                  .max = INT64_MAX,
-                  .help = "memory limit in bytes, overriding fraction; 0 = fraction x capacity" },
-    [K_GC] = { .name = "gc", .type = AS_KNOB_BOOL, .unit = "", .def = 1, .min = 0, .max = 1,
-               .help = "when nothing fits, return whole free regions to the device and retry "
-                       "(TF_ENABLE_GPU_GARBAGE_COLLECTION)" },
-    [K_MAXFRAG] = { .name = "max_internal_fragmentation", .type = AS_KNOB_SIZE,
-                    .unit = "bytes", .def = 128ll << 20, .min = 0, .max = INT64_MAX,
-                    .help = "split a chunk whose leftover is at least this, even when it is "
-                            "less than twice the request" },
+    [K_GROWTH] = {.name = "allow_growth",
+                  .type = AS_KNOB_BOOL,
+                  .unit = "",
+                  .def = 1,
+                  .min = 0,
+                  .max = 1,
+                  .help = "grow regions on demand from 2 MiB (TF_FORCE_GPU_ALLOW_GROWTH); false "
+                          "takes the whole limit at the first allocation (TF's default)"},
+    [K_FRACTION] = {.name = "fraction",
+                    .type = AS_KNOB_FLOAT,
+                    .unit = "",
+                    .fdef = 1.0,
+                    .fmin = 0.001,
+                    .fmax = 1.0,
+                    .help = "memory limit as a fraction of the device capacity "
+                            "(per_process_gpu_memory_fraction; JAX preallocates 0.75)"},
+    [K_LIMIT] = {.name = "limit",
+                 .type = AS_KNOB_SIZE,
+                 .unit = "bytes",
+                 .def = 0,
+                 .min = 0,
+                 .max = INT64_MAX,
+                 .help = "memory limit in bytes, overriding fraction; 0 = fraction x capacity"},
+    [K_GC] = {.name = "gc",
+              .type = AS_KNOB_BOOL,
+              .unit = "",
+              .def = 1,
+              .min = 0,
+              .max = 1,
+              .help = "when nothing fits, return whole free regions to the device and retry "
+                      "(TF_ENABLE_GPU_GARBAGE_COLLECTION)"},
+    [K_MAXFRAG] = {.name = "max_internal_fragmentation",
+                   .type = AS_KNOB_SIZE,
+                   .unit = "bytes",
+                   .def = 128ll << 20,
+                   .min = 0,
+                   .max = INT64_MAX,
+                   .help = "split a chunk whose leftover is at least this, even when it is "
+                           "less than twice the request"},
 };
 
 /* BinNumForSize: min(20, floor(log2(max(size, 256) >> 8))). */
@@ -68,7 +89,10 @@ static unsigned bin_for_size(uint64_t size)
     return b < NBINS - 1 ? b : NBINS - 1;
 }
 
-static uint64_t rounded_bytes(uint64_t n) { return as_align_up(n ? n : 1, MIN_ALLOC); }
+static uint64_t rounded_bytes(uint64_t n)
+{
+    return as_align_up(n ? n : 1, MIN_ALLOC);
+}
 
 static void ix_insert(as_heap *h, uint32_t b)
 {
@@ -87,7 +111,7 @@ static void ix_remove(as_heap *h, uint32_t b)
         s->binmap &= ~(1u << bin);
 }
 
-static const as_index_ops index_ops = { .insert = ix_insert, .remove = ix_remove };
+static const as_index_ops index_ops = {.insert = ix_insert, .remove = ix_remove};
 
 static int bfc_init(void *st, const as_knob_value *cfg, const as_device *dev)
 {
@@ -96,7 +120,7 @@ static int bfc_init(void *st, const as_knob_value *cfg, const as_device *dev)
     if (rc)
         return rc;
     for (int i = 0; i < NBINS; i++)
-        s->bins[i] = (as_treap){ .mode = AS_TREAP_SIZE };
+        s->bins[i] = (as_treap){.mode = AS_TREAP_SIZE};
     s->gc = (int)cfg[K_GC].i;
     s->max_frag = (uint64_t)cfg[K_MAXFRAG].i;
     uint64_t cap = dev->ops->capacity ? dev->ops->capacity(dev->ctx) : AS_CAPACITY_NONE;
@@ -227,14 +251,16 @@ static int bfc_free(void *st, uint64_t handle, unsigned flags)
     return as_heap_free(&((bfc *)st)->h, handle, flags, 1, &b);
 }
 
-static int bfc_empty_cache(void *st) { return as_heap_release_empty(&((bfc *)st)->h, NULL); }
+static int bfc_empty_cache(void *st)
+{
+    return as_heap_release_empty(&((bfc *)st)->h, NULL);
+}
 
 static void bfc_stats(const void *st, as_policy_stats *out)
 {
     const bfc *s = st;
     as_heap_stats(&s->h, out);
-    out->largest_free =
-        s->binmap ? as_treap_max(&s->h, &s->bins[as_log2_floor(s->binmap)]) : 0;
+    out->largest_free = s->binmap ? as_treap_max(&s->h, &s->bins[as_log2_floor(s->binmap)]) : 0;
 }
 
 static int bfc_check(const void *st, as_check_failure *f)
@@ -257,9 +283,9 @@ static int bfc_check(const void *st, as_check_failure *f)
         uint32_t lo = as_treap_find(&s->h, &s->bins[i], 0);
         uint64_t hi = as_treap_max(&s->h, &s->bins[i]);
         if (bin_for_size(s->h.b[lo].size) != i || bin_for_size(hi) != i)
-            return as_check_fail(f, "bin %u holds a chunk of %llu bytes", i,
-                                 (unsigned long long)(bin_for_size(hi) != i ? hi
-                                                                            : s->h.b[lo].size));
+            return as_check_fail(
+                f, "bin %u holds a chunk of %llu bytes", i,
+                (unsigned long long)(bin_for_size(hi) != i ? hi : s->h.b[lo].size));
     }
     if (n != s->h.nfree)
         return as_check_fail(f, "bins hold %llu chunks, %llu are free", (unsigned long long)n,
@@ -275,7 +301,10 @@ static int bfc_walk(const void *st, as_walk_fn fn, void *user)
     return as_heap_walk(&((const bfc *)st)->h, fn, user);
 }
 
-static void bfc_fini(void *st) { as_heap_fini(&((bfc *)st)->h); }
+static void bfc_fini(void *st)
+{
+    as_heap_fini(&((bfc *)st)->h);
+}
 
 const as_policy as_policy_bfc = {
     .name = "bfc",

@@ -26,17 +26,27 @@ typedef struct buddy {
 enum { K_MIN, K_MAX, K_RELEASE, K_N };
 
 static const as_knob knobs[K_N] = {
-    [K_MIN] = { .name = "min_order", .type = AS_KNOB_INT, .unit = "log2 bytes", .def = 9,
-                .min = 8, .max = 20,
-                .help = "smallest block, 2^min_order bytes (9 = 512 B)" },
-    [K_MAX] = { .name = "max_order", .type = AS_KNOB_INT, .unit = "log2 bytes", .def = 26,
-                .min = 21, .max = 40,
-                .help = "segment size and largest buddy block, 2^max_order bytes (26 = 64 MiB)"
-    },
+    [K_MIN] = {.name = "min_order",
+               .type = AS_KNOB_INT,
+               .unit = "log2 bytes",
+               .def = 9,
+               .min = 8,
+               .max = 20,
+               .help = "smallest block, 2^min_order bytes (9 = 512 B)"},
+    [K_MAX] = {.name = "max_order",
+               .type = AS_KNOB_INT,
+               .unit = "log2 bytes",
+               .def = 26,
+               .min = 21,
+               .max = 40,
+               .help = "segment size and largest buddy block, 2^max_order bytes (26 = 64 MiB)"},
     [K_RELEASE] = AS_KNOB_RELEASE(AS_RELEASE_OOM),
 };
 
-static unsigned order_of(uint64_t size) { return as_log2_floor(size); }
+static unsigned order_of(uint64_t size)
+{
+    return as_log2_floor(size);
+}
 
 static void ix_insert(as_heap *h, uint32_t b)
 {
@@ -67,7 +77,7 @@ static void ix_remove(as_heap *h, uint32_t b)
         s->omap &= ~(1ull << k);
 }
 
-static const as_index_ops index_ops = { .insert = ix_insert, .remove = ix_remove };
+static const as_index_ops index_ops = {.insert = ix_insert, .remove = ix_remove};
 
 static int bd_init(void *st, const as_knob_value *cfg, const as_device *dev)
 {
@@ -142,7 +152,10 @@ static int bd_free(void *st, uint64_t handle, unsigned flags)
     return as_heap_after_free(h, b, s->release);
 }
 
-static int bd_empty_cache(void *st) { return as_heap_release_empty(&((buddy *)st)->h, NULL); }
+static int bd_empty_cache(void *st)
+{
+    return as_heap_release_empty(&((buddy *)st)->h, NULL);
+}
 
 static void bd_stats(const void *st, as_policy_stats *out)
 {
@@ -168,8 +181,7 @@ static int bd_check(const void *st, as_check_failure *f)
         for (uint32_t b = g->head; b; b = h->b[b].next) {
             const as_blk *x = &h->b[b];
             uint64_t off = x->addr - g->addr;
-            if ((x->size & (x->size - 1)) || x->size < 1ull << s->min_order ||
-                off % x->size)
+            if ((x->size & (x->size - 1)) || x->size < 1ull << s->min_order || off % x->size)
                 return as_check_fail(f, "block %#llx+%llu is not a buddy block of its segment",
                                      (unsigned long long)x->addr, (unsigned long long)x->size);
             if (x->state != AS_BLOCK_FREE || x->size == g->size)
@@ -192,8 +204,7 @@ static int bd_check(const void *st, as_check_failure *f)
             const as_blk *x = &h->b[b];
             if (x->state != AS_BLOCK_FREE || x->size != 1ull << k || x->l != prev)
                 return as_check_fail(f, "block %#llx+%llu is wrongly on the order-%u list",
-                                     (unsigned long long)x->addr, (unsigned long long)x->size,
-                                     k);
+                                     (unsigned long long)x->addr, (unsigned long long)x->size, k);
             prev = b;
         }
     }
@@ -210,7 +221,10 @@ static int bd_walk(const void *st, as_walk_fn fn, void *user)
     return as_heap_walk(&((const buddy *)st)->h, fn, user);
 }
 
-static void bd_fini(void *st) { as_heap_fini(&((buddy *)st)->h); }
+static void bd_fini(void *st)
+{
+    as_heap_fini(&((buddy *)st)->h);
+}
 
 const as_policy as_policy_buddy = {
     .name = "buddy",

@@ -59,7 +59,7 @@ static uint32_t blk_new(as_heap *h)
         h->b[i].gen = 0;
     }
     uint32_t gen = h->b[i].gen;
-    h->b[i] = (as_blk){ .gen = gen, .state = AS_BLOCK_FREE };
+    h->b[i] = (as_blk){.gen = gen, .state = AS_BLOCK_FREE};
     return i;
 }
 
@@ -90,13 +90,13 @@ static uint32_t seg_new(as_heap *h)
         }
         i = h->ns++;
     }
-    h->s[i] = (as_seg){ 0 };
+    h->s[i] = (as_seg){0};
     return i;
 }
 
 static void seg_put(as_heap *h, uint32_t i)
 {
-    h->s[i] = (as_seg){ .enext = h->free_s };
+    h->s[i] = (as_seg){.enext = h->free_s};
     h->free_s = i;
 }
 
@@ -160,8 +160,8 @@ int as_heap_init(as_heap *h, const as_device *dev, const as_index_ops *ix)
         return AS_POLICY_ENOMEM;
     }
     /* Slot 0 of each arena is the nil sentinel. */
-    h->b[0] = (as_blk){ .state = AS_BLK_DEAD };
-    h->s[0] = (as_seg){ 0 };
+    h->b[0] = (as_blk){.state = AS_BLK_DEAD};
+    h->s[0] = (as_seg){0};
     h->nb = 1;
     h->ns = 1;
     return 0;
@@ -496,8 +496,7 @@ int as_heap_check(const as_heap *h, int coalesced, as_check_failure *f)
                                  (unsigned long long)at);
         if (used != s->nused)
             return as_check_fail(f, "segment %#llx counts %u blocks in use, has %llu",
-                                 (unsigned long long)s->addr, s->nused,
-                                 (unsigned long long)used);
+                                 (unsigned long long)s->addr, s->nused, (unsigned long long)used);
         if ((s->nused == 0) != (s->in_empty != 0))
             return as_check_fail(f, "segment %#llx: empty-list membership is wrong",
                                  (unsigned long long)s->addr);
@@ -586,15 +585,20 @@ int as_heap_walk(const as_heap *h, as_walk_fn fn, void *user)
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         const as_seg *s = &h->s[v[i]];
-        as_walk_item it = { .kind = AS_WALK_SEGMENT, .addr = s->addr, .size = s->size,
-                            .stream = 0, .id = UINT64_MAX };
+        as_walk_item it = {.kind = AS_WALK_SEGMENT,
+                           .addr = s->addr,
+                           .size = s->size,
+                           .stream = 0,
+                           .id = UINT64_MAX};
         rc = fn(user, &it);
         for (uint32_t b = s->head; b && !rc; b = h->b[b].next) {
             const as_blk *x = &h->b[b];
-            as_walk_item bi = { .kind = AS_WALK_BLOCK, .addr = x->addr, .size = x->size,
-                                .stream = x->state == AS_BLOCK_FREE ? 0 : x->stream,
-                                .state = (as_block_state)x->state,
-                                .id = x->state == AS_BLOCK_FREE ? UINT64_MAX : x->id };
+            as_walk_item bi = {.kind = AS_WALK_BLOCK,
+                               .addr = x->addr,
+                               .size = x->size,
+                               .stream = x->state == AS_BLOCK_FREE ? 0 : x->stream,
+                               .state = (as_block_state)x->state,
+                               .id = x->state == AS_BLOCK_FREE ? UINT64_MAX : x->id};
             rc = fn(user, &bi);
         }
     }

@@ -27,10 +27,10 @@
 typedef struct as_blk {
     uint64_t addr, size;
     union {
-        struct { /* while free: the index's links */
-            uint64_t aug;        /* subtree max size in address treaps */
-            uint32_t l, r;       /* treap children or list neighbours */
-            uint32_t up, prio;   /* treap parent and priority */
+        struct {               /* while free: the index's links */
+            uint64_t aug;      /* subtree max size in address treaps */
+            uint32_t l, r;     /* treap children or list neighbours */
+            uint32_t up, prio; /* treap parent and priority */
         };
         struct { /* while allocated or pending: for walk() */
             uint64_t id, stream;
@@ -42,7 +42,7 @@ typedef struct as_blk {
     uint8_t state;   /* as_block_state, or AS_BLK_DEAD */
     uint8_t cls;     /* index-private: bin, class, order */
     uint8_t indexed; /* 1 while in the free index */
-} as_blk;           /* 64 bytes: one cache line when the arena is aligned */
+} as_blk;            /* 64 bytes: one cache line when the arena is aligned */
 
 typedef struct as_seg {
     uint64_t addr, size;
@@ -63,7 +63,7 @@ typedef struct as_index_ops {
      * replace: nw (a free block not indexed) takes the place of old (indexed), nw's key
      * ordering exactly where old's did (no other free block lies between them);
      * resized: b's size changed from old_size while its address stayed. old_size is the size
- * the block had when it was indexed (old's own size may have changed already). */
+     * the block had when it was indexed (old's own size may have changed already). */
     void (*replace)(as_heap *h, uint32_t old, uint32_t nw, uint64_t old_size);
     void (*resized)(as_heap *h, uint32_t b, uint64_t old_size);
 } as_index_ops;
@@ -75,8 +75,8 @@ struct as_heap {
     uint32_t nb, cap_b, free_b; /* used slots (incl. nil), capacity, recycled list */
     as_seg *s;
     uint32_t ns, cap_s, free_s;
-    uint32_t nsegs;  /* live segments */
-    uint32_t empty;  /* head of the empty-segment list */
+    uint32_t nsegs; /* live segments */
+    uint32_t empty; /* head of the empty-segment list */
     uint64_t allocated, reserved, free_bytes;
     uint64_t nfree; /* free blocks */
     uint64_t dev_reserves, dev_releases, retries;
@@ -124,7 +124,10 @@ void as_heap_stats(const as_heap *h, as_policy_stats *out); /* all but largest_f
 int as_heap_check(const as_heap *h, int coalesced, as_check_failure *f);
 int as_heap_walk(const as_heap *h, as_walk_fn fn, void *user);
 
-static inline as_blk *as_heap_blk(const as_heap *h, uint32_t i) { return &h->b[i]; }
+static inline as_blk *as_heap_blk(const as_heap *h, uint32_t i)
+{
+    return &h->b[i];
+}
 
 /* ---- shared rules ---------------------------------------------------------------------- */
 
@@ -205,11 +208,16 @@ int as_bins_check(const as_heap *h, const as_bins *bins, as_check_failure *f);
 
 /* ---- misc -------------------------------------------------------------------------------- */
 
-int as_check_fail(as_check_failure *f, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+int as_check_fail(as_check_failure *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-static inline unsigned as_log2_floor(uint64_t x) { return 63u - (unsigned)__builtin_clzll(x); }
-static inline unsigned as_log2_ceil(uint64_t x) { return x <= 1 ? 0 : as_log2_floor(x - 1) + 1; }
+static inline unsigned as_log2_floor(uint64_t x)
+{
+    return 63u - (unsigned)__builtin_clzll(x);
+}
+static inline unsigned as_log2_ceil(uint64_t x)
+{
+    return x <= 1 ? 0 : as_log2_floor(x - 1) + 1;
+}
 
 /* TLSF's two-level class of a size (Masmano et al. 2004): fl = floor(log2 size), and sl
  * the top sl_log2 bits below the leading one, so [2^fl, 2^(fl+1)) is cut into 2^sl_log2
@@ -231,8 +239,8 @@ static inline void as_tlsf_class(uint64_t size, unsigned sl_log2, int search, un
     }
     *fl = f;
     uint64_t mask = (1ull << sl_log2) - 1;
-    *sl = (unsigned)(f >= sl_log2 ? (size >> (f - sl_log2)) & mask
-                                  : (size << (sl_log2 - f)) & mask);
+    *sl =
+        (unsigned)(f >= sl_log2 ? (size >> (f - sl_log2)) & mask : (size << (sl_log2 - f)) & mask);
 }
 
 #endif

@@ -100,8 +100,8 @@ static int ff_init(void *st, const as_knob_value *cfg, const as_device *dev)
     int rc = as_heap_init(&s->h, dev, &index_ops);
     if (rc)
         return rc;
-    s->byaddr = (as_treap){ .mode = AS_TREAP_ADDR };
-    s->oversize = (as_treap){ .mode = AS_TREAP_SIZE };
+    s->byaddr = (as_treap){.mode = AS_TREAP_ADDR};
+    s->oversize = (as_treap){.mode = AS_TREAP_SIZE};
     s->round = round;
     s->maxsplit = (uint64_t)cfg[K_MAXSPLIT].i * AS_MIB;
     s->segment = (uint64_t)cfg[K_SEGMENT].i * AS_MIB;
@@ -126,8 +126,7 @@ static int ff_alloc(void *st, const as_request *req, as_block *out)
             b = AS_NIL;
     }
     if (!b) {
-        int rc = as_heap_grow_or_release(&s->h, as_segment_size(size, s->segment), s->release,
-                                         &b);
+        int rc = as_heap_grow_or_release(&s->h, as_segment_size(size, s->segment), s->release, &b);
         if (rc)
             return rc;
     }
@@ -145,7 +144,10 @@ static int ff_free(void *st, uint64_t handle, unsigned flags)
     return as_heap_after_free(&s->h, b, s->release);
 }
 
-static int ff_empty_cache(void *st) { return as_heap_release_empty(&((firstfit *)st)->h, NULL); }
+static int ff_empty_cache(void *st)
+{
+    return as_heap_release_empty(&((firstfit *)st)->h, NULL);
+}
 
 static void ff_stats(const void *st, as_policy_stats *out)
 {
@@ -183,7 +185,10 @@ static int ff_walk(const void *st, as_walk_fn fn, void *user)
     return as_heap_walk(&((const firstfit *)st)->h, fn, user);
 }
 
-static void ff_fini(void *st) { as_heap_fini(&((firstfit *)st)->h); }
+static void ff_fini(void *st)
+{
+    as_heap_fini(&((firstfit *)st)->h);
+}
 
 const as_policy as_policy_firstfit = {
     .name = "firstfit",

@@ -51,7 +51,8 @@ static int nc_check(const void *st, as_check_failure *f)
     if (rc)
         return rc;
     if (s->h.nfree || s->h.free_bytes)
-        return as_check_fail(f, "nocache holds %llu free bytes", (unsigned long long)s->h.free_bytes);
+        return as_check_fail(f, "nocache holds %llu free bytes",
+                             (unsigned long long)s->h.free_bytes);
     for (uint32_t si = 1; si < s->h.ns; si++) {
         const as_seg *g = &s->h.s[si];
         if (g->head && s->h.b[g->head].next)
@@ -66,7 +67,10 @@ static int nc_walk(const void *st, as_walk_fn fn, void *user)
     return as_heap_walk(&((const nocache *)st)->h, fn, user);
 }
 
-static void nc_fini(void *st) { as_heap_fini(&((nocache *)st)->h); }
+static void nc_fini(void *st)
+{
+    as_heap_fini(&((nocache *)st)->h);
+}
 
 const as_policy as_policy_nocache = {
     .name = "nocache",

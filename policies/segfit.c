@@ -18,7 +18,7 @@
 
 typedef struct segfit {
     as_heap h;
-    unsigned sl;  /* log2 of the second-level subdivisions (0 for pow2) */
+    unsigned sl; /* log2 of the second-level subdivisions (0 for pow2) */
     int split, coalesce;
     uint64_t round, segment;
     int64_t release;
@@ -32,17 +32,38 @@ enum { CLASSES_TLSF, CLASSES_POW2 };
 
 static const as_knob knobs[K_N] = {
     [K_ROUND] = AS_KNOB_ROUND(512),
-    [K_CLASSES] = { .name = "classes", .type = AS_KNOB_ENUM, .unit = "", .def = CLASSES_TLSF,
-                    .min = 0, .max = 1, .choices = "tlsf|pow2",
-                    .help = "size classes: TLSF two-level (2^sl per power of 2), or one "
-                            "class per power of 2" },
-    [K_SL] = { .name = "sl", .type = AS_KNOB_INT, .unit = "log2", .def = 4, .min = 0, .max = 6,
-               .help = "log2 of the second-level subdivisions of each power of 2 (tlsf)" },
-    [K_SPLIT] = { .name = "split", .type = AS_KNOB_BOOL, .unit = "", .def = 1, .min = 0,
-                  .max = 1, .help = "split off the unused tail of a block as a free block; false hands out whole "
-                          "blocks, fresh segments included" },
-    [K_COALESCE] = { .name = "coalesce", .type = AS_KNOB_BOOL, .unit = "", .def = 1, .min = 0,
-                     .max = 1, .help = "merge a freed block with its free neighbours" },
+    [K_CLASSES] = {.name = "classes",
+                   .type = AS_KNOB_ENUM,
+                   .unit = "",
+                   .def = CLASSES_TLSF,
+                   .min = 0,
+                   .max = 1,
+                   .choices = "tlsf|pow2",
+                   .help = "size classes: TLSF two-level (2^sl per power of 2), or one "
+                           "class per power of 2"},
+    [K_SL] = {.name = "sl",
+              .type = AS_KNOB_INT,
+              .unit = "log2",
+              .def = 4,
+              .min = 0,
+              .max = 6,
+              .help = "log2 of the second-level subdivisions of each power of 2 (tlsf)"},
+    [K_SPLIT] = {.name = "split",
+                 .type = AS_KNOB_BOOL,
+                 .unit = "",
+                 .def = 1,
+                 .min = 0,
+                 .max = 1,
+                 .help =
+                     "split off the unused tail of a block as a free block; false hands out whole "
+                     "blocks, fresh segments included"},
+    [K_COALESCE] = {.name = "coalesce",
+                    .type = AS_KNOB_BOOL,
+                    .unit = "",
+                    .def = 1,
+                    .min = 0,
+                    .max = 1,
+                    .help = "merge a freed block with its free neighbours"},
     [K_SEGMENT] = AS_KNOB_SEGMENT(20),
     [K_RELEASE] = AS_KNOB_RELEASE(AS_RELEASE_OOM),
 };
@@ -83,7 +104,7 @@ static void ix_remove(as_heap *h, uint32_t b)
     }
 }
 
-static const as_index_ops index_ops = { .insert = ix_insert, .remove = ix_remove };
+static const as_index_ops index_ops = {.insert = ix_insert, .remove = ix_remove};
 
 static int sf_init(void *st, const as_knob_value *cfg, const as_device *dev)
 {
@@ -161,7 +182,10 @@ static int sf_free(void *st, uint64_t handle, unsigned flags)
     return as_heap_after_free(&s->h, b, s->release);
 }
 
-static int sf_empty_cache(void *st) { return as_heap_release_empty(&((segfit *)st)->h, NULL); }
+static int sf_empty_cache(void *st)
+{
+    return as_heap_release_empty(&((segfit *)st)->h, NULL);
+}
 
 static void sf_stats(const void *st, as_policy_stats *out)
 {
@@ -201,8 +225,8 @@ static int sf_check(const void *st, as_check_failure *f)
                 as_tlsf_class(x->size, s->sl, 0, &cf, &cs);
                 if (x->state != AS_BLOCK_FREE || cf != fl || cs != sl || x->l != prev)
                     return as_check_fail(f, "block %#llx+%llu is wrongly in class (%u,%u)",
-                                         (unsigned long long)x->addr,
-                                         (unsigned long long)x->size, fl, sl);
+                                         (unsigned long long)x->addr, (unsigned long long)x->size,
+                                         fl, sl);
                 prev = b;
             }
         }
@@ -220,7 +244,10 @@ static int sf_walk(const void *st, as_walk_fn fn, void *user)
     return as_heap_walk(&((const segfit *)st)->h, fn, user);
 }
 
-static void sf_fini(void *st) { as_heap_fini(&((segfit *)st)->h); }
+static void sf_fini(void *st)
+{
+    as_heap_fini(&((segfit *)st)->h);
+}
 
 const as_policy as_policy_segfit = {
     .name = "segfit",

@@ -70,7 +70,10 @@ static int fail(char *why, size_t why_len, const char *fmt, ...)
     return AS_POLICY_EINVAL;
 }
 
-static int is_pow2(uint64_t x) { return x && !(x & (x - 1)); }
+static int is_pow2(uint64_t x)
+{
+    return x && !(x & (x - 1));
+}
 
 /* "knob 'maxsplit' (max_split_size_mb)" for messages. */
 static const char *knob_label(const as_knob *k, char *buf, size_t len)
@@ -144,26 +147,26 @@ static int parse_size(const char *s, uint64_t *out)
         const char *suffix;
         uint64_t mul;
     } units[] = {
-        { "", 1 },
-        { "B", 1 },
-        { "K", 1ull << 10 },
-        { "Ki", 1ull << 10 },
-        { "KiB", 1ull << 10 },
-        { "k", 1ull << 10 },
-        { "M", 1ull << 20 },
-        { "Mi", 1ull << 20 },
-        { "MiB", 1ull << 20 },
-        { "G", 1ull << 30 },
-        { "Gi", 1ull << 30 },
-        { "GiB", 1ull << 30 },
-        { "T", 1ull << 40 },
-        { "Ti", 1ull << 40 },
-        { "TiB", 1ull << 40 },
-        { "kB", 1000ull },
-        { "KB", 1000ull },
-        { "MB", 1000000ull },
-        { "GB", 1000000000ull },
-        { "TB", 1000000000000ull },
+        {"", 1},
+        {"B", 1},
+        {"K", 1ull << 10},
+        {"Ki", 1ull << 10},
+        {"KiB", 1ull << 10},
+        {"k", 1ull << 10},
+        {"M", 1ull << 20},
+        {"Mi", 1ull << 20},
+        {"MiB", 1ull << 20},
+        {"G", 1ull << 30},
+        {"Gi", 1ull << 30},
+        {"GiB", 1ull << 30},
+        {"T", 1ull << 40},
+        {"Ti", 1ull << 40},
+        {"TiB", 1ull << 40},
+        {"kB", 1000ull},
+        {"KB", 1000ull},
+        {"MB", 1000000ull},
+        {"GB", 1000000000ull},
+        {"TB", 1000000000000ull},
     };
     size_t i;
     for (i = 0; i < sizeof units / sizeof units[0]; i++)
@@ -195,8 +198,8 @@ static int parse_size(const char *s, uint64_t *out)
 
 static int parse_bool(const char *s, int64_t *out)
 {
-    static const char *const yes[] = { "True", "true", "1", "on" };
-    static const char *const no[] = { "False", "false", "0", "off" };
+    static const char *const yes[] = {"True", "true", "1", "on"};
+    static const char *const no[] = {"False", "false", "0", "off"};
     for (size_t i = 0; i < 4; i++) {
         if (strcmp(s, yes[i]) == 0)
             return *out = 1, 0;
@@ -272,21 +275,21 @@ static int parse_divs(const as_knob *k, const char *s, as_knob_value *v, char *w
         const char *colon = strchr(p, ':');
         const char *end = p + strcspn(p, ",]");
         if (!colon || colon > end)
-            return fail(why, wl, "%s: list entry '%.*s' is not KEY:DIVISIONS", lab,
-                        (int)(end - p), p);
+            return fail(why, wl, "%s: list entry '%.*s' is not KEY:DIVISIONS", lab, (int)(end - p),
+                        p);
         char key[32], val[32];
         size_t kl = (size_t)(colon - p), vl = (size_t)(end - colon - 1);
         if (kl == 0 || kl >= sizeof key || vl == 0 || vl >= sizeof val)
-            return fail(why, wl, "%s: list entry '%.*s' is not KEY:DIVISIONS", lab,
-                        (int)(end - p), p);
+            return fail(why, wl, "%s: list entry '%.*s' is not KEY:DIVISIONS", lab, (int)(end - p),
+                        p);
         memcpy(key, p, kl);
         key[kl] = 0;
         memcpy(val, colon + 1, vl);
         val[vl] = 0;
         if (parse_u64(val, &n) || (n != 0 && !is_pow2(n)) || (int64_t)n > k->max)
             return fail(why, wl,
-                        "%s: divisions '%s' for '%s' must be 0 or a power of 2 up to %" PRId64,
-                        lab, val, key, k->max);
+                        "%s: divisions '%s' for '%s' must be 0 or a power of 2 up to %" PRId64, lab,
+                        val, key, k->max);
         if (strcmp(key, ">") == 0) {
             for (unsigned i = last_index + 1; i < AS_DIV_INTERVALS; i++)
                 v->div[i] = (uint32_t)n;
@@ -333,20 +336,21 @@ static int parse_value(const char *pol, const as_knob *k, const char *s, as_knob
         int64_t x;
         rc = parse_i64(s, &x);
         if (rc)
-            return fail(why, wl, "%s of '%s': '%s' is not an integer (allowed %" PRId64
-                                 "..%" PRId64 " %s)",
+            return fail(why, wl,
+                        "%s of '%s': '%s' is not an integer (allowed %" PRId64 "..%" PRId64 " %s)",
                         lab, pol, s, k->min, k->max, k->unit ? k->unit : "");
         if (x < k->min || x > k->max)
-            return fail(why, wl, "%s of '%s': %" PRId64 " is out of range %" PRId64 "..%" PRId64
-                                 " %s",
-                        lab, pol, x, k->min, k->max, k->unit ? k->unit : "");
+            return fail(why, wl,
+                        "%s of '%s': %" PRId64 " is out of range %" PRId64 "..%" PRId64 " %s", lab,
+                        pol, x, k->min, k->max, k->unit ? k->unit : "");
         v->i = x;
         return 0;
     }
     case AS_KNOB_BOOL:
         if (parse_bool(s, &v->i))
-            return fail(why, wl, "%s of '%s': '%s' is not a boolean (True/False, true/false, "
-                                 "1/0, on/off)",
+            return fail(why, wl,
+                        "%s of '%s': '%s' is not a boolean (True/False, true/false, "
+                        "1/0, on/off)",
                         lab, pol, s);
         return 0;
     case AS_KNOB_FLOAT: {
@@ -354,8 +358,8 @@ static int parse_value(const char *pol, const as_knob *k, const char *s, as_knob
         errno = 0;
         double d = strtod(s, &end);
         if (!*s || *end || errno || !isfinite(d))
-            return fail(why, wl, "%s of '%s': '%s' is not a number (allowed %g..%g)", lab, pol,
-                        s, k->fmin, k->fmax);
+            return fail(why, wl, "%s of '%s': '%s' is not a number (allowed %g..%g)", lab, pol, s,
+                        k->fmin, k->fmax);
         if (d < k->fmin || d > k->fmax)
             return fail(why, wl, "%s of '%s': %g is out of range %g..%g", lab, pol, d, k->fmin,
                         k->fmax);
@@ -366,8 +370,9 @@ static int parse_value(const char *pol, const as_knob *k, const char *s, as_knob
         uint64_t x;
         rc = parse_size(s, &x);
         if (rc)
-            return fail(why, wl, "%s of '%s': '%s' is not a size (bytes with an optional unit: "
-                                 "512, 2K, 2MiB, 1G)",
+            return fail(why, wl,
+                        "%s of '%s': '%s' is not a size (bytes with an optional unit: "
+                        "512, 2K, 2MiB, 1G)",
                         lab, pol, s);
         if (x > (uint64_t)INT64_MAX || (int64_t)x < k->min || (int64_t)x > k->max)
             return fail(why, wl, "%s of '%s': %s is out of range %" PRId64 "..%" PRId64 " bytes",
@@ -463,18 +468,20 @@ static int check_pytorch_rules(const as_policy *p, const as_knob_value *v, const
 static int ignored_pytorch_key(const char *key, const char *val, char *why, size_t wl)
 {
     static const char *const keys[] = {
-        "pinned_use_cuda_host_register", "pinned_use_hip_host_register",
-        "pinned_num_register_threads",   "pinned_use_background_threads",
-        "pinned_reserve_segment_size_mb", "pinned_free_catch_all",
-        "pinned_max_round_threshold_mb", "pinned_max_cached_size_mb",
-        "release_lock_on_cudamalloc",    "release_lock_on_hipmalloc",
+        "pinned_use_cuda_host_register",     "pinned_use_hip_host_register",
+        "pinned_num_register_threads",       "pinned_use_background_threads",
+        "pinned_reserve_segment_size_mb",    "pinned_free_catch_all",
+        "pinned_max_round_threshold_mb",     "pinned_max_cached_size_mb",
+        "release_lock_on_cudamalloc",        "release_lock_on_hipmalloc",
         "graph_capture_record_stream_reuse", "expandable_segments_handle_type",
     };
     if (strcmp(key, "backend") == 0) {
         if (strcmp(val, "native") == 0)
             return 1;
-        fail(why, wl, "backend '%s' is not the caching allocator and is not simulated (only "
-                      "backend:native)", val);
+        fail(why, wl,
+             "backend '%s' is not the caching allocator and is not simulated (only "
+             "backend:native)",
+             val);
         return -1;
     }
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
@@ -493,7 +500,7 @@ static void fmt_size(strbuf *b, uint64_t x)
     static const struct {
         const char *u;
         unsigned sh;
-    } units[] = { { "TiB", 40 }, { "GiB", 30 }, { "MiB", 20 }, { "KiB", 10 } };
+    } units[] = {{"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}};
     for (size_t i = 0; i < 4; i++)
         if (x && x % (1ull << units[i].sh) == 0) {
             sb_add(b, "%" PRIu64 "%s", x >> units[i].sh, units[i].u);
@@ -526,7 +533,7 @@ static void fmt_divs(strbuf *b, const uint32_t *d)
 
 static char *canonical(const as_policy *p, const as_knob_value *v)
 {
-    strbuf b = { 0 };
+    strbuf b = {0};
     sb_add(&b, "%s", p->name);
     for (size_t i = 0; i < p->n_knobs; i++) {
         const as_knob *k = &p->knobs[i];
@@ -730,7 +737,7 @@ int as_policy_spec_parse(const char *text, as_policy_spec *out, char *why, size_
                 continue;
         }
         if (ki < 0) {
-            strbuf names = { 0 };
+            strbuf names = {0};
             for (size_t i = 0; i < pol->n_knobs; i++)
                 sb_add(&names, "%s%s", i ? ", " : "", pol->knobs[i].name);
             fail(why, why_len, "policy '%s' has no knob '%s' (knobs: %s)", pol->name, item,

@@ -89,8 +89,8 @@ static inline int ph_alloc_id(ph *t, uint64_t size, uint64_t stream, uint64_t *i
         t->blk = nb;
         t->nblk = nc;
     }
-    as_request r = { .id = i, .size = size, .stream = stream };
-    as_block b = { 0 };
+    as_request r = {.id = i, .size = size, .stream = stream};
+    as_block b = {0};
     int rc = t->p->alloc(t->st, &r, &b);
     if (rc == 0)
         t->blk[i] = b;
@@ -127,7 +127,7 @@ static inline as_simdev_counters ph_dev(ph *t)
 
 static inline int ph_check(ph *t)
 {
-    as_check_failure f = { { 0 } };
+    as_check_failure f = {{0}};
     int rc = t->p->check(t->st, &f);
     if (rc)
         fprintf(stderr, "\n  check(%s): %s\n", t->spec.text, f.msg);

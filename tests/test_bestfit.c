@@ -17,7 +17,7 @@ static void bestfit_smallest_fit(void)
     CU_ASSERT_FATAL(ph_open(&t, "bestfit", AS_CAPACITY_NONE) == 0);
     uint64_t id[8];
     /* One 20 MiB segment: [a 2M][s 1M][b 4M][s 1M][c 3M][s 1M][tail 8M]. */
-    static const uint64_t sizes[] = { 2, 1, 4, 1, 3, 1 };
+    static const uint64_t sizes[] = {2, 1, 4, 1, 3, 1};
     uint64_t at = BASE;
     for (int i = 0; i < 6; i++) {
         CU_ASSERT_EQUAL(ph_alloc(&t, sizes[i] * MIB, &id[i]), at);
@@ -186,11 +186,11 @@ static void bestfit_pending_and_bad_handles(void)
 }
 
 CU_TestInfo test_bestfit[] = {
-    { "smallest_fit", bestfit_smallest_fit },
-    { "equal_sizes_lowest_address", bestfit_equal_sizes_lowest_address },
-    { "split_coalesce", bestfit_split_coalesce },
-    { "maxsplit", bestfit_maxsplit },
-    { "release", bestfit_release },
-    { "pending_and_bad_handles", bestfit_pending_and_bad_handles },
+    {"smallest_fit", bestfit_smallest_fit},
+    {"equal_sizes_lowest_address", bestfit_equal_sizes_lowest_address},
+    {"split_coalesce", bestfit_split_coalesce},
+    {"maxsplit", bestfit_maxsplit},
+    {"release", bestfit_release},
+    {"pending_and_bad_handles", bestfit_pending_and_bad_handles},
     CU_TEST_INFO_NULL,
 };

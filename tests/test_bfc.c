@@ -52,7 +52,7 @@ static void bfc_best_fit_across_bins(void)
     CU_ASSERT_FATAL(ph_open(&t, "bfc", AS_CAPACITY_NONE) == 0);
     uint64_t id[8], x;
     /* Region 1 (2 MiB): [a 256K][s 256K][b 768K][s 256K][tail 512K]. */
-    static const uint64_t k[] = { 256, 256, 768, 256 };
+    static const uint64_t k[] = {256, 256, 768, 256};
     uint64_t at = BASE;
     for (int i = 0; i < 4; i++) {
         CU_ASSERT_EQUAL(ph_alloc(&t, k[i] * KIB, &id[i]), at);
@@ -79,7 +79,7 @@ static void bfc_region_doubling(void)
     uint64_t x;
     /* 1 MiB chunks: regions of 2, 4, 8 MiB (each extension that did not have to grow
      * doubles the next): reserved 2, 6, 14 MiB after 1, 3, 7 allocations. */
-    static const uint64_t want[] = { 2, 2, 6, 6, 6, 6, 14 };
+    static const uint64_t want[] = {2, 2, 6, 6, 6, 6, 14};
     for (int i = 0; i < 7; i++) {
         ph_alloc(&t, MIB, &x);
         CU_ASSERT_EQUAL(ph_stats(&t).reserved, want[i] * MIB);
@@ -165,11 +165,11 @@ static void bfc_preallocation(void)
 }
 
 CU_TestInfo test_bfc[] = {
-    { "rounding_and_split_rule", bfc_rounding_and_split_rule },
-    { "best_fit_across_bins", bfc_best_fit_across_bins },
-    { "region_doubling", bfc_region_doubling },
-    { "backpedal", bfc_backpedal },
-    { "garbage_collection", bfc_garbage_collection },
-    { "preallocation", bfc_preallocation },
+    {"rounding_and_split_rule", bfc_rounding_and_split_rule},
+    {"best_fit_across_bins", bfc_best_fit_across_bins},
+    {"region_doubling", bfc_region_doubling},
+    {"backpedal", bfc_backpedal},
+    {"garbage_collection", bfc_garbage_collection},
+    {"preallocation", bfc_preallocation},
     CU_TEST_INFO_NULL,
 };

@@ -27,7 +27,7 @@ static int collect_free(void *user, const as_walk_item *it)
 
 static frees free_blocks(ph *t)
 {
-    frees f = { .n = 0 };
+    frees f = {.n = 0};
     t->p->walk(t->st, collect_free, &f);
     return f;
 }
@@ -98,8 +98,8 @@ static void buddy_true_buddies_only(void)
 static void buddy_orders_and_release(void)
 {
     ph t;
-    CU_ASSERT_FATAL(ph_open(&t, "buddy,min_order=12,max_order=22,release=always",
-                            AS_CAPACITY_NONE) == 0);
+    CU_ASSERT_FATAL(
+        ph_open(&t, "buddy,min_order=12,max_order=22,release=always", AS_CAPACITY_NONE) == 0);
     uint64_t a;
     ph_alloc(&t, 1, &a);
     CU_ASSERT_EQUAL(t.blk[a].size, 4096);
@@ -111,8 +111,8 @@ static void buddy_orders_and_release(void)
 }
 
 CU_TestInfo test_buddy[] = {
-    { "rounding_and_split", buddy_rounding_and_split },
-    { "true_buddies_only", buddy_true_buddies_only },
-    { "orders_and_release", buddy_orders_and_release },
+    {"rounding_and_split", buddy_rounding_and_split},
+    {"true_buddies_only", buddy_true_buddies_only},
+    {"orders_and_release", buddy_orders_and_release},
     CU_TEST_INFO_NULL,
 };

@@ -63,8 +63,9 @@ static size_t settings_for(const as_policy *p, char out[][128], size_t cap)
     static const struct {
         const char *knob, *value;
     } shared[] = {
-        { "maxsplit", "40" },   { "roundup", "[1:1,2:2,>:4]" }, { "release", "always" },
-        { "release", "none" },  { "round", "64K" },
+        {"maxsplit", "40"},    {"roundup", "[1:1,2:2,>:4]"},
+        {"release", "always"}, {"release", "none"},
+        {"round", "64K"},
     };
     for (size_t i = 0; i < sizeof shared / sizeof shared[0] && n < cap; i++)
         if (has_knob(p, shared[i].knob))
@@ -101,17 +102,17 @@ static void mix(uint64_t *h, uint64_t v)
     *h ^= v + 0x9E3779B97F4A7C15ull + (*h << 6) + (*h >> 2);
 }
 
-#define REQUIRE(cond, ...)                                                                    \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            if (!r->failed)                                                                   \
-                fprintf(stderr, "\n  [%s] event %" PRIu64 ": ", r->t.spec.text, r->events);  \
-            if (!r->failed)                                                                   \
-                fprintf(stderr, __VA_ARGS__);                                                 \
-            r->failed = 1;                                                                    \
-            CU_FAIL(#cond);                                                                   \
-            return;                                                                           \
-        }                                                                                     \
+#define REQUIRE(cond, ...)                                                                         \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            if (!r->failed)                                                                        \
+                fprintf(stderr, "\n  [%s] event %" PRIu64 ": ", r->t.spec.text, r->events);        \
+            if (!r->failed)                                                                        \
+                fprintf(stderr, __VA_ARGS__);                                                      \
+            r->failed = 1;                                                                         \
+            CU_FAIL(#cond);                                                                        \
+            return;                                                                                \
+        }                                                                                          \
     } while (0)
 
 /* ---- walk verification ----------------------------------------------------------------- */
@@ -162,8 +163,8 @@ static int walk_fn(void *user, const as_walk_item *it)
         return 0;
     uint64_t id = it->id;
     if (id >= r->t.next_id || r->m[id].state == ST_NONE) {
-        snprintf(w->err, sizeof w->err, "walk reports block %#" PRIx64 " id %" PRIu64
-                 " which is not live", it->addr, id);
+        snprintf(w->err, sizeof w->err,
+                 "walk reports block %#" PRIx64 " id %" PRIu64 " which is not live", it->addr, id);
         return 1;
     }
     const live *l = &r->m[id];
@@ -183,7 +184,7 @@ static int walk_fn(void *user, const as_walk_item *it)
 static void verify(run *r)
 {
     REQUIRE(ph_check(&r->t) == 0, "check() failed (message above)\n");
-    walk_state w = { .r = r };
+    walk_state w = {.r = r};
     int rc = r->t.p->walk(r->t.st, walk_fn, &w);
     REQUIRE(rc == 0, "walk: %s\n", w.err[0] ? w.err : "returned an error");
     REQUIRE(w.live_count == r->nids, "walk saw %" PRIu64 " live blocks, model has %zu\n",
@@ -205,14 +206,13 @@ static void verify(run *r)
             w.free_bytes, s.free_bytes);
     REQUIRE(s.largest_free <= s.free_bytes, "largest free %" PRIu64 " > free %" PRIu64 "\n",
             s.largest_free, s.free_bytes);
-    REQUIRE(s.device_reserves == c.reserves + c.maps &&
-                s.device_releases == c.releases + c.unmaps,
+    REQUIRE(s.device_reserves == c.reserves + c.maps && s.device_releases == c.releases + c.unmaps,
             "device calls: stats %" PRIu64 "/%" PRIu64 ", device %" PRIu64 "/%" PRIu64 "\n",
             s.device_reserves, s.device_releases, c.reserves + c.maps, c.releases + c.unmaps);
     /* Every reserved byte is in a walked segment unless mapped into a VA range. */
     if (c.maps == 0) {
-        REQUIRE(w.seg_bytes == s.reserved, "segments walked %" PRIu64 " B, reserved %" PRIu64
-                "\n", w.seg_bytes, s.reserved);
+        REQUIRE(w.seg_bytes == s.reserved, "segments walked %" PRIu64 " B, reserved %" PRIu64 "\n",
+                w.seg_bytes, s.reserved);
     }
 }
 
@@ -233,8 +233,8 @@ static void ev_alloc(run *r, uint64_t size, uint64_t stream)
     REQUIRE(b.addr % 256 == 0, "block address %#" PRIx64 " not 256-aligned\n", b.addr);
     mix(&r->hash, b.addr);
     mix(&r->hash, b.size);
-    r->m[id] = (live){ .addr = b.addr, .size = b.size, .req = size, .stream = stream,
-                       .state = ST_LIVE };
+    r->m[id] =
+        (live){.addr = b.addr, .size = b.size, .req = size, .stream = stream, .state = ST_LIVE};
     r->ids[r->nids++] = id;
     r->requested += size;
     r->allocated += b.size;
@@ -358,7 +358,7 @@ static void conformance_all_policies(void)
     size_t np;
     const as_policy *const *pl = as_policy_list(&np);
     CU_ASSERT_FATAL(np >= 2);
-    static const uint64_t caps[] = { AS_CAPACITY_NONE, 600 * MIB, 256 * MIB };
+    static const uint64_t caps[] = {AS_CAPACITY_NONE, 600 * MIB, 256 * MIB};
     unsigned total_runs = 0;
     /* AS_CONF_EVENTS lengthens every run for a soak test outside `make test`. */
     const char *ev = getenv("AS_CONF_EVENTS");
@@ -385,8 +385,7 @@ static void conformance_all_policies(void)
                 if (caps[c] == 256 * MIB && ra == 0 && a.ooms == 0)
                     fprintf(stderr, "\n  [%s] note: no OOM at 256 MiB\n", specs[j]);
                 if (getenv("AS_CONF_VERBOSE"))
-                    fprintf(stderr, "\n  %-48s cap %-20" PRIu64 " ooms %" PRIu64
-                            " live-at-end %zu",
+                    fprintf(stderr, "\n  %-48s cap %-20" PRIu64 " ooms %" PRIu64 " live-at-end %zu",
                             specs[j], caps[c], a.ooms, a.nids);
                 close_run(&a);
                 if (ra == 0)
@@ -434,7 +433,7 @@ static void conformance_extreme_sizes(void)
 {
     size_t np;
     const as_policy *const *pl = as_policy_list(&np);
-    static const uint64_t huge[] = { UINT64_MAX, UINT64_MAX - 4096, (1ull << 50) + 1 };
+    static const uint64_t huge[] = {UINT64_MAX, UINT64_MAX - 4096, (1ull << 50) + 1};
     for (size_t i = 0; i < np; i++) {
         ph t;
         CU_ASSERT_FATAL(ph_open(&t, pl[i]->name, 80ull << 30) == 0);
@@ -497,7 +496,7 @@ static void oracle_run(const char *spec, int rule, uint64_t round, uint64_t seed
     CU_ASSERT_FATAL(ph_open_placed(&t, spec, AS_CAPACITY_NONE, (int)(seed & 1)) == 0);
     uint64_t rng = seed, *ids = calloc(4000, sizeof *ids);
     size_t nl = 0;
-    fblocks f = { 0 };
+    fblocks f = {0};
     int bad = 0;
     for (int e = 0; e < 4000 && !bad; e++) {
         if (nl && tu_rand(&rng) % 100 < 45) {
@@ -516,21 +515,23 @@ static void oracle_run(const char *spec, int rule, uint64_t round, uint64_t seed
                 continue;
             if (want == SIZE_MAX)
                 want = i;
-            else if (rule == ORACLE_FIRST ? f.addr[i] < f.addr[want]
-                                          : f.size[i] < f.size[want] ||
-                                                (f.size[i] == f.size[want] &&
-                                                 f.addr[i] < f.addr[want]))
+            else if (rule == ORACLE_FIRST
+                         ? f.addr[i] < f.addr[want]
+                         : f.size[i] < f.size[want] ||
+                               (f.size[i] == f.size[want] && f.addr[i] < f.addr[want]))
                 want = i;
         }
         uint64_t segs = ph_stats(&t).segments, id;
-        as_block b = { 0 };
+        as_block b = {0};
         CU_ASSERT_EQUAL_FATAL(ph_alloc_id(&t, size, 0, &id, &b), 0);
         ids[nl++] = id;
         if (want != SIZE_MAX && b.addr != f.addr[want]) {
-            fprintf(stderr, "\n  [%s] alloc %llu (rounded %llu): got %#llx, the rule picks "
-                            "%#llx+%llu\n", spec, (unsigned long long)size,
-                    (unsigned long long)rounded, (unsigned long long)b.addr,
-                    (unsigned long long)f.addr[want], (unsigned long long)f.size[want]);
+            fprintf(stderr,
+                    "\n  [%s] alloc %llu (rounded %llu): got %#llx, the rule picks "
+                    "%#llx+%llu\n",
+                    spec, (unsigned long long)size, (unsigned long long)rounded,
+                    (unsigned long long)b.addr, (unsigned long long)f.addr[want],
+                    (unsigned long long)f.size[want]);
             bad = 1;
         } else if (want == SIZE_MAX && ph_stats(&t).segments != segs + 1) {
             fprintf(stderr, "\n  [%s] alloc %llu fits no free block but took no new segment\n",
@@ -556,9 +557,9 @@ static void conformance_placement_oracles(void)
 }
 
 CU_TestInfo test_conformance[] = {
-    { "placement_oracles", conformance_placement_oracles },
-    { "extreme_sizes", conformance_extreme_sizes },
-    { "tables", conformance_tables },
-    { "all_policies", conformance_all_policies },
+    {"placement_oracles", conformance_placement_oracles},
+    {"extreme_sizes", conformance_extreme_sizes},
+    {"tables", conformance_tables},
+    {"all_policies", conformance_all_policies},
     CU_TEST_INFO_NULL,
 };

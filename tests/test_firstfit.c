@@ -15,7 +15,7 @@ static void firstfit_lowest_address(void)
     CU_ASSERT_FATAL(ph_open(&t, "firstfit", AS_CAPACITY_NONE) == 0);
     uint64_t id[6], x;
     /* One 20 MiB segment: [a 2M][s 1M][b 4M][s 1M][c 3M][s 1M][tail 8M]. */
-    static const uint64_t sizes[] = { 2, 1, 4, 1, 3, 1 };
+    static const uint64_t sizes[] = {2, 1, 4, 1, 3, 1};
     for (int i = 0; i < 6; i++)
         ph_alloc(&t, sizes[i] * MIB, &id[i]);
     ph_free(&t, id[0], 0);
@@ -75,8 +75,8 @@ static void firstfit_maxsplit(void)
 }
 
 CU_TestInfo test_firstfit[] = {
-    { "lowest_address", firstfit_lowest_address },
-    { "many_holes", firstfit_many_holes },
-    { "maxsplit", firstfit_maxsplit },
+    {"lowest_address", firstfit_lowest_address},
+    {"many_holes", firstfit_many_holes},
+    {"maxsplit", firstfit_maxsplit},
     CU_TEST_INFO_NULL,
 };

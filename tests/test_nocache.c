@@ -13,8 +13,8 @@ static void nocache_device_calls(void)
     ph t;
     CU_ASSERT_FATAL(ph_open(&t, "nocache", AS_CAPACITY_NONE) == 0);
     /* 1 B -> 2 MiB, 2 MiB -> 2 MiB, 2 MiB + 1 -> 4 MiB, 100 MiB -> 100 MiB. */
-    static const uint64_t sizes[] = { 1, 2 * MIB, 2 * MIB + 1, 100 * MIB };
-    static const uint64_t held[] = { 2 * MIB, 2 * MIB, 4 * MIB, 100 * MIB };
+    static const uint64_t sizes[] = {1, 2 * MIB, 2 * MIB + 1, 100 * MIB};
+    static const uint64_t held[] = {2 * MIB, 2 * MIB, 4 * MIB, 100 * MIB};
     uint64_t id[4], total = 0;
     for (int i = 0; i < 4; i++) {
         CU_ASSERT_NOT_EQUAL(ph_alloc(&t, sizes[i], &id[i]), 0);
@@ -57,7 +57,7 @@ static void nocache_oom(void)
 }
 
 CU_TestInfo test_nocache[] = {
-    { "device_calls", nocache_device_calls },
-    { "oom", nocache_oom },
+    {"device_calls", nocache_device_calls},
+    {"oom", nocache_oom},
     CU_TEST_INFO_NULL,
 };

@@ -126,9 +126,9 @@ static void segfit_segment_reuse(void)
 }
 
 CU_TestInfo test_segfit[] = {
-    { "segment_reuse", segfit_segment_reuse },
-    { "class_boundaries", segfit_class_boundaries },
-    { "good_fit", segfit_good_fit },
-    { "switches", segfit_switches },
+    {"segment_reuse", segfit_segment_reuse},
+    {"class_boundaries", segfit_class_boundaries},
+    {"good_fit", segfit_good_fit},
+    {"switches", segfit_switches},
     CU_TEST_INFO_NULL,
 };

@@ -100,15 +100,15 @@ static void spec_size_units(void)
         int64_t bytes;
         const char *canon;
     } cases[] = {
-        { "bestfit,round=512", 512, "bestfit,round=512" },
-        { "bestfit,round=2K", 2048, "bestfit,round=2KiB" },
-        { "bestfit,round=4KiB", 4096, "bestfit,round=4KiB" },
-        { "bestfit,round=2MiB", 2 << 20, "bestfit,round=2MiB" },
-        { "bestfit,round=1M", 1 << 20, "bestfit,round=1MiB" },
-        { "bestfit,round=1G", 1 << 30, "bestfit,round=1GiB" },
-        { "bestfit,round=0.5K", 512, "bestfit,round=512" },
-        { "bestfit,round=1.024e3B", 1024, "bestfit,round=1KiB" },
-        { "bestfit,round=256B", 256, "bestfit,round=256" },
+        {"bestfit,round=512", 512, "bestfit,round=512"},
+        {"bestfit,round=2K", 2048, "bestfit,round=2KiB"},
+        {"bestfit,round=4KiB", 4096, "bestfit,round=4KiB"},
+        {"bestfit,round=2MiB", 2 << 20, "bestfit,round=2MiB"},
+        {"bestfit,round=1M", 1 << 20, "bestfit,round=1MiB"},
+        {"bestfit,round=1G", 1 << 30, "bestfit,round=1GiB"},
+        {"bestfit,round=0.5K", 512, "bestfit,round=512"},
+        {"bestfit,round=1.024e3B", 1024, "bestfit,round=1KiB"},
+        {"bestfit,round=256B", 256, "bestfit,round=256"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const as_knob_value *v = parse_ok(cases[i].text, &s, "round");
@@ -140,16 +140,15 @@ static void spec_bool_float(void)
         const char *text;
         int64_t v;
     } bools[] = {
-        { "bfc,allow_growth=True", 1 }, { "bfc,allow_growth=False", 0 },
-        { "bfc,allow_growth=true", 1 }, { "bfc,allow_growth=false", 0 },
-        { "bfc,allow_growth=1", 1 },    { "bfc,allow_growth=0", 0 },
-        { "bfc,allow_growth=on", 1 },   { "bfc,allow_growth=off", 0 },
+        {"bfc,allow_growth=True", 1},  {"bfc,allow_growth=False", 0}, {"bfc,allow_growth=true", 1},
+        {"bfc,allow_growth=false", 0}, {"bfc,allow_growth=1", 1},     {"bfc,allow_growth=0", 0},
+        {"bfc,allow_growth=on", 1},    {"bfc,allow_growth=off", 0},
     };
     for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++) {
         const as_knob_value *v = parse_ok(bools[i].text, &s, "allow_growth");
         CU_ASSERT_EQUAL(v->i, bools[i].v);
-        CU_ASSERT_STRING_EQUAL(s.text, bools[i].v ? "bfc,allow_growth=true"
-                                                  : "bfc,allow_growth=false");
+        CU_ASSERT_STRING_EQUAL(s.text,
+                               bools[i].v ? "bfc,allow_growth=true" : "bfc,allow_growth=false");
         as_policy_spec_free(&s);
     }
     const as_knob_value *v = parse_ok("bfc,fraction=0.75", &s, "fraction");
@@ -183,8 +182,7 @@ static void spec_divs(void)
     /* The PyTorch docs' example: 256 MiB is index 8 and its 1 also fills 0..7; 512 -> 9;
      * 1024 -> 10; '>' fills 11..15 (2.11: from last_index + 1). */
     v = parse_ok("bestfit,roundup_power2_divisions:[256:1,512:2,1024:4,>:8]", &s, "roundup");
-    static const uint32_t want[AS_DIV_INTERVALS] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 4, 8, 8,
-                                                     8, 8, 8 };
+    static const uint32_t want[AS_DIV_INTERVALS] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 4, 8, 8, 8, 8, 8};
     CU_ASSERT_EQUAL(memcmp(v->div, want, sizeof want), 0);
     CU_ASSERT_STRING_EQUAL(s.text, "bestfit,roundup=[256:1,512:2,1024:4,>:8]");
     as_policy_spec_free(&s);
@@ -246,8 +244,7 @@ static void spec_roundtrip(void)
             CU_ASSERT_EQUAL(a.values[k].set, b.values[k].set);
             CU_ASSERT_EQUAL(a.values[k].i, b.values[k].i);
             CU_ASSERT_EQUAL(a.values[k].f, b.values[k].f);
-            CU_ASSERT_EQUAL(memcmp(a.values[k].div, b.values[k].div, sizeof a.values[k].div),
-                            0);
+            CU_ASSERT_EQUAL(memcmp(a.values[k].div, b.values[k].div, sizeof a.values[k].div), 0);
         }
         as_policy_spec_free(&a);
         as_policy_spec_free(&b);
@@ -311,10 +308,9 @@ static void spec_default_torch(void)
     CU_ASSERT_STRING_EQUAL(s.policy->name, "torch");
     CU_ASSERT_STRING_EQUAL(s.text, "torch,maxsplit=128");
     as_policy_spec_free(&s);
-    const as_knob_value *v =
-        parse_ok("max_split_size_mb:128,roundup_power2_divisions:[256:1,>:8],"
-                 "expandable_segments:True",
-                 &s, "expandable");
+    const as_knob_value *v = parse_ok("max_split_size_mb:128,roundup_power2_divisions:[256:1,>:8],"
+                                      "expandable_segments:True",
+                                      &s, "expandable");
     CU_ASSERT_EQUAL(v->i, 1);
     as_policy_spec_free(&s);
     parse_ok("torch,expandable=false", &s, NULL);
@@ -349,14 +345,9 @@ static void spec_default_torch(void)
 }
 
 CU_TestInfo test_spec[] = {
-    { "bare_name", spec_bare_name },
-    { "int_and_alias", spec_int_and_alias },
-    { "size_units", spec_size_units },
-    { "enum", spec_enum },
-    { "bool_float", spec_bool_float },
-    { "divs", spec_divs },
-    { "roundtrip", spec_roundtrip },
-    { "errors", spec_errors },
-    { "default_torch", spec_default_torch },
-    CU_TEST_INFO_NULL,
+    {"bare_name", spec_bare_name},         {"int_and_alias", spec_int_and_alias},
+    {"size_units", spec_size_units},       {"enum", spec_enum},
+    {"bool_float", spec_bool_float},       {"divs", spec_divs},
+    {"roundtrip", spec_roundtrip},         {"errors", spec_errors},
+    {"default_torch", spec_default_torch}, CU_TEST_INFO_NULL,
 };
