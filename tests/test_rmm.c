@@ -530,7 +530,7 @@ static void rmm_random_corruption(void)
         size_t n = n0;
         memcpy(buf, orig, n);
         int edits = 1 + (int)(tu_rand(&seed) % 4);
-        for (int k = 0; k < edits; k++) {
+        for (int k = 0; k < edits && n > 40; k++) { /* a cut may leave only the header */
             size_t at = 40 + tu_rand(&seed) % (n - 40); /* keep the header */
             size_t len = 1 + tu_rand(&seed) % 24;
             switch (tu_rand(&seed) % 4) {
