@@ -8,8 +8,8 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <limits.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,8 +218,9 @@ static void print_table(FILE *f, const char *policy, const as_mincap_result *m, 
                 if (g->count == 1)
                     fprintf(f, "    fails at %" PRIu64 " B (%s): OOM at alloc %s\n", g->lo, a, c);
                 else
-                    fprintf(f, "    fails %" PRIu64 " B - %" PRIu64 " B (%s - %s, %" PRIu64
-                               " capacities): OOM at alloc %s\n",
+                    fprintf(f,
+                            "    fails %" PRIu64 " B - %" PRIu64 " B (%s - %s, %" PRIu64
+                            " capacities): OOM at alloc %s\n",
                             g->lo, g->hi, a, b, g->count, c);
             }
             if (m->fits_from != AS_NONE) {
@@ -235,8 +236,9 @@ static void print_table(FILE *f, const char *policy, const as_mincap_result *m, 
     as_fmt_bytes(a, sizeof a, m->lo);
     as_fmt_bytes(b, sizeof b, m->hi);
     as_fmt_bytes(c, sizeof c, m->step);
-    fprintf(f, "  swept              %zu capacities, %s to %s in %s steps, %" PRIu64
-               " decodes, %.2f s\n",
+    fprintf(f,
+            "  swept              %zu capacities, %s to %s in %s steps, %" PRIu64
+            " decodes, %.2f s\n",
             m->npoints, a, b, c, m->passes, secs);
 }
 
@@ -255,12 +257,14 @@ static void print_json_one(FILE *f, const char *policy, const as_mincap_result *
     fputs(", \"failing_above_min\": [", f);
     for (size_t i = 0; i < m->ngaps; i++) {
         const as_cap_range *g = &m->gaps[i];
-        fprintf(f, "%s{\"lo\": %" PRIu64 ", \"hi\": %" PRIu64 ", \"count\": %" PRIu64
-                   ", \"oom_alloc_min\": %" PRIu64 ", \"oom_alloc_max\": %" PRIu64 "}",
+        fprintf(f,
+                "%s{\"lo\": %" PRIu64 ", \"hi\": %" PRIu64 ", \"count\": %" PRIu64
+                ", \"oom_alloc_min\": %" PRIu64 ", \"oom_alloc_max\": %" PRIu64 "}",
                 i ? ", " : "", g->lo, g->hi, g->count, g->oom_alloc_min, g->oom_alloc_max);
     }
-    fprintf(f, "], \"sweep\": {\"lo\": %" PRIu64 ", \"hi\": %" PRIu64 ", \"step\": %" PRIu64
-               ", \"capacities\": %zu, \"decodes\": %" PRIu64 ", \"seconds\": %.3f}}",
+    fprintf(f,
+            "], \"sweep\": {\"lo\": %" PRIu64 ", \"hi\": %" PRIu64 ", \"step\": %" PRIu64
+            ", \"capacities\": %zu, \"decodes\": %" PRIu64 ", \"seconds\": %.3f}}",
             m->lo, m->hi, m->step, m->npoints, m->passes, secs);
 }
 
@@ -368,14 +372,14 @@ int as_cmd_mincap(int argc, char **argv)
     if ((status = spool_native(trace, spooled, sizeof spooled)))
         goto out;
     open_ctx oc = {.path = spooled[0] ? spooled : trace};
-    progress_ctx pc = { .tty = isatty(2) };
+    progress_ctx pc = {.tty = isatty(2)};
     o.on_progress = on_progress;
     o.user = &pc;
     if (json)
         printf("{\"allocsim\": \"%s\", \"trace\": ", AS_VERSION);
     for (unsigned k = 0; k < nparsed; k++) {
         as_mincap_result m;
-        as_trace_error err = { .offset = UINT64_MAX, .event = UINT64_MAX };
+        as_trace_error err = {.offset = UINT64_MAX, .event = UINT64_MAX};
         char why[512];
         pc.policy = specs[k].text;
         double t0 = now_s();
@@ -400,8 +404,7 @@ int as_cmd_mincap(int argc, char **argv)
                        ", \"peak_requested\": %" PRIu64 "}, \"mincap\": [",
                        m.events, m.allocs, m.peak_requested);
             } else {
-                printf("trace %s: %" PRIu64 " events, %" PRIu64
-                       " allocations, peak requested %s\n",
+                printf("trace %s: %" PRIu64 " events, %" PRIu64 " allocations, peak requested %s\n",
                        trace, m.events, m.allocs, a);
             }
         }

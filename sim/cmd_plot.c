@@ -113,7 +113,7 @@ static const struct option plot_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
-typedef struct plot_opts_t {
+typedef struct plot_args {
     const char *kind, *out, *csv, *runs, *sweep, *x, *when, *layout, *title, *size;
     const char *keep, *scripts;
     const char *pol[MAX_ARGS], *cap[MAX_ARGS];
@@ -635,8 +635,8 @@ int as_cmd_plot(int argc, char **argv)
         case OPT_SIZE: {
             unsigned w, h;
             char extra;
-            if (sscanf(optarg, "%ux%u%c", &w, &h, &extra) != 2 || w < 200 || h < 150 ||
-                w > 10000 || h > 10000)
+            if (sscanf(optarg, "%ux%u%c", &w, &h, &extra) != 2 || w < 200 || h < 150 || w > 10000 ||
+                h > 10000)
                 return as_cli_usage(cmd, "--size %s: WxH in pixels, e.g. 1200x700", optarg);
             a.size = optarg;
             break;
@@ -672,8 +672,9 @@ int as_cmd_plot(int argc, char **argv)
     while (k < sizeof kinds / sizeof kinds[0] && strcmp(kinds[k], a.kind))
         k++;
     if (k == sizeof kinds / sizeof kinds[0])
-        return as_cli_usage(cmd, "unknown chart '%s': timeline, compare, capacity, segments "
-                                 "or validation",
+        return as_cli_usage(cmd,
+                            "unknown chart '%s': timeline, compare, capacity, segments "
+                            "or validation",
                             a.kind);
 
     char self[PATH_MAX];

@@ -24,13 +24,12 @@ static void set_why(char *why, size_t n, const char *fmt, const char *a, const c
 
 /* One pass: runs spec at caps[0..n) over a fresh reader; fills pts. */
 static int run_pass(as_trace_open_fn open, void *ou, const as_policy_spec *spec,
-                    const as_mincap_opts *o, const uint64_t *caps, size_t n,
-                    as_mincap_point *pts, as_trace_summary *sum, as_trace_error *err,
-                    char *why, size_t why_len)
+                    const as_mincap_opts *o, const uint64_t *caps, size_t n, as_mincap_point *pts,
+                    as_trace_summary *sum, as_trace_error *err, char *why, size_t why_len)
 {
     as_engine *e = NULL;
     as_trace_reader *rd = NULL;
-    as_engine_opts eo = { .threads = o->threads };
+    as_engine_opts eo = {.threads = o->threads};
     int rc = as_engine_create(&eo, &e);
     if (rc) {
         set_why(why, why_len, "cannot create the engine%s%s", "", "");
@@ -59,7 +58,8 @@ static int run_pass(as_trace_open_fn open, void *ou, const as_policy_spec *spec,
             .completed = r->completed,
             .oom_event = r->completed ? AS_NONE : r->oom_event,
             .oom_alloc = r->completed ? AS_NONE : r->oom_alloc,
-            .allocs = r->completed ? r->allocs : (r->oom_alloc == AS_NONE ? r->allocs : r->oom_alloc),
+            .allocs =
+                r->completed ? r->allocs : (r->oom_alloc == AS_NONE ? r->allocs : r->oom_alloc),
             .peak_requested = r->peak_requested,
             .peak_reserved = r->peak_reserved,
         };
@@ -117,24 +117,26 @@ static int analyse(as_mincap_result *m)
             m->gaps = ng;
             cap = nc;
         }
-        m->gaps[m->ngaps++] = (as_cap_range){ .lo = p->capacity, .hi = p->capacity, .count = 1,
-                                              .oom_alloc_min = p->oom_alloc,
-                                              .oom_alloc_max = p->oom_alloc };
+        m->gaps[m->ngaps++] = (as_cap_range){.lo = p->capacity,
+                                             .hi = p->capacity,
+                                             .count = 1,
+                                             .oom_alloc_min = p->oom_alloc,
+                                             .oom_alloc_max = p->oom_alloc};
     }
     m->monotone = m->ngaps == 0;
     return 0;
 }
 
 int as_mincap(as_trace_open_fn open, void *open_user, const as_policy_spec *spec,
-              const as_mincap_opts *opts, as_mincap_result *out, as_trace_error *err,
-              char *why, size_t why_len)
+              const as_mincap_opts *opts, as_mincap_result *out, as_trace_error *err, char *why,
+              size_t why_len)
 {
-    static const as_mincap_opts defaults = { 0 };
+    static const as_mincap_opts defaults = {0};
     const as_mincap_opts *o = opts ? opts : &defaults;
     const unsigned batch = o->batch ? o->batch : DEFAULT_BATCH;
     const uint64_t step = o->step ? o->step : AS_DEV_GRANULARITY;
     uint64_t *caps = NULL;
-    as_mincap_result m = { .step = step };
+    as_mincap_result m = {.step = step};
     as_trace_summary sum;
     as_mincap_point up;
     if (why && why_len)
@@ -173,8 +175,7 @@ int as_mincap(as_trace_open_fn open, void *open_user, const as_policy_spec *spec
         size_t n = m.npoints - done < batch ? m.npoints - done : batch;
         for (size_t i = 0; i < n; i++)
             caps[i] = m.lo + (uint64_t)(done + i) * step;
-        rc = run_pass(open, open_user, spec, o, caps, n, m.points + done, NULL, err, why,
-                      why_len);
+        rc = run_pass(open, open_user, spec, o, caps, n, m.points + done, NULL, err, why, why_len);
         if (rc)
             goto fail;
         m.passes++;

@@ -51,38 +51,38 @@ typedef struct as_mincap_point {
 
 /* Consecutive capacities of the grid that fail, above the minimum. */
 typedef struct as_cap_range {
-    uint64_t lo, hi;               /* inclusive */
-    uint64_t count;                /* grid capacities in [lo, hi] */
+    uint64_t lo, hi; /* inclusive */
+    uint64_t count;  /* grid capacities in [lo, hi] */
     uint64_t oom_alloc_min, oom_alloc_max;
 } as_cap_range;
 
 typedef struct as_mincap_result {
-    uint64_t events, allocs;       /* of the trace */
-    uint64_t peak_requested;       /* of the trace */
-    uint64_t peak_reserved;        /* of the uncapped run */
-    uint64_t step, lo, hi;         /* the grid swept: lo, lo + step, ..., hi */
-    uint64_t min_capacity;         /* smallest grid capacity that fits; AS_NONE if none */
-    int monotone;                  /* 1 when every grid capacity in [min_capacity, hi] fits */
-    uint64_t fits_from;            /* smallest c with every grid capacity in [c, hi] fitting;
-                                      AS_NONE when hi itself fails */
-    as_cap_range *gaps;            /* failing ranges above min_capacity, ascending */
+    uint64_t events, allocs; /* of the trace */
+    uint64_t peak_requested; /* of the trace */
+    uint64_t peak_reserved;  /* of the uncapped run */
+    uint64_t step, lo, hi;   /* the grid swept: lo, lo + step, ..., hi */
+    uint64_t min_capacity;   /* smallest grid capacity that fits; AS_NONE if none */
+    int monotone;            /* 1 when every grid capacity in [min_capacity, hi] fits */
+    uint64_t fits_from;      /* smallest c with every grid capacity in [c, hi] fitting;
+                                AS_NONE when hi itself fails */
+    as_cap_range *gaps;      /* failing ranges above min_capacity, ascending */
     size_t ngaps;
-    as_mincap_point *points;       /* every grid capacity, ascending */
+    as_mincap_point *points; /* every grid capacity, ascending */
     size_t npoints;
-    uint64_t passes;               /* decodes of the trace, the uncapped one included */
+    uint64_t passes; /* decodes of the trace, the uncapped one included */
 } as_mincap_result;
 
 /* Runs the search for one policy spec. Returns 0, a trace error (< 0, err filled) or an
  * engine error (< 0, why filled with the engine's message). */
 int as_mincap(as_trace_open_fn open, void *open_user, const as_policy_spec *spec,
-              const as_mincap_opts *opts, as_mincap_result *out, as_trace_error *err,
-              char *why, size_t why_len);
+              const as_mincap_opts *opts, as_mincap_result *out, as_trace_error *err, char *why,
+              size_t why_len);
 void as_mincap_result_free(as_mincap_result *r);
 
 /* Parses a sweep "LO:HI:STEP" or "LO..HI/STEP" (byte quantities with units, as -c) into
  * the capacities LO, LO+STEP, ..., <= HI. Returns 0, or -1 with a reason in why. At most
  * max_count capacities (a guard against "0:80G:1"). *caps is malloc'd. */
-int as_sweep_parse(const char *text, uint64_t max_count, uint64_t **caps, size_t *n,
-                   char *why, size_t why_len);
+int as_sweep_parse(const char *text, uint64_t max_count, uint64_t **caps, size_t *n, char *why,
+                   size_t why_len);
 
 #endif

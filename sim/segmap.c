@@ -103,10 +103,14 @@ static void appendf(as_segmap *m, seg_run *r, const char *fmt, ...)
 static const char *state_name(as_block_state s)
 {
     switch (s) {
-    case AS_BLOCK_FREE: return "free";
-    case AS_BLOCK_ALLOCATED: return "allocated";
-    case AS_BLOCK_PENDING: return "pending";
-    case AS_BLOCK_UNMAPPED: return "unmapped";
+    case AS_BLOCK_FREE:
+        return "free";
+    case AS_BLOCK_ALLOCATED:
+        return "allocated";
+    case AS_BLOCK_PENDING:
+        return "pending";
+    case AS_BLOCK_UNMAPPED:
+        return "unmapped";
     }
     return "unknown";
 }
@@ -139,12 +143,12 @@ static void on_walk(void *user, unsigned run, uint64_t event, uint64_t alloc, co
     }
     if (!r->have_seg)
         return; /* a block outside any segment: the policy's walk broke its contract */
-    appendf(m, r, "%zu,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%s,%" PRIu64
-                  ",%s,%" PRIu64 ",%" PRIu64 ",",
-            idx, when, r->nseg, r->seg_addr, r->seg_size, it->addr, it->size,
-            state_name(it->state), it->stream, it->pool ? it->pool : "", event, alloc);
-    if ((it->state == AS_BLOCK_ALLOCATED || it->state == AS_BLOCK_PENDING) &&
-        it->id != UINT64_MAX)
+    appendf(m, r,
+            "%zu,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%s,%" PRIu64
+            ",%s,%" PRIu64 ",%" PRIu64 ",",
+            idx, when, r->nseg, r->seg_addr, r->seg_size, it->addr, it->size, state_name(it->state),
+            it->stream, it->pool ? it->pool : "", event, alloc);
+    if ((it->state == AS_BLOCK_ALLOCATED || it->state == AS_BLOCK_PENDING) && it->id != UINT64_MAX)
         appendf(m, r, "%" PRIu64 "\n", it->id);
     else
         appendf(m, r, "\n");

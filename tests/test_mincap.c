@@ -31,13 +31,13 @@ typedef struct step {
 static void write_trace(const step *s, size_t n, char path[static 1024])
 {
     snprintf(path, 1024, "%s", tu_tmp(".zst"));
-    as_meta meta = { 0 };
+    as_meta meta = {0};
     as_trace_writer *w = NULL;
     as_trace_error err;
     CU_ASSERT_FATAL(as_trace_writer_open(path, AS_FMT_NATIVE, &meta, &w, &err) == 0);
     uint64_t next = 0;
     for (size_t i = 0; i < n; i++) {
-        as_event ev = { .time_us = AS_TIME_NONE };
+        as_event ev = {.time_us = AS_TIME_NONE};
         if (s[i].free) {
             ev.op = AS_OP_FREE;
             ev.id = s[i].arg;
@@ -84,7 +84,7 @@ static int get_spec(const char *text, as_policy_spec *s)
  * Peak requested is X + Y = 180; the uncapped run holds 100 + 120 + 150 = 370.
  */
 static const step nonmono[] = {
-    { 0, 100 }, { 1, 0 }, { 0, 120 }, { 0, 30 }, { 1, 1 }, { 0, 150 },
+    {0, 100}, {1, 0}, {0, 120}, {0, 30}, {1, 1}, {0, 150},
 };
 
 static void mincap_torch_nonmonotone(void)
@@ -94,7 +94,7 @@ static void mincap_torch_nonmonotone(void)
         return;
     char path[1024];
     write_trace(nonmono, sizeof nonmono / sizeof nonmono[0], path);
-    as_mincap_opts o = { .batch = 7 }; /* 96 capacities: 13 full passes and a partial one */
+    as_mincap_opts o = {.batch = 7}; /* 96 capacities: 13 full passes and a partial one */
     as_mincap_result m;
     as_trace_error err;
     char why[300];
@@ -140,7 +140,7 @@ static void mincap_torch_nonmonotone(void)
  * every capacity below 60 + 50 = 110 fails at C (alloc 2) and every one from 110 fits.
  * Peak requested is B + C = 70: the sweep covers 70..110, 21 capacities, 20 of them fail.
  */
-static const step holed[] = { { 0, 60 }, { 1, 0 }, { 0, 20 }, { 0, 50 } };
+static const step holed[] = {{0, 60}, {1, 0}, {0, 20}, {0, 50}};
 
 static void mincap_torch_monotone_hole(void)
 {
@@ -152,8 +152,7 @@ static void mincap_torch_monotone_hole(void)
     as_mincap_result m;
     as_trace_error err;
     char why[300];
-    CU_ASSERT_EQUAL_FATAL(as_mincap(open_path, path, &spec, NULL, &m, &err, why,
-                                    sizeof why), 0);
+    CU_ASSERT_EQUAL_FATAL(as_mincap(open_path, path, &spec, NULL, &m, &err, why, sizeof why), 0);
     CU_ASSERT_EQUAL(m.peak_requested, 70 * MiB);
     CU_ASSERT_EQUAL(m.peak_reserved, 110 * MiB);
     CU_ASSERT_EQUAL(m.npoints, 21);
@@ -267,10 +266,10 @@ static void mincap_command(void)
 }
 
 CU_TestInfo test_mincap[] = {
-    { "sweep_parse", mincap_sweep_parse },
-    { "torch_nonmonotone", mincap_torch_nonmonotone },
-    { "torch_monotone_hole", mincap_torch_monotone_hole },
-    { "bad_trace", mincap_bad_trace },
-    { "command", mincap_command },
+    {"sweep_parse", mincap_sweep_parse},
+    {"torch_nonmonotone", mincap_torch_nonmonotone},
+    {"torch_monotone_hole", mincap_torch_monotone_hole},
+    {"bad_trace", mincap_bad_trace},
+    {"command", mincap_command},
     CU_TEST_INFO_NULL,
 };

@@ -221,8 +221,9 @@ static void plot_segments_svg(void)
     char runs[1100], png[1100], args[4000];
     snprintf(runs, sizeof runs, "%s/runs.csv", dir);
     snprintf(png, sizeof png, "%s/w.png", dir);
-    snprintf(args, sizeof args, "plot segments --csv '%s' --runs '%s' --when peak --layout wrap -o '%s'",
-             p, runs, png);
+    snprintf(args, sizeof args,
+             "plot segments --csv '%s' --runs '%s' --when peak --layout wrap -o '%s'", p, runs,
+             png);
     CU_ASSERT_EQUAL(tu_run_allocsim(args, NULL, 0, NULL, 0), 0);
     uint32_t pw = 0, ph = 0;
     CU_ASSERT_EQUAL(png_size(png, &pw, &ph), 0);
@@ -285,9 +286,9 @@ static void plot_compare_png(void)
     write_ten(t2);
     tmp_dir(dir);
     snprintf(png, sizeof png, "%s/k.png", dir);
-    CU_ASSERT_EQUAL_FATAL(run("plot compare -q -p torch -p bestfit --keep '%s' -o '%s' '%s' '%s'",
-                              dir, png, t1, t2),
-                          0);
+    CU_ASSERT_EQUAL_FATAL(
+        run("plot compare -q -p torch -p bestfit --keep '%s' -o '%s' '%s' '%s'", dir, png, t1, t2),
+        0);
     uint32_t w = 0, h = 0;
     CU_ASSERT_EQUAL(png_size(png, &w, &h), 0);
     CU_ASSERT(w >= 1000);
@@ -318,9 +319,8 @@ static void plot_validation_png(void)
           f);
     fclose(f);
     snprintf(png, sizeof png, "%s/v.png", dir);
-    CU_ASSERT_EQUAL(run("plot validation -q --csv '%s' --title 'three runs' -o '%s'%s%s", csv,
-                        png, "", ""),
-                    0);
+    CU_ASSERT_EQUAL(
+        run("plot validation -q --csv '%s' --title 'three runs' -o '%s'%s%s", csv, png, "", ""), 0);
     uint32_t w = 0, h = 0;
     CU_ASSERT_EQUAL(png_size(png, &w, &h), 0);
     CU_ASSERT_EQUAL(w, 1300);
@@ -333,8 +333,7 @@ static void plot_usage(void)
     char err[4096];
     CU_ASSERT_EQUAL(tu_run_allocsim("plot timeline --csv x.csv", NULL, 0, err, sizeof err), 2);
     CU_ASSERT(strstr(err, "-o") != NULL);
-    CU_ASSERT_EQUAL(tu_run_allocsim("plot timeline --csv x.csv -o x.jpg", NULL, 0, err,
-                                    sizeof err),
+    CU_ASSERT_EQUAL(tu_run_allocsim("plot timeline --csv x.csv -o x.jpg", NULL, 0, err, sizeof err),
                     2);
     CU_ASSERT_EQUAL(tu_run_allocsim("plot pie -o x.png", NULL, 0, err, sizeof err), 2);
     CU_ASSERT(strstr(err, "pie") != NULL);
