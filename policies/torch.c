@@ -3,14 +3,22 @@
  * reproduced decision for decision (shared/reference/pytorch-allocator.md §1-§6).
  *
  * Blocks live in one node array; each segment's blocks form an address-ordered chain
- * (prev/next). Free mapped blocks sit in their pool's `blocks` treap keyed by
- * (stream, size, addr), PyTorch's BlockComparatorSize; unmapped ranges of expandable
- * segments sit in the pool's `unmapped` treap keyed by (stream, addr). Invariants: a block
- * is in a treap iff it is free (mapped -> blocks, unmapped -> unmapped); no two adjacent
+ * (prev/next). Free mapped blocks sit in their pool's free set, ordered by
+ * (stream, size, addr) as PyTorch's BlockComparatorSize orders its std::set (per-stream
+ * size bins of small treaps, below); unmapped ranges of expandable segments sit in the
+ * pool's `unmapped` treap keyed by (stream, addr). Invariants: a block is in a free set
+ * iff it is free (mapped -> blocks, unmapped -> unmapped); no two adjacent
  * blocks of a chain are both free with the same mapped state; a segment's first node never
  * changes (merges keep the lower-address node, splits keep the front node), so seg.head is
  * stable. Block identity never affects a decision in PyTorch 2.11 (its registration counter
  * is not part of the comparator), so which node survives a merge is ours to choose.
+ *
+ * Equal-size free blocks tie on the lower address, so decisions depend on where the device
+ * put each segment: over the simulated device's default placement (the CUDA driver's
+ * chunked heap, sim/simdev.h) this reproduces 121 of the 126 capped/uncapped H200 runs
+ * and both multi-stream runs event for event (tests/test_torch_fidelity.c); given the
+ * recordings' own cudaMalloc addresses it reproduces every block address they contain.
+ * Where the policy reads the device capacity, it is PyTorch's memory fraction.
  */
 #include <stdarg.h>
 #include <stdio.h>
