@@ -47,7 +47,8 @@ static const as_knob knobs[K_N] = {
                   .min = 0,
                   .max = 1,
                   .help = "grow regions on demand from 2 MiB (TF_FORCE_GPU_ALLOW_GROWTH); false "
-                          "takes the whole limit at the first allocation (TF's default)"},
+                          "takes the whole limit at the first allocation (TF's default; needs a "
+                          "capacity or limit)"},
     [K_FRACTION] = {.name = "fraction",
                     .type = AS_KNOB_FLOAT,
                     .unit = "",

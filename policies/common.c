@@ -251,6 +251,23 @@ void as_heap_merge_next(as_heap *h, uint32_t b)
     h->nfree--;
 }
 
+/* n absorbs its free, unindexed predecessor (the survivor is n, now starting lower). */
+static void absorb_prev(as_heap *h, uint32_t n)
+{
+    as_blk *y = &h->b[n];
+    uint32_t b = y->prev;
+    as_blk *x = &h->b[b];
+    y->addr = x->addr;
+    y->size += x->size;
+    y->prev = x->prev;
+    if (x->prev)
+        h->b[x->prev].next = n;
+    else
+        h->s[y->seg].head = n;
+    blk_put(h, b);
+    h->nfree--;
+}
+
 int as_heap_take(as_heap *h, uint32_t b, uint64_t size, int split, const as_request *req,
                  as_block *out)
 {
@@ -341,13 +358,11 @@ int as_heap_free(as_heap *h, uint64_t handle, unsigned flags, int coalesce, uint
             return 0;
         }
         if (nf) {
-            uint64_t old = h->b[n].size, mine = x->size;
-            h->ix->replace(h, n, b, old);
-            h->b[n].indexed = 0;
-            h->b[b].indexed = 1;
-            as_heap_merge_next(h, b);
-            h->ix->resized(h, b, mine);
-            *blk = b;
+            /* n absorbs b: it keeps its place in the order, only growing downwards. */
+            uint64_t old = h->b[n].size;
+            absorb_prev(h, n);
+            h->ix->resized(h, n, old);
+            *blk = n;
             return 0;
         }
     } else if (coalesce) {
@@ -750,6 +765,15 @@ void as_treap_resized(as_heap *h, as_treap *t, uint32_t b)
         upd(h->b, b);
         fix_up(h->b, h->b[b].up);
     }
+}
+
+void as_treap_grown(as_heap *h, as_treap *t, uint32_t b)
+{
+    if (t->mode != AS_TREAP_ADDR)
+        return;
+    uint64_t size = h->b[b].size;
+    for (uint32_t n = b; n && h->b[n].aug < size; n = h->b[n].up)
+        h->b[n].aug = size;
 }
 
 uint32_t as_treap_find(const as_heap *h, const as_treap *t, uint64_t want)

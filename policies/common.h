@@ -178,6 +178,8 @@ uint32_t as_treap_find(const as_heap *h, const as_treap *t, uint64_t want);
 void as_treap_replace(as_heap *h, as_treap *t, uint32_t old, uint32_t nw);
 /* b's size changed but not its place in the order (address trees): fix the maxima. */
 void as_treap_resized(as_heap *h, as_treap *t, uint32_t b);
+/* The same when b only grew: maxima are raised until one is already large enough. */
+void as_treap_grown(as_heap *h, as_treap *t, uint32_t b);
 uint64_t as_treap_max(const as_heap *h, const as_treap *t); /* largest size, 0 when empty */
 /* Treap order and heap property, and that it holds exactly n indexed nodes. */
 int as_treap_check(const as_heap *h, const as_treap *t, as_check_failure *f);

@@ -49,15 +49,11 @@ static void ix_remove(as_heap *h, uint32_t b)
     as_treap_remove(h, tree_for(s, h->b[b].size), b);
 }
 
-/* Takes b out of the tree its size `as_size` selected (the key of a size-ordered tree
- * includes the size, so it must be the one b was inserted with). */
+/* Takes b out of the tree its size `as_size` selected when it went in (removal follows
+ * parent links, so b's current key does not matter). */
 static void remove_as(firstfit *s, uint32_t b, uint64_t as_size)
 {
-    as_heap *h = &s->h;
-    uint64_t now = h->b[b].size;
-    h->b[b].size = as_size;
-    as_treap_remove(h, tree_for(s, as_size), b);
-    h->b[b].size = now;
+    as_treap_remove(&s->h, tree_for(s, as_size), b);
 }
 
 static void ix_replace(as_heap *h, uint32_t old, uint32_t nw, uint64_t old_size)
@@ -77,7 +73,10 @@ static void ix_resized(as_heap *h, uint32_t b, uint64_t old_size)
     firstfit *s = (firstfit *)h;
     as_treap *to = tree_for(s, old_size), *tn = tree_for(s, h->b[b].size);
     if (to == &s->byaddr && tn == &s->byaddr) {
-        as_treap_resized(h, to, b);
+        if (h->b[b].size >= old_size)
+            as_treap_grown(h, to, b);
+        else
+            as_treap_resized(h, to, b);
         return;
     }
     remove_as(s, b, old_size);
