@@ -23,7 +23,7 @@ RESNET_CAP  := 8851683926
 KEY_CAPS    := replay/data/key_caps.txt
 MEASURED    := replay/data/torch-key-replay
 
-PLOT_CHARTS := $(EX)/timeline_resnet.png $(EX)/segments_resnet_oom.png \
+PLOT_CHARTS := $(EX)/timeline_resnet.png $(EX)/segments_resnet_oom.png $(EX)/segments_streams_peak.png \
                $(EX)/capacity_resnet.png $(EX)/compare_corpus.png $(EX)/validation_h200.png
 
 ## plots: draw the README's example charts from the real snapshots into plots/examples/
@@ -42,6 +42,12 @@ $(EX)/segments_resnet_oom.png: $(PLOT_DEPS) plots/segments.gp $(RESNET)
 	@mkdir -p $(EX)
 	$(ALLOCSIM) plot segments -p torch -c $(RESNET_CAP) --when oom \
 	  --keep $(PLOT_TMP)/segments_resnet_oom -o $@ $(RESNET)
+
+$(EX)/segments_streams_peak.png: $(PLOT_DEPS) plots/segments.gp $(STR2)
+	@mkdir -p $(EX)
+	$(ALLOCSIM) plot segments -p torch --when peak \
+	  --title "GPT-style training on 3 streams (record_stream), default settings: segments at the reserved peak" \
+	  --keep $(PLOT_TMP)/segments_streams_peak -o $@ $(STR2)
 
 $(EX)/capacity_resnet.png: $(PLOT_DEPS) plots/capacity.gp $(RESNET)
 	@mkdir -p $(EX)

@@ -91,6 +91,14 @@ seg_lo(j) = 0
 seg_hi(j) = frac ? 100 : mib((j + 1) * W < column("seg_size") ? W : column("seg_size") - j * W)
 seg_piece(j) = mine(0) && column("block_addr") == column("seg_addr") && (frac ? j == 0 : j * W < column("seg_size"))
 segspan = frac ? 1 : ceil(segmax / W)
+# Streams (PyTorch keeps a stream's blocks in its own segments): with more than one, each
+# stream's segments get their own outline colour.
+array strm[nseg]
+nstr = 0
+stats in using (mine(0) && column("block_addr") == column("seg_addr") ? \
+    (v = column("stream"), known = sum [q=1:(nstr > 0 ? nstr : 1)] (nstr > 0 && strm[q] == v ? 1 : 0), \
+     known ? 0 : (nstr = nstr + 1, strm[nstr] = v)) : 0, 0) nooutput
+array strcolr[4] = ["#999999", "#7b3294", "#2a9d5c", "#a6611a"]
 
 # Where the largest free block's first piece ends (stats come before the ranges are set).
 big_x = 0; big_y = 0
@@ -118,24 +126,29 @@ if (exists("runs") && strlen(runs) > 0) {
         }
     }
 }
+# A given title replaces the first line; the numbers stay.
 if (!exists("title")) {
-    title = sprintf("%s, segments at the %s%s\n%d segments, %s reserved, %s allocated, %s free, largest free block %s", \
-        who, when eq "oom" ? "OOM" : "reserved peak", when eq "oom" ? oom_what : "", \
-        nseg, human(reserved_b), human(alloc_b), human(free_b), human(big))
+    title = sprintf("%s, segments at the %s%s", who, when eq "oom" ? "OOM" : "reserved peak", \
+        when eq "oom" ? oom_what : "")
 }
+title = title . sprintf("\n%d segments, %s reserved, %s allocated, %s free, largest free block %s", \
+    nseg, human(reserved_b), human(alloc_b), human(free_b), human(big))
 set title title font ",14"
 set xlabel frac ? "offset in the segment (% of its size)" : \
     (x eq "wrap" ? sprintf("offset in the row (MiB); a row is %s, a segment continues on the next row", human(W)) \
                  : "offset in the segment (MiB)")
 set ylabel x eq "wrap" ? "segment (address order), wrapped" : "segment (address order)"
 set yrange [nrows - 0.5 : -0.5]
-set xrange [0 : frac ? 100 : mib(W) * 1.01]
+xmaxv = frac ? 100 : mib(W) * 1.01
+strip = xmaxv * 0.012
+set xrange [(nstr > 1 ? -strip * 1.3 : 0) : xmaxv]
 set ytics out
 set ytics ()
 step = nseg > 40 ? 10 : (nseg > 15 ? 5 : 1)
 do for [k=1:nseg] { if ((k - 1) % step == 0) { set ytics add (sprintf("%d", k - 1) rowbase[k]) } }
 set grid noytics xtics
-set bmargin 7
+nkey = 4 + (nstr > 1 ? nstr : 0) + (pend_b > 0) + (unmap_b > 0)
+set bmargin 5 + ceil(nkey / 3.0)
 set key at screen 0.5, screen 0.005 center bottom horizontal maxcols 3 reverse Left box lc rgb "#bbbbbb"
 h = nrows > 60 ? 0.46 : 0.4
 set style textbox opaque noborder fc rgb "#ffffff"
@@ -147,6 +160,13 @@ if (big > 0) {
 # One clause per piece index: `for [j=0:maxspan-1]` draws every row a block touches.
 P(st, rest) = sprintf('for [j=0:%d] in using (in_state("%s", j) ? xl(j) : NaN):(y(j)):(xl(j)):(xh(j)):(y(j) - h):(y(j) + h) %s', maxspan - 1, st, rest)
 pcmd = sprintf('plot for [j=0:%d] in using (seg_piece(j) ? seg_lo(j) : NaN):(y(j)):(seg_lo(j)):(seg_hi(j)):(y(j) - h - 0.06):(y(j) + h + 0.06) with boxxyerror fs empty border lc rgb "#666666" lc rgb "#666666" lw 1 title (j == 0 ? "segment" : ""), ', segspan - 1)
+if (nstr > 1) {
+    # A strip left of each row in its stream's colour.
+    do for [q=1:nstr] {
+        pcmd = pcmd . sprintf('for [j=0:%d] in using (seg_piece(j) && column("stream") == %.17g ? 0 : NaN):(y(j)):(-strip):(-strip * 0.2):(y(j) - h):(y(j) + h) with boxxyerror fs solid 1.0 noborder fc rgb "%s" title (j == 0 ? "stream %s" : ""), ', \
+            segspan - 1, strm[q], strcolr[(q - 1) % 4 + 1], strm[q] == 0 ? "0 (default)" : sprintf("0x%x", strm[q]))
+    }
+}
 pcmd = pcmd . P("allocated", 'with boxxyerror fc rgb "#0b1f65" fs solid 1.0 border lc rgb "#ffffff" title (j == 0 ? "allocated" : ""), ')
 if (pend_b > 0) { pcmd = pcmd . P("pending", 'with boxxyerror fc rgb "#f0a202" fs pattern 1 border lc rgb "#a06a00" title (j == 0 ? "pending free (stream still using it)" : ""), ') }
 pcmd = pcmd . P("free", 'with boxxyerror fc rgb "#bfe3f5" fs solid 1.0 border lc rgb "#7aa6bd" title (j == 0 ? "free (inside reserved memory)" : ""), ')
