@@ -230,15 +230,21 @@ static int native_open(as_instream *in, const as_reader_opts *opts, as_meta *met
                    (unsigned long long)nmeta);
         goto bad;
     }
+    uint64_t meta_bytes = 0; /* all values together: a header is never a memory bomb */
     for (uint64_t i = 0; i < nmeta; i++) {
         char *k = NULL, *v = NULL;
         uint64_t koff = as_instream_offset(in);
+        if (meta_bytes > (16u << 20)) {
+            rc = nfail(s, err, AS_TRACE_ECORRUPT, koff, "more than 16 MiB of metadata");
+            goto bad;
+        }
         if ((rc = rd_string(s, &k, 255, "metadata key", err)) < 0)
             goto bad;
         if ((rc = rd_string(s, &v, 1u << 20, "metadata value", err)) < 0) {
             free(k);
             goto bad;
         }
+        meta_bytes += strlen(k) + strlen(v);
         if (!as_meta_key_ok(k))
             rc = nfail(s, err, AS_TRACE_ECORRUPT, koff, "bad metadata key");
         else if (as_meta_set(meta, k, v) < 0)

@@ -56,8 +56,7 @@ static int fail_at(text_st *s, as_trace_error *err, int code, const char *at, co
     va_start(ap, fmt);
     vsnprintf(m, sizeof m, fmt, ap);
     va_end(ap);
-    return as_trace_set_error(err, code, as_instream_path(s->in), off, s->line,
-                              "line %llu: %s", (unsigned long long)s->line, m);
+    return as_trace_set_error(err, code, as_instream_path(s->in), off, s->line, "%s", m);
 }
 
 /* Peeks the next line (without consuming it). 0, AS_TRACE_EOF, or < 0. */
@@ -311,6 +310,8 @@ static int parse_meta(text_st *s, as_meta *meta, const char *p, const char *e,
     if (!as_meta_key_ok(key))
         return fail_at(s, err, AS_TRACE_ECORRUPT, p,
                        "bad meta key '%s' (allowed: letters, digits, _ . -)", key);
+    if (meta->n >= 4096 && !as_meta_get(meta, key))
+        return fail_at(s, err, AS_TRACE_ECORRUPT, p, "more than 4096 metadata keys");
     size_t cap = (size_t)(e - eq);
     char *val = malloc(cap);
     if (!val)
