@@ -117,9 +117,12 @@ int as_validate(as_validator *v, as_event *ev, char *msg, size_t cap)
             if (ev->id < v->allocs_in)
                 snprintf(msg, cap, "%s %llu: double free (allocation %llu was already freed)",
                          what, (unsigned long long)ev->id, (unsigned long long)ev->id);
+            else if (v->allocs_in == 0)
+                snprintf(msg, cap, "%s %llu: unknown id (no allocation yet)", what,
+                         (unsigned long long)ev->id);
             else
-                snprintf(msg, cap, "%s %llu: unknown id (only %llu allocations so far)", what,
-                         (unsigned long long)ev->id, (unsigned long long)v->allocs_in);
+                snprintf(msg, cap, "%s %llu: unknown id (the ids so far are 0..%llu)", what,
+                         (unsigned long long)ev->id, (unsigned long long)v->allocs_in - 1);
             goto bad;
         }
         if (ev->op == AS_OP_FREE_REQ) {
