@@ -31,6 +31,7 @@ static const char run_help[] =
     "  -c, --capacity CAP    device capacity: bytes, or with a unit: K/M/G/T and KB/MB/GB/TB\n"
     "                        are decimal (80G = 80e9 bytes), KiB/MiB/GiB/TiB binary; 141e9;\n"
     "                        'none' (the default) for unlimited. Repeatable.\n"
+    "                        LO..HI/STEP is a sweep, as --sweep.\n"
     "  -f, --format FMT      table (default), csv or json\n"
     "  -o, --output FILE     write the report to FILE instead of stdout\n"
     "      --timeline FILE   CSV run,event,alloc,time_us,requested,allocated,reserved:\n"
@@ -219,6 +220,29 @@ out:
     return ret;
 }
 
+/* --sweep LO:HI:STEP (or -c LO..HI/STEP): appends the capacities. 0 or an exit status. */
+static int add_sweep(const char *cmd, const char *text, uint64_t **caps, size_t *ncap,
+                     size_t *capcap)
+{
+    uint64_t *sw = NULL;
+    size_t nsw = 0;
+    char why[300];
+    if (as_sweep_parse(text, 100000, &sw, &nsw, why, sizeof why))
+        return as_cli_usage(cmd, "%s", why);
+    uint64_t *nc = realloc(*caps, (*capcap + nsw) * sizeof *nc);
+    if (!nc) {
+        free(sw);
+        as_cli_msg("out of host memory");
+        return AS_EXIT_INPUT;
+    }
+    *caps = nc;
+    *capcap += nsw;
+    memcpy(nc + *ncap, sw, nsw * sizeof *sw);
+    *ncap += nsw;
+    free(sw);
+    return AS_EXIT_OK;
+}
+
 int as_cmd_run(int argc, char **argv)
 {
     const char *cmd = "run";
@@ -250,6 +274,11 @@ int as_cmd_run(int argc, char **argv)
             ptext[np++] = optarg;
             break;
         case 'c':
+            if (strstr(optarg, "..")) { /* -c LO..HI/STEP is a sweep */
+                if ((ret = add_sweep(cmd, optarg, &caps, &ncap, &capcap)))
+                    goto done;
+                break;
+            }
             if (as_parse_capacity(optarg, &caps[ncap++])) {
                 ret = as_cli_usage(cmd,
                                    "-c %s: not a capacity (bytes with an optional unit: "
@@ -276,28 +305,10 @@ int as_cmd_run(int argc, char **argv)
         case OPT_SEGMAP:
             segmap_path = optarg;
             break;
-        case OPT_SWEEP: {
-            uint64_t *sw = NULL;
-            size_t nsw = 0;
-            char why[300];
-            if (as_sweep_parse(optarg, 100000, &sw, &nsw, why, sizeof why)) {
-                ret = as_cli_usage(cmd, "--%s", why);
+        case OPT_SWEEP:
+            if ((ret = add_sweep(cmd, optarg, &caps, &ncap, &capcap)))
                 goto done;
-            }
-            uint64_t *nc = realloc(caps, (capcap + nsw) * sizeof *caps);
-            if (!nc) {
-                free(sw);
-                as_cli_msg("out of host memory");
-                ret = AS_EXIT_INPUT;
-                goto done;
-            }
-            caps = nc;
-            capcap += nsw;
-            memcpy(caps + ncap, sw, nsw * sizeof *sw);
-            ncap += nsw;
-            free(sw);
             break;
-        }
         case OPT_TL_EVERY:
             if (as_cli_parse_u64(optarg, &tl_every) || tl_every == 0) {
                 ret = as_cli_usage(cmd, "--timeline-every %s: a positive count", optarg);
