@@ -14,8 +14,8 @@
 
 /* ---- helpers ---------------------------------------------------------------------- */
 
-static int write_events(const char *path, as_trace_fmt fmt, const as_meta *meta,
-                        const as_event *ev, size_t n)
+static int write_events(const char *path, as_trace_fmt fmt, const as_meta *meta, const as_event *ev,
+                        size_t n)
 {
     as_trace_writer *w;
     as_trace_error err;
@@ -107,7 +107,8 @@ static as_event *random_trace(uint64_t *seed, size_t n, char labels[][AS_MAX_LAB
             e->op = AS_OP_ALLOC;
             e->id = nalloc++;
             uint64_t sk = tu_rand(seed) % 8;
-            e->size = sk < 4 ? (uint64_t)512 << sk : 1 + tu_rand(seed) % (sk == 7 ? AS_MAX_ALLOC_SIZE : 1u << 30);
+            e->size = sk < 4 ? (uint64_t)512 << sk
+                             : 1 + tu_rand(seed) % (sk == 7 ? AS_MAX_ALLOC_SIZE : 1u << 30);
             uint64_t st = tu_rand(seed) % 10;
             e->stream = st < 6 ? 0 : st < 9 ? 0x7f0000001000ull + st : tu_rand(seed);
             live[nlive++] = e->id;
@@ -225,7 +226,10 @@ static void rb_bytes(rawbuf *r, const void *p, size_t n)
     memcpy(r->b + r->n, p, n);
     r->n += n;
 }
-static void rb_u8(rawbuf *r, uint8_t v) { r->b[r->n++] = v; }
+static void rb_u8(rawbuf *r, uint8_t v)
+{
+    r->b[r->n++] = v;
+}
 static void rb_var(rawbuf *r, uint64_t v)
 {
     while (v >= 0x80) {
@@ -286,9 +290,9 @@ static void codec_errors(void)
 
     /* A valid minimal file: one block (ALLOC literal 4096, FREE d=1), the end record. */
     rb_header(&r);
-    rb_var(&r, 2);                 /* 2 events */
-    rb_var(&r, 4);                 /* structure: tag 0xF0, varint 4096 (2 bytes), tag 0x01 */
-    rb_var(&r, 0);                 /* no times */
+    rb_var(&r, 2); /* 2 events */
+    rb_var(&r, 4); /* structure: tag 0xF0, varint 4096 (2 bytes), tag 0x01 */
+    rb_var(&r, 0); /* no times */
     rb_u8(&r, 60 << 2 | 0);
     rb_var(&r, 4096);
     rb_u8(&r, 0 << 2 | 1);
@@ -478,7 +482,9 @@ static size_t loop_trace(as_trace_writer *w, size_t steps, uint64_t *seed)
         size_t k = 24;
         for (size_t i = 0; i < k; i++) {
             t += (int64_t)(tu_rand(seed) % 20);
-            as_event e = {.op = AS_OP_ALLOC, .id = id++, .size = base[i % 7] * (i % 3 ? batch : 1),
+            as_event e = {.op = AS_OP_ALLOC,
+                          .id = id++,
+                          .size = base[i % 7] * (i % 3 ? batch : 1),
                           .time_us = t};
             as_trace_write(w, &e);
             n++;

@@ -4,12 +4,12 @@
  * the batch API, and memory bounded by live allocations rather than trace length.
  */
 #include <CUnit/CUnit.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <fcntl.h>
 #include <zstd.h>
 
 #include "source.h"
@@ -89,8 +89,7 @@ static void reader_validation(void)
     CU_ASSERT_EQUAL(err.line, 4);
     CU_ASSERT_EQUAL(err.event, 2);
     CU_ASSERT_EQUAL(n, 2);
-    CU_ASSERT_EQUAL(text_case("alloc 0 1\nfree_req 0\nfree_req 0\n", &err, &n),
-                    AS_TRACE_EINVAL);
+    CU_ASSERT_EQUAL(text_case("alloc 0 1\nfree_req 0\nfree_req 0\n", &err, &n), AS_TRACE_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "twice"));
     CU_ASSERT_EQUAL(text_case("alloc 0 1\nfree_req 0\nfree 0\nfree_req 0\n", &err, &n),
                     AS_TRACE_EINVAL);
@@ -104,12 +103,12 @@ static void reader_lenient(void)
 {
     const char *p = tu_write_tmp(".txt", "allocsim-text 1\n"
                                          "alloc 0 1\n"
-                                         "free 5\n"       /* unknown: skipped */
-                                         "alloc 1 0\n"    /* zero size: skipped */
-                                         "alloc 2 7\n"    /* becomes id 1 */
-                                         "free 1\n"       /* the skipped one: skipped */
-                                         "free 2\n"       /* frees output id 1 */
-                                         "free 2\n");     /* double: skipped */
+                                         "free 5\n"    /* unknown: skipped */
+                                         "alloc 1 0\n" /* zero size: skipped */
+                                         "alloc 2 7\n" /* becomes id 1 */
+                                         "free 1\n"    /* the skipped one: skipped */
+                                         "free 2\n"    /* frees output id 1 */
+                                         "free 2\n");  /* double: skipped */
     as_reader_opts o = {.lenient = 1};
     as_trace_reader *r;
     CU_ASSERT_EQUAL_FATAL(as_trace_open(p, &o, &r, NULL), 0);
@@ -186,8 +185,7 @@ static void reader_unreadable(void)
 {
     as_trace_error err;
     uint64_t n;
-    CU_ASSERT_EQUAL(drain("/nonexistent/allocsim/trace.zst", NULL, &err, &n, NULL),
-                    AS_TRACE_EIO);
+    CU_ASSERT_EQUAL(drain("/nonexistent/allocsim/trace.zst", NULL, &err, &n, NULL), AS_TRACE_EIO);
     CU_ASSERT_STRING_EQUAL(err.path, "/nonexistent/allocsim/trace.zst");
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "No such file"));
     CU_ASSERT_EQUAL(drain("/tmp", NULL, &err, &n, NULL), AS_TRACE_EIO);
@@ -219,8 +217,7 @@ static void reader_writer_validates(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "double free"));
     /* convert refuses to overwrite its input */
     const char *t = tu_write_tmp(".txt", "allocsim-text 1\nalloc 0 1\n");
-    CU_ASSERT_EQUAL(as_trace_convert(t, t, AS_FMT_NATIVE, NULL, NULL, NULL, &err),
-                    AS_TRACE_EUSAGE);
+    CU_ASSERT_EQUAL(as_trace_convert(t, t, AS_FMT_NATIVE, NULL, NULL, NULL, &err), AS_TRACE_EUSAGE);
     uint64_t n = 0;
     CU_ASSERT_EQUAL(drain(t, NULL, &err, &n, NULL), AS_TRACE_EOF); /* input untouched */
     CU_ASSERT_EQUAL(n, 1);
@@ -270,7 +267,10 @@ static int gen_next(void *st, as_event *ev, as_trace_error *err)
     return 0;
 }
 
-static void gen_close(void *st) { free(st); }
+static void gen_close(void *st)
+{
+    free(st);
+}
 
 static const as_source_ops gen_ops = {
     .name = "test-gen", .fmt = AS_FMT_UNKNOWN, .next = gen_next, .close = gen_close};
@@ -288,7 +288,7 @@ static void reader_from_source(void)
     as_event evs[16];
     size_t n;
     CU_ASSERT_EQUAL(as_trace_next_batch(r, evs, 16, &n), 0);
-    CU_ASSERT_EQUAL(n, 7);  /* the 8th is invalid: the 7 before it come first */
+    CU_ASSERT_EQUAL(n, 7); /* the 8th is invalid: the 7 before it come first */
     CU_ASSERT_EQUAL(evs[5].op, AS_OP_FREE);
     CU_ASSERT_EQUAL(evs[5].size, 104); /* filled from the allocation */
     CU_ASSERT_EQUAL(as_trace_next_batch(r, evs, 16, &n), AS_TRACE_EINVAL);

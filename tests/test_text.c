@@ -25,21 +25,20 @@ static char *slurp(const char *path)
 
 static void text_parse_by_hand(void)
 {
-    const char *p = tu_write_tmp(".log",
-                                 "allocsim-text 1   # made by hand\n"
-                                 "\n"
-                                 "# a comment\n"
-                                 "meta source=hand # trailing comment\n"
-                                 "meta device=H200\n"
-                                 "alloc 0 2MiB s=0x7f00 t=100\n"
-                                 "  alloc 1 1K t=-3\r\n"
-                                 "alloc 2 3G s=17\n"
-                                 "free_req 0 t=101\n"
-                                 "mark step 1 # done\n"
-                                 "mark epoch#2 end t=7\n"
-                                 "free 0\n"
-                                 "empty_cache t=200\n"
-                                 "free 1");
+    const char *p = tu_write_tmp(".log", "allocsim-text 1   # made by hand\n"
+                                         "\n"
+                                         "# a comment\n"
+                                         "meta source=hand # trailing comment\n"
+                                         "meta device=H200\n"
+                                         "alloc 0 2MiB s=0x7f00 t=100\n"
+                                         "  alloc 1 1K t=-3\r\n"
+                                         "alloc 2 3G s=17\n"
+                                         "free_req 0 t=101\n"
+                                         "mark step 1 # done\n"
+                                         "mark epoch#2 end t=7\n"
+                                         "free 0\n"
+                                         "empty_cache t=200\n"
+                                         "free 1");
     as_trace_reader *r;
     as_trace_error err;
     CU_ASSERT_EQUAL_FATAL(as_trace_open(p, NULL, &r, &err), 0);
@@ -177,8 +176,7 @@ static void text_errors(void)
     CU_ASSERT_EQUAL(text_err("allocsim-text 1\nmark a\\q\n", &err), AS_TRACE_ECORRUPT);
     CU_ASSERT_EQUAL(err.offset, 22);
     /* Semantic errors found by the reader still name the event's line and byte. */
-    CU_ASSERT_EQUAL(text_err("allocsim-text 1\n# c\nalloc 0 1\n  free 1\n", &err),
-                    AS_TRACE_EINVAL);
+    CU_ASSERT_EQUAL(text_err("allocsim-text 1\n# c\nalloc 0 1\n  free 1\n", &err), AS_TRACE_EINVAL);
     CU_ASSERT_EQUAL(err.line, 4);
     CU_ASSERT_EQUAL(err.offset, 32);
     CU_ASSERT_EQUAL(err.event, 1);

@@ -15,8 +15,7 @@
 
 #define COPY_BATCH 1024
 
-int as_trace_copy(as_trace_reader *r, as_trace_writer *w, uint64_t *events,
-                  as_trace_error *err)
+int as_trace_copy(as_trace_reader *r, as_trace_writer *w, uint64_t *events, as_trace_error *err)
 {
     as_event evs[COPY_BATCH];
     uint64_t n = 0;
@@ -70,9 +69,8 @@ as_trace_fmt as_trace_fmt_for_output(const char *path)
     return AS_FMT_NATIVE;
 }
 
-int as_trace_convert(const char *in, const char *out, as_trace_fmt fmt,
-                     const as_reader_opts *opts, const as_meta *extra, uint64_t *events,
-                     as_trace_error *err)
+int as_trace_convert(const char *in, const char *out, as_trace_fmt fmt, const as_reader_opts *opts,
+                     const as_meta *extra, uint64_t *events, as_trace_error *err)
 {
     as_trace_error tmp;
     if (!err)
@@ -110,7 +108,7 @@ int as_trace_convert(const char *in, const char *out, as_trace_fmt fmt,
     int wrc = as_trace_writer_close(w, &werr);
     w = NULL;
     if (rc < 0 && as_trace_reader_error(r))
-        *err = cerr;          /* the input was bad */
+        *err = cerr; /* the input was bad */
     else if (wrc < 0)
         rc = wrc, *err = werr; /* the writer's own, precise error */
     else if (rc < 0)

@@ -18,11 +18,11 @@
 
 #include "trace_internal.h"
 
-#define IN_CHUNK (128u << 10)        /* raw read size and initial window */
-#define IN_MAX_PEEK (64u << 20)      /* a peek larger than this is refused */
+#define IN_CHUNK (128u << 10)   /* raw read size and initial window */
+#define IN_MAX_PEEK (64u << 20) /* a peek larger than this is refused */
 
 struct as_instream {
-    int fd;         /* -1 for memory streams */
+    int fd; /* -1 for memory streams */
     int own_fd;
     char path[256];
     /* decompressed window */
@@ -37,8 +37,8 @@ struct as_instream {
     uint64_t raw_done, raw_total;
     /* zstd */
     ZSTD_DStream *zd;
-    size_t zret;    /* last ZSTD_decompressStream result: 0 = at a frame boundary */
-    int zdone;      /* decompressed stream fully drained */
+    size_t zret; /* last ZSTD_decompressStream result: 0 = at a frame boundary */
+    int zdone;   /* decompressed stream fully drained */
     /* sticky error */
     as_trace_error err;
     int failed;
@@ -174,10 +174,9 @@ static int window_fill(as_instream *in)
         ZSTD_outBuffer ob = {in->buf, in->cap, in->len};
         size_t r = ZSTD_decompressStream(in->zd, &ob, &ib);
         if (ZSTD_isError(r))
-            return stream_fail(in, AS_TRACE_ECORRUPT,
-                               "corrupt zstd data near compressed byte %llu: %s",
-                               (unsigned long long)(in->raw_done + (ib.pos - in->raw_pos)),
-                               ZSTD_getErrorName(r));
+            return stream_fail(
+                in, AS_TRACE_ECORRUPT, "corrupt zstd data near compressed byte %llu: %s",
+                (unsigned long long)(in->raw_done + (ib.pos - in->raw_pos)), ZSTD_getErrorName(r));
         in->raw_done += ib.pos - in->raw_pos;
         in->raw_pos = ib.pos;
         in->zret = r;
@@ -235,9 +234,18 @@ void as_instream_skip(as_instream *in, size_t n)
     in->pos += n < avail ? n : avail;
 }
 
-uint64_t as_instream_offset(const as_instream *in) { return in->base + in->pos; }
-const char *as_instream_path(const as_instream *in) { return in->path; }
-int as_instream_is_zstd(const as_instream *in) { return in->zd != NULL; }
+uint64_t as_instream_offset(const as_instream *in)
+{
+    return in->base + in->pos;
+}
+const char *as_instream_path(const as_instream *in)
+{
+    return in->path;
+}
+int as_instream_is_zstd(const as_instream *in)
+{
+    return in->zd != NULL;
+}
 
 void as_instream_progress(const as_instream *in, uint64_t *done, uint64_t *total)
 {
@@ -323,8 +331,8 @@ int as_instream_open(const char *path, as_instream **out, as_trace_error *err)
     } else {
         in->fd = open(path, O_RDONLY | O_CLOEXEC);
         if (in->fd < 0) {
-            int rc = as_trace_set_error(err, AS_TRACE_EIO, path, UINT64_MAX, 0,
-                                        "cannot open: %s", strerror(errno));
+            int rc = as_trace_set_error(err, AS_TRACE_EIO, path, UINT64_MAX, 0, "cannot open: %s",
+                                        strerror(errno));
             free(in);
             return rc;
         }

@@ -30,7 +30,7 @@ enum { S_EMPTY_CACHE = 0, S_MARK = 1, S_SET_STREAM = 2, S_NEW_STREAM = 3 };
 /* Time column: varint u per event (only in blocks where some event has a time). */
 enum { T_NONE = 0, T_ABS = 1, T_DELTA0 = 2 };
 
-#define BLOCK_EVENTS 16384        /* writer: events per block */
+#define BLOCK_EVENTS 16384          /* writer: events per block */
 #define BLOCK_MAX_EVENTS (1u << 20) /* reader: limits against corrupt headers */
 #define BLOCK_MAX_BYTES (32u << 20)
 #define MAX_STREAMS 65536
@@ -44,8 +44,14 @@ static inline unsigned size_slot(uint64_t size)
     return (unsigned)((((size * 0x9E3779B97F4A7C15ull) >> 32) * SIZE_SLOTS) >> 32);
 }
 
-static inline uint64_t zz_enc(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
-static inline int64_t zz_dec(uint64_t u) { return (int64_t)(u >> 1) ^ -(int64_t)(u & 1); }
+static inline uint64_t zz_enc(int64_t v)
+{
+    return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+static inline int64_t zz_dec(uint64_t u)
+{
+    return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+}
 
 /* ---- decoding --------------------------------------------------------------------- */
 
@@ -122,11 +128,10 @@ static inline size_t varint(const uint8_t *p, const uint8_t *end, uint64_t *v)
     return varint_slow(p, end, v);
 }
 
-static int nfail(native_st *s, as_trace_error *err, int code, uint64_t off, const char *fmt,
-                 ...) __attribute__((format(printf, 5, 6)));
+static int nfail(native_st *s, as_trace_error *err, int code, uint64_t off, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
-static int nfail(native_st *s, as_trace_error *err, int code, uint64_t off, const char *fmt,
-                 ...)
+static int nfail(native_st *s, as_trace_error *err, int code, uint64_t off, const char *fmt, ...)
 {
     const as_trace_error *se = as_instream_error(s->in);
     if (se) {
@@ -160,8 +165,7 @@ static int rd_varint(native_st *s, uint64_t *v, const char *what, as_trace_error
     return 0;
 }
 
-static int rd_string(native_st *s, char **out, uint64_t max, const char *what,
-                     as_trace_error *err)
+static int rd_string(native_st *s, char **out, uint64_t max, const char *what, as_trace_error *err)
 {
     uint64_t len;
     int rc = rd_varint(s, &len, what, err);
@@ -448,8 +452,7 @@ int as_native_next_batch(void *stp, as_validator *vd, as_event *evs, size_t cap,
                     if (!(used = varint(sp, se, &v)))
                         goto bad_varint;
                     sp += used;
-                    if (v > AS_MAX_LABEL || (uint64_t)(se - sp) < v ||
-                        memchr(sp, 0, (size_t)v)) {
+                    if (v > AS_MAX_LABEL || (uint64_t)(se - sp) < v || memchr(sp, 0, (size_t)v)) {
                         rc = nfail(s, err, AS_TRACE_ECORRUPT, base + (uint64_t)(ev_start - sb),
                                    "corrupt MARK label (length %llu)", (unsigned long long)v);
                         goto out;
@@ -527,8 +530,8 @@ int as_native_next_batch(void *stp, as_validator *vd, as_event *evs, size_t cap,
                         prev_time = (int64_t)((uint64_t)prev_time + (uint64_t)zz_dec(v - T_DELTA0));
                     }
                     if (prev_time == AS_TIME_NONE) {
-                        rc = nfail(s, err, AS_TRACE_ECORRUPT,
-                                   base + s->s_len + (uint64_t)(tp - tb), "time out of range");
+                        rc = nfail(s, err, AS_TRACE_ECORRUPT, base + s->s_len + (uint64_t)(tp - tb),
+                                   "time out of range");
                         goto out;
                     }
                     ev->time_us = prev_time;
@@ -556,8 +559,7 @@ int as_native_next_batch(void *stp, as_validator *vd, as_event *evs, size_t cap,
             goto out;
         bad_varint:
             rc = nfail(s, err, AS_TRACE_ECORRUPT, base + (uint64_t)(sp - sb),
-                       sp >= se ? "block structure column ends inside a record"
-                                : "corrupt varint");
+                       sp >= se ? "block structure column ends inside a record" : "corrupt varint");
             goto out;
         trunc_s:
             rc = nfail(s, err, AS_TRACE_ECORRUPT, base + (uint64_t)(sp - sb),
@@ -656,8 +658,8 @@ static inline void put_varint(buf *b, uint64_t v)
 typedef struct native_w {
     as_outfile *o;
     ZSTD_CCtx *cc;
-    buf zout;           /* compressed bytes on their way to the file */
-    buf hdr, s, t;      /* block header, structure and time columns */
+    buf zout;      /* compressed bytes on their way to the file */
+    buf hdr, s, t; /* block header, structure and time columns */
     uint32_t nev;
     int any_time;
     uint64_t size_cache[SIZE_SLOTS];
@@ -670,8 +672,7 @@ typedef struct native_w {
     int64_t prev_time;
 } native_w;
 
-static int zwrite(native_w *w, const void *p, size_t n, ZSTD_EndDirective mode,
-                  as_trace_error *err)
+static int zwrite(native_w *w, const void *p, size_t n, ZSTD_EndDirective mode, as_trace_error *err)
 {
     ZSTD_inBuffer ib = {p, n, 0};
     for (;;) {
@@ -692,8 +693,7 @@ static int zwrite(native_w *w, const void *p, size_t n, ZSTD_EndDirective mode,
 
 static int nw_oom(native_w *w, as_trace_error *err)
 {
-    return as_trace_set_error(err, AS_TRACE_ENOMEM, w->o->path, UINT64_MAX, 0,
-                              "out of memory");
+    return as_trace_set_error(err, AS_TRACE_ENOMEM, w->o->path, UINT64_MAX, 0, "out of memory");
 }
 
 static int flush_block(native_w *w, as_trace_error *err)
@@ -869,8 +869,7 @@ static int nw_open(as_outfile *o, const as_meta *meta, void **stp, as_trace_erro
     *stp = NULL;
     native_w *w = calloc(1, sizeof *w);
     if (!w)
-        return as_trace_set_error(err, AS_TRACE_ENOMEM, o->path, UINT64_MAX, 0,
-                                  "out of memory");
+        return as_trace_set_error(err, AS_TRACE_ENOMEM, o->path, UINT64_MAX, 0, "out of memory");
     w->o = o;
     int rc;
     w->cc = ZSTD_createCCtx();

@@ -65,9 +65,18 @@ int as_live_rehash(as_live *t, size_t ncap)
     return 0;
 }
 
-as_live_ent *as_live_find(as_live *t, uint64_t id) { return live_find(t, id); }
-as_live_ent *as_live_insert(as_live *t, uint64_t id) { return live_insert(t, id); }
-void as_live_remove(as_live *t, as_live_ent *e) { live_remove(t, e); }
+as_live_ent *as_live_find(as_live *t, uint64_t id)
+{
+    return live_find(t, id);
+}
+as_live_ent *as_live_insert(as_live *t, uint64_t id)
+{
+    return live_insert(t, id);
+}
+void as_live_remove(as_live *t, as_live_ent *e)
+{
+    live_remove(t, e);
+}
 
 void as_live_free(as_live *t)
 {
@@ -75,7 +84,10 @@ void as_live_free(as_live *t)
     memset(t, 0, sizeof *t);
 }
 
-size_t as_live_bytes(const as_live *t) { return t->cap * sizeof(as_live_ent); }
+size_t as_live_bytes(const as_live *t)
+{
+    return t->cap * sizeof(as_live_ent);
+}
 
 /* ---- validation ------------------------------------------------------------------ */
 
@@ -115,8 +127,8 @@ int as_validate(as_validator *v, as_event *ev, char *msg, size_t cap)
         e = live_find(&v->live, ev->id);
         if (!e) {
             if (ev->id < v->allocs_in)
-                snprintf(msg, cap, "%s %llu: double free (allocation %llu was already freed)",
-                         what, (unsigned long long)ev->id, (unsigned long long)ev->id);
+                snprintf(msg, cap, "%s %llu: double free (allocation %llu was already freed)", what,
+                         (unsigned long long)ev->id, (unsigned long long)ev->id);
             else if (v->allocs_in == 0)
                 snprintf(msg, cap, "%s %llu: unknown id (no allocation yet)", what,
                          (unsigned long long)ev->id);
@@ -181,7 +193,7 @@ struct as_trace_reader {
     uint64_t in_events; /* events taken from the decoder (the input position) */
     int rc;             /* sticky: AS_TRACE_EOF or an error, once reached */
     as_trace_error err;
-    int native;         /* ops == &as_src_native: use the batch decoder */
+    int native; /* ops == &as_src_native: use the batch decoder */
     /* events validated ahead for as_trace_next (native batches) */
     as_event *ahead;
     size_t ahead_n, ahead_pos;
@@ -337,8 +349,14 @@ const as_trace_error *as_trace_reader_error(const as_trace_reader *r)
     return r->rc < 0 ? &r->err : NULL;
 }
 
-const as_meta *as_trace_reader_meta(const as_trace_reader *r) { return &r->meta; }
-as_trace_fmt as_trace_reader_format(const as_trace_reader *r) { return r->fmt; }
+const as_meta *as_trace_reader_meta(const as_trace_reader *r)
+{
+    return &r->meta;
+}
+as_trace_fmt as_trace_reader_format(const as_trace_reader *r)
+{
+    return r->fmt;
+}
 
 uint64_t as_trace_reader_warnings(const as_trace_reader *r)
 {

@@ -13,8 +13,8 @@
  * Invariant: the decoder consumes a line only once it has parsed it, so every error names
  * the line and the byte offset of the offending token.
  */
-#include <stdio.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,23 +26,22 @@
 
 typedef struct text_st {
     as_instream *in;
-    uint64_t line;          /* 1-based number of the line being parsed */
+    uint64_t line; /* 1-based number of the line being parsed */
     int seen_event;
     char label[AS_MAX_LABEL + 1];
     /* the current (peeked, not yet consumed) line */
     const char *lp;
-    size_t llen;            /* without the newline */
-    size_t lconsume;        /* bytes to skip, newline included */
-    uint64_t loff;          /* stream offset of the line start */
+    size_t llen;     /* without the newline */
+    size_t lconsume; /* bytes to skip, newline included */
+    uint64_t loff;   /* stream offset of the line start */
 } text_st;
 
 /* ---- lexing ----------------------------------------------------------------------- */
 
-static int fail_at(text_st *s, as_trace_error *err, int code, const char *at, const char *fmt,
-                   ...) __attribute__((format(printf, 5, 6)));
+static int fail_at(text_st *s, as_trace_error *err, int code, const char *at, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
-static int fail_at(text_st *s, as_trace_error *err, int code, const char *at, const char *fmt,
-                   ...)
+static int fail_at(text_st *s, as_trace_error *err, int code, const char *at, const char *fmt, ...)
 {
     const as_trace_error *se = as_instream_error(s->in);
     if (se) {
@@ -92,9 +91,15 @@ static int peek_line(text_st *s, as_trace_error *err)
     }
 }
 
-static void consume_line(text_st *s) { as_instream_skip(s->in, s->lconsume); }
+static void consume_line(text_st *s)
+{
+    as_instream_skip(s->in, s->lconsume);
+}
 
-static int is_blank(char c) { return c == ' ' || c == '\t'; }
+static int is_blank(char c)
+{
+    return c == ' ' || c == '\t';
+}
 
 /* The meaningful part of the current line: comment stripped, blanks trimmed. */
 static void line_body(const text_st *s, const char **b, const char **e)
@@ -294,8 +299,7 @@ static int text_probe(const uint8_t *head, size_t n)
     return n > m && memcmp(head, TEXT_MAGIC, m) == 0 && is_blank((char)head[m]);
 }
 
-static int parse_meta(text_st *s, as_meta *meta, const char *p, const char *e,
-                      as_trace_error *err)
+static int parse_meta(text_st *s, as_meta *meta, const char *p, const char *e, as_trace_error *err)
 {
     while (p < e && is_blank(*p))
         p++;
@@ -389,16 +393,15 @@ bad:
 }
 
 /* Optional trailing "s=STREAM" / "t=TIME_US" parameters. */
-static int parse_params(text_st *s, const char *p, const char *e, int allow_stream,
-                        as_event *ev, as_trace_error *err)
+static int parse_params(text_st *s, const char *p, const char *e, int allow_stream, as_event *ev,
+                        as_trace_error *err)
 {
     const char *tb, *te;
     int seen_s = 0, seen_t = 0;
     while (next_tok(&p, e, &tb, &te)) {
         if (te - tb > 2 && tb[0] == 's' && tb[1] == '=' && allow_stream && !seen_s) {
             if (parse_exact_u64(tb + 2, te, 1, &ev->stream) < 0)
-                return fail_at(s, err, AS_TRACE_ECORRUPT, tb + 2,
-                               "bad stream (decimal or 0x hex)");
+                return fail_at(s, err, AS_TRACE_ECORRUPT, tb + 2, "bad stream (decimal or 0x hex)");
             seen_s = 1;
         } else if (te - tb > 2 && tb[0] == 't' && tb[1] == '=' && !seen_t) {
             if (parse_i64(tb + 2, te, &ev->time_us) < 0 || ev->time_us == AS_TIME_NONE)
@@ -492,7 +495,10 @@ static int text_next(void *stp, as_event *ev, as_trace_error *err)
     return 0;
 }
 
-static void text_close(void *st) { free(st); }
+static void text_close(void *st)
+{
+    free(st);
+}
 
 const as_source_ops as_src_text = {
     .name = "text",
@@ -567,8 +573,7 @@ static int text_w_open(as_outfile *o, const as_meta *meta, void **stp, as_trace_
     *stp = NULL;
     text_w *w = calloc(1, sizeof *w);
     if (!w)
-        return as_trace_set_error(err, AS_TRACE_ENOMEM, o->path, UINT64_MAX, 0,
-                                  "out of memory");
+        return as_trace_set_error(err, AS_TRACE_ENOMEM, o->path, UINT64_MAX, 0, "out of memory");
     w->o = o;
     static const char head[] = TEXT_MAGIC " 1\n";
     int rc = as_outfile_write(o, head, sizeof head - 1, err);
@@ -577,8 +582,7 @@ static int text_w_open(as_outfile *o, const as_meta *meta, void **stp, as_trace_
         size_t klen = strlen(meta->kv[i].key);
         char *line = malloc(klen + 4 * strlen(v) + 8);
         if (!line) {
-            rc = as_trace_set_error(err, AS_TRACE_ENOMEM, o->path, UINT64_MAX, 0,
-                                    "out of memory");
+            rc = as_trace_set_error(err, AS_TRACE_ENOMEM, o->path, UINT64_MAX, 0, "out of memory");
             break;
         }
         char *p = put_str(line, "meta ");

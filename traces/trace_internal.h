@@ -42,8 +42,7 @@ void as_instream_take_mark(as_instream *in, uint64_t *offset, uint64_t *line);
 
 /* Fills err (code, path, offset, line, event = UINT64_MAX, message). Returns code. */
 int as_trace_set_error(as_trace_error *err, int code, const char *path, uint64_t offset,
-                       uint64_t line, const char *fmt, ...)
-    __attribute__((format(printf, 6, 7)));
+                       uint64_t line, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 int as_trace_vset_error(as_trace_error *err, int code, const char *path, uint64_t offset,
                         uint64_t line, const char *fmt, va_list ap)
     __attribute__((format(printf, 6, 0)));
@@ -51,20 +50,20 @@ int as_trace_vset_error(as_trace_error *err, int code, const char *path, uint64_
 /* ---- live table (reader.c): open addressing keyed by allocation id --------------- */
 
 typedef struct as_live_ent {
-    uint64_t key;    /* id + 1; 0 marks an empty slot */
+    uint64_t key; /* id + 1; 0 marks an empty slot */
     uint64_t size;
     uint64_t stream;
     uint64_t out_id; /* the id handed out (differs from the input id only after lenient
                         skips of bad ALLOCs); bit 63 is AS_LIVE_FREEREQ */
-} as_live_ent; /* 32 bytes: two per cache line */
+} as_live_ent;       /* 32 bytes: two per cache line */
 
 #define AS_LIVE_FREEREQ (1ull << 63) /* in out_id: a FREE_REQ was seen */
 #define AS_LIVE_ID(e) ((e)->out_id & ~AS_LIVE_FREEREQ)
 
 typedef struct as_live {
     as_live_ent *slot;
-    size_t cap;   /* power of two, or 0 before first use */
-    size_t n;     /* live entries */
+    size_t cap; /* power of two, or 0 before first use */
+    size_t n;   /* live entries */
     unsigned shift;
 } as_live;
 

@@ -34,8 +34,8 @@ static int write_all(as_outfile *o, const void *p, size_t n, as_trace_error *err
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0)
-            return as_trace_set_error(err, AS_TRACE_EIO, o->path, o->written, 0,
-                                      "write failed: %s", strerror(errno));
+            return as_trace_set_error(err, AS_TRACE_EIO, o->path, o->written, 0, "write failed: %s",
+                                      strerror(errno));
         b += w;
         n -= (size_t)w;
         o->written += (uint64_t)w;
@@ -98,8 +98,8 @@ int as_trace_writer_open(const char *path, as_trace_fmt fmt, const as_meta *meta
     } else {
         w->o.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (w->o.fd < 0) {
-            rc = as_trace_set_error(err, AS_TRACE_EIO, path, UINT64_MAX, 0,
-                                    "cannot create: %s", strerror(errno));
+            rc = as_trace_set_error(err, AS_TRACE_EIO, path, UINT64_MAX, 0, "cannot create: %s",
+                                    strerror(errno));
             goto bad;
         }
         w->o.own_fd = 1;
