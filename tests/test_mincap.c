@@ -255,6 +255,16 @@ static void mincap_command(void)
     CU_ASSERT(strstr(out, "\"fits_from\": 262144000") != NULL);
     CU_ASSERT(strstr(out, "{\"lo\": 230686720, \"hi\": 260046848, \"count\": 15") != NULL);
 
+    /* The same capacities as a sweep of `run`: -c LO..HI/STEP and --sweep add runs in order;
+     * 218 MiB fits, 220 and 222 fail at alloc 3, 250 fits (as the table above says). */
+    snprintf(args, sizeof args,
+             "run -q -p torch -c 218MiB..222MiB/2MiB --sweep 250MiB:250MiB:2MiB -f csv '%s'", path);
+    CU_ASSERT_EQUAL_FATAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
+    CU_ASSERT(strstr(out, ",torch,228589568,1,") != NULL);
+    CU_ASSERT(strstr(out, ",torch,230686720,0,") != NULL);
+    CU_ASSERT(strstr(out, ",torch,232783872,0,") != NULL);
+    CU_ASSERT(strstr(out, ",torch,262144000,1,") != NULL);
+
     /* Usage errors exit 2, an unreadable trace 1. */
     CU_ASSERT_EQUAL(tu_run_allocsim("mincap -p torch", NULL, 0, err, sizeof err), 2);
     CU_ASSERT_EQUAL(tu_run_allocsim("mincap -p torch --step 3MiB x", NULL, 0, err, sizeof err), 2);
