@@ -572,11 +572,13 @@ static void json_trace(FILE *f, const rep_trace *t)
     fputs("}}", f);
 }
 
-static void json_run(FILE *f, const rep_run *rr)
+static void json_run(FILE *f, const rep_run *rr, const char *file)
 {
     const as_run_result *x = &rr->res;
     int oom = x->oom_event != AS_NONE;
-    fprintf(f, "{\"trace\": %u, \"policy\": ", rr->trace);
+    fprintf(f, "{\"trace\": %u, \"file\": ", rr->trace);
+    json_str(f, file);
+    fputs(", \"policy\": ", f);
     json_str(f, x->policy);
     fputs(", ", f);
     json_u64(f, "capacity", x->capacity != AS_CAPACITY_NONE, x->capacity, 0);
@@ -626,7 +628,7 @@ static void write_json(const as_report *r, FILE *f)
     fputs("],\n \"runs\": [", f);
     for (unsigned i = 0; i < r->nr; i++) {
         fputs(i ? ",\n  " : "\n  ", f);
-        json_run(f, &r->r[i]);
+        json_run(f, &r->r[i], r->t[r->r[i].trace].path);
     }
     fputs("]}\n", f);
 }
