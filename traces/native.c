@@ -506,7 +506,16 @@ int as_native_next_batch(void *stp, as_validator *vd, as_event *evs, size_t cap,
                     goto bad_tag;
                 }
             }
-            if (has_time) {
+            if (has_time && tp < te && (unsigned)(*tp - T_DELTA0) < 0x80 - T_DELTA0) {
+                /* the common case: a one-byte delta */
+                prev_time = (int64_t)((uint64_t)prev_time + (uint64_t)zz_dec(*tp++ - T_DELTA0));
+                if (prev_time == AS_TIME_NONE) {
+                    rc = nfail(s, err, AS_TRACE_ECORRUPT, base + s->s_len + (uint64_t)(tp - tb),
+                               "time out of range");
+                    goto out;
+                }
+                ev->time_us = prev_time;
+            } else if (has_time) {
                 if (!(used = varint(tp, te, &v))) {
                     rc = nfail(s, err, AS_TRACE_ECORRUPT, base + s->s_len + (uint64_t)(tp - tb),
                                tp >= te ? "time column shorter than its block"
