@@ -874,19 +874,21 @@ int as_treap_check(const as_heap *h, const as_treap *t, as_check_failure *f)
 
 /* ---- binned size index ------------------------------------------------------------------ */
 
-void as_bins_init(as_bins *bins)
+void as_bins_init(as_bins *bins) { memset(bins, 0, sizeof *bins); }
+
+/* A bin as a treap: bins keep only the root, for a small cache footprint. */
+static inline as_treap bin_view(uint32_t root)
 {
-    memset(bins, 0, sizeof *bins);
-    for (unsigned f = 0; f < AS_BINS_FL; f++)
-        for (unsigned s = 0; s < 1u << AS_BINS_SL; s++)
-            bins->t[f][s].mode = AS_TREAP_SIZE;
+    return (as_treap){ .root = root, .mode = AS_TREAP_SIZE, .n = 1 };
 }
 
 void as_bins_insert(as_heap *h, as_bins *bins, uint32_t b)
 {
     unsigned fl, sl;
     as_tlsf_class(h->b[b].size, AS_BINS_SL, 0, &fl, &sl);
-    as_treap_insert(h, &bins->t[fl][sl], b);
+    as_treap t = bin_view(bins->root[fl][sl]);
+    as_treap_insert(h, &t, b);
+    bins->root[fl][sl] = t.root;
     bins->slmap[fl] |= 1u << sl;
     bins->flmap |= 1ull << fl;
     bins->n++;
@@ -896,10 +898,11 @@ void as_bins_remove(as_heap *h, as_bins *bins, uint32_t b)
 {
     unsigned fl, sl;
     as_tlsf_class(h->b[b].size, AS_BINS_SL, 0, &fl, &sl);
-    as_treap *t = &bins->t[fl][sl];
-    as_treap_remove(h, t, b);
+    as_treap t = bin_view(bins->root[fl][sl]);
+    as_treap_remove(h, &t, b);
+    bins->root[fl][sl] = t.root;
     bins->n--;
-    if (!t->n) {
+    if (!t.root) {
         bins->slmap[fl] &= ~(1u << sl);
         if (!bins->slmap[fl])
             bins->flmap &= ~(1ull << fl);
@@ -911,7 +914,8 @@ uint32_t as_bins_find(const as_heap *h, const as_bins *bins, uint64_t want)
     unsigned fl, sl;
     as_tlsf_class(want ? want : 1, AS_BINS_SL, 0, &fl, &sl);
     if (bins->slmap[fl] >> sl & 1) {
-        uint32_t b = as_treap_find(h, &bins->t[fl][sl], want);
+        as_treap t = bin_view(bins->root[fl][sl]);
+        uint32_t b = as_treap_find(h, &t, want);
         if (b)
             return b;
     }
@@ -923,7 +927,11 @@ uint32_t as_bins_find(const as_heap *h, const as_bins *bins, uint64_t want)
         fl = (unsigned)__builtin_ctzll(fm);
         m = bins->slmap[fl];
     }
-    return as_treap_find(h, &bins->t[fl][__builtin_ctz(m)], 0);
+    /* Every block of a higher bin fits: take that bin's smallest (leftmost). */
+    uint32_t n = bins->root[fl][__builtin_ctz(m)];
+    while (h->b[n].l)
+        n = h->b[n].l;
+    return n;
 }
 
 uint64_t as_bins_max(const as_heap *h, const as_bins *bins)
@@ -932,7 +940,19 @@ uint64_t as_bins_max(const as_heap *h, const as_bins *bins)
         return 0;
     unsigned fl = as_log2_floor(bins->flmap);
     unsigned sl = as_log2_floor(bins->slmap[fl]);
-    return as_treap_max(h, &bins->t[fl][sl]);
+    as_treap t = bin_view(bins->root[fl][sl]);
+    return as_treap_max(h, &t);
+}
+
+static uint64_t tcount(const as_heap *h, uint32_t n, uint64_t limit)
+{
+    uint64_t c = 0;
+    /* Bounded so that a cyclic (broken) tree cannot hang check(). */
+    while (n && c <= limit) {
+        c += 1 + tcount(h, h->b[n].l, limit);
+        n = h->b[n].r;
+    }
+    return c;
 }
 
 int as_bins_check(const as_heap *h, const as_bins *bins, as_check_failure *f)
@@ -942,22 +962,22 @@ int as_bins_check(const as_heap *h, const as_bins *bins, as_check_failure *f)
         if (!!(bins->flmap >> fl & 1) != (bins->slmap[fl] != 0))
             return as_check_fail(f, "bin bitmap: level-1 bit %u disagrees with level 2", fl);
         for (unsigned sl = 0; sl < 1u << AS_BINS_SL; sl++) {
-            const as_treap *t = &bins->t[fl][sl];
-            if (!!(bins->slmap[fl] >> sl & 1) != (t->n != 0))
+            uint32_t root = bins->root[fl][sl];
+            if (!!(bins->slmap[fl] >> sl & 1) != (root != AS_NIL))
                 return as_check_fail(f, "bin bitmap bit (%u,%u) disagrees with its bin", fl, sl);
-            if (!t->n)
+            if (!root)
                 continue;
-            int rc = as_treap_check(h, t, f);
+            as_treap t = bin_view(root);
+            t.n = tcount(h, root, h->nb);
+            int rc = as_treap_check(h, &t, f);
             if (rc)
                 return rc;
-            unsigned cf, cs;
-            uint32_t lo = as_treap_find(h, t, 0);
-            as_tlsf_class(h->b[lo].size, AS_BINS_SL, 0, &cf, &cs);
-            unsigned hf, hs;
-            as_tlsf_class(as_treap_max(h, t), AS_BINS_SL, 0, &hf, &hs);
+            unsigned cf, cs, hf, hs;
+            as_tlsf_class(h->b[as_treap_find(h, &t, 0)].size, AS_BINS_SL, 0, &cf, &cs);
+            as_tlsf_class(as_treap_max(h, &t), AS_BINS_SL, 0, &hf, &hs);
             if (cf != fl || cs != sl || hf != fl || hs != sl)
                 return as_check_fail(f, "bin (%u,%u) holds a block of another class", fl, sl);
-            n += t->n;
+            n += t.n;
         }
     }
     if (n != bins->n)

@@ -197,7 +197,7 @@ int as_treap_check(const as_heap *h, const as_treap *t, as_check_failure *f);
 typedef struct as_bins {
     uint64_t flmap;
     uint32_t slmap[AS_BINS_FL];
-    as_treap t[AS_BINS_FL][1u << AS_BINS_SL];
+    uint32_t root[AS_BINS_FL][1u << AS_BINS_SL]; /* a (size, addr) treap per bin */
     uint64_t n;
 } as_bins;
 
