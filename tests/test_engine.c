@@ -914,6 +914,46 @@ static void test_idring(void)
     free(live);
 }
 
+typedef struct proglog {
+    unsigned calls;
+    uint64_t last, bad;
+} proglog;
+
+static void prog_cb(void *user, uint64_t events, uint64_t done, uint64_t total)
+{
+    proglog *p = user;
+    (void)done;
+    (void)total;
+    p->bad += events < p->last;
+    p->last = events;
+    p->calls++;
+}
+
+/* Progress comes about every 2^20 events: 2.5 Mi events (MARKs, cheap) give two calls,
+ * with growing counts. */
+static void test_progress(void)
+{
+    size_t n = (5u << 20) / 2;
+    as_event *t = malloc(n * sizeof *t);
+    for (size_t i = 0; i < n; i++)
+        t[i] = tf_op(AS_OP_MARK);
+    t[0] = tf_alloc(0, 100);
+    as_policy_spec sp;
+    tf_spec(&sp, 0, 0, 0);
+    uint64_t cap = AS_CAPACITY_NONE;
+    proglog p = {0};
+    as_engine_opts o = {.threads = 2, .on_progress = prog_cb, .user = &p};
+    as_engine *e;
+    CU_ASSERT_EQUAL_FATAL(tf_run(t, n, &o, &sp, &cap, 1, &e), 0);
+    CU_ASSERT_EQUAL(p.calls, 2);
+    CU_ASSERT_EQUAL(p.bad, 0);
+    CU_ASSERT(p.last >= (2u << 20));
+    CU_ASSERT_EQUAL(as_engine_result(e, 0)->events, n);
+    as_engine_destroy(e);
+    tf_spec_free(&sp);
+    free(t);
+}
+
 CU_TestInfo test_engine[] = {
     {"OOM: oom_event counts every event, oom_alloc only ALLOCs", test_oom_indices},
     {"keep_going skips the failed request and its frees", test_keep_going},
@@ -924,5 +964,6 @@ CU_TestInfo test_engine[] = {
     {"segment map hook: after an event and at the OOM", test_walk_hook},
     {"results do not depend on the thread count", test_threads},
     {"id map: ring and hash map against a plain array", test_idring},
+    {"progress about every 2^20 events", test_progress},
     CU_TEST_INFO_NULL,
 };
