@@ -16,9 +16,19 @@ call here."readcol.gp" in "policy"
 nrows = RC_n
 array pol[nrows]
 do for [i=1:nrows] { pol[i] = RC[i] }
+# Several traces in one file: a panel per (trace, policy).
+has_trace = 0
+stats in every ::0::0 using (has_trace = sum [i=1:64] (columnhead(i) eq "trace" ? 1 : 0), 0) nooutput
+if (has_trace) {
+    base(s) = (strstrt(s, "/") == 0) ? s : base(s[strstrt(s, "/")+1:])
+    stem(s) = (strstrt(s, ".") <= 1) ? s : s[1:strstrt(s, ".")-1]
+    call here."readcol.gp" in "trace"
+    ntr = 0
+    do for [i=2:nrows] { if (RC[i] ne RC[1]) { ntr = 1 } }
+    if (ntr) { do for [i=1:nrows] { pol[i] = stem(base(RC[i])) . ": " . pol[i] } }
+}
 
-# Distinct policies in order of first appearance.
-plist = ""
+# Distinct panels in order of first appearance.
 np = 0
 array pname[nrows]
 do for [i=1:nrows] {
@@ -37,15 +47,15 @@ array minfit[np]
 array maxfail[np]
 array fitsfrom[np]
 array nfail_above[np]
-total = 0
-preq = 0
+array total[np]
+array preq[np]
 has_preq = 0
 stats in every ::0::0 using (has_preq = sum [i=1:64] (columnhead(i) eq "peak_requested" ? 1 : 0), 0) nooutput
 do for [k=1:np] {
-    minfit[k] = NaN; maxfail[k] = NaN; fitsfrom[k] = NaN; nfail_above[k] = 0
+    minfit[k] = NaN; maxfail[k] = NaN; fitsfrom[k] = NaN; nfail_above[k] = 0; total[k] = 0; preq[k] = 0
     stats in using (pol[int($0)+1] eq pname[k] ? (c = column("capacity"), \
         column("completed") != 0 ? (minfit[k] = (minfit[k] == minfit[k] && minfit[k] < c) ? minfit[k] : c, \
-                                    total = column("allocs") > total ? column("allocs") : total) \
+                                    total[k] = column("allocs") > total[k] ? column("allocs") : total[k]) \
                                  : (maxfail[k] = (maxfail[k] == maxfail[k] && maxfail[k] > c) ? maxfail[k] : c)) : 0, 0) nooutput
     stats in using (pol[int($0)+1] eq pname[k] && column("completed") != 0 && \
         (maxfail[k] != maxfail[k] || column("capacity") > maxfail[k]) ? \
@@ -54,12 +64,15 @@ do for [k=1:np] {
         (nfail_above[k] = nfail_above[k] + 1) : 0) nooutput
 }
 if (has_preq) {
-    stats in using (column("completed") != 0 && column("peak_requested") > preq ? (preq = column("peak_requested")) : 0, 0) nooutput
+    stats in using (k = sum [j=1:np] (pol[int($0)+1] eq pname[j] ? j : 0), \
+        column("completed") != 0 && column("peak_requested") > preq[k] ? (preq[k] = column("peak_requested")) : 0, 0) nooutput
 }
+pqmin = 0
+do for [k=1:np] { if (preq[k] > 0 && (pqmin == 0 || preq[k] < pqmin)) { pqmin = preq[k] } }
 stats in using (gib(column("capacity"))) nooutput
 xlo = STATS_min
 xhi = STATS_max
-if (preq > 0 && gib(preq) < xlo) { xlo = gib(preq) }
+if (pqmin > 0 && gib(pqmin) < xlo) { xlo = gib(pqmin) }
 # Above the last failure everything fits: zoom on [xlo, last change + a quarter], so that
 # the failures stay readable when one policy's uncapped peak is far out (xmax overrides).
 array chi[np]
@@ -84,7 +97,6 @@ if (!exists("title")) { title = "How far the trace gets at each capacity" }
 title = title . "\nline: allocations served before the first OOM (at the top: the whole trace fits); red x: fails again above the minimum"
 set multiplot layout np, 1 title title font ",14" margins 0.09, 0.97, (np > 1 ? 0.07 : 0.14), (np > 1 ? 0.88 : 0.8) spacing 0, 0.09
 set xrange [xlo - pad : xtop + pad]
-set yrange [0 : total * 1.38]
 set ytics format "%.0s%c"
 set ylabel "allocations served"
 unset key
@@ -93,14 +105,15 @@ do for [k=1:np] {
     unset label
     set title pname[k] font ",13" tc rgb col(k)
     if (k == np) { set xlabel "capacity (GiB)" } else { unset xlabel }
-    set arrow from graph 0, first total to graph 1, first total nohead lc rgb "#888888" dt 3
-    set label "complete (".sprintf("%d", total)." allocations)" at graph 0.02, first total left offset 0, 0.6 tc rgb "#555555"
-    if (preq > 0) {
-        set arrow from first gib(preq), graph 0 to first gib(preq), graph 1 nohead lc rgb "#888888" dt 2
-        set label "peak requested" at first gib(preq), graph 0.06 left offset 0.5, 0 tc rgb "#555555"
+    set yrange [0 : (total[k] > 0 ? total[k] : 1) * 1.38]
+    set arrow from graph 0, first total[k] to graph 1, first total[k] nohead lc rgb "#888888" dt 3
+    set label "complete (".sprintf("%d", total[k])." allocations)" at graph 0.02, first total[k] left offset 0, 0.6 tc rgb "#555555"
+    if (preq[k] > 0) {
+        set arrow from first gib(preq[k]), graph 0 to first gib(preq[k]), graph 1 nohead lc rgb "#888888" dt 2
+        set label "peak requested" at first gib(preq[k]), graph 0.06 left offset 0.5, 0 tc rgb "#555555"
     }
     if (chi[k] == chi[k] && chi[k] > xtop + pad) {
-        set label sprintf("fits up to the uncapped peak, %.2f GiB ->", chi[k]) at graph 0.99, first total right offset 0, -0.8 tc rgb col(k)
+        set label sprintf("fits up to the uncapped peak, %.2f GiB ->", chi[k]) at graph 0.99, first total[k] right offset 0, -0.8 tc rgb col(k)
     }
     if (minfit[k] == minfit[k]) {
         set arrow from first gib(minfit[k]), graph 0 to first gib(minfit[k]), graph 1 nohead lc rgb col(k) lw 2
@@ -112,7 +125,12 @@ do for [k=1:np] {
         } else {
             msg = msg . "; every larger capacity fits"
         }
-        set label msg at first gib(minfit[k]), graph 0.9 left offset 0.6, 0 tc rgb col(k) front
+        # Left of the line when the line is far right, so that the text stays inside.
+        if (gib(minfit[k]) > xlo + (xtop - xlo) * 0.55) {
+            set label msg at first gib(minfit[k]), graph 0.9 right offset -0.6, 0 tc rgb col(k) front
+        } else {
+            set label msg at first gib(minfit[k]), graph 0.9 left offset 0.6, 0 tc rgb col(k) front
+        }
     } else {
         set label "no capacity in the sweep fits" at graph 0.5, graph 0.5 center tc rgb col(k)
     }
