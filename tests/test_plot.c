@@ -232,6 +232,49 @@ static void plot_segments_svg(void)
     tu_rm(trace);
 }
 
+/* A block freed by the program while a stream still uses it (FREE_REQ, no FREE yet) is
+ * "pending" in the map. Three 20 MiB allocations fill a 60 MiB device, the second is
+ * FREE_REQ'd, and a fourth cannot reuse it (torch keeps it until the FREE) nor release its
+ * segment: OOM at allocation 3, with blocks allocated, pending, allocated. */
+static void plot_segments_pending(void)
+{
+    char trace[1024], dir[1024], png[1100], p[1100];
+    snprintf(trace, sizeof trace, "%s", tu_tmp(".zst"));
+    as_meta meta = {0};
+    as_trace_writer *wr = NULL;
+    as_trace_error err;
+    CU_ASSERT_FATAL(as_trace_writer_open(trace, AS_FMT_NATIVE, &meta, &wr, &err) == 0);
+    const as_event evs[] = {
+        {.op = AS_OP_ALLOC, .id = 0, .size = 20 * MiB, .time_us = AS_TIME_NONE},
+        {.op = AS_OP_ALLOC, .id = 1, .size = 20 * MiB, .time_us = AS_TIME_NONE},
+        {.op = AS_OP_ALLOC, .id = 2, .size = 20 * MiB, .time_us = AS_TIME_NONE},
+        {.op = AS_OP_FREE_REQ, .id = 1, .time_us = AS_TIME_NONE},
+        {.op = AS_OP_ALLOC, .id = 3, .size = 20 * MiB, .time_us = AS_TIME_NONE},
+        {.op = AS_OP_FREE, .id = 1, .time_us = AS_TIME_NONE},
+    };
+    for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
+        CU_ASSERT_FATAL(as_trace_write(wr, &evs[i]) == 0);
+    CU_ASSERT_FATAL(as_trace_writer_close(wr, &err) == 0);
+    tmp_dir(dir);
+    snprintf(png, sizeof png, "%s/p.png", dir);
+    CU_ASSERT_EQUAL_FATAL(
+        run("plot segments -q -p torch -c 60MiB --keep '%s' -o '%s' '%s'%s", dir, png, trace, ""),
+        0);
+    uint32_t w = 0, h = 0;
+    CU_ASSERT_EQUAL(png_size(png, &w, &h), 0);
+    snprintf(p, sizeof p, "%s/segmap.csv", dir);
+    CU_ASSERT_EQUAL(csv_rows(p, 2, "peak"), 3); /* at event 2: three allocated blocks */
+    CU_ASSERT_EQUAL(csv_rows(p, 2, "oom"), 3);
+    CU_ASSERT_EQUAL(csv_rows(p, 8, "pending"), 1);
+    CU_ASSERT_EQUAL(csv_rows(p, 8, "allocated"), 5);
+    CU_ASSERT_EQUAL(csv_rows(p, 11, "4"), 3); /* the OOM is event 4 */
+    CU_ASSERT_EQUAL(csv_rows(p, 12, "3"), 3); /* ... allocation 3 */
+    CU_ASSERT_EQUAL(csv_rows(p, 13, "1"), 2); /* allocation 1: allocated, then pending */
+
+    rm_dir(dir);
+    tu_rm(trace);
+}
+
 /* The non-monotone trace of test_mincap.c: [220, 248] MiB fail above the minimum, 180. */
 static void plot_capacity_png(void)
 {
@@ -350,6 +393,7 @@ static void plot_usage(void)
 CU_TestInfo test_plot[] = {
     {"timeline_png", plot_timeline_png},
     {"segments_svg", plot_segments_svg},
+    {"segments_pending", plot_segments_pending},
     {"capacity_png", plot_capacity_png},
     {"compare_png", plot_compare_png},
     {"validation_png", plot_validation_png},
