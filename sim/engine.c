@@ -353,6 +353,8 @@ static void run_batch(run *r, const eng_ev *ev, size_t n)
             r->requested -= x->size;
             r->allocated -= blk;
             r->pending += blk;
+            if (r->pending > r->res.peak_pending)
+                r->res.peak_pending = r->pending;
             break;
         }
         case AS_OP_FREE: {

@@ -31,11 +31,11 @@ enum {
 #define AS_NONE UINT64_MAX /* oom_event/oom_alloc when no OOM */
 
 typedef struct as_run_result {
-    const char *policy;                                  /* canonical spec text */
-    uint64_t capacity;                                   /* AS_CAPACITY_NONE when unlimited */
-    int completed; /* 1 when every event ran and every ALLOC was served (no OOM) */
-    uint64_t oom_event, oom_alloc;                       /* AS_NONE when no OOM */
-    uint64_t oom_size;                                   /* the request that failed */
+    const char *policy;            /* canonical spec text */
+    uint64_t capacity;             /* AS_CAPACITY_NONE when unlimited */
+    int completed;                 /* 1 when every event ran and every ALLOC was served (no OOM) */
+    uint64_t oom_event, oom_alloc; /* AS_NONE when no OOM */
+    uint64_t oom_size;             /* the request that failed */
     uint64_t oom_reserved, oom_allocated, oom_requested; /* at the OOM */
     uint64_t ooms;                                       /* > 1 only with keep_going */
     uint64_t events, allocs; /* handled by this run; at a stopping OOM = oom_event/_alloc */
@@ -56,6 +56,7 @@ typedef struct as_run_result {
     uint64_t oom_largest_free;    /* the largest free block at the OOM */
     uint64_t peak_reserved_event; /* first event after which peak_reserved was reached */
     uint64_t final_allocated, final_requested; /* after the last event this run handled */
+    uint64_t peak_pending; /* block bytes freed by FREE_REQ and awaiting their FREE, max */
 } as_run_result;
 
 /* A device-level event with its position, for --segments. */

@@ -428,7 +428,7 @@ static const char csv_head[] =
     "oom_requested,ooms,events,allocs,peak_requested,peak_allocated,peak_reserved,"
     "peak_reserved_event,final_reserved,fragmentation,waste,max_ext_frag,device_reserves,"
     "device_releases,device_refusals,device_time_s,wall_s,events_per_second,retries,"
-    "oom_free_bytes,oom_largest_free\n";
+    "oom_free_bytes,oom_largest_free,peak_pending\n";
 
 /* RFC 4180 quoting when needed (policy specs contain commas). */
 static void csv_str(FILE *f, const char *s)
@@ -483,9 +483,8 @@ static void write_csv(const as_report *r, FILE *f)
                 (unsigned long long)x->device_refusals, x->device_time_s, x->wall_s,
                 x->events_per_second, (unsigned long long)x->retries);
         csv_opt(f, oom, x->oom_free_bytes);
-        if (oom)
-            fprintf(f, "%llu", (unsigned long long)x->oom_largest_free);
-        fputc('\n', f);
+        csv_opt(f, oom, x->oom_largest_free);
+        fprintf(f, "%llu\n", (unsigned long long)x->peak_pending);
     }
 }
 
@@ -609,7 +608,8 @@ static void json_run(FILE *f, const rep_run *rr, const char *file)
     json_dbl(f, "device_time_s", x->device_time_s, 0);
     json_dbl(f, "wall_s", x->wall_s, 0);
     json_dbl(f, "events_per_second", x->events_per_second, 0);
-    json_u64(f, "retries", 1, x->retries, 1);
+    json_u64(f, "retries", 1, x->retries, 0);
+    json_u64(f, "peak_pending", 1, x->peak_pending, 1);
     fputc('}', f);
 }
 

@@ -154,6 +154,7 @@ static void test_json(void)
         "\"fragmentation\": ",
         "\"device_reserves\": 2",
         "\"device_releases\": 2",
+        "\"peak_pending\": 2097152",
         "\"events_per_second\": ",
         "\"source\": \"hand\"",
     };

@@ -477,6 +477,7 @@ static void test_free_req(void)
     CU_ASSERT_EQUAL(r->peak_allocated, TF_MIB);
     CU_ASSERT_EQUAL(r->peak_reserved, 4 * TF_MIB);
     CU_ASSERT_DOUBLE_EQUAL(r->fragmentation, 0.75, 1e-12);
+    CU_ASSERT_EQUAL(r->peak_pending, TF_MIB); /* id0's block from e1 to e3 */
     CU_ASSERT_EQUAL(r->waste, 3 * TF_MIB);
     CU_ASSERT_EQUAL(r->final_reserved, 0);
     const as_trace_summary *s = as_engine_summary(e);
