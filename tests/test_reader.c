@@ -155,6 +155,19 @@ static void reader_detect_by_content(void)
     as_trace_close(r);
     tu_rm(t);
     tu_rm(q);
+    /* a zstd skippable frame (magic 0x184D2A53, 4 bytes of payload) before the frame */
+    {
+        size_t tl = strlen(text), cap = ZSTD_compressBound(tl) + 12;
+        uint8_t *z = malloc(cap);
+        static const uint8_t skip[12] = {0x53, 0x2A, 0x4D, 0x18, 4, 0, 0, 0, 'a', 'b', 'c', 'd'};
+        memcpy(z, skip, 12);
+        size_t zn = ZSTD_compress(z + 12, cap - 12, text, tl, 1);
+        p = write_file(".bin", z, zn + 12);
+        CU_ASSERT_EQUAL(drain(p, NULL, &err, &n, NULL), AS_TRACE_EOF);
+        CU_ASSERT_EQUAL(n, 2);
+        tu_rm(p);
+        free(z);
+    }
     /* errors in zstd-wrapped text are located in the decompressed text */
     p = write_zstd_text(".bin", "allocsim-text 1\nalloc 0 1\nfree 3\n");
     CU_ASSERT_EQUAL(drain(p, NULL, &err, &n, NULL), AS_TRACE_EINVAL);

@@ -305,8 +305,12 @@ static int stream_init(as_instream *in, as_trace_error *err)
                 *err = in->err;
             return in->err.code;
         }
+    /* A zstd frame, or a zstd skippable frame (magic 0x184D2A50..5F) in front of one. */
     static const uint8_t zmagic[4] = {0x28, 0xB5, 0x2F, 0xFD};
-    if (in->raw_len - in->raw_pos >= 4 && memcmp(in->raw + in->raw_pos, zmagic, 4) == 0) {
+    const uint8_t *h = in->raw + in->raw_pos;
+    if (in->raw_len - in->raw_pos >= 4 &&
+        (memcmp(h, zmagic, 4) == 0 ||
+         ((h[0] & 0xF0) == 0x50 && h[1] == 0x2A && h[2] == 0x4D && h[3] == 0x18))) {
         in->zd = ZSTD_createDStream();
         if (!in->zd)
             return as_trace_set_error(err, AS_TRACE_ENOMEM, in->path, 0, 0, "out of memory");
