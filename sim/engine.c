@@ -289,6 +289,7 @@ static void on_oom(run *r, uint64_t idx, const eng_ev *x)
         r->res.oom_reserved = r->reserved;
         r->res.oom_allocated = r->allocated;
         r->res.oom_requested = r->requested;
+        r->res.oom_pending = r->pending;
         ext_frag(r, &s);
         r->res.oom_free_bytes = s.free_bytes;
         r->res.oom_largest_free = s.largest_free;

@@ -57,6 +57,7 @@ typedef struct as_run_result {
     uint64_t peak_reserved_event; /* first event after which peak_reserved was reached */
     uint64_t final_allocated, final_requested; /* after the last event this run handled */
     uint64_t peak_pending; /* block bytes freed by FREE_REQ and awaiting their FREE, max */
+    uint64_t oom_pending;  /* the same at the OOM */
 } as_run_result;
 
 /* A device-level event with its position, for --segments. */

@@ -394,7 +394,7 @@ static void write_table(const as_report *r, FILE *f)
             const as_run_result *x = &r->r[i].res;
             if (r->r[i].trace != t || x->oom_event == AS_NONE)
                 continue;
-            char cap[32], sz[32], res[32], al[32], un[32], lf[32], dv[80] = "";
+            char cap[32], sz[32], res[32], al[32], un[32], lf[32], dv[160] = "";
             as_fmt_capacity(cap, sizeof cap, x->capacity);
             as_fmt_bytes(sz, sizeof sz, x->oom_size);
             as_fmt_bytes(res, sizeof res, x->oom_reserved);
@@ -403,11 +403,18 @@ static void write_table(const as_report *r, FILE *f)
                          x->oom_reserved > x->oom_allocated ? x->oom_reserved - x->oom_allocated
                                                             : 0);
             as_fmt_bytes(lf, sizeof lf, x->oom_largest_free);
+            if (x->oom_pending) {
+                char pb[32];
+                size_t k = strlen(dv);
+                as_fmt_bytes(pb, sizeof pb, x->oom_pending);
+                snprintf(dv + k, sizeof dv - k, ", %s in blocks awaiting their FREE", pb);
+            }
             if (x->capacity != AS_CAPACITY_NONE) {
                 char d[32];
                 as_fmt_bytes(d, sizeof d,
                              x->capacity > x->oom_reserved ? x->capacity - x->oom_reserved : 0);
-                snprintf(dv, sizeof dv, ", %s left on the device", d);
+                size_t k = strlen(dv);
+                snprintf(dv + k, sizeof dv - k, ", %s left on the device", d);
             }
             fprintf(f,
                     "  %s @ %s: OOM at alloc %llu (event %llu) asking %s: reserved %s, "
@@ -428,7 +435,7 @@ static const char csv_head[] =
     "oom_requested,ooms,events,allocs,peak_requested,peak_allocated,peak_reserved,"
     "peak_reserved_event,final_reserved,fragmentation,waste,max_ext_frag,device_reserves,"
     "device_releases,device_refusals,device_time_s,wall_s,events_per_second,retries,"
-    "oom_free_bytes,oom_largest_free,peak_pending\n";
+    "oom_free_bytes,oom_largest_free,peak_pending,oom_pending\n";
 
 /* RFC 4180 quoting when needed (policy specs contain commas). */
 static void csv_str(FILE *f, const char *s)
@@ -484,7 +491,10 @@ static void write_csv(const as_report *r, FILE *f)
                 x->events_per_second, (unsigned long long)x->retries);
         csv_opt(f, oom, x->oom_free_bytes);
         csv_opt(f, oom, x->oom_largest_free);
-        fprintf(f, "%llu\n", (unsigned long long)x->peak_pending);
+        fprintf(f, "%llu,", (unsigned long long)x->peak_pending);
+        if (oom)
+            fprintf(f, "%llu", (unsigned long long)x->oom_pending);
+        fputc('\n', f);
     }
 }
 
@@ -609,7 +619,8 @@ static void json_run(FILE *f, const rep_run *rr, const char *file)
     json_dbl(f, "wall_s", x->wall_s, 0);
     json_dbl(f, "events_per_second", x->events_per_second, 0);
     json_u64(f, "retries", 1, x->retries, 0);
-    json_u64(f, "peak_pending", 1, x->peak_pending, 1);
+    json_u64(f, "peak_pending", 1, x->peak_pending, 0);
+    json_u64(f, "oom_pending", oom, x->oom_pending, 1);
     fputc('}', f);
 }
 

@@ -489,6 +489,19 @@ static void test_free_req(void)
     CU_ASSERT_EQUAL(s->live_at_end, 0);
     CU_ASSERT_EQUAL(s->streams, 1);
     as_engine_destroy(e);
+
+    /* At 3 MiB, e2 needs a second 2 MiB segment while id0's is still held by its pending
+     * free: OOM with nothing allocated, 2 MiB reserved, 1 MiB of it pending. */
+    cap = 3 * TF_MIB;
+    CU_ASSERT_EQUAL_FATAL(tf_run(t, NEV(t), &o, &sp, &cap, 1, &e), 0);
+    r = as_engine_result(e, 0);
+    CU_ASSERT_EQUAL(r->oom_event, 2);
+    CU_ASSERT_EQUAL(r->oom_alloc, 1);
+    CU_ASSERT_EQUAL(r->oom_reserved, 2 * TF_MIB);
+    CU_ASSERT_EQUAL(r->oom_allocated, 0);
+    CU_ASSERT_EQUAL(r->oom_requested, 0);
+    CU_ASSERT_EQUAL(r->oom_pending, TF_MIB);
+    as_engine_destroy(e);
     tf_spec_free(&sp);
 }
 
