@@ -18,6 +18,7 @@
 
 typedef struct node {
     uint64_t addr, len, maxlen;
+    uint64_t aux;               /* chunks: creation number; chunk_seq: chunk address */
     uint32_t prio, left, right; /* child indices, 0 = none (slot 0 is unused) */
 } node;
 
@@ -30,11 +31,14 @@ typedef struct treap {
 struct as_simdev {
     as_device dev;
     as_simdev_params p;
-    treap live, holes;     /* physical (cudaMalloc) address space */
-    treap chunks;          /* AS_PLACE_CHUNKED: the heap's chunks, by address (len = size) */
-    treap chunk_gaps;      /* AS_PLACE_CHUNKED: free address space outside the chunks */
-    uint64_t chunk_edge;   /* AS_PLACE_CHUNKED: lowest address any chunk ever had */
-    treap va_live, va_holes; /* virtual-only (cuMemAddressReserve) space */
+    treap live, holes;           /* physical (cudaMalloc) address space */
+    treap chunks;                /* AS_PLACE_CHUNKED: the heap's chunks, by address (len = size) */
+    treap chunk_seq;             /* AS_PLACE_CHUNKED: the chunks by creation number (len = largest
+                                    free range inside, aux = address) */
+    uint64_t chunk_clock;        /* AS_PLACE_CHUNKED: chunks made so far */
+    treap chunk_gaps;            /* AS_PLACE_CHUNKED: free address space outside the chunks */
+    uint64_t chunk_edge;         /* AS_PLACE_CHUNKED: lowest address any chunk ever had */
+    treap va_live, va_holes;     /* virtual-only (cuMemAddressReserve) space */
     uint64_t next_addr, va_next; /* first address never handed out */
     as_simdev_counters c;
     as_dev_log_fn log;
@@ -68,7 +72,7 @@ static uint32_t tr_new(treap *t, uint64_t addr, uint64_t len)
         }
         i = ++t->used;
     }
-    t->n[i] = (node){ .addr = addr, .len = len, .maxlen = len, .prio = tr_rand(t) };
+    t->n[i] = (node){.addr = addr, .len = len, .maxlen = len, .prio = tr_rand(t)};
     return i;
 }
 
@@ -276,29 +280,100 @@ static int space_give(treap *live, treap *holes, uint64_t *edge, int down, uint6
 }
 
 /* AS_PLACE_CHUNKED (see simdev.h). `holes` holds the free space inside chunks and never
- * merges across a chunk boundary; `chunks` the chunks themselves; the chunks' address space
- * is managed top-down in `chunk_gaps` (chunk_edge is its bottom). */
+ * merges across a chunk boundary; `chunks` the chunks by address, `chunk_seq` by creation
+ * (each with its largest free range, so the most recent chunk that fits is one descent);
+ * the chunks' address space is managed top-down in `chunk_gaps` (chunk_edge its bottom). */
+
+/* Largest len among nodes with lo <= addr < hi (subtree i). */
+static uint64_t range_max(const treap *t, uint32_t i, uint64_t lo, uint64_t hi, int lo_ok,
+                          int hi_ok)
+{
+    uint64_t m = 0;
+    while (i) {
+        const node *x = &t->n[i];
+        if (!lo_ok && x->addr < lo) {
+            i = x->right;
+            continue;
+        }
+        if (!hi_ok && x->addr >= hi) {
+            i = x->left;
+            continue;
+        }
+        if (lo_ok && hi_ok)
+            return x->maxlen > m ? x->maxlen : m;
+        /* x is inside: its one-sided subtrees are wholly inside on one bound */
+        if (x->len > m)
+            m = x->len;
+        uint64_t l = range_max(t, x->left, lo, hi, lo_ok, 1);
+        uint64_t r = range_max(t, x->right, lo, hi, 1, hi_ok);
+        m = l > m ? l : m;
+        return r > m ? r : m;
+    }
+    return m;
+}
+
+/* Lowest-address node with lo <= addr < hi and len >= want (subtree i), or 0. */
+static uint32_t first_fit_in(const treap *t, uint32_t i, uint64_t lo, uint64_t hi, uint64_t want)
+{
+    while (i && t->n[i].maxlen >= want) {
+        const node *x = &t->n[i];
+        if (x->addr < lo) {
+            i = x->right;
+        } else if (x->addr >= hi) {
+            i = x->left;
+        } else {
+            uint32_t r = first_fit_in(t, x->left, lo, hi, want);
+            if (r)
+                return r;
+            if (x->len >= want)
+                return i;
+            i = x->right;
+        }
+    }
+    return 0;
+}
+
+/* Re-files chunk (at addr, number seq) in chunk_seq with its current largest free range. */
+static int chunk_refile(as_simdev *d, uint64_t addr, uint64_t len, uint64_t seq)
+{
+    tr_remove(&d->chunk_seq, seq);
+    uint64_t m = range_max(&d->holes, d->holes.root, addr, addr + len, 0, 0);
+    if (tr_insert(&d->chunk_seq, seq, m))
+        return AS_DEV_EFAULT;
+    d->chunk_seq.n[tr_find(&d->chunk_seq, seq)].aux = addr;
+    return AS_DEV_OK;
+}
+
 static int chunk_take(as_simdev *d, uint64_t size, uint64_t *addr)
 {
-    uint32_t h = tr_first_fit(&d->holes, size);
-    uint64_t a;
-    if (h) {
+    uint64_t a, caddr, clen, seq;
+    uint32_t c = tr_last_fit(&d->chunk_seq, size); /* the most recent chunk with room */
+    if (c) {
+        seq = d->chunk_seq.n[c].addr;
+        caddr = d->chunk_seq.n[c].aux;
+        clen = d->chunks.n[tr_find(&d->chunks, caddr)].len;
+        uint32_t h = first_fit_in(&d->holes, d->holes.root, caddr, caddr + clen, size);
+        if (!h)
+            return AS_DEV_EFAULT; /* chunk_seq said there was room */
         uint64_t ha = d->holes.n[h].addr, len = d->holes.n[h].len;
         tr_remove(&d->holes, ha);
         a = ha;
         if (len > size && tr_insert(&d->holes, ha + size, len - size))
             return AS_DEV_EFAULT;
     } else {
-        uint64_t csize = (size + AS_SIMDEV_CHUNK - 1) / AS_SIMDEV_CHUNK * AS_SIMDEV_CHUNK;
+        clen = (size + AS_SIMDEV_CHUNK - 1) / AS_SIMDEV_CHUNK * AS_SIMDEV_CHUNK;
         /* chunks are tracked in `chunks` itself, so the gap space needs no live tree of its
          * own: pass `chunks` as the live set (space_take records the new chunk there). */
-        int rc = space_take(&d->chunks, &d->chunk_gaps, &d->chunk_edge, 1, csize, &a);
+        int rc = space_take(&d->chunks, &d->chunk_gaps, &d->chunk_edge, 1, clen, &a);
         if (rc)
             return rc;
-        if (csize > size && tr_insert(&d->holes, a + size, csize - size))
+        caddr = a;
+        seq = ++d->chunk_clock;
+        d->chunks.n[tr_find(&d->chunks, a)].aux = seq;
+        if (clen > size && tr_insert(&d->holes, a + size, clen - size))
             return AS_DEV_EFAULT;
     }
-    if (tr_insert(&d->live, a, size))
+    if (tr_insert(&d->live, a, size) || chunk_refile(d, caddr, clen, seq))
         return AS_DEV_EFAULT;
     *addr = a;
     return AS_DEV_OK;
@@ -322,10 +397,15 @@ static int chunk_give(as_simdev *d, uint64_t addr, uint64_t size)
         len += d->holes.n[s].len;
         tr_remove(&d->holes, addr + size);
     }
-    uint32_t c = tr_find(&d->chunks, a);
-    if (c && d->chunks.n[c].len == len) /* the chunk is empty: its address space goes back */
+    uint32_t c = tr_pred(&d->chunks, a + 1);
+    uint64_t caddr = d->chunks.n[c].addr, clen = d->chunks.n[c].len, seq = d->chunks.n[c].aux;
+    if (caddr == a && clen == len) { /* the chunk is empty: its address space goes back */
+        tr_remove(&d->chunk_seq, seq);
         return space_give(&d->chunks, &d->chunk_gaps, &d->chunk_edge, 1, a, len);
-    return tr_insert(&d->holes, a, len) ? AS_DEV_EFAULT : AS_DEV_OK;
+    }
+    if (tr_insert(&d->holes, a, len))
+        return AS_DEV_EFAULT;
+    return chunk_refile(d, caddr, clen, seq);
 }
 
 /* ---- device calls ------------------------------------------------------------------------ */
@@ -339,7 +419,7 @@ static void emit(as_simdev *d, as_dev_action a, uint64_t addr, uint64_t size, do
 {
     d->c.time_ns += ns;
     if (d->log) {
-        as_dev_event ev = { .action = a, .addr = addr, .size = size, .cost_ns = ns };
+        as_dev_event ev = {.action = a, .addr = addr, .size = size, .cost_ns = ns};
         d->log(d->log_user, &ev);
     }
 }
@@ -449,8 +529,14 @@ static int dev_unmap(void *ctx, uint64_t addr, uint64_t size)
     return AS_DEV_OK;
 }
 
-static uint64_t dev_capacity(void *ctx) { return ((as_simdev *)ctx)->p.capacity; }
-static uint64_t dev_reserved(void *ctx) { return ((as_simdev *)ctx)->c.reserved; }
+static uint64_t dev_capacity(void *ctx)
+{
+    return ((as_simdev *)ctx)->p.capacity;
+}
+static uint64_t dev_reserved(void *ctx)
+{
+    return ((as_simdev *)ctx)->c.reserved;
+}
 
 static const as_device_ops simdev_ops = {
     .reserve = dev_reserve,
@@ -483,10 +569,10 @@ void as_simdev_default_params(as_simdev_params *p)
         .granularity = AS_DEV_GRANULARITY,
         /* H200, driver 580.159.04, CUDA 13.0, fitted on 190k calls of real replays
          * (replay/fit_replay_latency.py, replay/RESULTS.md "Calibration") */
-        .reserve = { .fixed_ns = 69365, .ns_per_mib = 96.7 },  /* cudaMalloc */
-        .release = { .fixed_ns = 38740, .ns_per_mib = 496.3 }, /* cudaFree */
-        .map = { .fixed_ns = 14541, .ns_per_mib = 26368.4 },   /* cuMemCreate+Map, 2 MiB pages */
-        .unmap = { .fixed_ns = 32351, .ns_per_mib = 14730.8 }, /* cuMemUnmap+Release */
+        .reserve = {.fixed_ns = 69365, .ns_per_mib = 96.7},  /* cudaMalloc */
+        .release = {.fixed_ns = 38740, .ns_per_mib = 496.3}, /* cudaFree */
+        .map = {.fixed_ns = 14541, .ns_per_mib = 26368.4},   /* cuMemCreate+Map, 2 MiB pages */
+        .unmap = {.fixed_ns = 32351, .ns_per_mib = 14730.8}, /* cuMemUnmap+Release */
         .placement = AS_PLACE_CHUNKED,
     };
 }
@@ -507,7 +593,7 @@ int as_simdev_create(const as_simdev_params *p, as_simdev **out)
     d->chunk_edge = AS_SIMDEV_TOP;
     d->va_next = AS_SIMDEV_VA_BASE;
     d->live.rng = d->holes.rng = d->va_live.rng = d->va_holes.rng = 0x9e3779b9u;
-    d->chunks.rng = d->chunk_gaps.rng = 0x9e3779b9u;
+    d->chunks.rng = d->chunk_gaps.rng = d->chunk_seq.rng = 0x9e3779b9u;
     d->dev.ops = &simdev_ops;
     d->dev.ctx = d;
     *out = d;
@@ -521,13 +607,17 @@ void as_simdev_destroy(as_simdev *d)
     tr_free(&d->live);
     tr_free(&d->holes);
     tr_free(&d->chunks);
+    tr_free(&d->chunk_seq);
     tr_free(&d->chunk_gaps);
     tr_free(&d->va_live);
     tr_free(&d->va_holes);
     free(d);
 }
 
-const as_device *as_simdev_device(as_simdev *d) { return &d->dev; }
+const as_device *as_simdev_device(as_simdev *d)
+{
+    return &d->dev;
+}
 
 void as_simdev_set_log(as_simdev *d, as_dev_log_fn fn, void *user)
 {
@@ -535,4 +625,7 @@ void as_simdev_set_log(as_simdev *d, as_dev_log_fn fn, void *user)
     d->log_user = user;
 }
 
-void as_simdev_counters_get(const as_simdev *d, as_simdev_counters *out) { *out = d->c; }
+void as_simdev_counters_get(const as_simdev *d, as_simdev_counters *out)
+{
+    *out = d->c;
+}

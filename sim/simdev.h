@@ -6,8 +6,9 @@
  * The default, AS_PLACE_CHUNKED, is the CUDA driver's cudaMalloc address heap as the H200
  * recordings in shared/data show it: the driver reserves address space in chunks (the
  * request rounded up to 32 MiB), mmap-style top-down (the highest gap that fits, at its
- * top), puts the range at the chunk's bottom and later fits other ranges into the chunk's
- * free space, lowest address first; a chunk whose ranges are all freed is given back.
+ * top), puts the range at the chunk's bottom and later fits other ranges into free space
+ * of the most recently made chunk that has room, lowest address inside it; a chunk whose
+ * ranges are all freed is given back (replay/PLACEMENT.md measures these rules).
  * AS_PLACE_TOP_DOWN (highest hole, growing down from AS_SIMDEV_TOP) and
  * AS_PLACE_LOW_FIRST_FIT (lowest hole, growing up from AS_SIMDEV_BASE) are the simple
  * rules. va_reserve() ranges come from a separate region, first fit from

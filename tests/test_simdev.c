@@ -90,8 +90,8 @@ static void simdev_placement_chunked(void)
     /* 98 MiB: no chunk has room: a 128 MiB chunk right below. */
     CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 98 * MIB, &e), 0);
     CU_ASSERT_EQUAL(e, a - 128 * MIB);
-    /* 26 MiB fits the 30 MiB tail of the lower chunk (lowest address first) even though
-     * nothing is above: the recordings' 26 MiB segment did exactly this. */
+    /* 26 MiB fits the 30 MiB tail of the newer (lower) chunk: the recordings' 26 MiB
+     * segment did exactly this. */
     CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 26 * MIB, &x), 0);
     CU_ASSERT_EQUAL(x, e + 98 * MIB);
     /* Free space never spans two chunks: the top chunk has 8 MiB left and the lower one
@@ -105,12 +105,21 @@ static void simdev_placement_chunked(void)
     CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, c, 2 * MIB), 0);
     CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 32 * MIB, &a), 0);
     CU_ASSERT_EQUAL(a, top - 32 * MIB);
-    /* A hole freed inside a live chunk is reused lowest first. */
+    /* A hole freed inside a live chunk is reused; the newest chunk with room goes first. */
     CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, x, 26 * MIB), 0);
     CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 4 * MIB, &x), 0);
     CU_ASSERT_EQUAL(x, y + 10 * MIB);
     CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 24 * MIB, &x), 0);
     CU_ASSERT_EQUAL(x, e + 98 * MIB);
+    /* The most recently made chunk with room wins even when an older one lies lower
+     * (replay/PLACEMENT.md rule 3): empty the top chunk, make a 20 MiB one there again
+     * (newest, 12 MiB free), then 2 MiB goes to it, not to the lower chunk at y (18 MiB
+     * free). */
+    CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, a, 32 * MIB), 0);
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 20 * MIB, &a), 0);
+    CU_ASSERT_EQUAL(a, top - 32 * MIB);
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 2 * MIB, &x), 0);
+    CU_ASSERT_EQUAL(x, a + 20 * MIB);
     as_simdev_destroy(d);
 }
 
