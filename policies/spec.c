@@ -452,6 +452,10 @@ static int check_pytorch_rules(const as_policy *p, const as_knob_value *v, const
                     "%s of '%s': %" PRId64 " MiB is below the minimum %" PRId64
                     " MiB (the large segment size, as PyTorch requires)",
                     knob_label(&p->knobs[nr], lab, sizeof lab), p->name, v[nr].i, large);
+    /* Segments and expandable pages are reserved from the device in 2 MiB pages. */
+    if (ls >= 0 && large % 2)
+        return fail(why, wl, "%s of '%s': %" PRId64 " MiB is not a whole number of 2 MiB pages",
+                    knob_label(&p->knobs[ls], lab, sizeof lab), p->name, large);
     int gc = knob_by_alias(p, "garbage_collection_threshold");
     if (gc >= 0 && v[gc].set && (v[gc].f != 0.0 || by_alias[gc]) &&
         !(v[gc].f > 0.0 && v[gc].f < 1.0))

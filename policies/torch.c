@@ -1150,6 +1150,9 @@ static int torch_init(void *st, const as_knob_value *cfg, const as_device *dev)
             t->use_div = 1;
     }
     t->expandable = cfg[K_EXPANDABLE].i != 0;
+    /* Large segments and expandable pages are whole device pages. */
+    if (t->large_seg % AS_DEV_GRANULARITY)
+        return AS_POLICY_EINVAL;
     t->sync_frees = cfg[K_SYNC_FREES].i != 0;
     t->gc = cfg[K_GC].f;
     if (!(t->gc >= 0.0 && t->gc < 1.0))
