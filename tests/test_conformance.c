@@ -13,7 +13,8 @@
  * device (allocated, reserved, free bytes, segments, device calls) and reserved >=
  * allocated >= requested. At the end everything is freed, empty_cache gives all memory
  * back, fini leaves the device empty, and a second run of the same trace gives the same
- * results bit for bit (determinism).
+ * results bit for bit (determinism). The model and these checks live in policy_model.h,
+ * which fuzz/fuzz_policy.c shares.
  */
 #include <CUnit/CUnit.h>
 #include <inttypes.h>
@@ -22,7 +23,7 @@
 #include <string.h>
 
 #include "knobs.h"
-#include "policy_harness.h"
+#include "policy_model.h"
 #include "util.h"
 
 #define MIB PH_MIB
@@ -77,185 +78,41 @@ static size_t settings_for(const as_policy *p, char out[][128], size_t cap)
     return n;
 }
 
-/* ---- the reference model -------------------------------------------------------------- */
-
-enum { ST_NONE, ST_LIVE, ST_PENDING };
-
-typedef struct live {
-    uint64_t addr, size, req, stream;
-    int state;
-} live;
+/* ---- the reference model and the checks (policy_model.h, shared with fuzz_policy) ---- */
 
 typedef struct run {
-    ph t;
-    live *m;       /* by allocation id */
-    uint64_t *ids; /* live ids, for picking one to free */
-    size_t nids;
-    uint64_t requested, allocated; /* of the model */
-    uint64_t hash;                 /* of every result, for determinism */
-    uint64_t ooms, events;
+    pm pm;
+    uint64_t events;
     int failed;
 } run;
 
-static void mix(uint64_t *h, uint64_t v)
+/* Reports r->pm.err once per run when a step returned -1. */
+static void report(run *r, int rc)
 {
-    *h ^= v + 0x9E3779B97F4A7C15ull + (*h << 6) + (*h >> 2);
+    if (rc == 0 || r->failed)
+        return;
+    fprintf(stderr, "\n  [%s] event %" PRIu64 ": %s\n", r->pm.t.spec.text, r->events,
+            r->pm.err);
+    r->failed = 1;
+    CU_FAIL("policy invariant (message above)");
 }
 
-#define REQUIRE(cond, ...)                                                                         \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            if (!r->failed)                                                                        \
-                fprintf(stderr, "\n  [%s] event %" PRIu64 ": ", r->t.spec.text, r->events);        \
-            if (!r->failed)                                                                        \
-                fprintf(stderr, __VA_ARGS__);                                                      \
-            r->failed = 1;                                                                         \
-            CU_FAIL(#cond);                                                                        \
-            return;                                                                                \
-        }                                                                                          \
-    } while (0)
-
-/* ---- walk verification ----------------------------------------------------------------- */
-
-typedef struct walk_state {
-    run *r;
-    uint64_t seg_lo, seg_hi; /* current segment */
-    uint64_t prev_seg_end;
-    uint64_t prev_blk_end;
-    int in_seg;
-    uint64_t segs, seg_bytes, live_bytes, live_count, free_bytes;
-    char err[200];
-} walk_state;
-
-static int walk_fn(void *user, const as_walk_item *it)
-{
-    walk_state *w = user;
-    run *r = w->r;
-    if (it->kind == AS_WALK_SEGMENT) {
-        if (w->segs && it->addr < w->prev_seg_end) {
-            snprintf(w->err, sizeof w->err, "segment %#" PRIx64 " overlaps or is out of order",
-                     it->addr);
-            return 1;
-        }
-        w->segs++;
-        w->seg_bytes += it->size;
-        w->seg_lo = it->addr;
-        w->seg_hi = it->addr + it->size;
-        w->prev_seg_end = w->seg_hi;
-        w->prev_blk_end = it->addr;
-        w->in_seg = 1;
-        return 0;
-    }
-    if (!w->in_seg || it->addr < w->prev_blk_end || it->addr + it->size > w->seg_hi ||
-        it->size == 0) {
-        snprintf(w->err, sizeof w->err,
-                 "block %#" PRIx64 "+%" PRIu64 " outside its segment [%#" PRIx64 ",%#" PRIx64
-                 ") or overlapping the previous block",
-                 it->addr, it->size, w->seg_lo, w->seg_hi);
-        return 1;
-    }
-    w->prev_blk_end = it->addr + it->size;
-    if (it->state == AS_BLOCK_FREE) {
-        w->free_bytes += it->size;
-        return 0;
-    }
-    if (it->state == AS_BLOCK_UNMAPPED)
-        return 0;
-    uint64_t id = it->id;
-    if (id >= r->t.next_id || r->m[id].state == ST_NONE) {
-        snprintf(w->err, sizeof w->err,
-                 "walk reports block %#" PRIx64 " id %" PRIu64 " which is not live", it->addr, id);
-        return 1;
-    }
-    const live *l = &r->m[id];
-    int want = l->state == ST_PENDING ? AS_BLOCK_PENDING : AS_BLOCK_ALLOCATED;
-    if (l->addr != it->addr || l->size != it->size || (int)it->state != want) {
-        snprintf(w->err, sizeof w->err,
-                 "id %" PRIu64 ": walk has %#" PRIx64 "+%" PRIu64 " state %d, model %#" PRIx64
-                 "+%" PRIu64 " state %d",
-                 id, it->addr, it->size, it->state, l->addr, l->size, want);
-        return 1;
-    }
-    w->live_count++;
-    w->live_bytes += it->size;
-    return 0;
-}
-
-static void verify(run *r)
-{
-    REQUIRE(ph_check(&r->t) == 0, "check() failed (message above)\n");
-    walk_state w = {.r = r};
-    int rc = r->t.p->walk(r->t.st, walk_fn, &w);
-    REQUIRE(rc == 0, "walk: %s\n", w.err[0] ? w.err : "returned an error");
-    REQUIRE(w.live_count == r->nids, "walk saw %" PRIu64 " live blocks, model has %zu\n",
-            w.live_count, r->nids);
-    as_policy_stats s = ph_stats(&r->t);
-    as_simdev_counters c = ph_dev(&r->t);
-    REQUIRE(s.allocated == r->allocated && w.live_bytes == r->allocated,
-            "allocated: stats %" PRIu64 ", walk %" PRIu64 ", model %" PRIu64 "\n", s.allocated,
-            w.live_bytes, r->allocated);
-    REQUIRE(s.reserved == c.reserved, "reserved: stats %" PRIu64 ", device %" PRIu64 "\n",
-            s.reserved, c.reserved);
-    REQUIRE(s.reserved >= s.allocated && s.allocated >= r->requested,
-            "reserved %" PRIu64 " >= allocated %" PRIu64 " >= requested %" PRIu64 " fails\n",
-            s.reserved, s.allocated, r->requested);
-    REQUIRE(s.allocated + s.free_bytes == s.reserved,
-            "allocated %" PRIu64 " + free %" PRIu64 " != reserved %" PRIu64 "\n", s.allocated,
-            s.free_bytes, s.reserved);
-    REQUIRE(w.free_bytes == s.free_bytes, "free bytes: walk %" PRIu64 ", stats %" PRIu64 "\n",
-            w.free_bytes, s.free_bytes);
-    REQUIRE(s.largest_free <= s.free_bytes, "largest free %" PRIu64 " > free %" PRIu64 "\n",
-            s.largest_free, s.free_bytes);
-    REQUIRE(s.device_reserves == c.reserves + c.maps && s.device_releases == c.releases + c.unmaps,
-            "device calls: stats %" PRIu64 "/%" PRIu64 ", device %" PRIu64 "/%" PRIu64 "\n",
-            s.device_reserves, s.device_releases, c.reserves + c.maps, c.releases + c.unmaps);
-    /* Every reserved byte is in a walked segment unless mapped into a VA range. */
-    if (c.maps == 0) {
-        REQUIRE(w.seg_bytes == s.reserved, "segments walked %" PRIu64 " B, reserved %" PRIu64 "\n",
-                w.seg_bytes, s.reserved);
-    }
-}
+static void verify(run *r) { report(r, pm_verify(&r->pm)); }
 
 /* ---- events ---------------------------------------------------------------------------- */
 
 static void ev_alloc(run *r, uint64_t size, uint64_t stream)
 {
-    uint64_t id;
-    as_block b;
-    int rc = ph_alloc_id(&r->t, size, stream, &id, &b);
-    mix(&r->hash, (uint64_t)(rc + 7));
-    REQUIRE(rc == 0 || rc == AS_POLICY_OOM, "alloc(%" PRIu64 ") returned error %d\n", size, rc);
-    if (rc == AS_POLICY_OOM) {
-        r->ooms++;
-        return;
-    }
-    REQUIRE(b.size >= size, "block of %" PRIu64 " for a request of %" PRIu64 "\n", b.size, size);
-    REQUIRE(b.addr % 256 == 0, "block address %#" PRIx64 " not 256-aligned\n", b.addr);
-    mix(&r->hash, b.addr);
-    mix(&r->hash, b.size);
-    r->m[id] =
-        (live){.addr = b.addr, .size = b.size, .req = size, .stream = stream, .state = ST_LIVE};
-    r->ids[r->nids++] = id;
-    r->requested += size;
-    r->allocated += b.size;
+    report(r, pm_alloc(&r->pm, size, stream, NULL));
 }
 
+/* Frees the k-th live id: with pending_first, a live block first gets its FREE_REQ. */
 static void ev_free(run *r, size_t k, int pending_first)
 {
-    uint64_t id = r->ids[k];
-    live *l = &r->m[id];
-    if (pending_first && l->state == ST_LIVE) {
-        int rc = ph_free(&r->t, id, AS_FREE_PENDING);
-        REQUIRE(rc == 0, "free(id %" PRIu64 ", PENDING) returned %d\n", id, rc);
-        l->state = ST_PENDING;
-        return;
-    }
-    int rc = ph_free(&r->t, id, AS_FREE_COMPLETE);
-    REQUIRE(rc == 0, "free(id %" PRIu64 ") returned %d\n", id, rc);
-    r->requested -= l->req;
-    r->allocated -= l->size;
-    l->state = ST_NONE;
-    r->ids[k] = r->ids[--r->nids];
+    uint64_t id = r->pm.ids[k];
+    unsigned flags = pending_first && r->pm.m[id].state == PM_LIVE ? AS_FREE_PENDING
+                                                                   : AS_FREE_COMPLETE;
+    report(r, pm_free_id(&r->pm, id, flags));
 }
 
 /* Log-uniform sizes over three regimes: small (<= 1 MiB), medium, large (up to 160 MiB). */
@@ -280,55 +137,43 @@ static int play(run *r, const char *spec, uint64_t capacity, int placement, uint
                 unsigned nev)
 {
     memset(r, 0, sizeof *r);
-    if (ph_open_placed(&r->t, spec, capacity, placement)) {
+    if (pm_open(&r->pm, spec, capacity, placement)) {
         CU_FAIL("cannot open policy");
-        return -1;
-    }
-    r->m = calloc(nev + 1, sizeof *r->m);
-    r->ids = calloc(nev + 1, sizeof *r->ids);
-    if (!r->m || !r->ids) {
-        CU_FAIL("host memory");
         return -1;
     }
     uint64_t rng = seed;
     for (unsigned e = 0; e < nev && !r->failed; e++) {
         r->events = e;
         uint64_t u = tu_rand(&rng) % 100;
-        if (u < 52 || r->nids == 0) {
+        if (u < 52 || r->pm.nids == 0) {
             ev_alloc(r, rand_size(&rng), tu_rand(&rng) % 3);
         } else if (u < 97) {
-            size_t k = (size_t)(tu_rand(&rng) % r->nids);
+            size_t k = (size_t)(tu_rand(&rng) % r->pm.nids);
             ev_free(r, k, u >= 85);
         } else if (u < 99) {
             /* A burst of frees, then the program calls empty_cache(). */
-            for (int i = 0; i < 5 && r->nids; i++)
-                ev_free(r, (size_t)(tu_rand(&rng) % r->nids), 0);
-        } else if (r->t.p->empty_cache) {
-            int rc = r->t.p->empty_cache(r->t.st);
-            mix(&r->hash, (uint64_t)rc);
-            if (rc) {
-                fprintf(stderr, "\n  [%s] empty_cache returned %d\n", r->t.spec.text, rc);
-                CU_FAIL("empty_cache failed");
-                r->failed = 1;
-            }
+            for (int i = 0; i < 5 && r->pm.nids; i++)
+                ev_free(r, (size_t)(tu_rand(&rng) % r->pm.nids), 0);
+        } else {
+            report(r, pm_empty_cache(&r->pm));
         }
         if (!r->failed)
             verify(r);
     }
-    as_policy_stats s = ph_stats(&r->t);
-    mix(&r->hash, s.reserved);
-    mix(&r->hash, s.device_reserves);
-    mix(&r->hash, s.device_releases);
+    as_policy_stats s = ph_stats(&r->pm.t);
+    pm_mix(&r->pm.hash, s.reserved);
+    pm_mix(&r->pm.hash, s.device_reserves);
+    pm_mix(&r->pm.hash, s.device_releases);
     /* Drain: free everything (pending ones complete), give the cache back. */
-    while (r->nids && !r->failed)
-        ev_free(r, r->nids - 1, 0);
-    if (!r->failed && r->t.p->empty_cache) {
-        CU_ASSERT_EQUAL(r->t.p->empty_cache(r->t.st), 0);
+    while (r->pm.nids && !r->failed)
+        ev_free(r, r->pm.nids - 1, 0);
+    if (!r->failed && r->pm.t.p->empty_cache) {
+        CU_ASSERT_EQUAL(r->pm.t.p->empty_cache(r->pm.t.st), 0);
         verify(r);
-        s = ph_stats(&r->t);
+        s = ph_stats(&r->pm.t);
         if (s.reserved != 0) {
             fprintf(stderr, "\n  [%s] empty_cache with nothing live left %" PRIu64 " B reserved\n",
-                    r->t.spec.text, s.reserved);
+                    r->pm.t.spec.text, s.reserved);
             CU_FAIL("empty_cache did not give everything back");
         }
     }
@@ -337,18 +182,8 @@ static int play(run *r, const char *spec, uint64_t capacity, int placement, uint
 
 static void close_run(run *r)
 {
-    if (r->t.p) {
-        /* fini must give back whatever is still held. */
-        r->t.p->fini(r->t.st);
-        as_simdev_counters c = ph_dev(&r->t);
-        CU_ASSERT_EQUAL(c.reserved, 0);
-        free(r->t.st);
-        free(r->t.blk);
-        as_simdev_destroy(r->t.dev);
-        as_policy_spec_free(&r->t.spec);
-    }
-    free(r->m);
-    free(r->ids);
+    /* fini must give back whatever is still held. */
+    CU_ASSERT_EQUAL(pm_close(&r->pm), 0);
     memset(r, 0, sizeof *r);
 }
 
@@ -377,16 +212,16 @@ static void conformance_all_policies(void)
                 int ra = play(&a, specs[j], caps[c], place, s, nev);
                 int rb = ra ? -1 : play(&b, specs[j], caps[c], place, s, nev);
                 if (ra == 0 && rb == 0) {
-                    CU_ASSERT_EQUAL(a.hash, b.hash);
-                    CU_ASSERT_EQUAL(a.ooms, b.ooms);
-                    if (a.hash != b.hash)
+                    CU_ASSERT_EQUAL(a.pm.hash, b.pm.hash);
+                    CU_ASSERT_EQUAL(a.pm.ooms, b.pm.ooms);
+                    if (a.pm.hash != b.pm.hash)
                         fprintf(stderr, "\n  [%s] not deterministic\n", specs[j]);
                 }
-                if (caps[c] == 256 * MIB && ra == 0 && a.ooms == 0)
+                if (caps[c] == 256 * MIB && ra == 0 && a.pm.ooms == 0)
                     fprintf(stderr, "\n  [%s] note: no OOM at 256 MiB\n", specs[j]);
                 if (getenv("AS_CONF_VERBOSE"))
                     fprintf(stderr, "\n  %-48s cap %-20" PRIu64 " ooms %" PRIu64 " live-at-end %zu",
-                            specs[j], caps[c], a.ooms, a.nids);
+                            specs[j], caps[c], a.pm.ooms, a.pm.nids);
                 close_run(&a);
                 if (ra == 0)
                     close_run(&b);

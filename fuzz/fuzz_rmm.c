@@ -1,0 +1,17 @@
+/*
+ * fuzz_rmm.c - decoder harness for RMM logging_resource_adaptor CSV (traces/rmm.c): both
+ * header generations, pointer pairing, times, strict and lenient; the zstd-wrapped copy must
+ * decode identically.
+ *
+ * Oracles (fuzz_common.c): refusals are documented error codes naming the input; the
+ * events read before any refusal round-trip losslessly through the native and text
+ * writers. The reader detects formats by content, so a mutant may be read as another
+ * format: that is fine, the same oracles apply.
+ */
+#include "fuzz/fuzz.h"
+
+int as_fuzz_rmm(const uint8_t *data, size_t size)
+{
+    as_fuzz_decode(data, size, "fuzz-rmm", AS_FUZZ_RT | AS_FUZZ_ZSTD | AS_FUZZ_LENIENT);
+    return 0;
+}
