@@ -24,7 +24,8 @@ KEY_CAPS    := replay/data/key_caps.txt
 MEASURED    := replay/data/torch-key-replay
 
 PLOT_CHARTS := $(EX)/timeline_resnet.png $(EX)/segments_resnet_oom.png $(EX)/segments_streams_peak.png \
-               $(EX)/capacity_resnet.png $(EX)/compare_corpus.png $(EX)/validation_h200.png
+               $(EX)/capacity_resnet.png $(EX)/capacity_moe.png $(EX)/compare_corpus.png \
+               $(EX)/validation_h200.png
 
 ## plots: draw the README's example charts from the real snapshots into plots/examples/
 plots: $(PLOT_CHARTS)
@@ -55,6 +56,13 @@ $(EX)/capacity_resnet.png: $(PLOT_DEPS) plots/capacity.gp $(RESNET)
 	  -p roundup_power2_divisions:4 -p garbage_collection_threshold:0.6,max_split_size_mb:256 \
 	  --title "ResNet-50, variable batch: how far the trace gets at each capacity (every 2 MiB)" \
 	  --keep $(PLOT_TMP)/capacity_resnet -o $@ $(RESNET)
+
+$(EX)/capacity_moe.png: $(PLOT_DEPS) plots/capacity.gp $(MOE)
+	@mkdir -p $(EX)
+	$(ALLOCSIM) plot capacity -p torch -p expandable_segments:True \
+	  -p max_split_size_mb:128,expandable_segments:True \
+	  --title "Mixture-of-experts layer: how far the trace gets at each capacity (every 2 MiB)" \
+	  --keep $(PLOT_TMP)/capacity_moe -o $@ $(MOE)
 
 $(EX)/compare_corpus.png: $(PLOT_DEPS) plots/compare.gp $(RESNET) $(MOE) $(STR2)
 	@mkdir -p $(EX)

@@ -95,7 +95,7 @@ failx(k) = pol[int($0)+1] eq pname[k] && column("completed") == 0 && minfit[k] =
 
 if (!exists("title")) { title = "How far the trace gets at each capacity" }
 title = title . "\nline: allocations served before the first OOM (at the top: the whole trace fits); red x: fails again above the minimum"
-set multiplot layout np, 1 title title font ",14" margins 0.09, 0.97, (np > 1 ? 0.07 : 0.14), (np > 1 ? 0.88 : 0.8) spacing 0, 0.09
+set multiplot layout np, 1 title title font ",14" margins 0.09, 0.97, (np > 1 ? 0.07 : 0.14), (np > 1 ? 0.88 : 0.8) spacing 0, (np > 3 ? 0.09 : 0.11)
 set xrange [xlo - pad : xtop + pad]
 set ytics format "%.0s%c"
 set ylabel "allocations served"

@@ -124,9 +124,10 @@ typedef struct plot_args {
     int tmpdir;         /* dir is ours to remove */
 } plot_args;
 
-/* An argv under construction. */
+/* An argv under construction: room for every -p and -c (two words each) and the rest,
+ * so that a push can fail only for too many traces (checked where they are pushed). */
 typedef struct argv_t {
-    const char *a[MAX_ARGS + 32];
+    const char *a[4 * MAX_ARGS + 64];
     unsigned n;
 } argv_t;
 
@@ -139,9 +140,9 @@ static int push(argv_t *v, const char *s)
     return 0;
 }
 
-/* Runs v (PATH lookup), stdout to out_path (or /dev/null when quiet and NULL), stderr to
- * err_path when given, and
- * returns its exit status, 127 when it could not start, or 128+signal. */
+/* Runs v (PATH lookup) with stdout to out_path (or /dev/null when quiet and out_path is
+ * NULL) and stderr to err_path when given. Returns its exit status, 127 when it could not
+ * start, or 128 + the signal that killed it. */
 static int spawn(const argv_t *v, const char *out_path, int quiet, const char *err_path)
 {
     posix_spawn_file_actions_t fa;
