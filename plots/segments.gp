@@ -119,9 +119,9 @@ if (exists("runs") && strlen(runs) > 0) {
         r_alloc = column("oom_alloc"), r_res = column("oom_reserved")) : 0, 0) nooutput
     if (r_cap == r_cap) { who = who . sprintf(" at %s (%.2f GB)", human(r_cap), r_cap / 1e9) }
     if (r_size == r_size) {
-        oom_what = sprintf(": alloc %d asked for %s", r_alloc, human(r_size))
+        oom_what = sprintf("\nalloc %d asked for %s", r_alloc, human(r_size))
         if (r_cap == r_cap && r_res == r_res && r_cap >= r_res) {
-            oom_what = oom_what . sprintf(", %s left under the cap%s", human(r_cap - r_res), \
+            oom_what = oom_what . sprintf("; %s was left under the cap%s", human(r_cap - r_res), \
                 r_size <= r_cap - r_res ? " (device memory comes in 2 MiB pages)" : "")
         }
     }
