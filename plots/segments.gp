@@ -27,7 +27,7 @@ set datafile separator ","
 set datafile columnheaders
 mine(dummy) = column("run") == run && strcol("when") eq when
 stats in using (mine(0) ? column("segment") : NaN) nooutput
-if (STATS_records == 0) { exit error sprintf("%s: no rows for run %d at '%s'", in, run, when) }
+if (!exists("STATS_records") || STATS_records == 0) { exit error sprintf("%s: no rows for run %d at '%s'", in, run, when) }
 nseg = int(STATS_max) + 1
 array segsz[nseg]
 do for [k=1:nseg] { segsz[k] = 0 }

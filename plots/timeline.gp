@@ -40,7 +40,7 @@ if (exists("runs") && strlen(runs) > 0) {
 t0 = 0
 if (x eq "time") {
     stats in using (column("time_us")) nooutput
-    if (STATS_records == 0) { exit error in.": no time_us values; use x='event'" }
+    if (!exists("STATS_records") || STATS_records == 0) { exit error in.": the trace has no times; use x='event'" }
     t0 = STATS_min
 }
 X = (x eq "event") ? 'column("event")' : (x eq "alloc") ? 'column("alloc")' : '(column("time_us") - t0) / 1e6'

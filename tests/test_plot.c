@@ -216,6 +216,12 @@ static void plot_segments_svg(void)
     CU_ASSERT_EQUAL(csv_rows(p, 11, "4"), 5); /* the peak map's event */
     CU_ASSERT_EQUAL(csv_rows(p, 11, "5"), 5); /* the OOM's event */
 
+    /* A run the map does not hold: gnuplot's message, exit 1. */
+    char bad[4000], err[4096];
+    snprintf(bad, sizeof bad, "plot segments --csv '%s' --run 7 -o '%s/x.png'", p, dir);
+    CU_ASSERT_EQUAL(tu_run_allocsim(bad, NULL, 0, err, sizeof err), 1);
+    CU_ASSERT(strstr(err, "no rows for run 7") != NULL);
+
     /* Redrawn from the kept CSV in the wrapped layout (rows of equal bytes): the blocks
      * that straddle rows are drawn in pieces. */
     char runs[1100], png[1100], args[4000];
