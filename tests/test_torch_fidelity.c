@@ -12,12 +12,18 @@
  *
  * Known differences are listed in `resisting` with the reason; the test fails when any
  * other cell drifts, and also when a listed cell starts to match (so the list stays true).
+ *
+ * A second check takes placement out of the question: replay/data/torch-key-replay holds
+ * every segment event, with its address, of the key's runs replayed through PyTorch on
+ * the H200. A device that hands the policy exactly those addresses must see the same
+ * events, sizes and addresses from the policy, for every non-expandable run there.
  */
 #include <CUnit/CUnit.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zstd.h>
 
 #include "policy.h"
 #include "simdev.h"
@@ -657,8 +663,279 @@ static void torch_fidelity_streams(void)
     CU_ASSERT_EQUAL(t.exact, t.cells);
 }
 
+/* ---- the policy on the real driver's addresses ----------------------------------- */
+
+typedef struct rec_ev {
+    uint64_t alloc;
+    int action; /* 0 segment_alloc, 1 segment_free */
+    uint64_t addr, size;
+} rec_ev;
+
+typedef struct addr_dev {
+    const rec_ev *want; /* the run's recorded events */
+    size_t n, next;     /* next: where to look for the next segment_alloc */
+    uint64_t fraction, reserved, cur_alloc;
+    rec_ev *got;
+    size_t ngot, cap;
+} addr_dev;
+
+static void ad_log(addr_dev *d, int action, uint64_t addr, uint64_t size)
+{
+    if (d->ngot == d->cap) {
+        size_t nc = d->cap ? d->cap * 2 : 256;
+        rec_ev *nn = realloc(d->got, nc * sizeof *nn);
+        if (!nn)
+            return;
+        d->got = nn;
+        d->cap = nc;
+    }
+    d->got[d->ngot++] = (rec_ev){d->cur_alloc, action, addr, size};
+}
+
+/* cudaMalloc as the real driver answered it: the run's next recorded segment address. */
+static int ad_reserve(void *c, uint64_t size, uint64_t *addr)
+{
+    addr_dev *d = c;
+    while (d->next < d->n && d->want[d->next].action != 0)
+        d->next++;
+    if (d->next == d->n)
+        return AS_DEV_OOM; /* the real run made no more: the comparison reports it */
+    *addr = d->want[d->next++].addr;
+    d->reserved += size;
+    ad_log(d, 0, *addr, size);
+    return AS_DEV_OK;
+}
+
+static int ad_release(void *c, uint64_t addr, uint64_t size)
+{
+    addr_dev *d = c;
+    d->reserved -= size;
+    ad_log(d, 1, addr, size);
+    return AS_DEV_OK;
+}
+
+static int ad_va(void *c, uint64_t size, uint64_t *addr)
+{
+    (void)c, (void)size, (void)addr;
+    return AS_DEV_ENOSYS;
+}
+static int ad_range(void *c, uint64_t addr, uint64_t size)
+{
+    (void)c, (void)addr, (void)size;
+    return AS_DEV_ENOSYS;
+}
+static uint64_t ad_capacity(void *c)
+{
+    return ((addr_dev *)c)->fraction;
+}
+static uint64_t ad_reserved(void *c)
+{
+    return ((addr_dev *)c)->reserved;
+}
+
+static const as_device_ops addr_ops = {
+    .reserve = ad_reserve,
+    .release = ad_release,
+    .va_reserve = ad_va,
+    .va_release = ad_range,
+    .map = ad_range,
+    .unmap = ad_range,
+    .capacity = ad_capacity,
+    .reserved = ad_reserved,
+};
+
+/* Reads a whole .zst file into a NUL-terminated buffer (caller frees), or NULL. */
+static char *read_zst(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    ZSTD_DCtx *z = ZSTD_createDCtx();
+    size_t cap = 1 << 20, n = 0;
+    char *out = malloc(cap + 1), inbuf[1 << 16];
+    int bad = !z || !out;
+    size_t got;
+    while (!bad && (got = fread(inbuf, 1, sizeof inbuf, f)) > 0) {
+        ZSTD_inBuffer in = {inbuf, got, 0};
+        while (!bad && in.pos < in.size) {
+            if (cap - n < (1 << 16)) {
+                char *nn = realloc(out, cap * 2 + 1);
+                if (!nn) {
+                    bad = 1;
+                    break;
+                }
+                out = nn;
+                cap *= 2;
+            }
+            ZSTD_outBuffer ob = {out + n, cap - n, 0};
+            if (ZSTD_isError(ZSTD_decompressStream(z, &ob, &in)))
+                bad = 1;
+            n += ob.pos;
+        }
+    }
+    fclose(f);
+    ZSTD_freeDCtx(z);
+    if (bad) {
+        free(out);
+        return NULL;
+    }
+    out[n] = 0;
+    *len = n;
+    return out;
+}
+
+/* One recorded run through the policy on the recorded addresses. 1 when exact. */
+static int address_run(const trace_buf *tb, const as_policy_spec *spec, uint64_t fraction,
+                       const rec_ev *want, size_t n, uint64_t key_oom, char *why, size_t wl)
+{
+    const as_policy *pol = spec->policy;
+    addr_dev d = {.want = want, .n = n, .fraction = fraction};
+    as_device dev = {.ops = &addr_ops, .ctx = &d};
+    void *st = calloc(1, pol->state_size);
+    uint64_t *handles = calloc(tb->allocs + 1, sizeof *handles), oom = UINT64_MAX, k = 0;
+    int ok = 0;
+    if (!st || !handles || pol->init(st, spec->values, &dev)) {
+        snprintf(why, wl, "setup failed");
+        goto out;
+    }
+    for (size_t i = 0; i < tb->n && oom == UINT64_MAX; i++) {
+        const tev *e = &tb->ev[i];
+        int rc = 0;
+        d.cur_alloc = k;
+        if (e->op == AS_OP_ALLOC) {
+            as_request rq = {.id = e->id, .size = e->size, .stream = e->stream};
+            as_block b;
+            rc = pol->alloc(st, &rq, &b);
+            if (rc == AS_POLICY_OOM) {
+                oom = k;
+                rc = 0;
+            } else if (!rc && e->id <= tb->allocs) {
+                handles[e->id] = b.handle;
+            }
+            k++;
+        } else if (e->op == AS_OP_FREE || e->op == AS_OP_FREE_REQ) {
+            rc = pol->free(st, handles[e->id], e->op == AS_OP_FREE_REQ);
+        }
+        if (rc) {
+            snprintf(why, wl, "policy error %d at event %zu", rc, i);
+            goto fini;
+        }
+    }
+    size_t i = 0;
+    while (i < n && i < d.ngot && want[i].alloc == d.got[i].alloc &&
+           want[i].action == d.got[i].action && want[i].addr == d.got[i].addr &&
+           want[i].size == d.got[i].size)
+        i++;
+    if (i < n || i < d.ngot)
+        snprintf(why, wl, "segment event %zu of %zu differs (ours: %zu events)", i, n, d.ngot);
+    else if (oom != key_oom)
+        snprintf(why, wl, "oom_alloc %" PRId64 ", recorded %" PRId64, (int64_t)oom,
+                 (int64_t)key_oom);
+    else
+        ok = 1;
+fini:
+    pol->fini(st);
+out:
+    free(st);
+    free(handles);
+    free(d.got);
+    return ok;
+}
+
+/* Every non-expandable run of one torch-key-replay file. */
+static void address_file(const char *stem, const char *workload, unsigned *runs, unsigned *exact)
+{
+    char path[600], why[400];
+    jdoc d;
+    snprintf(path, sizeof path, "replay/data/torch-key-replay/%s.json", stem);
+    if (j_load(&d, tu_path(path))) {
+        fprintf(stderr, "\n  torch addresses: %s: %s", path, d.err);
+        CU_FAIL("cannot read a replay record");
+        j_free(&d);
+        return;
+    }
+    snprintf(path, sizeof path, "replay/data/torch-key-replay/%s.csv.zst", stem);
+    size_t len = 0;
+    char *csv = read_zst(tu_path(path), &len);
+    snprintf(path, sizeof path, "shared/data/torch-2.11-h200/%s.pickle.zst", workload);
+    trace_buf tb;
+    int tok = load_trace(tu_path(path), &tb, why, sizeof why) == 0;
+    CU_ASSERT_PTR_NOT_NULL(csv);
+    CU_ASSERT(tok);
+    /* rows: run,alloc,event,action,addr,size */
+    rec_ev *ev = NULL;
+    size_t nev = 0, cap = 0;
+    int *run_of = NULL;
+    for (char *line = csv ? strchr(csv, '\n') : NULL; line && *++line;) {
+        int r;
+        unsigned long long al, e, addr, size;
+        char act[32];
+        if (sscanf(line, "%d,%llu,%llu,%31[^,],%llu,%llu", &r, &al, &e, act, &addr, &size) == 6) {
+            if (nev == cap) {
+                cap = cap ? cap * 2 : 4096;
+                ev = realloc(ev, cap * sizeof *ev);
+                run_of = realloc(run_of, cap * sizeof *run_of);
+                if (!ev || !run_of)
+                    break;
+            }
+            ev[nev] = (rec_ev){al, strcmp(act, "segment_alloc") != 0, addr, size};
+            run_of[nev++] = r;
+        }
+        line = strchr(line, '\n');
+    }
+    uint32_t jr = j_get(&d, 1, "runs");
+    int idx = 0;
+    for (uint32_t r = jr ? d.n[jr].child : 0; r && csv && tok && ev; r = d.n[r].next, idx++) {
+        uint32_t conf = j_get(&d, r, "conf"), capn = j_get(&d, r, "capacity");
+        uint32_t oomn = j_get(&d, r, "oom_alloc");
+        const char *cfg = conf && d.n[conf].str ? d.n[conf].str : "default";
+        if (strstr(cfg, "expandable") || strstr(cfg, "backend"))
+            continue; /* maps pages in VA ranges the record does not hold */
+        size_t from = 0, n = 0;
+        while (from < nev && run_of[from] != idx)
+            from++;
+        while (from + n < nev && run_of[from + n] == idx)
+            n++;
+        as_policy_spec spec;
+        char err[200];
+        if (as_policy_spec_parse(strcmp(cfg, "default") ? cfg : "torch", &spec, err, sizeof err)) {
+            fprintf(stderr, "\n  torch addresses: spec '%s': %s", cfg, err);
+            CU_FAIL("a replayed config does not parse");
+            continue;
+        }
+        uint64_t fraction = capn && d.n[capn].type == J_NUM ? d.n[capn].num : AS_CAPACITY_NONE;
+        uint64_t key_oom = oomn && d.n[oomn].type == J_NUM ? d.n[oomn].num : UINT64_MAX;
+        (*runs)++;
+        if (address_run(&tb, &spec, fraction, ev + from, n, key_oom, why, sizeof why))
+            (*exact)++;
+        else
+            fprintf(stderr, "\n  torch addresses: %s run %d [%s]: %s", stem, idx, cfg, why);
+        as_policy_spec_free(&spec);
+    }
+    free(ev);
+    free(run_of);
+    free(csv);
+    free(tb.ev);
+    j_free(&d);
+}
+
+static void torch_fidelity_addresses(void)
+{
+    unsigned runs = 0, exact = 0;
+    address_file("torch_resnet_varbatch_main", "resnet_varbatch", &runs, &exact);
+    address_file("torch_resnet_varbatch_more", "resnet_varbatch", &runs, &exact);
+    address_file("torch_moe_like_main", "moe_like", &runs, &exact);
+    fprintf(stderr,
+            "\n  torch on the real addresses (replay/data/torch-key-replay): %u runs, %u exact "
+            "(every segment event and address)\n",
+            runs, exact);
+    CU_ASSERT_EQUAL(runs, 63);
+    CU_ASSERT_EQUAL(exact, runs);
+}
+
 CU_TestInfo test_torch_fidelity[] = {
     {"h200_key", torch_fidelity_h200},
     {"h200_streams_key", torch_fidelity_streams},
+    {"real_addresses", torch_fidelity_addresses},
     CU_TEST_INFO_NULL,
 };
