@@ -107,7 +107,11 @@ set ylabel "waste = peak reserved - peak requested (GiB)"
 set yrange [0:*]
 cmd = 'plot '
 do for [k=1:np] {
-    cmd = cmd . sprintf('in using (pol[%s] eq pname[%d] ? bx(%s) : NaN):(gib(column("waste"))) with boxes fs %s fc rgb col(%d) notitle%s', row, k, row, fs(k), k, k < np ? ', ' : '')
+    cmd = cmd . sprintf('in using (pol[%s] eq pname[%d] ? bx(%s) : NaN):(gib(column("waste"))) with boxes fs %s fc rgb col(%d) notitle, ', row, k, row, fs(k), k)
 }
+# The value over each bar: a bar a few pixels high still reads as a number.
+cmd = cmd . 'in using (bx(' . row . ')):(gib(column("waste"))):(sprintf(gib(column("waste")) < 10 ? "%.1f" : "%.0f", gib(column("waste")))) with labels center offset 0, 0.6 font ",9" notitle'
+set yrange [0:*]
+set offsets 0, 0, graph 0.08, 0
 eval cmd
 unset multiplot
