@@ -3,29 +3,38 @@
  * static inline functions, so the reader's hot loops (and the native decoder's fused
  * decode-and-validate loop) run them without calls. Slow paths stay in reader.c.
  *
- * Invariant: the table holds exactly the live allocations, at load <= 1/2, with no
- * tombstones (backward-shift deletion), so a lookup probes a short run of slots.
+ * Invariant: the ring and the hash map together hold exactly the live allocations, each
+ * in one place; the hash runs at load <= 1/2 with no tombstones (backward-shift
+ * deletion), so a lookup probes a short run of slots.
  */
 #ifndef AS_TRACES_LIVE_INTERNAL_H
 #define AS_TRACES_LIVE_INTERNAL_H
 
+#include <stdint.h>
 #include <string.h>
 
 #include "trace_internal.h"
 
 #define AS_LIVE_MIN_CAP 64
 
-/* Rebuilds t with ncap slots (a power of two). 0, or -1 when out of memory (t intact). */
+/* Rebuilds t's hash with ncap slots (a power of two). 0, or -1 when out of memory (t
+ * intact). */
 int as_live_rehash(as_live *t, size_t ncap);
+/* Allocates the ring. 0, or -1 when out of memory. */
+int as_live_ring_init(as_live *t);
+/* Moves the ring entry e into the hash map (out of line: the uncommon path). */
+int as_live_evict(as_live *t, const as_live_ent *e);
+
+#define AS_HOT static inline __attribute__((always_inline))
 
 static inline size_t live_home(const as_live *t, uint64_t key)
 {
     return (size_t)((key * 0x9E3779B97F4A7C15ull) >> t->shift);
 }
 
-static inline as_live_ent *live_find(as_live *t, uint64_t id)
+AS_HOT as_live_ent *hash_find(as_live *t, uint64_t id)
 {
-    if (!t->cap)
+    if (!t->n)
         return NULL;
     uint64_t key = id + 1;
     size_t mask = t->cap - 1;
@@ -37,7 +46,7 @@ static inline as_live_ent *live_find(as_live *t, uint64_t id)
     }
 }
 
-static inline as_live_ent *live_insert(as_live *t, uint64_t id)
+static inline as_live_ent *hash_insert(as_live *t, uint64_t id)
 {
     /* Load factor at most 1/2: short probe runs matter more than the bytes. */
     if ((t->n + 1) * 2 > t->cap && as_live_rehash(t, t->cap ? t->cap * 2 : AS_LIVE_MIN_CAP) < 0)
@@ -52,7 +61,7 @@ static inline as_live_ent *live_insert(as_live *t, uint64_t id)
     return e;
 }
 
-static inline void live_remove(as_live *t, as_live_ent *e)
+static inline void hash_remove(as_live *t, as_live_ent *e)
 {
     /* Backward-shift deletion: no tombstones, so probe runs never degrade. */
     size_t mask = t->cap - 1, i = (size_t)(e - t->slot), j = i;
@@ -74,9 +83,53 @@ static inline void live_remove(as_live *t, as_live_ent *e)
         (void)as_live_rehash(t, t->cap / 4); /* on failure the bigger table stays valid */
 }
 
+static inline int live_in_ring(const as_live *t, const as_live_ent *e)
+{
+    /* compared as integers: e may point into the hash array instead */
+    uintptr_t p = (uintptr_t)e, r = (uintptr_t)t->ring;
+    return p >= r && p < r + AS_LIVE_RING * sizeof *e;
+}
+
+AS_HOT as_live_ent *live_find(as_live *t, uint64_t id)
+{
+    if (t->ring) {
+        as_live_ent *e = &t->ring[id & (AS_LIVE_RING - 1)];
+        if (e->key == id + 1)
+            return e;
+    }
+    return hash_find(t, id);
+}
+
+/* Inserts id (absent from the table); returns its entry, only the key set. */
+AS_HOT as_live_ent *live_insert(as_live *t, uint64_t id)
+{
+    if (!t->ring && as_live_ring_init(t) < 0)
+        return NULL;
+    as_live_ent *e = &t->ring[id & (AS_LIVE_RING - 1)];
+    if (e->key) {
+        /* still live from AS_LIVE_RING allocations ago: it moves to the hash map */
+        if (as_live_evict(t, e) < 0)
+            return NULL;
+    } else {
+        t->ring_n++;
+    }
+    e->key = id + 1;
+    return e;
+}
+
+AS_HOT void live_remove(as_live *t, as_live_ent *e)
+{
+    if (live_in_ring(t, e)) {
+        e->key = 0;
+        t->ring_n--;
+    } else {
+        hash_remove(t, e);
+    }
+}
+
 /* The common cases, inlined into the hot loops. Each returns 0 when the event is valid
  * (and fills or renumbers it), -1 with nothing changed when as_validate must judge it. */
-static inline int validate_alloc(as_validator *v, as_event *ev)
+AS_HOT int validate_alloc(as_validator *v, as_event *ev)
 {
     if (ev->id != v->allocs_in || ev->size - 1 >= AS_MAX_ALLOC_SIZE)
         return -1;
@@ -92,7 +145,7 @@ static inline int validate_alloc(as_validator *v, as_event *ev)
     return 0;
 }
 
-static inline int validate_free(as_validator *v, as_event *ev)
+AS_HOT int validate_free(as_validator *v, as_event *ev)
 {
     as_live_ent *e = live_find(&v->live, ev->id);
     if (!e)
@@ -105,7 +158,7 @@ static inline int validate_free(as_validator *v, as_event *ev)
     return 0;
 }
 
-static inline int validate_free_req(as_validator *v, as_event *ev)
+AS_HOT int validate_free_req(as_validator *v, as_event *ev)
 {
     as_live_ent *e = live_find(&v->live, ev->id);
     if (!e || (e->out_id & AS_LIVE_FREEREQ))

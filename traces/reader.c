@@ -78,15 +78,36 @@ void as_live_remove(as_live *t, as_live_ent *e)
     live_remove(t, e);
 }
 
+int as_live_ring_init(as_live *t)
+{
+    t->ring = calloc(AS_LIVE_RING, sizeof *t->ring);
+    return t->ring ? 0 : -1;
+}
+
+int as_live_evict(as_live *t, const as_live_ent *e)
+{
+    as_live_ent *h = hash_insert(t, e->key - 1);
+    if (!h)
+        return -1;
+    *h = *e;
+    return 0;
+}
+
 void as_live_free(as_live *t)
 {
     free(t->slot);
+    free(t->ring);
     memset(t, 0, sizeof *t);
 }
 
 size_t as_live_bytes(const as_live *t)
 {
-    return t->cap * sizeof(as_live_ent);
+    return (t->cap + (t->ring ? AS_LIVE_RING : 0)) * sizeof(as_live_ent);
+}
+
+size_t as_live_count(const as_live *t)
+{
+    return t->n + t->ring_n;
 }
 
 /* ---- validation ------------------------------------------------------------------ */
@@ -381,7 +402,7 @@ void as_trace_reader_progress(const as_trace_reader *r, uint64_t *done, uint64_t
 void as_trace_reader_live(const as_trace_reader *r, uint64_t *live, size_t *table_bytes)
 {
     if (live)
-        *live = r->v.live.n;
+        *live = as_live_count(&r->v.live);
     if (table_bytes)
         *table_bytes = as_live_bytes(&r->v.live);
 }

@@ -47,7 +47,15 @@ int as_trace_vset_error(as_trace_error *err, int code, const char *path, uint64_
                         uint64_t line, const char *fmt, va_list ap)
     __attribute__((format(printf, 6, 0)));
 
-/* ---- live table (reader.c): open addressing keyed by allocation id --------------- */
+/* ---- live table (reader.c, live_internal.h) --------------------------------------- */
+
+/* The live allocations, keyed by id: a hash map (open addressing), with a small
+ * direct-mapped ring in front of it. Ids are ordinals, so the ring slot of id is
+ * id mod AS_LIVE_RING: a fresh allocation goes there, and the one it displaces (allocated
+ * AS_LIVE_RING allocations earlier and still live) moves into the hash map. Most blocks
+ * die young, so most frees hit the ring and never touch the hash. Memory: the ring's
+ * constant 32 KiB plus the hash, which follows the number of live allocations. */
+#define AS_LIVE_RING 1024
 
 typedef struct as_live_ent {
     uint64_t key; /* id + 1; 0 marks an empty slot */
@@ -61,10 +69,12 @@ typedef struct as_live_ent {
 #define AS_LIVE_ID(e) ((e)->out_id & ~AS_LIVE_FREEREQ)
 
 typedef struct as_live {
-    as_live_ent *slot;
-    size_t cap; /* power of two, or 0 before first use */
-    size_t n;   /* live entries */
+    as_live_ent *slot; /* the hash map */
+    size_t cap;        /* power of two, or 0 before first use */
+    size_t n;          /* live entries in the hash map */
     unsigned shift;
+    as_live_ent *ring; /* AS_LIVE_RING slots, allocated with the first insert */
+    size_t ring_n;     /* live entries in the ring */
 } as_live;
 
 as_live_ent *as_live_find(as_live *t, uint64_t id);
@@ -73,8 +83,10 @@ as_live_ent *as_live_find(as_live *t, uint64_t id);
 as_live_ent *as_live_insert(as_live *t, uint64_t id);
 void as_live_remove(as_live *t, as_live_ent *e);
 void as_live_free(as_live *t);
-/* Bytes the table holds (its slot array): what "bounded memory" tests measure. */
+/* Bytes the table holds (ring and hash slots): what "bounded memory" tests measure. */
 size_t as_live_bytes(const as_live *t);
+/* Live allocations in the table. */
+size_t as_live_count(const as_live *t);
 
 /* Validation state shared by the reader and the writer. */
 typedef struct as_validator {
