@@ -634,25 +634,32 @@ int as_policy_spec_parse(const char *text, as_policy_spec *out, char *why, size_
         goto out;
     }
     size_t bl = 0;
-    for (size_t i = 0; i < tl; i++)
-        if (!isspace((unsigned char)text[i]))
-            buf[bl++] = text[i];
+    for (size_t i = 0; i < tl; i++) {
+        unsigned char ch = (unsigned char)text[i];
+        if (isspace(ch))
+            continue;
+        if (!isgraph(ch) || ch >= 0x80) {
+            fail(why, why_len, "byte 0x%02x at offset %zu is not allowed in a policy spec", ch, i);
+            goto out;
+        }
+        buf[bl++] = (char)ch;
+    }
     buf[bl] = 0;
 
     /* Bracket balance first, so item splitting cannot run wild. */
     int depth = 0;
     for (size_t i = 0; i < bl; i++) {
         if (buf[i] == '[' && ++depth > 1) {
-            fail(why, why_len, "nested '[' at offset %zu of '%s'", i, text);
+            fail(why, why_len, "nested '[' at offset %zu of '%s'", i, buf);
             goto out;
         }
         if (buf[i] == ']' && --depth < 0) {
-            fail(why, why_len, "unmatched ']' at offset %zu of '%s'", i, text);
+            fail(why, why_len, "unmatched ']' at offset %zu of '%s'", i, buf);
             goto out;
         }
     }
     if (depth) {
-        fail(why, why_len, "unclosed '[' in '%s'", text);
+        fail(why, why_len, "unclosed '[' in '%s'", buf);
         goto out;
     }
 
@@ -677,7 +684,7 @@ int as_policy_spec_parse(const char *text, as_policy_spec *out, char *why, size_
         if (*p == ',')
             p++;
         if (!*p && p[-1] == ',') {
-            fail(why, why_len, "empty knob after ',' in '%s'", text);
+            fail(why, why_len, "empty knob after ',' in '%s'", buf);
             goto out;
         }
     } else {

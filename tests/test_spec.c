@@ -288,6 +288,13 @@ static void spec_errors(void)
     parse_bad("bestfit,maxsplit", "'maxsplit' is not knob=value", NULL);
     parse_bad("bestfit,nocache", "policy name 'nocache' must come first", NULL);
     parse_bad("nocache,maxsplit=128", "policy 'nocache' has no knob 'maxsplit'", NULL);
+    /* Messages quote the spec without whitespace; other control bytes are refused. */
+    parse_bad("bestfit,\nroundup=[1:1]]",
+              "unmatched ']' at offset 21 of "
+              "'bestfit,roundup=[1:1]]'",
+              NULL);
+    parse_bad("bestfit,round=\x01", "byte 0x01 at offset 14", NULL);
+    parse_bad("bestfit\xb6", "byte 0xb6 at offset 7", NULL);
 }
 
 /* With no name the policy is torch; until torch is registered that is a clear error. */
