@@ -75,6 +75,29 @@ static void text_parse_by_hand(void)
     tu_rm(p);
 }
 
+static void text_bom_and_crlf(void)
+{
+    /* what a Windows editor saves: a UTF-8 BOM and CR LF line ends */
+    const char *p = tu_write_tmp(".txt", "\xEF\xBB\xBF" "allocsim-text 1\r\n"
+                                         "meta k=v\r\n"
+                                         "alloc 0 1K\r\n"
+                                         "mark two words\r\n"
+                                         "free 0\r\n");
+    as_trace_reader *r;
+    as_trace_error err;
+    CU_ASSERT_EQUAL_FATAL(as_trace_open(p, NULL, &r, &err), 0);
+    CU_ASSERT_STRING_EQUAL(as_meta_get(as_trace_reader_meta(r), "k"), "v");
+    as_event e;
+    CU_ASSERT_EQUAL(as_trace_next(r, &e), 0);
+    CU_ASSERT_EQUAL(e.size, 1024);
+    CU_ASSERT_EQUAL(as_trace_next(r, &e), 0);
+    CU_ASSERT_STRING_EQUAL(e.label, "two words");
+    CU_ASSERT_EQUAL(as_trace_next(r, &e), 0);
+    CU_ASSERT_EQUAL(as_trace_next(r, &e), AS_TRACE_EOF);
+    as_trace_close(r);
+    tu_rm(p);
+}
+
 static void text_writer_canonical(void)
 {
     as_meta m = {0};
@@ -219,6 +242,7 @@ static void text_escapes_lossless(void)
 
 CU_TestInfo test_text[] = {
     {"parse_by_hand", text_parse_by_hand},
+    {"bom_and_crlf", text_bom_and_crlf},
     {"writer_canonical", text_writer_canonical},
     {"errors", text_errors},
     {"escapes_lossless", text_escapes_lossless},

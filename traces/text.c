@@ -293,10 +293,16 @@ static long unescape(const char *b, const char *e, char *dst, size_t cap, const 
 
 /* ---- decoding --------------------------------------------------------------------- */
 
+/* A UTF-8 byte order mark, which some editors put at the start of a file: skipped. */
+static size_t bom_len(const void *p, size_t n)
+{
+    return n >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
+}
+
 static int text_probe(const uint8_t *head, size_t n)
 {
-    size_t m = sizeof TEXT_MAGIC - 1;
-    return n > m && memcmp(head, TEXT_MAGIC, m) == 0 && is_blank((char)head[m]);
+    size_t m = sizeof TEXT_MAGIC - 1, b = bom_len(head, n);
+    return n > b + m && memcmp(head + b, TEXT_MAGIC, m) == 0 && is_blank((char)head[b + m]);
 }
 
 static int parse_meta(text_st *s, as_meta *meta, const char *p, const char *e, as_trace_error *err)
@@ -344,6 +350,7 @@ static int text_open(as_instream *in, const as_reader_opts *opts, as_meta *meta,
         goto bad;
     const char *p, *e, *tb, *te;
     line_body(s, &p, &e);
+    p += bom_len(p, (size_t)(e - p));
     if (!next_tok(&p, e, &tb, &te) || !tok_is(tb, te, TEXT_MAGIC)) {
         rc = fail_at(s, err, AS_TRACE_EFORMAT, tb, "not an allocsim text trace");
         goto bad;
