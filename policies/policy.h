@@ -127,6 +127,7 @@ typedef struct as_policy {
     const as_knob *knobs;
     size_t n_knobs;
     size_t state_size;
+    unsigned flags; /* AS_POLICY_F_* */
 
     /* cfg has n_knobs entries, already range-checked. dev outlives the state. */
     int (*init)(void *st, const as_knob_value *cfg, const as_device *dev);
@@ -142,6 +143,13 @@ typedef struct as_policy {
     /* Releases host memory. Device memory still held is released through dev. */
     void (*fini)(void *st);
 } as_policy;
+
+/* The policy applies the run's capacity itself, as an allocator-level limit read through
+ * dev->ops->capacity (PyTorch's set_per_process_memory_fraction: a new segment is refused
+ * when reserved + segment size > limit, but expandable pages may map a little past it).
+ * The engine then gives it a device that reports the capacity as its limit without
+ * refusing at it, as on the bigger physical GPU the limit was set on. */
+#define AS_POLICY_F_LIMITS_ITSELF 1u
 
 /* ---- Registry and spec parsing (registry.c, spec.c) -------------------------------- */
 

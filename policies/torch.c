@@ -1611,6 +1611,7 @@ const as_policy as_policy_torch = {
     .knobs = torch_knobs,
     .n_knobs = K_COUNT,
     .state_size = sizeof(torch_state),
+    .flags = AS_POLICY_F_LIMITS_ITSELF,
     .init = torch_init,
     .alloc = torch_alloc,
     .free = torch_free,

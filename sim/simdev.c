@@ -531,7 +531,8 @@ static int dev_unmap(void *ctx, uint64_t addr, uint64_t size)
 
 static uint64_t dev_capacity(void *ctx)
 {
-    return ((as_simdev *)ctx)->p.capacity;
+    const as_simdev *d = ctx;
+    return d->p.limit ? d->p.limit : d->p.capacity;
 }
 static uint64_t dev_reserved(void *ctx)
 {

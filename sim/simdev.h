@@ -53,6 +53,10 @@ typedef struct as_simdev_params {
     uint64_t granularity; /* AS_DEV_GRANULARITY unless testing */
     as_cost reserve, release, map, unmap;
     as_placement placement; /* as_simdev_default_params: AS_PLACE_CHUNKED */
+    /* An allocator-level limit reported by capacity() but not enforced by the device
+     * (PyTorch's memory fraction on a bigger GPU). 0 (unset): capacity() reports
+     * `capacity`. */
+    uint64_t limit;
 } as_simdev_params;
 
 /* The defaults: unlimited capacity, 2 MiB granularity, the H200-calibrated costs. */
