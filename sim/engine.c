@@ -437,12 +437,7 @@ static int run_start(run *r)
             p = *o->dev_params;
         else
             as_simdev_default_params(&p);
-        if (r->pol->flags & AS_POLICY_F_LIMITS_ITSELF) {
-            p.limit = r->capacity;
-            p.capacity = AS_CAPACITY_NONE;
-        } else {
-            p.capacity = r->capacity;
-        }
+        as_simdev_set_capacity(&p, r->capacity, r->pol->flags);
         if (as_simdev_create(&p, &r->sim)) {
             run_fail(r, AS_ENGINE_EDEVICE, "cannot create the simulated device");
             return r->err;

@@ -578,6 +578,17 @@ void as_simdev_default_params(as_simdev_params *p)
     };
 }
 
+void as_simdev_set_capacity(as_simdev_params *p, uint64_t capacity, unsigned policy_flags)
+{
+    if (policy_flags & AS_POLICY_F_LIMITS_ITSELF) {
+        p->capacity = AS_CAPACITY_NONE;
+        p->limit = capacity == AS_CAPACITY_NONE ? 0 : capacity;
+    } else {
+        p->capacity = capacity;
+        p->limit = 0;
+    }
+}
+
 int as_simdev_create(const as_simdev_params *p, as_simdev **out)
 {
     as_simdev *d = calloc(1, sizeof *d);

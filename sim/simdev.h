@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "device.h"
+#include "policy.h"
 
 #define AS_SIMDEV_BASE 0x7f0000000000ull
 #define AS_SIMDEV_VA_BASE 0x7e0000000000ull
@@ -61,6 +62,11 @@ typedef struct as_simdev_params {
 
 /* The defaults: unlimited capacity, 2 MiB granularity, the H200-calibrated costs. */
 void as_simdev_default_params(as_simdev_params *p);
+
+/* Sets a run's capacity the way the policy takes it: a device of that size, or, for a
+ * policy with AS_POLICY_F_LIMITS_ITSELF, an unlimited device reporting it as the limit.
+ * Every place that builds a device for a policy goes through this. */
+void as_simdev_set_capacity(as_simdev_params *p, uint64_t capacity, unsigned policy_flags);
 
 /* One device-level event, as written to --segments and compared with the PyTorch key. */
 typedef struct as_dev_event {

@@ -35,15 +35,15 @@ static inline int ph_open_placed(ph *t, const char *spec, uint64_t capacity, int
         fprintf(stderr, "\n  spec '%s': %s\n", spec, why);
         return -1;
     }
+    t->p = t->spec.policy;
     as_simdev_params p;
     as_simdev_default_params(&p);
-    p.capacity = capacity;
+    as_simdev_set_capacity(&p, capacity, t->p->flags);
     p.placement = (as_placement)placement;
     if (as_simdev_create(&p, &t->dev)) {
         as_policy_spec_free(&t->spec);
         return -1;
     }
-    t->p = t->spec.policy;
     t->st = calloc(1, t->p->state_size ? t->p->state_size : 1);
     int rc = t->st ? t->p->init(t->st, t->spec.values, as_simdev_device(t->dev)) : -1;
     if (rc) {
