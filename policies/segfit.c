@@ -21,17 +21,19 @@ typedef struct segfit {
     unsigned sl; /* log2 of the second-level subdivisions (0 for pow2) */
     int split, coalesce;
     uint64_t round, segment;
+    uint32_t div[AS_DIV_INTERVALS];
     int64_t release;
     uint64_t flmap;
     uint64_t slmap[FL_MAX];
     uint32_t head[FL_MAX][SL_MAX];
 } segfit;
 
-enum { K_ROUND, K_CLASSES, K_SL, K_SPLIT, K_COALESCE, K_SEGMENT, K_RELEASE, K_N };
+enum { K_ROUND, K_ROUNDUP, K_CLASSES, K_SL, K_SPLIT, K_COALESCE, K_SEGMENT, K_RELEASE, K_N };
 enum { CLASSES_TLSF, CLASSES_POW2 };
 
 static const as_knob knobs[K_N] = {
     [K_ROUND] = AS_KNOB_ROUND(512),
+    [K_ROUNDUP] = AS_KNOB_ROUNDUP,
     [K_CLASSES] = {.name = "classes",
                    .type = AS_KNOB_ENUM,
                    .unit = "",
@@ -118,6 +120,8 @@ static int sf_init(void *st, const as_knob_value *cfg, const as_device *dev)
     s->sl = cfg[K_CLASSES].i == CLASSES_POW2 ? 0 : (unsigned)cfg[K_SL].i;
     s->split = (int)cfg[K_SPLIT].i;
     s->coalesce = (int)cfg[K_COALESCE].i;
+    for (int i = 0; i < AS_DIV_INTERVALS; i++)
+        s->div[i] = cfg[K_ROUNDUP].div[i];
     s->round = round;
     s->segment = (uint64_t)cfg[K_SEGMENT].i * AS_MIB;
     s->release = cfg[K_RELEASE].i;
@@ -157,7 +161,7 @@ static int sf_alloc(void *st, const as_request *req, as_block *out)
     segfit *s = st;
     if (req->size > AS_REQUEST_MAX)
         return AS_POLICY_OOM;
-    uint64_t size = as_round_size(req->size, s->round, NULL);
+    uint64_t size = as_round_size(req->size, s->round, s->div);
     uint32_t b = find(s, size);
     if (!b) {
         /* Size the segment to the start of the request's good-fit class, so that once it

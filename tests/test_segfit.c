@@ -125,7 +125,24 @@ static void segfit_segment_reuse(void)
     ph_close(&t);
 }
 
+/* The shared roundup knob: 5,000,000 B at 4 divisions rounds to 5 MiB (4 MiB interval,
+ * steps of 1 MiB); without it to the next 512 B, 5,000,192. */
+static void segfit_roundup(void)
+{
+    ph t;
+    uint64_t a;
+    CU_ASSERT_FATAL(ph_open(&t, "segfit,roundup=4", AS_CAPACITY_NONE) == 0);
+    ph_alloc(&t, 5000000, &a);
+    CU_ASSERT_EQUAL(t.blk[a].size, 5 * MIB);
+    ph_close(&t);
+    CU_ASSERT_FATAL(ph_open(&t, "segfit", AS_CAPACITY_NONE) == 0);
+    ph_alloc(&t, 5000000, &a);
+    CU_ASSERT_EQUAL(t.blk[a].size, 5000192);
+    ph_close(&t);
+}
+
 CU_TestInfo test_segfit[] = {
+    {"roundup", segfit_roundup},
     {"segment_reuse", segfit_segment_reuse},
     {"class_boundaries", segfit_class_boundaries},
     {"good_fit", segfit_good_fit},
