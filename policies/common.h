@@ -2,8 +2,9 @@
  * common.h - the machinery the split/coalesce policies share, written once: a block
  * arena with generation-checked handles, the segment table (device reservations), the
  * physical block chains with split and merge, byte accounting, an intrusive treap over
- * free blocks (size-ordered, or address-ordered with a subtree max for first fit), the
- * segment-size, maxsplit and release-on-OOM rules, and generic check() and walk().
+ * free blocks (size-ordered, or address-ordered with a subtree max for first fit), a binned
+ * (size, addr) index for best fit, the segment-size, maxsplit and release-on-OOM rules, and
+ * generic check() and walk().
  *
  * Invariant (checked by as_heap_check): the blocks of each live segment tile it exactly,
  * in address order along next/prev; every free block is in the policy's free index and no
@@ -40,7 +41,6 @@ typedef struct as_blk {
     uint32_t seg;
     uint32_t gen;    /* bumped at every hand-out; half of the handle */
     uint8_t state;   /* as_block_state, or AS_BLK_DEAD */
-    uint8_t cls;     /* index-private: bin, class, order */
     uint8_t indexed; /* 1 while in the free index */
 } as_blk;            /* 64 bytes: one cache line when the arena is aligned */
 
@@ -62,8 +62,9 @@ typedef struct as_index_ops {
     /* Optional, for address-ordered indexes, which then skip a remove + insert:
      * replace: nw (a free block not indexed) takes the place of old (indexed), nw's key
      * ordering exactly where old's did (no other free block lies between them);
-     * resized: b's size changed from old_size while its address stayed. old_size is the size
-     * the block had when it was indexed (old's own size may have changed already). */
+     * resized: b's size changed from old_size while its place in the order stayed (its
+     * address may have moved down over a merged predecessor). old_size is the size the block
+     * had when it was indexed (old's own size may have changed already). */
     void (*replace)(as_heap *h, uint32_t old, uint32_t nw, uint64_t old_size);
     void (*resized)(as_heap *h, uint32_t b, uint64_t old_size);
 } as_index_ops;
@@ -105,7 +106,8 @@ int as_heap_free(as_heap *h, uint64_t handle, unsigned flags, int coalesce, uint
 int as_heap_release_seg(as_heap *h, uint32_t seg);
 /* Gives back every empty segment; *bytes (may be NULL) gets the total released. */
 int as_heap_release_empty(as_heap *h, uint64_t *bytes);
-/* The release knob's rule after a free left segment `seg` empty. */
+/* The release knob's rule after a free that produced the free block blk: with
+ * release=always, its segment goes back to the device once nothing in it is in use. */
 int as_heap_after_free(as_heap *h, uint32_t blk, int64_t release);
 /* Reserves a segment, and when the device refuses and release != none gives back every
  * empty segment and tries once more (counted in retries). */
