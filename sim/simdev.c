@@ -220,9 +220,9 @@ static void tr_free(treap *t)
  * from *edge) or from the top of the highest hole that fits (down == 1, the space grows
  * downward from *edge, as the CUDA driver's top-down VA heap does). */
 static int space_take(treap *live, treap *holes, uint64_t *edge, int down, uint64_t size,
-                      uint64_t *addr)
+                      uint64_t need, uint64_t *addr)
 {
-    uint32_t h = down ? tr_last_fit(holes, size) : tr_first_fit(holes, size);
+    uint32_t h = down ? tr_last_fit(holes, need) : tr_first_fit(holes, need);
     uint64_t a;
     if (h) {
         uint64_t ha = holes->n[h].addr, len = holes->n[h].len;
@@ -364,7 +364,12 @@ static int chunk_take(as_simdev *d, uint64_t size, uint64_t *addr)
         clen = (size + AS_SIMDEV_CHUNK - 1) / AS_SIMDEV_CHUNK * AS_SIMDEV_CHUNK;
         /* chunks are tracked in `chunks` itself, so the gap space needs no live tree of its
          * own: pass `chunks` as the live set (space_take records the new chunk there). */
-        int rc = space_take(&d->chunks, &d->chunk_gaps, &d->chunk_edge, 1, clen, &a);
+        /* The driver reserves a chunk's address range 32 MiB aligned, as one asks mmap for
+         * an aligned range: map the size plus the alignment less a page, keep the aligned
+         * part. So a gap needs clen + 32 MiB - 4 KiB; the chunk lands at its top (the
+         * gaps are multiples of 32 MiB here: a gap must be larger than the chunk). */
+        int rc = space_take(&d->chunks, &d->chunk_gaps, &d->chunk_edge, 1, clen,
+                            clen + AS_SIMDEV_CHUNK - 4096, &a);
         if (rc)
             return rc;
         caddr = a;
@@ -406,6 +411,33 @@ static int chunk_give(as_simdev *d, uint64_t addr, uint64_t size)
     if (tr_insert(&d->holes, a, len))
         return AS_DEV_EFAULT;
     return chunk_refile(d, caddr, clen, seq);
+}
+
+/* The CUDA context's own chunks, there before the first cudaMalloc (replay/PLACEMENT.md
+ * section 6, measured in replay/data/calib-h200 and the same in all 15 key-replay
+ * processes): above the heap's top T, a chunk [T+480, T+512) MiB made first with its first
+ * 8 MiB in use, and a chunk [T+384, T+416) MiB made next with all but its last 2 MiB in use.
+ * The space from T up is otherwise taken, so the heap still grows down from T. The first
+ * 2 MiB segments of a process land in them: T+414, then T+488, T+490, ... */
+static const struct {
+    uint64_t off, used; /* chunk offset above AS_SIMDEV_TOP, bytes in use from its bottom */
+} ctx_chunks[] = {
+    {480ull << 20, 8ull << 20},
+    {384ull << 20, 30ull << 20},
+};
+
+static int chunk_context(as_simdev *d)
+{
+    for (size_t i = 0; i < sizeof ctx_chunks / sizeof ctx_chunks[0]; i++) {
+        uint64_t a = AS_SIMDEV_TOP + ctx_chunks[i].off, seq = ++d->chunk_clock;
+        if (tr_insert(&d->chunks, a, AS_SIMDEV_CHUNK))
+            return AS_DEV_EFAULT;
+        d->chunks.n[tr_find(&d->chunks, a)].aux = seq;
+        if (tr_insert(&d->holes, a + ctx_chunks[i].used, AS_SIMDEV_CHUNK - ctx_chunks[i].used) ||
+            chunk_refile(d, a, AS_SIMDEV_CHUNK, seq))
+            return AS_DEV_EFAULT;
+    }
+    return AS_DEV_OK;
 }
 
 /* ---- device calls ------------------------------------------------------------------------ */
@@ -455,7 +487,7 @@ static int dev_reserve(void *ctx, uint64_t size, uint64_t *addr)
     int rc = d->p.placement == AS_PLACE_CHUNKED
                  ? chunk_take(d, size, addr)
                  : space_take(&d->live, &d->holes, &d->next_addr,
-                              d->p.placement == AS_PLACE_TOP_DOWN, size, addr);
+                              d->p.placement == AS_PLACE_TOP_DOWN, size, size, addr);
     if (rc)
         return rc;
     held_add(d, size);
@@ -484,7 +516,7 @@ static int dev_va_reserve(void *ctx, uint64_t size, uint64_t *addr)
     as_simdev *d = ctx;
     if (bad_size(d, size))
         return AS_DEV_EINVAL;
-    return space_take(&d->va_live, &d->va_holes, &d->va_next, 0, size, addr);
+    return space_take(&d->va_live, &d->va_holes, &d->va_next, 0, size, size, addr);
 }
 
 static int dev_va_release(void *ctx, uint64_t addr, uint64_t size)
@@ -608,6 +640,10 @@ int as_simdev_create(const as_simdev_params *p, as_simdev **out)
     d->chunks.rng = d->chunk_gaps.rng = d->chunk_seq.rng = 0x9e3779b9u;
     d->dev.ops = &simdev_ops;
     d->dev.ctx = d;
+    if (d->p.placement == AS_PLACE_CHUNKED && chunk_context(d)) {
+        as_simdev_destroy(d);
+        return AS_DEV_EFAULT;
+    }
     *out = d;
     return AS_DEV_OK;
 }

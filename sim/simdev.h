@@ -5,10 +5,13 @@
  * Placement (as_placement) matters to policies that break ties on address (PyTorch).
  * The default, AS_PLACE_CHUNKED, is the CUDA driver's cudaMalloc address heap as the H200
  * recordings in shared/data show it: the driver reserves address space in chunks (the
- * request rounded up to 32 MiB), mmap-style top-down (the highest gap that fits, at its
- * top), puts the range at the chunk's bottom and later fits other ranges into free space
- * of the most recently made chunk that has room, lowest address inside it; a chunk whose
- * ranges are all freed is given back (replay/PLACEMENT.md measures these rules).
+ * request rounded up to 32 MiB), mmap-style top-down (at the top of the highest gap larger
+ * than the chunk: an aligned mmap asks for the size plus the alignment less a page), puts
+ * the range at the chunk's bottom and later fits other ranges into free space of the most
+ * recently made chunk that has room, lowest address inside it; a chunk whose ranges are
+ * all freed is given back. The CUDA context's own two chunks sit above AS_SIMDEV_TOP with
+ * 2 MiB free at AS_SIMDEV_TOP + 414 MiB and 24 MiB at + 488 MiB, where a process's first
+ * small segments land (replay/PLACEMENT.md measures these rules).
  * AS_PLACE_TOP_DOWN (highest hole, growing down from AS_SIMDEV_TOP) and
  * AS_PLACE_LOW_FIRST_FIT (lowest hole, growing up from AS_SIMDEV_BASE) are the simple
  * rules. va_reserve() ranges come from a separate region, first fit from
@@ -25,8 +28,8 @@
 
 #define AS_SIMDEV_BASE 0x7f0000000000ull
 #define AS_SIMDEV_VA_BASE 0x7e0000000000ull
-#define AS_SIMDEV_TOP 0x7fff00000000ull
-#define AS_SIMDEV_CHUNK (32ull << 20) /* AS_PLACE_CHUNKED: chunks are multiples of this */ /* where a top-down space starts (and grows down) */
+#define AS_SIMDEV_TOP 0x7fff00000000ull /* where a top-down space starts (and grows down) */
+#define AS_SIMDEV_CHUNK (32ull << 20) /* AS_PLACE_CHUNKED: chunks are multiples of this */
 
 /* Address placement rule for reserve(). */
 typedef enum as_placement {

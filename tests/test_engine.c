@@ -545,9 +545,9 @@ static void test_segment_records(void)
     tf_spec(&sp[1], 1, 0, 0);
     uint64_t caps[2] = {AS_CAPACITY_NONE, AS_CAPACITY_NONE};
     seglog l = {.n = 0};
-    /* Default placement is the CUDA driver's chunked heap (simdev.h): a range opens a
-     * 32 MiB chunk at the top and sits at its bottom; the emptied chunk is given back, so
-     * the 6 MiB range opens the same chunk again. */
+    /* Default placement is the CUDA driver's chunked heap (simdev.h): the first 2 MiB
+     * range lands in the CUDA context's chunk at the top + 414 MiB, the 6 MiB one (after
+     * that is freed) in the context's other chunk, free from the top + 488 MiB. */
     as_engine_opts o = {.threads = 1, .check = 1, .on_segment = seg_cb, .user = &l};
     as_engine *e;
     CU_ASSERT_EQUAL_FATAL(tf_run(t, NEV(t), &o, sp, caps, 2, &e), 0);
@@ -558,7 +558,7 @@ static void test_segment_records(void)
     CU_ASSERT_EQUAL(l.r[0].alloc, 0);
     CU_ASSERT_EQUAL(l.r[0].event, 0);
     CU_ASSERT_EQUAL(l.r[0].dev.size, 2 * TF_MIB);
-    CU_ASSERT_EQUAL(l.r[0].dev.addr, AS_SIMDEV_TOP - AS_SIMDEV_CHUNK);
+    CU_ASSERT_EQUAL(l.r[0].dev.addr, AS_SIMDEV_TOP + 414 * TF_MIB);
     CU_ASSERT_EQUAL(l.r[1].dev.action, AS_DEV_SEGMENT_FREE);
     CU_ASSERT_EQUAL(l.r[1].alloc, 2);
     CU_ASSERT_EQUAL(l.r[1].event, 4);
@@ -566,7 +566,7 @@ static void test_segment_records(void)
     CU_ASSERT_EQUAL(l.r[2].alloc, 2);
     CU_ASSERT_EQUAL(l.r[2].event, 5);
     CU_ASSERT_EQUAL(l.r[2].dev.size, 6 * TF_MIB);
-    CU_ASSERT_EQUAL(l.r[2].dev.addr, AS_SIMDEV_TOP - AS_SIMDEV_CHUNK);
+    CU_ASSERT_EQUAL(l.r[2].dev.addr, AS_SIMDEV_TOP + 488 * TF_MIB);
     CU_ASSERT_EQUAL(l.r[3].run, 1);
     CU_ASSERT_EQUAL(l.r[5].run, 1);
     const as_run_result *r = as_engine_result(e, 0);

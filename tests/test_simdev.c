@@ -77,49 +77,56 @@ static void simdev_placement_chunked(void)
     CU_ASSERT_FATAL(as_simdev_create(NULL, &d) == 0); /* the default rule */
     const as_device *dv = as_simdev_device(d);
     const uint64_t top = AS_SIMDEV_TOP;
-    uint64_t a, b, c, e, x, y;
-    /* 20 MiB: a new 32 MiB chunk at the top, the range at its bottom. */
-    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 20 * MIB, &a), 0);
+    uint64_t p, q, a, b, e, x, y, z;
+    /* The CUDA context's chunks (simdev.c, ctx_chunks) catch the first 2 MiB ranges: its
+     * newer chunk's last 2 MiB at T+414 MiB, then the older one's 24 MiB from T+488 MiB,
+     * as every recorded process on the H200 shows. */
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 2 * MIB, &p), 0);
+    CU_ASSERT_EQUAL(p, top + 414 * MIB);
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 2 * MIB, &q), 0);
+    CU_ASSERT_EQUAL(q, top + 488 * MIB);
+    /* 26 MiB fits no chunk (22 MiB left up there): a new 32 MiB chunk right below the top,
+     * the range at its bottom; 2 MiB then goes to the new chunk's tail, the newest chunk
+     * with room. */
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 26 * MIB, &a), 0);
     CU_ASSERT_EQUAL(a, top - 32 * MIB);
-    /* 2 MiB ranges fill the chunk's 12 MiB of free space upward (as the recordings show
-     * 2 MiB segments packed after a 20 MiB one). */
     CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 2 * MIB, &b), 0);
-    CU_ASSERT_EQUAL(b, a + 20 * MIB);
-    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 2 * MIB, &c), 0);
-    CU_ASSERT_EQUAL(c, b + 2 * MIB);
-    /* 98 MiB: no chunk has room: a 128 MiB chunk right below. */
+    CU_ASSERT_EQUAL(b, a + 26 * MIB);
+    /* 98 MiB: a 128 MiB chunk right below; 26 MiB fits its 30 MiB tail. */
     CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 98 * MIB, &e), 0);
     CU_ASSERT_EQUAL(e, a - 128 * MIB);
-    /* 26 MiB fits the 30 MiB tail of the newer (lower) chunk: the recordings' 26 MiB
-     * segment did exactly this. */
     CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 26 * MIB, &x), 0);
     CU_ASSERT_EQUAL(x, e + 98 * MIB);
-    /* Free space never spans two chunks: the top chunk has 8 MiB left and the lower one
-     * 4 MiB, adjacent across the boundary, yet 10 MiB needs a new chunk. */
-    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 10 * MIB, &y), 0);
-    CU_ASSERT_EQUAL(y, e - 32 * MIB);
-    /* Emptying the top chunk gives its space back; a 32 MiB range then takes it again
-     * (highest gap that fits), while ranges inside live chunks stay put. */
-    CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, a, 20 * MIB), 0);
+    /* 22 MiB: only the context's older chunk has room (4 MiB in each new one). */
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 22 * MIB, &y), 0);
+    CU_ASSERT_EQUAL(y, q + 2 * MIB);
+    CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, y, 22 * MIB), 0);
+    /* Emptying the top chunk gives its 32 MiB back, but a gap must be larger than the
+     * chunk (mmap of size + alignment - a page, replay/PLACEMENT.md section 6): a 30 MiB
+     * range opens a chunk below the lowest one instead. */
+    CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, a, 26 * MIB), 0);
     CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, b, 2 * MIB), 0);
-    CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, c, 2 * MIB), 0);
-    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 32 * MIB, &a), 0);
-    CU_ASSERT_EQUAL(a, top - 32 * MIB);
-    /* A hole freed inside a live chunk is reused; the newest chunk with room goes first. */
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 30 * MIB, &y), 0);
+    CU_ASSERT_EQUAL(y, e - 32 * MIB);
+    /* A larger gap is taken at its top: emptying the 128 MiB chunk leaves 160 MiB free
+     * under the top; a 64 MiB chunk goes to its top. */
+    CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, e, 98 * MIB), 0);
     CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, x, 26 * MIB), 0);
-    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 4 * MIB, &x), 0);
-    CU_ASSERT_EQUAL(x, y + 10 * MIB);
-    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 24 * MIB, &x), 0);
-    CU_ASSERT_EQUAL(x, e + 98 * MIB);
-    /* The most recently made chunk with room wins even when an older one lies lower
-     * (replay/PLACEMENT.md rule 3): empty the top chunk, make a 20 MiB one there again
-     * (newest, 12 MiB free), then 2 MiB goes to it, not to the lower chunk at y (18 MiB
-     * free). */
-    CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, a, 32 * MIB), 0);
-    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 20 * MIB, &a), 0);
-    CU_ASSERT_EQUAL(a, top - 32 * MIB);
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 64 * MIB, &z), 0);
+    CU_ASSERT_EQUAL(z, top - 64 * MIB);
+    /* A hole freed inside a live chunk is reused; the most recently made chunk with room
+     * wins even when an older one lies lower (replay/PLACEMENT.md rule 3): a 24 MiB chunk
+     * (more than the context's 22 MiB) in the 96 MiB left under z (newest, 8 MiB free),
+     * then 2 MiB goes to it, not to the chunk at y (2 MiB free) nor to the context's. */
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 24 * MIB, &a), 0);
+    CU_ASSERT_EQUAL(a, z - 32 * MIB);
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 2 * MIB, &b), 0);
+    CU_ASSERT_EQUAL(b, a + 24 * MIB);
     CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 2 * MIB, &x), 0);
-    CU_ASSERT_EQUAL(x, a + 20 * MIB);
+    CU_ASSERT_EQUAL(x, b + 2 * MIB);
+    CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, b, 2 * MIB), 0);
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 2 * MIB, &b), 0);
+    CU_ASSERT_EQUAL(b, a + 24 * MIB);
     as_simdev_destroy(d);
 }
 
@@ -201,7 +208,14 @@ static void simdev_many_holes(void)
                                     : AS_PLACE_CHUNKED;
         CU_ASSERT_FATAL(as_simdev_create(&prm, &d) == 0);
         const as_device *dv = as_simdev_device(d);
-        uint64_t addr[1024];
+        uint64_t addr[1024], ctx1, ctx2;
+        /* chunked: fill the CUDA context's free space first (24 MiB and 2 MiB), so that
+         * the 1024 ranges fill 64 new chunks exactly */
+        if (rule == 2) {
+            CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 24 * MIB, &ctx1), 0);
+            CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 2 * MIB, &ctx2), 0);
+            CU_ASSERT(ctx1 > AS_SIMDEV_TOP && ctx2 > AS_SIMDEV_TOP);
+        }
         for (int i = 0; i < 1024; i++)
             CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 2 * MIB, &addr[i]), 0);
         for (int i = 0; i < 1024; i += 2)

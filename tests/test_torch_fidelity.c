@@ -10,8 +10,10 @@
  * device (its default placement: the CUDA driver's chunked heap), the policy reading the
  * key's allowed_bytes as its memory fraction. The streams key is one real run per file.
  *
- * Known differences are listed in `resisting` with the reason; the test fails when any
- * other cell drifts, and also when a listed cell starts to match (so the list stays true).
+ * Every cell must match. (Three capped resnet runs with GC and max_split_size differed
+ * until the simulated heap learnt that a new chunk needs a gap larger than itself,
+ * replay/PLACEMENT.md section 6: their PyTorch lower-address tie-breaks depend on where the
+ * driver puts a chunk after hundreds of cudaFree.)
  *
  * A second check takes placement out of the question: replay/data/torch-key-replay holds
  * every segment event, with its address, of the key's runs replayed through PyTorch on
@@ -507,35 +509,8 @@ static int compare_cell(const jdoc *d, uint32_t kc, int capped, const cell_out *
 }
 
 typedef struct tally {
-    unsigned cells, exact, skipped, known, unexpected;
+    unsigned cells, exact, skipped, unexpected;
 } tally;
-
-/* Cells that still differ, and why. All three are capped resnet runs with GC and
- * max_split_size, the heaviest segment churn in the key (GC and
- * release_available_cached_blocks cudaFree segments that new ones replace hundreds of
- * times). Their events match for the first 398 to 626 events. Then PyTorch's lower-address
- * tie-break picks a block whose segment the real driver had put elsewhere: fed the
- * addresses the real driver returned in these very runs (replay/data/torch-key-replay),
- * the policy reproduces all three exactly, every segment address included. The simulated
- * heap (sim/simdev.h) does not yet know how the driver reuses the address range of a freed
- * chunk (replay/PLACEMENT.md, rule 4), which these runs exercise most. */
-static const struct {
-    const char *workload, *config;
-    uint64_t cap;
-} resisting[] = {
-    {"resnet_varbatch", "garbage_collection_threshold:0.6,max_split_size_mb:256", 8851683926},
-    {"resnet_varbatch", "garbage_collection_threshold:0.6,max_split_size_mb:256", 9098492789},
-    {"resnet_varbatch", "garbage_collection_threshold:0.6,max_split_size_mb:256", 9207216475},
-};
-
-static int is_resisting(const char *wl, const char *cfg, uint64_t cap)
-{
-    for (size_t i = 0; i < sizeof resisting / sizeof resisting[0]; i++)
-        if (!strcmp(resisting[i].workload, wl) && !strcmp(resisting[i].config, cfg) &&
-            resisting[i].cap == cap)
-            return 1;
-    return 0;
-}
 
 /* Runs one cell on the process's device and, unless it is a warm-up (kc == 0), compares
  * it with its key entry. */
@@ -566,20 +541,12 @@ static void check_one(const jdoc *d, uint32_t kc, int capped, const char *wl, co
         snprintf(why, sizeof why, "%s", o.error);
     else
         ok = compare_cell(d, kc, capped, &o, why, sizeof why);
-    int known = is_resisting(wl, cfg, cap);
-    if (ok)
+    if (ok) {
         t->exact++;
-    if (ok && known) {
+    } else {
         t->unexpected++;
-        fprintf(stderr,
-                "\n  torch fidelity: %s [%s] cap %" PRIu64 " now matches: take it off "
-                "the resisting list",
-                wl, cfg, cap);
-    } else if (!ok) {
-        t->known += known;
-        t->unexpected += !known;
-        fprintf(stderr, "\n  torch fidelity: %s%s [%s] cap %s%" PRIu64 ": %s",
-                known ? "(known) " : "", wl, cfg, capped ? "" : "none ", capped ? cap : 0, why);
+        fprintf(stderr, "\n  torch fidelity: %s [%s] cap %s%" PRIu64 ": %s", wl, cfg,
+                capped ? "" : "none ", capped ? cap : 0, why);
     }
     free(o.rec);
 }
@@ -645,12 +612,12 @@ static void torch_fidelity_h200(void)
     tally t = {0};
     check_key(tu_path("shared/data/torch-2.11-h200"), 2, &t);
     fprintf(stderr,
-            "\n  torch fidelity (torch-2.11-h200): %u cells checked, %u exact, %u known "
-            "to differ, %u skipped (hit_device_limit)\n",
-            t.cells, t.exact, t.known, t.skipped);
+            "\n  torch fidelity (torch-2.11-h200): %u cells checked, %u exact, %u skipped "
+            "(hit_device_limit)\n",
+            t.cells, t.exact, t.skipped);
     CU_ASSERT_EQUAL(t.cells + t.skipped, 126);
     CU_ASSERT_EQUAL(t.unexpected, 0);
-    CU_ASSERT_EQUAL(t.exact + t.known, t.cells);
+    CU_ASSERT_EQUAL(t.exact, t.cells);
 }
 
 static void torch_fidelity_streams(void)
