@@ -27,7 +27,9 @@ static const char usage_text[] =
     "  The smallest capacity, in 2 MiB steps, at which TRACE runs whole under each SPEC,\n"
     "  whether every larger capacity up to the uncapped peak reserved fits too, and the\n"
     "  capacities above the minimum that fail (fitting is not monotone in capacity).\n"
-    "  Every capacity from peak requested to the uncapped peak reserved is run.\n"
+    "  Every capacity from peak requested to the uncapped peak reserved is run; for a\n"
+    "  policy that enforces the capacity itself (torch), also 64 MiB under the lowest that\n"
+    "  fits, since it may hold a little more than its limit.\n"
     "options:\n"
     "  -p, --policy SPEC   policy spec (as for run); repeat for several; default torch\n"
     "  -f, --format F      table (default) or json\n"
@@ -233,6 +235,13 @@ static void print_table(FILE *f, const char *policy, const as_mincap_result *m, 
             }
         }
     }
+    if (m->self_limited && m->npoints)
+        fprintf(f,
+                "  below it           the policy enforces the capacity itself and may hold a "
+                "little more,\n"
+                "                     so capacities down to %" PRIu64
+                " B were run too (none below the minimum fits)\n",
+                m->lo);
     as_fmt_bytes(a, sizeof a, m->lo);
     as_fmt_bytes(b, sizeof b, m->hi);
     as_fmt_bytes(c, sizeof c, m->step);
@@ -263,9 +272,10 @@ static void print_json_one(FILE *f, const char *policy, const as_mincap_result *
                 i ? ", " : "", g->lo, g->hi, g->count, g->oom_alloc_min, g->oom_alloc_max);
     }
     fprintf(f,
-            "], \"sweep\": {\"lo\": %" PRIu64 ", \"hi\": %" PRIu64 ", \"step\": %" PRIu64
-            ", \"capacities\": %zu, \"decodes\": %" PRIu64 ", \"seconds\": %.3f}}",
-            m->lo, m->hi, m->step, m->npoints, m->passes, secs);
+            "], \"self_limited\": %s, \"sweep\": {\"lo\": %" PRIu64 ", \"hi\": %" PRIu64
+            ", \"step\": %" PRIu64 ", \"capacities\": %zu, \"decodes\": %" PRIu64
+            ", \"seconds\": %.3f}}",
+            m->self_limited ? "true" : "false", m->lo, m->hi, m->step, m->npoints, m->passes, secs);
 }
 
 static double now_s(void)

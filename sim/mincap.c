@@ -127,6 +127,55 @@ static int analyse(as_mincap_result *m)
     return 0;
 }
 
+/* A policy that enforces the capacity itself (AS_POLICY_F_LIMITS_ITSELF) may hold a little
+ * more than it: PyTorch checks a new allocation's rounded size against its limit but maps
+ * expandable segments in whole 20 MiB pages, so a run can fit below peak requested. Then
+ * capacities are run downwards, a batch at a time, until every grid capacity from the
+ * lowest one that fits down to `below` under it has been run (or the grid's first step).
+ * New points go in front of m->points; m->lo moves down. */
+static int probe_below(as_trace_open_fn open, void *ou, const as_policy_spec *spec,
+                       const as_mincap_opts *o, as_mincap_result *m, uint64_t *caps, unsigned batch,
+                       as_trace_error *err, char *why, size_t why_len)
+{
+    const uint64_t step = m->step;
+    const uint64_t below = o->below ? o->below : AS_MINCAP_BELOW;
+    m->self_limited = 1;
+    for (;;) {
+        uint64_t low = m->lo;
+        for (size_t i = 0; i < m->npoints; i++)
+            if (m->points[i].completed) {
+                low = m->points[i].capacity;
+                break;
+            }
+        uint64_t target = low > below + step ? (low - below + step - 1) / step * step : step;
+        if (m->lo <= target || m->lo <= step)
+            return 0;
+        uint64_t top = m->lo - step;
+        size_t n = (size_t)((top - target) / step + 1);
+        if (n > batch)
+            n = batch;
+        as_mincap_point *np = malloc((m->npoints + n) * sizeof *np);
+        if (!np) {
+            set_why(why, why_len, "out of host memory for %s%s", "the sweep", "");
+            return AS_ENGINE_ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++)
+            caps[i] = top - (uint64_t)(n - 1 - i) * step;
+        int rc = run_pass(open, ou, spec, o, caps, n, np, NULL, err, why, why_len);
+        if (rc) {
+            free(np);
+            return rc;
+        }
+        memcpy(np + n, m->points, m->npoints * sizeof *np);
+        free(m->points);
+        m->points = np;
+        m->npoints += n;
+        m->lo = caps[0];
+        m->below = m->lo;
+        m->passes++;
+    }
+}
+
 int as_mincap(as_trace_open_fn open, void *open_user, const as_policy_spec *spec,
               const as_mincap_opts *opts, as_mincap_result *out, as_trace_error *err, char *why,
               size_t why_len)
@@ -165,7 +214,7 @@ int as_mincap(as_trace_open_fn open, void *open_user, const as_policy_spec *spec
         m.hi = m.lo; /* a policy holding less than requested is a bug; still sweep one */
     m.npoints = (size_t)((m.hi - m.lo) / step + 1);
     m.points = calloc(m.npoints, sizeof *m.points);
-    caps = malloc((batch < m.npoints ? batch : m.npoints) * sizeof *caps);
+    caps = malloc(batch * sizeof *caps); /* a pass's capacities, here and in probe_below */
     if (!m.points || !caps) {
         rc = AS_ENGINE_ENOMEM;
         set_why(why, why_len, "out of host memory for %s%s", "the sweep", "");
@@ -182,6 +231,11 @@ int as_mincap(as_trace_open_fn open, void *open_user, const as_policy_spec *spec
         done += n;
         if (o->on_progress)
             o->on_progress(o->user, done, m.npoints);
+    }
+    if (spec->policy->flags & AS_POLICY_F_LIMITS_ITSELF) {
+        rc = probe_below(open, open_user, spec, o, &m, caps, batch, err, why, why_len);
+        if (rc)
+            goto fail;
     }
     rc = analyse(&m);
     if (rc) {

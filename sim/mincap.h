@@ -8,15 +8,21 @@
  * layout), so the search also says whether every capacity from the minimum up to the
  * uncapped peak reserved fits, and lists the ones that do not.
  *
- * Method, exact by construction: no capacity below peak_requested rounded up to the
- * granularity can fit (reserved memory holds every live request and is a multiple of
- * the granularity), and the uncapped peak reserved P fits for any policy that does not
- * read the capacity. Every grid capacity in between is run, batched into passes of many
- * runs over one decode of the trace. Bisection alone would find *a* fit/fail boundary,
- * not the smallest fitting capacity nor the failures above it, and no cheaper rule is
- * exact for every policy: a run's path depends on the capacity through every refused
- * reserve, and some policies (PyTorch's garbage_collection_threshold) read the capacity
- * on every allocation.
+ * Method, exact by construction: when the device enforces the capacity, no capacity below
+ * peak_requested rounded up to the granularity can fit (reserved memory holds every live
+ * request, is a multiple of the granularity and never passes the capacity), and the
+ * uncapped peak reserved P fits for any policy that does not read the capacity. A policy
+ * that enforces the capacity itself (AS_POLICY_F_LIMITS_ITSELF: PyTorch's memory
+ * fraction) may hold somewhat more than it (expandable segments map whole 20 MiB pages
+ * after checking the 2 MiB-rounded size), so a run can fit below peak requested: for such a
+ * policy the sweep goes on downwards until every capacity from `below` (default
+ * AS_MINCAP_BELOW) under the lowest fitting one has been run and failed; the answer is
+ * exact as long as the policy never passes its limit by more than that. Every grid capacity in
+ * between is run, batched into passes of many runs over one decode of the trace. Bisection alone
+ * would find *a* fit/fail boundary, not the smallest fitting capacity nor the failures above it,
+ * and no cheaper rule is exact for every policy: a run's path depends on the capacity through every
+ * refused reserve, and some policies (PyTorch's garbage_collection_threshold) read the capacity on
+ * every allocation.
  */
 #ifndef AS_SIM_MINCAP_H
 #define AS_SIM_MINCAP_H
@@ -25,6 +31,10 @@
 #include <stdint.h>
 
 #include "engine.h"
+
+/* How far below the lowest fitting capacity a self-limiting policy is probed: three of
+ * PyTorch's 20 MiB expandable pages, more than it can pass its limit by. */
+#define AS_MINCAP_BELOW (64ull << 20)
 #include "policy.h"
 #include "trace.h"
 
@@ -35,6 +45,7 @@ typedef struct as_mincap_opts {
     unsigned batch;   /* capacities per pass (one decode each); 0 = 64 */
     unsigned threads; /* engine threads; 0 = the engine's default */
     uint64_t step;    /* grid step; 0 = AS_DEV_GRANULARITY. Coarser steps are not exact. */
+    uint64_t below;   /* self-limiting policies: 0 = AS_MINCAP_BELOW (see above) */
     /* Called after each pass with the number of capacities done and the total. */
     void (*on_progress)(void *user, uint64_t done, uint64_t total);
     void *user;
@@ -69,7 +80,9 @@ typedef struct as_mincap_result {
     size_t ngaps;
     as_mincap_point *points; /* every grid capacity, ascending */
     size_t npoints;
-    uint64_t passes; /* decodes of the trace, the uncapped one included */
+    uint64_t passes;  /* decodes of the trace, the uncapped one included */
+    int self_limited; /* the policy enforces the capacity itself: probed below (see above) */
+    uint64_t below;   /* self_limited: the lowest capacity run, else 0 */
 } as_mincap_result;
 
 /* Runs the search for one policy spec. Returns 0, a trace error (< 0, err filled) or an

@@ -94,7 +94,10 @@ static void mincap_torch_nonmonotone(void)
         return;
     char path[1024];
     write_trace(nonmono, sizeof nonmono / sizeof nonmono[0], path);
-    as_mincap_opts o = {.batch = 7}; /* 96 capacities: 13 full passes and a partial one */
+    /* 96 capacities from peak requested to the uncapped peak (13 full passes of 7 and a
+     * partial one); torch enforces its limit itself, so 64 MiB under the minimum are run
+     * too: 116..178 MiB, 32 capacities in 5 more passes. */
+    as_mincap_opts o = {.batch = 7};
     as_mincap_result m;
     as_trace_error err;
     char why[300];
@@ -103,10 +106,12 @@ static void mincap_torch_nonmonotone(void)
     CU_ASSERT_EQUAL(m.allocs, 4);
     CU_ASSERT_EQUAL(m.peak_requested, 180 * MiB);
     CU_ASSERT_EQUAL(m.peak_reserved, 370 * MiB);
-    CU_ASSERT_EQUAL(m.lo, 180 * MiB);
+    CU_ASSERT_EQUAL(m.self_limited, 1);
+    CU_ASSERT_EQUAL(m.lo, 116 * MiB);
+    CU_ASSERT_EQUAL(m.below, 116 * MiB);
     CU_ASSERT_EQUAL(m.hi, 370 * MiB);
-    CU_ASSERT_EQUAL(m.npoints, 96);
-    CU_ASSERT_EQUAL(m.passes, 1 + 14);
+    CU_ASSERT_EQUAL(m.npoints, 128);
+    CU_ASSERT_EQUAL(m.passes, 1 + 14 + 5);
     CU_ASSERT_EQUAL(m.min_capacity, 180 * MiB);
     CU_ASSERT_EQUAL(m.monotone, 0);
     CU_ASSERT_EQUAL(m.fits_from, 250 * MiB);
@@ -119,11 +124,13 @@ static void mincap_torch_nonmonotone(void)
     for (size_t i = 0; i < m.npoints; i++) {
         const as_mincap_point *p = &m.points[i];
         uint64_t c = p->capacity / MiB;
-        int fits = c < 220 || c >= 250;
-        CU_ASSERT_EQUAL(p->capacity, (180 + 2 * i) * MiB);
+        int fits = (c >= 180 && c < 220) || c >= 250;
+        /* Below the minimum: Y fails in [150, 180), X in [120, 150), B below 120. */
+        uint64_t oom = fits ? AS_NONE : c >= 150 ? 3 : c >= 120 ? 2 : 1;
+        CU_ASSERT_EQUAL(p->capacity, (116 + 2 * i) * MiB);
         CU_ASSERT_EQUAL(p->completed, fits);
-        CU_ASSERT_EQUAL(p->oom_alloc, fits ? AS_NONE : 3);
-        CU_ASSERT_EQUAL(p->allocs, fits ? 4 : 3);
+        CU_ASSERT_EQUAL(p->oom_alloc, oom);
+        CU_ASSERT_EQUAL(p->allocs, fits ? 4 : oom);
         /* Large-capacity path: A's and B's segments, then Y's own after the release. */
         if (c >= 370)
             CU_ASSERT_EQUAL(p->peak_reserved, 370 * MiB);
@@ -140,6 +147,43 @@ static void mincap_torch_nonmonotone(void)
  * every capacity below 60 + 50 = 110 fails at C (alloc 2) and every one from 110 fits.
  * Peak requested is B + C = 70: the sweep covers 70..110, 21 capacities, 20 of them fail.
  */
+/*
+ * Fits below peak requested (torch with expandable segments): A=alloc 11 MiB; B=alloc 8 MiB.
+ * PyTorch checks A's size rounded to 2 MiB (12 MiB) against its limit, then maps a whole
+ * 20 MiB page of the expandable segment; B is carved from the 9 MiB left free in that page,
+ * with no check. So every capacity from 12 MiB fits although 19 MiB are requested at once,
+ * and a search that started at peak requested would answer 20 MiB.
+ */
+static const step overshoot[] = {{0, 11}, {0, 8}};
+
+static void mincap_torch_below_requested(void)
+{
+    as_policy_spec spec;
+    if (!get_spec("expandable_segments:True", &spec))
+        return;
+    char path[1024];
+    write_trace(overshoot, sizeof overshoot / sizeof overshoot[0], path);
+    as_mincap_result m;
+    as_trace_error err;
+    char why[300];
+    CU_ASSERT_EQUAL_FATAL(as_mincap(open_path, path, &spec, NULL, &m, &err, why, sizeof why), 0);
+    CU_ASSERT_EQUAL(m.peak_requested, 19 * MiB);
+    CU_ASSERT_EQUAL(m.peak_reserved, 20 * MiB);
+    CU_ASSERT_EQUAL(m.min_capacity, 12 * MiB);
+    CU_ASSERT_EQUAL(m.monotone, 1);
+    CU_ASSERT_EQUAL(m.lo, 2 * MiB); /* 64 MiB under 12 MiB reaches the first step */
+    CU_ASSERT_EQUAL_FATAL(m.npoints, 10);
+    for (size_t i = 0; i < m.npoints; i++) {
+        CU_ASSERT_EQUAL(m.points[i].capacity, (2 + 2 * i) * MiB);
+        CU_ASSERT_EQUAL(m.points[i].completed, m.points[i].capacity >= 12 * MiB);
+        if (m.points[i].capacity >= 12 * MiB) /* a 20 MiB page past a 12..18 MiB limit */
+            CU_ASSERT_EQUAL(m.points[i].peak_reserved, 20 * MiB);
+    }
+    as_mincap_result_free(&m);
+    as_policy_spec_free(&spec);
+    tu_rm(path);
+}
+
 static const step holed[] = {{0, 60}, {1, 0}, {0, 20}, {0, 50}};
 
 static void mincap_torch_monotone_hole(void)
@@ -155,15 +199,18 @@ static void mincap_torch_monotone_hole(void)
     CU_ASSERT_EQUAL_FATAL(as_mincap(open_path, path, &spec, NULL, &m, &err, why, sizeof why), 0);
     CU_ASSERT_EQUAL(m.peak_requested, 70 * MiB);
     CU_ASSERT_EQUAL(m.peak_reserved, 110 * MiB);
-    CU_ASSERT_EQUAL(m.npoints, 21);
-    CU_ASSERT_EQUAL(m.passes, 2);
+    /* 70..110 MiB, then 46..68 MiB under the minimum (one more pass). */
+    CU_ASSERT_EQUAL(m.npoints, 33);
+    CU_ASSERT_EQUAL(m.passes, 3);
+    CU_ASSERT_EQUAL(m.lo, 46 * MiB);
     CU_ASSERT_EQUAL(m.min_capacity, 110 * MiB);
     CU_ASSERT_EQUAL(m.monotone, 1);
     CU_ASSERT_EQUAL(m.fits_from, 110 * MiB);
     CU_ASSERT_EQUAL(m.ngaps, 0);
     for (size_t i = 0; i + 1 < m.npoints; i++) {
         CU_ASSERT_EQUAL(m.points[i].completed, 0);
-        CU_ASSERT_EQUAL(m.points[i].oom_alloc, 2);
+        /* Below 60 MiB even A's segment does not fit. */
+        CU_ASSERT_EQUAL(m.points[i].oom_alloc, m.points[i].capacity < 60 * MiB ? 0 : 2);
     }
     as_mincap_result_free(&m);
     as_policy_spec_free(&spec);
@@ -245,8 +292,8 @@ static void mincap_command(void)
             failing++;
     }
     fclose(f);
-    CU_ASSERT_EQUAL(rows, 96);
-    CU_ASSERT_EQUAL(failing, 15);
+    CU_ASSERT_EQUAL(rows, 128);
+    CU_ASSERT_EQUAL(failing, 15 + 32);
 
     snprintf(args, sizeof args, "mincap -p torch -f json '%s'", path);
     CU_ASSERT_EQUAL_FATAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
@@ -279,6 +326,7 @@ CU_TestInfo test_mincap[] = {
     {"sweep_parse", mincap_sweep_parse},
     {"torch_nonmonotone", mincap_torch_nonmonotone},
     {"torch_monotone_hole", mincap_torch_monotone_hole},
+    {"torch_below_requested", mincap_torch_below_requested},
     {"bad_trace", mincap_bad_trace},
     {"command", mincap_command},
     CU_TEST_INFO_NULL,
