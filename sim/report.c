@@ -136,69 +136,8 @@ unsigned as_report_ntraces(const as_report *r)
 
 int as_parse_bytes(const char *s, uint64_t *out)
 {
-    if (!s || !*s || *s == '-' || *s == '+' || isspace((unsigned char)*s))
-        return -1;
-    char *end;
-    errno = 0;
-    int is_real = strpbrk(s, ".eE") && !strpbrk(s, "xX");
-    double v = 0;
-    uint64_t iv = 0;
-    if (is_real) {
-        v = strtod(s, &end);
-        if (errno || end == s || !isfinite(v) || v < 0)
-            return -1;
-    } else {
-        iv = strtoull(s, &end, 10);
-        if (errno || end == s)
-            return -1;
-    }
-    /* A trailing 'e' or 'E' belongs to the number only if digits follow; strtod took
-     * care of that. What remains is the unit. */
-    char unit[8];
-    size_t k = 0;
-    for (const char *p = end; *p; p++) {
-        if (k + 1 >= sizeof unit)
-            return -1;
-        unit[k++] = (char)tolower((unsigned char)*p);
-    }
-    unit[k] = 0;
-    static const struct {
-        const char *u;
-        double mul;
-    } units[] = {
-        {"", 1},
-        {"b", 1},
-        {"k", 1e3},
-        {"kb", 1e3},
-        {"m", 1e6},
-        {"mb", 1e6},
-        {"g", 1e9},
-        {"gb", 1e9},
-        {"t", 1e12},
-        {"tb", 1e12},
-        {"kib", 1024.0},
-        {"mib", 1048576.0},
-        {"gib", 1073741824.0},
-        {"tib", 1099511627776.0},
-    };
-    double mul = 0;
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-        if (strcmp(unit, units[i].u) == 0)
-            mul = units[i].mul;
-    if (mul == 0)
-        return -1;
-    uint64_t m = (uint64_t)mul;
-    if (is_real) {
-        double b = v * mul;
-        if (b >= 18446744073709551615.0)
-            return -1;
-        *out = (uint64_t)b;
-    } else {
-        if (iv > (UINT64_MAX - 1) / m)
-            return -1;
-        *out = iv * m;
-    }
-    return *out ? 0 : -1;
+    /* The one unit rule (traces/units.c): 80G = 80 GiB, 80GB = 80e9, 141e9. */
+    return s && as_parse_size(s, strlen(s), out) == 0 && *out ? 0 : -1;
 }
 
 int as_parse_capacity(const char *s, uint64_t *out)
@@ -226,12 +165,14 @@ void as_fmt_capacity(char *buf, size_t n, uint64_t cap)
 {
     if (cap == AS_CAPACITY_NONE)
         snprintf(buf, n, "none");
-    else if (cap % 1000000000ull == 0)
-        snprintf(buf, n, "%lluG", (unsigned long long)(cap / 1000000000ull));
     else if (cap % (1ull << 30) == 0)
         snprintf(buf, n, "%lluGiB", (unsigned long long)(cap >> 30));
+    else if (cap % 1000000000ull == 0)
+        snprintf(buf, n, "%lluGB", (unsigned long long)(cap / 1000000000ull));
     else if (cap % (1ull << 20) == 0)
         snprintf(buf, n, "%lluMiB", (unsigned long long)(cap >> 20));
+    else if (cap >= (1ull << 30))
+        snprintf(buf, n, "~%.2fGiB", (double)cap / (1ull << 30)); /* exact in CSV/JSON */
     else
         snprintf(buf, n, "%llu", (unsigned long long)cap);
 }

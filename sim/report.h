@@ -58,9 +58,9 @@ int as_runlog_close(as_runlog *l);
 
 /* ---- quantities ---------------------------------------------------------------------- */
 
-/* Bytes with an optional unit, case-insensitive: plain digits are bytes; K/M/G/T and
- * KB/MB/GB/TB are decimal (80G = 80e9 bytes, as GPU vendors count); KiB/MiB/GiB/TiB are
- * binary; a real with an exponent ("141e9", "1.5e9", "1.5GiB") is rounded down to whole
+/* Bytes with an optional unit, as as_parse_size (traces/units.c): K/M/G/T and
+ * KiB/MiB/GiB/TiB are binary (80G = 80 GiB), KB/MB/GB/TB decimal (80GB = 80e9, as GPU
+ * vendors count); a real with an exponent ("141e9", "1.5GiB") is rounded down to whole
  * bytes. Returns 0 or -1 (bad text, overflow, zero). */
 int as_parse_bytes(const char *s, uint64_t *out);
 /* As as_parse_bytes, plus "none"/"unlimited" -> AS_CAPACITY_NONE. */

@@ -341,7 +341,7 @@ static void test_threads_cli(void)
     keep(s1, tu_tmp(".csv"));
     keep(s3, tu_tmp(".csv"));
     CU_ASSERT_EQUAL_FATAL(run("gen random allocs=3000 seed=7 -o %s", t), 0);
-    const char *args = "-q -f csv -p bestfit -p nocache -p buddy -c none -c 2G -c 3G";
+    const char *args = "-q -f csv -p bestfit -p nocache -p buddy -c none -c 2GB -c 3GB";
     CU_ASSERT_EQUAL_FATAL(run("%s --threads 1 --segments %s %s", args, s1, t), 0);
     char *a = strdup(out);
     CU_ASSERT_EQUAL_FATAL(run("%s --threads 3 --segments %s %s", args, s3, t), 0);
@@ -366,7 +366,7 @@ static void test_parse_capacity(void)
 {
     uint64_t v;
     CU_ASSERT_EQUAL(as_parse_capacity("80G", &v), 0);
-    CU_ASSERT_EQUAL(v, 80000000000ull);
+    CU_ASSERT_EQUAL(v, 80ull << 30);
     CU_ASSERT_EQUAL(as_parse_capacity("80GB", &v), 0);
     CU_ASSERT_EQUAL(v, 80000000000ull);
     CU_ASSERT_EQUAL(as_parse_capacity("80gib", &v), 0);
@@ -391,9 +391,11 @@ static void test_parse_capacity(void)
         }
     char b[32];
     as_fmt_capacity(b, sizeof b, 80000000000ull);
-    CU_ASSERT_STRING_EQUAL(b, "80G");
+    CU_ASSERT_STRING_EQUAL(b, "80GB");
     as_fmt_capacity(b, sizeof b, 80ull << 30);
     CU_ASSERT_STRING_EQUAL(b, "80GiB");
+    as_fmt_capacity(b, sizeof b, 9019431321ull); /* 8.4 GiB, not a whole MiB */
+    CU_ASSERT_STRING_EQUAL(b, "~8.40GiB");
     as_fmt_capacity(b, sizeof b, AS_CAPACITY_NONE);
     CU_ASSERT_STRING_EQUAL(b, "none");
 }

@@ -247,7 +247,7 @@ static void mincap_sweep_parse(void)
     CU_ASSERT_EQUAL(c[5], 20 * MiB);
     free(c);
     /* Decimal units, a HI that is not on the grid: 1e9, 1.4e9, 1.8e9. */
-    CU_ASSERT_EQUAL_FATAL(as_sweep_parse("1G..2G/400M", 1000, &c, &n, why, sizeof why), 0);
+    CU_ASSERT_EQUAL_FATAL(as_sweep_parse("1GB..2GB/400MB", 1000, &c, &n, why, sizeof why), 0);
     CU_ASSERT_EQUAL_FATAL(n, 3);
     CU_ASSERT_EQUAL(c[0], 1000000000ull);
     CU_ASSERT_EQUAL(c[2], 1800000000ull);

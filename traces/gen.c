@@ -254,46 +254,6 @@ int as_gen_next(as_gen *g, as_event *ev)
 
 /* ---- Knobs ------------------------------------------------------------------------ */
 
-int gen_parse_size(const char *s, uint64_t *out)
-{
-    static const struct {
-        const char *u;
-        double m;
-    } units[] = {
-        {"", 1},
-        {"B", 1},
-        {"K", 1024.0},
-        {"KiB", 1024.0},
-        {"KB", 1e3},
-        {"M", 1048576.0},
-        {"MiB", 1048576.0},
-        {"MB", 1e6},
-        {"G", 1073741824.0},
-        {"GiB", 1073741824.0},
-        {"GB", 1e9},
-        {"T", 1099511627776.0},
-        {"TiB", 1099511627776.0},
-        {"TB", 1e12},
-    };
-    char *end;
-    errno = 0;
-    if (!s || !*s || isspace((unsigned char)*s) || *s == '-')
-        return -1;
-    double v = strtod(s, &end);
-    if (errno || end == s || !(v >= 0))
-        return -1;
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        if (strcmp(end, units[i].u) == 0) {
-            double b = v * units[i].m;
-            if (b >= 18446744073709551615.0 || b != floor(b))
-                return -1;
-            *out = (uint64_t)b;
-            return 0;
-        }
-    }
-    return -1;
-}
-
 /* A count: an integer, possibly written 1e6, or with K/M/G (10^3, 10^6, 10^9). */
 static int parse_count(const char *s, uint64_t *out)
 {
@@ -382,7 +342,7 @@ static int set_knob(as_gen *g, size_t i, const char *text, as_trace_error *err)
     }
     case GEN_SIZE: {
         uint64_t x;
-        if (gen_parse_size(text, &x) < 0)
+        if (as_parse_size(text, strlen(text), &x) < 0)
             return usage(err, "%s: %s=%s: expected a size in bytes (units K M G T, KiB, MB...)",
                          g->kind->name, k->name, text);
         if ((double)x < k->min || (double)x > k->max)

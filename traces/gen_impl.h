@@ -94,7 +94,4 @@ uint64_t gen_rng_below(gen_rng *r, uint64_t n); /* [0, n), unbiased; n > 0 */
 double gen_rng_exp(gen_rng *r, double mean);    /* exponential */
 uint64_t gen_rng_poisson(gen_rng *r, double lambda);
 
-/* Parses a size with an optional unit (see gen.h). 0 or -1. */
-int gen_parse_size(const char *s, uint64_t *out);
-
 #endif

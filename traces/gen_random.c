@@ -164,7 +164,7 @@ static int parse_hist(rnd *r, const char *spec, uint64_t cap, as_trace_error *er
                 goto bad;
         }
         uint64_t s;
-        if (gen_parse_size(tok, &s) < 0 || s == 0 || s > AS_MAX_ALLOC_SIZE)
+        if (as_parse_size(tok, strlen(tok), &s) < 0 || s == 0 || s > AS_MAX_ALLOC_SIZE)
             goto bad;
         if (cap && s > cap) {
             snprintf(err->msg, sizeof err->msg, "random: sizes: %s is larger than cap", tok);

@@ -206,41 +206,10 @@ static int parse_i64(const char *b, const char *e, int64_t *v)
     return 0;
 }
 
-/* SIZE: bytes, or K/M/G/T (binary: 1K = 1024) with an optional "iB". 0 or -1. */
+/* SIZE: bytes, or with a unit (as_parse_size: 2M = 2 MiB, 2MB = 2,000,000). 0 or -1. */
 static int parse_size(const char *b, const char *e, uint64_t *v)
 {
-    const char *p;
-    uint64_t x;
-    if (parse_u64(b, e, 0, &x, &p) < 0)
-        return -1;
-    unsigned sh = 0;
-    if (p < e) {
-        switch (*p) {
-        case 'K':
-            sh = 10;
-            break;
-        case 'M':
-            sh = 20;
-            break;
-        case 'G':
-            sh = 30;
-            break;
-        case 'T':
-            sh = 40;
-            break;
-        default:
-            return -1;
-        }
-        p++;
-        if (e - p == 2 && p[0] == 'i' && p[1] == 'B')
-            p += 2;
-        if (p != e)
-            return -1;
-    }
-    if (sh && x > (UINT64_MAX >> sh))
-        return -1;
-    *v = x << sh;
-    return 0;
+    return as_parse_size(b, (size_t)(e - b), v);
 }
 
 /* Undoes the writer's escapes into dst (cap bytes incl. NUL). Returns the length, or -1

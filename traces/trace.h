@@ -88,6 +88,12 @@ typedef enum as_trace_fmt {
     AS_FMT_RMM_CSV,      /* RMM logging_resource_adaptor CSV */
 } as_trace_fmt;
 
+/* Parses n bytes of s as a byte quantity: K/M/G/T (= Ki/KiB...) are powers of 1024,
+ * KB/MB/GB/TB powers of 1000, any letter case, e notation and fractions rounded down to
+ * whole bytes (1.5G, 141e9). The one rule of the command line, the text format and the
+ * generators. Returns 0 or -1. */
+int as_parse_size(const char *s, size_t n, uint64_t *out);
+
 const char *as_trace_fmt_name(as_trace_fmt f);
 const char *as_trace_strerror(int code);
 
