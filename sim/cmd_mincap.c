@@ -235,13 +235,16 @@ static void print_table(FILE *f, const char *policy, const as_mincap_result *m, 
             }
         }
     }
-    if (m->self_limited && m->npoints)
-        fprintf(f,
-                "  below it           the policy enforces the capacity itself and may hold a "
-                "little more,\n"
-                "                     so capacities down to %" PRIu64
-                " B were run too (none below the minimum fits)\n",
-                m->lo);
+    /* Only when the probe under peak requested ran: otherwise every capacity within the
+     * margin under the minimum was in the sweep anyway. */
+    if (m->self_limited && m->npoints &&
+        m->lo < (m->peak_requested + m->step - 1) / m->step * m->step)
+        fprintf(
+            f,
+            "  below it           the policy enforces the capacity itself and may hold a little "
+            "more,\n                     so capacities down to %" PRIu64
+            " B, under peak requested, were run too\n",
+            m->lo);
     as_fmt_bytes(a, sizeof a, m->lo);
     as_fmt_bytes(b, sizeof b, m->hi);
     as_fmt_bytes(c, sizeof c, m->step);
