@@ -2,11 +2,17 @@
  * test_simdev.c - the simulated device: the placement rules (first-fit lowest address
  * growing upward; top-down highest hole growing downward; the CUDA driver's chunked heap,
  * the default) with reuse and merging of freed ranges, capacity refusals as results,
- * counters and the event log.
+ * counters and the event log; and the chunked heap against the addresses the H200's
+ * driver really returned (replay/data/torch-key-replay).
  */
 #include <CUnit/CUnit.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
 
 #include "simdev.h"
+#include "util.h"
 
 #define MIB (1ull << 20)
 
@@ -236,6 +242,165 @@ static void simdev_many_holes(void)
     }
 }
 
+/* ---- the chunked heap against the H200's recorded addresses ------------------------------ */
+
+/* A whole file, NUL-terminated (caller frees), zstd-decoded when zst; NULL on error. */
+static char *read_file(const char *path, int zst)
+{
+    FILE *f = fopen(path, "rb");
+    ZSTD_DCtx *z = ZSTD_createDCtx();
+    size_t cap = 1 << 20, n = 0, got;
+    char *out = malloc(cap + 1), in[1 << 16];
+    int bad = !f || !z || !out;
+    while (!bad && (got = fread(in, 1, sizeof in, f)) > 0) {
+        ZSTD_inBuffer ib = {in, got, 0};
+        while (!bad && ib.pos < ib.size) {
+            if (cap - n < sizeof in) {
+                char *nn = realloc(out, 2 * cap + 1);
+                bad = !nn;
+                if (bad)
+                    break;
+                out = nn;
+                cap *= 2;
+            }
+            if (!zst) {
+                memcpy(out + n, in, got);
+                n += got;
+                break;
+            }
+            ZSTD_outBuffer ob = {out + n, cap - n, 0};
+            bad = ZSTD_isError(ZSTD_decompressStream(z, &ob, &ib));
+            n += ob.pos;
+        }
+    }
+    if (f)
+        fclose(f);
+    ZSTD_freeDCtx(z);
+    if (bad) {
+        free(out);
+        return NULL;
+    }
+    out[n] = 0;
+    return out;
+}
+
+typedef struct rec_seg {
+    uint64_t rec, sim, size; /* one live segment: the recorded address, ours, its size */
+} rec_seg;
+
+/* The next row of process `conf` after *line (a row's leading newline); 1 with its fields. */
+static int next_row(const char **line, const char *const conf_of_run[], int nruns,
+                    const char *conf, int *run, char act[32], uint64_t *addr, uint64_t *size)
+{
+    for (const char *l = *line; l && l[1]; l = strchr(l + 1, '\n')) {
+        unsigned long long a, sz;
+        if (sscanf(l + 1, "%d,%*u,%*u,%31[^,],%llu,%llu", run, act, &a, &sz) == 4 &&
+            *run >= 0 && *run < nruns && strcmp(conf_of_run[*run], conf) == 0) {
+            *line = strchr(l + 1, '\n');
+            *addr = a;
+            *size = sz;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Free-running: our device places every segment itself, fed the recorded sequence of
+ * cudaMalloc / cudaFree sizes of one process (its runs back to back, each ending with its
+ * segments freed, as the policy's teardown does). A segment counts when our address,
+ * relative to our heap's top, equals the recorded one relative to the recorded heap's top
+ * (the top of the first chunk the process made: its first 32 MiB aligned address). */
+static void replay_process(const char *csv, const char *const conf_of_run[], int nruns,
+                           const char *conf, unsigned *exact, unsigned *total)
+{
+    const char *line = strchr(csv, '\n');
+    char act[32];
+    int run, cur_run = -1, ok = 1;
+    uint64_t addr, size, rec_top = 0;
+    while (!rec_top && next_row(&line, conf_of_run, nruns, conf, &run, act, &addr, &size))
+        if (!strcmp(act, "segment_alloc") && addr % AS_SIMDEV_CHUNK == 0)
+            rec_top = addr + (size + AS_SIMDEV_CHUNK - 1) / AS_SIMDEV_CHUNK * AS_SIMDEV_CHUNK;
+    if (!rec_top)
+        return; /* no cudaMalloc segment in this process (expandable segments) */
+    as_simdev *d;
+    CU_ASSERT_FATAL(as_simdev_create(NULL, &d) == 0);
+    const as_device *dv = as_simdev_device(d);
+    rec_seg *live = NULL;
+    size_t nlive = 0, cap = 0;
+    line = strchr(csv, '\n');
+    while (next_row(&line, conf_of_run, nruns, conf, &run, act, &addr, &size)) {
+        if (run != cur_run) { /* the previous run's teardown */
+            for (size_t i = 0; i < nlive; i++)
+                ok &= dv->ops->release(dv->ctx, live[i].sim, live[i].size) == 0;
+            nlive = 0;
+            cur_run = run;
+        }
+        if (!strcmp(act, "segment_alloc")) {
+            uint64_t a = 0;
+            ok &= dv->ops->reserve(dv->ctx, size, &a) == 0;
+            (*total)++;
+            *exact += a - AS_SIMDEV_TOP == addr - rec_top;
+            if (nlive == cap) {
+                cap = cap ? 2 * cap : 1024;
+                live = realloc(live, cap * sizeof *live);
+                CU_ASSERT_FATAL(live != NULL);
+            }
+            live[nlive++] = (rec_seg){addr, a, size};
+        } else if (!strcmp(act, "segment_free")) {
+            for (size_t i = 0; i < nlive; i++)
+                if (live[i].rec == addr) {
+                    ok &= dv->ops->release(dv->ctx, live[i].sim, size) == 0;
+                    live[i] = live[--nlive];
+                    break;
+                }
+        }
+    }
+    CU_ASSERT(ok);
+    free(live);
+    as_simdev_destroy(d);
+}
+
+/* Every process of the key replays with cudaMalloc segments (the cudaMallocAsync ones have
+ * none; expandable ones only maps, which the policy places): 13283 segments. The rules of
+ * replay/PLACEMENT.md section 6 place 13253 of them where the H200's driver did
+ * (replay/placement_model.py, an independent implementation, gets the same 13253
+ * free-running); the rules before them, 5417. */
+static void simdev_key_replay_addresses(void)
+{
+    static const char *const stems[] = {"torch_moe_like_main", "torch_resnet_varbatch_main",
+                                        "torch_resnet_varbatch_more"};
+    unsigned exact = 0, total = 0;
+    for (size_t f = 0; f < sizeof stems / sizeof stems[0]; f++) {
+        char path[512];
+        snprintf(path, sizeof path, "replay/data/torch-key-replay/%s.json", stems[f]);
+        char *json = read_file(tu_path(path), 0);
+        snprintf(path, sizeof path, "replay/data/torch-key-replay/%s.csv.zst", stems[f]);
+        char *csv = read_file(tu_path(path), 1);
+        CU_ASSERT_FATAL(json && csv);
+        /* the JSON's runs, in order, each with its "conf": one process per conf */
+        const char *conf_of_run[64], *confs[16];
+        int nruns = 0, nconfs = 0;
+        for (char *p = json; (p = strstr(p, "\"conf\": \"")) && nruns < 64;) {
+            p += 9;
+            char *q = strchr(p, '"');
+            CU_ASSERT_FATAL(q != NULL);
+            *q = 0;
+            conf_of_run[nruns++] = p;
+            if (nconfs < 16 && (!nconfs || strcmp(confs[nconfs - 1], p)))
+                confs[nconfs++] = p;
+            p = q + 1;
+        }
+        for (int c = 0; c < nconfs; c++)
+            replay_process(csv, conf_of_run, nruns, confs[c], &exact, &total);
+        free(json);
+        free(csv);
+    }
+    fprintf(stderr, "\n  simdev on the H200's recorded addresses: %u of %u segments exact\n",
+            exact, total);
+    CU_ASSERT_EQUAL(total, 13283);
+    CU_ASSERT(exact >= 13253);
+}
+
 CU_TestInfo test_simdev[] = {
     {"placement_first_fit", simdev_placement_first_fit},
     {"placement_top_down", simdev_placement_top_down},
@@ -243,5 +408,6 @@ CU_TestInfo test_simdev[] = {
     {"capacity", simdev_capacity},
     {"log", simdev_log},
     {"many_holes", simdev_many_holes},
+    {"key_replay_addresses", simdev_key_replay_addresses},
     CU_TEST_INFO_NULL,
 };
