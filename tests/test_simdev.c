@@ -401,6 +401,153 @@ static void simdev_key_replay_addresses(void)
     CU_ASSERT(exact >= 13253);
 }
 
+/* ---- the chunked heap against a straightforward model of the same rules -------------- */
+
+/* The rules of simdev.h, written as plainly as possible: every chunk and range in flat
+ * arrays, every decision by a full scan. simdev.c must place exactly the same. */
+typedef struct ref_chunk {
+    uint64_t base, len, seq;
+    int alive;
+} ref_chunk;
+
+typedef struct ref_range {
+    uint64_t addr, size;
+    int chunk;
+} ref_range;
+
+typedef struct ref_heap {
+    ref_chunk ch[4096];
+    ref_range r[4096];
+    int nch, nr;
+    uint64_t seq;
+} ref_heap;
+
+static void ref_add_chunk(ref_heap *h, uint64_t base, uint64_t len)
+{
+    h->ch[h->nch++] = (ref_chunk){base, len, ++h->seq, 1};
+}
+
+static void ref_init(ref_heap *h)
+{
+    h->nch = h->nr = 0;
+    h->seq = 0;
+    /* the CUDA context's chunks (simdev.h), with the part the context uses as a range
+     * that is never released */
+    ref_add_chunk(h, AS_SIMDEV_TOP + 480 * MIB, 32 * MIB);
+    h->r[h->nr++] = (ref_range){AS_SIMDEV_TOP + 480 * MIB, 8 * MIB, 0};
+    ref_add_chunk(h, AS_SIMDEV_TOP + 384 * MIB, 32 * MIB);
+    h->r[h->nr++] = (ref_range){AS_SIMDEV_TOP + 384 * MIB, 30 * MIB, 1};
+}
+
+/* Lowest free address in chunk c with `size` bytes free after it inside c, or 0. */
+static uint64_t ref_fit_in(const ref_heap *h, int c, uint64_t size)
+{
+    const ref_chunk *k = &h->ch[c];
+    for (uint64_t a = k->base; a + size <= k->base + k->len; a += 2 * MIB) {
+        int clash = 0;
+        for (int i = 0; i < h->nr && !clash; i++)
+            clash = h->r[i].addr < a + size && a < h->r[i].addr + h->r[i].size;
+        if (!clash)
+            return a;
+    }
+    return 0;
+}
+
+static uint64_t ref_reserve(ref_heap *h, uint64_t size)
+{
+    /* the most recently made chunk with room, lowest address inside it */
+    int best = -1;
+    uint64_t at = 0;
+    for (int c = 0; c < h->nch; c++) {
+        uint64_t a;
+        if (h->ch[c].alive && (best < 0 || h->ch[c].seq > h->ch[best].seq) &&
+            (a = ref_fit_in(h, c, size))) {
+            best = c;
+            at = a;
+        }
+    }
+    if (best < 0) {
+        /* a new chunk at the top of the highest gap under the top larger than itself, or
+         * under the lowest chunk */
+        uint64_t clen = (size + 32 * MIB - 1) / (32 * MIB) * (32 * MIB), top = AS_SIMDEV_TOP;
+        for (;;) {
+            int below = -1; /* the highest chunk under `top` */
+            for (int c = 0; c < h->nch; c++)
+                if (h->ch[c].alive && h->ch[c].base < top &&
+                    (below < 0 || h->ch[c].base > h->ch[below].base))
+                    below = c;
+            if (below < 0 || top - (h->ch[below].base + h->ch[below].len) > clen)
+                break;
+            top = h->ch[below].base;
+        }
+        at = top - clen;
+        for (best = 0; best < h->nch && h->ch[best].alive; best++)
+            ;
+        if (best == h->nch)
+            h->nch++;
+        h->ch[best] = (ref_chunk){at, clen, ++h->seq, 1};
+    }
+    h->r[h->nr++] = (ref_range){at, size, best};
+    return at;
+}
+
+static int ref_release(ref_heap *h, uint64_t addr, uint64_t size)
+{
+    int i = 0;
+    while (i < h->nr && !(h->r[i].addr == addr && h->r[i].size == size && i > 1))
+        i++;
+    if (i == h->nr)
+        return AS_DEV_EINVAL;
+    int c = h->r[i].chunk, used = 0;
+    h->r[i] = h->r[--h->nr];
+    for (int j = 0; j < h->nr; j++)
+        used |= h->r[j].chunk == c;
+    if (!used)
+        h->ch[c].alive = 0;
+    return AS_DEV_OK;
+}
+
+static void simdev_chunked_matches_model(void)
+{
+    uint64_t rng = tu_seed("simdev_chunked_matches_model");
+    static ref_heap h;
+    for (int round = 0; round < 4; round++) {
+        as_simdev *d;
+        CU_ASSERT_FATAL(as_simdev_create(NULL, &d) == 0);
+        const as_device *dv = as_simdev_device(d);
+        ref_init(&h);
+        uint64_t live[512], lsz[512];
+        int nlive = 0, ok = 1, step;
+        /* rounds differ in how full the heap runs and how large the ranges are */
+        int target = 16 << round, big = 4 + 8 * round;
+        for (step = 0; step < 6000 && ok; step++) {
+            uint64_t x = tu_rand(&rng);
+            if (nlive < 512 && (nlive == 0 || (int)(x % (2 * target)) >= nlive)) {
+                uint64_t pages = (x >> 8) % 100 < (uint64_t)big ? 1 + (x >> 16) % 600
+                                                                 : 1 + (x >> 16) % ((x >> 40) % 2 ? 2 : 16);
+                uint64_t a = 0, want = ref_reserve(&h, pages * 2 * MIB);
+                ok &= dv->ops->reserve(dv->ctx, pages * 2 * MIB, &a) == 0 && a == want;
+                live[nlive] = a;
+                lsz[nlive++] = pages * 2 * MIB;
+            } else {
+                int i = (int)((x >> 8) % (uint64_t)nlive);
+                if ((x >> 40) % 16 == 0) /* a wrong size is refused by both */
+                    ok &= dv->ops->release(dv->ctx, live[i], lsz[i] + 2 * MIB) == AS_DEV_EINVAL &&
+                          ref_release(&h, live[i], lsz[i] + 2 * MIB) == AS_DEV_EINVAL;
+                ok &= dv->ops->release(dv->ctx, live[i], lsz[i]) == 0 &&
+                      ref_release(&h, live[i], lsz[i]) == 0;
+                live[i] = live[--nlive];
+                lsz[i] = lsz[nlive];
+            }
+        }
+        if (!ok)
+            fprintf(stderr, "\n  chunked heap and model differ at round %d step %d\n", round,
+                    step - 1);
+        CU_ASSERT(ok);
+        as_simdev_destroy(d);
+    }
+}
+
 CU_TestInfo test_simdev[] = {
     {"placement_first_fit", simdev_placement_first_fit},
     {"placement_top_down", simdev_placement_top_down},
@@ -409,5 +556,6 @@ CU_TestInfo test_simdev[] = {
     {"log", simdev_log},
     {"many_holes", simdev_many_holes},
     {"key_replay_addresses", simdev_key_replay_addresses},
+    {"chunked_matches_model", simdev_chunked_matches_model},
     CU_TEST_INFO_NULL,
 };
