@@ -11,7 +11,7 @@ CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib64/stubs -L$(CUDA_HOME)/tar
               -lcudart_static -lcuda -ldl -lrt -pthread
 REPLAY_DIR := $(BUILD)/replay
 
-REPLAY_CU_SRC := replay/cuda_device.c
+REPLAY_CU_SRC := replay/cuda_device.c replay/async_pool.c
 REPLAY_CU_OBJ := $(patsubst replay/%.c,$(REPLAY_DIR)/%.o,$(REPLAY_CU_SRC))
 
 $(REPLAY_DIR)/%.o: replay/%.c

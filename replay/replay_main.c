@@ -3,6 +3,7 @@
  *
  *   allocsim-replay [-p SPEC]... [-c CAP]... [-f table|csv|json] [-o FILE]
  *                   [--segments F] [--latency F] [--no-sync] TRACE...
+ *   allocsim-replay --async [--release-threshold N]... [-c CAP]... [--pool F] ... TRACE...
  *
  * Every -p crossed with every -c is one run, exactly as `allocsim run` numbers them, with
  * the same policy code; only the device differs: a CUDA device (cuda_device.c) whose
@@ -11,6 +12,11 @@
  * The JSON report is allocsim's, marked "measured": true at the top; --segments is
  * allocsim's CSV with the real addresses; --latency has every successful device call
  * with its measured time: run,alloc,event,action,size,ns.
+ *
+ * --async replays through the CUDA stream-ordered pool instead of a policy (async_pool.h):
+ * one run per release threshold and capacity, reserved = the pool's ReservedMemCurrent;
+ * --segments then logs the pool's growth and trim steps, and --pool one CSV line per run
+ * with the pool's own high-water marks.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -18,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "async_pool.h"
 #include "cli.h"
 #include "cuda_device.h"
 #include "engine.h"
@@ -39,15 +46,27 @@ static const char help[] =
     "      --no-sync         no cudaDeviceSynchronize before each timed call\n"
     "      --device N        CUDA device ordinal (default 0)\n"
     "\n"
+    "      --async           replay through cudaMallocAsync's pool instead of -p policies:\n"
+    "                        each ALLOC cudaMallocFromPoolAsync on the trace stream's own\n"
+    "                        real stream, each FREE cudaFreeAsync there, then a stream sync\n"
+    "                        (the pool trims to its threshold only at syncs; --no-sync: never)\n"
+    "      --release-threshold N  the pool's release threshold in bytes, or max (repeatable;\n"
+    "                        default 0, CUDA's default; PyTorch's backend uses max)\n"
+    "      --pool FILE       CSV per run: the pool's reserved/used high, grows, trims, retries\n"
+    "\n"
     "Exit status: 0 when it ran (OOMs included), 1 bad input, I/O or CUDA failure, 2 usage.\n";
 
-enum { OPT_SEGMENTS = 256, OPT_LATENCY, OPT_NOSYNC, OPT_DEVICE };
+enum { OPT_SEGMENTS = 256, OPT_LATENCY, OPT_NOSYNC, OPT_DEVICE, OPT_ASYNC, OPT_THRESHOLD,
+       OPT_POOL };
 static const struct option opts[] = {
     { "policy", required_argument, NULL, 'p' },   { "capacity", required_argument, NULL, 'c' },
     { "format", required_argument, NULL, 'f' },   { "output", required_argument, NULL, 'o' },
     { "segments", required_argument, NULL, OPT_SEGMENTS },
     { "latency", required_argument, NULL, OPT_LATENCY },
     { "no-sync", no_argument, NULL, OPT_NOSYNC }, { "device", required_argument, NULL, OPT_DEVICE },
+    { "async", no_argument, NULL, OPT_ASYNC },
+    { "release-threshold", required_argument, NULL, OPT_THRESHOLD },
+    { "pool", required_argument, NULL, OPT_POOL },
     { "help", no_argument, NULL, 'h' },           { NULL, 0, NULL, 0 },
 };
 
@@ -58,6 +77,10 @@ typedef struct ctx {
     FILE *lat;
     unsigned run; /* report index of the run in progress */
     uint64_t effective, probed;
+    int async;               /* --async: the factory makes as_asyncpool devices */
+    uint64_t threshold;      /* the release threshold of the run being created */
+    as_asyncpool *pool;      /* the async run in progress */
+    FILE *poolf;
 } ctx;
 
 /* ---- the device factory ---------------------------------------------------------------- */
@@ -65,6 +88,21 @@ typedef struct ctx {
 static int f_create(void *user, uint64_t capacity, as_device *out, void **handle)
 {
     ctx *c = user;
+    if (c->async) {
+        as_asyncpool_params ap = { .capacity = capacity, .release_threshold = c->threshold,
+                                   .device = c->p.device, .no_sync = c->p.no_sync };
+        as_asyncpool *a;
+        int rc = as_asyncpool_create(&ap, &a, c->why, sizeof c->why);
+        if (rc)
+            return rc < 0 ? rc : AS_DEV_EFAULT;
+        as_asyncpool_stats st;
+        as_asyncpool_stats_get(a, &st);
+        c->probed = st.probed;
+        c->pool = a;
+        *out = *as_asyncpool_device(a);
+        *handle = a;
+        return 0;
+    }
     as_cudadev_params p = c->p;
     as_cudadev *d;
     p.capacity = capacity;
@@ -80,20 +118,30 @@ static int f_create(void *user, uint64_t capacity, as_device *out, void **handle
 
 static void f_destroy(void *user, void *handle)
 {
-    (void)user;
+    ctx *c = user;
+    if (c->async) {
+        if (c->pool == handle)
+            c->pool = NULL;
+        as_asyncpool_destroy(handle);
+        return;
+    }
     as_cudadev_destroy(handle);
 }
 
 static void f_counters(void *user, void *handle, as_simdev_counters *out)
 {
-    (void)user;
-    as_cudadev_counters_get(handle, out);
+    if (((ctx *)user)->async)
+        as_asyncpool_counters_get(handle, out);
+    else
+        as_cudadev_counters_get(handle, out);
 }
 
 static void f_set_log(void *user, void *handle, as_dev_log_fn fn, void *log_user)
 {
-    (void)user;
-    as_cudadev_set_log(handle, fn, log_user);
+    if (((ctx *)user)->async)
+        as_asyncpool_set_log(handle, fn, log_user);
+    else
+        as_cudadev_set_log(handle, fn, log_user);
 }
 
 static void on_segment(void *user, const as_seg_record *r)
@@ -138,8 +186,10 @@ static int one_run(const char *path, ctx *c, const as_policy_spec *spec, uint64_
         goto out;
     }
     if (rc < 0) {
-        as_cli_msg("%s: %s, capacity %llu: %s%s%s", path, spec->text, (unsigned long long)cap,
-                   as_engine_errmsg(e), c->why[0] ? ": " : "", c->why);
+        const char *pe = c->async && c->pool ? as_asyncpool_errmsg(c->pool) : "";
+        as_cli_msg("%s: %s, capacity %llu: %s%s%s%s%s", path, spec->text,
+                   (unsigned long long)cap, as_engine_errmsg(e), c->why[0] ? ": " : "", c->why,
+                   pe[0] ? ": " : "", pe);
         goto out;
     }
     if (*trace_idx < 0) {
@@ -160,6 +210,24 @@ static int one_run(const char *path, ctx *c, const as_policy_spec *spec, uint64_
                     "%llu\n",
             path, spec->text, (unsigned long long)cap, (unsigned long long)c->probed,
             res->completed ? "completed" : "OOM", (unsigned long long)res->peak_reserved);
+    if (c->async && c->pool) {
+        as_asyncpool_stats st;
+        as_asyncpool_stats_get(c->pool, &st);
+        fprintf(stderr, "allocsim-replay:   pool: reserved high %llu, used high %llu, %llu grows, "
+                        "%llu trims, %llu OOM retries, %llu streams\n",
+                (unsigned long long)st.reserved_high, (unsigned long long)st.used_high,
+                (unsigned long long)st.grows, (unsigned long long)st.trims,
+                (unsigned long long)st.oom_retries, (unsigned long long)st.streams);
+        if (c->poolf)
+            fprintf(c->poolf, "%u,%s,%llu,%llu,%d,%lld,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n",
+                    c->run, spec->text, (unsigned long long)cap, (unsigned long long)c->probed,
+                    res->completed,
+                    res->oom_alloc == AS_NONE ? -1LL : (long long)res->oom_alloc,
+                    (unsigned long long)res->peak_reserved, (unsigned long long)st.reserved_high,
+                    (unsigned long long)st.used_high, (unsigned long long)st.reserved_end,
+                    (unsigned long long)st.grows, (unsigned long long)st.trims,
+                    (unsigned long long)st.oom_retries, (unsigned long long)st.streams);
+    }
     ret = AS_EXIT_OK;
 out:
     as_engine_destroy(e); /* frees the device, its segments and its ballast */
@@ -194,18 +262,19 @@ static int write_report(const as_report *rep, FILE *out, as_report_fmt fmt)
 
 int main(int argc, char **argv)
 {
-    const char *out_path = NULL, *seg_path = NULL, *lat_path = NULL;
+    const char *out_path = NULL, *seg_path = NULL, *lat_path = NULL, *pool_path = NULL;
     const char **ptext = calloc((size_t)argc + 1, sizeof *ptext);
     uint64_t *caps = calloc((size_t)argc + 1, sizeof *caps);
+    uint64_t *thr = calloc((size_t)argc + 1, sizeof *thr);
     as_policy_spec *specs = NULL;
-    size_t np = 0, ncap = 0, nspec = 0;
+    size_t np = 0, ncap = 0, nspec = 0, nthr = 0;
     as_report_fmt fmt = AS_REPORT_TABLE;
     as_report *rep = NULL;
     ctx c = { .p = { .capacity = AS_CAPACITY_NONE } };
     FILE *out = stdout;
     int ret = AS_EXIT_OK, ch;
     const char *cmd = "replay";
-    if (!ptext || !caps) {
+    if (!ptext || !caps || !thr) {
         as_cli_msg("out of host memory");
         ret = AS_EXIT_INPUT;
         goto done;
@@ -240,6 +309,20 @@ int main(int argc, char **argv)
         case OPT_NOSYNC:
             c.p.no_sync = 1;
             break;
+        case OPT_ASYNC:
+            c.async = 1;
+            break;
+        case OPT_THRESHOLD:
+            if (strcmp(optarg, "max") == 0)
+                thr[nthr++] = UINT64_MAX;
+            else if (as_cli_parse_u64(optarg, &thr[nthr++])) {
+                ret = as_cli_usage(cmd, "--release-threshold %s: bytes or max", optarg);
+                goto done;
+            }
+            break;
+        case OPT_POOL:
+            pool_path = optarg;
+            break;
         case OPT_DEVICE: {
             uint64_t d;
             if (as_cli_parse_u64(optarg, &d) || d > 64) {
@@ -264,18 +347,39 @@ int main(int argc, char **argv)
         ret = as_cli_usage(cmd, "no trace given");
         goto done;
     }
-    if (np == 0)
+    if (c.async && np) {
+        ret = as_cli_usage(cmd, "--async replays the CUDA pool itself: no -p");
+        goto done;
+    }
+    if (!c.async && (nthr || pool_path)) {
+        ret = as_cli_usage(cmd, "--release-threshold and --pool need --async");
+        goto done;
+    }
+    if (c.async && nthr == 0)
+        thr[nthr++] = 0;
+    if (np == 0 && !c.async)
         ptext[np++] = "torch";
     if (ncap == 0)
         caps[ncap++] = AS_CAPACITY_NONE;
+    if (c.async)
+        np = nthr;
     if (!(specs = calloc(np, sizeof *specs))) {
         as_cli_msg("out of host memory");
         ret = AS_EXIT_INPUT;
         goto done;
     }
-    for (; nspec < np; nspec++)
+    for (; nspec < np; nspec++) {
+        if (c.async) {
+            if (as_asyncpool_spec(thr[nspec], &specs[nspec])) {
+                as_cli_msg("out of host memory");
+                ret = AS_EXIT_INPUT;
+                goto done;
+            }
+            continue;
+        }
         if ((ret = as_cli_parse_spec(cmd, ptext[nspec], &specs[nspec])))
             goto done;
+    }
     int orc;
     if (seg_path && (orc = as_runlog_open(seg_path, AS_RUNLOG_SEGMENTS, &c.segs))) {
         as_cli_msg("%s: cannot create: %s", seg_path, strerror(-orc));
@@ -290,6 +394,16 @@ int main(int argc, char **argv)
         }
         fputs("run,alloc,event,action,size,ns\n", c.lat);
     }
+    if (pool_path) {
+        if (!(c.poolf = fopen(pool_path, "w"))) {
+            as_cli_msg("%s: cannot create: %s", pool_path, strerror(errno));
+            ret = AS_EXIT_INPUT;
+            goto done;
+        }
+        fputs("run,policy,capacity,probed,completed,oom_alloc,peak_reserved,reserved_high,"
+              "used_high,reserved_end,grows,trims,oom_retries,streams\n",
+              c.poolf);
+    }
     if (as_report_create(&rep)) {
         as_cli_msg("out of host memory");
         ret = AS_EXIT_INPUT;
@@ -298,9 +412,11 @@ int main(int argc, char **argv)
     for (int t = optind; t < argc; t++) {
         int trace_idx = -1;
         for (size_t i = 0; i < nspec; i++)
-            for (size_t j = 0; j < ncap; j++)
+            for (size_t j = 0; j < ncap; j++) {
+                c.threshold = c.async ? thr[i] : 0;
                 if ((ret = one_run(argv[t], &c, &specs[i], caps[j], rep, &trace_idx)))
                     goto done;
+            }
     }
     if (out_path && !(out = fopen(out_path, "w"))) {
         as_cli_msg("%s: cannot create: %s", out_path, strerror(errno));
@@ -317,6 +433,10 @@ done:
         as_cli_msg("%s: write failed", seg_path);
         ret = AS_EXIT_INPUT;
     }
+    if (c.poolf && fclose(c.poolf) && !ret) {
+        as_cli_msg("%s: write failed", pool_path);
+        ret = AS_EXIT_INPUT;
+    }
     if (c.lat && fclose(c.lat) && !ret) {
         as_cli_msg("%s: write failed", lat_path);
         ret = AS_EXIT_INPUT;
@@ -330,6 +450,7 @@ done:
         as_policy_spec_free(&specs[i]);
     free(specs);
     free(caps);
+    free(thr);
     free(ptext);
     return ret;
 }

@@ -11,7 +11,11 @@ registered policy):
   3. measure: allocsim-replay with the same policy code over cudaMalloc/cuMem* with the
      capacity enforced by the driver; for the torch configs also PyTorch's own allocator
      through torch_replay.py (the ground-truth method of shared/data);
-  4. compare with `allocsim compare -f csv`, and write summary.json and summary.md.
+  4. compare with `allocsim compare -f csv`, and write summary.json and summary.md;
+  5. the stream-ordered pool (allocsim-replay --async, no model to compare with): per trace
+     and release threshold (0 and max), the uncapped run, the pool's own OOM frontier
+     (three passes of capacities between peak requested and the uncapped peak reserved), five
+     capacities around it, and the torch policy's five capacities: summary_async.{json,md}.
 Everything goes to OUT (default build/validate). Exit 0 when it ran."""
 import argparse
 import concurrent.futures as cf
@@ -88,12 +92,114 @@ def read_csv_rows(text):
     return list(csv.DictReader(io.StringIO(text)))
 
 
+ASYNC_THRESHOLDS = ["0", "max"]
+
+
+def async_runs(replay, trace, thr, caps, base, timeout):
+    """One allocsim-replay --async call over caps: the report's runs merged with the pool's
+    CSV (reserved/used high, grows, trims, OOM retries)."""
+    capargs = sum((["-c", str(c)] for c in caps), [])
+    cmd = [replay, "--async", "--release-threshold", thr, *capargs, "-f", "json",
+           "-o", base + ".json", "--segments", base + ".csv", "--pool", base + ".pool.csv", trace]
+    r = sh(cmd, timeout=timeout)
+    with open(base + ".log", "w") as f:
+        f.write(r.stderr)
+    if r.returncode:
+        raise RuntimeError(f"{' '.join(cmd)}: {r.stderr.strip()[-400:]}")
+    with open(base + ".json") as f:
+        runs = json.load(f)["runs"]
+    with open(base + ".pool.csv") as f:
+        pool = list(csv.DictReader(f))
+    for x, q in zip(runs, pool):
+        x["pool"] = q
+    return runs
+
+
+def async_section(a, replay, traces, plan, out, deadline):
+    """The cudaMallocAsync measurements (no simulated counterpart): see the docstring."""
+    res = []
+    adir = os.path.join(out, "async")
+    os.makedirs(adir, exist_ok=True)
+    front = {(p["trace"], p["spec"]): p for p in plan}
+    for tn, tp in traces.items():
+        for thr in ASYNC_THRESHOLDS:
+            left = deadline - time.time()
+            if left < 20:
+                res.append({"trace": tn, "threshold": thr, "skipped": "out of time"})
+                continue
+            tag = f"{tn}_thr{thr}"
+            row = {"trace": tn, "threshold": thr}
+            try:
+                un = async_runs(replay, tp, thr, ["none"], os.path.join(adir, tag + "_none"),
+                                left - 5)[0]
+                row["uncapped"] = un
+                req, peak = un["peak_requested"], un["peak_reserved"]
+                lo, hi = r2(req), r2(peak) + MIB2
+                for k in range(3):
+                    if hi - lo <= MIB2 or deadline - time.time() < 20:
+                        break
+                    step = max(MIB2, r2((hi - lo) / 8))
+                    caps = sorted(set(range(lo, hi, step)) | {hi})
+                    runs = async_runs(replay, tp, thr, caps,
+                                      os.path.join(adir, f"{tag}_pass{k}"),
+                                      deadline - time.time() - 5)
+                    row.setdefault("search", []).extend(
+                        {"capacity": c, "completed": x["completed"], "oom_alloc": x["oom_alloc"]}
+                        for c, x in zip(caps, runs))
+                    ok = [c for c, x in zip(caps, runs) if x["completed"]]
+                    if not ok:
+                        break
+                    below = [c for c in caps if c < min(ok)]
+                    lo, hi = (max(below) if below else min(ok)), min(ok)
+                row["frontier"] = hi
+                sets = [("near", caps_around(hi))]
+                tp_ = front.get((tn, "torch"))
+                if tp_:
+                    sets.append(("torch_caps", tp_["caps"]))
+                for name, caps in sets:
+                    if deadline - time.time() < 20:
+                        break
+                    row[name] = async_runs(replay, tp, thr, caps,
+                                           os.path.join(adir, f"{tag}_{name}"),
+                                           deadline - time.time() - 5)
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                row["error"] = str(e)[-400:]
+            for k in ("torch", "expandable_segments:True"):
+                if (tn, k) in front:
+                    row[f"mincap_{k}"] = front[(tn, k)]["mincap"]
+            res.append(row)
+            print(f"[async] {tag}: frontier {row.get('frontier')} "
+                  f"{row.get('error', '')[:200]}", flush=True)
+    with open(os.path.join(out, "summary_async.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    lines = ["| trace | threshold | peak requested | pool reserved high (uncapped) | used high | "
+             "frontier (pool) | torch mincap | expandable mincap | near frontier: cap:OOM alloc |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in res:
+        u = r.get("uncapped")
+        if not u:
+            lines.append(f"| {r['trace']} | {r['threshold']} | {r.get('error', r.get('skipped'))} "
+                         "| | | | | | |")
+            continue
+        near = " ".join(f"{x['capacity']}:{'ok' if x['completed'] else x['oom_alloc']}"
+                        for x in r.get("near", []))
+        lines.append(f"| {r['trace']} | {r['threshold']} | {u['peak_requested']} | "
+                     f"{u['pool']['reserved_high']} | {u['pool']['used_high']} | "
+                     f"{r.get('frontier')} | {r.get('mincap_torch')} | "
+                     f"{r.get('mincap_expandable_segments:True')} | {near} |")
+    with open(os.path.join(out, "summary_async.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "validate"))
-    ap.add_argument("--budget", type=float, default=540, help="seconds for the whole run")
+    ap.add_argument("--budget", type=float, default=560, help="seconds for the whole run")
     ap.add_argument("--no-gpu", action="store_true", help="frontiers and predictions only")
     ap.add_argument("--traces", default="resnet_varbatch,moe_like,transformer,kvcache")
+    ap.add_argument("--async-budget", type=float, default=180,
+                    help="seconds kept for the cudaMallocAsync runs (0: none)")
     a = ap.parse_args()
     t0 = time.time()
     out = a.out
@@ -138,8 +244,9 @@ def main():
                              not p["spec"].startswith(("torch", "max_", "exp"))))
 
     results = []
+    budget = a.budget - (a.async_budget if not a.no_gpu else 0)
     for i, p in enumerate(plan):
-        left = a.budget - (time.time() - t0)
+        left = budget - (time.time() - t0)
         tag = f"{i:02d}_{p['trace']}_{p['spec'].replace(':', '-').replace(',', '-')}"
         base = os.path.join(out, tag)
         caps = [str(c) for c in p["caps"]]
@@ -167,7 +274,7 @@ def main():
                                       "--json", base + ".pytorch.json",
                                       "--segments", base + ".pytorch.csv"]))
         for side, cmd in sides:
-            left = a.budget - (time.time() - t0)
+            left = budget - (time.time() - t0)
             if left < 20:
                 p["measured"][side] = {"skipped": "out of time"}
                 continue
@@ -220,7 +327,9 @@ def main():
                      f"{t[2]} ({100*t[2]/t[0]:.0f}%) | {t[3]} ({100*t[3]/t[0]:.0f}%) | |")
     with open(os.path.join(out, "summary.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    print("\n".join(lines), flush=True)
+    if not a.no_gpu and a.async_budget > 0:
+        async_section(a, replay, traces, plan, out, t0 + a.budget)
     return 0
 
 
