@@ -1,7 +1,9 @@
 /*
  * simdev.c - the simulated device (see simdev.h).
  *
- * Address space is managed by two treaps keyed by address: `live` holds the ranges handed
+ * The default placement, the CUDA driver's chunked heap, has its own structure (`heap`,
+ * described where it is defined), built for a device call per event. The simple rules and
+ * the virtual-only space use two treaps keyed by address: `live` holds the ranges handed
  * out, `holes` the free ranges, each node carrying the largest hole in its subtree so that
  * the lowest-address first fit is O(log n). Invariant: holes never touch (adjacent holes
  * are merged) and no live range overlaps a hole or another live range.
@@ -18,7 +20,6 @@
 
 typedef struct node {
     uint64_t addr, len, maxlen;
-    uint64_t aux;               /* chunks: creation number; chunk_seq: chunk address */
     uint32_t prio, left, right; /* child indices, 0 = none (slot 0 is unused) */
 } node;
 
@@ -28,16 +29,44 @@ typedef struct treap {
     uint32_t rng;
 } treap;
 
+typedef struct chunk {
+    uint64_t base;
+    uint32_t npages; /* length in pages */
+    uint32_t slot;   /* leaf in the creation order; the free-list link while unused */
+    uint32_t maxrun; /* longest free run, pages */
+    uint64_t inl;    /* the bitmap when npages <= 64 */
+    uint64_t *ext;   /* otherwise */
+} chunk;
+
+typedef struct lent {
+    uint64_t addr, size; /* addr 0: empty slot */
+    uint32_t chunk;
+} lent;
+
+typedef struct gap {
+    uint64_t base, len;
+} gap;
+
+typedef struct heap {
+    unsigned shift; /* log2 of the page (the granularity) */
+    chunk *ch;
+    uint32_t nch, chcap, ch_free; /* ch_free: head of unused entries + 1 (0: none) */
+    uint32_t *mx;   /* max tree over leaves [scap, 2 scap): longest free run per slot */
+    uint32_t *slot_ch; /* chunk per slot, UINT32_MAX when dead */
+    uint32_t scap, nslots, ndead;
+    lent *lt;
+    uint32_t ltmask, nlent;
+    unsigned ltshift; /* 64 - log2 of the table's size: a Fibonacci hash takes the top bits */
+    gap *g;
+    uint32_t ng, gcap;
+    uint64_t edge; /* everything below is free; no chunk was ever lower than it is now */
+} heap;
+
 struct as_simdev {
     as_device dev;
     as_simdev_params p;
-    treap live, holes;           /* physical (cudaMalloc) address space */
-    treap chunks;                /* AS_PLACE_CHUNKED: the heap's chunks, by address (len = size) */
-    treap chunk_seq;             /* AS_PLACE_CHUNKED: the chunks by creation number (len = largest
-                                    free range inside, aux = address) */
-    uint64_t chunk_clock;        /* AS_PLACE_CHUNKED: chunks made so far */
-    treap chunk_gaps;            /* AS_PLACE_CHUNKED: free address space outside the chunks */
-    uint64_t chunk_edge;         /* AS_PLACE_CHUNKED: lowest address any chunk ever had */
+    treap live, holes;           /* physical (cudaMalloc) address space, simple rules */
+    heap heap;                   /* physical address space, AS_PLACE_CHUNKED */
     treap va_live, va_holes;     /* virtual-only (cuMemAddressReserve) space */
     uint64_t next_addr, va_next; /* first address never handed out */
     as_simdev_counters c;
@@ -279,138 +308,407 @@ static int space_give(treap *live, treap *holes, uint64_t *edge, int down, uint6
     return tr_insert(holes, a, len) ? AS_DEV_EFAULT : AS_DEV_OK;
 }
 
-/* AS_PLACE_CHUNKED (see simdev.h). `holes` holds the free space inside chunks and never
- * merges across a chunk boundary; `chunks` the chunks by address, `chunk_seq` by creation
- * (each with its largest free range, so the most recent chunk that fits is one descent);
- * the chunks' address space is managed top-down in `chunk_gaps` (chunk_edge its bottom). */
+/* AS_PLACE_CHUNKED (see simdev.h), built for one device call per event (nocache):
+ * - each chunk keeps a bitmap of its pages (the granularity), 1 = in use, bits past its end
+ *   set; its free ranges are the bitmap's runs of zeros, so neighbours merge by themselves;
+ * - the chunks sit in creation order in the leaves of a max tree holding each one's longest
+ *   free run: "the most recent chunk with room" is one descent to the rightmost leaf with a
+ *   run long enough (dead leaves hold 0; the order is compacted when it fills);
+ * - the ranges handed out are in a hash table (address -> size, chunk);
+ * - the free address space under the top, outside the chunks, is a sorted array of gaps
+ *   and an edge below which everything is free. Gaps lie between chunks, so there are at
+ *   most as many as chunks; the highest one that fits is found by a scan from the top,
+ *   done only when a chunk is made. */
 
-/* Largest len among nodes with lo <= addr < hi (subtree i). */
-static uint64_t range_max(const treap *t, uint32_t i, uint64_t lo, uint64_t hi, int lo_ok,
-                          int hi_ok)
+static inline uint64_t *cbits(chunk *c)
 {
-    uint64_t m = 0;
-    while (i) {
-        const node *x = &t->n[i];
-        if (!lo_ok && x->addr < lo) {
-            i = x->right;
-            continue;
-        }
-        if (!hi_ok && x->addr >= hi) {
-            i = x->left;
-            continue;
-        }
-        if (lo_ok && hi_ok)
-            return x->maxlen > m ? x->maxlen : m;
-        /* x is inside: its one-sided subtrees are wholly inside on one bound */
-        if (x->len > m)
-            m = x->len;
-        uint64_t l = range_max(t, x->left, lo, hi, lo_ok, 1);
-        uint64_t r = range_max(t, x->right, lo, hi, 1, hi_ok);
-        m = l > m ? l : m;
-        return r > m ? r : m;
-    }
-    return m;
+    return c->npages <= 64 ? &c->inl : c->ext;
 }
 
-/* Lowest-address node with lo <= addr < hi and len >= want (subtree i), or 0. */
-static uint32_t first_fit_in(const treap *t, uint32_t i, uint64_t lo, uint64_t hi, uint64_t want)
+/* First index >= from whose bit is `val`, or n. */
+static uint32_t next_bit(const uint64_t *b, uint32_t n, uint32_t from, int val)
 {
-    while (i && t->n[i].maxlen >= want) {
-        const node *x = &t->n[i];
-        if (x->addr < lo) {
-            i = x->right;
-        } else if (x->addr >= hi) {
-            i = x->left;
-        } else {
-            uint32_t r = first_fit_in(t, x->left, lo, hi, want);
-            if (r)
-                return r;
-            if (x->len >= want)
-                return i;
-            i = x->right;
+    while (from < n) {
+        uint32_t w = from >> 6;
+        uint64_t x = (val ? b[w] : ~b[w]) & (~0ull << (from & 63));
+        if (x) {
+            uint32_t r = (w << 6) + (uint32_t)__builtin_ctzll(x);
+            return r < n ? r : n;
         }
+        from = (w + 1) << 6;
     }
-    return 0;
+    return n;
 }
 
-/* Re-files chunk (at addr, number seq) in chunk_seq with its current largest free range. */
-static int chunk_refile(as_simdev *d, uint64_t addr, uint64_t len, uint64_t seq)
+/* Highest index < from whose bit is set (in use), or -1. */
+static int64_t prev_used(const uint64_t *b, uint32_t from)
 {
-    tr_remove(&d->chunk_seq, seq);
-    uint64_t m = range_max(&d->holes, d->holes.root, addr, addr + len, 0, 0);
-    if (tr_insert(&d->chunk_seq, seq, m))
+    while (from) {
+        uint32_t w = (from - 1) >> 6;
+        uint64_t x = b[w] & (~0ull >> (63 - ((from - 1) & 63)));
+        if (x)
+            return (int64_t)(w << 6) + 63 - __builtin_clzll(x);
+        from = w << 6;
+    }
+    return -1;
+}
+
+/* Lowest start of a free run of >= k pages (the lowest run that long, at its start), or
+ * UINT32_MAX. */
+static uint32_t run_lowest(chunk *c, uint32_t k)
+{
+    if (c->npages <= 64) {
+        uint64_t f = ~c->inl, m = f;
+        uint32_t len = 1;
+        while (2 * len <= k) { /* bit p of m: pages p .. p+len-1 all free */
+            m &= m >> len;
+            len *= 2;
+        }
+        if (len < k)
+            m &= m >> (k - len);
+        return m ? (uint32_t)__builtin_ctzll(m) : UINT32_MAX;
+    }
+    for (uint32_t p = 0;;) {
+        uint32_t s = next_bit(c->ext, c->npages, p, 0);
+        if (s >= c->npages)
+            return UINT32_MAX;
+        uint32_t e = next_bit(c->ext, c->npages, s, 1);
+        if (e - s >= k)
+            return s;
+        p = e;
+    }
+}
+
+static uint32_t run_max(chunk *c)
+{
+    uint32_t best = 0;
+    if (c->npages <= 64) {
+        for (uint64_t m = ~c->inl; m; m &= m >> 1)
+            best++;
+        return best;
+    }
+    for (uint32_t p = 0;;) {
+        uint32_t s = next_bit(c->ext, c->npages, p, 0);
+        if (s >= c->npages)
+            return best;
+        uint32_t e = next_bit(c->ext, c->npages, s, 1);
+        best = e - s > best ? e - s : best;
+        p = e;
+    }
+}
+
+static void bits_set(chunk *c, uint32_t p, uint32_t k, int used)
+{
+    uint64_t *b = cbits(c);
+    while (k) {
+        uint32_t o = p & 63, n = 64 - o < k ? 64 - o : k;
+        uint64_t m = (n == 64 ? ~0ull : ((1ull << n) - 1)) << o;
+        if (used)
+            b[p >> 6] |= m;
+        else
+            b[p >> 6] &= ~m;
+        p += n;
+        k -= n;
+    }
+}
+
+/* -- the creation order -- */
+
+static void mx_update(heap *h, uint32_t slot, uint32_t v)
+{
+    uint32_t i = h->scap + slot;
+    h->mx[i] = v;
+    for (i >>= 1; i; i >>= 1) {
+        uint32_t m = h->mx[2 * i] > h->mx[2 * i + 1] ? h->mx[2 * i] : h->mx[2 * i + 1];
+        if (h->mx[i] == m)
+            break; /* nothing above changes */
+        h->mx[i] = m;
+    }
+}
+
+/* Rightmost live slot whose chunk has a free run >= k, or UINT32_MAX. The answer is
+ * mostly one of the newest chunks, so the search starts at the newest leaf and climbs only
+ * as far as it must. */
+static uint32_t mx_rightmost(const heap *h, uint32_t k)
+{
+    if (h->mx[1] < k || !h->nslots)
+        return UINT32_MAX;
+    uint32_t i = h->scap + h->nslots - 1;
+    while (h->mx[i] < k) {
+        while (!(i & 1)) /* a left child: its left neighbours are its parent's */
+            i >>= 1;
+        i--; /* a right child (the root holds >= k, so it is never reached): its sibling */
+    }
+    while (i < h->scap)
+        i = h->mx[2 * i + 1] >= k ? 2 * i + 1 : 2 * i;
+    return i - h->scap;
+}
+
+/* Makes room for one more slot: drops the dead ones (keeping the order) or doubles. */
+static int order_grow(heap *h)
+{
+    uint32_t live = h->nslots - h->ndead, cap = h->scap;
+    if (live + 1 > cap / 2)
+        cap *= 2;
+    uint32_t *mx = calloc(2 * (size_t)cap, sizeof *mx), *sc = malloc(cap * sizeof *sc);
+    if (!mx || !sc) {
+        free(mx);
+        free(sc);
         return AS_DEV_EFAULT;
-    d->chunk_seq.n[tr_find(&d->chunk_seq, seq)].aux = addr;
+    }
+    uint32_t n = 0;
+    for (uint32_t s = 0; s < h->nslots; s++) {
+        uint32_t c = h->slot_ch[s];
+        if (c == UINT32_MAX)
+            continue;
+        h->ch[c].slot = n;
+        sc[n] = c;
+        mx[cap + n++] = h->ch[c].maxrun;
+    }
+    for (uint32_t i = cap - 1; i; i--)
+        mx[i] = mx[2 * i] > mx[2 * i + 1] ? mx[2 * i] : mx[2 * i + 1];
+    free(h->mx);
+    free(h->slot_ch);
+    h->mx = mx;
+    h->slot_ch = sc;
+    h->scap = cap;
+    h->nslots = n;
+    h->ndead = 0;
     return AS_DEV_OK;
 }
 
-static int chunk_take(as_simdev *d, uint64_t size, uint64_t *addr)
+/* -- the ranges handed out -- */
+
+static inline uint32_t lt_hash(const heap *h, uint64_t addr)
 {
-    uint64_t a, caddr, clen, seq;
-    uint32_t c = tr_last_fit(&d->chunk_seq, size); /* the most recent chunk with room */
-    if (c) {
-        seq = d->chunk_seq.n[c].addr;
-        caddr = d->chunk_seq.n[c].aux;
-        clen = d->chunks.n[tr_find(&d->chunks, caddr)].len;
-        uint32_t h = first_fit_in(&d->holes, d->holes.root, caddr, caddr + clen, size);
-        if (!h)
-            return AS_DEV_EFAULT; /* chunk_seq said there was room */
-        uint64_t ha = d->holes.n[h].addr, len = d->holes.n[h].len;
-        tr_remove(&d->holes, ha);
-        a = ha;
-        if (len > size && tr_insert(&d->holes, ha + size, len - size))
-            return AS_DEV_EFAULT;
-    } else {
-        clen = (size + AS_SIMDEV_CHUNK - 1) / AS_SIMDEV_CHUNK * AS_SIMDEV_CHUNK;
-        /* chunks are tracked in `chunks` itself, so the gap space needs no live tree of its
-         * own: pass `chunks` as the live set (space_take records the new chunk there). */
-        /* The driver reserves a chunk's address range 32 MiB aligned, as one asks mmap for
-         * an aligned range: map the size plus the alignment less a page, keep the aligned
-         * part. So a gap needs clen + 32 MiB - 4 KiB; the chunk lands at its top (the
-         * gaps are multiples of 32 MiB here: a gap must be larger than the chunk). */
-        int rc = space_take(&d->chunks, &d->chunk_gaps, &d->chunk_edge, 1, clen,
-                            clen + AS_SIMDEV_CHUNK - 4096, &a);
-        if (rc)
-            return rc;
-        caddr = a;
-        seq = ++d->chunk_clock;
-        d->chunks.n[tr_find(&d->chunks, a)].aux = seq;
-        if (clen > size && tr_insert(&d->holes, a + size, clen - size))
-            return AS_DEV_EFAULT;
+    return (uint32_t)(((addr >> h->shift) * 0x9e3779b97f4a7c15ull) >> h->ltshift);
+}
+
+static lent *lt_find(heap *h, uint64_t addr)
+{
+    for (uint32_t i = lt_hash(h, addr);; i = (i + 1) & h->ltmask) {
+        if (h->lt[i].addr == addr)
+            return &h->lt[i];
+        if (!h->lt[i].addr)
+            return NULL;
     }
-    if (tr_insert(&d->live, a, size) || chunk_refile(d, caddr, clen, seq))
+}
+
+static int lt_put(heap *h, uint64_t addr, uint64_t size, uint32_t c)
+{
+    if (2 * (h->nlent + 1) > h->ltmask + 1) {
+        uint32_t n = 2 * (h->ltmask + 1);
+        lent *old = h->lt, *nt = calloc(n, sizeof *nt);
+        if (!nt)
+            return AS_DEV_EFAULT;
+        uint32_t om = h->ltmask;
+        h->lt = nt;
+        h->ltmask = n - 1;
+        h->ltshift--;
+        for (uint32_t i = 0; i <= om; i++)
+            if (old[i].addr) {
+                uint32_t j = lt_hash(h, old[i].addr);
+                while (nt[j].addr)
+                    j = (j + 1) & h->ltmask;
+                nt[j] = old[i];
+            }
+        free(old);
+    }
+    uint32_t i = lt_hash(h, addr);
+    while (h->lt[i].addr)
+        i = (i + 1) & h->ltmask;
+    h->lt[i] = (lent){addr, size, c};
+    h->nlent++;
+    return AS_DEV_OK;
+}
+
+/* Linear probing's deletion: pull later entries of the cluster back into the hole. */
+static void lt_del(heap *h, lent *e)
+{
+    uint32_t i = (uint32_t)(e - h->lt), j = i;
+    for (;;) {
+        j = (j + 1) & h->ltmask;
+        if (!h->lt[j].addr)
+            break;
+        uint32_t k = lt_hash(h, h->lt[j].addr);
+        /* move j to i unless its home k lies cyclically in (i, j] */
+        if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
+            continue;
+        h->lt[i] = h->lt[j];
+        i = j;
+    }
+    h->lt[i].addr = 0;
+    h->nlent--;
+}
+
+/* -- chunks and the gaps between them -- */
+
+static int chunk_new(heap *h, uint64_t base, uint64_t len, uint32_t *out)
+{
+    uint32_t c;
+    if (h->nslots == h->scap && order_grow(h))
         return AS_DEV_EFAULT;
+    if (h->ch_free) {
+        c = h->ch_free - 1;
+        h->ch_free = h->ch[c].slot;
+    } else {
+        if (h->nch == h->chcap) {
+            uint32_t n = h->chcap ? 2 * h->chcap : 64;
+            chunk *nc = realloc(h->ch, n * sizeof *nc);
+            if (!nc)
+                return AS_DEV_EFAULT;
+            h->ch = nc;
+            h->chcap = n;
+        }
+        c = h->nch++;
+    }
+    chunk *k = &h->ch[c];
+    uint32_t np = (uint32_t)(len >> h->shift);
+    *k = (chunk){.base = base, .npages = np, .maxrun = np};
+    if (np > 64) {
+        k->ext = calloc((np + 63) / 64, sizeof *k->ext);
+        if (!k->ext) {
+            k->slot = h->ch_free;
+            h->ch_free = c + 1;
+            return AS_DEV_EFAULT;
+        }
+    }
+    if (np & 63) /* the bits past the end are "in use", so no run crosses the end */
+        cbits(k)[np >> 6] |= ~0ull << (np & 63);
+    k->slot = h->nslots++;
+    h->slot_ch[k->slot] = c;
+    mx_update(h, k->slot, np);
+    *out = c;
+    return AS_DEV_OK;
+}
+
+static void chunk_drop(heap *h, uint32_t c)
+{
+    chunk *k = &h->ch[c];
+    mx_update(h, k->slot, 0);
+    h->slot_ch[k->slot] = UINT32_MAX;
+    h->ndead++;
+    free(k->ext);
+    k->ext = NULL;
+    k->slot = h->ch_free;
+    h->ch_free = c + 1;
+}
+
+/* Index of the first gap with base >= a. */
+static uint32_t gap_index(const heap *h, uint64_t a)
+{
+    uint32_t lo = 0, hi = h->ng;
+    while (lo < hi) {
+        uint32_t m = (lo + hi) / 2;
+        if (h->g[m].base < a)
+            lo = m + 1;
+        else
+            hi = m;
+    }
+    return lo;
+}
+
+/* A new chunk of len bytes: the top of the highest gap that holds len + 32 MiB - 4 KiB
+ * (an aligned mmap maps the size plus the alignment less a page; gaps are multiples of
+ * 32 MiB here, so the gap must be larger than the chunk), else right under the edge. */
+static uint64_t gap_take(heap *h, uint64_t len)
+{
+    uint64_t need = len + AS_SIMDEV_CHUNK - 4096;
+    for (uint32_t i = h->ng; i--;)
+        if (h->g[i].len >= need) {
+            h->g[i].len -= len; /* stays >= 32 MiB - 4 KiB: never empty */
+            return h->g[i].base + h->g[i].len;
+        }
+    h->edge -= len;
+    return h->edge;
+}
+
+static int gap_give(heap *h, uint64_t a, uint64_t len)
+{
+    uint32_t i = gap_index(h, a); /* gaps [0, i) lie below a, [i, ng) above */
+    int below = i > 0 && h->g[i - 1].base + h->g[i - 1].len == a;
+    int above = i < h->ng && h->g[i].base == a + len;
+    if (above) {
+        len += h->g[i].len;
+        memmove(&h->g[i], &h->g[i + 1], (h->ng - i - 1) * sizeof *h->g);
+        h->ng--;
+    }
+    if (below) {
+        h->g[i - 1].len += len;
+        return AS_DEV_OK;
+    }
+    if (a == h->edge) { /* the bottom of the heap rises back */
+        h->edge = a + len;
+        return AS_DEV_OK;
+    }
+    if (h->ng == h->gcap) {
+        uint32_t n = h->gcap ? 2 * h->gcap : 64;
+        gap *ng = realloc(h->g, n * sizeof *ng);
+        if (!ng)
+            return AS_DEV_EFAULT;
+        h->g = ng;
+        h->gcap = n;
+    }
+    memmove(&h->g[i + 1], &h->g[i], (h->ng - i) * sizeof *h->g);
+    h->g[i] = (gap){a, len};
+    h->ng++;
+    return AS_DEV_OK;
+}
+
+static int heap_take(heap *h, uint64_t size, uint64_t *addr)
+{
+    uint32_t k = (uint32_t)(size >> h->shift), c, p;
+    uint32_t s = mx_rightmost(h, k); /* the most recent chunk with room */
+    if (s != UINT32_MAX) {
+        c = h->slot_ch[s];
+        p = run_lowest(&h->ch[c], k);
+    } else {
+        uint64_t len = (size + AS_SIMDEV_CHUNK - 1) / AS_SIMDEV_CHUNK * AS_SIMDEV_CHUNK;
+        uint64_t base = gap_take(h, len);
+        if (chunk_new(h, base, len, &c)) {
+            gap_give(h, base, len);
+            return AS_DEV_EFAULT;
+        }
+        p = 0;
+    }
+    chunk *ck = &h->ch[c];
+    uint64_t a = ck->base + ((uint64_t)p << h->shift);
+    if (lt_put(h, a, size, c))
+        return AS_DEV_EFAULT;
+    /* p starts a free run; only when that run was the longest can the longest change */
+    uint32_t run = next_bit(cbits(ck), ck->npages, p, 1) - p;
+    bits_set(ck, p, k, 1);
+    if (run == ck->maxrun) {
+        ck->maxrun = run_max(ck);
+        mx_update(h, ck->slot, ck->maxrun);
+    }
     *addr = a;
     return AS_DEV_OK;
 }
 
-static int chunk_give(as_simdev *d, uint64_t addr, uint64_t size)
+static int heap_give(heap *h, uint64_t addr, uint64_t size)
 {
-    uint32_t i = tr_find(&d->live, addr);
-    if (!i || d->live.n[i].len != size)
+    lent *e = lt_find(h, addr);
+    if (!e || e->size != size)
         return AS_DEV_EINVAL;
-    tr_remove(&d->live, addr);
-    uint64_t a = addr, len = size;
-    uint32_t p = tr_pred(&d->holes, addr);
-    if (p && d->holes.n[p].addr + d->holes.n[p].len == addr && !tr_find(&d->chunks, addr)) {
-        a = d->holes.n[p].addr;
-        len += d->holes.n[p].len;
-        tr_remove(&d->holes, a);
+    uint32_t c = e->chunk;
+    lt_del(h, e);
+    chunk *ck = &h->ch[c];
+    uint64_t *b = cbits(ck);
+    uint32_t p = (uint32_t)((addr - ck->base) >> h->shift), k = (uint32_t)(size >> h->shift);
+    bits_set(ck, p, k, 0);
+    /* the free run the range joins: the longest grows to it if it is longer */
+    uint32_t run = next_bit(b, ck->npages, p + k, 1) - (uint32_t)(prev_used(b, p) + 1);
+    if (run == ck->npages) { /* empty: its address space goes back */
+        uint64_t base = ck->base, len = (uint64_t)ck->npages << h->shift;
+        chunk_drop(h, c);
+        return gap_give(h, base, len);
     }
-    uint32_t s = tr_find(&d->holes, addr + size);
-    if (s && !tr_find(&d->chunks, addr + size)) {
-        len += d->holes.n[s].len;
-        tr_remove(&d->holes, addr + size);
+    if (run > ck->maxrun) {
+        ck->maxrun = run;
+        mx_update(h, ck->slot, run);
     }
-    uint32_t c = tr_pred(&d->chunks, a + 1);
-    uint64_t caddr = d->chunks.n[c].addr, clen = d->chunks.n[c].len, seq = d->chunks.n[c].aux;
-    if (caddr == a && clen == len) { /* the chunk is empty: its address space goes back */
-        tr_remove(&d->chunk_seq, seq);
-        return space_give(&d->chunks, &d->chunk_gaps, &d->chunk_edge, 1, a, len);
-    }
-    if (tr_insert(&d->holes, a, len))
-        return AS_DEV_EFAULT;
-    return chunk_refile(d, caddr, clen, seq);
+    return AS_DEV_OK;
 }
 
 /* The CUDA context's own chunks, there before the first cudaMalloc (replay/PLACEMENT.md
@@ -426,18 +724,44 @@ static const struct {
     {384ull << 20, 30ull << 20},
 };
 
-static int chunk_context(as_simdev *d)
+static int heap_init(heap *h, uint64_t granularity)
 {
+    memset(h, 0, sizeof *h);
+    /* pages are the granularity, which must divide 2 MiB (the context's layout) */
+    if (granularity & (granularity - 1) || (2ull << 20) % granularity)
+        return AS_DEV_EINVAL;
+    h->shift = (unsigned)__builtin_ctzll(granularity);
+    h->edge = AS_SIMDEV_TOP;
+    h->scap = 64;
+    h->mx = calloc(2 * h->scap, sizeof *h->mx);
+    h->slot_ch = malloc(h->scap * sizeof *h->slot_ch);
+    h->ltmask = 1023;
+    h->ltshift = 64 - 10;
+    h->lt = calloc(h->ltmask + 1, sizeof *h->lt);
+    if (!h->mx || !h->slot_ch || !h->lt)
+        return AS_DEV_EFAULT;
     for (size_t i = 0; i < sizeof ctx_chunks / sizeof ctx_chunks[0]; i++) {
-        uint64_t a = AS_SIMDEV_TOP + ctx_chunks[i].off, seq = ++d->chunk_clock;
-        if (tr_insert(&d->chunks, a, AS_SIMDEV_CHUNK))
+        uint32_t c;
+        if (chunk_new(h, AS_SIMDEV_TOP + ctx_chunks[i].off, AS_SIMDEV_CHUNK, &c))
             return AS_DEV_EFAULT;
-        d->chunks.n[tr_find(&d->chunks, a)].aux = seq;
-        if (tr_insert(&d->holes, a + ctx_chunks[i].used, AS_SIMDEV_CHUNK - ctx_chunks[i].used) ||
-            chunk_refile(d, a, AS_SIMDEV_CHUNK, seq))
-            return AS_DEV_EFAULT;
+        chunk *ck = &h->ch[c];
+        bits_set(ck, 0, (uint32_t)(ctx_chunks[i].used >> h->shift), 1);
+        ck->maxrun = run_max(ck);
+        mx_update(h, ck->slot, ck->maxrun);
     }
     return AS_DEV_OK;
+}
+
+static void heap_free(heap *h)
+{
+    for (uint32_t c = 0; c < h->nch; c++)
+        if (h->ch[c].npages > 64)
+            free(h->ch[c].ext); /* NULL once dropped */
+    free(h->ch);
+    free(h->mx);
+    free(h->slot_ch);
+    free(h->lt);
+    free(h->g);
 }
 
 /* ---- device calls ------------------------------------------------------------------------ */
@@ -485,7 +809,7 @@ static int dev_reserve(void *ctx, uint64_t size, uint64_t *addr)
         return AS_DEV_OOM;
     }
     int rc = d->p.placement == AS_PLACE_CHUNKED
-                 ? chunk_take(d, size, addr)
+                 ? heap_take(&d->heap, size, addr)
                  : space_take(&d->live, &d->holes, &d->next_addr,
                               d->p.placement == AS_PLACE_TOP_DOWN, size, size, addr);
     if (rc)
@@ -500,7 +824,7 @@ static int dev_release(void *ctx, uint64_t addr, uint64_t size)
 {
     as_simdev *d = ctx;
     int rc = d->p.placement == AS_PLACE_CHUNKED
-                 ? chunk_give(d, addr, size)
+                 ? heap_give(&d->heap, addr, size)
                  : space_give(&d->live, &d->holes, &d->next_addr,
                               d->p.placement == AS_PLACE_TOP_DOWN, addr, size);
     if (rc)
@@ -634,15 +958,14 @@ int as_simdev_create(const as_simdev_params *p, as_simdev **out)
     if (d->p.granularity == 0)
         d->p.granularity = AS_DEV_GRANULARITY;
     d->next_addr = d->p.placement == AS_PLACE_LOW_FIRST_FIT ? AS_SIMDEV_BASE : AS_SIMDEV_TOP;
-    d->chunk_edge = AS_SIMDEV_TOP;
     d->va_next = AS_SIMDEV_VA_BASE;
     d->live.rng = d->holes.rng = d->va_live.rng = d->va_holes.rng = 0x9e3779b9u;
-    d->chunks.rng = d->chunk_gaps.rng = d->chunk_seq.rng = 0x9e3779b9u;
     d->dev.ops = &simdev_ops;
     d->dev.ctx = d;
-    if (d->p.placement == AS_PLACE_CHUNKED && chunk_context(d)) {
+    int rc = d->p.placement == AS_PLACE_CHUNKED ? heap_init(&d->heap, d->p.granularity) : 0;
+    if (rc) {
         as_simdev_destroy(d);
-        return AS_DEV_EFAULT;
+        return rc;
     }
     *out = d;
     return AS_DEV_OK;
@@ -654,9 +977,7 @@ void as_simdev_destroy(as_simdev *d)
         return;
     tr_free(&d->live);
     tr_free(&d->holes);
-    tr_free(&d->chunks);
-    tr_free(&d->chunk_seq);
-    tr_free(&d->chunk_gaps);
+    heap_free(&d->heap);
     tr_free(&d->va_live);
     tr_free(&d->va_holes);
     free(d);
