@@ -33,13 +33,14 @@ typedef struct chunk {
     uint64_t base;
     uint32_t npages; /* length in pages */
     uint32_t slot;   /* leaf in the creation order; the free-list link while unused */
-    uint32_t maxrun; /* longest free run, pages */
+    uint32_t bound;  /* at least its longest free run, pages (see heap_take) */
     uint64_t inl;    /* the bitmap when npages <= 64 */
     uint64_t *ext;   /* otherwise */
 } chunk;
 
 typedef struct lent {
-    uint64_t addr, size; /* addr 0: empty slot */
+    uint64_t addr;  /* 0: empty slot */
+    uint32_t pages; /* its size */
     uint32_t chunk;
 } lent;
 
@@ -311,9 +312,10 @@ static int space_give(treap *live, treap *holes, uint64_t *edge, int down, uint6
 /* AS_PLACE_CHUNKED (see simdev.h), built for one device call per event (nocache):
  * - each chunk keeps a bitmap of its pages (the granularity), 1 = in use, bits past its end
  *   set; its free ranges are the bitmap's runs of zeros, so neighbours merge by themselves;
- * - the chunks sit in creation order in the leaves of a max tree holding each one's longest
- *   free run: "the most recent chunk with room" is one descent to the rightmost leaf with a
- *   run long enough (dead leaves hold 0; the order is compacted when it fills);
+ * - the chunks sit in creation order in the leaves of a max tree holding a bound of each
+ *   one's longest free run: "the most recent chunk with room" is a search for the
+ *   rightmost leaf with a run long enough, from the newest (dead leaves hold 0; the order
+ *   is compacted when it fills);
  * - the ranges handed out are in a hash table (address -> size, chunk);
  * - the free address space under the top, outside the chunks, is a sorted array of gaps
  *   and an edge below which everything is free. Gaps lie between chunks, so there are at
@@ -463,7 +465,7 @@ static int order_grow(heap *h)
             continue;
         h->ch[c].slot = n;
         sc[n] = c;
-        mx[cap + n++] = h->ch[c].maxrun;
+        mx[cap + n++] = h->ch[c].bound;
     }
     for (uint32_t i = cap - 1; i; i--)
         mx[i] = mx[2 * i] > mx[2 * i + 1] ? mx[2 * i] : mx[2 * i + 1];
@@ -517,7 +519,7 @@ static int lt_put(heap *h, uint64_t addr, uint64_t size, uint32_t c)
     uint32_t i = lt_hash(h, addr);
     while (h->lt[i].addr)
         i = (i + 1) & h->ltmask;
-    h->lt[i] = (lent){addr, size, c};
+    h->lt[i] = (lent){addr, (uint32_t)(size >> h->shift), c};
     h->nlent++;
     return AS_DEV_OK;
 }
@@ -564,7 +566,7 @@ static int chunk_new(heap *h, uint64_t base, uint64_t len, uint32_t *out)
     }
     chunk *k = &h->ch[c];
     uint32_t np = (uint32_t)(len >> h->shift);
-    *k = (chunk){.base = base, .npages = np, .maxrun = np};
+    *k = (chunk){.base = base, .npages = np, .bound = np};
     if (np > 64) {
         k->ext = calloc((np + 63) / 64, sizeof *k->ext);
         if (!k->ext) {
@@ -657,12 +659,18 @@ static int gap_give(heap *h, uint64_t a, uint64_t len)
 
 static int heap_take(heap *h, uint64_t size, uint64_t *addr)
 {
-    uint32_t k = (uint32_t)(size >> h->shift), c, p;
-    uint32_t s = mx_rightmost(h, k); /* the most recent chunk with room */
-    if (s != UINT32_MAX) {
+    uint32_t k = (uint32_t)(size >> h->shift), c, p, s;
+    /* The most recent chunk with room. The order holds an upper bound of each chunk's
+     * longest free run, lowered only when a search finds it too high: taking a range
+     * costs no update, and a chunk that has no room for k is found once per k. */
+    while ((s = mx_rightmost(h, k)) != UINT32_MAX) {
         c = h->slot_ch[s];
-        p = run_lowest(&h->ch[c], k);
-    } else {
+        if ((p = run_lowest(&h->ch[c], k)) != UINT32_MAX)
+            break;
+        h->ch[c].bound = run_max(&h->ch[c]);
+        mx_update(h, s, h->ch[c].bound);
+    }
+    if (s == UINT32_MAX) {
         uint64_t len = (size + AS_SIMDEV_CHUNK - 1) / AS_SIMDEV_CHUNK * AS_SIMDEV_CHUNK;
         uint64_t base = gap_take(h, len);
         if (chunk_new(h, base, len, &c)) {
@@ -675,13 +683,7 @@ static int heap_take(heap *h, uint64_t size, uint64_t *addr)
     uint64_t a = ck->base + ((uint64_t)p << h->shift);
     if (lt_put(h, a, size, c))
         return AS_DEV_EFAULT;
-    /* p starts a free run; only when that run was the longest can the longest change */
-    uint32_t run = next_bit(cbits(ck), ck->npages, p, 1) - p;
     bits_set(ck, p, k, 1);
-    if (run == ck->maxrun) {
-        ck->maxrun = run_max(ck);
-        mx_update(h, ck->slot, ck->maxrun);
-    }
     *addr = a;
     return AS_DEV_OK;
 }
@@ -689,7 +691,7 @@ static int heap_take(heap *h, uint64_t size, uint64_t *addr)
 static int heap_give(heap *h, uint64_t addr, uint64_t size)
 {
     lent *e = lt_find(h, addr);
-    if (!e || e->size != size)
+    if (!e || (uint64_t)e->pages << h->shift != size)
         return AS_DEV_EINVAL;
     uint32_t c = e->chunk;
     lt_del(h, e);
@@ -697,15 +699,15 @@ static int heap_give(heap *h, uint64_t addr, uint64_t size)
     uint64_t *b = cbits(ck);
     uint32_t p = (uint32_t)((addr - ck->base) >> h->shift), k = (uint32_t)(size >> h->shift);
     bits_set(ck, p, k, 0);
-    /* the free run the range joins: the longest grows to it if it is longer */
+    /* the free run the range joins: the bound rises to it if it is longer */
     uint32_t run = next_bit(b, ck->npages, p + k, 1) - (uint32_t)(prev_used(b, p) + 1);
     if (run == ck->npages) { /* empty: its address space goes back */
         uint64_t base = ck->base, len = (uint64_t)ck->npages << h->shift;
         chunk_drop(h, c);
         return gap_give(h, base, len);
     }
-    if (run > ck->maxrun) {
-        ck->maxrun = run;
+    if (run > ck->bound) {
+        ck->bound = run;
         mx_update(h, ck->slot, run);
     }
     return AS_DEV_OK;
@@ -746,8 +748,8 @@ static int heap_init(heap *h, uint64_t granularity)
             return AS_DEV_EFAULT;
         chunk *ck = &h->ch[c];
         bits_set(ck, 0, (uint32_t)(ctx_chunks[i].used >> h->shift), 1);
-        ck->maxrun = run_max(ck);
-        mx_update(h, ck->slot, ck->maxrun);
+        ck->bound = run_max(ck);
+        mx_update(h, ck->slot, ck->bound);
     }
     return AS_DEV_OK;
 }
@@ -795,7 +797,7 @@ static int over_capacity(const as_simdev *d, uint64_t size)
 
 static int bad_size(const as_simdev *d, uint64_t size)
 {
-    return size == 0 || size % d->p.granularity != 0;
+    return size == 0 || (size & (d->p.granularity - 1)) != 0; /* a power of two */
 }
 
 static int dev_reserve(void *ctx, uint64_t size, uint64_t *addr)
@@ -803,7 +805,8 @@ static int dev_reserve(void *ctx, uint64_t size, uint64_t *addr)
     as_simdev *d = ctx;
     if (bad_size(d, size))
         return AS_DEV_EINVAL;
-    if (over_capacity(d, size)) {
+    /* past any capacity, or (2^31 pages) past what the chunked heap counts */
+    if (over_capacity(d, size) || size >> 31 >> __builtin_ctzll(d->p.granularity)) {
         d->c.refusals++;
         d->c.time_ns += cost(&d->p.reserve, 0);
         return AS_DEV_OOM;
@@ -957,6 +960,10 @@ int as_simdev_create(const as_simdev_params *p, as_simdev **out)
         as_simdev_default_params(&d->p);
     if (d->p.granularity == 0)
         d->p.granularity = AS_DEV_GRANULARITY;
+    if (d->p.granularity & (d->p.granularity - 1)) { /* bad_size masks */
+        free(d);
+        return AS_DEV_EINVAL;
+    }
     d->next_addr = d->p.placement == AS_PLACE_LOW_FIRST_FIT ? AS_SIMDEV_BASE : AS_SIMDEV_TOP;
     d->va_next = AS_SIMDEV_VA_BASE;
     d->live.rng = d->holes.rng = d->va_live.rng = d->va_holes.rng = 0x9e3779b9u;

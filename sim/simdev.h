@@ -54,7 +54,8 @@ typedef struct as_cost {
 
 typedef struct as_simdev_params {
     uint64_t capacity;    /* AS_CAPACITY_NONE or bytes; reserve/map refuse past it */
-    uint64_t granularity; /* AS_DEV_GRANULARITY unless testing */
+    uint64_t granularity; /* AS_DEV_GRANULARITY unless testing; a power of two (that
+                             divides 2 MiB with AS_PLACE_CHUNKED), else create fails */
     as_cost reserve, release, map, unmap;
     as_placement placement; /* as_simdev_default_params: AS_PLACE_CHUNKED */
     /* An allocator-level limit reported by capacity() but not enforced by the device

@@ -419,7 +419,7 @@ typedef struct ref_heap {
     ref_chunk ch[4096];
     ref_range r[4096];
     int nch, nr;
-    uint64_t seq;
+    uint64_t seq, gran;
 } ref_heap;
 
 static void ref_add_chunk(ref_heap *h, uint64_t base, uint64_t len)
@@ -427,10 +427,11 @@ static void ref_add_chunk(ref_heap *h, uint64_t base, uint64_t len)
     h->ch[h->nch++] = (ref_chunk){base, len, ++h->seq, 1};
 }
 
-static void ref_init(ref_heap *h)
+static void ref_init(ref_heap *h, uint64_t gran)
 {
     h->nch = h->nr = 0;
     h->seq = 0;
+    h->gran = gran;
     /* the CUDA context's chunks (simdev.h), with the part the context uses as a range
      * that is never released */
     ref_add_chunk(h, AS_SIMDEV_TOP + 480 * MIB, 32 * MIB);
@@ -443,7 +444,7 @@ static void ref_init(ref_heap *h)
 static uint64_t ref_fit_in(const ref_heap *h, int c, uint64_t size)
 {
     const ref_chunk *k = &h->ch[c];
-    for (uint64_t a = k->base; a + size <= k->base + k->len; a += 2 * MIB) {
+    for (uint64_t a = k->base; a + size <= k->base + k->len; a += h->gran) {
         int clash = 0;
         for (int i = 0; i < h->nr && !clash; i++)
             clash = h->r[i].addr < a + size && a < h->r[i].addr + h->r[i].size;
@@ -511,29 +512,35 @@ static void simdev_chunked_matches_model(void)
 {
     uint64_t rng = tu_seed("simdev_chunked_matches_model");
     static ref_heap h;
-    for (int round = 0; round < 4; round++) {
+    for (int round = 0; round < 6; round++) {
+        /* rounds differ in how full the heap runs and how large the ranges are; the last
+         * two use 256 KiB pages, so every chunk's bitmap spans several words */
+        int target = 16 << (round % 4), big = 4 + 8 * (round % 4);
+        uint64_t g = round < 4 ? 2 * MIB : MIB / 4;
+        as_simdev_params prm;
+        as_simdev_default_params(&prm);
+        prm.granularity = g;
         as_simdev *d;
-        CU_ASSERT_FATAL(as_simdev_create(NULL, &d) == 0);
+        CU_ASSERT_FATAL(as_simdev_create(&prm, &d) == 0);
         const as_device *dv = as_simdev_device(d);
-        ref_init(&h);
+        ref_init(&h, g);
         uint64_t live[512], lsz[512];
         int nlive = 0, ok = 1, step;
-        /* rounds differ in how full the heap runs and how large the ranges are */
-        int target = 16 << round, big = 4 + 8 * round;
         for (step = 0; step < 6000 && ok; step++) {
             uint64_t x = tu_rand(&rng);
             if (nlive < 512 && (nlive == 0 || (int)(x % (2 * target)) >= nlive)) {
                 uint64_t pages = (x >> 8) % 100 < (uint64_t)big ? 1 + (x >> 16) % 600
                                                                  : 1 + (x >> 16) % ((x >> 40) % 2 ? 2 : 16);
-                uint64_t a = 0, want = ref_reserve(&h, pages * 2 * MIB);
-                ok &= dv->ops->reserve(dv->ctx, pages * 2 * MIB, &a) == 0 && a == want;
+                uint64_t size = pages * (g == 2 * MIB ? 2 * MIB : (x >> 50) % 2 ? g : 2 * MIB);
+                uint64_t a = 0, want = ref_reserve(&h, size);
+                ok &= dv->ops->reserve(dv->ctx, size, &a) == 0 && a == want;
                 live[nlive] = a;
-                lsz[nlive++] = pages * 2 * MIB;
+                lsz[nlive++] = size;
             } else {
                 int i = (int)((x >> 8) % (uint64_t)nlive);
                 if ((x >> 40) % 16 == 0) /* a wrong size is refused by both */
-                    ok &= dv->ops->release(dv->ctx, live[i], lsz[i] + 2 * MIB) == AS_DEV_EINVAL &&
-                          ref_release(&h, live[i], lsz[i] + 2 * MIB) == AS_DEV_EINVAL;
+                    ok &= dv->ops->release(dv->ctx, live[i], lsz[i] + g) == AS_DEV_EINVAL &&
+                          ref_release(&h, live[i], lsz[i] + g) == AS_DEV_EINVAL;
                 ok &= dv->ops->release(dv->ctx, live[i], lsz[i]) == 0 &&
                       ref_release(&h, live[i], lsz[i]) == 0;
                 live[i] = live[--nlive];
@@ -548,6 +555,21 @@ static void simdev_chunked_matches_model(void)
     }
 }
 
+static void simdev_granularity(void)
+{
+    /* a power of two; with the chunked heap, one that divides 2 MiB */
+    as_simdev_params prm;
+    as_simdev *d = NULL;
+    as_simdev_default_params(&prm);
+    prm.granularity = 3 * MIB;
+    CU_ASSERT_EQUAL(as_simdev_create(&prm, &d), AS_DEV_EINVAL);
+    prm.granularity = 4 * MIB;
+    CU_ASSERT_EQUAL(as_simdev_create(&prm, &d), AS_DEV_EINVAL);
+    prm.placement = AS_PLACE_TOP_DOWN;
+    CU_ASSERT_EQUAL_FATAL(as_simdev_create(&prm, &d), 0);
+    as_simdev_destroy(d);
+}
+
 CU_TestInfo test_simdev[] = {
     {"placement_first_fit", simdev_placement_first_fit},
     {"placement_top_down", simdev_placement_top_down},
@@ -557,5 +579,6 @@ CU_TestInfo test_simdev[] = {
     {"many_holes", simdev_many_holes},
     {"key_replay_addresses", simdev_key_replay_addresses},
     {"chunked_matches_model", simdev_chunked_matches_model},
+    {"granularity", simdev_granularity},
     CU_TEST_INFO_NULL,
 };
