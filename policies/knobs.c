@@ -24,7 +24,7 @@ static uint64_t next_division(uint64_t size, uint64_t divs)
     uint64_t step = floor2 >> dl;
     if (step == 0)
         return floor2 << 1;
-    return (size + step - 1) / step * step;
+    return (size + step - 1) & ~(step - 1); /* step is a power of two */
 }
 
 uint64_t as_round_size(uint64_t size, uint64_t round, const uint32_t *div)
@@ -34,5 +34,7 @@ uint64_t as_round_size(uint64_t size, uint64_t round, const uint32_t *div)
     uint64_t d = div ? div[as_div_interval(size)] : 0;
     if (d > 1 && size > round * d)
         return next_division(size, d);
+    if ((round & (round - 1)) == 0) /* every policy's round is: no 64-bit division per call */
+        return (size + round - 1) & ~(round - 1);
     return (size + round - 1) / round * round;
 }
