@@ -623,6 +623,11 @@ int as_heap_walk(const as_heap *h, as_walk_fn fn, void *user)
 
 /* ---- treap ---------------------------------------------------------------------------- */
 
+/* Each operation is written once as an always-inlined body taking the mode, and the public
+ * functions pick the body once: each mode gets its own copy with the key test and the
+ * subtree-max upkeep resolved at compile time (the treaps are the policies' hot path). */
+#define AS_HOT static inline __attribute__((always_inline))
+
 static inline uint32_t prio_of(uint32_t i)
 {
     /* A fixed hash of the node index: deterministic, and random enough for balance. */
@@ -643,8 +648,16 @@ static inline int key_less(const as_blk *B, as_treap_mode m, uint32_t a, uint32_
     return B[a].addr < B[b].addr;
 }
 
-/* Recomputes t's subtree max; returns whether it changed. */
-static inline int upd(as_blk *B, uint32_t t)
+/* Is the key (size, addr) below node n's key? */
+AS_HOT int key_below(const as_blk *B, as_treap_mode m, uint64_t size, uint64_t addr, uint32_t n)
+{
+    if (m == AS_TREAP_SIZE && size != B[n].size)
+        return size < B[n].size;
+    return addr < B[n].addr;
+}
+
+/* The subtree max of t from its own size and its children's maxima. */
+static inline uint64_t aug_of(const as_blk *B, uint32_t t)
 {
     uint64_t mx = B[t].size;
     uint32_t l = B[t].l, r = B[t].r;
@@ -652,6 +665,13 @@ static inline int upd(as_blk *B, uint32_t t)
         mx = B[l].aug;
     if (r && B[r].aug > mx)
         mx = B[r].aug;
+    return mx;
+}
+
+/* Recomputes t's subtree max; returns whether it changed. */
+static inline int upd(as_blk *B, uint32_t t)
+{
+    uint64_t mx = aug_of(B, t);
     int changed = B[t].aug != mx;
     B[t].aug = mx;
     return changed;
@@ -670,30 +690,34 @@ static inline void relink(as_blk *B, as_treap *t, uint32_t parent, uint32_t old,
         B[nw].up = parent;
 }
 
-/* Lifts x above its parent. */
-static void rotate_up(as_blk *B, as_treap *t, uint32_t x)
+/* Lifts x above its parent p. In address trees x takes over p's subtree, so it inherits
+ * p's maximum, and only p's is recomputed. */
+AS_HOT void rotate_up(as_blk *B, as_treap *t, as_treap_mode m, uint32_t x)
 {
     uint32_t p = B[x].up, g = B[p].up;
     if (B[p].l == x) {
-        B[p].l = B[x].r;
-        if (B[x].r)
-            B[B[x].r].up = p;
+        uint32_t c = B[x].r;
+        B[p].l = c;
+        if (c)
+            B[c].up = p;
         B[x].r = p;
     } else {
-        B[p].r = B[x].l;
-        if (B[x].l)
-            B[B[x].l].up = p;
+        uint32_t c = B[x].l;
+        B[p].r = c;
+        if (c)
+            B[c].up = p;
         B[x].l = p;
     }
     B[p].up = x;
     relink(B, t, g, p, x);
-    if (t->mode == AS_TREAP_ADDR) {
-        upd(B, p);
-        upd(B, x);
+    if (m == AS_TREAP_ADDR) {
+        B[x].aug = B[p].aug;
+        B[p].aug = aug_of(B, p);
     }
 }
 
-/* Walks from n to the root recomputing subtree maxima, stopping once one is unchanged. */
+/* Walks from n to the root recomputing subtree maxima, stopping once one is unchanged (then
+ * every maximum above it is unchanged too). */
 static void fix_up(as_blk *B, uint32_t n)
 {
     for (; n; n = B[n].up)
@@ -701,61 +725,100 @@ static void fix_up(as_blk *B, uint32_t n)
             break;
 }
 
-void as_treap_insert(as_heap *h, as_treap *t, uint32_t b)
+AS_HOT void insert_m(as_heap *h, as_treap *t, as_treap_mode m, uint32_t b)
 {
     as_blk *B = h->b;
+    uint64_t size = B[b].size, addr = B[b].addr;
+    uint32_t prio = prio_of(b);
     B[b].l = B[b].r = AS_NIL;
-    B[b].aug = B[b].size;
-    B[b].prio = prio_of(b);
+    B[b].aug = size;
+    B[b].prio = prio;
     t->n++;
     uint32_t n = t->root, parent = AS_NIL;
+    int left = 0;
     while (n) {
+        /* Every node passed gains b in its subtree: raise the maxima on the way down, so
+         * that nothing above b's final place needs fixing afterwards (rotations keep it). */
+        if (m == AS_TREAP_ADDR)
+            B[n].aug = B[n].aug < size ? size : B[n].aug;
         parent = n;
-        n = key_less(B, t->mode, b, n) ? B[n].l : B[n].r;
+        uint32_t l = B[n].l, r = B[n].r;
+        left = key_below(B, m, size, addr, n);
+        n = left ? l : r;
     }
     B[b].up = parent;
     if (!parent)
         t->root = b;
-    else if (key_less(B, t->mode, b, parent))
+    else if (left)
         B[parent].l = b;
     else
         B[parent].r = b;
-    while (B[b].up && PRIO(B, b) > PRIO(B, B[b].up))
-        rotate_up(B, t, b);
-    if (t->mode == AS_TREAP_ADDR)
-        fix_up(B, B[b].up);
+    while (B[b].up && prio > PRIO(B, B[b].up))
+        rotate_up(B, t, m, b);
 }
 
-void as_treap_remove(as_heap *h, as_treap *t, uint32_t b)
+AS_HOT void remove_m(as_heap *h, as_treap *t, as_treap_mode m, uint32_t b)
 {
     as_blk *B = h->b;
-    /* Rotate b down (its higher-priority child up) until it has at most one child. */
-    while (B[b].l && B[b].r)
-        rotate_up(B, t, PRIO(B, B[b].l) > PRIO(B, B[b].r) ? B[b].l : B[b].r);
+    /* Rotate b down (its higher-priority child up) until it has at most one child; each
+     * child lifted takes over b's subtree, b still in it, so every maximum stays correct for
+     * the tree with b until b is cut out. */
+    for (;;) {
+        uint32_t l = B[b].l, r = B[b].r;
+        if (!l || !r)
+            break;
+        uint32_t c = PRIO(B, l) > PRIO(B, r) ? l : r;
+        if (m == AS_TREAP_ADDR) {
+            uint64_t a = B[b].aug;
+            rotate_up(B, t, AS_TREAP_SIZE, c); /* the links only */
+            B[c].aug = a;
+            B[b].aug = aug_of(B, b);
+        } else {
+            rotate_up(B, t, m, c);
+        }
+    }
     uint32_t c = B[b].l ? B[b].l : B[b].r, parent = B[b].up;
     relink(B, t, parent, b, c);
     B[b].l = B[b].r = B[b].up = AS_NIL;
     t->n--;
-    if (t->mode == AS_TREAP_ADDR)
+    if (m == AS_TREAP_ADDR)
         fix_up(B, parent);
+}
+
+void as_treap_insert(as_heap *h, as_treap *t, uint32_t b)
+{
+    if (t->mode == AS_TREAP_ADDR)
+        insert_m(h, t, AS_TREAP_ADDR, b);
+    else
+        insert_m(h, t, AS_TREAP_SIZE, b);
+}
+
+void as_treap_remove(as_heap *h, as_treap *t, uint32_t b)
+{
+    if (t->mode == AS_TREAP_ADDR)
+        remove_m(h, t, AS_TREAP_ADDR, b);
+    else
+        remove_m(h, t, AS_TREAP_SIZE, b);
 }
 
 void as_treap_replace(as_heap *h, as_treap *t, uint32_t old, uint32_t nw)
 {
     as_blk *B = h->b;
-    B[nw].l = B[old].l;
-    B[nw].r = B[old].r;
+    uint32_t l = B[old].l, r = B[old].r;
+    B[nw].l = l;
+    B[nw].r = r;
     B[nw].prio = B[old].prio;
-    if (B[nw].l)
-        B[B[nw].l].up = nw;
-    if (B[nw].r)
-        B[B[nw].r].up = nw;
+    if (l)
+        B[l].up = nw;
+    if (r)
+        B[r].up = nw;
     relink(B, t, B[old].up, old, nw);
     B[old].l = B[old].r = B[old].up = AS_NIL;
     if (t->mode == AS_TREAP_ADDR) {
-        B[nw].aug = 0;
-        upd(B, nw);
-        fix_up(B, B[nw].up);
+        uint64_t was = B[old].aug;
+        B[nw].aug = aug_of(B, nw);
+        if (B[nw].aug != was)
+            fix_up(B, B[nw].up);
     }
 }
 
@@ -778,30 +841,32 @@ void as_treap_grown(as_heap *h, as_treap *t, uint32_t b)
 
 uint32_t as_treap_find(const as_heap *h, const as_treap *t, uint64_t want)
 {
+    /* Written so that the direction at each level is a conditional move, not a branch: the
+     * directions are data, and mispredicting half of them cost more than the rest. */
     const as_blk *B = h->b;
     uint32_t n = t->root;
     if (t->mode == AS_TREAP_SIZE) {
         uint32_t best = AS_NIL;
         while (n) {
-            if (B[n].size >= want) {
-                best = n;
-                n = B[n].l;
-            } else {
-                n = B[n].r;
-            }
+            uint32_t l = B[n].l, r = B[n].r;
+            uint32_t ge = -(uint32_t)(B[n].size >= want);
+            best = (n & ge) | (best & ~ge);
+            n = (l & ge) | (r & ~ge);
         }
         return best;
     }
     if (!n || B[n].aug < want)
         return AS_NIL;
     for (;;) {
-        uint32_t l = B[n].l;
+        /* The subtree at n holds a fit: in its left subtree if that one's max fits, else n
+         * itself if it fits, else in its right subtree. */
+        uint32_t l = B[n].l, r = B[n].r;
         if (l && B[l].aug >= want)
             n = l;
         else if (B[n].size >= want)
             return n;
         else
-            n = B[n].r;
+            n = r;
     }
 }
 
@@ -983,5 +1048,329 @@ int as_bins_check(const as_heap *h, const as_bins *bins, as_check_failure *f)
     if (n != bins->n)
         return as_check_fail(f, "bins hold %llu blocks, count %llu", (unsigned long long)n,
                              (unsigned long long)bins->n);
+    return 0;
+}
+
+/* ---- address-ordered B+ tree ------------------------------------------------------------- */
+
+void as_btree_init(as_btree *t)
+{
+    memset(t, 0, sizeof *t);
+}
+
+void as_btree_fini(as_btree *t)
+{
+    free(t->nd);
+    memset(t, 0, sizeof *t);
+}
+
+int as_btree_reserve(as_btree *t, unsigned inserts)
+{
+    /* One insertion splits at most every node on its path and adds a root. */
+    uint64_t need = (uint64_t)inserts * (t->depth + 2);
+    if (t->nfree >= need)
+        return 0;
+    uint64_t want = (uint64_t)t->nn + need;
+    if (want > UINT32_MAX)
+        return AS_POLICY_ENOMEM;
+    if (want > t->cap) {
+        uint64_t nc = t->cap ? (uint64_t)t->cap * 2 : 16;
+        while (nc < want)
+            nc *= 2;
+        if (nc > UINT32_MAX)
+            nc = UINT32_MAX;
+        as_btnode *nd = realloc(t->nd, (size_t)nc * sizeof *nd);
+        if (!nd)
+            return AS_POLICY_ENOMEM;
+        t->nd = nd;
+        t->cap = (uint32_t)nc;
+    }
+    if (t->nn == 0)
+        t->nn = 1; /* node 0 is nil */
+    while (t->nfree < need) {
+        uint32_t i = t->nn++;
+        t->nd[i].parent = t->free;
+        t->free = i;
+        t->nfree++;
+    }
+    return 0;
+}
+
+static uint32_t bt_new(as_btree *t, int leaf)
+{
+    uint32_t i = t->free; /* reserved beforehand: never nil */
+    t->free = t->nd[i].parent;
+    t->nfree--;
+    t->nd[i].n = 0;
+    t->nd[i].leaf = (uint8_t)leaf;
+    t->nd[i].parent = AS_NIL;
+    return i;
+}
+
+static void bt_put(as_btree *t, uint32_t i)
+{
+    t->nd[i].parent = t->free;
+    t->free = i;
+    t->nfree++;
+}
+
+static inline uint64_t bt_max(const as_btnode *x)
+{
+    uint64_t m = 0;
+    for (unsigned i = 0; i < x->n; i++)
+        m = x->max[i] > m ? x->max[i] : m;
+    return m;
+}
+
+static inline unsigned bt_slot(const as_btnode *x, uint32_t c)
+{
+    unsigned i = 0;
+    while (x->child[i] != c)
+        i++;
+    return i;
+}
+
+/* Node i's lowest address or largest size changed: carry it up while the parent's copy
+ * differs. */
+static void bt_fix_up(as_btree *t, uint32_t i)
+{
+    for (uint32_t p = t->nd[i].parent; p; i = p, p = t->nd[p].parent) {
+        as_btnode *x = &t->nd[i], *y = &t->nd[p];
+        unsigned s = bt_slot(y, i);
+        uint64_t k = x->key[0], m = bt_max(x);
+        if (y->key[s] == k && y->max[s] == m)
+            break;
+        y->key[s] = k;
+        y->max[s] = m;
+    }
+}
+
+/* Moves the upper half of full child c of p (at slot s) into a new node at slot s + 1. */
+static void bt_split(as_heap *h, as_btree *t, uint32_t p, unsigned s)
+{
+    uint32_t c = t->nd[p].child[s];
+    uint32_t d = bt_new(t, t->nd[c].leaf);
+    as_btnode *x = &t->nd[c], *y = &t->nd[d], *z = &t->nd[p];
+    unsigned half = AS_BT_FAN / 2;
+    memcpy(y->key, x->key + half, half * sizeof *y->key);
+    memcpy(y->max, x->max + half, half * sizeof *y->max);
+    memcpy(y->child, x->child + half, half * sizeof *y->child);
+    y->n = (uint16_t)half;
+    x->n = (uint16_t)half;
+    y->parent = p;
+    for (unsigned i = 0; i < half; i++) {
+        if (y->leaf)
+            h->b[y->child[i]].up = d;
+        else
+            t->nd[y->child[i]].parent = d;
+    }
+    unsigned m = z->n - s - 1;
+    memmove(z->key + s + 2, z->key + s + 1, m * sizeof *z->key);
+    memmove(z->max + s + 2, z->max + s + 1, m * sizeof *z->max);
+    memmove(z->child + s + 2, z->child + s + 1, m * sizeof *z->child);
+    z->key[s + 1] = y->key[0];
+    z->max[s + 1] = bt_max(y);
+    z->child[s + 1] = d;
+    z->max[s] = bt_max(x);
+    z->n++;
+}
+
+void as_btree_insert(as_heap *h, as_btree *t, uint32_t b)
+{
+    uint64_t addr = h->b[b].addr, size = h->b[b].size;
+    t->n++;
+    if (!t->root) {
+        t->root = bt_new(t, 1);
+        t->depth = 1;
+    }
+    if (t->nd[t->root].n == AS_BT_FAN) {
+        uint32_t r = bt_new(t, 0), old = t->root;
+        as_btnode *x = &t->nd[r];
+        x->n = 1;
+        x->child[0] = old;
+        x->key[0] = t->nd[old].key[0];
+        x->max[0] = bt_max(&t->nd[old]);
+        t->nd[old].parent = r;
+        t->root = r;
+        t->depth++;
+        bt_split(h, t, r, 0);
+    }
+    uint32_t i = t->root;
+    while (!t->nd[i].leaf) {
+        as_btnode *x = &t->nd[i];
+        unsigned s = 0;
+        while (s + 1 < x->n && x->key[s + 1] <= addr)
+            s++;
+        if (t->nd[x->child[s]].n == AS_BT_FAN) {
+            bt_split(h, t, i, s);
+            if (x->key[s + 1] <= addr)
+                s++;
+        }
+        if (x->key[s] > addr)
+            x->key[s] = addr; /* only ever at slot 0 */
+        if (x->max[s] < size)
+            x->max[s] = size;
+        i = x->child[s];
+    }
+    as_btnode *x = &t->nd[i];
+    unsigned s = 0;
+    while (s < x->n && x->key[s] < addr)
+        s++;
+    unsigned m = x->n - s;
+    memmove(x->key + s + 1, x->key + s, m * sizeof *x->key);
+    memmove(x->max + s + 1, x->max + s, m * sizeof *x->max);
+    memmove(x->child + s + 1, x->child + s, m * sizeof *x->child);
+    x->key[s] = addr;
+    x->max[s] = size;
+    x->child[s] = b;
+    x->n++;
+    h->b[b].up = i;
+}
+
+void as_btree_remove(as_heap *h, as_btree *t, uint32_t b)
+{
+    uint32_t i = h->b[b].up;
+    h->b[b].up = AS_NIL;
+    t->n--;
+    uint32_t c = b;
+    for (;;) {
+        as_btnode *x = &t->nd[i];
+        unsigned s = bt_slot(x, c);
+        unsigned m = x->n - s - 1;
+        memmove(x->key + s, x->key + s + 1, m * sizeof *x->key);
+        memmove(x->max + s, x->max + s + 1, m * sizeof *x->max);
+        memmove(x->child + s, x->child + s + 1, m * sizeof *x->child);
+        x->n--;
+        if (x->n || !x->parent)
+            break;
+        /* An emptied node leaves its parent. */
+        c = i;
+        i = x->parent;
+        bt_put(t, c);
+    }
+    if (!t->nd[i].n) { /* the root emptied: the tree is empty */
+        bt_put(t, i);
+        t->root = AS_NIL;
+        t->depth = 0;
+        return;
+    }
+    bt_fix_up(t, i);
+    while (!t->nd[t->root].leaf && t->nd[t->root].n == 1) {
+        uint32_t r = t->root;
+        t->root = t->nd[r].child[0];
+        t->nd[t->root].parent = AS_NIL;
+        t->depth--;
+        bt_put(t, r);
+    }
+}
+
+void as_btree_replace(as_heap *h, as_btree *t, uint32_t old, uint32_t nw)
+{
+    uint32_t i = h->b[old].up;
+    as_btnode *x = &t->nd[i];
+    unsigned s = bt_slot(x, old);
+    x->child[s] = nw;
+    x->key[s] = h->b[nw].addr;
+    x->max[s] = h->b[nw].size;
+    h->b[nw].up = i;
+    h->b[old].up = AS_NIL;
+    bt_fix_up(t, i);
+}
+
+void as_btree_resized(as_heap *h, as_btree *t, uint32_t b)
+{
+    uint32_t i = h->b[b].up;
+    as_btnode *x = &t->nd[i];
+    unsigned s = bt_slot(x, b);
+    x->key[s] = h->b[b].addr;
+    x->max[s] = h->b[b].size;
+    bt_fix_up(t, i);
+}
+
+uint32_t as_btree_find(const as_heap *h, const as_btree *t, uint64_t want)
+{
+    (void)h;
+    uint32_t i = t->root;
+    if (!i || as_btree_max(t) < want)
+        return AS_NIL;
+    for (;;) {
+        const as_btnode *x = &t->nd[i];
+        unsigned s = 0;
+        while (x->max[s] < want) /* the summaries say one fits */
+            s++;
+        if (x->leaf)
+            return x->child[s];
+        i = x->child[s];
+    }
+}
+
+uint64_t as_btree_max(const as_btree *t)
+{
+    return t->root ? bt_max(&t->nd[t->root]) : 0;
+}
+
+static int bt_check_node(const as_heap *h, const as_btree *t, uint32_t i, uint32_t parent,
+                         unsigned depth, uint64_t *last, int *seen, uint64_t *count,
+                         uint64_t *entries, as_check_failure *f)
+{
+    if (!i || i >= t->nn || ++*count > (uint64_t)t->nn + h->nb)
+        return as_check_fail(f, "free index: bad or cyclic B+ tree node %u", i);
+    const as_btnode *x = &t->nd[i];
+    if (x->parent != parent || x->n == 0 || x->n > AS_BT_FAN)
+        return as_check_fail(f, "free index: B+ tree node %u has a bad parent or count", i);
+    if (x->leaf != (depth == t->depth))
+        return as_check_fail(f, "free index: B+ tree leaves are not all at depth %u", t->depth);
+    for (unsigned s = 0; s < x->n; s++) {
+        uint32_t c = x->child[s];
+        if (x->leaf) {
+            if (c == AS_NIL || c >= h->nb)
+                return as_check_fail(f, "free index: bad block %u in B+ tree leaf %u", c, i);
+            const as_blk *y = &h->b[c];
+            if (y->state != AS_BLOCK_FREE || !y->indexed || y->up != i)
+                return as_check_fail(f, "free index holds block %#llx which is not free here",
+                                     (unsigned long long)y->addr);
+            if (x->key[s] != y->addr || x->max[s] != y->size)
+                return as_check_fail(f, "free index: stale copy of block %#llx",
+                                     (unsigned long long)y->addr);
+            if (*seen && y->addr <= *last)
+                return as_check_fail(f, "free index out of order at block %#llx",
+                                     (unsigned long long)y->addr);
+            *last = y->addr;
+            *seen = 1;
+            if (++*count > (uint64_t)t->nn + h->nb)
+                return as_check_fail(f, "free index: too many entries");
+            ++*entries;
+        } else {
+            if (c == AS_NIL || c >= t->nn)
+                return as_check_fail(f, "free index: bad child %u of B+ tree node %u", c, i);
+            const as_btnode *y = &t->nd[c];
+            if (y->n == 0 || x->key[s] != y->key[0] || x->max[s] != bt_max(y))
+                return as_check_fail(f, "free index: B+ tree node %u's summary of slot %u", i, s);
+            int rc = bt_check_node(h, t, c, i, depth + 1, last, seen, count, entries, f);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+int as_btree_check(const as_heap *h, const as_btree *t, as_check_failure *f)
+{
+    if (!t->root) {
+        if (t->n || t->depth)
+            return as_check_fail(f, "free index: empty B+ tree counts %llu blocks",
+                                 (unsigned long long)t->n);
+        return 0;
+    }
+    uint64_t last = 0, count = 0, entries = 0;
+    int seen = 0;
+    int rc = bt_check_node(h, t, t->root, AS_NIL, 1, &last, &seen, &count, &entries, f);
+    if (rc)
+        return rc;
+    if (entries != t->n)
+        return as_check_fail(f, "free index holds %llu blocks, counts %llu",
+                             (unsigned long long)entries, (unsigned long long)t->n);
+    if (!t->nd[t->root].leaf && t->nd[t->root].n < 2)
+        return as_check_fail(f, "free index: B+ tree root has a single child");
     return 0;
 }

@@ -186,6 +186,51 @@ uint64_t as_treap_max(const as_heap *h, const as_treap *t); /* largest size, 0 w
 /* Treap order and heap property, and that it holds exactly n indexed nodes. */
 int as_treap_check(const as_heap *h, const as_treap *t, as_check_failure *f);
 
+/* ---- an address-ordered B+ tree over free blocks: first fit -------------------------------
+ * Leaves hold up to AS_BT_FAN free blocks in address order, with a copy of each one's
+ * address and size; an inner node holds, per child, the lowest address and the largest
+ * size below it. "The lowest address with size >= want" descends into the first child whose
+ * largest size fits: a scan of a few sizes per level, two or three levels for hundreds of
+ * blocks, where a binary tree takes a mispredicted branch at each of ten or more levels.
+ * A free block's `up` is its leaf. Full nodes split on the way down; a node left empty goes
+ * away, and a root with one child hands over to it. Nodes never merge, so the depth is at
+ * most 1 + log_(AS_BT_FAN/2) of the most blocks the tree ever held. */
+
+#define AS_BT_FAN 16
+
+typedef struct as_btnode {
+    uint64_t key[AS_BT_FAN]; /* leaf: the block's address; inner: the child's lowest */
+    uint64_t max[AS_BT_FAN]; /* leaf: the block's size; inner: the child's largest */
+    uint32_t child[AS_BT_FAN]; /* leaf: block indices; inner: node indices */
+    uint32_t parent;           /* AS_NIL at the root; next free node when recycled */
+    uint16_t n;
+    uint8_t leaf;
+} as_btnode;
+
+typedef struct as_btree {
+    as_btnode *nd; /* node 0 is unused (nil) */
+    uint32_t nn, cap, free, nfree, root, depth;
+    uint64_t n;
+} as_btree;
+
+void as_btree_init(as_btree *t);
+void as_btree_fini(as_btree *t);
+/* Makes sure the next `inserts` insertions need no host memory (the index callbacks cannot
+ * fail): 0 or AS_POLICY_ENOMEM. */
+int as_btree_reserve(as_btree *t, unsigned inserts);
+/* Puts free block b in (its address and size as now), within the reservation. */
+void as_btree_insert(as_heap *h, as_btree *t, uint32_t b);
+void as_btree_remove(as_heap *h, as_btree *t, uint32_t b);
+/* nw (not in the tree) takes old's place; nw's address must order where old's did. */
+void as_btree_replace(as_heap *h, as_btree *t, uint32_t old, uint32_t nw);
+/* b's address or size changed, not its place in the order. */
+void as_btree_resized(as_heap *h, as_btree *t, uint32_t b);
+/* The lowest address with size >= want; AS_NIL when none. */
+uint32_t as_btree_find(const as_heap *h, const as_btree *t, uint64_t want);
+uint64_t as_btree_max(const as_btree *t); /* 0 when empty */
+/* Order, summaries, links and copies, and that it holds exactly n indexed free blocks. */
+int as_btree_check(const as_heap *h, const as_btree *t, as_check_failure *f);
+
 /* ---- a binned size index: exact best fit over many small treaps -------------------------
  * Free blocks are binned by their TLSF class (32 classes per power of two); each bin is a
  * (size, addr) treap, and bitmaps say which bins are non-empty. Because bins partition

@@ -2,9 +2,9 @@
  * firstfit.c - address-ordered first fit over device segments, with split and coalesce.
  *
  * A rounded request takes the free block with the lowest address that fits. Free blocks
- * sit in an address-ordered treap whose nodes carry the largest size in their subtree, so
- * the lowest fitting address is found in O(log n) (descend left while the left subtree
- * can fit). With maxsplit, oversize blocks (>= maxsplit) are kept apart in a size-ordered
+ * sit in an address-ordered B+ tree whose inner nodes carry the largest size below each
+ * child, so the lowest fitting address is found in O(log n) (descend into the first child
+ * that can fit; common.h). With maxsplit, oversize blocks (>= maxsplit) are kept apart in a size-ordered
  * treap: requests below maxsplit never see them, and oversize requests take the smallest
  * that fits within the tolerance (as PyTorch does), since "lowest address among blocks in
  * [req, req + tolerance)" has no O(log n) index. Segments, splitting, coalescing and
@@ -15,7 +15,7 @@
 
 typedef struct firstfit {
     as_heap h;
-    as_treap byaddr;   /* blocks below maxsplit (all blocks when maxsplit is off) */
+    as_btree byaddr;   /* blocks below maxsplit (all blocks when maxsplit is off) */
     as_treap oversize; /* blocks of maxsplit bytes or more, by size */
     uint64_t round, maxsplit, segment;
     int64_t release;
@@ -32,55 +32,55 @@ static const as_knob knobs[K_N] = {
     [K_RELEASE] = AS_KNOB_RELEASE(AS_RELEASE_OOM),
 };
 
-static as_treap *tree_for(firstfit *s, uint64_t size)
+static int oversize(const firstfit *s, uint64_t size)
 {
-    return s->maxsplit && size >= s->maxsplit ? &s->oversize : &s->byaddr;
+    return s->maxsplit && size >= s->maxsplit;
 }
 
 static void ix_insert(as_heap *h, uint32_t b)
 {
     firstfit *s = (firstfit *)h;
-    as_treap_insert(h, tree_for(s, h->b[b].size), b);
+    if (oversize(s, h->b[b].size))
+        as_treap_insert(h, &s->oversize, b);
+    else
+        as_btree_insert(h, &s->byaddr, b);
+}
+
+/* Takes b out of the tree its size `as_size` selected when it went in (both follow links
+ * from b, so b's current key does not matter). */
+static void remove_as(firstfit *s, uint32_t b, uint64_t as_size)
+{
+    if (oversize(s, as_size))
+        as_treap_remove(&s->h, &s->oversize, b);
+    else
+        as_btree_remove(&s->h, &s->byaddr, b);
 }
 
 static void ix_remove(as_heap *h, uint32_t b)
 {
-    firstfit *s = (firstfit *)h;
-    as_treap_remove(h, tree_for(s, h->b[b].size), b);
-}
-
-/* Takes b out of the tree its size `as_size` selected when it went in (removal follows
- * parent links, so b's current key does not matter). */
-static void remove_as(firstfit *s, uint32_t b, uint64_t as_size)
-{
-    as_treap_remove(&s->h, tree_for(s, as_size), b);
+    remove_as((firstfit *)h, b, h->b[b].size);
 }
 
 static void ix_replace(as_heap *h, uint32_t old, uint32_t nw, uint64_t old_size)
 {
     firstfit *s = (firstfit *)h;
-    as_treap *to = tree_for(s, old_size), *tn = tree_for(s, h->b[nw].size);
-    if (to == &s->byaddr && tn == &s->byaddr) {
-        as_treap_replace(h, to, old, nw);
+    if (!oversize(s, old_size) && !oversize(s, h->b[nw].size)) {
+        as_btree_replace(h, &s->byaddr, old, nw);
         return;
     }
     remove_as(s, old, old_size);
-    as_treap_insert(h, tn, nw);
+    ix_insert(h, nw);
 }
 
 static void ix_resized(as_heap *h, uint32_t b, uint64_t old_size)
 {
     firstfit *s = (firstfit *)h;
-    as_treap *to = tree_for(s, old_size), *tn = tree_for(s, h->b[b].size);
-    if (to == &s->byaddr && tn == &s->byaddr) {
-        if (h->b[b].size >= old_size)
-            as_treap_grown(h, to, b);
-        else
-            as_treap_resized(h, to, b);
+    if (!oversize(s, old_size) && !oversize(s, h->b[b].size)) {
+        as_btree_resized(h, &s->byaddr, b);
         return;
     }
     remove_as(s, b, old_size);
-    as_treap_insert(h, tn, b);
+    ix_insert(h, b);
 }
 
 static const as_index_ops index_ops = {
@@ -99,7 +99,7 @@ static int ff_init(void *st, const as_knob_value *cfg, const as_device *dev)
     int rc = as_heap_init(&s->h, dev, &index_ops);
     if (rc)
         return rc;
-    s->byaddr = (as_treap){.mode = AS_TREAP_ADDR};
+    as_btree_init(&s->byaddr);
     s->oversize = (as_treap){.mode = AS_TREAP_SIZE};
     s->round = round;
     s->maxsplit = (uint64_t)cfg[K_MAXSPLIT].i * AS_MIB;
@@ -115,10 +115,13 @@ static int ff_alloc(void *st, const as_request *req, as_block *out)
     firstfit *s = st;
     if (req->size > AS_REQUEST_MAX)
         return AS_POLICY_OOM;
+    /* A new segment's block and a split tail: two insertions at most. */
+    if (as_btree_reserve(&s->byaddr, 2))
+        return AS_POLICY_ENOMEM;
     uint64_t size = as_round_size(req->size, s->round, s->div);
     uint32_t b;
     if (!s->maxsplit || size < s->maxsplit) {
-        b = as_treap_find(&s->h, &s->byaddr, size);
+        b = as_btree_find(&s->h, &s->byaddr, size);
     } else {
         b = as_treap_find(&s->h, &s->oversize, size);
         if (b && !as_maxsplit_fits(s->h.b[b].size, size, s->maxsplit, s->segment))
@@ -137,6 +140,8 @@ static int ff_free(void *st, uint64_t handle, unsigned flags)
 {
     firstfit *s = st;
     uint32_t b;
+    if (as_btree_reserve(&s->byaddr, 1))
+        return AS_POLICY_ENOMEM;
     int rc = as_heap_free(&s->h, handle, flags, 1, &b);
     if (rc)
         return rc;
@@ -152,7 +157,7 @@ static void ff_stats(const void *st, as_policy_stats *out)
 {
     const firstfit *s = st;
     as_heap_stats(&s->h, out);
-    uint64_t a = as_treap_max(&s->h, &s->byaddr), o = as_treap_max(&s->h, &s->oversize);
+    uint64_t a = as_btree_max(&s->byaddr), o = as_treap_max(&s->h, &s->oversize);
     out->largest_free = a > o ? a : o;
 }
 
@@ -161,7 +166,7 @@ static int ff_check(const void *st, as_check_failure *f)
     const firstfit *s = st;
     int rc = as_heap_check(&s->h, 1, f);
     if (!rc)
-        rc = as_treap_check(&s->h, &s->byaddr, f);
+        rc = as_btree_check(&s->h, &s->byaddr, f);
     if (!rc)
         rc = as_treap_check(&s->h, &s->oversize, f);
     if (rc)
@@ -172,7 +177,7 @@ static int ff_check(const void *st, as_check_failure *f)
                              (unsigned long long)s->h.nfree);
     if (!s->maxsplit && s->oversize.n)
         return as_check_fail(f, "oversize tree used with maxsplit off");
-    if (s->maxsplit && s->byaddr.root && s->h.b[s->byaddr.root].aug >= s->maxsplit)
+    if (s->maxsplit && as_btree_max(&s->byaddr) >= s->maxsplit)
         return as_check_fail(f, "an oversize block is in the address tree");
     if (s->release == AS_RELEASE_ALWAYS && s->h.empty)
         return as_check_fail(f, "release=always but an empty segment is still held");
@@ -187,6 +192,7 @@ static int ff_walk(const void *st, as_walk_fn fn, void *user)
 static void ff_fini(void *st)
 {
     as_heap_fini(&((firstfit *)st)->h);
+    as_btree_fini(&((firstfit *)st)->byaddr);
 }
 
 const as_policy as_policy_firstfit = {

@@ -1,0 +1,285 @@
+/*
+ * test_index.c - the free-block indexes of policies/common.h (the address-ordered B+ tree,
+ * the treap in both orders, the binned size index) against a naive reference: random
+ * inserts, removes, resizes and replacements, with every answer of find and max compared
+ * to a scan of all blocks, and each index's own check() run as it goes.
+ */
+#include <CUnit/CUnit.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../policies/common.h"
+#include "util.h"
+
+enum { NB = 1500, OPS = 30000 };
+
+typedef enum { IX_BTREE, IX_TREAP_ADDR, IX_TREAP_SIZE, IX_BINS } ix_kind;
+
+typedef struct ix {
+    ix_kind kind;
+    as_heap h;
+    as_btree bt;
+    as_treap tr;
+    as_bins bins;
+    int in[NB + 1];
+    uint64_t rng;
+} ix;
+
+static uint64_t rnd(ix *x, uint64_t n)
+{
+    return tu_rand(&x->rng) % n;
+}
+
+/* Sizes with many ties and a few large ones, so that order among equals matters. */
+static uint64_t rnd_size(ix *x)
+{
+    uint64_t r = rnd(x, 10);
+    if (r < 6)
+        return 1 + rnd(x, 24);
+    if (r < 9)
+        return 1 + rnd(x, 4096);
+    return 1 + rnd(x, 1ull << 40);
+}
+
+/* An address no block in the index has: high bits random, low bits the block's own
+ * index. */
+static uint64_t fresh_addr(ix *x, uint32_t b)
+{
+    return (rnd(x, 1ull << 30) << 12) | b;
+}
+
+static void op_insert(ix *x, uint32_t b)
+{
+    switch (x->kind) {
+    case IX_BTREE:
+        CU_ASSERT_FATAL(as_btree_reserve(&x->bt, 1) == 0);
+        as_btree_insert(&x->h, &x->bt, b);
+        break;
+    case IX_TREAP_ADDR:
+    case IX_TREAP_SIZE:
+        as_treap_insert(&x->h, &x->tr, b);
+        break;
+    case IX_BINS:
+        as_bins_insert(&x->h, &x->bins, b);
+        break;
+    }
+    x->h.b[b].indexed = 1;
+    x->in[b] = 1;
+}
+
+static void op_remove(ix *x, uint32_t b)
+{
+    switch (x->kind) {
+    case IX_BTREE:
+        as_btree_remove(&x->h, &x->bt, b);
+        break;
+    case IX_TREAP_ADDR:
+    case IX_TREAP_SIZE:
+        as_treap_remove(&x->h, &x->tr, b);
+        break;
+    case IX_BINS:
+        as_bins_remove(&x->h, &x->bins, b);
+        break;
+    }
+    x->h.b[b].indexed = 0;
+    x->in[b] = 0;
+}
+
+static uint32_t op_find(ix *x, uint64_t want)
+{
+    switch (x->kind) {
+    case IX_BTREE:
+        return as_btree_find(&x->h, &x->bt, want);
+    case IX_TREAP_ADDR:
+    case IX_TREAP_SIZE:
+        return as_treap_find(&x->h, &x->tr, want);
+    default:
+        return as_bins_find(&x->h, &x->bins, want);
+    }
+}
+
+static uint64_t op_max(ix *x)
+{
+    switch (x->kind) {
+    case IX_BTREE:
+        return as_btree_max(&x->bt);
+    case IX_TREAP_ADDR:
+    case IX_TREAP_SIZE:
+        return as_treap_max(&x->h, &x->tr);
+    default:
+        return as_bins_max(&x->h, &x->bins);
+    }
+}
+
+static int op_check(ix *x, as_check_failure *f)
+{
+    switch (x->kind) {
+    case IX_BTREE:
+        return as_btree_check(&x->h, &x->bt, f);
+    case IX_TREAP_ADDR:
+    case IX_TREAP_SIZE:
+        return as_treap_check(&x->h, &x->tr, f);
+    default:
+        return as_bins_check(&x->h, &x->bins, f);
+    }
+}
+
+/* The naive answer: first fit is the lowest address with size >= want; best fit the
+ * smallest (size, addr) with size >= want. */
+static uint32_t naive_find(const ix *x, uint64_t want)
+{
+    const as_blk *B = x->h.b;
+    uint32_t best = AS_NIL;
+    for (uint32_t b = 1; b <= NB; b++) {
+        if (!x->in[b] || B[b].size < want)
+            continue;
+        if (!best)
+            best = b;
+        else if (x->kind == IX_BTREE || x->kind == IX_TREAP_ADDR) {
+            if (B[b].addr < B[best].addr)
+                best = b;
+        } else if (B[b].size < B[best].size ||
+                   (B[b].size == B[best].size && B[b].addr < B[best].addr)) {
+            best = b;
+        }
+    }
+    return best;
+}
+
+static uint64_t naive_max(const ix *x)
+{
+    uint64_t m = 0;
+    for (uint32_t b = 1; b <= NB; b++)
+        if (x->in[b] && x->h.b[b].size > m)
+            m = x->h.b[b].size;
+    return m;
+}
+
+static int addr_ordered(const ix *x)
+{
+    return x->kind == IX_BTREE || x->kind == IX_TREAP_ADDR;
+}
+
+static void run_index(ix_kind kind, const char *name)
+{
+    ix *x = calloc(1, sizeof *x);
+    CU_ASSERT_FATAL(x != NULL);
+    x->kind = kind;
+    x->rng = tu_seed(name);
+    CU_ASSERT_FATAL(as_heap_init(&x->h, NULL, NULL) == 0);
+    free(x->h.b);
+    x->h.b = aligned_alloc(64, (NB + 1) * sizeof *x->h.b);
+    CU_ASSERT_FATAL(x->h.b != NULL);
+    memset(x->h.b, 0, (NB + 1) * sizeof *x->h.b);
+    x->h.nb = x->h.cap_b = NB + 1;
+    x->h.b[0].state = AS_BLK_DEAD;
+    for (uint32_t b = 1; b <= NB; b++)
+        x->h.b[b].state = AS_BLOCK_FREE;
+    as_btree_init(&x->bt);
+    x->tr = (as_treap){.mode = kind == IX_TREAP_SIZE ? AS_TREAP_SIZE : AS_TREAP_ADDR};
+    as_bins_init(&x->bins);
+    as_blk *B = x->h.b;
+    as_check_failure f = {{0}};
+    unsigned fails = 0;
+    for (int op = 0; op < OPS && fails < 5; op++) {
+        uint32_t b = 1 + (uint32_t)rnd(x, NB);
+        /* Grow to about 2/3 full, then churn around it (phases of mostly inserts, then
+         * mostly removes, cross the B+ tree's split and collapse paths many times). */
+        int grow = (op / 3000) % 2 == 0;
+        uint64_t r = rnd(x, 100);
+        if (!x->in[b] && r < (grow ? 80u : 30u)) {
+            B[b].size = rnd_size(x);
+            B[b].addr = fresh_addr(x, b);
+            op_insert(x, b);
+        } else if (x->in[b] && r < (grow ? 15u : 60u)) {
+            op_remove(x, b);
+        } else if (x->in[b] && r < 80) {
+            /* A size change in place (coalescing, or a split shrinking the block). */
+            if (addr_ordered(x)) {
+                uint64_t old = B[b].size;
+                B[b].size = rnd_size(x);
+                if (kind == IX_BTREE)
+                    as_btree_resized(&x->h, &x->bt, b);
+                else if (B[b].size >= old)
+                    as_treap_grown(&x->h, &x->tr, b);
+                else
+                    as_treap_resized(&x->h, &x->tr, b);
+            } else {
+                op_remove(x, b);
+                B[b].size = rnd_size(x);
+                op_insert(x, b);
+            }
+        } else if (x->in[b] && addr_ordered(x)) {
+            /* A split's tail taking the block's place: same address order, new node. */
+            uint32_t nw = 1 + (uint32_t)rnd(x, NB);
+            if (x->in[nw])
+                continue;
+            B[nw].addr = B[b].addr;
+            B[nw].size = rnd_size(x);
+            if (kind == IX_BTREE)
+                as_btree_replace(&x->h, &x->bt, b, nw);
+            else
+                as_treap_replace(&x->h, &x->tr, b, nw);
+            B[b].indexed = 0;
+            x->in[b] = 0;
+            B[b].addr = fresh_addr(x, b);
+            B[nw].indexed = 1;
+            x->in[nw] = 1;
+        }
+        for (int q = 0; q < 4; q++) {
+            uint64_t want = rnd_size(x);
+            uint32_t got = op_find(x, want), exp = naive_find(x, want);
+            if (got != exp) {
+                fails++;
+                CU_FAIL("find disagrees with the naive search");
+            }
+        }
+        if (op_max(x) != naive_max(x)) {
+            fails++;
+            CU_FAIL("max disagrees with the naive scan");
+        }
+        if (op % 64 == 0 && op_check(x, &f) != 0) {
+            fails++;
+            CU_FAIL(f.msg);
+        }
+    }
+    CU_ASSERT_EQUAL(op_check(x, &f), 0);
+    /* Empty it completely: the B+ tree collapses back to nothing. */
+    for (uint32_t b = 1; b <= NB; b++)
+        if (x->in[b])
+            op_remove(x, b);
+    CU_ASSERT_EQUAL(op_find(x, 1), AS_NIL);
+    CU_ASSERT_EQUAL(op_max(x), 0);
+    CU_ASSERT_EQUAL(op_check(x, &f), 0);
+    if (kind == IX_BTREE)
+        CU_ASSERT_EQUAL(x->bt.root, AS_NIL);
+    as_btree_fini(&x->bt);
+    free(x->h.b);
+    free(x->h.s);
+    free(x);
+}
+
+static void index_btree(void)
+{
+    run_index(IX_BTREE, "index_btree");
+}
+static void index_treap_addr(void)
+{
+    run_index(IX_TREAP_ADDR, "index_treap_addr");
+}
+static void index_treap_size(void)
+{
+    run_index(IX_TREAP_SIZE, "index_treap_size");
+}
+static void index_bins(void)
+{
+    run_index(IX_BINS, "index_bins");
+}
+
+CU_TestInfo test_index[] = {
+    {"btree_vs_naive", index_btree},
+    {"treap_addr_vs_naive", index_treap_addr},
+    {"treap_size_vs_naive", index_treap_size},
+    {"bins_vs_naive", index_bins},
+    CU_TEST_INFO_NULL,
+};
