@@ -423,7 +423,11 @@ static int dev_unmap(void *ctx, uint64_t addr, uint64_t size)
     return rc;
 }
 
-static uint64_t dev_capacity(void *ctx) { return ((as_cudadev *)ctx)->p.capacity; }
+static uint64_t dev_capacity(void *ctx)
+{
+    const as_cudadev *d = ctx;
+    return d->p.limit ? d->p.limit : d->p.capacity;
+}
 static uint64_t dev_reserved(void *ctx) { return ((as_cudadev *)ctx)->c.reserved; }
 
 static const as_device_ops cudadev_ops = {

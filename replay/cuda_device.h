@@ -26,6 +26,10 @@ typedef struct as_cudadev_params {
     uint64_t capacity; /* AS_CAPACITY_NONE: whatever the GPU has free */
     int device;        /* CUDA device ordinal */
     int no_sync;       /* skip the cudaDeviceSynchronize before each call */
+    /* A policy that applies its limit itself (AS_POLICY_F_LIMITS_ITSELF, PyTorch's memory
+     * fraction) runs on the whole GPU, as PyTorch does: no ballast, and capacity() reports
+     * this limit. 0: capacity() reports `capacity`, which the ballast enforces. */
+    uint64_t limit;
 } as_cudadev_params;
 
 /* One device call as measured, successful or not (also va_reserve/va_release, which have

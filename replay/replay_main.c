@@ -35,7 +35,9 @@ static const char help[] =
     "\n"
     "Replays each TRACE through every policy at every capacity on the GPU: reserve and\n"
     "release are cudaMalloc/cudaFree, expandable mappings cuMemCreate/cuMemMap, and the\n"
-    "capacity is enforced by the driver (a ballast holds the rest of the GPU).\n"
+    "capacity is enforced by the driver (a ballast holds the rest of the GPU), except for\n"
+    "a policy that applies it itself (torch: PyTorch's memory fraction), which runs on the\n"
+    "whole GPU with the capacity as its limit, as PyTorch does.\n"
     "\n"
     "  -p, --policy SPEC     as allocsim (repeatable; default torch)\n"
     "  -c, --capacity CAP    as allocsim (repeatable; default none = the GPU's free memory)\n"
@@ -78,6 +80,7 @@ typedef struct ctx {
     unsigned run; /* report index of the run in progress */
     uint64_t effective, probed;
     int async;               /* --async: the factory makes as_asyncpool devices */
+    int limits_itself;       /* the run's policy applies the capacity itself */
     uint64_t threshold;      /* the release threshold of the run being created */
     as_asyncpool *pool;      /* the async run in progress */
     FILE *poolf;
@@ -106,6 +109,12 @@ static int f_create(void *user, uint64_t capacity, as_device *out, void **handle
     as_cudadev_params p = c->p;
     as_cudadev *d;
     p.capacity = capacity;
+    if (c->limits_itself && capacity != AS_CAPACITY_NONE) {
+        /* PyTorch's memory fraction on the whole GPU: the policy refuses, never the driver
+         * (expandable pages may map past the limit, replay/RESULTS.md) */
+        p.limit = capacity;
+        p.capacity = AS_CAPACITY_NONE;
+    }
     int rc = as_cudadev_create(&p, &d, c->why, sizeof c->why);
     if (rc)
         return rc < 0 ? rc : AS_DEV_EFAULT;
@@ -206,9 +215,10 @@ static int one_run(const char *path, ctx *c, const as_policy_spec *spec, uint64_
         goto out;
     }
     const as_run_result *res = as_engine_result(e, 0);
-    fprintf(stderr, "allocsim-replay: %s %s cap %llu (driver-enforced %llu): %s, peak reserved "
-                    "%llu\n",
-            path, spec->text, (unsigned long long)cap, (unsigned long long)c->probed,
+    fprintf(stderr, "allocsim-replay: %s %s cap %llu (%s %llu): %s, peak reserved %llu\n", path,
+            spec->text, (unsigned long long)cap,
+            c->limits_itself ? "policy-enforced, no ballast" : "driver-enforced",
+            (unsigned long long)(c->limits_itself ? cap : c->probed),
             res->completed ? "completed" : "OOM", (unsigned long long)res->peak_reserved);
     if (c->async && c->pool) {
         as_asyncpool_stats st;
@@ -219,7 +229,7 @@ static int one_run(const char *path, ctx *c, const as_policy_spec *spec, uint64_
                 (unsigned long long)st.grows, (unsigned long long)st.trims,
                 (unsigned long long)st.oom_retries, (unsigned long long)st.streams);
         if (c->poolf)
-            fprintf(c->poolf, "%u,%s,%llu,%llu,%d,%lld,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n",
+            fprintf(c->poolf, "%u,\"%s\",%llu,%llu,%d,%lld,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n",
                     c->run, spec->text, (unsigned long long)cap, (unsigned long long)c->probed,
                     res->completed,
                     res->oom_alloc == AS_NONE ? -1LL : (long long)res->oom_alloc,
@@ -414,6 +424,7 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < nspec; i++)
             for (size_t j = 0; j < ncap; j++) {
                 c.threshold = c.async ? thr[i] : 0;
+                c.limits_itself = !c.async && (specs[i].policy->flags & AS_POLICY_F_LIMITS_ITSELF);
                 if ((ret = one_run(argv[t], &c, &specs[i], caps[j], rep, &trace_idx)))
                     goto done;
             }

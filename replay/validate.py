@@ -198,6 +198,9 @@ def main():
     ap.add_argument("--budget", type=float, default=560, help="seconds for the whole run")
     ap.add_argument("--no-gpu", action="store_true", help="frontiers and predictions only")
     ap.add_argument("--traces", default="resnet_varbatch,moe_like,transformer,kvcache")
+    ap.add_argument("--policies", default="",
+                    help="comma-free list separated by ';' of the specs to run (default: all)")
+    ap.add_argument("--no-pytorch", action="store_true", help="no torch_replay.py runs")
     ap.add_argument("--async-budget", type=float, default=180,
                     help="seconds kept for the cudaMallocAsync runs (0: none)")
     a = ap.parse_args()
@@ -222,6 +225,8 @@ def main():
         else:
             traces[name] = os.path.join(ROOT, "replay", "data", f"{name}.pickle.zst")
     specs = [spec_of(c) for c in TORCH_CONFS] + others
+    if a.policies:
+        specs = [s for s in specs if s in a.policies.split(";")]
 
     # 1. frontiers, in parallel (simulation only)
     jobs = {}
@@ -266,7 +271,7 @@ def main():
         sides = [("replay", [replay, "-f", "json", "-p", p["spec"], *capargs, "-o",
                              base + ".replay.json", "--segments", base + ".replay.csv",
                              "--latency", base + ".lat.csv", trace])]
-        if p["spec"] in [spec_of(c) for c in TORCH_CONFS]:
+        if p["spec"] in [spec_of(c) for c in TORCH_CONFS] and not a.no_pytorch:
             conf = [c for c in TORCH_CONFS if spec_of(c) == p["spec"]][0]
             sides.append(("pytorch", [sys.executable, torch_replay, trace, "--conf", conf,
                                       "--key-protocol", "--allocsim", allocsim,
