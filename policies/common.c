@@ -1374,3 +1374,102 @@ int as_btree_check(const as_heap *h, const as_btree *t, as_check_failure *f)
         return as_check_fail(f, "free index: B+ tree root has a single child");
     return 0;
 }
+
+/* ---- max-heap by size ------------------------------------------------------------------- */
+
+void as_maxheap_fini(as_maxheap *m)
+{
+    free(m->v);
+    memset(m, 0, sizeof *m);
+}
+
+int as_maxheap_reserve(as_maxheap *m, uint32_t extra)
+{
+    if (m->cap - m->n >= extra)
+        return 0;
+    uint64_t want = (uint64_t)m->n + extra, nc = m->cap ? m->cap : 64;
+    while (nc < want)
+        nc *= 2;
+    if (nc > UINT32_MAX)
+        return AS_POLICY_ENOMEM;
+    uint32_t *v = realloc(m->v, (size_t)nc * sizeof *v);
+    if (!v)
+        return AS_POLICY_ENOMEM;
+    m->v = v;
+    m->cap = (uint32_t)nc;
+    return 0;
+}
+
+/* Puts block b at position i, moving it up past smaller parents first. */
+static void mh_sift_up(as_blk *B, uint32_t *v, uint32_t i, uint32_t b)
+{
+    uint64_t size = B[b].size;
+    while (i > 0) {
+        uint32_t p = (i - 1) / 2;
+        if (B[v[p]].size >= size)
+            break;
+        v[i] = v[p];
+        B[v[i]].up = i;
+        i = p;
+    }
+    v[i] = b;
+    B[b].up = i;
+}
+
+static void mh_sift_down(as_blk *B, uint32_t *v, uint32_t n, uint32_t i, uint32_t b)
+{
+    uint64_t size = B[b].size;
+    for (;;) {
+        uint32_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && B[v[c + 1]].size > B[v[c]].size)
+            c++;
+        if (B[v[c]].size <= size)
+            break;
+        v[i] = v[c];
+        B[v[i]].up = i;
+        i = c;
+    }
+    v[i] = b;
+    B[b].up = i;
+}
+
+void as_maxheap_insert(as_heap *h, as_maxheap *m, uint32_t b)
+{
+    mh_sift_up(h->b, m->v, m->n++, b);
+}
+
+void as_maxheap_remove(as_heap *h, as_maxheap *m, uint32_t b)
+{
+    as_blk *B = h->b;
+    uint32_t i = B[b].up, last = m->v[--m->n];
+    if (last == b)
+        return;
+    /* The last element fills the hole, then moves whichever way its size says. */
+    if (i > 0 && B[m->v[(i - 1) / 2]].size < B[last].size)
+        mh_sift_up(B, m->v, i, last);
+    else
+        mh_sift_down(B, m->v, m->n, i, last);
+}
+
+uint64_t as_maxheap_max(const as_heap *h, const as_maxheap *m)
+{
+    return m->n ? h->b[m->v[0]].size : 0;
+}
+
+int as_maxheap_check(const as_heap *h, const as_maxheap *m, as_check_failure *f)
+{
+    for (uint32_t i = 0; i < m->n; i++) {
+        uint32_t b = m->v[i];
+        if (b == AS_NIL || b >= h->nb || h->b[b].up != i)
+            return as_check_fail(f, "size heap: bad entry %u at %u", b, i);
+        if (h->b[b].state != AS_BLOCK_FREE || !h->b[b].indexed)
+            return as_check_fail(f, "size heap holds block %#llx which is not free",
+                                 (unsigned long long)h->b[b].addr);
+        if (i > 0 && h->b[m->v[(i - 1) / 2]].size < h->b[b].size)
+            return as_check_fail(f, "size heap: block %#llx is above its parent",
+                                 (unsigned long long)h->b[b].addr);
+    }
+    return 0;
+}

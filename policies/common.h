@@ -231,6 +231,23 @@ uint64_t as_btree_max(const as_btree *t); /* 0 when empty */
 /* Order, summaries, links and copies, and that it holds exactly n indexed free blocks. */
 int as_btree_check(const as_heap *h, const as_btree *t, as_check_failure *f);
 
+/* ---- a binary max-heap of free blocks by size: the largest free block in O(1) --------------
+ * For indexes whose order says nothing about the largest block (segfit's LIFO class lists).
+ * A block's `up` is its position in the array; insert and remove are O(log n). */
+
+typedef struct as_maxheap {
+    uint32_t *v;
+    uint32_t n, cap;
+} as_maxheap;
+
+void as_maxheap_fini(as_maxheap *m);
+/* Room for `extra` more insertions without host memory: 0 or AS_POLICY_ENOMEM. */
+int as_maxheap_reserve(as_maxheap *m, uint32_t extra);
+void as_maxheap_insert(as_heap *h, as_maxheap *m, uint32_t b); /* within the reservation */
+void as_maxheap_remove(as_heap *h, as_maxheap *m, uint32_t b);
+uint64_t as_maxheap_max(const as_heap *h, const as_maxheap *m); /* 0 when empty */
+int as_maxheap_check(const as_heap *h, const as_maxheap *m, as_check_failure *f);
+
 /* ---- a binned size index: exact best fit over many small treaps -------------------------
  * Free blocks are binned by their TLSF class (32 classes per power of two); each bin is a
  * (size, addr) treap, and bitmaps say which bins are non-empty. Because bins partition

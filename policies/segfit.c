@@ -8,8 +8,10 @@
  * so the search is two find-first-set instructions. The request is rounded up to the next
  * class start ("good fit"), so the head of the first non-empty class at or above it always
  * fits. Optional split (tail back to its class) and immediate coalescing; segments and
- * release as in bestfit. Invariant: each free block is in the list of its own class, and a
- * bitmap bit is set iff its list is non-empty.
+ * release as in bestfit. A binary max-heap by size beside the lists gives stats() the
+ * largest free block in O(1) (sizes inside a class differ, and the lists are not ordered).
+ * Invariant: each free block is in the list of its own class and in the heap, and a bitmap
+ * bit is set iff its list is non-empty.
  */
 #include "common.h"
 
@@ -26,6 +28,7 @@ typedef struct segfit {
     uint64_t flmap;
     uint64_t slmap[FL_MAX];
     uint32_t head[FL_MAX][SL_MAX];
+    as_maxheap bysize; /* every free block, for largest_free */
 } segfit;
 
 enum { K_ROUND, K_ROUNDUP, K_CLASSES, K_SL, K_SPLIT, K_COALESCE, K_SEGMENT, K_RELEASE, K_N };
@@ -84,12 +87,14 @@ static void ix_insert(as_heap *h, uint32_t b)
     s->head[fl][sl] = b;
     s->slmap[fl] |= 1ull << sl;
     s->flmap |= 1ull << fl;
+    as_maxheap_insert(h, &s->bysize, b);
 }
 
 static void ix_remove(as_heap *h, uint32_t b)
 {
     segfit *s = (segfit *)h;
     as_blk *x = &h->b[b];
+    as_maxheap_remove(h, &s->bysize, b);
     if (x->r)
         h->b[x->r].l = x->l;
     if (x->l) {
@@ -117,6 +122,7 @@ static int sf_init(void *st, const as_knob_value *cfg, const as_device *dev)
     int rc = as_heap_init(&s->h, dev, &index_ops);
     if (rc)
         return rc;
+    s->bysize = (as_maxheap){0};
     s->sl = cfg[K_CLASSES].i == CLASSES_POW2 ? 0 : (unsigned)cfg[K_SL].i;
     s->split = (int)cfg[K_SPLIT].i;
     s->coalesce = (int)cfg[K_COALESCE].i;
@@ -161,6 +167,9 @@ static int sf_alloc(void *st, const as_request *req, as_block *out)
     segfit *s = st;
     if (req->size > AS_REQUEST_MAX)
         return AS_POLICY_OOM;
+    /* A new segment's block and a split tail: two insertions at most. */
+    if (as_maxheap_reserve(&s->bysize, 2))
+        return AS_POLICY_ENOMEM;
     uint64_t size = as_round_size(req->size, s->round, s->div);
     uint32_t b = find(s, size);
     if (!b) {
@@ -180,6 +189,8 @@ static int sf_free(void *st, uint64_t handle, unsigned flags)
 {
     segfit *s = st;
     uint32_t b;
+    if (as_maxheap_reserve(&s->bysize, 1))
+        return AS_POLICY_ENOMEM;
     int rc = as_heap_free(&s->h, handle, flags, s->coalesce, &b);
     if (rc)
         return rc;
@@ -195,15 +206,7 @@ static void sf_stats(const void *st, as_policy_stats *out)
 {
     const segfit *s = st;
     as_heap_stats(&s->h, out);
-    out->largest_free = 0;
-    if (!s->flmap)
-        return;
-    /* Sizes inside the top class differ, so scan that one list (stats is not per event). */
-    unsigned fl = as_log2_floor(s->flmap);
-    unsigned sl = as_log2_floor(s->slmap[fl]);
-    for (uint32_t b = s->head[fl][sl]; b; b = s->h.b[b].r)
-        if (s->h.b[b].size > out->largest_free)
-            out->largest_free = s->h.b[b].size;
+    out->largest_free = as_maxheap_max(&s->h, &s->bysize);
 }
 
 static int sf_check(const void *st, as_check_failure *f)
@@ -235,6 +238,12 @@ static int sf_check(const void *st, as_check_failure *f)
             }
         }
     }
+    rc = as_maxheap_check(&s->h, &s->bysize, f);
+    if (rc)
+        return rc;
+    if (s->bysize.n != s->h.nfree)
+        return as_check_fail(f, "the size heap holds %u blocks, %llu are free", s->bysize.n,
+                             (unsigned long long)s->h.nfree);
     if (n != s->h.nfree)
         return as_check_fail(f, "class lists hold %llu blocks, %llu are free",
                              (unsigned long long)n, (unsigned long long)s->h.nfree);
@@ -251,6 +260,7 @@ static int sf_walk(const void *st, as_walk_fn fn, void *user)
 static void sf_fini(void *st)
 {
     as_heap_fini(&((segfit *)st)->h);
+    as_maxheap_fini(&((segfit *)st)->bysize);
 }
 
 const as_policy as_policy_segfit = {

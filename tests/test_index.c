@@ -1,6 +1,7 @@
 /*
  * test_index.c - the free-block indexes of policies/common.h (the address-ordered B+ tree,
- * the treap in both orders, the binned size index) against a naive reference: random
+ * the treap in both orders, the binned size index, the max-heap by size) against a naive
+ * reference: random
  * inserts, removes, resizes and replacements, with every answer of find and max compared
  * to a scan of all blocks, and each index's own check() run as it goes.
  */
@@ -13,7 +14,7 @@
 
 enum { NB = 1500, OPS = 30000 };
 
-typedef enum { IX_BTREE, IX_TREAP_ADDR, IX_TREAP_SIZE, IX_BINS } ix_kind;
+typedef enum { IX_BTREE, IX_TREAP_ADDR, IX_TREAP_SIZE, IX_BINS, IX_MAXHEAP } ix_kind;
 
 typedef struct ix {
     ix_kind kind;
@@ -21,7 +22,8 @@ typedef struct ix {
     as_btree bt;
     as_treap tr;
     as_bins bins;
-    int in[NB + 1];
+    as_maxheap mh;
+    int in[NB + 1], nin;
     uint64_t rng;
 } ix;
 
@@ -62,9 +64,14 @@ static void op_insert(ix *x, uint32_t b)
     case IX_BINS:
         as_bins_insert(&x->h, &x->bins, b);
         break;
+    case IX_MAXHEAP:
+        CU_ASSERT_FATAL(as_maxheap_reserve(&x->mh, 1) == 0);
+        as_maxheap_insert(&x->h, &x->mh, b);
+        break;
     }
     x->h.b[b].indexed = 1;
     x->in[b] = 1;
+    x->nin++;
 }
 
 static void op_remove(ix *x, uint32_t b)
@@ -80,9 +87,13 @@ static void op_remove(ix *x, uint32_t b)
     case IX_BINS:
         as_bins_remove(&x->h, &x->bins, b);
         break;
+    case IX_MAXHEAP:
+        as_maxheap_remove(&x->h, &x->mh, b);
+        break;
     }
     x->h.b[b].indexed = 0;
     x->in[b] = 0;
+    x->nin--;
 }
 
 static uint32_t op_find(ix *x, uint64_t want)
@@ -93,6 +104,8 @@ static uint32_t op_find(ix *x, uint64_t want)
     case IX_TREAP_ADDR:
     case IX_TREAP_SIZE:
         return as_treap_find(&x->h, &x->tr, want);
+    case IX_MAXHEAP:
+        return AS_NIL; /* no search: only the max is compared */
     default:
         return as_bins_find(&x->h, &x->bins, want);
     }
@@ -106,6 +119,8 @@ static uint64_t op_max(ix *x)
     case IX_TREAP_ADDR:
     case IX_TREAP_SIZE:
         return as_treap_max(&x->h, &x->tr);
+    case IX_MAXHEAP:
+        return as_maxheap_max(&x->h, &x->mh);
     default:
         return as_bins_max(&x->h, &x->bins);
     }
@@ -119,6 +134,10 @@ static int op_check(ix *x, as_check_failure *f)
     case IX_TREAP_ADDR:
     case IX_TREAP_SIZE:
         return as_treap_check(&x->h, &x->tr, f);
+    case IX_MAXHEAP:
+        if (x->mh.n != (uint32_t)x->nin)
+            return as_check_fail(f, "size heap holds %u, %d inserted", x->mh.n, x->nin);
+        return as_maxheap_check(&x->h, &x->mh, f);
     default:
         return as_bins_check(&x->h, &x->bins, f);
     }
@@ -130,6 +149,8 @@ static uint32_t naive_find(const ix *x, uint64_t want)
 {
     const as_blk *B = x->h.b;
     uint32_t best = AS_NIL;
+    if (x->kind == IX_MAXHEAP)
+        return AS_NIL;
     for (uint32_t b = 1; b <= NB; b++) {
         if (!x->in[b] || B[b].size < want)
             continue;
@@ -254,6 +275,7 @@ static void run_index(ix_kind kind, const char *name)
     if (kind == IX_BTREE)
         CU_ASSERT_EQUAL(x->bt.root, AS_NIL);
     as_btree_fini(&x->bt);
+    as_maxheap_fini(&x->mh);
     free(x->h.b);
     free(x->h.s);
     free(x);
@@ -276,10 +298,16 @@ static void index_bins(void)
     run_index(IX_BINS, "index_bins");
 }
 
+static void index_maxheap(void)
+{
+    run_index(IX_MAXHEAP, "index_maxheap");
+}
+
 CU_TestInfo test_index[] = {
     {"btree_vs_naive", index_btree},
     {"treap_addr_vs_naive", index_treap_addr},
     {"treap_size_vs_naive", index_treap_size},
     {"bins_vs_naive", index_bins},
+    {"maxheap_vs_naive", index_maxheap},
     CU_TEST_INFO_NULL,
 };
