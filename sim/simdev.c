@@ -399,9 +399,19 @@ static uint32_t run_max(chunk *c)
     }
 }
 
-static void bits_set(chunk *c, uint32_t p, uint32_t k, int used)
+/* Pages [p, p+k) of a one-word chunk, as a mask. */
+static inline uint64_t word_mask(uint32_t p, uint32_t k)
 {
-    uint64_t *b = cbits(c);
+    return (k == 64 ? ~0ull : ((1ull << k) - 1)) << p;
+}
+
+static inline void bits_set(chunk *c, uint32_t p, uint32_t k, int used)
+{
+    if (c->npages <= 64) {
+        c->inl = used ? c->inl | word_mask(p, k) : c->inl & ~word_mask(p, k);
+        return;
+    }
+    uint64_t *b = c->ext;
     while (k) {
         uint32_t o = p & 63, n = 64 - o < k ? 64 - o : k;
         uint64_t m = (n == 64 ? ~0ull : ((1ull << n) - 1)) << o;
@@ -696,11 +706,17 @@ static int heap_give(heap *h, uint64_t addr, uint64_t size)
     uint32_t c = e->chunk;
     lt_del(h, e);
     chunk *ck = &h->ch[c];
-    uint64_t *b = cbits(ck);
     uint32_t p = (uint32_t)((addr - ck->base) >> h->shift), k = (uint32_t)(size >> h->shift);
+    uint32_t run; /* the free run the range joins: the bound rises to it if it is longer */
     bits_set(ck, p, k, 0);
-    /* the free run the range joins: the bound rises to it if it is longer */
-    uint32_t run = next_bit(b, ck->npages, p + k, 1) - (uint32_t)(prev_used(b, p) + 1);
+    if (ck->npages <= 64) {
+        uint64_t below = ck->inl & (p ? ~0ull >> (64 - p) : 0);
+        uint64_t above = ck->inl & (p + k < 64 ? ~0ull << (p + k) : 0);
+        run = (above ? (uint32_t)__builtin_ctzll(above) : 64) -
+              (below ? 64 - (uint32_t)__builtin_clzll(below) : 0);
+    } else {
+        run = next_bit(ck->ext, ck->npages, p + k, 1) - (uint32_t)(prev_used(ck->ext, p) + 1);
+    }
     if (run == ck->npages) { /* empty: its address space goes back */
         uint64_t base = ck->base, len = (uint64_t)ck->npages << h->shift;
         chunk_drop(h, c);
