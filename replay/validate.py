@@ -199,7 +199,7 @@ def main():
     ap.add_argument("--no-gpu", action="store_true", help="frontiers and predictions only")
     ap.add_argument("--traces", default="resnet_varbatch,moe_like,transformer,kvcache")
     ap.add_argument("--policies", default="",
-                    help="comma-free list separated by ';' of the specs to run (default: all)")
+                    help="the specs to run, separated by ';' (specs hold commas); default all")
     ap.add_argument("--no-pytorch", action="store_true", help="no torch_replay.py runs")
     ap.add_argument("--async-budget", type=float, default=180,
                     help="seconds kept for the cudaMallocAsync runs (0: none)")
