@@ -16,21 +16,23 @@
  * fits, whole free regions go back to the device (garbage collection) and growth is
  * retried. Regions never merge with each other (cudaMalloc memory cannot coalesce).
  *
+ * TF's 21 bins, each ordered by (size, addr) and searched from the request's bin up, give
+ * the smallest (size, addr) that fits overall, since the bins cut the sizes in order. So
+ * here the free chunks sit in the shared binned index (common.h), whose finer bins (32 per
+ * power of two) give that same chunk from smaller trees.
+ *
  * Differences from TF, forced by the device interface: region sizes are rounded down to
  * the 2 MiB device granularity (cudaMalloc rounds internally); with an unlimited device
  * and no `limit`, preallocation is impossible and the policy grows as with allow_growth.
- * Invariant: each free chunk is in the bin of its size, bins are (size, addr) ordered, and
- * the bin bitmap matches the bins.
+ * Invariant: the binned index holds exactly the free chunks (as_bins_check).
  */
 #include "common.h"
 
-#define NBINS 21
 #define MIN_ALLOC 256ull
 
 typedef struct bfc {
     as_heap h;
-    as_treap bins[NBINS];
-    uint32_t binmap;
+    as_bins free; /* TF's bins, as a finer binned index: every free chunk by (size, addr) */
     int allow_growth, gc, started_backpedal;
     uint64_t limit;       /* memory_limit_; UINT64_MAX when unknown */
     uint64_t curr_region; /* curr_region_allocation_bytes_ */
@@ -82,14 +84,6 @@ static const as_knob knobs[K_N] = {
                            "less than twice the request"},
 };
 
-/* BinNumForSize: min(20, floor(log2(max(size, 256) >> 8))). */
-static unsigned bin_for_size(uint64_t size)
-{
-    uint64_t v = (size < MIN_ALLOC ? MIN_ALLOC : size) >> 8;
-    unsigned b = as_log2_floor(v);
-    return b < NBINS - 1 ? b : NBINS - 1;
-}
-
 static uint64_t rounded_bytes(uint64_t n)
 {
     return as_align_up(n ? n : 1, MIN_ALLOC);
@@ -97,19 +91,12 @@ static uint64_t rounded_bytes(uint64_t n)
 
 static void ix_insert(as_heap *h, uint32_t b)
 {
-    bfc *s = (bfc *)h;
-    unsigned bin = bin_for_size(h->b[b].size);
-    as_treap_insert(h, &s->bins[bin], b);
-    s->binmap |= 1u << bin;
+    as_bins_insert(h, &((bfc *)h)->free, b);
 }
 
 static void ix_remove(as_heap *h, uint32_t b)
 {
-    bfc *s = (bfc *)h;
-    unsigned bin = bin_for_size(h->b[b].size);
-    as_treap_remove(h, &s->bins[bin], b);
-    if (!s->bins[bin].n)
-        s->binmap &= ~(1u << bin);
+    as_bins_remove(h, &((bfc *)h)->free, b);
 }
 
 static const as_index_ops index_ops = {.insert = ix_insert, .remove = ix_remove};
@@ -120,8 +107,7 @@ static int bfc_init(void *st, const as_knob_value *cfg, const as_device *dev)
     int rc = as_heap_init(&s->h, dev, &index_ops);
     if (rc)
         return rc;
-    for (int i = 0; i < NBINS; i++)
-        s->bins[i] = (as_treap){.mode = AS_TREAP_SIZE};
+    as_bins_init(&s->free);
     s->gc = (int)cfg[K_GC].i;
     s->max_frag = (uint64_t)cfg[K_MAXFRAG].i;
     uint64_t cap = dev->ops->capacity ? dev->ops->capacity(dev->ctx) : AS_CAPACITY_NONE;
@@ -139,18 +125,11 @@ static int bfc_init(void *st, const as_knob_value *cfg, const as_device *dev)
     return 0;
 }
 
-/* FindChunkPtr: the first chunk >= rounded in (size, addr) order from the request's bin. */
+/* FindChunkPtr: the first chunk >= rounded in (size, addr) order from the request's bin up,
+ * which is the first in the whole order. */
 static uint32_t find_chunk(const bfc *s, uint64_t rounded)
 {
-    unsigned bin = bin_for_size(rounded);
-    uint32_t b = as_treap_find(&s->h, &s->bins[bin], rounded);
-    if (b)
-        return b;
-    uint32_t m = bin + 1 < NBINS ? s->binmap & (~0u << (bin + 1)) : 0;
-    if (!m)
-        return AS_NIL;
-    const as_treap *t = &s->bins[__builtin_ctz(m)];
-    return as_treap_find(&s->h, t, 0); /* its smallest chunk */
+    return as_bins_find(&s->h, &s->free, rounded);
 }
 
 static uint64_t backpedal(uint64_t bytes)
@@ -261,7 +240,7 @@ static void bfc_stats(const void *st, as_policy_stats *out)
 {
     const bfc *s = st;
     as_heap_stats(&s->h, out);
-    out->largest_free = s->binmap ? as_treap_max(&s->h, &s->bins[as_log2_floor(s->binmap)]) : 0;
+    out->largest_free = as_bins_max(&s->h, &s->free);
 }
 
 static int bfc_check(const void *st, as_check_failure *f)
@@ -270,27 +249,12 @@ static int bfc_check(const void *st, as_check_failure *f)
     int rc = as_heap_check(&s->h, 1, f);
     if (rc)
         return rc;
-    uint64_t n = 0;
-    for (unsigned i = 0; i < NBINS; i++) {
-        rc = as_treap_check(&s->h, &s->bins[i], f);
-        if (rc)
-            return rc;
-        if (!!(s->binmap >> i & 1) != (s->bins[i].n != 0))
-            return as_check_fail(f, "bin bitmap bit %u disagrees with bin %u", i, i);
-        n += s->bins[i].n;
-        if (!s->bins[i].root)
-            continue;
-        /* The smallest and largest chunk of the bin belong to it (order checked above). */
-        uint32_t lo = as_treap_find(&s->h, &s->bins[i], 0);
-        uint64_t hi = as_treap_max(&s->h, &s->bins[i]);
-        if (bin_for_size(s->h.b[lo].size) != i || bin_for_size(hi) != i)
-            return as_check_fail(
-                f, "bin %u holds a chunk of %llu bytes", i,
-                (unsigned long long)(bin_for_size(hi) != i ? hi : s->h.b[lo].size));
-    }
-    if (n != s->h.nfree)
-        return as_check_fail(f, "bins hold %llu chunks, %llu are free", (unsigned long long)n,
-                             (unsigned long long)s->h.nfree);
+    rc = as_bins_check(&s->h, &s->free, f);
+    if (rc)
+        return rc;
+    if (s->free.n != s->h.nfree)
+        return as_check_fail(f, "the bins hold %llu chunks, %llu are free",
+                             (unsigned long long)s->free.n, (unsigned long long)s->h.nfree);
     if (s->limit != UINT64_MAX && s->h.reserved > s->limit)
         return as_check_fail(f, "regions hold %llu bytes, over the limit %llu",
                              (unsigned long long)s->h.reserved, (unsigned long long)s->limit);
