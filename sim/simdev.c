@@ -52,9 +52,9 @@ typedef struct heap {
     unsigned shift; /* log2 of the page (the granularity) */
     chunk *ch;
     uint32_t nch, chcap, ch_free; /* ch_free: head of unused entries + 1 (0: none) */
-    uint32_t *mx;   /* max tree over leaves [scap, 2 scap): longest free run per slot */
+    uint32_t *mx;   /* max tree over the slots' bounds (mx_update) */
     uint32_t *slot_ch; /* chunk per slot, UINT32_MAX when dead */
-    uint32_t scap, nslots, ndead;
+    uint32_t scap, nslots, ndead, mtop; /* mtop: the root's index in mx */
     lent *lt;
     uint32_t ltmask, nlent;
     unsigned ltshift; /* 64 - log2 of the table's size: a Fibonacci hash takes the top bits */
@@ -312,10 +312,10 @@ static int space_give(treap *live, treap *holes, uint64_t *edge, int down, uint6
 /* AS_PLACE_CHUNKED (see simdev.h), built for one device call per event (nocache):
  * - each chunk keeps a bitmap of its pages (the granularity), 1 = in use, bits past its end
  *   set; its free ranges are the bitmap's runs of zeros, so neighbours merge by themselves;
- * - the chunks sit in creation order in the leaves of a max tree holding a bound of each
- *   one's longest free run: "the most recent chunk with room" is a search for the
- *   rightmost leaf with a run long enough, from the newest (dead leaves hold 0; the order
- *   is compacted when it fills);
+ * - the chunks sit in creation order in the leaves of a 4-ary max tree holding a bound of
+ *   each one's longest free run (lowered lazily, heap_take): "the most recent chunk with
+ *   room" is a search for the rightmost leaf with a run long enough, from the newest
+ *   (dead leaves hold 0; the order is compacted when it fills);
  * - the ranges handed out are in a hash table (address -> size, chunk);
  * - the free address space under the top, outside the chunks, is a sorted array of gaps
  *   and an edge below which everything is free. Gaps lie between chunks, so there are at
@@ -426,43 +426,72 @@ static inline void bits_set(chunk *c, uint32_t p, uint32_t k, int used)
 
 /* -- the creation order -- */
 
+/* A 4-ary max tree, stored level by level: the scap leaves (a power of 4) from mx[0], each
+ * level above a quarter of the one below, the root last. */
+static inline uint32_t max4(const uint32_t *x)
+{
+    uint32_t a = x[0] > x[1] ? x[0] : x[1], b = x[2] > x[3] ? x[2] : x[3];
+    return a > b ? a : b;
+}
+
+static void mx_build(uint32_t *mx, uint32_t cap)
+{
+    for (uint32_t off = 0, n = cap; n > 1; off += n, n /= 4)
+        for (uint32_t i = 0; i < n / 4; i++)
+            mx[off + n + i] = max4(&mx[off + 4 * i]);
+}
+
 static void mx_update(heap *h, uint32_t slot, uint32_t v)
 {
-    uint32_t i = h->scap + slot;
-    h->mx[i] = v;
-    for (i >>= 1; i; i >>= 1) {
-        uint32_t m = h->mx[2 * i] > h->mx[2 * i + 1] ? h->mx[2 * i] : h->mx[2 * i + 1];
-        if (h->mx[i] == m)
+    uint32_t *mx = h->mx, i = slot, off = 0, n = h->scap;
+    mx[i] = v;
+    while (n > 1) {
+        uint32_t m = max4(&mx[off + (i & ~3u)]);
+        off += n;
+        n /= 4;
+        i /= 4;
+        if (mx[off + i] == m)
             break; /* nothing above changes */
-        h->mx[i] = m;
+        mx[off + i] = m;
     }
 }
 
 /* Rightmost live slot whose chunk has a free run >= k, or UINT32_MAX. The answer is
- * mostly one of the newest chunks, so the search starts at the newest leaf and climbs only
- * as far as it must. */
+ * mostly one of the newest chunks, so the search starts at the newest leaf and moves left
+ * and up only as far as it must, then down the rightmost branch that holds k. */
 static uint32_t mx_rightmost(const heap *h, uint32_t k)
 {
-    if (h->mx[1] < k || !h->nslots)
+    const uint32_t *mx = h->mx;
+    uint32_t top = h->mtop; /* the root's index */
+    if (mx[top] < k || !h->nslots)
         return UINT32_MAX;
-    uint32_t i = h->scap + h->nslots - 1;
-    while (h->mx[i] < k) {
-        while (!(i & 1)) /* a left child: its left neighbours are its parent's */
-            i >>= 1;
-        i--; /* a right child (the root holds >= k, so it is never reached): its sibling */
+    uint32_t i = h->nslots - 1, off = 0, n = h->scap;
+    while (mx[off + i] < k) {
+        while (!(i & 3)) { /* a first child: its left neighbours are its parent's */
+            off += n;
+            n /= 4;
+            i /= 4; /* the root holds >= k, so a first child at the top is never reached */
+        }
+        i--;
     }
-    while (i < h->scap)
-        i = h->mx[2 * i + 1] >= k ? 2 * i + 1 : 2 * i;
-    return i - h->scap;
+    while (off) { /* down: the rightmost child that holds k */
+        n *= 4;
+        off -= n;
+        i = 4 * i + 3;
+        while (mx[off + i] < k)
+            i--;
+    }
+    return i;
 }
 
-/* Makes room for one more slot: drops the dead ones (keeping the order) or doubles. */
+/* Makes room for one more slot: drops the dead ones (keeping the order) or grows. */
 static int order_grow(heap *h)
 {
     uint32_t live = h->nslots - h->ndead, cap = h->scap;
     if (live + 1 > cap / 2)
-        cap *= 2;
-    uint32_t *mx = calloc(2 * (size_t)cap, sizeof *mx), *sc = malloc(cap * sizeof *sc);
+        cap *= 4;
+    uint32_t *mx = calloc((4 * (size_t)cap - 1) / 3, sizeof *mx),
+             *sc = malloc(cap * sizeof *sc);
     if (!mx || !sc) {
         free(mx);
         free(sc);
@@ -475,15 +504,15 @@ static int order_grow(heap *h)
             continue;
         h->ch[c].slot = n;
         sc[n] = c;
-        mx[cap + n++] = h->ch[c].bound;
+        mx[n++] = h->ch[c].bound;
     }
-    for (uint32_t i = cap - 1; i; i--)
-        mx[i] = mx[2 * i] > mx[2 * i + 1] ? mx[2 * i] : mx[2 * i + 1];
+    mx_build(mx, cap);
     free(h->mx);
     free(h->slot_ch);
     h->mx = mx;
     h->slot_ch = sc;
     h->scap = cap;
+    h->mtop = (4 * cap - 1) / 3 - 1;
     h->nslots = n;
     h->ndead = 0;
     return AS_DEV_OK;
@@ -751,7 +780,8 @@ static int heap_init(heap *h, uint64_t granularity)
     h->shift = (unsigned)__builtin_ctzll(granularity);
     h->edge = AS_SIMDEV_TOP;
     h->scap = 64;
-    h->mx = calloc(2 * h->scap, sizeof *h->mx);
+    h->mtop = (4 * h->scap - 1) / 3 - 1;
+    h->mx = calloc(h->mtop + 1, sizeof *h->mx);
     h->slot_ch = malloc(h->scap * sizeof *h->slot_ch);
     h->ltmask = 1023;
     h->ltshift = 64 - 10;
