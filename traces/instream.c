@@ -397,3 +397,30 @@ void as_instream_close(as_instream *in)
     ZSTD_freeDStream(in->zd);
     free(in);
 }
+
+int as_instream_peek_line(as_instream *in, size_t max, as_inline *l, as_trace_error *err)
+{
+    size_t want = 4096;
+    for (;;) {
+        const void *p;
+        long n = as_instream_peek(in, &p, want);
+        if (n < 0)
+            return as_instream_fail(in, err, (int)n, "read failed");
+        l->off = as_instream_offset(in);
+        if (n == 0)
+            return AS_TRACE_EOF;
+        const char *nl = memchr(p, '\n', (size_t)n);
+        if (nl || (size_t)n < want) {
+            l->p = p;
+            l->len = nl ? (size_t)(nl - (const char *)p) : (size_t)n;
+            l->consume = l->len + (nl ? 1 : 0);
+            l->nul = memchr(p, '\0', l->len);
+            return l->nul ? AS_INLINE_NUL : 0;
+        }
+        if (want >= max) {
+            l->p = p;
+            return AS_INLINE_TOO_LONG;
+        }
+        want *= 2;
+    }
+}

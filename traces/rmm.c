@@ -77,36 +77,26 @@ static int fail_at(rmm_st *s, as_trace_error *err, int code, const char *at, con
 
 static int peek_line(rmm_st *s, as_trace_error *err)
 {
-    size_t want = 4096;
-    for (;;) {
-        const void *p;
-        long n = as_instream_peek(s->in, &p, want);
-        if (n < 0)
-            return as_instream_fail(s->in, err, (int)n, "read failed");
-        s->loff = as_instream_offset(s->in);
-        if (n == 0)
-            return AS_TRACE_EOF;
-        const char *nl = memchr(p, '\n', (size_t)n);
-        if (nl || (size_t)n < want) {
-            s->lp = p;
-            s->llen = nl ? (size_t)(nl - (const char *)p) : (size_t)n;
-            s->lconsume = s->llen + (nl ? 1 : 0);
-            if (s->llen && s->lp[s->llen - 1] == '\r')
-                s->llen--;
-            s->line++;
-            if (memchr(p, '\0', s->llen))
-                return fail_at(s, err, AS_TRACE_ECORRUPT, memchr(p, '\0', s->llen),
-                               "NUL byte in a CSV log");
-            return 0;
-        }
-        if (want >= RMM_MAX_LINE) {
-            s->lp = p;
-            s->line++;
-            return fail_at(s, err, AS_TRACE_ECORRUPT, NULL, "line longer than %u bytes",
-                           RMM_MAX_LINE);
-        }
-        want *= 2;
+    as_inline l;
+    int rc = as_instream_peek_line(s->in, RMM_MAX_LINE, &l, err);
+    if (rc < 0)
+        return rc;
+    s->loff = l.off;
+    if (rc == AS_TRACE_EOF)
+        return rc;
+    s->lp = l.p;
+    if (rc == AS_INLINE_TOO_LONG) {
+        s->line++;
+        return fail_at(s, err, AS_TRACE_ECORRUPT, NULL, "line longer than %u bytes", RMM_MAX_LINE);
     }
+    s->llen = l.len;
+    s->lconsume = l.consume;
+    if (s->llen && s->lp[s->llen - 1] == '\r')
+        s->llen--;
+    s->line++;
+    if (rc == AS_INLINE_NUL)
+        return fail_at(s, err, AS_TRACE_ECORRUPT, l.nul, "NUL byte in a CSV log");
+    return 0;
 }
 
 static void consume_line(rmm_st *s)

@@ -61,34 +61,24 @@ static int fail_at(text_st *s, as_trace_error *err, int code, const char *at, co
 /* Peeks the next line (without consuming it). 0, AS_TRACE_EOF, or < 0. */
 static int peek_line(text_st *s, as_trace_error *err)
 {
-    size_t want = 4096;
-    for (;;) {
-        const void *p;
-        long n = as_instream_peek(s->in, &p, want);
-        if (n < 0)
-            return as_instream_fail(s->in, err, (int)n, "read failed");
-        s->loff = as_instream_offset(s->in);
-        if (n == 0)
-            return AS_TRACE_EOF;
-        const char *nl = memchr(p, '\n', (size_t)n);
-        if (nl || (size_t)n < want) {
-            s->lp = p;
-            s->llen = nl ? (size_t)(nl - (const char *)p) : (size_t)n;
-            s->lconsume = s->llen + (nl ? 1 : 0);
-            s->line++;
-            if (memchr(p, '\0', s->llen))
-                return fail_at(s, err, AS_TRACE_ECORRUPT, memchr(p, '\0', s->llen),
-                               "NUL byte in a text trace");
-            return 0;
-        }
-        if (want >= TEXT_MAX_LINE) {
-            s->lp = p;
-            s->line++;
-            return fail_at(s, err, AS_TRACE_ECORRUPT, NULL, "line longer than %u bytes",
-                           TEXT_MAX_LINE);
-        }
-        want *= 2;
+    as_inline l;
+    int rc = as_instream_peek_line(s->in, TEXT_MAX_LINE, &l, err);
+    if (rc < 0)
+        return rc;
+    s->loff = l.off;
+    if (rc == AS_TRACE_EOF)
+        return rc;
+    s->lp = l.p;
+    if (rc == AS_INLINE_TOO_LONG) {
+        s->line++;
+        return fail_at(s, err, AS_TRACE_ECORRUPT, NULL, "line longer than %u bytes", TEXT_MAX_LINE);
     }
+    s->llen = l.len;
+    s->lconsume = l.consume;
+    s->line++;
+    if (rc == AS_INLINE_NUL)
+        return fail_at(s, err, AS_TRACE_ECORRUPT, l.nul, "NUL byte in a text trace");
+    return 0;
 }
 
 static void consume_line(text_st *s)

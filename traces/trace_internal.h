@@ -34,6 +34,21 @@ void as_instream_progress(const as_instream *in, uint64_t *done, uint64_t *total
 /* The stream's own sticky error (I/O, corrupt or truncated zstd), or NULL. */
 const as_trace_error *as_instream_error(const as_instream *in);
 
+/* One line of a line-oriented input (text.c, rmm.c), peeked, not consumed. */
+typedef struct as_inline {
+    const char *p;   /* the line's bytes, not NUL-terminated; valid until the next peek/skip */
+    size_t len;      /* without the '\n' */
+    size_t consume;  /* len plus the '\n' when there is one: what as_instream_skip passes */
+    uint64_t off;    /* stream offset of p */
+    const char *nul; /* with AS_INLINE_NUL: the first NUL byte in the line */
+} as_inline;
+enum { AS_INLINE_TOO_LONG = 2, AS_INLINE_NUL = 3 };
+/* Peeks the next line, up to max bytes (a power-of-two multiple of 4 KiB). Returns 0
+ * (l filled), AS_TRACE_EOF (l->off set), < 0 when the read failed (err filled),
+ * AS_INLINE_NUL (l filled, l->nul set) or AS_INLINE_TOO_LONG (no newline within max
+ * bytes; only l->p and l->off set). The caller counts lines and words its own errors. */
+int as_instream_peek_line(as_instream *in, size_t max, as_inline *l, as_trace_error *err);
+
 /* Decoders that know where an event starts report it here, so that the reader's own
  * validation errors (unknown id, double free) point at the event's line and byte rather
  * than at wherever buffering left the stream. Cheap: two stores. */
