@@ -385,40 +385,6 @@ static int set_knob(as_gen *g, size_t i, const char *text, as_trace_error *err)
     return 0;
 }
 
-/* Meta is built here rather than with as_meta_set so that the generators depend on
- * nothing but this file; the layout is the public as_meta. */
-static int meta_add(as_meta *m, const char *key, const char *value)
-{
-    if (m->n == m->cap) {
-        size_t nc = m->cap ? m->cap * 2 : 16;
-        as_meta_kv *nk = realloc(m->kv, nc * sizeof *nk);
-        if (!nk)
-            return AS_TRACE_ENOMEM;
-        m->kv = nk;
-        m->cap = nc;
-    }
-    char *k = strdup(key), *v = strdup(value);
-    if (!k || !v) {
-        free(k);
-        free(v);
-        return AS_TRACE_ENOMEM;
-    }
-    m->kv[m->n].key = k;
-    m->kv[m->n].value = v;
-    m->n++;
-    return 0;
-}
-
-static void meta_clear(as_meta *m)
-{
-    for (size_t i = 0; i < m->n; i++) {
-        free(m->kv[i].key);
-        free(m->kv[i].value);
-    }
-    free(m->kv);
-    memset(m, 0, sizeof *m);
-}
-
 static const gen_kind *find_kind(const char *name)
 {
     for (size_t i = 0; name && i < NKINDS; i++)
@@ -439,7 +405,7 @@ void as_gen_destroy(as_gen *g)
             free(g->strs[i]);
     free(g->strs);
     free(g->vals);
-    meta_clear(&g->meta);
+    as_meta_free(&g->meta);
     free(g->q);
     free(g->lab);
     free(g);
@@ -492,15 +458,16 @@ int as_gen_create(const char *kind, int nkv, char *const kv[], as_gen **out, as_
         }
         text[i] = eq + 1;
     }
-    rc = meta_add(&g->meta, "source", "gen");
+    /* meta.c's setter: the keys below are all distinct and valid (knob names are) */
+    rc = as_meta_set(&g->meta, "source", "gen");
     if (!rc)
-        rc = meta_add(&g->meta, "generator", k->name);
+        rc = as_meta_set(&g->meta, "generator", k->name);
     for (size_t i = 0; i < k->nknobs && !rc; i++) {
         rc = set_knob(g, i, text[i], err);
         if (!rc) {
             char key[96];
             snprintf(key, sizeof key, "gen.%s", k->knobs[i].name);
-            rc = meta_add(&g->meta, key, text[i]);
+            rc = as_meta_set(&g->meta, key, text[i]);
         }
     }
     free(text);
