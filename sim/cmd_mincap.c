@@ -118,37 +118,6 @@ static void on_progress(void *user, uint64_t done, uint64_t total)
     fflush(stderr);
 }
 
-/* Writes s as one CSV field, quoted when it holds a comma, quote or newline. */
-static void csv_field(FILE *f, const char *s)
-{
-    if (!strpbrk(s, ",\"\n\r")) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-    fputc('"', f);
-}
-
 static void json_u64(FILE *f, uint64_t v)
 {
     if (v == AS_NONE)
@@ -175,9 +144,9 @@ static void csv_rows(FILE *f, const char *trace, const char *policy, const as_mi
 {
     for (size_t i = 0; i < m->npoints; i++) {
         const as_mincap_point *p = &m->points[i];
-        csv_field(f, trace);
+        as_report_csv_str(f, trace);
         fputc(',', f);
-        csv_field(f, policy);
+        as_report_csv_str(f, policy);
         fprintf(f, ",%" PRIu64 ",%d,", p->capacity, p->completed);
         if (!p->completed)
             fprintf(f, "%" PRIu64 ",%" PRIu64, p->oom_event, p->oom_alloc);
@@ -257,7 +226,7 @@ static void print_table(FILE *f, const char *policy, const as_mincap_result *m, 
 static void print_json_one(FILE *f, const char *policy, const as_mincap_result *m, double secs)
 {
     fputs("{\"policy\": ", f);
-    json_str(f, policy);
+    as_report_json_str(f, policy);
     fputs(", \"min_capacity\": ", f);
     json_u64(f, m->min_capacity);
     fputs(", \"monotone\": ", f);
@@ -412,7 +381,7 @@ int as_cmd_mincap(int argc, char **argv)
             as_fmt_bytes(a, sizeof a, m.peak_requested);
             if (json) {
                 fputs("{\"path\": ", stdout);
-                json_str(stdout, trace);
+                as_report_json_str(stdout, trace);
                 printf(", \"events\": %" PRIu64 ", \"allocs\": %" PRIu64
                        ", \"peak_requested\": %" PRIu64 "}, \"mincap\": [",
                        m.events, m.allocs, m.peak_requested);

@@ -338,35 +338,21 @@ static void json_hist(const char *name, const uint64_t *h, const uint64_t *bytes
     putchar(']');
 }
 
-static void json_text(const char *s)
-{
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            printf("\\%c", *p);
-        else if (*p < 0x20)
-            printf("\\u%04x", *p);
-        else
-            putchar(*p);
-    }
-    putchar('"');
-}
-
 /* One JSON object; histogram buckets are [lo, 2 lo). */
 static void info_json(const char *path, const as_trace_reader *rd, const as_trace_info *in)
 {
     const as_trace_summary *s = &in->sum;
     printf("{\"allocsim\": \"%s\", \"file\": ", AS_VERSION);
-    json_text(path);
+    as_report_json_str(stdout, path);
     printf(", \"format\": ");
-    json_text(as_trace_fmt_name(as_trace_reader_format(rd)));
+    as_report_json_str(stdout, as_trace_fmt_name(as_trace_reader_format(rd)));
     printf(", \"meta\": {");
     const as_meta *m = as_trace_reader_meta(rd);
     for (size_t i = 0; m && i < m->n; i++) {
         printf("%s", i ? ", " : "");
-        json_text(m->kv[i].key);
+        as_report_json_str(stdout, m->kv[i].key);
         printf(": ");
-        json_text(m->kv[i].value);
+        as_report_json_str(stdout, m->kv[i].value);
     }
     printf("}, \"events\": %llu, \"allocs\": %llu, \"frees\": %llu, \"free_reqs\": %llu, "
            "\"empty_caches\": %llu, \"marks\": %llu, \"peak_requested\": %llu, "

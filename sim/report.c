@@ -379,7 +379,7 @@ static const char csv_head[] =
     "oom_free_bytes,oom_largest_free,peak_pending,oom_pending\n";
 
 /* RFC 4180 quoting when needed (policy specs contain commas). */
-static void csv_str(FILE *f, const char *s)
+void as_report_csv_str(FILE *f, const char *s)
 {
     if (!strpbrk(s, ",\"\n\r")) {
         fputs(s, f);
@@ -407,9 +407,9 @@ static void write_csv(const as_report *r, FILE *f)
     for (unsigned i = 0; i < r->nr; i++) {
         const as_run_result *x = &r->r[i].res;
         int oom = x->oom_event != AS_NONE;
-        csv_str(f, r->t[r->r[i].trace].path);
+        as_report_csv_str(f, r->t[r->r[i].trace].path);
         fputc(',', f);
-        csv_str(f, x->policy);
+        as_report_csv_str(f, x->policy);
         fputc(',', f);
         csv_opt(f, x->capacity != AS_CAPACITY_NONE, x->capacity);
         fprintf(f, "%d,", x->completed);
@@ -441,7 +441,7 @@ static void write_csv(const as_report *r, FILE *f)
 
 /* ---- JSON ------------------------------------------------------------------------------- */
 
-static void json_str(FILE *f, const char *s)
+void as_report_json_str(FILE *f, const char *s)
 {
     fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
@@ -495,10 +495,10 @@ static void json_trace(FILE *f, const rep_trace *t)
 {
     const as_trace_summary *s = &t->sum;
     fputs("{\"file\": ", f);
-    json_str(f, t->path);
+    as_report_json_str(f, t->path);
     fputs(", \"format\": ", f);
     if (t->format)
-        json_str(f, t->format);
+        as_report_json_str(f, t->format);
     else
         fputs("null", f);
     fputs(", ", f);
@@ -515,9 +515,9 @@ static void json_trace(FILE *f, const rep_trace *t)
     for (size_t i = 0; i < t->meta.n; i++) {
         if (i)
             fputs(", ", f);
-        json_str(f, t->meta.kv[i].key);
+        as_report_json_str(f, t->meta.kv[i].key);
         fputs(": ", f);
-        json_str(f, t->meta.kv[i].value);
+        as_report_json_str(f, t->meta.kv[i].value);
     }
     fputs("}}", f);
 }
@@ -527,9 +527,9 @@ static void json_run(FILE *f, const rep_run *rr, const char *file)
     const as_run_result *x = &rr->res;
     int oom = x->oom_event != AS_NONE;
     fprintf(f, "{\"trace\": %u, \"file\": ", rr->trace);
-    json_str(f, file);
+    as_report_json_str(f, file);
     fputs(", \"policy\": ", f);
-    json_str(f, x->policy);
+    as_report_json_str(f, x->policy);
     fputs(", ", f);
     json_u64(f, "capacity", x->capacity != AS_CAPACITY_NONE, x->capacity, 0);
     fprintf(f, "\"completed\": %s, ", x->completed ? "true" : "false");

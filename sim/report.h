@@ -41,6 +41,11 @@ unsigned as_report_ntraces(const as_report *r);
 /* Writes the whole report. Returns 0 or -errno. */
 int as_report_write(const as_report *r, FILE *f, as_report_fmt fmt);
 
+/* s as one CSV field, RFC 4180-quoted when it holds a comma, quote, CR or LF; and s as a
+ * JSON string literal. Every CSV and JSON writer of the command uses these. */
+void as_report_csv_str(FILE *f, const char *s);
+void as_report_json_str(FILE *f, const char *s);
+
 /* ---- --segments / --timeline CSV -------------------------------------------------- */
 
 typedef enum as_runlog_kind { AS_RUNLOG_SEGMENTS, AS_RUNLOG_TIMELINE } as_runlog_kind;
