@@ -1064,9 +1064,8 @@ void as_btree_fini(as_btree *t)
     memset(t, 0, sizeof *t);
 }
 
-int as_btree_reserve(as_btree *t, unsigned inserts)
+int as_btree_grow_reserve(as_btree *t, unsigned inserts)
 {
-    /* One insertion splits at most every node on its path and adds a root. */
     uint64_t need = (uint64_t)inserts * (t->depth + 2);
     if (t->nfree >= need)
         return 0;
@@ -1383,7 +1382,7 @@ void as_maxheap_fini(as_maxheap *m)
     memset(m, 0, sizeof *m);
 }
 
-int as_maxheap_reserve(as_maxheap *m, uint32_t extra)
+int as_maxheap_grow_reserve(as_maxheap *m, uint32_t extra)
 {
     if (m->cap - m->n >= extra)
         return 0;

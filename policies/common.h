@@ -217,7 +217,14 @@ void as_btree_init(as_btree *t);
 void as_btree_fini(as_btree *t);
 /* Makes sure the next `inserts` insertions need no host memory (the index callbacks cannot
  * fail): 0 or AS_POLICY_ENOMEM. */
-int as_btree_reserve(as_btree *t, unsigned inserts);
+int as_btree_grow_reserve(as_btree *t, unsigned inserts);
+static inline int as_btree_reserve(as_btree *t, unsigned inserts)
+{
+    /* One insertion splits at most every node on its path and adds a root. */
+    if (t->nfree >= (uint64_t)inserts * (t->depth + 2))
+        return 0;
+    return as_btree_grow_reserve(t, inserts);
+}
 /* Puts free block b in (its address and size as now), within the reservation. */
 void as_btree_insert(as_heap *h, as_btree *t, uint32_t b);
 void as_btree_remove(as_heap *h, as_btree *t, uint32_t b);
@@ -242,7 +249,11 @@ typedef struct as_maxheap {
 
 void as_maxheap_fini(as_maxheap *m);
 /* Room for `extra` more insertions without host memory: 0 or AS_POLICY_ENOMEM. */
-int as_maxheap_reserve(as_maxheap *m, uint32_t extra);
+int as_maxheap_grow_reserve(as_maxheap *m, uint32_t extra);
+static inline int as_maxheap_reserve(as_maxheap *m, uint32_t extra)
+{
+    return m->cap - m->n >= extra ? 0 : as_maxheap_grow_reserve(m, extra);
+}
 void as_maxheap_insert(as_heap *h, as_maxheap *m, uint32_t b); /* within the reservation */
 void as_maxheap_remove(as_heap *h, as_maxheap *m, uint32_t b);
 uint64_t as_maxheap_max(const as_heap *h, const as_maxheap *m); /* 0 when empty */
