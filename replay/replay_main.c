@@ -201,16 +201,7 @@ static int one_run(const char *path, ctx *c, const as_policy_spec *spec, uint64_
                    pe[0] ? ": " : "", pe);
         goto out;
     }
-    if (*trace_idx < 0) {
-        *trace_idx = as_report_add_trace(rep, path,
-                                         as_trace_fmt_name(as_trace_reader_format(rd)),
-                                         as_engine_summary(e), as_trace_reader_meta(rd));
-        if (*trace_idx < 0) {
-            as_cli_msg("out of host memory");
-            goto out;
-        }
-    }
-    if (as_report_add_run(rep, (unsigned)*trace_idx, as_engine_result(e, 0)) < 0) {
+    if (as_report_add_engine(rep, trace_idx, path, rd, e)) { /* e has the one run */
         as_cli_msg("out of host memory");
         goto out;
     }

@@ -175,19 +175,12 @@ static int run_trace(const char *path, const as_engine_opts *base, run_ctx *ctx,
         ret = AS_EXIT_INPUT;
         goto out;
     }
-    int t = as_report_add_trace(rep, path, as_trace_fmt_name(as_trace_reader_format(rd)),
-                                as_engine_summary(e), as_trace_reader_meta(rd));
-    if (t < 0) {
+    int t = -1;
+    if (as_report_add_engine(rep, &t, path, rd, e)) {
         as_cli_msg("out of host memory");
         ret = AS_EXIT_INPUT;
         goto out;
     }
-    for (unsigned i = 0; i < as_engine_nruns(e); i++)
-        if (as_report_add_run(rep, (unsigned)t, as_engine_result(e, i)) < 0) {
-            as_cli_msg("out of host memory");
-            ret = AS_EXIT_INPUT;
-            goto out;
-        }
     if (ctx->segmap) {
         as_trace_reader *rd2 = NULL;
         char why[400];

@@ -123,6 +123,21 @@ int as_report_add_run(as_report *r, unsigned trace, const as_run_result *res)
     return (int)r->nr++;
 }
 
+int as_report_add_engine(as_report *r, int *trace, const char *path, const as_trace_reader *rd,
+                         const as_engine *e)
+{
+    if (*trace < 0) {
+        *trace = as_report_add_trace(r, path, as_trace_fmt_name(as_trace_reader_format(rd)),
+                                     as_engine_summary(e), as_trace_reader_meta(rd));
+        if (*trace < 0)
+            return -ENOMEM;
+    }
+    for (unsigned i = 0; i < as_engine_nruns(e); i++)
+        if (as_report_add_run(r, (unsigned)*trace, as_engine_result(e, i)) < 0)
+            return -ENOMEM;
+    return 0;
+}
+
 unsigned as_report_nruns(const as_report *r)
 {
     return r->nr;

@@ -36,6 +36,11 @@ int as_report_add_trace(as_report *r, const char *path, const char *format,
 /* Adds a run of trace `trace` (copied, the policy text included). Returns the run's
  * index in the report (the `run` column of --segments and --timeline) or < 0. */
 int as_report_add_run(as_report *r, unsigned trace, const as_run_result *res);
+/* Adds what engine e just ran over trace path (read through rd): the trace, unless *trace
+ * already holds its index (>= 0; it is set here otherwise), then every run of e. The one
+ * way the front ends fill a report. Returns 0 or -ENOMEM. */
+int as_report_add_engine(as_report *r, int *trace, const char *path, const as_trace_reader *rd,
+                         const as_engine *e);
 unsigned as_report_nruns(const as_report *r);
 unsigned as_report_ntraces(const as_report *r);
 /* Writes the whole report. Returns 0 or -errno. */
