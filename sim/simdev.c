@@ -652,16 +652,20 @@ static uint32_t gap_index(const heap *h, uint64_t a)
 /* A new chunk of len bytes: the top of the highest gap that holds len + 32 MiB - 4 KiB
  * (an aligned mmap maps the size plus the alignment less a page; gaps are multiples of
  * 32 MiB here, so the gap must be larger than the chunk), else right under the edge. */
-static uint64_t gap_take(heap *h, uint64_t len)
+static int gap_take(heap *h, uint64_t len, uint64_t *base)
 {
     uint64_t need = len + AS_SIMDEV_CHUNK - 4096;
     for (uint32_t i = h->ng; i--;)
         if (h->g[i].len >= need) {
             h->g[i].len -= len; /* stays >= 32 MiB - 4 KiB: never empty */
-            return h->g[i].base + h->g[i].len;
+            *base = h->g[i].base + h->g[i].len;
+            return AS_DEV_OK;
         }
+    if (h->edge - AS_SIMDEV_VA_BASE < len) /* the heap ends where the virtual region starts */
+        return AS_DEV_OOM;
     h->edge -= len;
-    return h->edge;
+    *base = h->edge;
+    return AS_DEV_OK;
 }
 
 static int gap_give(heap *h, uint64_t a, uint64_t len)
@@ -711,7 +715,10 @@ static int heap_take(heap *h, uint64_t size, uint64_t *addr)
     }
     if (s == UINT32_MAX) {
         uint64_t len = (size + AS_SIMDEV_CHUNK - 1) / AS_SIMDEV_CHUNK * AS_SIMDEV_CHUNK;
-        uint64_t base = gap_take(h, len);
+        uint64_t base;
+        int rc = gap_take(h, len, &base);
+        if (rc)
+            return rc;
         if (chunk_new(h, base, len, &c)) {
             gap_give(h, base, len);
             return AS_DEV_EFAULT;
@@ -851,16 +858,19 @@ static int dev_reserve(void *ctx, uint64_t size, uint64_t *addr)
     as_simdev *d = ctx;
     if (bad_size(d, size))
         return AS_DEV_EINVAL;
-    /* past any capacity, or (2^31 pages) past what the chunked heap counts */
-    if (over_capacity(d, size) || size >> 31 >> __builtin_ctzll(d->p.granularity)) {
-        d->c.refusals++;
-        d->c.time_ns += cost(&d->p.reserve, 0);
-        return AS_DEV_OOM;
-    }
-    int rc = d->p.placement == AS_PLACE_CHUNKED
+    /* past any capacity, or, on the chunked heap, 2^26 pages (128 TiB at 2 MiB), more than
+     * any GPU: its chunks keep a bit per page, so a bound keeps a bitmap under 8 MiB */
+    int rc = over_capacity(d, size) || (d->p.placement == AS_PLACE_CHUNKED &&
+                                        size >> 26 >> __builtin_ctzll(d->p.granularity))
+                 ? AS_DEV_OOM
+             : d->p.placement == AS_PLACE_CHUNKED
                  ? heap_take(&d->heap, size, addr)
                  : space_take(&d->live, &d->holes, &d->next_addr,
                               d->p.placement == AS_PLACE_TOP_DOWN, size, size, addr);
+    if (rc == AS_DEV_OOM) { /* a refusal, also when the heap's address space runs out */
+        d->c.refusals++;
+        d->c.time_ns += cost(&d->p.reserve, 0);
+    }
     if (rc)
         return rc;
     held_add(d, size);

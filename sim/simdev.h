@@ -12,6 +12,8 @@
  * all freed is given back. The CUDA context's own two chunks sit above AS_SIMDEV_TOP with
  * 2 MiB free at AS_SIMDEV_TOP + 414 MiB and 24 MiB at + 488 MiB, where a process's first
  * small segments land (replay/PLACEMENT.md measures these rules).
+ * Even with no capacity it refuses (AS_DEV_OOM) a range of 2^26 pages or more (128 TiB
+ * at 2 MiB), and a chunk that would reach down to AS_SIMDEV_VA_BASE (2 TiB of heap).
  * AS_PLACE_TOP_DOWN (highest hole, growing down from AS_SIMDEV_TOP) and
  * AS_PLACE_LOW_FIRST_FIT (lowest hole, growing up from AS_SIMDEV_BASE) are the simple
  * rules. va_reserve() ranges come from a separate region, first fit from

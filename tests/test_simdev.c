@@ -568,6 +568,23 @@ static void simdev_granularity(void)
     prm.placement = AS_PLACE_TOP_DOWN;
     CU_ASSERT_EQUAL_FATAL(as_simdev_create(&prm, &d), 0);
     as_simdev_destroy(d);
+    /* the chunked heap keeps a bit per page: an unlimited device still refuses 2^26 pages
+     * (128 TiB) as out of memory, and goes on working */
+    CU_ASSERT_EQUAL_FATAL(as_simdev_create(NULL, &d), 0);
+    const as_device *dv = as_simdev_device(d);
+    uint64_t a;
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, (1ull << 26) * 2 * MIB, &a), AS_DEV_OOM);
+    /* the heap ends where the virtual-only region starts, 2044 GiB under its top */
+    uint64_t tib = 1ull << 40, b;
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, tib, &a), 0);
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, tib, &b), AS_DEV_OOM);
+    CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, a, tib), 0);
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 2 * MIB, &a), 0);
+    CU_ASSERT_EQUAL(a, AS_SIMDEV_TOP + 414 * MIB);
+    as_simdev_counters c;
+    as_simdev_counters_get(d, &c);
+    CU_ASSERT_EQUAL(c.refusals, 2);
+    as_simdev_destroy(d);
 }
 
 CU_TestInfo test_simdev[] = {
