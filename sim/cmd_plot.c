@@ -342,6 +342,26 @@ static void add_specs(const plot_args *a, argv_t *v, int caps)
     }
 }
 
+/* Starts v as the child `allocsim run` every chart built from traces runs: plot's -p (and,
+ * with caps, its -c) options, --sweep when sweep is given, then a quiet CSV report to
+ * report_path. The caller appends its own options and the traces. */
+static void run_argv(const plot_args *a, argv_t *v, char *self, int caps, const char *sweep,
+                     const char *report_path)
+{
+    push(v, self);
+    push(v, "run");
+    add_specs(a, v, caps);
+    if (sweep) {
+        push(v, "--sweep");
+        push(v, sweep);
+    }
+    push(v, "-q");
+    push(v, "-f");
+    push(v, "csv");
+    push(v, "-o");
+    push(v, report_path);
+}
+
 static void common_vars(const plot_args *a, char *vars, size_t n)
 {
     if (a->title)
@@ -369,14 +389,7 @@ static int plot_timeline(plot_args *a, char **traces, int ntr, char *self)
         path_in(a, "timeline.csv", tl, sizeof tl);
         snprintf(every, sizeof every, "%llu", (unsigned long long)a->every);
         argv_t v = {.n = 0};
-        push(&v, self);
-        push(&v, "run");
-        add_specs(a, &v, 1);
-        push(&v, "-q");
-        push(&v, "-f");
-        push(&v, "csv");
-        push(&v, "-o");
-        push(&v, runs);
+        run_argv(a, &v, self, 1, NULL, runs);
         push(&v, "--timeline");
         push(&v, tl);
         push(&v, "--timeline-every");
@@ -407,14 +420,7 @@ static int plot_compare(plot_args *a, char **traces, int ntr, char *self)
     if (ntr) {
         path_in(a, "report.csv", rep, sizeof rep);
         argv_t v = {.n = 0};
-        push(&v, self);
-        push(&v, "run");
-        add_specs(a, &v, 1);
-        push(&v, "-q");
-        push(&v, "-f");
-        push(&v, "csv");
-        push(&v, "-o");
-        push(&v, rep);
+        run_argv(a, &v, self, 1, NULL, rep);
         for (int i = 0; i < ntr; i++)
             if (push(&v, traces[i]))
                 return as_cli_usage("plot", "too many traces");
@@ -439,18 +445,10 @@ static int plot_capacity(plot_args *a, char **traces, int ntr, char *self)
             return as_cli_usage("plot", "capacity takes one trace (got %d)", ntr);
         path_in(a, "sweep.csv", sw, sizeof sw);
         argv_t v = {.n = 0};
-        push(&v, self);
         if (a->sweep) {
-            push(&v, "run");
-            add_specs(a, &v, 0);
-            push(&v, "--sweep");
-            push(&v, a->sweep);
-            push(&v, "-q");
-            push(&v, "-f");
-            push(&v, "csv");
-            push(&v, "-o");
-            push(&v, sw);
+            run_argv(a, &v, self, 0, a->sweep, sw);
         } else {
+            push(&v, self);
             push(&v, "mincap");
             add_specs(a, &v, 0);
             push(&v, "--csv");
@@ -479,14 +477,7 @@ static int plot_segments(plot_args *a, char **traces, int ntr, char *self)
         path_in(a, "segmap.csv", sm, sizeof sm);
         path_in(a, "runs.csv", runs, sizeof runs);
         argv_t v = {.n = 0};
-        push(&v, self);
-        push(&v, "run");
-        add_specs(a, &v, 1);
-        push(&v, "-q");
-        push(&v, "-f");
-        push(&v, "csv");
-        push(&v, "-o");
-        push(&v, runs);
+        run_argv(a, &v, self, 1, NULL, runs);
         push(&v, "--segment-map");
         push(&v, sm);
         push(&v, traces[0]);
