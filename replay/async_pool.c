@@ -16,8 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "cuda_common.h"
 #include "cuda_device.h"
 
 #define POOL_MAGIC 0x61706f6fu /* "apoo": init refuses any other device */
@@ -50,13 +50,6 @@ struct as_asyncpool {
     char err[256];
 };
 
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
 static void set_err(as_asyncpool *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void set_err(as_asyncpool *a, const char *fmt, ...)
 {
@@ -69,14 +62,7 @@ static void set_err(as_asyncpool *a, const char *fmt, ...)
 /* 0, AS_DEV_OOM for cudaErrorMemoryAllocation, AS_DEV_EFAULT (message kept) otherwise. */
 static int rt_rc(as_asyncpool *a, cudaError_t e, const char *what, uint64_t size)
 {
-    if (e == cudaSuccess)
-        return AS_DEV_OK;
-    (void)cudaGetLastError();
-    if (e == cudaErrorMemoryAllocation)
-        return AS_DEV_OOM;
-    set_err(a, "%s(%llu): %s: %s", what, (unsigned long long)size, cudaGetErrorName(e),
-            cudaGetErrorString(e));
-    return AS_DEV_EFAULT;
+    return as_cuda_rt_rc(e, what, size, a->err, sizeof a->err);
 }
 
 /* Reads ReservedMemCurrent and logs the step since the last read. addr: the allocation
@@ -311,7 +297,7 @@ static int p_alloc(void *st, const as_request *req, as_block *out)
     if (rc)
         return dev_to_policy(rc);
     void *ptr = NULL;
-    double t0 = now_ns();
+    double t0 = as_cuda_now_ns();
     rc = rt_rc(a, cudaMallocFromPoolAsync(&ptr, req->size, a->pool, a->streams[si]),
                "cudaMallocFromPoolAsync", req->size);
     if (rc == AS_DEV_OOM) {
@@ -322,7 +308,7 @@ static int p_alloc(void *st, const as_request *req, as_block *out)
             rc = rt_rc(a, cudaMallocFromPoolAsync(&ptr, req->size, a->pool, a->streams[si]),
                        "cudaMallocFromPoolAsync", req->size);
     }
-    double ns = now_ns() - t0;
+    double ns = as_cuda_now_ns() - t0;
     a->c.time_ns += ns;
     if (rc == AS_DEV_OOM) {
         a->c.refusals++;
@@ -354,9 +340,9 @@ static int p_free(void *st, uint64_t handle, unsigned flags)
         return AS_POLICY_OK;
     }
     cudaStream_t str = a->streams[s->stream];
-    double t0 = now_ns();
+    double t0 = as_cuda_now_ns();
     int rc = rt_rc(a, cudaFreeAsync(s->ptr, str), "cudaFreeAsync", s->size);
-    double ns = now_ns() - t0;
+    double ns = as_cuda_now_ns() - t0;
     a->c.time_ns += ns;
     if (rc)
         return dev_to_policy(rc == AS_DEV_OOM ? AS_DEV_EFAULT : rc);

@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
+#include "cuda_common.h"
 #include "cuda_device.h"
 
 #define MIB (1ull << 20)
@@ -41,13 +41,6 @@ static FILE *open_out(const char *name)
         exit(1);
     }
     return f;
-}
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
 #define CK(call)                                                                            \
@@ -263,13 +256,13 @@ static void latency_malloc(void)
         for (int r = -1; r < reps; r++) { /* rep -1 is a warm-up, kept but marked */
             void *p = NULL;
             CK(cudaDeviceSynchronize());
-            double t0 = now_ns();
+            double t0 = as_cuda_now_ns();
             CK(cudaMalloc(&p, sizes[k]));
-            double t1 = now_ns();
+            double t1 = as_cuda_now_ns();
             CK(cudaDeviceSynchronize());
-            double t2 = now_ns();
+            double t2 = as_cuda_now_ns();
             CK(cudaFree(p));
-            double t3 = now_ns();
+            double t3 = as_cuda_now_ns();
             lat("cudaMalloc", sizes[k], r, t1 - t0);
             lat("cudaFree", sizes[k], r, t3 - t2);
         }
@@ -279,15 +272,15 @@ static void latency_malloc(void)
     void *ps[MANY];
     for (int i = 0; i < MANY; i++) {
         CK(cudaDeviceSynchronize());
-        double t0 = now_ns();
+        double t0 = as_cuda_now_ns();
         CK(cudaMalloc(&ps[i], 20 * MIB));
-        lat("cudaMalloc_many", 20 * MIB, i, now_ns() - t0);
+        lat("cudaMalloc_many", 20 * MIB, i, as_cuda_now_ns() - t0);
     }
     for (int i = 0; i < MANY; i++) {
         CK(cudaDeviceSynchronize());
-        double t0 = now_ns();
+        double t0 = as_cuda_now_ns();
         CK(cudaFree(ps[i]));
-        lat("cudaFree_many", 20 * MIB, i, now_ns() - t0);
+        lat("cudaFree_many", 20 * MIB, i, as_cuda_now_ns() - t0);
     }
 }
 
@@ -342,16 +335,16 @@ static void latency_vmm(void)
         for (int r = -1; r < 8; r++) {
             CUmemGenericAllocationHandle h;
             CK(cudaDeviceSynchronize());
-            double t0 = now_ns();
+            double t0 = as_cuda_now_ns();
             CKD(cuMemCreate(&h, hs[k], &prop, 0));
-            double t1 = now_ns();
+            double t1 = as_cuda_now_ns();
             CKD(cuMemMap(base, hs[k], 0, h, 0));
             CKD(cuMemSetAccess(base, hs[k], &acc, 1));
-            double t2 = now_ns();
+            double t2 = as_cuda_now_ns();
             CKD(cuMemUnmap(base, hs[k]));
-            double t3 = now_ns();
+            double t3 = as_cuda_now_ns();
             CKD(cuMemRelease(h));
-            double t4 = now_ns();
+            double t4 = as_cuda_now_ns();
             lat("cuMemCreate1", hs[k], r, t1 - t0);
             lat("cuMemMapAccess1", hs[k], r, t2 - t1);
             lat("cuMemUnmap1", hs[k], r, t3 - t2);
@@ -375,15 +368,15 @@ static void latency_async(void)
         for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
             for (int r = -1; r < 8; r++) {
                 void *p;
-                double t0 = now_ns();
+                double t0 = as_cuda_now_ns();
                 CK(cudaMallocAsync(&p, sizes[k], s));
                 CK(cudaStreamSynchronize(s));
-                double t1 = now_ns();
+                double t1 = as_cuda_now_ns();
                 uint64_t res = 0;
                 CK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &res));
                 CK(cudaFreeAsync(p, s));
                 CK(cudaStreamSynchronize(s));
-                double t2 = now_ns();
+                double t2 = as_cuda_now_ns();
                 lat(mode ? "mallocAsync_keep" : "mallocAsync_thr0", sizes[k], r, t1 - t0);
                 lat(mode ? "freeAsync_keep" : "freeAsync_thr0", sizes[k], r, t2 - t1);
                 lat(mode ? "poolReserved_keep" : "poolReserved_thr0", sizes[k], r, (double)res);

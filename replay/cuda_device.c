@@ -16,6 +16,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "cuda_common.h"
+
 #define BALLAST_CHUNK (4ull << 30)
 
 typedef struct va_range {
@@ -55,7 +57,7 @@ struct as_cudadev {
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
-static double now_ns(void)
+double as_cuda_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -71,18 +73,21 @@ static void set_err(as_cudadev *d, const char *fmt, ...)
     va_end(ap);
 }
 
-/* A runtime error: cudaErrorMemoryAllocation is an OOM (a result), anything else a fault
- * with the message kept. The error is cleared so the next call starts clean. */
-static int rt_rc(as_cudadev *d, cudaError_t e, const char *what, uint64_t size)
+int as_cuda_rt_rc(cudaError_t e, const char *what, uint64_t size, char *err, size_t err_len)
 {
     if (e == cudaSuccess)
         return AS_DEV_OK;
     (void)cudaGetLastError();
     if (e == cudaErrorMemoryAllocation)
         return AS_DEV_OOM;
-    set_err(d, "%s(%llu): %s: %s", what, (unsigned long long)size, cudaGetErrorName(e),
-            cudaGetErrorString(e));
+    snprintf(err, err_len, "%s(%llu): %s: %s", what, (unsigned long long)size,
+             cudaGetErrorName(e), cudaGetErrorString(e));
     return AS_DEV_EFAULT;
+}
+
+static int rt_rc(as_cudadev *d, cudaError_t e, const char *what, uint64_t size)
+{
+    return as_cuda_rt_rc(e, what, size, d->err, sizeof d->err);
 }
 
 static int drv_rc(as_cudadev *d, CUresult r, const char *what, uint64_t size)
@@ -210,9 +215,9 @@ static int dev_reserve(void *ctx, uint64_t size, uint64_t *addr)
         return AS_DEV_EINVAL;
     void *ptr = NULL;
     quiesce(d);
-    double t0 = now_ns();
+    double t0 = as_cuda_now_ns();
     cudaError_t e = cudaMalloc(&ptr, size);
-    double ns = now_ns() - t0;
+    double ns = as_cuda_now_ns() - t0;
     int rc = rt_rc(d, e, "cudaMalloc", size);
     if (rc == AS_DEV_OK) {
         *addr = (uint64_t)(uintptr_t)ptr;
@@ -235,9 +240,9 @@ static int dev_release(void *ctx, uint64_t addr, uint64_t size)
     if (!s || s->size != size)
         return AS_DEV_EINVAL;
     quiesce(d);
-    double t0 = now_ns();
+    double t0 = as_cuda_now_ns();
     cudaError_t e = cudaFree((void *)(uintptr_t)addr);
-    double ns = now_ns() - t0;
+    double ns = as_cuda_now_ns() - t0;
     int rc = rt_rc(d, e, "cudaFree", size);
     if (rc == AS_DEV_OK) {
         live_del(d, s);
@@ -284,9 +289,9 @@ static int dev_va_reserve(void *ctx, uint64_t size, uint64_t *addr)
         return AS_DEV_EFAULT;
     }
     CUdeviceptr p = 0;
-    double t0 = now_ns();
+    double t0 = as_cuda_now_ns();
     CUresult r = cuMemAddressReserve(&p, size, 0, 0, 0);
-    double ns = now_ns() - t0;
+    double ns = as_cuda_now_ns() - t0;
     rc = drv_rc(d, r, "cuMemAddressReserve", size);
     if (rc == AS_DEV_OOM) { /* address space, not memory: never a capacity result */
         set_err(d, "cuMemAddressReserve(%llu): out of address space", (unsigned long long)size);
@@ -344,9 +349,9 @@ static int dev_va_release(void *ctx, uint64_t addr, uint64_t size)
     for (uint64_t k = 0; k < size / d->page; k++)
         if (v->page[k])
             return AS_DEV_EINVAL; /* still mapped: the policy must unmap first */
-    double t0 = now_ns();
+    double t0 = as_cuda_now_ns();
     rc = drv_rc(d, cuMemAddressFree(addr, size), "cuMemAddressFree", size);
-    double ns = now_ns() - t0;
+    double ns = as_cuda_now_ns() - t0;
     if (rc == AS_DEV_OK) {
         free(v->page);
         d->va[i] = d->va[--d->nva];
@@ -369,7 +374,7 @@ static int dev_map(void *ctx, uint64_t addr, uint64_t size)
         if (v->page[i])
             return AS_DEV_EINVAL; /* already mapped */
     quiesce(d);
-    double t0 = now_ns();
+    double t0 = as_cuda_now_ns();
     for (; done < n; done++) {
         CUmemGenericAllocationHandle h = 0;
         rc = drv_rc(d, cuMemCreate(&h, d->page, &d->prop, 0), "cuMemCreate", d->page);
@@ -385,7 +390,7 @@ static int dev_map(void *ctx, uint64_t addr, uint64_t size)
     }
     if (!rc)
         rc = drv_rc(d, cuMemSetAccess(addr, size, &d->access, 1), "cuMemSetAccess", size);
-    double ns = now_ns() - t0;
+    double ns = as_cuda_now_ns() - t0;
     if (rc) { /* a map is all or nothing, as PyTorch's map_block is */
         int u = unmap_pages(d, v, first, n);
         if (u < 0 && rc == AS_DEV_OOM)
@@ -412,9 +417,9 @@ static int dev_unmap(void *ctx, uint64_t addr, uint64_t size)
         if (!v->page[i])
             return AS_DEV_EINVAL; /* not mapped */
     quiesce(d);
-    double t0 = now_ns();
+    double t0 = as_cuda_now_ns();
     rc = unmap_pages(d, v, first, n);
-    double ns = now_ns() - t0;
+    double ns = as_cuda_now_ns() - t0;
     /* Pages are gone from our table even when the driver complained: never double-free. */
     d->c.reserved -= size;
     if (rc == AS_DEV_OK)
