@@ -1374,101 +1374,129 @@ int as_btree_check(const as_heap *h, const as_btree *t, as_check_failure *f)
     return 0;
 }
 
-/* ---- max-heap by size ------------------------------------------------------------------- */
+/* ---- pairing heaps by size ----------------------------------------------------------------- */
 
-void as_maxheap_fini(as_maxheap *m)
+/* Melds two roots (neither has siblings); the smaller becomes the larger's first child. */
+static uint32_t ph_link(as_blk *B, uint32_t a, uint32_t b)
 {
-    free(m->v);
-    memset(m, 0, sizeof *m);
-}
-
-int as_maxheap_grow_reserve(as_maxheap *m, uint32_t extra)
-{
-    if (m->cap - m->n >= extra)
-        return 0;
-    uint64_t want = (uint64_t)m->n + extra, nc = m->cap ? m->cap : 64;
-    while (nc < want)
-        nc *= 2;
-    if (nc > UINT32_MAX)
-        return AS_POLICY_ENOMEM;
-    uint32_t *v = realloc(m->v, (size_t)nc * sizeof *v);
-    if (!v)
-        return AS_POLICY_ENOMEM;
-    m->v = v;
-    m->cap = (uint32_t)nc;
-    return 0;
-}
-
-/* Puts block b at position i, moving it up past smaller parents first. */
-static void mh_sift_up(as_blk *B, uint32_t *v, uint32_t i, uint32_t b)
-{
-    uint64_t size = B[b].size;
-    while (i > 0) {
-        uint32_t p = (i - 1) / 2;
-        if (B[v[p]].size >= size)
-            break;
-        v[i] = v[p];
-        B[v[i]].up = i;
-        i = p;
+    if (B[a].size < B[b].size) {
+        uint32_t t = a;
+        a = b;
+        b = t;
     }
-    v[i] = b;
-    B[b].up = i;
+    uint32_t c = B[a].hchild;
+    B[b].hnext = c;
+    if (c)
+        B[c].hprev = b;
+    B[b].hprev = a;
+    B[a].hchild = b;
+    return a;
 }
 
-static void mh_sift_down(as_blk *B, uint32_t *v, uint32_t n, uint32_t i, uint32_t b)
+/* The two-pass meld of a sibling list starting at `first`: one root, no siblings. */
+static uint32_t ph_merge_pairs(as_blk *B, uint32_t first)
 {
-    uint64_t size = B[b].size;
-    for (;;) {
-        uint32_t c = 2 * i + 1;
-        if (c >= n)
+    if (!first)
+        return AS_NIL;
+    /* Pass 1, left to right: meld pairs, stacking the results through hnext. */
+    uint32_t stack = AS_NIL;
+    while (first) {
+        uint32_t a = first, b = B[a].hnext;
+        if (!b) {
+            B[a].hprev = AS_NIL;
+            B[a].hnext = stack;
+            stack = a;
             break;
-        if (c + 1 < n && B[v[c + 1]].size > B[v[c]].size)
-            c++;
-        if (B[v[c]].size <= size)
-            break;
-        v[i] = v[c];
-        B[v[i]].up = i;
-        i = c;
+        }
+        first = B[b].hnext;
+        B[a].hprev = B[a].hnext = B[b].hprev = B[b].hnext = AS_NIL;
+        uint32_t c = ph_link(B, a, b);
+        B[c].hnext = stack;
+        stack = c;
     }
-    v[i] = b;
-    B[b].up = i;
+    /* Pass 2, right to left: meld the stack into one. */
+    uint32_t root = stack;
+    stack = B[root].hnext;
+    B[root].hnext = AS_NIL;
+    while (stack) {
+        uint32_t n = B[stack].hnext;
+        B[stack].hnext = AS_NIL;
+        root = ph_link(B, root, stack);
+        stack = n;
+    }
+    B[root].hprev = AS_NIL;
+    return root;
 }
 
-void as_maxheap_insert(as_heap *h, as_maxheap *m, uint32_t b)
-{
-    mh_sift_up(h->b, m->v, m->n++, b);
-}
-
-void as_maxheap_remove(as_heap *h, as_maxheap *m, uint32_t b)
+void as_pheap_insert(as_heap *h, uint32_t *root, uint32_t b)
 {
     as_blk *B = h->b;
-    uint32_t i = B[b].up, last = m->v[--m->n];
-    if (last == b)
-        return;
-    /* The last element fills the hole, then moves whichever way its size says. */
-    if (i > 0 && B[m->v[(i - 1) / 2]].size < B[last].size)
-        mh_sift_up(B, m->v, i, last);
-    else
-        mh_sift_down(B, m->v, m->n, i, last);
+    B[b].hprev = B[b].hnext = B[b].hchild = AS_NIL;
+    *root = *root ? ph_link(B, *root, b) : b;
 }
 
-uint64_t as_maxheap_max(const as_heap *h, const as_maxheap *m)
+void as_pheap_remove(as_heap *h, uint32_t *root, uint32_t b)
 {
-    return m->n ? h->b[m->v[0]].size : 0;
-}
-
-int as_maxheap_check(const as_heap *h, const as_maxheap *m, as_check_failure *f)
-{
-    for (uint32_t i = 0; i < m->n; i++) {
-        uint32_t b = m->v[i];
-        if (b == AS_NIL || b >= h->nb || h->b[b].up != i)
-            return as_check_fail(f, "size heap: bad entry %u at %u", b, i);
-        if (h->b[b].state != AS_BLOCK_FREE || !h->b[b].indexed)
-            return as_check_fail(f, "size heap holds block %#llx which is not free",
-                                 (unsigned long long)h->b[b].addr);
-        if (i > 0 && h->b[m->v[(i - 1) / 2]].size < h->b[b].size)
-            return as_check_fail(f, "size heap: block %#llx is above its parent",
-                                 (unsigned long long)h->b[b].addr);
+    as_blk *B = h->b;
+    if (b == *root) {
+        *root = ph_merge_pairs(B, B[b].hchild);
+    } else {
+        uint32_t p = B[b].hprev, n = B[b].hnext;
+        if (B[p].hchild == b)
+            B[p].hchild = n;
+        else
+            B[p].hnext = n;
+        if (n)
+            B[n].hprev = p;
+        uint32_t sub = ph_merge_pairs(B, B[b].hchild);
+        if (sub)
+            *root = ph_link(B, *root, sub);
     }
+    B[b].hprev = B[b].hnext = B[b].hchild = AS_NIL;
+}
+
+int as_pheap_check(const as_heap *h, uint32_t root, uint64_t n, as_check_failure *f)
+{
+    const as_blk *B = h->b;
+    if (!root)
+        return n ? as_check_fail(f, "size heap is empty, should hold %llu", (unsigned long long)n)
+                 : 0;
+    if (root >= h->nb || B[root].hprev || B[root].hnext)
+        return as_check_fail(f, "size heap: bad root %u", root);
+    /* Depth-first along child and sibling links, without recursion or host memory: from
+     * a node go to its child, else its sibling, else up through parents to a sibling. */
+    uint64_t count = 0;
+    uint32_t x = root;
+    while (x) {
+        if (x >= h->nb || ++count > n)
+            return as_check_fail(f, "size heap holds more than its %llu blocks or a bad node",
+                                 (unsigned long long)n);
+        if (B[x].state != AS_BLOCK_FREE || !B[x].indexed)
+            return as_check_fail(f, "size heap holds block %#llx which is not free",
+                                 (unsigned long long)B[x].addr);
+        /* x's children: links and heap order, once per list (so all of it is O(n)). */
+        uint32_t prev = x, guard = 0;
+        for (uint32_t c = B[x].hchild; c; prev = c, c = B[c].hnext) {
+            if (c >= h->nb || ++guard > n || B[c].hprev != prev || B[c].size > B[x].size)
+                return as_check_fail(f, "size heap: a child of block %#llx is wrong",
+                                     (unsigned long long)B[x].addr);
+        }
+        if (B[x].hchild) {
+            x = B[x].hchild;
+            continue;
+        }
+        /* Up to the nearest sibling; the parent of a sibling list is its first's hprev. */
+        while (x != root && !B[x].hnext) {
+            while (B[B[x].hprev].hchild != x) /* back to the first of the siblings */
+                x = B[x].hprev;
+            x = B[x].hprev;
+        }
+        if (x == root)
+            break;
+        x = B[x].hnext;
+    }
+    if (count != n)
+        return as_check_fail(f, "size heap holds %llu blocks, should hold %llu",
+                             (unsigned long long)count, (unsigned long long)n);
     return 0;
 }

@@ -33,6 +33,13 @@ typedef struct as_blk {
             uint32_t l, r;     /* treap children or list neighbours */
             uint32_t up, prio; /* treap parent and priority */
         };
+        struct { /* while free, beside list links l and r: a pairing heap (as_pheap) */
+            uint32_t hprev;      /* left sibling, or the parent for a first child */
+            uint32_t hnext;      /* right sibling */
+            uint32_t pad_lr_[2]; /* l, r */
+            uint32_t hchild;     /* leftmost child (in place of up) */
+            uint32_t pad_prio_;
+        };
         struct { /* while allocated or pending: for walk() */
             uint64_t id, stream;
         };
@@ -238,26 +245,16 @@ uint64_t as_btree_max(const as_btree *t); /* 0 when empty */
 /* Order, summaries, links and copies, and that it holds exactly n indexed free blocks. */
 int as_btree_check(const as_heap *h, const as_btree *t, as_check_failure *f);
 
-/* ---- a binary max-heap of free blocks by size: the largest free block in O(1) --------------
- * For indexes whose order says nothing about the largest block (segfit's LIFO class lists).
- * A block's `up` is its position in the array; insert and remove are O(log n). */
+/* ---- pairing heaps by size: the largest of a set of free blocks in O(1) ---------------------
+ * For indexes whose order says nothing about the largest block (segfit's LIFO class lists,
+ * whose l and r links the heap leaves alone). A heap is a root index; insertion is O(1),
+ * removal O(log n) amortised (Fredman, Sedgewick, Sleator and Tarjan 1986): removing a
+ * node that is not the root cuts it out and melds its children, two-pass, back in. */
 
-typedef struct as_maxheap {
-    uint32_t *v;
-    uint32_t n, cap;
-} as_maxheap;
-
-void as_maxheap_fini(as_maxheap *m);
-/* Room for `extra` more insertions without host memory: 0 or AS_POLICY_ENOMEM. */
-int as_maxheap_grow_reserve(as_maxheap *m, uint32_t extra);
-static inline int as_maxheap_reserve(as_maxheap *m, uint32_t extra)
-{
-    return m->cap - m->n >= extra ? 0 : as_maxheap_grow_reserve(m, extra);
-}
-void as_maxheap_insert(as_heap *h, as_maxheap *m, uint32_t b); /* within the reservation */
-void as_maxheap_remove(as_heap *h, as_maxheap *m, uint32_t b);
-uint64_t as_maxheap_max(const as_heap *h, const as_maxheap *m); /* 0 when empty */
-int as_maxheap_check(const as_heap *h, const as_maxheap *m, as_check_failure *f);
+void as_pheap_insert(as_heap *h, uint32_t *root, uint32_t b);
+void as_pheap_remove(as_heap *h, uint32_t *root, uint32_t b);
+/* Heap order, links and the node count; n: how many nodes it should hold. */
+int as_pheap_check(const as_heap *h, uint32_t root, uint64_t n, as_check_failure *f);
 
 /* ---- a binned size index: exact best fit over many small treaps -------------------------
  * Free blocks are binned by their TLSF class (32 classes per power of two); each bin is a

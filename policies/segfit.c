@@ -8,11 +8,13 @@
  * so the search is two find-first-set instructions. The request is rounded up to the next
  * class start ("good fit"), so the head of the first non-empty class at or above it always
  * fits. Optional split (tail back to its class) and immediate coalescing; segments and
- * release as in bestfit. A binary max-heap by size beside the lists gives stats() the
- * largest free block in O(1) (sizes inside a class differ, and the lists are not ordered).
- * Invariant: each free block is in the list of its own class and in the heap, and a bitmap
- * bit is set iff its list is non-empty.
+ * release as in bestfit. Beside each class's list, a pairing heap by size (common.h) gives
+ * stats() the largest free block in O(1): the root of the top non-empty class (sizes inside
+ * a class differ, and the lists are in LIFO order). Invariant: each free block is in the
+ * list and the heap of its own class, and a bitmap bit is set iff its list is non-empty.
  */
+#include <string.h>
+
 #include "common.h"
 
 #define FL_MAX 64
@@ -28,7 +30,7 @@ typedef struct segfit {
     uint64_t flmap;
     uint64_t slmap[FL_MAX];
     uint32_t head[FL_MAX][SL_MAX];
-    as_maxheap bysize; /* every free block, for largest_free */
+    uint32_t top[FL_MAX][SL_MAX]; /* each class's pairing heap by size */
 } segfit;
 
 enum { K_ROUND, K_ROUNDUP, K_CLASSES, K_SL, K_SPLIT, K_COALESCE, K_SEGMENT, K_RELEASE, K_N };
@@ -87,22 +89,22 @@ static void ix_insert(as_heap *h, uint32_t b)
     s->head[fl][sl] = b;
     s->slmap[fl] |= 1ull << sl;
     s->flmap |= 1ull << fl;
-    as_maxheap_insert(h, &s->bysize, b);
+    as_pheap_insert(h, &s->top[fl][sl], b);
 }
 
 static void ix_remove(as_heap *h, uint32_t b)
 {
     segfit *s = (segfit *)h;
     as_blk *x = &h->b[b];
-    as_maxheap_remove(h, &s->bysize, b);
+    unsigned fl, sl;
+    as_tlsf_class(x->size, s->sl, 0, &fl, &sl);
+    as_pheap_remove(h, &s->top[fl][sl], b);
     if (x->r)
         h->b[x->r].l = x->l;
     if (x->l) {
         h->b[x->l].r = x->r;
         return;
     }
-    unsigned fl, sl;
-    as_tlsf_class(x->size, s->sl, 0, &fl, &sl);
     s->head[fl][sl] = x->r;
     if (!x->r) {
         s->slmap[fl] &= ~(1ull << sl);
@@ -122,7 +124,7 @@ static int sf_init(void *st, const as_knob_value *cfg, const as_device *dev)
     int rc = as_heap_init(&s->h, dev, &index_ops);
     if (rc)
         return rc;
-    s->bysize = (as_maxheap){0};
+    memset(s->top, 0, sizeof s->top);
     s->sl = cfg[K_CLASSES].i == CLASSES_POW2 ? 0 : (unsigned)cfg[K_SL].i;
     s->split = (int)cfg[K_SPLIT].i;
     s->coalesce = (int)cfg[K_COALESCE].i;
@@ -167,9 +169,6 @@ static int sf_alloc(void *st, const as_request *req, as_block *out)
     segfit *s = st;
     if (req->size > AS_REQUEST_MAX)
         return AS_POLICY_OOM;
-    /* A new segment's block and a split tail: two insertions at most. */
-    if (as_maxheap_reserve(&s->bysize, 2))
-        return AS_POLICY_ENOMEM;
     uint64_t size = as_round_size(req->size, s->round, s->div);
     uint32_t b = find(s, size);
     if (!b) {
@@ -189,8 +188,6 @@ static int sf_free(void *st, uint64_t handle, unsigned flags)
 {
     segfit *s = st;
     uint32_t b;
-    if (as_maxheap_reserve(&s->bysize, 1))
-        return AS_POLICY_ENOMEM;
     int rc = as_heap_free(&s->h, handle, flags, s->coalesce, &b);
     if (rc)
         return rc;
@@ -206,7 +203,11 @@ static void sf_stats(const void *st, as_policy_stats *out)
 {
     const segfit *s = st;
     as_heap_stats(&s->h, out);
-    out->largest_free = as_maxheap_max(&s->h, &s->bysize);
+    out->largest_free = 0;
+    if (s->flmap) {
+        unsigned fl = as_log2_floor(s->flmap);
+        out->largest_free = s->h.b[s->top[fl][as_log2_floor(s->slmap[fl])]].size;
+    }
 }
 
 static int sf_check(const void *st, as_check_failure *f)
@@ -224,8 +225,11 @@ static int sf_check(const void *st, as_check_failure *f)
             if (!!(s->slmap[fl] >> sl & 1) != (hd != AS_NIL))
                 return as_check_fail(f, "bitmap bit (%u,%u) disagrees with its list", fl, sl);
             uint32_t prev = AS_NIL;
+            uint64_t in_class = 0, largest = 0;
             for (uint32_t b = hd; b; b = s->h.b[b].r) {
                 const as_blk *x = &s->h.b[b];
+                in_class++;
+                largest = x->size > largest ? x->size : largest;
                 if (++n > s->h.nfree)
                     return as_check_fail(f, "class lists hold more blocks than are free");
                 unsigned cf, cs;
@@ -236,14 +240,14 @@ static int sf_check(const void *st, as_check_failure *f)
                                          fl, sl);
                 prev = b;
             }
+            rc = as_pheap_check(&s->h, s->top[fl][sl], in_class, f);
+            if (rc)
+                return rc;
+            if (in_class && s->h.b[s->top[fl][sl]].size != largest)
+                return as_check_fail(f, "class (%u,%u): its heap's top is not its largest", fl,
+                                     sl);
         }
     }
-    rc = as_maxheap_check(&s->h, &s->bysize, f);
-    if (rc)
-        return rc;
-    if (s->bysize.n != s->h.nfree)
-        return as_check_fail(f, "the size heap holds %u blocks, %llu are free", s->bysize.n,
-                             (unsigned long long)s->h.nfree);
     if (n != s->h.nfree)
         return as_check_fail(f, "class lists hold %llu blocks, %llu are free",
                              (unsigned long long)n, (unsigned long long)s->h.nfree);
@@ -260,7 +264,6 @@ static int sf_walk(const void *st, as_walk_fn fn, void *user)
 static void sf_fini(void *st)
 {
     as_heap_fini(&((segfit *)st)->h);
-    as_maxheap_fini(&((segfit *)st)->bysize);
 }
 
 const as_policy as_policy_segfit = {

@@ -1,6 +1,6 @@
 /*
  * test_index.c - the free-block indexes of policies/common.h (the address-ordered B+ tree,
- * the treap in both orders, the binned size index, the max-heap by size) against a naive
+ * the treap in both orders, the binned size index, the pairing heap by size) against a naive
  * reference: random
  * inserts, removes, resizes and replacements, with every answer of find and max compared
  * to a scan of all blocks, and each index's own check() run as it goes.
@@ -14,7 +14,7 @@
 
 enum { NB = 1500, OPS = 30000 };
 
-typedef enum { IX_BTREE, IX_TREAP_ADDR, IX_TREAP_SIZE, IX_BINS, IX_MAXHEAP } ix_kind;
+typedef enum { IX_BTREE, IX_TREAP_ADDR, IX_TREAP_SIZE, IX_BINS, IX_PHEAP } ix_kind;
 
 typedef struct ix {
     ix_kind kind;
@@ -22,7 +22,7 @@ typedef struct ix {
     as_btree bt;
     as_treap tr;
     as_bins bins;
-    as_maxheap mh;
+    uint32_t ph; /* pairing heap root */
     int in[NB + 1], nin;
     uint64_t rng;
 } ix;
@@ -64,9 +64,8 @@ static void op_insert(ix *x, uint32_t b)
     case IX_BINS:
         as_bins_insert(&x->h, &x->bins, b);
         break;
-    case IX_MAXHEAP:
-        CU_ASSERT_FATAL(as_maxheap_reserve(&x->mh, 1) == 0);
-        as_maxheap_insert(&x->h, &x->mh, b);
+    case IX_PHEAP:
+        as_pheap_insert(&x->h, &x->ph, b);
         break;
     }
     x->h.b[b].indexed = 1;
@@ -87,8 +86,8 @@ static void op_remove(ix *x, uint32_t b)
     case IX_BINS:
         as_bins_remove(&x->h, &x->bins, b);
         break;
-    case IX_MAXHEAP:
-        as_maxheap_remove(&x->h, &x->mh, b);
+    case IX_PHEAP:
+        as_pheap_remove(&x->h, &x->ph, b);
         break;
     }
     x->h.b[b].indexed = 0;
@@ -104,7 +103,7 @@ static uint32_t op_find(ix *x, uint64_t want)
     case IX_TREAP_ADDR:
     case IX_TREAP_SIZE:
         return as_treap_find(&x->h, &x->tr, want);
-    case IX_MAXHEAP:
+    case IX_PHEAP:
         return AS_NIL; /* no search: only the max is compared */
     default:
         return as_bins_find(&x->h, &x->bins, want);
@@ -119,8 +118,8 @@ static uint64_t op_max(ix *x)
     case IX_TREAP_ADDR:
     case IX_TREAP_SIZE:
         return as_treap_max(&x->h, &x->tr);
-    case IX_MAXHEAP:
-        return as_maxheap_max(&x->h, &x->mh);
+    case IX_PHEAP:
+        return x->ph ? x->h.b[x->ph].size : 0;
     default:
         return as_bins_max(&x->h, &x->bins);
     }
@@ -134,10 +133,8 @@ static int op_check(ix *x, as_check_failure *f)
     case IX_TREAP_ADDR:
     case IX_TREAP_SIZE:
         return as_treap_check(&x->h, &x->tr, f);
-    case IX_MAXHEAP:
-        if (x->mh.n != (uint32_t)x->nin)
-            return as_check_fail(f, "size heap holds %u, %d inserted", x->mh.n, x->nin);
-        return as_maxheap_check(&x->h, &x->mh, f);
+    case IX_PHEAP:
+        return as_pheap_check(&x->h, x->ph, (uint64_t)x->nin, f);
     default:
         return as_bins_check(&x->h, &x->bins, f);
     }
@@ -149,7 +146,7 @@ static uint32_t naive_find(const ix *x, uint64_t want)
 {
     const as_blk *B = x->h.b;
     uint32_t best = AS_NIL;
-    if (x->kind == IX_MAXHEAP)
+    if (x->kind == IX_PHEAP)
         return AS_NIL;
     for (uint32_t b = 1; b <= NB; b++) {
         if (!x->in[b] || B[b].size < want)
@@ -275,7 +272,6 @@ static void run_index(ix_kind kind, const char *name)
     if (kind == IX_BTREE)
         CU_ASSERT_EQUAL(x->bt.root, AS_NIL);
     as_btree_fini(&x->bt);
-    as_maxheap_fini(&x->mh);
     free(x->h.b);
     free(x->h.s);
     free(x);
@@ -298,9 +294,9 @@ static void index_bins(void)
     run_index(IX_BINS, "index_bins");
 }
 
-static void index_maxheap(void)
+static void index_pheap(void)
 {
-    run_index(IX_MAXHEAP, "index_maxheap");
+    run_index(IX_PHEAP, "index_pheap");
 }
 
 CU_TestInfo test_index[] = {
@@ -308,6 +304,6 @@ CU_TestInfo test_index[] = {
     {"treap_addr_vs_naive", index_treap_addr},
     {"treap_size_vs_naive", index_treap_size},
     {"bins_vs_naive", index_bins},
-    {"maxheap_vs_naive", index_maxheap},
+    {"pheap_vs_naive", index_pheap},
     CU_TEST_INFO_NULL,
 };
