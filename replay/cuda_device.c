@@ -317,6 +317,27 @@ static va_range *va_find(as_cudadev *d, uint64_t addr, uint64_t size)
     return NULL;
 }
 
+/* The pages [*first, *first + *n) of a reserved range that addr..addr+size covers exactly,
+ * every one of them mapped (mapped = 1) or every one unmapped (mapped = 0), as map and
+ * unmap require. 0 or an AS_DEV_* error. */
+static int page_span(as_cudadev *d, uint64_t addr, uint64_t size, int mapped, va_range **vp,
+                     uint64_t *first, uint64_t *n)
+{
+    int rc = need_vmm(d);
+    if (rc)
+        return rc;
+    va_range *v = va_find(d, addr, size);
+    if (!v || size == 0 || size % d->page || (addr - v->addr) % d->page)
+        return AS_DEV_EINVAL;
+    *first = (addr - v->addr) / d->page;
+    *n = size / d->page;
+    for (uint64_t i = *first; i < *first + *n; i++)
+        if ((v->page[i] != 0) != mapped)
+            return AS_DEV_EINVAL; /* map: already mapped; unmap: not mapped */
+    *vp = v;
+    return AS_DEV_OK;
+}
+
 /* Unmaps and releases pages [first, first+n) of v; returns the first error. */
 static int unmap_pages(as_cudadev *d, va_range *v, uint64_t first, uint64_t n)
 {
@@ -363,16 +384,11 @@ static int dev_va_release(void *ctx, uint64_t addr, uint64_t size)
 static int dev_map(void *ctx, uint64_t addr, uint64_t size)
 {
     as_cudadev *d = ctx;
-    int rc = need_vmm(d);
+    va_range *v;
+    uint64_t first, n, done = 0;
+    int rc = page_span(d, addr, size, 0, &v, &first, &n);
     if (rc)
         return rc;
-    va_range *v = va_find(d, addr, size);
-    if (!v || size == 0 || size % d->page || (addr - v->addr) % d->page)
-        return AS_DEV_EINVAL;
-    uint64_t first = (addr - v->addr) / d->page, n = size / d->page, done = 0;
-    for (uint64_t i = first; i < first + n; i++)
-        if (v->page[i])
-            return AS_DEV_EINVAL; /* already mapped */
     quiesce(d);
     double t0 = as_cuda_now_ns();
     for (; done < n; done++) {
@@ -406,16 +422,11 @@ static int dev_map(void *ctx, uint64_t addr, uint64_t size)
 static int dev_unmap(void *ctx, uint64_t addr, uint64_t size)
 {
     as_cudadev *d = ctx;
-    int rc = need_vmm(d);
+    va_range *v;
+    uint64_t first, n;
+    int rc = page_span(d, addr, size, 1, &v, &first, &n);
     if (rc)
         return rc;
-    va_range *v = va_find(d, addr, size);
-    if (!v || size == 0 || size % d->page || (addr - v->addr) % d->page)
-        return AS_DEV_EINVAL;
-    uint64_t first = (addr - v->addr) / d->page, n = size / d->page;
-    for (uint64_t i = first; i < first + n; i++)
-        if (!v->page[i])
-            return AS_DEV_EINVAL; /* not mapped */
     quiesce(d);
     double t0 = as_cuda_now_ns();
     rc = unmap_pages(d, v, first, n);
