@@ -5,16 +5,18 @@ Usage:
   placement_model.py [RULE] [-v]            the calibration sequences and the key replays
   placement_model.py CSV RULE [-v]          one calibration csv (step,op,tag,size,addr)
 
-RULE (replay/PLACEMENT.md sections 3 and 6):
+RULE (replay/PLACEMENT.md sections 3 and 6): 'recent', or features joined by '+':
   recent  chunks of roundup(size, 32 MiB), top-down at the top of the highest gap that
           holds the chunk, range at the chunk's bottom, later ranges into the most recent
           chunk with room (lowest free address inside), empty chunks given back
-  ctx     recent + the CUDA context's two chunks above the heap's top T:
+  ctx     + the CUDA context's two chunks above the heap's top T:
           [T+480, T+512) MiB with 24 MiB free from T+488, made first, and
           [T+384, T+416) MiB with 2 MiB free at T+414, made next
-  pad     recent, but a new chunk needs a gap larger than itself (the driver maps
+  pad     + a new chunk needs a gap larger than itself (the driver maps
           size + alignment - a page and keeps the aligned part)
-  cuda    ctx + pad: the rule sim/simdev.c implements (the default)
+  best    + inside the chunk, the smallest free range that holds the request (the lowest
+          of equals) instead of the lowest one
+  cuda    ctx+pad+best: the rule sim/simdev.c implements (the default)
   lowest  recent, but ranges go to the lowest free address over all chunks
 
 Figures: "one-step" predicts each segment's address from the true state before it (the
@@ -45,13 +47,18 @@ def merge(h):
     return m
 
 
+def features(rule):
+    f = set(rule.split('+'))
+    return f | {'ctx', 'pad', 'best'} if 'cuda' in f else f
+
+
 class Heap:
     def __init__(s, rule, top):
-        s.rule, s.top = rule, top
+        s.rule, s.top = features(rule), top
         s.chunks = {}  # base -> [len, holes, ranges in it, creation number]
         s.live = {}  # addr -> (size, chunk base or None)
         s.seq = 0
-        if rule in ('ctx', 'cuda') and top is not None:
+        if 'ctx' in s.rule and top is not None:
             s.chunks[top + 480 * MB] = [CH, [(top + 488 * MB, 24 * MB)], 1, -2]
             s.chunks[top + 384 * MB] = [CH, [(top + 414 * MB, 2 * MB)], 1, -1]
 
@@ -69,18 +76,18 @@ class Heap:
 
     def predict(s, size):
         size = r2(size)
-        if s.rule == 'lowest':
+        if 'lowest' in s.rule:
             cands = [a for c in s.chunks.values() for a, l in c[1] if l >= size]
             if cands:
                 return min(cands)
         for base in sorted(s.chunks, key=lambda b: -s.chunks[b][3]):
-            for a, l in s.chunks[base][1]:
-                if l >= size:
-                    return a
+            fits = [(l, a) for a, l in s.chunks[base][1] if l >= size]
+            if fits:
+                return min(fits)[1] if 'best' in s.rule else min(a for _, a in fits)
         if s.top is None:
             return None
         n = (size + CH - 1) // CH * CH
-        need = n + CH - 4096 if s.rule in ('pad', 'cuda') else n
+        need = n + CH - 4096 if 'pad' in s.rule else n
         for b, l in s.gaps():
             if l >= need or b == 0:
                 return b + l - n
@@ -204,7 +211,7 @@ def main():
         ok, tot = one_step(rule, calib_seq(args[0]), verbose)
         print(rule, ok, '/', tot, 'one-step exact')
         return
-    rules = args or ['recent', 'ctx', 'pad', 'cuda']
+    rules = args or ['recent', 'ctx', 'pad', 'best', 'ctx+pad', 'cuda']
     cal = calib_seq(os.path.join(HERE, 'data/calib-h200/placement.csv'))
     keys = key_seqs()
     for rule in rules:

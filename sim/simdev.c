@@ -355,28 +355,41 @@ static int64_t prev_used(const uint64_t *b, uint32_t from)
     return -1;
 }
 
-/* Lowest start of a free run of >= k pages (the lowest run that long, at its start), or
- * UINT32_MAX. */
-static uint32_t run_lowest(chunk *c, uint32_t k)
+/* Start of the smallest free run of >= k pages, the lowest of equals (best fit inside the
+ * chunk, PLACEMENT.md section 6), or UINT32_MAX. */
+static uint32_t run_best(chunk *c, uint32_t k)
 {
+    uint32_t best = UINT32_MAX, blen = UINT32_MAX;
     if (c->npages <= 64) {
-        uint64_t f = ~c->inl, m = f;
-        uint32_t len = 1;
-        while (2 * len <= k) { /* bit p of m: pages p .. p+len-1 all free */
-            m &= m >> len;
-            len *= 2;
+        uint64_t u = c->inl;
+        for (uint32_t p = 0; p < 64;) {
+            uint64_t f = ~u & (~0ull << p);
+            if (!f)
+                break;
+            uint32_t s = (uint32_t)__builtin_ctzll(f);
+            uint64_t x = u & (~0ull << s);
+            uint32_t e = x ? (uint32_t)__builtin_ctzll(x) : 64;
+            if (e - s >= k && e - s < blen) {
+                best = s;
+                blen = e - s;
+                if (blen == k)
+                    break;
+            }
+            p = e;
         }
-        if (len < k)
-            m &= m >> (k - len);
-        return m ? (uint32_t)__builtin_ctzll(m) : UINT32_MAX;
+        return best;
     }
     for (uint32_t p = 0;;) {
         uint32_t s = next_bit(c->ext, c->npages, p, 0);
         if (s >= c->npages)
-            return UINT32_MAX;
+            return best;
         uint32_t e = next_bit(c->ext, c->npages, s, 1);
-        if (e - s >= k)
-            return s;
+        if (e - s >= k && e - s < blen) {
+            best = s;
+            blen = e - s;
+            if (blen == k)
+                return best;
+        }
         p = e;
     }
 }
@@ -708,7 +721,7 @@ static int heap_take(heap *h, uint64_t size, uint64_t *addr)
      * costs no update, and a chunk that has no room for k is found once per k. */
     while ((s = mx_rightmost(h, k)) != UINT32_MAX) {
         c = h->slot_ch[s];
-        if ((p = run_lowest(&h->ch[c], k)) != UINT32_MAX)
+        if ((p = run_best(&h->ch[c], k)) != UINT32_MAX)
             break;
         h->ch[c].bound = run_max(&h->ch[c]);
         mx_update(h, s, h->ch[c].bound);

@@ -8,8 +8,8 @@
  * request rounded up to 32 MiB), mmap-style top-down (at the top of the highest gap larger
  * than the chunk: an aligned mmap asks for the size plus the alignment less a page), puts
  * the range at the chunk's bottom and later fits other ranges into free space of the most
- * recently made chunk that has room, lowest address inside it; a chunk whose ranges are
- * all freed is given back. The CUDA context's own two chunks sit above AS_SIMDEV_TOP with
+ * recently made chunk that has room, in its smallest free range that holds them (the
+ * lowest of equals); a chunk whose ranges are all freed is given back. The CUDA context's own two chunks sit above AS_SIMDEV_TOP with
  * 2 MiB free at AS_SIMDEV_TOP + 414 MiB and 24 MiB at + 488 MiB, where a process's first
  * small segments land (replay/PLACEMENT.md measures these rules).
  * Even with no capacity it refuses (AS_DEV_OOM) a range of 2^26 pages or more (128 TiB

@@ -136,6 +136,30 @@ static void simdev_placement_chunked(void)
     as_simdev_destroy(d);
 }
 
+static void simdev_placement_best_fit(void)
+{
+    /* Inside a chunk the smallest free range that holds the request wins (PLACEMENT.md
+     * section 6): the key's GC replays freed the 98 MiB range at the bottom of a 128 MiB
+     * chunk, and the next 26 MiB segment went to the 28 MiB tail, not to the bottom. */
+    as_simdev *d;
+    CU_ASSERT_FATAL(as_simdev_create(NULL, &d) == 0);
+    const as_device *dv = as_simdev_device(d);
+    uint64_t a, b, x;
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 98 * MIB, &a), 0);
+    CU_ASSERT_EQUAL(a, AS_SIMDEV_TOP - 128 * MIB);
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 2 * MIB, &b), 0);
+    CU_ASSERT_EQUAL(b, a + 98 * MIB);
+    CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, a, 98 * MIB), 0);
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 26 * MIB, &x), 0);
+    CU_ASSERT_EQUAL(x, a + 100 * MIB);
+    /* 2 MiB takes the 2 MiB left of the tail (the smaller range), 40 MiB the bottom */
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 2 * MIB, &x), 0);
+    CU_ASSERT_EQUAL(x, a + 126 * MIB);
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 40 * MIB, &x), 0);
+    CU_ASSERT_EQUAL(x, a);
+    as_simdev_destroy(d);
+}
+
 static void simdev_capacity(void)
 {
     as_simdev_params p;
@@ -203,8 +227,8 @@ static void simdev_log(void)
 static void simdev_many_holes(void)
 {
     /* 1024 ranges (64 full chunks), free every other one, then fill each hole: every reuse
-     * must land in the hole the rule names (lowest address for first fit and inside
-     * chunks, highest for top-down), proving the search holds over a deep tree. */
+     * must land in the hole the rule names (lowest address for first fit, and, all holes
+     * being equal, inside chunks     * chunks, highest for top-down), proving the search holds over a deep tree. */
     for (int rule = 0; rule < 3; rule++) {
         as_simdev *d;
         as_simdev_params prm;
@@ -362,9 +386,9 @@ static void replay_process(const char *csv, const char *const conf_of_run[], int
 
 /* Every process of the key replays with cudaMalloc segments (the cudaMallocAsync ones have
  * none; expandable ones only maps, which the policy places): 13283 segments. The rules of
- * replay/PLACEMENT.md section 6 place 13253 of them where the H200's driver did
- * (replay/placement_model.py, an independent implementation, gets the same 13253
- * free-running); the rules before them, 5417. */
+ * replay/PLACEMENT.md section 6 place every one of them where the H200's driver did
+ * (replay/placement_model.py, an independent implementation, agrees: 13283 free-running);
+ * the rules before them placed 5417. */
 static void simdev_key_replay_addresses(void)
 {
     static const char *const stems[] = {"torch_moe_like_main", "torch_resnet_varbatch_main",
@@ -398,7 +422,7 @@ static void simdev_key_replay_addresses(void)
     fprintf(stderr, "\n  simdev on the H200's recorded addresses: %u of %u segments exact\n",
             exact, total);
     CU_ASSERT_EQUAL(total, 13283);
-    CU_ASSERT(exact >= 13253);
+    CU_ASSERT_EQUAL(exact, total);
 }
 
 /* ---- the chunked heap against a straightforward model of the same rules -------------- */
@@ -440,23 +464,32 @@ static void ref_init(ref_heap *h, uint64_t gran)
     h->r[h->nr++] = (ref_range){AS_SIMDEV_TOP + 384 * MIB, 30 * MIB, 1};
 }
 
-/* Lowest free address in chunk c with `size` bytes free after it inside c, or 0. */
+/* The start of the smallest free range of chunk c that holds `size` bytes, the lowest of
+ * equals (best fit inside the chunk), or 0: every page of the chunk, one by one. */
 static uint64_t ref_fit_in(const ref_heap *h, int c, uint64_t size)
 {
     const ref_chunk *k = &h->ch[c];
-    for (uint64_t a = k->base; a + size <= k->base + k->len; a += h->gran) {
-        int clash = 0;
-        for (int i = 0; i < h->nr && !clash; i++)
-            clash = h->r[i].addr < a + size && a < h->r[i].addr + h->r[i].size;
-        if (!clash)
-            return a;
+    uint64_t best = 0, blen = UINT64_MAX, run = 0, start = 0;
+    for (uint64_t a = k->base; a <= k->base + k->len; a += h->gran) {
+        int used = a == k->base + k->len; /* the end closes the last run */
+        for (int i = 0; i < h->nr && !used; i++)
+            used = h->r[i].chunk == c && h->r[i].addr <= a && a < h->r[i].addr + h->r[i].size;
+        if (!used && !run++)
+            start = a;
+        if (used && run) {
+            if (run * h->gran >= size && run * h->gran < blen) {
+                best = start;
+                blen = run * h->gran;
+            }
+            run = 0;
+        }
     }
-    return 0;
+    return best;
 }
 
 static uint64_t ref_reserve(ref_heap *h, uint64_t size)
 {
-    /* the most recently made chunk with room, lowest address inside it */
+    /* the most recently made chunk with room, best fit inside it */
     int best = -1;
     uint64_t at = 0;
     for (int c = 0; c < h->nch; c++) {
@@ -591,6 +624,7 @@ CU_TestInfo test_simdev[] = {
     {"placement_first_fit", simdev_placement_first_fit},
     {"placement_top_down", simdev_placement_top_down},
     {"placement_chunked", simdev_placement_chunked},
+    {"placement_best_fit", simdev_placement_best_fit},
     {"capacity", simdev_capacity},
     {"log", simdev_log},
     {"many_holes", simdev_many_holes},
