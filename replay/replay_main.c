@@ -337,10 +337,8 @@ int main(int argc, char **argv)
             fputs(help, stdout);
             goto done;
         case ':':
-            ret = as_cli_usage(cmd, "option '%s' needs a value", argv[optind - 1]);
-            goto done;
         default:
-            ret = as_cli_usage(cmd, "unknown option '%s'", argv[optind - 1]);
+            ret = as_cli_bad_option(cmd, ch, argv);
             goto done;
         }
     }

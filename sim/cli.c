@@ -5,6 +5,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,13 @@ int as_cli_usage(const char *cmd, const char *fmt, ...)
     va_end(ap);
     fprintf(stderr, "\nTry 'allocsim %s%s--help'.\n", cmd ? cmd : "", cmd ? " " : "");
     return AS_EXIT_USAGE;
+}
+
+int as_cli_bad_option(const char *cmd, int c, char *const argv[])
+{
+    if (c == ':')
+        return as_cli_usage(cmd, "option '%s' needs a value", argv[optind - 1]);
+    return as_cli_usage(cmd, "unknown option '%s'", argv[optind - 1]);
 }
 
 int as_cli_trace_fail(const as_trace_error *e, const char *fallback_path)

@@ -34,6 +34,10 @@ int as_cmd_plot(int argc, char **argv);   /* cmd_plot.c */
 void as_cli_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A usage error for subcommand cmd: the message, a pointer to --help; returns 2. */
 int as_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The usage error for what getopt_long returned on a bad option ("unknown option 'X'", or,
+ * for ':' (optstring starting with ':'), "option 'X' needs a value"); call it right after
+ * getopt_long, as it names argv[optind - 1]. Returns 2. */
+int as_cli_bad_option(const char *cmd, int c, char *const argv[]);
 /* Prints a trace error as "allocsim: FILE: byte B (line L, event E): MESSAGE" and returns
  * AS_EXIT_INPUT. */
 int as_cli_trace_fail(const as_trace_error *e, const char *fallback_path);

@@ -318,9 +318,8 @@ int as_cmd_mincap(int argc, char **argv)
             fputs(usage_text, stdout);
             return AS_EXIT_OK;
         case ':':
-            return as_cli_usage(cmd, "option '%s' needs a value", argv[optind - 1]);
         default:
-            return as_cli_usage(cmd, "unknown option '%s'", argv[optind - 1]);
+            return as_cli_bad_option(cmd, c, argv);
         }
     }
     if (optind >= argc)

@@ -649,9 +649,8 @@ int as_cmd_plot(int argc, char **argv)
             fputs(plot_help, stdout);
             return AS_EXIT_OK;
         case ':':
-            return as_cli_usage(cmd, "option '%s' needs a value", argv[optind - 1]);
         default:
-            return as_cli_usage(cmd, "unknown option '%s'", argv[optind - 1]);
+            return as_cli_bad_option(cmd, c, argv);
         }
     }
     if (!a.out)

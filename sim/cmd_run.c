@@ -327,10 +327,8 @@ int as_cmd_run(int argc, char **argv)
             fputs(run_help, stdout);
             goto done;
         case ':':
-            ret = as_cli_usage(cmd, "option '%s' needs a value", argv[optind - 1]);
-            goto done;
         default:
-            ret = as_cli_usage(cmd, "unknown option '%s'", argv[optind - 1]);
+            ret = as_cli_bad_option(cmd, c, argv);
             goto done;
         }
     }

@@ -81,7 +81,7 @@ int as_cmd_convert(int argc, char **argv)
             fputs(convert_help, stdout);
             return AS_EXIT_OK;
         default:
-            return as_cli_usage("convert", "unknown option '%s'", argv[optind - 1]);
+            return as_cli_bad_option("convert", c, argv);
         }
     }
     if (argc - optind != 2)
@@ -140,9 +140,8 @@ int as_cmd_gen(int argc, char **argv)
             help = 1;
             break;
         case ':':
-            return as_cli_usage("gen", "option '%s' needs a value", argv[optind - 1]);
         default:
-            return as_cli_usage("gen", "unknown option '%s'", argv[optind - 1]);
+            return as_cli_bad_option("gen", c, argv);
         }
     }
     const char *kind = optind < argc ? argv[optind] : NULL;
@@ -409,9 +408,8 @@ int as_cmd_info(int argc, char **argv)
             fputs(info_help, stdout);
             return AS_EXIT_OK;
         case ':':
-            return as_cli_usage("info", "option '%s' needs a value", argv[optind - 1]);
         default:
-            return as_cli_usage("info", "unknown option '%s'", argv[optind - 1]);
+            return as_cli_bad_option("info", opt, argv);
         }
     }
     if (argc - optind != 1)
