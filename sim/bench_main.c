@@ -88,6 +88,19 @@ static const as_policy null_policy = {
 
 /* ---- measurements (run in a child) ------------------------------------------------------ */
 
+/* Decodes every event of rd in batches of 4096: the count, the seconds since t0 and whether
+ * it reached the end go into r. */
+static void drain(as_trace_reader *rd, double t0, bench_res *r)
+{
+    as_event evs[4096];
+    size_t n;
+    int rc;
+    while ((rc = as_trace_next_batch(rd, evs, 4096, &n)) == 0)
+        r->events += n;
+    r->seconds = now_s() - t0;
+    r->ok = rc == AS_TRACE_EOF;
+}
+
 static void decode_file(const char *path, bench_res *r)
 {
     as_trace_reader *rd;
@@ -97,13 +110,7 @@ static void decode_file(const char *path, bench_res *r)
         snprintf(r->msg, sizeof r->msg, "%s: %s", path, err.msg);
         return;
     }
-    as_event evs[4096];
-    size_t n;
-    int rc;
-    while ((rc = as_trace_next_batch(rd, evs, 4096, &n)) == 0)
-        r->events += n;
-    r->seconds = now_s() - t0;
-    r->ok = rc == AS_TRACE_EOF;
+    drain(rd, t0, r);
     if (!r->ok)
         snprintf(r->msg, sizeof r->msg, "%s", as_trace_reader_error(rd)->msg);
     as_trace_close(rd);
@@ -136,13 +143,7 @@ static void decode_mem(const char *path, bench_res *r)
         free(buf);
         return;
     }
-    as_event evs[4096];
-    size_t n;
-    int rc;
-    while ((rc = as_trace_next_batch(rd, evs, 4096, &n)) == 0)
-        r->events += n;
-    r->seconds = now_s() - t0;
-    r->ok = rc == AS_TRACE_EOF;
+    drain(rd, t0, r);
     as_trace_close(rd);
     free(buf);
 }
