@@ -315,7 +315,8 @@ static int space_give(treap *live, treap *holes, uint64_t *edge, int down, uint6
  * - the chunks sit in creation order in the leaves of a 4-ary max tree holding a bound of
  *   each one's longest free run (lowered lazily, heap_take): "the most recent chunk with
  *   room" is a search for the rightmost leaf with a run long enough, from the newest
- *   (dead leaves hold 0; the order is compacted when it fills);
+ *   (dead leaves hold 0; the order is compacted when it fills); inside that chunk, the
+ *   smallest free run that holds the range (run_best);
  * - the ranges handed out are in a hash table (address -> size, chunk);
  * - the free address space under the top, outside the chunks, is a sorted array of gaps
  *   and an edge below which everything is free. Gaps lie between chunks, so there are at
