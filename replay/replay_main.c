@@ -381,24 +381,17 @@ int main(int argc, char **argv)
     }
     int orc;
     if (seg_path && (orc = as_runlog_open(seg_path, AS_RUNLOG_SEGMENTS, &c.segs))) {
-        as_cli_msg("%s: cannot create: %s", seg_path, strerror(-orc));
-        ret = AS_EXIT_INPUT;
+        ret = as_cli_cannot_create(seg_path, -orc);
         goto done;
     }
     if (lat_path) {
-        if (!(c.lat = fopen(lat_path, "w"))) {
-            as_cli_msg("%s: cannot create: %s", lat_path, strerror(errno));
-            ret = AS_EXIT_INPUT;
+        if ((ret = as_cli_create(lat_path, &c.lat)))
             goto done;
-        }
         fputs("run,alloc,event,action,size,ns\n", c.lat);
     }
     if (pool_path) {
-        if (!(c.poolf = fopen(pool_path, "w"))) {
-            as_cli_msg("%s: cannot create: %s", pool_path, strerror(errno));
-            ret = AS_EXIT_INPUT;
+        if ((ret = as_cli_create(pool_path, &c.poolf)))
             goto done;
-        }
         fputs("run,policy,capacity,probed,completed,oom_alloc,peak_reserved,reserved_high,"
               "used_high,reserved_end,grows,trims,oom_retries,streams\n",
               c.poolf);
@@ -418,33 +411,18 @@ int main(int argc, char **argv)
                     goto done;
             }
     }
-    if (out_path && !(out = fopen(out_path, "w"))) {
-        as_cli_msg("%s: cannot create: %s", out_path, strerror(errno));
-        out = stdout;
-        ret = AS_EXIT_INPUT;
+    if (out_path && (ret = as_cli_create(out_path, &out)))
         goto done;
-    }
-    if (write_report(rep, out, fmt)) {
-        as_cli_msg("%s: write failed", out_path ? out_path : "stdout");
-        ret = AS_EXIT_INPUT;
-    }
+    ret = as_cli_write_status(write_report(rep, out, fmt), out_path ? out_path : "stdout", ret);
 done:
-    if (c.segs && as_runlog_close(c.segs) && !ret) {
-        as_cli_msg("%s: write failed", seg_path);
-        ret = AS_EXIT_INPUT;
-    }
-    if (c.poolf && fclose(c.poolf) && !ret) {
-        as_cli_msg("%s: write failed", pool_path);
-        ret = AS_EXIT_INPUT;
-    }
-    if (c.lat && fclose(c.lat) && !ret) {
-        as_cli_msg("%s: write failed", lat_path);
-        ret = AS_EXIT_INPUT;
-    }
-    if (out != stdout && fclose(out) && !ret) {
-        as_cli_msg("%s: write failed", out_path);
-        ret = AS_EXIT_INPUT;
-    }
+    if (c.segs)
+        ret = as_cli_write_status(as_runlog_close(c.segs), seg_path, ret);
+    if (c.poolf)
+        ret = as_cli_write_status(fclose(c.poolf), pool_path, ret);
+    if (c.lat)
+        ret = as_cli_write_status(fclose(c.lat), lat_path, ret);
+    if (out != stdout)
+        ret = as_cli_write_status(fclose(out), out_path, ret);
     as_report_destroy(rep);
     for (size_t i = 0; i < nspec; i++)
         as_policy_spec_free(&specs[i]);

@@ -39,6 +39,30 @@ int as_cli_bad_option(const char *cmd, int c, char *const argv[])
     return as_cli_usage(cmd, "unknown option '%s'", argv[optind - 1]);
 }
 
+int as_cli_cannot_create(const char *path, int errnum)
+{
+    as_cli_msg("%s: cannot create: %s", path, strerror(errnum));
+    return AS_EXIT_INPUT;
+}
+
+int as_cli_create(const char *path, FILE **out)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return as_cli_cannot_create(path, errno);
+    *out = f;
+    return AS_EXIT_OK;
+}
+
+int as_cli_write_status(int failed, const char *path, int ret)
+{
+    if (failed && !ret) {
+        as_cli_msg("%s: write failed", path);
+        return AS_EXIT_INPUT;
+    }
+    return ret;
+}
+
 int as_cli_trace_fail(const as_trace_error *e, const char *fallback_path)
 {
     const char *path = e->path[0] ? e->path : fallback_path ? fallback_path : "-";

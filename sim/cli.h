@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "policy.h"
 #include "trace.h"
@@ -38,6 +39,14 @@ int as_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(pr
  * for ':' (optstring starting with ':'), "option 'X' needs a value"); call it right after
  * getopt_long, as it names argv[optind - 1]. Returns 2. */
 int as_cli_bad_option(const char *cmd, int c, char *const argv[]);
+/* "PATH: cannot create: REASON" for errno value errnum; returns AS_EXIT_INPUT. */
+int as_cli_cannot_create(const char *path, int errnum);
+/* fopen(path, "w"), or the message above. Returns 0 or AS_EXIT_INPUT (*out untouched). */
+int as_cli_create(const char *path, FILE **out);
+/* The status after writing or closing output path: failed != 0 is a write failure, reported
+ * as "PATH: write failed" (status AS_EXIT_INPUT) only when ret, the status so far, is 0, so
+ * the first failure is the one named. Returns the status to go on with. */
+int as_cli_write_status(int failed, const char *path, int ret);
 /* Prints a trace error as "allocsim: FILE: byte B (line L, event E): MESSAGE" and returns
  * AS_EXIT_INPUT. */
 int as_cli_trace_fail(const as_trace_error *e, const char *fallback_path);

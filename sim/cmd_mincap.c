@@ -70,10 +70,10 @@ static int spool_native(const char *path, char *tmp, size_t n)
     const char *t = getenv("TMPDIR");
     snprintf(tmp, n, "%s/allocsim-mincap-XXXXXX.zst", t && *t ? t : "/tmp");
     if ((fd = mkstemps(tmp, 4)) < 0) {
-        as_cli_msg("%s: cannot create: %s", tmp, strerror(errno));
+        rc = as_cli_cannot_create(tmp, errno);
         tmp[0] = 0;
         as_trace_close(rd);
-        return AS_EXIT_INPUT;
+        return rc;
     }
     close(fd);
     if (as_trace_writer_open(tmp, AS_FMT_NATIVE, as_trace_reader_meta(rd), &w, &err)) {
@@ -341,12 +341,8 @@ int as_cmd_mincap(int argc, char **argv)
         nparsed++;
     }
     if (csv_path) {
-        csv = fopen(csv_path, "w");
-        if (!csv) {
-            as_cli_msg("%s: cannot create: %s", csv_path, strerror(errno));
-            status = AS_EXIT_INPUT;
+        if ((status = as_cli_create(csv_path, &csv)))
             goto out;
-        }
         csv_header(csv);
     }
 

@@ -677,16 +677,14 @@ int as_cmd_plot(int argc, char **argv)
         }
         if (a.keep) {
             if (mkdir_p(a.keep)) {
-                as_cli_msg("%s: cannot create: %s", a.keep, strerror(errno));
-                return AS_EXIT_INPUT;
+                return as_cli_cannot_create(a.keep, errno);
             }
             snprintf(a.dir, sizeof a.dir, "%s", a.keep);
         } else {
             const char *t = getenv("TMPDIR");
             snprintf(a.dir, sizeof a.dir, "%s/allocsim-plot-XXXXXX", t && *t ? t : "/tmp");
             if (!mkdtemp(a.dir)) {
-                as_cli_msg("%s: cannot create: %s", a.dir, strerror(errno));
-                return AS_EXIT_INPUT;
+                return as_cli_cannot_create(a.dir, errno);
             }
             a.tmpdir = 1;
         }

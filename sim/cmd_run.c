@@ -359,18 +359,15 @@ int as_cmd_run(int argc, char **argv)
 
     int orc;
     if (seg_path && (orc = as_runlog_open(seg_path, AS_RUNLOG_SEGMENTS, &ctx.segs))) {
-        as_cli_msg("%s: cannot create: %s", seg_path, strerror(-orc));
-        ret = AS_EXIT_INPUT;
+        ret = as_cli_cannot_create(seg_path, -orc);
         goto done;
     }
     if (tl_path && (orc = as_runlog_open(tl_path, AS_RUNLOG_TIMELINE, &ctx.timeline))) {
-        as_cli_msg("%s: cannot create: %s", tl_path, strerror(-orc));
-        ret = AS_EXIT_INPUT;
+        ret = as_cli_cannot_create(tl_path, -orc);
         goto done;
     }
     if (segmap_path && (orc = as_segmap_open(segmap_path, &ctx.segmap))) {
-        as_cli_msg("%s: cannot create: %s", segmap_path, strerror(-orc));
-        ret = AS_EXIT_INPUT;
+        ret = as_cli_cannot_create(segmap_path, -orc);
         goto done;
     }
     if (as_report_create(&rep)) {
@@ -393,33 +390,18 @@ int as_cmd_run(int argc, char **argv)
         if ((ret = run_trace(argv[i], &o, &ctx, specs, nspec, caps, ncap, rep)))
             goto done;
 
-    if (out_path && !(out = fopen(out_path, "w"))) {
-        as_cli_msg("%s: cannot create: %s", out_path, strerror(errno));
-        out = stdout;
-        ret = AS_EXIT_INPUT;
+    if (out_path && (ret = as_cli_create(out_path, &out)))
         goto done;
-    }
-    if (as_report_write(rep, out, fmt)) {
-        as_cli_msg("%s: write failed", out_path ? out_path : "stdout");
-        ret = AS_EXIT_INPUT;
-    }
+    ret = as_cli_write_status(as_report_write(rep, out, fmt), out_path ? out_path : "stdout", ret);
 done:
-    if (ctx.segs && as_runlog_close(ctx.segs) && !ret) {
-        as_cli_msg("%s: write failed", seg_path);
-        ret = AS_EXIT_INPUT;
-    }
-    if (ctx.timeline && as_runlog_close(ctx.timeline) && !ret) {
-        as_cli_msg("%s: write failed", tl_path);
-        ret = AS_EXIT_INPUT;
-    }
-    if (ctx.segmap && as_segmap_close(ctx.segmap) && !ret) {
-        as_cli_msg("%s: write failed", segmap_path);
-        ret = AS_EXIT_INPUT;
-    }
-    if (out != stdout && fclose(out) && !ret) {
-        as_cli_msg("%s: write failed", out_path);
-        ret = AS_EXIT_INPUT;
-    }
+    if (ctx.segs)
+        ret = as_cli_write_status(as_runlog_close(ctx.segs), seg_path, ret);
+    if (ctx.timeline)
+        ret = as_cli_write_status(as_runlog_close(ctx.timeline), tl_path, ret);
+    if (ctx.segmap)
+        ret = as_cli_write_status(as_segmap_close(ctx.segmap), segmap_path, ret);
+    if (out != stdout)
+        ret = as_cli_write_status(fclose(out), out_path, ret);
     as_report_destroy(rep);
     for (size_t i = 0; i < nspec; i++)
         as_policy_spec_free(&specs[i]);
