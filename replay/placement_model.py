@@ -199,7 +199,8 @@ def key_seqs():
             if r['action'] in ('segment_alloc', 'segment_free'):
                 p.append(('a' if r['action'] == 'segment_alloc' else 'f', int(r['addr']),
                           int(r['size'])))
-        out += [(os.path.basename(f), c, s) for c, s in procs.items() if any(x[0] == 'a' for x in s)]
+        out += [(os.path.basename(f), c, s) for c, s in procs.items()
+                if any(x[0] == 'a' for x in s)]
     return out
 
 

@@ -51,9 +51,9 @@ typedef struct gap {
 typedef struct heap {
     unsigned shift; /* log2 of the page (the granularity) */
     chunk *ch;
-    uint32_t nch, chcap, ch_free; /* ch_free: head of unused entries + 1 (0: none) */
-    uint32_t *mx;   /* max tree over the slots' bounds (mx_update) */
-    uint32_t *slot_ch; /* chunk per slot, UINT32_MAX when dead */
+    uint32_t nch, chcap, ch_free;       /* ch_free: head of unused entries + 1 (0: none) */
+    uint32_t *mx;                       /* max tree over the slots' bounds (mx_update) */
+    uint32_t *slot_ch;                  /* chunk per slot, UINT32_MAX when dead */
     uint32_t scap, nslots, ndead, mtop; /* mtop: the root's index in mx */
     lent *lt;
     uint32_t ltmask, nlent;
@@ -504,8 +504,7 @@ static int order_grow(heap *h)
     uint32_t live = h->nslots - h->ndead, cap = h->scap;
     if (live + 1 > cap / 2)
         cap *= 4;
-    uint32_t *mx = calloc((4 * (size_t)cap - 1) / 3, sizeof *mx),
-             *sc = malloc(cap * sizeof *sc);
+    uint32_t *mx = calloc((4 * (size_t)cap - 1) / 3, sizeof *mx), *sc = malloc(cap * sizeof *sc);
     if (!mx || !sc) {
         free(mx);
         free(sc);

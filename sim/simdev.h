@@ -9,9 +9,10 @@
  * than the chunk: an aligned mmap asks for the size plus the alignment less a page), puts
  * the range at the chunk's bottom and later fits other ranges into free space of the most
  * recently made chunk that has room, in its smallest free range that holds them (the
- * lowest of equals); a chunk whose ranges are all freed is given back. The CUDA context's own two chunks sit above AS_SIMDEV_TOP with
- * 2 MiB free at AS_SIMDEV_TOP + 414 MiB and 24 MiB at + 488 MiB, where a process's first
- * small segments land (replay/PLACEMENT.md measures these rules).
+ * lowest of equals); a chunk whose ranges are all freed is given back. The CUDA context's
+ * own two chunks sit above AS_SIMDEV_TOP with 2 MiB free at AS_SIMDEV_TOP + 414 MiB and
+ * 24 MiB at + 488 MiB, where a process's first small segments land (replay/PLACEMENT.md
+ * measures these rules).
  * Even with no capacity it refuses (AS_DEV_OOM) a range of 2^26 pages or more (128 TiB
  * at 2 MiB), and a chunk that would reach down to AS_SIMDEV_VA_BASE (2 TiB of heap).
  * AS_PLACE_TOP_DOWN (highest hole, growing down from AS_SIMDEV_TOP) and
@@ -31,7 +32,7 @@
 #define AS_SIMDEV_BASE 0x7f0000000000ull
 #define AS_SIMDEV_VA_BASE 0x7e0000000000ull
 #define AS_SIMDEV_TOP 0x7fff00000000ull /* where a top-down space starts (and grows down) */
-#define AS_SIMDEV_CHUNK (32ull << 20) /* AS_PLACE_CHUNKED: chunks are multiples of this */
+#define AS_SIMDEV_CHUNK (32ull << 20)   /* AS_PLACE_CHUNKED: chunks are multiples of this */
 
 /* Address placement rule for reserve(). */
 typedef enum as_placement {

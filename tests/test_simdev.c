@@ -209,7 +209,7 @@ static void simdev_log(void)
 {
     as_simdev *d;
     CU_ASSERT_FATAL(as_simdev_create(NULL, &d) == 0);
-    logbuf l = { .n = 0 };
+    logbuf l = {.n = 0};
     as_simdev_set_log(d, log_fn, &l);
     const as_device *dv = as_simdev_device(d);
     uint64_t a;
@@ -228,12 +228,13 @@ static void simdev_many_holes(void)
 {
     /* 1024 ranges (64 full chunks), free every other one, then fill each hole: every reuse
      * must land in the hole the rule names (lowest address for first fit, and, all holes
-     * being equal, inside chunks     * chunks, highest for top-down), proving the search holds over a deep tree. */
+     * being equal, inside chunks; highest for top-down), proving the search holds over a
+     * deep tree. */
     for (int rule = 0; rule < 3; rule++) {
         as_simdev *d;
         as_simdev_params prm;
         as_simdev_default_params(&prm);
-        prm.placement = rule == 0 ? AS_PLACE_LOW_FIRST_FIT
+        prm.placement = rule == 0   ? AS_PLACE_LOW_FIRST_FIT
                         : rule == 1 ? AS_PLACE_TOP_DOWN
                                     : AS_PLACE_CHUNKED;
         CU_ASSERT_FATAL(as_simdev_create(&prm, &d) == 0);
@@ -254,8 +255,8 @@ static void simdev_many_holes(void)
         for (int k = 0; k < 512; k++) {
             int want = -1; /* the freed range the rule picks next */
             for (int i = 0; i < 1024; i += 2)
-                if (addr[i] && (want < 0 || (rule == 1 ? addr[i] > addr[want]
-                                                       : addr[i] < addr[want])))
+                if (addr[i] &&
+                    (want < 0 || (rule == 1 ? addr[i] > addr[want] : addr[i] < addr[want])))
                     want = i;
             uint64_t x;
             ok &= dv->ops->reserve(dv->ctx, 2 * MIB, &x) == 0 && x == addr[want];
@@ -313,13 +314,13 @@ typedef struct rec_seg {
 } rec_seg;
 
 /* The next row of process `conf` after *line (a row's leading newline); 1 with its fields. */
-static int next_row(const char **line, const char *const conf_of_run[], int nruns,
-                    const char *conf, int *run, char act[32], uint64_t *addr, uint64_t *size)
+static int next_row(const char **line, const char *const conf_of_run[], int nruns, const char *conf,
+                    int *run, char act[32], uint64_t *addr, uint64_t *size)
 {
     for (const char *l = *line; l && l[1]; l = strchr(l + 1, '\n')) {
         unsigned long long a, sz;
-        if (sscanf(l + 1, "%d,%*u,%*u,%31[^,],%llu,%llu", run, act, &a, &sz) == 4 &&
-            *run >= 0 && *run < nruns && strcmp(conf_of_run[*run], conf) == 0) {
+        if (sscanf(l + 1, "%d,%*u,%*u,%31[^,],%llu,%llu", run, act, &a, &sz) == 4 && *run >= 0 &&
+            *run < nruns && strcmp(conf_of_run[*run], conf) == 0) {
             *line = strchr(l + 1, '\n');
             *addr = a;
             *size = sz;
@@ -419,8 +420,8 @@ static void simdev_key_replay_addresses(void)
         free(json);
         free(csv);
     }
-    fprintf(stderr, "\n  simdev on the H200's recorded addresses: %u of %u segments exact\n",
-            exact, total);
+    fprintf(stderr, "\n  simdev on the H200's recorded addresses: %u of %u segments exact\n", exact,
+            total);
     CU_ASSERT_EQUAL(total, 13283);
     CU_ASSERT_EQUAL(exact, total);
 }
@@ -562,8 +563,9 @@ static void simdev_chunked_matches_model(void)
         for (step = 0; step < 6000 && ok; step++) {
             uint64_t x = tu_rand(&rng);
             if (nlive < 512 && (nlive == 0 || (int)(x % (2 * target)) >= nlive)) {
-                uint64_t pages = (x >> 8) % 100 < (uint64_t)big ? 1 + (x >> 16) % 600
-                                                                 : 1 + (x >> 16) % ((x >> 40) % 2 ? 2 : 16);
+                uint64_t pages = (x >> 8) % 100 < (uint64_t)big
+                                     ? 1 + (x >> 16) % 600
+                                     : 1 + (x >> 16) % ((x >> 40) % 2 ? 2 : 16);
                 uint64_t size = pages * (g == 2 * MIB ? 2 * MIB : (x >> 50) % 2 ? g : 2 * MIB);
                 uint64_t a = 0, want = ref_reserve(&h, size);
                 ok &= dv->ops->reserve(dv->ctx, size, &a) == 0 && a == want;
