@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "trace.h"
+#include "trace_internal.h"
 
 #define PK_HARD_MAX_INPUT 0xFFFFFFFEull /* offsets and lengths fit in 32 bits */
 #define PK_HARD_MAX_NODES 0xFFFFFFFEull /* AS_PK_NIL stays free */
@@ -166,24 +167,10 @@ static int fail(pk_parser *p, int code, const char *fmt, ...)
     return code;
 }
 
-/* ---- growth helpers (amortised doubling, overflow-checked) ---------------------------- */
-
+/* as_grow (instream.c), starting at 64 items */
 static int grow(void **arr, size_t *cap, size_t need, size_t elem)
 {
-    if (need <= *cap)
-        return 0;
-    size_t ncap = *cap ? *cap : 64;
-    while (ncap < need) {
-        if (ncap > SIZE_MAX / 2 / elem)
-            return -1;
-        ncap *= 2;
-    }
-    void *n = realloc(*arr, ncap * elem);
-    if (!n)
-        return -1;
-    *arr = n;
-    *cap = ncap;
-    return 0;
+    return as_grow(arr, cap, need, elem, 64);
 }
 
 static int new_node(pk_parser *p, uint8_t type, as_pk_ref *out)

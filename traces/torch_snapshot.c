@@ -37,6 +37,7 @@
 #include "pickle.h"
 #include "source.h"
 #include "trace.h"
+#include "trace_internal.h"
 
 enum { ACT_ALLOC, ACT_FREE_REQ, ACT_FREE_DONE, ACT_OTHER };
 
@@ -123,22 +124,10 @@ typedef struct snap_build {
 
 /* ---- small helpers -------------------------------------------------------------------- */
 
+/* as_grow (instream.c), starting at 256 items */
 static int grow(void **arr, size_t *cap, size_t need, size_t elem)
 {
-    if (need <= *cap)
-        return 0;
-    size_t nc = *cap ? *cap : 256;
-    while (nc < need) {
-        if (nc > SIZE_MAX / 2 / elem)
-            return -1;
-        nc *= 2;
-    }
-    void *p = realloc(*arr, nc * elem);
-    if (!p)
-        return -1;
-    *arr = p;
-    *cap = nc;
-    return 0;
+    return as_grow(arr, cap, need, elem, 256);
 }
 
 /* Fails with the byte offset of the pickle value at fault (UINT64_MAX when none). */
