@@ -390,3 +390,18 @@ void fz_random(fz_trace *t, uint64_t *rng, const fz_params *p, size_t n)
     }
     fz_normalize(t);
 }
+
+size_t fz_write_out(fz_trace *t, uint8_t *data, size_t size, size_t max_size)
+{
+    uint8_t *buf = malloc(max_size ? max_size : 1);
+    size_t n = 0;
+    while (buf && (n = fz_write_text(t, buf, max_size)) == 0 && t->n) {
+        t->n = t->n * 3 / 4; /* too long for max_size: keep a prefix */
+        fz_normalize(t);
+    }
+    if (n)
+        memcpy(data, buf, n);
+    free(buf);
+    /* Never an empty unit: when not even the header fits, the input stays as it was. */
+    return n ? n : (size < max_size ? size : max_size);
+}

@@ -51,6 +51,10 @@ void fz_normalize(fz_trace *t);
 /* Writes t as an allocsim text trace (ids as ordinals). Returns the length, or 0 when it
  * does not fit in cap. */
 size_t fz_write_text(const fz_trace *t, uint8_t *out, size_t cap);
+/* The mutators' output step: writes t into data (max_size bytes), cutting operations from
+ * the end until it fits; if nothing fits, leaves data as it was. Returns the new size,
+ * never 0 for a non-empty input (libFuzzer mishandles an empty unit replacing another). */
+size_t fz_write_out(fz_trace *t, uint8_t *data, size_t size, size_t max_size);
 /* One to a few random edits; normalises. */
 void fz_mutate(fz_trace *t, uint64_t *rng, const fz_params *p);
 /* A fresh random trace of about n operations. */

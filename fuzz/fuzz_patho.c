@@ -9,7 +9,7 @@
  * 1 MiB; M and n count units. Events
  * outside the setting are dropped (an ALLOC over n units or past M live, frees of dropped
  * allocations, FREE_REQ, EMPTY_CACHE), and what is left is replayed over the simulated
- * device as allocsim does (top-down placement, no capacity). The score is
+ * device as allocsim does (its default placement, no capacity). The score is
  * peak_reserved / M; peak_reserved / peak_requested, what allocsim reports, equals it
  * once the trace reaches M live bytes, which the best traces do.
  *
@@ -142,7 +142,9 @@ static int evaluate(const fz_trace *t, const patho_cfg *c, patho_result *res)
         return -1;
     as_policy_spec_free(&sp);
     ph h;
-    if (ph_open_placed(&h, c->policy, AS_CAPACITY_NONE, AS_PLACE_TOP_DOWN))
+    as_simdev_params dp;
+    as_simdev_default_params(&dp); /* allocsim's placement */
+    if (ph_open_placed(&h, c->policy, AS_CAPACITY_NONE, (int)dp.placement))
         return -1;
     uint64_t *ids = calloc(t->next_tag + 1, sizeof *ids);
     uint64_t *req = calloc(t->next_tag + 1, sizeof *req);
@@ -263,11 +265,7 @@ size_t as_fuzz_patho_mutate(uint8_t *data, size_t size, size_t max_size, unsigne
     /* The campaign's setting wins over whatever the input carried. */
     cfg_to_meta(&c, &t.meta);
     filter(&t, &c);
-    size_t n;
-    while ((n = fz_write_text(&t, data, max_size)) == 0 && t.n) {
-        t.n = t.n * 3 / 4;
-        fz_normalize(&t);
-    }
+    size_t n = fz_write_out(&t, data, size, max_size);
     fz_free(&t);
     return n;
 }

@@ -96,7 +96,9 @@ static void play(const trace_buf *t, const char *spec, uint64_t cap, outcome *o)
     pm r;
     memset(o, 0, sizeof *o);
     /* The placement allocsim uses (as_simdev_default_params). */
-    if (pm_open(&r, spec, cap, AS_PLACE_TOP_DOWN))
+    as_simdev_params dp;
+    as_simdev_default_params(&dp);
+    if (pm_open(&r, spec, cap, (int)dp.placement))
         die(spec, cap, 0, "init refused a spec that the parser accepted (printed above)");
     uint64_t requested = 0; /* as the engine counts it: a FREE_REQ ends the request */
     for (size_t i = 0; i < t->n; i++) {
@@ -274,11 +276,7 @@ size_t as_fuzz_policy_mutate(uint8_t *data, size_t size, size_t max_size, unsign
         as_meta_set(&t.meta, "fuzz.capacity",
                     capacities[fz_rand(&rng) % (sizeof capacities / sizeof capacities[0])]);
     fz_mutate(&t, &rng, &policy_params);
-    size_t n;
-    while ((n = fz_write_text(&t, data, max_size)) == 0 && t.n) {
-        t.n = t.n * 3 / 4; /* too long for max_size: keep a prefix */
-        fz_normalize(&t);
-    }
+    size_t n = fz_write_out(&t, data, size, max_size);
     fz_free(&t);
     return n;
 }
