@@ -337,7 +337,10 @@ static void mutate_one(fz_trace *t, uint64_t *rng, const fz_params *p)
             uint8_t *live = calloc(t->next_tag + 1, 1);
             if (!live)
                 break;
+            /* Before fz_normalize, a free may name a tag not (yet) allocated. */
             for (size_t i = 0; i < at; i++) {
+                if (t->ops[i].tag >= t->next_tag)
+                    continue;
                 if (t->ops[i].op == AS_OP_ALLOC)
                     live[t->ops[i].tag] = 1;
                 else if (t->ops[i].op == AS_OP_FREE)
