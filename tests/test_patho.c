@@ -1,0 +1,127 @@
+/*
+ * test_patho.c - the pathological traces that fuzz_patho found (traces/samples/
+ * pathological/<name>.zst) replay to the ratio the search recorded in their metadata.
+ *
+ * For each file: the trace stays inside its setting (every size a multiple of patho.unit,
+ * at most patho.n units, live bytes never above patho.M units); the engine, as `allocsim
+ * run` drives it (default simulated device, no capacity), gives exactly the recorded
+ * patho.peak_reserved and patho.peak_requested, so peak_reserved / peak_requested prints as
+ * the recorded patho.ratio; and the allocsim binary's JSON report shows the same peaks.
+ * The numbers are the search's, computed by fuzz/fuzz_patho.c over the policy directly;
+ * this checks that the engine and the CLI agree with them, not the numbers themselves.
+ */
+#include <CUnit/CUnit.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "policy.h"
+#include "trace.h"
+#include "util.h"
+
+static const char *const samples[] = {
+    "bestfit", "firstfit", "segfit", "buddy", "torch", "torch_maxsplit_expandable",
+};
+
+static uint64_t meta_u64(const as_meta *m, const char *key)
+{
+    const char *v = as_meta_get(m, key);
+    CU_ASSERT_PTR_NOT_NULL(v);
+    return v ? strtoull(v, NULL, 10) : 0;
+}
+
+/* The JSON number after "key": in text, or UINT64_MAX. */
+static uint64_t json_u64(const char *text, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = strstr(text, pat);
+    return p ? strtoull(p + strlen(pat), NULL, 10) : UINT64_MAX;
+}
+
+static void replay_one(const char *name)
+{
+    char rel[256];
+    snprintf(rel, sizeof rel, "traces/samples/pathological/%s.zst", name);
+    const char *path = tu_path(rel);
+    as_trace_reader *r;
+    as_trace_error err;
+    CU_ASSERT_FATAL(as_trace_open(path, NULL, &r, &err) == 0);
+    as_meta meta = { 0 };
+    CU_ASSERT_FATAL(as_meta_copy(&meta, as_trace_reader_meta(r)) == 0);
+    const char *spec_text = as_meta_get(&meta, "patho.policy");
+    CU_ASSERT_FATAL(spec_text != NULL);
+    uint64_t unit = meta_u64(&meta, "patho.unit"), n = meta_u64(&meta, "patho.n");
+    uint64_t m = meta_u64(&meta, "patho.M") * unit;
+    uint64_t want_res = meta_u64(&meta, "patho.peak_reserved");
+    uint64_t want_req = meta_u64(&meta, "patho.peak_requested");
+
+    /* Inside the setting. */
+    as_event e;
+    uint64_t live = 0;
+    int rc;
+    while ((rc = as_trace_next(r, &e)) == 0) {
+        if (e.op == AS_OP_ALLOC) {
+            CU_ASSERT(e.size % unit == 0 && e.size <= n * unit);
+            live += e.size;
+            CU_ASSERT(live <= m);
+        } else {
+            CU_ASSERT_EQUAL(e.op, AS_OP_FREE);
+            live -= e.size;
+        }
+    }
+    CU_ASSERT_EQUAL(rc, AS_TRACE_EOF);
+    as_trace_close(r);
+
+    /* The engine, as allocsim runs it. */
+    as_policy_spec spec;
+    char why[256];
+    CU_ASSERT_FATAL(as_policy_spec_parse(spec_text, &spec, why, sizeof why) == 0);
+    as_engine_opts o = { .threads = 1 };
+    as_engine *eng;
+    CU_ASSERT_FATAL(as_engine_create(&o, &eng) == 0);
+    CU_ASSERT_FATAL(as_engine_add_run(eng, &spec, AS_CAPACITY_NONE) == 0);
+    CU_ASSERT_FATAL(as_trace_open(path, NULL, &r, &err) == 0);
+    CU_ASSERT_FATAL(as_engine_run(eng, r, &err) == 0);
+    const as_run_result *res = as_engine_result(eng, 0);
+    CU_ASSERT(res->completed);
+    CU_ASSERT_EQUAL(res->peak_reserved, want_res);
+    CU_ASSERT_EQUAL(res->peak_requested, want_req);
+    char ratio[32];
+    snprintf(ratio, sizeof ratio, "%.6f", (double)res->peak_reserved / (double)res->peak_requested);
+    CU_ASSERT_STRING_EQUAL(ratio, as_meta_get(&meta, "patho.ratio"));
+    if (res->peak_reserved != want_res || strcmp(ratio, as_meta_get(&meta, "patho.ratio")))
+        fprintf(stderr, "\n  %s: engine %" PRIu64 "/%" PRIu64 " = %s, recorded %s\n", name,
+                res->peak_reserved, res->peak_requested, ratio,
+                as_meta_get(&meta, "patho.ratio"));
+    /* The search's objective never exceeds the ratio allocsim reports (requested <= M). */
+    CU_ASSERT(strtod(as_meta_get(&meta, "patho.bound_ratio"), NULL) <= strtod(ratio, NULL));
+    as_trace_close(r);
+    as_engine_destroy(eng);
+
+    /* And the command itself. */
+    char args[1024], out[1 << 16];
+    snprintf(args, sizeof args, "run -p '%s' -f json '%s'", spec_text, path);
+    CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, NULL, 0), 0);
+    const char *runs = strstr(out, "\"runs\"");
+    CU_ASSERT_PTR_NOT_NULL(runs);
+    if (runs) {
+        CU_ASSERT_EQUAL(json_u64(runs, "peak_reserved"), want_res);
+        CU_ASSERT_EQUAL(json_u64(runs, "peak_requested"), want_req);
+    }
+    as_policy_spec_free(&spec);
+    as_meta_free(&meta);
+}
+
+static void patho_samples_replay(void)
+{
+    for (size_t i = 0; i < sizeof samples / sizeof samples[0]; i++)
+        replay_one(samples[i]);
+}
+
+CU_TestInfo test_patho[] = {
+    { "samples_replay_to_recorded_ratio", patho_samples_replay },
+    CU_TEST_INFO_NULL,
+};
