@@ -22,7 +22,7 @@
 #include "util.h"
 
 static const char *const samples[] = {
-    "bestfit", "firstfit", "segfit", "buddy", "torch", "torch_maxsplit_expandable",
+    "bestfit", "firstfit", "segfit", "buddy", "bfc", "torch", "torch_maxsplit_expandable",
 };
 
 static uint64_t meta_u64(const as_meta *m, const char *key)

@@ -541,7 +541,7 @@ static int run(pk_parser *p)
             size_t n = p->nstack - m;
             if (op == 't') {
                 if ((rc = new_node(p, AS_PK_TUPLE, &r)) ||
-                    (rc = add_items(p, r, &p->stack[m], n)))
+                    (rc = add_items(p, r, n ? &p->stack[m] : NULL, n))) /* stack may be NULL */
                     return rc;
                 p->nstack = m;
                 if ((rc = push(p, r)))
