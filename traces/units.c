@@ -3,8 +3,10 @@
  * the text format and the generators (GNU coreutils' convention): K, M, G, T (also
  * Ki/KiB, ...) are powers of 1024; KB, MB, GB, TB powers of 1000; letters in any case;
  * e notation and fractions are fine (1.5G, 141e9), rounded down to whole bytes.
- * The policy spec parser (policies/spec.c) applies the same rule; test_units.c checks
- * that the two agree.
+ * The policy spec parser (policies/spec.c) keeps its own copy (policies/ may not use
+ * traces/) with the same unit meanings; test_units.c checks that the two agree. It is
+ * stricter at the edges: a knob value must come out as whole bytes, and its unit letters
+ * are case-sensitive apart from k.
  */
 #include <ctype.h>
 #include <math.h>
