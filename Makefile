@@ -13,7 +13,7 @@ WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpo
 INC      := -I. -Itraces -Ipolicies -Isim
 CFLAGS   ?= -O2 -g
 ALL_CFLAGS = $(CSTD) $(WARN) $(INC) $(CFLAGS) -pthread -MMD -MP
-LDLIBS   := -lzstd -lm -pthread
+LDLIBS   := -ljansson -lzstd -lm -pthread
 TEST_LDLIBS := -lcunit $(LDLIBS)
 
 ifeq ($(V),1)
