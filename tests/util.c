@@ -1,13 +1,22 @@
 /*
  * util.c - test helpers (see util.h). Nothing here is allocsim logic.
+ *
+ * Every temporary file lives in one private directory, made on first use and removed
+ * with all it holds when the runner exits (also after a failed CU_ASSERT_FATAL, and on
+ * SIGINT/SIGTERM), so `make test` leaves nothing in $TMPDIR whatever a test forgets.
+ * The directory becomes the children's $TMPDIR too: allocsim's own temporary files land
+ * there, where a test can look for leftovers (tu_tmpdir).
  */
+#define _XOPEN_SOURCE 700 /* nftw */
 #include "util.h"
 
+#include <ftw.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef AS_TEST_ROOT
@@ -17,7 +26,10 @@
 static char bufs[4][1024];
 static unsigned slot;
 
-static char *next_buf(void) { return bufs[slot++ & 3]; }
+static char *next_buf(void)
+{
+    return bufs[slot++ & 3];
+}
 
 const char *tu_path(const char *rel)
 {
@@ -34,18 +46,60 @@ const char *tu_path(const char *rel)
     return b;
 }
 
+static char tmpdir[1024];
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    remove(path); /* on failure go on: remove as much as possible */
+    return 0;
+}
+
+static void rm_tmpdir(void)
+{
+    if (tmpdir[0])
+        nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void on_signal(int sig)
+{
+    rm_tmpdir();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+const char *tu_tmpdir(void)
+{
+    if (tmpdir[0])
+        return tmpdir;
+    const char *dir = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s/allocsim-test-XXXXXX", dir && *dir ? dir : "/tmp");
+    if (!mkdtemp(tmpdir)) {
+        snprintf(tmpdir, sizeof tmpdir, "%s", dir && *dir ? dir : "/tmp");
+        return tmpdir; /* no cleanup possible; the files still work */
+    }
+    atexit(rm_tmpdir);
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    setenv("TMPDIR", tmpdir, 1);
+    return tmpdir;
+}
+
 const char *tu_tmp(const char *suffix)
 {
     char *b = next_buf();
-    const char *dir = getenv("TMPDIR");
-    snprintf(b, 1024, "%s/allocsim-test-XXXXXX%s", dir ? dir : "/tmp", suffix ? suffix : "");
+    const char *dir = tu_tmpdir();
+    snprintf(b, 1024, "%s/allocsim-test-XXXXXX%s", dir, suffix ? suffix : "");
     int fd = mkstemps(b, suffix ? (int)strlen(suffix) : 0);
     if (fd >= 0)
         close(fd);
     return b;
 }
 
-void tu_rm(const char *path) { unlink(path); }
+void tu_rm(const char *path)
+{
+    unlink(path);
+}
 
 const char *tu_write_tmp(const char *suffix, const char *text)
 {
@@ -98,8 +152,7 @@ int tu_run_allocsim(const char *args, char *out, size_t out_cap, char *err, size
     char *cmd = malloc(len);
     if (!cmd)
         return -1;
-    snprintf(cmd, len, "'%s' %s >'%s' 2>'%s' </dev/null", bin ? bin : "build/allocsim", args,
-             o, e);
+    snprintf(cmd, len, "'%s' %s >'%s' 2>'%s' </dev/null", bin ? bin : "build/allocsim", args, o, e);
     int st = system(cmd);
     free(cmd);
     slurp(o, out, out_cap);

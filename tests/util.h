@@ -11,8 +11,11 @@
 /* Absolute path of a file in the source tree ("tests/data/x.txt"), or in ../shared when
  * rel starts with "shared/". Returns a static buffer per call slot (4 rotating). */
 const char *tu_path(const char *rel);
-/* A fresh temporary file name under $TMPDIR (the file is created empty). Static buffer
- * per call slot (4 rotating); the suite removes it with tu_rm. */
+/* The runner's private temporary directory (made on first call under $TMPDIR, which then
+ * names it for child processes; removed with everything in it at exit). */
+const char *tu_tmpdir(void);
+/* A fresh temporary file name in tu_tmpdir() (the file is created empty). Static buffer
+ * per call slot (4 rotating); tu_rm removes it early, exit removes what is left. */
 const char *tu_tmp(const char *suffix);
 void tu_rm(const char *path);
 /* Writes text to a new temporary file and returns its name. */
