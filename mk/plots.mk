@@ -1,11 +1,10 @@
 # plots.mk - `make plots`: the README's example charts, drawn by `allocsim plot` from the
-# real H200 snapshots (shared/data/torch-2.11-h200*) into plots/examples/, with the CSV
+# real H200 snapshots (tests/data/torch-2.11-h200*) into plots/examples/, with the CSV
 # behind each chart kept in $(BUILD)/plots/NAME/ (redraw one by hand with gnuplot from
 # there). `make plots-clean` removes the charts so that they are drawn again.
 
-SHARED_DATA ?= $(firstword $(wildcard ../shared/data /work/shared/data))
-SNAP        := $(SHARED_DATA)/torch-2.11-h200
-SNAP_STR    := $(SHARED_DATA)/torch-2.11-h200-streams
+SNAP        := tests/data/torch-2.11-h200
+SNAP_STR    := tests/data/torch-2.11-h200-streams
 EX          := plots/examples
 PLOT_TMP    := $(BUILD)/plots
 ALLOCSIM    := $(BUILD)/allocsim

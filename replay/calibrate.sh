@@ -42,7 +42,7 @@ torch_run() { # trace name, config...
     local confargs=""
     for c in "$@"; do confargs="$confargs --conf $c"; done
     [ "$(left)" -lt 40 ] && { log "skip $name $*: out of time"; return; }
-    timeout $(( $(left) - 20 )) $py replay/torch_replay.py "replay/data/$name.pickle.zst" \
+    timeout $(( $(left) - 20 )) $py replay/torch_replay.py "tests/data/torch-2.11-h200/$name.pickle.zst" \
         --key-protocol $capargs $confargs --json "$out/torch_${name}_$TAG.json" \
         --segments "$out/torch_${name}_$TAG.csv" >> "$out/torch.log" 2>&1
     log "torch $name $TAG rc=$?"

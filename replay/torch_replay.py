@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """torch_replay.py - replay an allocation trace through PyTorch's own CUDA allocator.
 
-The method is the one that made the ground-truth key (shared/data/torch-2.11-h200/README.md):
+The method is the one that made the ground-truth key (tests/data/torch-2.11-h200/README.md):
 each ALLOC is torch.empty(size, dtype=torch.uint8, device="cuda") and each FREE drops that
 tensor; every allocator config runs in a fresh process with PYTORCH_CUDA_ALLOC_CONF set
 ("default" leaves it unset); each run follows empty_cache(), reset_peak_memory_stats() and

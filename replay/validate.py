@@ -10,7 +10,7 @@ registered policy):
   2. predict: allocsim at those capacities (JSON report + --segments);
   3. measure: allocsim-replay with the same policy code over cudaMalloc/cuMem* with the
      capacity enforced by the driver; for the torch configs also PyTorch's own allocator
-     through torch_replay.py (the ground-truth method of shared/data);
+     through torch_replay.py (the ground-truth method of tests/data);
   4. compare with `allocsim compare -f csv`, and write summary.json and summary.md;
   5. the stream-ordered pool (allocsim-replay --async, no model to compare with): per trace
      and release threshold (0 and max), the uncapped run, the pool's own OOM frontier

@@ -4,7 +4,7 @@
  *
  * Placement (as_placement) matters to policies that break ties on address (PyTorch).
  * The default, AS_PLACE_CHUNKED, is the CUDA driver's cudaMalloc address heap as the H200
- * recordings in shared/data show it: the driver reserves address space in chunks (the
+ * recordings in tests/data show it: the driver reserves address space in chunks (the
  * request rounded up to 32 MiB), mmap-style top-down (at the top of the highest gap larger
  * than the chunk: an aligned mmap asks for the size plus the alignment less a page), puts
  * the range at the chunk's bottom and later fits other ranges into free space of the most

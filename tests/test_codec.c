@@ -519,7 +519,7 @@ static void codec_size_loop_trace(void)
     tu_rm(p);
 }
 
-/* The shared real snapshots, once the pickle importer is in the build. */
+/* The real H200 snapshots (tests/data), once the pickle importer is in the build. */
 extern const struct as_source_ops as_src_torch __attribute__((weak));
 
 static void codec_size_real_traces(void)
@@ -529,13 +529,14 @@ static void codec_size_real_traces(void)
         return;
     }
     static const char *snaps[] = {
-        "shared/data/torch-2.11-h200/resnet_varbatch.pickle.zst",
-        "shared/data/torch-2.11-h200/moe_like.pickle.zst",
-        "shared/data/torch-2.11-h200-streams/streams2_default.pickle.zst",
+        "tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst",
+        "tests/data/torch-2.11-h200/moe_like.pickle.zst",
+        "tests/data/torch-2.11-h200-streams/streams2_default.pickle.zst",
     };
     for (size_t i = 0; i < 3; i++) {
         const char *in = tu_path(snaps[i]);
         FILE *f = fopen(in, "rb");
+        CU_ASSERT_PTR_NOT_NULL(f);
         if (!f)
             continue;
         fclose(f);

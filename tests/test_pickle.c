@@ -670,7 +670,7 @@ static void pickle_real_snapshot(void)
      *   sum(e['size'] for e in t if e['action'] == 'alloc') == 294083959850
      *   d['allocator_settings']['max_split_size'] == -1 */
     size_t len = 0;
-    const char *path = tu_path("shared/data/torch-2.11-h200/resnet_varbatch.pickle.zst");
+    const char *path = tu_path("tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst");
     uint8_t *buf = load_zst(path, &len);
     CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
     CU_ASSERT_EQUAL(len, 2964102);

@@ -1,9 +1,9 @@
 /*
  * test_snapshot.c - the torch snapshot importer (traces/torch_snapshot.c) through the public
- * reader: the shared H200 snapshots against the answer keys and Python's view of the
- * pickles, and small snapshots written here (a tiny pickle writer below, protocol 2 or 4
- * with the memo, the way torch's C++ pickler and Python's pickle write them) for the free
- * pairing rule, address reuse, prehistoric blocks, several devices and bad input.
+ * reader: the real H200 snapshots (tests/data) against the answer keys and Python's view
+ * of the pickles, and small snapshots written here (a tiny pickle writer below, protocol 2
+ * or 4 with the memo, the way torch's C++ pickler and Python's pickle write them) for the
+ * free pairing rule, address reuse, prehistoric blocks, several devices and bad input.
  */
 #include <CUnit/CUnit.h>
 #include <stdarg.h>
@@ -20,7 +20,7 @@
 typedef struct got {
     as_event ev[64];
     size_t n, allocs, frees, free_reqs;
-    uint64_t hash; /* the same fold as the Python reference in snapshot_shared_events */
+    uint64_t hash; /* the same fold as the Python reference in snapshot_h200_events */
     uint64_t warnings;
     int rc;
     as_trace_error err;
@@ -89,9 +89,9 @@ static int has_meta(const got *g, const char *kv)
         CU_ASSERT_EQUAL((g)->ev[i].stream, stream_);                                           \
     } while (0)
 
-/* ---- the shared H200 snapshots -------------------------------------------------------- */
+/* ---- the real H200 snapshots (tests/data) -------------------------------------------- */
 
-static void snapshot_shared_counts(void)
+static void snapshot_h200_counts(void)
 {
     /* allocs and events from the keys (key.json "allocs"/"events"). The resnet and moe
      * traces have no deferred free: every free_requested is directly followed by its
@@ -103,9 +103,9 @@ static void snapshot_shared_counts(void)
         size_t allocs, events, frees, free_reqs;
         const char *config;
     } want[] = {
-        {"shared/data/torch-2.11-h200/resnet_varbatch.pickle.zst", 11460, 22917, 11457, 0,
+        {"tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst", 11460, 22917, 11457, 0,
          "allocator_config="},
-        {"shared/data/torch-2.11-h200/moe_like.pickle.zst", 9261, 18519, 9258, 0,
+        {"tests/data/torch-2.11-h200/moe_like.pickle.zst", 9261, 18519, 9258, 0,
          "allocator_config="},
         /* The streams keys say 28952 events: every alloc, free_requested and free_completed
          * entry (9811 + 9576 + 9565). We emit a free_requested whose free_completed is the
@@ -113,19 +113,21 @@ static void snapshot_shared_counts(void)
          * followed later by FREE (137 complete; 11 are still pending at the dump, matching
          * the 11 active_pending_free blocks): 9811 + 9428 + 148 + 137 = 19524 events. The
          * allocation ordinals, which the key's segment events use, are the same. */
-        {"shared/data/torch-2.11-h200-streams/streams2_default.pickle.zst", 9811, 19524, 9565,
+        {"tests/data/torch-2.11-h200-streams/streams2_default.pickle.zst", 9811, 19524, 9565,
          148, "allocator_config="},
         /* Same run under expandable segments: 9430 pairs fold, 146 deferred (135 complete):
          * 9811 + 9430 + 146 + 135 = 19522. */
-        {"shared/data/torch-2.11-h200-streams/streams2_expandable_segments_True.pickle.zst",
+        {"tests/data/torch-2.11-h200-streams/streams2_expandable_segments_True.pickle.zst",
          9811, 19522, 9565, 146, "allocator_config=expandable_segments:True"},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         got *g = malloc(sizeof *g);
         int rc = read_all(tu_path(want[i].path), 0, g);
-        if (rc)
-            fprintf(stderr, "\n%s: %s at %llu\n", want[i].path, g->err.msg,
-                    (unsigned long long)g->err.offset);
+        if (rc && g->err.offset != UINT64_MAX)
+            fprintf(stderr, "\n%s: byte %llu: %s\n", want[i].path,
+                    (unsigned long long)g->err.offset, g->err.msg);
+        else if (rc)
+            fprintf(stderr, "\n%s: %s\n", want[i].path, g->err.msg);
         CU_ASSERT_EQUAL(rc, 0);
         CU_ASSERT_EQUAL(g->allocs, want[i].allocs);
         CU_ASSERT_EQUAL(g->n, want[i].events);
@@ -142,7 +144,7 @@ static void snapshot_shared_counts(void)
     }
 }
 
-static void snapshot_shared_events(void)
+static void snapshot_h200_events(void)
 {
     /* Every event against an independent Python reading of the pickles. The reference
      * (python3, on the zstd -d output):
@@ -157,11 +159,11 @@ static void snapshot_shared_events(void)
         const char *path;
         uint64_t hash;
     } want[] = {
-        {"shared/data/torch-2.11-h200/resnet_varbatch.pickle.zst", 0xff64cafac1a57fb2ull},
-        {"shared/data/torch-2.11-h200/moe_like.pickle.zst", 0x78e8cd5b9f5c6749ull},
-        {"shared/data/torch-2.11-h200-streams/streams2_default.pickle.zst",
+        {"tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst", 0xff64cafac1a57fb2ull},
+        {"tests/data/torch-2.11-h200/moe_like.pickle.zst", 0x78e8cd5b9f5c6749ull},
+        {"tests/data/torch-2.11-h200-streams/streams2_default.pickle.zst",
          0x829cb068a33cbd4aull},
-        {"shared/data/torch-2.11-h200-streams/streams2_expandable_segments_True.pickle.zst",
+        {"tests/data/torch-2.11-h200-streams/streams2_expandable_segments_True.pickle.zst",
          0x3892a34dbe03d28aull},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -186,7 +188,7 @@ static int event_at(const char *path, uint64_t upto, as_event *out)
     return rc;
 }
 
-static void snapshot_shared_spot_values(void)
+static void snapshot_h200_spot_values(void)
 {
     /* Golden values from python3 on the zstd -d output:
      *   al = [e for e in pickle.load(f)['device_traces'][0] if e['action'] == 'alloc']
@@ -195,7 +197,7 @@ static void snapshot_shared_spot_values(void)
      *         (2, 256, ...), (5000, 1048576, 0, 1795936509079227)
      * With no deferred free the k-th alloc is event 0, 1, 2 here (the first frees come
      * later), checked by the id. */
-    const char *resnet = tu_path("shared/data/torch-2.11-h200/resnet_varbatch.pickle.zst");
+    const char *resnet = tu_path("tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst");
     as_event e;
     CU_ASSERT_EQUAL_FATAL(event_at(resnet, 0, &e), 0);
     CU_ASSERT_EQUAL(e.op, AS_OP_ALLOC);
@@ -211,7 +213,7 @@ static void snapshot_shared_spot_values(void)
      * followed by its free_completed) is of alloc ordinal 676, size 18905088, on stream
      * 319724480 (a real cudaStream_t), and is event 1188 of the reference walk above. */
     const char *streams =
-        tu_path("shared/data/torch-2.11-h200-streams/streams2_default.pickle.zst");
+        tu_path("tests/data/torch-2.11-h200-streams/streams2_default.pickle.zst");
     CU_ASSERT_EQUAL_FATAL(event_at(streams, 1188, &e), 0);
     CU_ASSERT_EQUAL(e.op, AS_OP_FREE_REQ);
     CU_ASSERT_EQUAL(e.id, 676);
@@ -820,9 +822,9 @@ static void snapshot_random_corruption(void)
 }
 
 CU_TestInfo test_snapshot[] = {
-    {"shared_counts", snapshot_shared_counts},
-    {"shared_events", snapshot_shared_events},
-    {"shared_spot_values", snapshot_shared_spot_values},
+    {"h200_counts", snapshot_h200_counts},
+    {"h200_events", snapshot_h200_events},
+    {"h200_spot_values", snapshot_h200_spot_values},
     {"handmade_basic", snapshot_handmade_basic},
     {"prehistoric", snapshot_prehistoric},
     {"devices", snapshot_devices},

@@ -1,6 +1,6 @@
 /*
  * test_torch_fidelity.c - the torch policy against the real PyTorch 2.11 allocator on an
- * H200 (shared/data/torch-2.11-h200*, key.json): for every workload, config and cap the
+ * H200 (tests/data/torch-2.11-h200*, key.json): for every workload, config and cap the
  * same device-level events (alloc ordinal, action, size) in the same order, the same OOM
  * allocation, and the same peak reserved. The key is read here, straight from key.json,
  * so the golden numbers are the real GPU's, never ours.
@@ -610,7 +610,7 @@ static void check_key(const char *dir, int warmups, tally *t)
 static void torch_fidelity_h200(void)
 {
     tally t = {0};
-    check_key(tu_path("shared/data/torch-2.11-h200"), 2, &t);
+    check_key(tu_path("tests/data/torch-2.11-h200"), 2, &t);
     fprintf(stderr,
             "\n  torch fidelity (torch-2.11-h200): %u cells checked, %u exact, %u skipped "
             "(hit_device_limit)\n",
@@ -623,7 +623,7 @@ static void torch_fidelity_h200(void)
 static void torch_fidelity_streams(void)
 {
     tally t = {0};
-    check_key(tu_path("shared/data/torch-2.11-h200-streams"), 0, &t);
+    check_key(tu_path("tests/data/torch-2.11-h200-streams"), 0, &t);
     fprintf(stderr, "\n  torch fidelity (torch-2.11-h200-streams): %u cells checked, %u exact\n",
             t.cells, t.exact);
     CU_ASSERT_EQUAL(t.cells + t.skipped, 2);
@@ -868,7 +868,7 @@ static void address_file(const char *stem, const char *workload, unsigned *runs,
     snprintf(path, sizeof path, "replay/data/torch-key-replay/%s.csv.zst", stem);
     size_t len = 0;
     char *csv = read_zst(tu_path(path), &len);
-    snprintf(path, sizeof path, "shared/data/torch-2.11-h200/%s.pickle.zst", workload);
+    snprintf(path, sizeof path, "tests/data/torch-2.11-h200/%s.pickle.zst", workload);
     trace_buf tb;
     int tok = load_trace(tu_path(path), &tb, why, sizeof why) == 0;
     CU_ASSERT_PTR_NOT_NULL(csv);

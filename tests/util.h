@@ -8,8 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Absolute path of a file in the source tree ("tests/data/x.txt"), or in ../shared when
- * rel starts with "shared/". Returns a static buffer per call slot (4 rotating). */
+/* Absolute path of a file in the source tree ("tests/data/x.txt"): everything the suite
+ * reads is in the repository, and a missing one is named on stderr. Returns a static
+ * buffer per call slot (4 rotating). */
 const char *tu_path(const char *rel);
 /* The runner's private temporary directory (made on first call under $TMPDIR, which then
  * names it for child processes; removed with everything in it at exit). */
