@@ -14,7 +14,7 @@ INC      := -I. -Itraces -Ipolicies -Isim
 CFLAGS   ?= -O2 -g
 ALL_CFLAGS = $(CSTD) $(WARN) $(INC) $(CFLAGS) -pthread -MMD -MP
 LDLIBS   := -ljansson -lzstd -lm -pthread
-TEST_LDLIBS := -lcunit $(LDLIBS)
+TEST_LDLIBS := -lcunit $(LDLIBS) -ldl
 
 ifeq ($(V),1)
 Q :=
@@ -97,12 +97,12 @@ $(ASAN_DIR)/run-tests: $(TEST_OBJ_ASAN) $(ASAN_LIB)
 
 ## test: build and run the CUnit suite (ends with "N passed, N failed")
 test: $(DBG_DIR)/run-tests $(BUILD)/allocsim
-	$(Q)AS_ALLOCSIM=$(CURDIR)/$(BUILD)/allocsim $(DBG_DIR)/run-tests
+	$(Q)AS_ALLOCSIM=$(CURDIR)/$(BUILD)/allocsim $(TEST_ENV) $(DBG_DIR)/run-tests
 
 ## asan: the same suite under AddressSanitizer and UndefinedBehaviorSanitizer
 asan: $(ASAN_DIR)/run-tests $(BUILD)/allocsim
 	$(Q)ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  AS_ALLOCSIM=$(CURDIR)/$(BUILD)/allocsim $(ASAN_DIR)/run-tests
+	  AS_ALLOCSIM=$(CURDIR)/$(BUILD)/allocsim $(TEST_ENV) $(ASAN_DIR)/run-tests
 
 ## bench: events per second for decode and every policy on a long generated trace
 bench: $(BUILD)/allocsim-bench $(BUILD)/allocsim

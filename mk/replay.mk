@@ -1,17 +1,19 @@
 # replay.mk - the real-GPU side: build/allocsim-replay (policies over the CUDA device),
 # build/allocsim-calib (the device model's calibration) and `make validate`.
 #
-# C is compiled with $(CC) against the CUDA headers and linked with the static CUDA runtime
-# and the driver library (the stub at link time; the real libcuda.so.1 at run time), so the
-# programs need no CUDA library path when they run. Needs nvcc's toolkit, not a GPU.
+# C is compiled with $(CC) against the CUDA headers and linked with the static CUDA runtime,
+# so the programs need no CUDA library path when they run. The driver is not linked: the
+# runtime loads libcuda.so.1 itself, and the driver calls the programs make go through
+# replay/cuda_driver.c (dlopen + cuGetProcAddress), so on a machine without the driver they
+# start and say so. Needs nvcc's toolkit, not a GPU.
 
 CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(firstword $(wildcard /usr/local/cuda/bin/nvcc)))
 CUDA_INC   := -I$(CUDA_HOME)/include
-CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib64/stubs -L$(CUDA_HOME)/targets/x86_64-linux/lib \
-              -lcudart_static -lcuda -ldl -lrt -pthread
+CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib \
+              -lcudart_static -ldl -lrt -pthread
 REPLAY_DIR := $(BUILD)/replay
 
-REPLAY_CU_SRC := replay/cuda_device.c replay/async_pool.c
+REPLAY_CU_SRC := replay/cuda_device.c replay/cuda_driver.c replay/async_pool.c
 REPLAY_CU_OBJ := $(patsubst replay/%.c,$(REPLAY_DIR)/%.o,$(REPLAY_CU_SRC))
 
 $(REPLAY_DIR)/%.o: replay/%.c
@@ -37,3 +39,10 @@ replay: $(REPLAY_BINS)
 VALIDATE_ARGS ?=
 validate: $(BUILD)/allocsim $(REPLAY_BINS)
 	$(Q)python3 replay/validate.py --out $(BUILD)/validate $(VALIDATE_ARGS)
+
+# Where the CUDA toolkit is present, `make test` builds allocsim-replay too and checks it
+# ($AS_REPLAY, tests/test_install.c): it must start, and say so, without the driver.
+ifneq ($(CUDA_HOME),)
+test asan: $(BUILD)/allocsim-replay
+TEST_ENV += AS_REPLAY=$(CURDIR)/$(BUILD)/allocsim-replay
+endif

@@ -25,6 +25,7 @@
 
 #include "cuda_common.h"
 #include "cuda_device.h"
+#include "cuda_driver.h"
 
 #define MIB (1ull << 20)
 #define GIB (1ull << 30)
@@ -53,16 +54,15 @@ static FILE *open_out(const char *name)
         }                                                                                   \
     } while (0)
 
-#define CKD(call)                                                                           \
-    do {                                                                                    \
-        CUresult r_ = (call);                                                               \
-        if (r_ != CUDA_SUCCESS) {                                                           \
-            const char *s_ = "?";                                                           \
-            cuGetErrorString(r_, &s_);                                                      \
-            fprintf(stderr, "allocsim-calib: %s:%d: %s: %s\n", __FILE__, __LINE__, #call,   \
-                    s_);                                                                    \
-            exit(1);                                                                        \
-        }                                                                                   \
+#define CKD(call)                                                                                  \
+    do {                                                                                           \
+        CUresult r_ = (call);                                                                      \
+        if (r_ != CUDA_SUCCESS) {                                                                  \
+            const char *s_ = "?";                                                                  \
+            as_cu.cuGetErrorString(r_, &s_);                                                       \
+            fprintf(stderr, "allocsim-calib: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, s_);     \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 /* ---- placement --------------------------------------------------------------------------- */
@@ -329,21 +329,21 @@ static void latency_vmm(void)
                                  .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
     CUmemAccessDesc acc = { .location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
     CUdeviceptr base;
-    CKD(cuMemAddressReserve(&base, 16 * GIB, 0, 0, 0));
+    CKD(as_cu.cuMemAddressReserve(&base, 16 * GIB, 0, 0, 0));
     static const uint64_t hs[] = { 2 * MIB, 20 * MIB, 200 * MIB, 1 * GIB, 4 * GIB };
     for (size_t k = 0; k < sizeof hs / sizeof hs[0]; k++) {
         for (int r = -1; r < 8; r++) {
             CUmemGenericAllocationHandle h;
             CK(cudaDeviceSynchronize());
             double t0 = as_cuda_now_ns();
-            CKD(cuMemCreate(&h, hs[k], &prop, 0));
+            CKD(as_cu.cuMemCreate(&h, hs[k], &prop, 0));
             double t1 = as_cuda_now_ns();
-            CKD(cuMemMap(base, hs[k], 0, h, 0));
-            CKD(cuMemSetAccess(base, hs[k], &acc, 1));
+            CKD(as_cu.cuMemMap(base, hs[k], 0, h, 0));
+            CKD(as_cu.cuMemSetAccess(base, hs[k], &acc, 1));
             double t2 = as_cuda_now_ns();
-            CKD(cuMemUnmap(base, hs[k]));
+            CKD(as_cu.cuMemUnmap(base, hs[k]));
             double t3 = as_cuda_now_ns();
-            CKD(cuMemRelease(h));
+            CKD(as_cu.cuMemRelease(h));
             double t4 = as_cuda_now_ns();
             lat("cuMemCreate1", hs[k], r, t1 - t0);
             lat("cuMemMapAccess1", hs[k], r, t2 - t1);
@@ -351,7 +351,7 @@ static void latency_vmm(void)
             lat("cuMemRelease1", hs[k], r, t4 - t3);
         }
     }
-    CKD(cuMemAddressFree(base, 16 * GIB));
+    CKD(as_cu.cuMemAddressFree(base, 16 * GIB));
 }
 
 static void latency_async(void)
@@ -394,6 +394,11 @@ int main(int argc, char **argv)
         return 2;
     }
     outdir = argv[1];
+    char why[512];
+    if (as_cu_load(why, sizeof why)) {
+        fprintf(stderr, "allocsim-calib: cannot load the NVIDIA CUDA driver: %s\n", why);
+        return 1;
+    }
     mkdir(outdir, 0755);
     CK(cudaFree(NULL));
     placement(); /* first: a fresh address space */
@@ -409,8 +414,8 @@ int main(int argc, char **argv)
     CUmemAllocationProp vp = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
                                .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
     size_t gmin = 0, grec = 0;
-    CKD(cuMemGetAllocationGranularity(&gmin, &vp, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
-    CKD(cuMemGetAllocationGranularity(&grec, &vp, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+    CKD(as_cu.cuMemGetAllocationGranularity(&gmin, &vp, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    CKD(as_cu.cuMemGetAllocationGranularity(&grec, &vp, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
     fprintf(f,
             "device %s cc %d.%d totalGlobalMem %zu\ndriver %d runtime %d\n"
             "cudaMemGetInfo free %zu total %zu\nvmm granularity minimum %zu recommended %zu\n",

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "cuda_common.h"
+#include "cuda_driver.h"
 
 #define BALLAST_CHUNK (4ull << 30)
 
@@ -97,8 +98,8 @@ static int drv_rc(as_cudadev *d, CUresult r, const char *what, uint64_t size)
     if (r == CUDA_ERROR_OUT_OF_MEMORY)
         return AS_DEV_OOM;
     const char *name = NULL, *str = NULL;
-    cuGetErrorName(r, &name);
-    cuGetErrorString(r, &str);
+    as_cu.cuGetErrorName(r, &name);
+    as_cu.cuGetErrorString(r, &str);
     set_err(d, "%s(%llu): %s: %s", what, (unsigned long long)size, name ? name : "?",
             str ? str : "?");
     return AS_DEV_EFAULT;
@@ -261,7 +262,7 @@ static int need_vmm(as_cudadev *d)
         set_err(d, "this GPU has no virtual memory management support");
         return AS_DEV_ENOSYS;
     }
-    CUresult r = cuCtxSetCurrent(d->ctx); /* the engine may call from a worker thread */
+    CUresult r = as_cu.cuCtxSetCurrent(d->ctx); /* the engine may call from a worker thread */
     return drv_rc(d, r, "cuCtxSetCurrent", 0);
 }
 
@@ -290,7 +291,7 @@ static int dev_va_reserve(void *ctx, uint64_t size, uint64_t *addr)
     }
     CUdeviceptr p = 0;
     double t0 = as_cuda_now_ns();
-    CUresult r = cuMemAddressReserve(&p, size, 0, 0, 0);
+    CUresult r = as_cu.cuMemAddressReserve(&p, size, 0, 0, 0);
     double ns = as_cuda_now_ns() - t0;
     rc = drv_rc(d, r, "cuMemAddressReserve", size);
     if (rc == AS_DEV_OOM) { /* address space, not memory: never a capacity result */
@@ -345,8 +346,8 @@ static int unmap_pages(as_cudadev *d, va_range *v, uint64_t first, uint64_t n)
     for (uint64_t i = first; i < first + n; i++) {
         if (!v->page[i])
             continue;
-        int r1 = drv_rc(d, cuMemUnmap(v->addr + i * d->page, d->page), "cuMemUnmap", d->page);
-        int r2 = drv_rc(d, cuMemRelease(v->page[i]), "cuMemRelease", d->page);
+        int r1 = drv_rc(d, as_cu.cuMemUnmap(v->addr + i * d->page, d->page), "cuMemUnmap", d->page);
+        int r2 = drv_rc(d, as_cu.cuMemRelease(v->page[i]), "cuMemRelease", d->page);
         v->page[i] = 0;
         if (!rc)
             rc = r1 ? r1 : r2;
@@ -371,7 +372,7 @@ static int dev_va_release(void *ctx, uint64_t addr, uint64_t size)
         if (v->page[k])
             return AS_DEV_EINVAL; /* still mapped: the policy must unmap first */
     double t0 = as_cuda_now_ns();
-    rc = drv_rc(d, cuMemAddressFree(addr, size), "cuMemAddressFree", size);
+    rc = drv_rc(d, as_cu.cuMemAddressFree(addr, size), "cuMemAddressFree", size);
     double ns = as_cuda_now_ns() - t0;
     if (rc == AS_DEV_OK) {
         free(v->page);
@@ -393,19 +394,19 @@ static int dev_map(void *ctx, uint64_t addr, uint64_t size)
     double t0 = as_cuda_now_ns();
     for (; done < n; done++) {
         CUmemGenericAllocationHandle h = 0;
-        rc = drv_rc(d, cuMemCreate(&h, d->page, &d->prop, 0), "cuMemCreate", d->page);
+        rc = drv_rc(d, as_cu.cuMemCreate(&h, d->page, &d->prop, 0), "cuMemCreate", d->page);
         if (rc)
             break;
         uint64_t pa = v->addr + (first + done) * d->page;
-        rc = drv_rc(d, cuMemMap(pa, d->page, 0, h, 0), "cuMemMap", d->page);
+        rc = drv_rc(d, as_cu.cuMemMap(pa, d->page, 0, h, 0), "cuMemMap", d->page);
         if (rc) {
-            cuMemRelease(h);
+            as_cu.cuMemRelease(h);
             break;
         }
         v->page[first + done] = h;
     }
     if (!rc)
-        rc = drv_rc(d, cuMemSetAccess(addr, size, &d->access, 1), "cuMemSetAccess", size);
+        rc = drv_rc(d, as_cu.cuMemSetAccess(addr, size, &d->access, 1), "cuMemSetAccess", size);
     double ns = as_cuda_now_ns() - t0;
     if (rc) { /* a map is all or nothing, as PyTorch's map_block is */
         int u = unmap_pages(d, v, first, n);
@@ -551,13 +552,13 @@ int as_cudadev_create(const as_cudadev_params *p, as_cudadev **out, char *why, s
         rc = rt_rc(d, cudaFree(NULL), "cudaFree(context init)", 0);
     CUdevice cu = 0;
     if (!rc)
-        rc = drv_rc(d, cuDeviceGet(&cu, p->device), "cuDeviceGet", (uint64_t)p->device);
+        rc = drv_rc(d, as_cu.cuDeviceGet(&cu, p->device), "cuDeviceGet", (uint64_t)p->device);
     if (!rc)
-        rc = drv_rc(d, cuCtxGetCurrent(&d->ctx), "cuCtxGetCurrent", 0);
+        rc = drv_rc(d, as_cu.cuCtxGetCurrent(&d->ctx), "cuCtxGetCurrent", 0);
     if (rc)
         goto out;
     int vmm = 0;
-    cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, cu);
+    as_cu.cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, cu);
     if (vmm) {
         d->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
         d->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -565,9 +566,9 @@ int as_cudadev_create(const as_cudadev_params *p, as_cudadev **out, char *why, s
         d->access.location = d->prop.location;
         d->access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
         size_t g = 0;
-        rc = drv_rc(d, cuMemGetAllocationGranularity(&g, &d->prop,
-                                                     CU_MEM_ALLOC_GRANULARITY_MINIMUM),
-                    "cuMemGetAllocationGranularity", 0);
+        rc = drv_rc(
+            d, as_cu.cuMemGetAllocationGranularity(&g, &d->prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+            "cuMemGetAllocationGranularity", 0);
         if (rc)
             goto out;
         if (g == 0 || AS_DEV_GRANULARITY % g) {
@@ -613,9 +614,9 @@ void as_cudadev_destroy(as_cudadev *d)
     for (size_t i = 0; i < d->nva; i++) {
         va_range *v = &d->va[i];
         if (d->ctx)
-            cuCtxSetCurrent(d->ctx);
+            as_cu.cuCtxSetCurrent(d->ctx);
         unmap_pages(d, v, 0, v->size / d->page);
-        cuMemAddressFree(v->addr, v->size);
+        as_cu.cuMemAddressFree(v->addr, v->size);
         free(v->page);
     }
     for (size_t i = 0; i < d->nballast; i++)

@@ -18,6 +18,7 @@
  * --segments then logs the pool's growth and trim steps, and --pool one CSV line per run
  * with the pool's own high-water marks.
  */
+#include <cuda_runtime_api.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@
 #include "async_pool.h"
 #include "cli.h"
 #include "cuda_device.h"
+#include "cuda_driver.h"
 #include "engine.h"
 #include "report.h"
 
@@ -47,6 +49,7 @@ static const char help[] =
     "      --latency FILE    CSV run,alloc,event,action,size,ns: measured time of each call\n"
     "      --no-sync         no cudaDeviceSynchronize before each timed call\n"
     "      --device N        CUDA device ordinal (default 0)\n"
+    "  -V, --version         the version, and those of zstd and the CUDA runtime\n"
     "\n"
     "      --async           replay through cudaMallocAsync's pool instead of -p policies:\n"
     "                        each ALLOC cudaMallocFromPoolAsync on the trace stream's own\n"
@@ -56,20 +59,29 @@ static const char help[] =
     "                        default 0, CUDA's default; PyTorch's backend uses max)\n"
     "      --pool FILE       CSV per run: the pool's reserved/used high, grows, trims, retries\n"
     "\n"
-    "Exit status: 0 when it ran (OOMs included), 1 bad input, I/O or CUDA failure, 2 usage.\n";
+    "Needs an NVIDIA GPU and its driver (libcuda.so.1, loaded at run time); without them it\n"
+    "says so and exits 1. 'allocsim run' simulates the same runs on any machine.\n"
+    "\n"
+    "Exit status: 0 when it ran (OOMs included), 1 bad input, I/O or CUDA failure (no\n"
+    "driver included), 2 usage.\n";
 
 enum { OPT_SEGMENTS = 256, OPT_LATENCY, OPT_NOSYNC, OPT_DEVICE, OPT_ASYNC, OPT_THRESHOLD,
        OPT_POOL };
 static const struct option opts[] = {
-    { "policy", required_argument, NULL, 'p' },   { "capacity", required_argument, NULL, 'c' },
-    { "format", required_argument, NULL, 'f' },   { "output", required_argument, NULL, 'o' },
-    { "segments", required_argument, NULL, OPT_SEGMENTS },
-    { "latency", required_argument, NULL, OPT_LATENCY },
-    { "no-sync", no_argument, NULL, OPT_NOSYNC }, { "device", required_argument, NULL, OPT_DEVICE },
-    { "async", no_argument, NULL, OPT_ASYNC },
-    { "release-threshold", required_argument, NULL, OPT_THRESHOLD },
-    { "pool", required_argument, NULL, OPT_POOL },
-    { "help", no_argument, NULL, 'h' },           { NULL, 0, NULL, 0 },
+    {"policy", required_argument, NULL, 'p'},
+    {"capacity", required_argument, NULL, 'c'},
+    {"format", required_argument, NULL, 'f'},
+    {"output", required_argument, NULL, 'o'},
+    {"segments", required_argument, NULL, OPT_SEGMENTS},
+    {"latency", required_argument, NULL, OPT_LATENCY},
+    {"no-sync", no_argument, NULL, OPT_NOSYNC},
+    {"device", required_argument, NULL, OPT_DEVICE},
+    {"async", no_argument, NULL, OPT_ASYNC},
+    {"release-threshold", required_argument, NULL, OPT_THRESHOLD},
+    {"pool", required_argument, NULL, OPT_POOL},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
 };
 
 typedef struct ctx {
@@ -281,7 +293,7 @@ int main(int argc, char **argv)
         goto done;
     }
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, ":p:c:f:o:h", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":p:c:f:o:hV", opts, NULL)) != -1) {
         switch (ch) {
         case 'p':
             ptext[np++] = optarg;
@@ -336,6 +348,11 @@ int main(int argc, char **argv)
         case 'h':
             fputs(help, stdout);
             goto done;
+        case 'V':
+            as_cli_version("allocsim-replay");
+            printf("CUDA runtime %d.%d (static)\n", CUDART_VERSION / 1000,
+                   CUDART_VERSION % 1000 / 10);
+            goto done;
         case ':':
         default:
             ret = as_cli_bad_option(cmd, ch, argv);
@@ -378,6 +395,15 @@ int main(int argc, char **argv)
         }
         if ((ret = as_cli_parse_spec(cmd, ptext[nspec], &specs[nspec])))
             goto done;
+    }
+    char why[512];
+    if (as_cu_load(why, sizeof why)) {
+        fprintf(stderr,
+                "allocsim-replay: cannot load the NVIDIA CUDA driver (%s): it replays "
+                "on a GPU; 'allocsim run' simulates the same runs without one\n",
+                why);
+        ret = AS_EXIT_INPUT;
+        goto done;
     }
     int orc;
     if (seg_path && (orc = as_runlog_open(seg_path, AS_RUNLOG_SEGMENTS, &c.segs))) {

@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zstd.h>
+
+#include "report.h"
 
 void as_cli_msg(const char *fmt, ...)
 {
@@ -19,6 +22,15 @@ void as_cli_msg(const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
+}
+
+void as_cli_version(const char *prog)
+{
+    /* The library actually loaded, and the headers built against when they differ. */
+    printf("%s %s\nzstd %s", prog, AS_VERSION, ZSTD_versionString());
+    if (ZSTD_versionNumber() != ZSTD_VERSION_NUMBER)
+        printf(" (built with %s)", ZSTD_VERSION_STRING);
+    putchar('\n');
 }
 
 int as_cli_usage(const char *cmd, const char *fmt, ...)

@@ -33,6 +33,8 @@ int as_cmd_plot(int argc, char **argv);   /* cmd_plot.c */
 
 /* "allocsim: MESSAGE\n" on stderr. */
 void as_cli_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "PROG VERSION" and "zstd VERSION" (the library loaded) on stdout, for --version. */
+void as_cli_version(const char *prog);
 /* A usage error for subcommand cmd: the message, a pointer to --help; returns 2. */
 int as_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The usage error for what getopt_long returned on a bad option ("unknown option 'X'", or,

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "report.h"
 
 typedef struct as_cli_cmd {
     const char *name;
@@ -29,7 +28,8 @@ static const as_cli_cmd commands[] = {
 static void usage(FILE *f)
 {
     fputs("usage: allocsim [run] [-p SPEC]... [-c CAP]... [-f table|csv|json] TRACE...\n"
-          "       allocsim COMMAND [ARGS]    (allocsim COMMAND --help for each)\n\ncommands:\n",
+          "       allocsim COMMAND [ARGS]    (allocsim COMMAND --help for each)\n"
+          "       allocsim --version | -V\n\ncommands:\n",
           f);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
@@ -49,8 +49,8 @@ int main(int argc, char **argv)
         usage(stdout);
         return AS_EXIT_OK;
     }
-    if (strcmp(argv[1], "--version") == 0) {
-        printf("allocsim %s\n", AS_VERSION);
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
+        as_cli_version("allocsim");
         return AS_EXIT_OK;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
