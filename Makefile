@@ -104,9 +104,9 @@ asan: $(ASAN_DIR)/run-tests $(BUILD)/allocsim
 	$(Q)ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  AS_ALLOCSIM=$(CURDIR)/$(BUILD)/allocsim $(TEST_ENV) $(ASAN_DIR)/run-tests
 
-## bench: events per second for decode and every policy on a long generated trace
+## bench: CPU events/s of every policy on long real traces (repeated snapshots) and a generated one
 bench: $(BUILD)/allocsim-bench $(BUILD)/allocsim
-	$(Q)$(BUILD)/allocsim-bench $(BENCH_ARGS)
+	$(Q)$(BUILD)/allocsim-bench --commit "$$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" $(BENCH_ARGS)
 
 ## install: install allocsim into $(PREFIX)/bin (and the gnuplot scripts)
 install: $(BUILD)/allocsim

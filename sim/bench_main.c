@@ -1,22 +1,26 @@
 /*
- * bench_main.c - build/allocsim-bench (`make bench`): events per second, one core, for
- * decoding alone (native format, from a file and from memory) and end to end (decode +
- * engine + policy) for every registered policy and for torch with each major knob, on a
- * generated transformer-training trace of about 10 M events, with each measurement's peak
- * RSS; and decode of a 1 M and a 10 M event trace side by side, to show that memory does
- * not grow with the trace's length.
+ * bench_main.c - build/allocsim-bench (`make bench`): events per second, one core, CPU
+ * time of the whole measuring process, for every registered policy and the main torch
+ * settings, on long traces made from the real snapshots in the repository (each played N
+ * times in a row by as_trace_repeat, the code of `allocsim convert --repeat N`) next to the
+ * generated transformer trace; plus decode-only and engine-only (a no-op policy) rows, so
+ * that each policy's own ns/event is the difference from the engine-only row. Also the
+ * peak RSS of decoding 1 M and 10 M events, to show that memory does not grow with length.
  *
  * Every measurement runs in a fresh process (this program re-executed with --child), so
- * that its peak RSS (from wait4) is its own. The traces are generated once into
- * build/bench/ and reused.
+ * that its CPU time and peak RSS (from wait4) are its own; with --reps N each cell is the
+ * lowest CPU time of N such processes (the least disturbed by the machine's other load).
+ * The traces are made once into build/bench/ and reused.
  */
 #include <errno.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,23 +33,24 @@
 /* A transformer step is about 747 events with the generator's defaults. */
 #define STEPS_10M "steps=13500"
 #define STEPS_1M "steps=1350"
-#define STEPS_30M "steps=40500"
+#define REAL_EVENTS 5000000ull  /* each real snapshot is repeated up to about this long */
+#define REAL_MIN_EVENTS 5000ull /* smaller snapshots (probes) are left out */
+#define MAX_TRACES 12
+#define H200_BYTES 150109880320ull /* the gc row's capacity: an H200's memory */
 
 typedef struct bench_res {
     uint64_t events;
-    double seconds;
     int ok;
     char msg[300];
 } bench_res;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+typedef struct trace_in {
+    char path[512];
+    char name[64];
+    uint64_t events;
+} trace_in;
 
-/* ---- a trivial policy: the engine's own cost per event --------------------------------- */
+/* ---- a no-op policy: the engine's own cost per event ---------------------------------- */
 
 typedef struct null_st {
     uint64_t allocated;
@@ -88,67 +93,26 @@ static const as_policy null_policy = {
 
 /* ---- measurements (run in a child) ------------------------------------------------------ */
 
-/* Decodes every event of rd in batches of 4096: the count, the seconds since t0 and whether
- * it reached the end go into r. */
-static void drain(as_trace_reader *rd, double t0, bench_res *r)
+static void decode_file(const char *path, bench_res *r)
 {
+    as_trace_reader *rd;
+    as_trace_error err;
+    if (as_trace_open(path, NULL, &rd, &err) < 0) {
+        snprintf(r->msg, sizeof r->msg, "%s: %s", path, err.msg);
+        return;
+    }
     as_event evs[4096];
     size_t n;
     int rc;
     while ((rc = as_trace_next_batch(rd, evs, 4096, &n)) == 0)
         r->events += n;
-    r->seconds = now_s() - t0;
     r->ok = rc == AS_TRACE_EOF;
-}
-
-static void decode_file(const char *path, bench_res *r)
-{
-    as_trace_reader *rd;
-    as_trace_error err;
-    double t0 = now_s();
-    if (as_trace_open(path, NULL, &rd, &err) < 0) {
-        snprintf(r->msg, sizeof r->msg, "%s: %s", path, err.msg);
-        return;
-    }
-    drain(rd, t0, r);
     if (!r->ok)
         snprintf(r->msg, sizeof r->msg, "%s", as_trace_reader_error(rd)->msg);
     as_trace_close(rd);
 }
 
-static void decode_mem(const char *path, bench_res *r)
-{
-    FILE *f = fopen(path, "rb");
-    struct stat sb;
-    if (!f || fstat(fileno(f), &sb)) {
-        snprintf(r->msg, sizeof r->msg, "%s: %s", path, strerror(errno));
-        if (f)
-            fclose(f);
-        return;
-    }
-    size_t len = (size_t)sb.st_size;
-    char *buf = malloc(len ? len : 1);
-    if (!buf || fread(buf, 1, len, f) != len) {
-        snprintf(r->msg, sizeof r->msg, "%s: read failed", path);
-        fclose(f);
-        free(buf);
-        return;
-    }
-    fclose(f);
-    as_trace_reader *rd;
-    as_trace_error err;
-    double t0 = now_s();
-    if (as_trace_open_mem(buf, len, path, NULL, &rd, &err) < 0) {
-        snprintf(r->msg, sizeof r->msg, "%s: %s", path, err.msg);
-        free(buf);
-        return;
-    }
-    drain(rd, t0, r);
-    as_trace_close(rd);
-    free(buf);
-}
-
-static void engine_run(const char *path, const char *spec_text, bench_res *r)
+static void engine_run(const char *path, const char *spec_text, uint64_t cap, bench_res *r)
 {
     as_policy_spec spec = {0}, *sp = &spec;
     as_policy_spec null_spec = {.policy = &null_policy, .text = "(engine only)"};
@@ -163,17 +127,15 @@ static void engine_run(const char *path, const char *spec_text, bench_res *r)
     as_engine *e = NULL;
     as_trace_error err;
     as_engine_opts o = {.threads = 1};
-    double t0 = now_s();
     if (as_trace_open(path, NULL, &rd, &err) < 0) {
         snprintf(r->msg, sizeof r->msg, "%s: %s", path, err.msg);
         goto out;
     }
-    if (as_engine_create(&o, &e) || as_engine_add_run(e, sp, AS_CAPACITY_NONE) < 0) {
+    if (as_engine_create(&o, &e) || as_engine_add_run(e, sp, cap) < 0) {
         snprintf(r->msg, sizeof r->msg, "engine setup failed");
         goto out;
     }
     int rc = as_engine_run(e, rd, &err);
-    r->seconds = now_s() - t0;
     if (rc) {
         snprintf(r->msg, sizeof r->msg, "%s", rc < AS_TRACE_EUSAGE ? as_engine_errmsg(e) : err.msg);
         goto out;
@@ -189,39 +151,32 @@ out:
         as_policy_spec_free(&spec);
 }
 
-static void child(int kind, const char *path, const char *spec, bench_res *x)
-{
-    memset(x, 0, sizeof *x);
-    if (kind == 0)
-        decode_file(path, x);
-    else if (kind == 1)
-        decode_mem(path, x);
-    else
-        engine_run(path, spec, x);
-}
+/* ---- the measuring process -------------------------------------------------------------- */
 
-/* Runs one measurement in a fresh process (fork + exec of this program with --child),
- * which writes its bench_res to the pipe; the child's peak RSS comes from wait4. Returns
- * the RSS in KiB (0 on failure). */
-static double cpu_s; /* CPU time of the last measuring process */
+static const char *self_exe;
 
-static long measure(const char *self, int kind, const char *path, const char *spec, bench_res *r)
+/* One measurement in a fresh process (fork + exec of this program with --child), which
+ * writes its bench_res to the pipe; its CPU time (user + system) and peak RSS come from
+ * wait4. Returns the CPU seconds, or a negative number on failure (r->msg says why). */
+static double measure_once(int kind, const char *path, const char *spec, uint64_t cap, bench_res *r,
+                           long *rss_kib)
 {
     int fd[2];
     memset(r, 0, sizeof *r);
     snprintf(r->msg, sizeof r->msg, "the measuring process failed");
     if (pipe(fd))
-        return 0;
+        return -1;
     fflush(stdout);
     pid_t pid = fork();
     if (pid < 0)
-        return 0;
+        return -1;
     if (pid == 0) {
         close(fd[0]);
-        char k[8], f[16];
+        char k[8], f[16], c[24];
         snprintf(k, sizeof k, "%d", kind);
         snprintf(f, sizeof f, "%d", fd[1]);
-        execl(self, self, "--child", k, f, path, spec ? spec : "-", (char *)NULL);
+        snprintf(c, sizeof c, "%llu", (unsigned long long)cap);
+        execl(self_exe, self_exe, "--child", k, f, path, spec ? spec : "-", c, (char *)NULL);
         _exit(127);
     }
     close(fd[1]);
@@ -231,33 +186,39 @@ static long measure(const char *self, int kind, const char *path, const char *sp
     int st;
     struct rusage ru;
     if (wait4(pid, &st, 0, &ru) < 0 || got != (ssize_t)sizeof x)
-        return 0;
+        return -1;
     *r = x;
-    cpu_s = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
-            (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
-    return ru.ru_maxrss;
+    if (rss_kib)
+        *rss_kib = ru.ru_maxrss;
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
 }
 
-static int markdown; /* --markdown: rows as a Markdown table (README) */
+static unsigned reps = 1;
 
-static void row(const char *what, const char *trace, long rss, const bench_res *r)
+/* The lowest CPU time of `reps` processes; M events/s in *rate, 0 when it failed. */
+static double measure(int kind, const char *path, const char *spec, uint64_t cap, double *rate)
 {
-    if (markdown && r->ok) {
-        printf("| %s | %s | %llu | %.3f | %.1f | %.1f |\n", what, trace,
-               (unsigned long long)r->events, cpu_s,
-               cpu_s > 0 ? (double)r->events / cpu_s / 1e6 : 0.0, (double)rss / 1024);
-        return;
+    double best = -1;
+    bench_res r;
+    *rate = 0;
+    for (unsigned i = 0; i < reps; i++) {
+        double s = measure_once(kind, path, spec, cap, &r, NULL);
+        if (s < 0 || !r.ok) {
+            fprintf(stderr, "allocsim-bench: %s on %s: %s\n", spec ? spec : "(no policy)", path,
+                    r.msg);
+            return -1;
+        }
+        if (best < 0 || s < best)
+            best = s;
     }
-    if (!r->ok) {
-        printf("%-40s %-6s  FAILED: %s\n", what, trace, r->msg);
-        return;
-    }
-    printf("%-40s %-6s %11llu %8.3f %9.2f %8.3f %9.2f %8.1f\n", what, trace,
-           (unsigned long long)r->events, r->seconds, (double)r->events / r->seconds / 1e6, cpu_s,
-           cpu_s > 0 ? (double)r->events / cpu_s / 1e6 : 0.0, (double)rss / 1024);
+    *rate = best > 0 ? (double)r.events / best / 1e6 : 0;
+    return best;
 }
 
-static int make_trace(const char *path, const char *steps)
+/* ---- traces ----------------------------------------------------------------------------- */
+
+static int gen_trace(const char *path, const char *steps)
 {
     struct stat sb;
     if (stat(path, &sb) == 0 && sb.st_size > 0)
@@ -288,98 +249,249 @@ static int make_trace(const char *path, const char *steps)
     return 0;
 }
 
+static uint64_t count_events(const char *path)
+{
+    bench_res r = {0};
+    decode_file(path, &r);
+    return r.ok ? r.events : 0;
+}
+
+/* A snapshot in the repository -> build/bench/NAME.zst (native, once) ->
+ * build/bench/NAME-xN.zst, N passes of about target events in all. */
+static int real_trace(const char *dir, const char *snap, uint64_t target, trace_in *t)
+{
+    const char *base = strrchr(snap, '/') ? strrchr(snap, '/') + 1 : snap;
+    char stem[40], one[512];
+    snprintf(stem, sizeof stem, "%.*s", (int)strcspn(base, "."), base);
+    snprintf(one, sizeof one, "%s/%s.zst", dir, stem);
+    as_trace_error err;
+    struct stat sb;
+    if (stat(one, &sb) != 0 && as_trace_convert(snap, one, AS_FMT_NATIVE, NULL, NULL, NULL, &err)) {
+        fprintf(stderr, "allocsim-bench: %s: %s\n", snap, err.msg);
+        return -1;
+    }
+    uint64_t n = count_events(one);
+    if (n < REAL_MIN_EVENTS)
+        return 1;
+    unsigned times = (unsigned)((target + n - 1) / n);
+    snprintf(t->name, sizeof t->name, "%s x%u", stem, times);
+    snprintf(t->path, sizeof t->path, "%s/%s-x%u.zst", dir, stem, times);
+    if (stat(t->path, &sb) != 0) {
+        fprintf(stderr, "allocsim-bench: %s = %s x%u\n", t->path, snap, times);
+        if (as_trace_repeat(one, t->path, AS_FMT_NATIVE, times, NULL, NULL, &err)) {
+            fprintf(stderr, "allocsim-bench: %s: %s\n", t->path, err.msg);
+            return -1;
+        }
+    }
+    t->events = count_events(t->path);
+    return t->events ? 0 : -1;
+}
+
+/* The snapshots in the repository (each name once), run from the repository's root. */
+static int find_real(const char *dir, uint64_t target, trace_in *t, int max)
+{
+    static const char *const where[] = {"replay/data/*.pickle.zst", "tests/data/*.pickle.zst",
+                                        "tests/data/*/*.pickle.zst"};
+    int n = 0;
+    for (size_t w = 0; w < sizeof where / sizeof where[0]; w++) {
+        glob_t g;
+        if (glob(where[w], 0, NULL, &g))
+            continue;
+        for (size_t i = 0; i < g.gl_pathc && n < max; i++) {
+            const char *base = strrchr(g.gl_pathv[i], '/') + 1;
+            int dup = 0;
+            for (int k = 0; k < n; k++)
+                dup |= strncmp(t[k].name, base, strcspn(base, ".")) == 0 &&
+                       t[k].name[strcspn(base, ".")] == ' ';
+            int rc = dup ? 1 : real_trace(dir, g.gl_pathv[i], target, &t[n]);
+            if (rc < 0) {
+                globfree(&g);
+                return -1;
+            }
+            n += rc == 0;
+        }
+        globfree(&g);
+    }
+    return n;
+}
+
+/* ---- report ----------------------------------------------------------------------------- */
+
+static void machine(const char *commit, const char *dir)
+{
+    struct utsname u;
+    char model[256] = "unknown CPU", line[512];
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "model name", 10) == 0 && strchr(line, ':')) {
+            snprintf(model, sizeof model, "%s", strchr(line, ':') + 2);
+            model[strcspn(model, "\n")] = 0;
+            break;
+        }
+    if (f)
+        fclose(f);
+    double la[3] = {0};
+    if (getloadavg(la, 3) < 0)
+        la[0] = la[1] = la[2] = -1;
+    uname(&u);
+    time_t now = time(NULL);
+    char when[64];
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+    printf("allocsim-bench: %s, commit %s, %s %s\n", when, commit ? commit : "unknown", u.sysname,
+           u.machine);
+    printf("machine: %s, nproc %ld, load average %.2f %.2f %.2f (at the start)\n", model,
+           sysconf(_SC_NPROCESSORS_ONLN), la[0], la[1], la[2]);
+    printf("traces in %s; each cell: M events/s = events / CPU seconds (user + system) of the\n"
+           "whole measuring process, one core, best of %u run(s)\n\n",
+           dir, reps);
+}
+
+typedef struct row_def {
+    const char *label;
+    int kind; /* 0 decode, 2 engine */
+    const char *spec;
+    uint64_t cap;
+} row_def;
+
+static int markdown;
+
+static void print_header(const trace_in *t, int nt)
+{
+    if (markdown) {
+        printf("| what |");
+        for (int i = 0; i < nt; i++)
+            printf(" %s (%.1fM) |", t[i].name, (double)t[i].events / 1e6);
+        printf("\n| --- |");
+        for (int i = 0; i < nt; i++)
+            printf(" ---: |");
+        printf("\n");
+        return;
+    }
+    printf("%-34s", "M events/s (CPU)");
+    for (int i = 0; i < nt; i++)
+        printf(" %-20.20s", t[i].name);
+    printf("\n%-34s", "events");
+    for (int i = 0; i < nt; i++)
+        printf(" %5.1fM%14s", (double)t[i].events / 1e6, "");
+    printf("\n");
+}
+
+/* One row: a cell per trace, and the policy's own ns/event against the engine-only row. */
+static void print_row(const row_def *d, const trace_in *t, int nt, double *eng, int is_engine)
+{
+    double rate[MAX_TRACES];
+    for (int i = 0; i < nt; i++)
+        measure(d->kind, t[i].path, d->spec, d->cap, &rate[i]);
+    if (is_engine)
+        memcpy(eng, rate, sizeof rate);
+    printf(markdown ? "| %s |" : "%-34s", d->label);
+    for (int i = 0; i < nt; i++) {
+        char own[32] = "";
+        if (d->kind == 2 && !is_engine && rate[i] > 0 && eng[i] > 0)
+            snprintf(own, sizeof own, " (%.0f ns)", 1e3 / rate[i] - 1e3 / eng[i]);
+        if (markdown)
+            printf(" %.1f%s |", rate[i], own);
+        else
+            printf(" %6.1f%-14s", rate[i], own);
+    }
+    printf("\n");
+}
+
+static void rss_rows(const char *p1, const char *p10)
+{
+    bench_res r;
+    long k1 = 0, k10 = 0;
+    measure_once(0, p1, NULL, AS_CAPACITY_NONE, &r, &k1);
+    measure_once(0, p10, NULL, AS_CAPACITY_NONE, &r, &k10);
+    printf("\npeak RSS of decoding: 1M events %.1f MiB, 10M events %.1f MiB\n", (double)k1 / 1024,
+           (double)k10 / 1024);
+}
+
+static void run_bench(const trace_in *t, int nt)
+{
+    static row_def rows[64];
+    size_t nr = 0, np;
+    rows[nr++] = (row_def){"decode only (native)", 0, NULL, AS_CAPACITY_NONE};
+    rows[nr++] = (row_def){"engine only (no-op policy)", 2, NULL, AS_CAPACITY_NONE};
+    const as_policy *const *l = as_policy_list(&np);
+    for (size_t i = 0; i < np && nr < 56; i++)
+        rows[nr++] = (row_def){l[i]->name, 2, l[i]->name, AS_CAPACITY_NONE};
+    if (as_policy_find("torch")) {
+        rows[nr++] =
+            (row_def){"torch,expandable=true", 2, "torch,expandable=true", AS_CAPACITY_NONE};
+        rows[nr++] = (row_def){"torch,maxsplit=128", 2, "torch,maxsplit=128", AS_CAPACITY_NONE};
+        rows[nr++] = (row_def){"torch,roundup=4", 2, "torch,roundup=4", AS_CAPACITY_NONE};
+        rows[nr++] = (row_def){"torch,gc=0.6 -c 139.8GiB", 2, "torch,gc=0.6", H200_BYTES};
+    }
+    double eng[MAX_TRACES] = {0};
+    print_header(t, nt);
+    for (size_t i = 0; i < nr; i++)
+        print_row(&rows[i], t, nt, eng, i == 1);
+    if (!markdown)
+        printf("(in parentheses: the policy's own ns/event, its row's minus the engine-only "
+               "row's)\n");
+}
+
 int main(int argc, char **argv)
 {
-    const char *dir = "build/bench";
+    const char *dir = "build/bench", *commit = NULL;
+    uint64_t target = REAL_EVENTS;
     int quick = 0;
-    if (argc == 6 && strcmp(argv[1], "--child") == 0) {
-        bench_res x;
-        child(atoi(argv[2]), argv[4], strcmp(argv[5], "-") ? argv[5] : NULL, &x);
-        int fd = atoi(argv[3]);
-        return write(fd, &x, sizeof x) == (ssize_t)sizeof x ? 0 : 1;
+    if (argc == 7 && strcmp(argv[1], "--child") == 0) {
+        bench_res x = {0};
+        uint64_t cap = strtoull(argv[6], NULL, 10);
+        const char *spec = strcmp(argv[5], "-") ? argv[5] : NULL;
+        if (atoi(argv[2]) == 0)
+            decode_file(argv[4], &x);
+        else
+            engine_run(argv[4], spec, cap, &x);
+        return write(atoi(argv[3]), &x, sizeof x) == (ssize_t)sizeof x ? 0 : 1;
     }
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc)
             dir = argv[++i];
+        else if (strcmp(argv[i], "--commit") == 0 && i + 1 < argc)
+            commit = argv[++i];
+        else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0)
+            reps = (unsigned)atoi(argv[++i]);
         else if (strcmp(argv[i], "--quick") == 0)
-            quick = 1;
+            quick = 1, target = 1000000;
         else if (strcmp(argv[i], "--markdown") == 0)
             markdown = 1;
         else {
-            fprintf(stderr, "usage: allocsim-bench [--dir DIR] [--quick] [--markdown]\n"
-                            "  --quick: only the 1 M event trace for the policies\n"
-                            "  --markdown: CPU-time rows as a Markdown table\n");
+            fprintf(stderr, "usage: allocsim-bench [--dir DIR] [--reps N] [--commit ID] [--quick] "
+                            "[--markdown]\n"
+                            "  --reps N: each cell the best of N processes (default 1)\n"
+                            "  --quick: 1 M event traces\n"
+                            "  --markdown: the table in Markdown (README)\n");
             return 2;
         }
     }
-    char self[4096];
+    static char self[4096];
     ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
     if (sl <= 0) {
         fprintf(stderr, "allocsim-bench: cannot find my own executable\n");
         return 1;
     }
     self[sl] = 0;
-    char p10[512], p1[512], p30[512];
-    snprintf(p10, sizeof p10, "%s/transformer-10M.zst", dir);
+    self_exe = self;
+    trace_in t[MAX_TRACES] = {0};
+    char p1[512];
+    snprintf(t[0].path, sizeof t[0].path, "%s/transformer-10M.zst", dir);
     snprintf(p1, sizeof p1, "%s/transformer-1M.zst", dir);
-    snprintf(p30, sizeof p30, "%s/transformer-30M.zst", dir);
     mkdir(dir, 0777);
-    if (make_trace(p1, STEPS_1M) || make_trace(p10, STEPS_10M) ||
-        (!quick && make_trace(p30, STEPS_30M)))
+    if (gen_trace(p1, STEPS_1M) || gen_trace(t[0].path, STEPS_10M))
         return 1;
-    const char *big = quick ? p1 : p10;
-    const char *big_name = quick ? "1M" : "10M";
-
-    printf("allocsim-bench: one core; traces: transformer (gen defaults) in %s\n"
-           "wall: the measured loop; CPU: user+system time of the whole measuring process\n"
-           "(steadier on a shared machine); RSS: that process's peak resident set\n",
-           dir);
-    if (markdown)
-        printf("\n| what | trace | events | CPU s | Mevents/s (CPU) | peak RSS MiB |\n"
-               "| --- | --- | ---: | ---: | ---: | ---: |\n");
-    else
-        printf("%-40s %-6s %11s %8s %9s %8s %9s %8s\n", "what", "trace", "events", "wall s",
-               "Mev/s", "CPU s", "Mev/s CPU", "RSS MiB");
-    bench_res r;
-    long rss;
-    rss = measure(self, 0, p1, NULL, &r);
-    row("decode (native, file)", "1M", rss, &r);
-    rss = measure(self, 0, p10, NULL, &r);
-    row("decode (native, file)", "10M", rss, &r);
-    if (!quick) {
-        rss = measure(self, 0, p30, NULL, &r);
-        row("decode (native, file)", "30M", rss, &r);
-    }
-    rss = measure(self, 1, p10, NULL, &r);
-    row("decode (native, memory)", "10M", rss, &r);
-    rss = measure(self, 2, p1, NULL, &r);
-    row("decode + engine, trivial policy", "1M", rss, &r);
-    if (!quick) {
-        rss = measure(self, 2, p10, NULL, &r);
-        row("decode + engine, trivial policy", "10M", rss, &r);
-    }
-
-    size_t n;
-    const as_policy *const *l = as_policy_list(&n);
-    for (size_t i = 0; i < n; i++) {
-        char what[64];
-        snprintf(what, sizeof what, markdown ? "%s" : "decode + engine + %s", l[i]->name);
-        rss = measure(self, 2, big, l[i]->name, &r);
-        row(what, big_name, rss, &r);
-    }
-    if (as_policy_find("torch")) {
-        static const char *const variants[] = {
-            "torch,maxsplit=128",
-            "torch,roundup=4",
-            "torch,expandable=true",
-            "torch,gc=0.6",
-        };
-        for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
-            char what[64];
-            snprintf(what, sizeof what, markdown ? "%s" : "decode + engine + %s", variants[i]);
-            rss = measure(self, 2, big, variants[i], &r);
-            row(what, big_name, rss, &r);
-        }
-    }
+    if (quick)
+        snprintf(t[0].path, sizeof t[0].path, "%s", p1);
+    snprintf(t[0].name, sizeof t[0].name, "generated");
+    t[0].events = count_events(t[0].path);
+    int nr = find_real(dir, target, t + 1, MAX_TRACES - 1);
+    if (nr < 0)
+        return 1;
+    machine(commit, dir);
+    run_bench(t, 1 + nr);
+    if (!quick)
+        rss_rows(p1, t[0].path);
     return 0;
 }

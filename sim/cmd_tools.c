@@ -52,21 +52,25 @@ static int copy_trace(as_trace_reader *rd, const char *in_path, const char *out_
 /* ---- convert ------------------------------------------------------------------------------ */
 
 static const char convert_help[] =
-    "usage: allocsim convert IN OUT [--text | --native]\n"
+    "usage: allocsim convert IN OUT [--text | --native] [--repeat N]\n"
     "\n"
     "Reads IN in any format allocsim knows (recognised by content) and writes OUT in the\n"
     "native format (a zstd stream) or, with --text or an OUT ending in .txt, the text\n"
-    "format. '-' is stdin/stdout. The round trip is lossless.\n";
+    "format. '-' is stdin/stdout. The round trip is lossless.\n"
+    "--repeat N writes IN N times in a row as one trace (ids and times follow on; what\n"
+    "is live at the end of a pass is freed there): long benchmark traces from snapshots.\n";
 
 int as_cmd_convert(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"text", no_argument, NULL, 't'},
         {"native", no_argument, NULL, 'n'},
+        {"repeat", required_argument, NULL, 'r'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     int forced = 0, c;
+    uint64_t repeat = 0;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -76,6 +80,10 @@ int as_cmd_convert(int argc, char **argv)
             break;
         case 'n':
             forced = AS_FMT_NATIVE;
+            break;
+        case 'r':
+            if (as_cli_parse_u64(optarg, &repeat) || repeat == 0 || repeat > 1000000)
+                return as_cli_usage("convert", "--repeat %s: a count from 1 to 1000000", optarg);
             break;
         case 'h':
             fputs(convert_help, stdout);
@@ -90,7 +98,9 @@ int as_cmd_convert(int argc, char **argv)
     as_trace_error err;
     memset(&err, 0, sizeof err);
     err.offset = err.event = UINT64_MAX;
-    int rc = as_trace_convert(in, outp, out_format(outp, forced), NULL, NULL, NULL, &err);
+    int rc = repeat ? as_trace_repeat(in, outp, out_format(outp, forced), (unsigned)repeat, NULL,
+                                      NULL, &err)
+                    : as_trace_convert(in, outp, out_format(outp, forced), NULL, NULL, NULL, &err);
     if (rc == AS_TRACE_EUSAGE)
         return as_cli_usage("convert", "%s", err.msg);
     if (rc < 0)

@@ -48,8 +48,8 @@ typedef struct as_run_result {
     uint64_t device_reserves, device_releases; /* reserve+map, release+unmap calls */
     uint64_t device_refusals;
     double device_time_s;     /* modelled by the device cost model */
-    double wall_s;            /* host time spent in this run */
-    double events_per_second; /* events / wall_s */
+    double wall_s;            /* host wall-clock time spent in this run's policy loop */
+    double events_per_second; /* events / cpu_s: CPU based, steady on a loaded machine */
     uint64_t retries;         /* policy-specific retries (PyTorch num_alloc_retries) */
     /* Additions (after the original fields, so older initialisers still work): */
     uint64_t oom_free_bytes;      /* free bytes inside reserved memory at the OOM */
@@ -58,6 +58,8 @@ typedef struct as_run_result {
     uint64_t final_allocated, final_requested; /* after the last event this run handled */
     uint64_t peak_pending; /* block bytes freed by FREE_REQ and awaiting their FREE, max */
     uint64_t oom_pending;  /* the same at the OOM */
+    double cpu_s;          /* CPU time (of whichever thread ran it) of this run's policy loop: the
+                              engine's per-event work and the policy; decoding is not in it */
 } as_run_result;
 
 /* A device-level event with its position, for --segments. */

@@ -573,6 +573,7 @@ static void json_run(FILE *f, const rep_run *rr, const char *file)
     json_u64(f, "device_refusals", 1, x->device_refusals, 0);
     json_dbl(f, "device_time_s", x->device_time_s, 0);
     json_dbl(f, "wall_s", x->wall_s, 0);
+    json_dbl(f, "cpu_s", x->cpu_s, 0);
     json_dbl(f, "events_per_second", x->events_per_second, 0);
     json_u64(f, "retries", 1, x->retries, 0);
     json_u64(f, "peak_pending", 1, x->peak_pending, 0);

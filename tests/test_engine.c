@@ -833,7 +833,7 @@ static void threads_case(const as_event *t, size_t n, int keep_going)
         for (int i = 0; i < NR; i++) {
             as_run_result r; /* memcpy, so that padding compares equal too */
             memcpy(&r, as_engine_result(e, (unsigned)i), sizeof r);
-            r.wall_s = r.events_per_second = 0;
+            r.wall_s = r.events_per_second = r.cpu_s = 0;
             if (ti == 0) {
                 base[i] = r;
             } else {

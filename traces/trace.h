@@ -161,6 +161,12 @@ int as_trace_copy(as_trace_reader *r, as_trace_writer *w, uint64_t *events,
 int as_trace_convert(const char *in, const char *out, as_trace_fmt fmt,
                      const as_reader_opts *opts, const as_meta *extra, uint64_t *events,
                      as_trace_error *err);
+/* `convert --repeat N` (repeat.c): in played n times in a row as one valid trace. Each
+ * pass's ids follow the last pass's, its times start 1 us after the last pass's end, and
+ * allocations still live at the end of a pass (not the last) are freed there. Written to
+ * a temporary file beside out and renamed into place when complete; in cannot be stdin. */
+int as_trace_repeat(const char *in, const char *out, as_trace_fmt fmt, unsigned n,
+                    const as_reader_opts *opts, uint64_t *events, as_trace_error *err);
 /* Output format from a name: "text"/"txt" or "native"; AS_FMT_UNKNOWN otherwise. */
 as_trace_fmt as_trace_fmt_parse(const char *name);
 /* Default output format for a path when the user gave none: AS_FMT_TEXT for names ending
