@@ -106,11 +106,26 @@ static void compare_bad_input(void)
 {
     char p[256], m[256];
     snprintf(p, sizeof p, "%s", tu_write_tmp(".json", pred_json));
-    /* Byte 12 is where the value should start: "{\"runs\": [{" is 10 bytes, then "x". */
+    /* Column 12 is the "x" where a key should start: "{\"runs\": [{" is 11 bytes. */
     snprintf(m, sizeof m, "%s", tu_write_tmp(".json", "{\"runs\": [{x}]}"));
     CU_ASSERT_EQUAL(compare("", p, m), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, m));
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "byte 11: expected a string"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "line 1, column 12: string or '}' expected near 'x'"));
+    tu_rm(m);
+    /* Line 2: a byte count past 2^63 is refused, never rounded. */
+    snprintf(m, sizeof m, "%s",
+             tu_write_tmp(".json", "{\"runs\": [\n{\"peak_reserved\": 18446744073709551616}]}"));
+    CU_ASSERT_EQUAL(compare("", p, m), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "line 2, column "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "too big integer"));
+    tu_rm(m);
+    snprintf(m, sizeof m, "%s", tu_write_tmp(".json", "{\"runs\": [7]}"));
+    CU_ASSERT_EQUAL(compare("", p, m), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "run 0 is not an object"));
+    tu_rm(m);
+    snprintf(m, sizeof m, "%s", tu_write_tmp(".json", "{\"runs\": [], \"runs\": []}"));
+    CU_ASSERT_EQUAL(compare("", p, m), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "duplicate object key"));
     tu_rm(m);
     snprintf(m, sizeof m, "%s", tu_write_tmp(".json", "{\"trace\": {}}"));
     CU_ASSERT_EQUAL(compare("", p, m), 1);
@@ -122,24 +137,51 @@ static void compare_bad_input(void)
     tu_rm(m);
     snprintf(m, sizeof m, "%s", tu_write_tmp(".json", "{\"runs\": []} trailing"));
     CU_ASSERT_EQUAL(compare("", p, m), 1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "trailing data"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "end of file expected near 'trailing'"));
     tu_rm(m);
     /* A CSV row that is not run,alloc,event,action,addr,size names its line. */
     char pc[256];
-    snprintf(pc, sizeof pc, "%s", tu_write_tmp(".csv", "run,alloc,event,action,addr,size\n"
-                                                       "0,1,2,segment_alloc,3,4\n0,1,oops\n"));
+    snprintf(pc, sizeof pc, "%s",
+             tu_write_tmp(".csv", "run,alloc,event,action,addr,size\n"
+                                  "0,1,2,segment_alloc,3,4\n0,1,oops\n"));
     char extra[600];
     snprintf(extra, sizeof extra, "--segments %s %s", pc, pc);
     CU_ASSERT_EQUAL(compare(extra, p, p), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "line 3"));
     tu_rm(pc);
     CU_ASSERT_EQUAL(compare("", p, "/nonexistent/x.json"), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "/nonexistent/x.json: cannot open: No such file"));
     CU_ASSERT_EQUAL(compare("", p, ""), 2);
     CU_ASSERT_EQUAL(compare("-f xml", p, p), 2);
     tu_rm(p);
 }
 
+/* Byte counts above 2^53, where a double can no longer tell neighbours apart, compare
+ * exactly: 2^53 + 1 against 2^53 differs; 2^63 - 1 and 2^53 + 1 against themselves match,
+ * and the CSV prints them digit for digit. */
+static void compare_exact_64bit(void)
+{
+    char p[256], m[256];
+    snprintf(p, sizeof p, "%s",
+             tu_write_tmp(".json", "{\"runs\": [{\"policy\": \"a\", \"capacity\": "
+                                   "9223372036854775807, \"peak_reserved\": 9007199254740993},"
+                                   "{\"policy\": \"b\", \"peak_reserved\": 9007199254740993}]}"));
+    snprintf(m, sizeof m, "%s",
+             tu_write_tmp(".json", "{\"runs\": [{\"capacity\": 9223372036854775807, "
+                                   "\"peak_reserved\": 9007199254740993},"
+                                   "{\"peak_reserved\": 9007199254740992}]}"));
+    CU_ASSERT_EQUAL(compare("-f csv", p, m), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "0,\"a\",9223372036854775807,-,-,1,9007199254740993,"
+                                       "9007199254740993,0,1,"));
+    /* The relative error, a double, rounds to 0; the match column does not. */
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(out, "1,\"b\",none,-,-,1,9007199254740993,9007199254740992,0,0,\"\"\n"));
+    tu_rm(p);
+    tu_rm(m);
+}
+
 CU_TestInfo test_compare[] = {
+    {"64-bit byte counts compare exactly", compare_exact_64bit},
     {"csv rows: OOM, peak error, first segment difference", compare_csv_rows},
     {"capacity mismatch and run count warn", compare_capacity_mismatch_warns},
     {"bad input names the file and byte; usage errors", compare_bad_input},

@@ -28,204 +28,11 @@
 #include <string.h>
 #include <zstd.h>
 
+#include "jsonin.h"
 #include "policy.h"
 #include "simdev.h"
 #include "trace.h"
 #include "util.h"
-
-/* ---- a small JSON reader: enough for key.json (objects, arrays, strings, integers) -- */
-
-enum { J_NULL, J_FALSE, J_TRUE, J_NUM, J_STR, J_ARR, J_OBJ };
-
-typedef struct jnode {
-    int type;
-    uint64_t num; /* J_NUM: the integer part of a non-negative number (sizes, ordinals) */
-    char *str;    /* J_STR: decoded, NUL-terminated; also the key of an object member */
-    char *key;
-    uint32_t child, next; /* first child / next sibling, 0 = none */
-} jnode;
-
-typedef struct jdoc {
-    jnode *n;
-    uint32_t len, cap;
-    char *text;
-    char *p, *end;
-    char err[128];
-} jdoc;
-
-static uint32_t j_new(jdoc *d, int type)
-{
-    if (d->len + 1 >= d->cap) {
-        uint32_t nc = d->cap ? d->cap * 2 : 1024;
-        jnode *nn = realloc(d->n, (size_t)nc * sizeof *nn);
-        if (!nn)
-            return 0;
-        d->n = nn;
-        d->cap = nc;
-    }
-    uint32_t i = ++d->len;
-    d->n[i] = (jnode){.type = type};
-    return i;
-}
-
-static void j_ws(jdoc *d)
-{
-    while (d->p < d->end && (*d->p == ' ' || *d->p == '\n' || *d->p == '\t' || *d->p == '\r'))
-        d->p++;
-}
-
-/* Decodes a string in place (the text buffer is ours); \uXXXX below 0x80 only. */
-static char *j_string(jdoc *d)
-{
-    char *out = d->p + 1, *w = out;
-    char *r = d->p + 1;
-    while (r < d->end && *r != '"') {
-        if (*r == '\\' && r + 1 < d->end) {
-            r++;
-            char c = *r;
-            if (c == 'u' && r + 4 < d->end) {
-                char hex[5] = {r[1], r[2], r[3], r[4], 0};
-                *w++ = (char)strtoul(hex, NULL, 16);
-                r += 5;
-                continue;
-            }
-            *w++ = c == 'n' ? '\n' : c == 't' ? '\t' : c;
-            r++;
-        } else {
-            *w++ = *r++;
-        }
-    }
-    if (r >= d->end) {
-        snprintf(d->err, sizeof d->err, "unterminated string");
-        return NULL;
-    }
-    d->p = r + 1;
-    *w = 0;
-    return out;
-}
-
-static uint32_t j_value(jdoc *d, int depth)
-{
-    j_ws(d);
-    if (d->p >= d->end || depth > 64) {
-        snprintf(d->err, sizeof d->err, "unexpected end or nesting at byte %td", d->p - d->text);
-        return 0;
-    }
-    char c = *d->p;
-    if (c == '{' || c == '[') {
-        uint32_t me = j_new(d, c == '{' ? J_OBJ : J_ARR), last = 0;
-        if (!me)
-            return 0;
-        d->p++;
-        j_ws(d);
-        if (d->p < d->end && *d->p == (c == '{' ? '}' : ']')) {
-            d->p++;
-            return me;
-        }
-        for (;;) {
-            char *key = NULL;
-            j_ws(d);
-            if (c == '{') {
-                if (d->p >= d->end || *d->p != '"' || !(key = j_string(d)))
-                    goto bad;
-                j_ws(d);
-                if (d->p >= d->end || *d->p != ':')
-                    goto bad;
-                d->p++;
-            }
-            uint32_t v = j_value(d, depth + 1);
-            if (!v)
-                return 0;
-            d->n[v].key = key;
-            if (last)
-                d->n[last].next = v;
-            else
-                d->n[me].child = v;
-            last = v;
-            j_ws(d);
-            if (d->p < d->end && *d->p == ',') {
-                d->p++;
-                continue;
-            }
-            if (d->p < d->end && *d->p == (c == '{' ? '}' : ']')) {
-                d->p++;
-                return me;
-            }
-            goto bad;
-        }
-    }
-    if (c == '"') {
-        uint32_t me = j_new(d, J_STR);
-        if (!me || !(d->n[me].str = j_string(d)))
-            return 0;
-        return me;
-    }
-    if ((c >= '0' && c <= '9') || c == '-') {
-        uint32_t me = j_new(d, J_NUM);
-        char *e;
-        if (!me)
-            return 0;
-        d->n[me].num = c == '-' ? 0 : strtoull(d->p, &e, 10);
-        strtod(d->p, &e); /* fractions and exponents (timing fields) are skipped over */
-        if (e == d->p)
-            goto bad;
-        d->p = e;
-        return me;
-    }
-    static const struct {
-        const char *w;
-        int t;
-    } words[] = {{"null", J_NULL}, {"true", J_TRUE}, {"false", J_FALSE}};
-    for (unsigned k = 0; k < 3; k++) {
-        size_t l = strlen(words[k].w);
-        if ((size_t)(d->end - d->p) >= l && memcmp(d->p, words[k].w, l) == 0) {
-            d->p += l;
-            return j_new(d, words[k].t);
-        }
-    }
-bad:
-    if (!d->err[0])
-        snprintf(d->err, sizeof d->err, "bad JSON at byte %td", d->p - d->text);
-    return 0;
-}
-
-static int j_load(jdoc *d, const char *path)
-{
-    memset(d, 0, sizeof *d);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(d->err, sizeof d->err, "cannot open it");
-        return -1;
-    }
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    d->text = malloc((size_t)sz + 1);
-    if (!d->text || fread(d->text, 1, (size_t)sz, f) != (size_t)sz) {
-        fclose(f);
-        snprintf(d->err, sizeof d->err, "cannot read it");
-        return -1;
-    }
-    fclose(f);
-    d->text[sz] = 0;
-    d->p = d->text;
-    d->end = d->text + sz;
-    return j_value(d, 0) == 1 ? 0 : -1;
-}
-
-static void j_free(jdoc *d)
-{
-    free(d->n);
-    free(d->text);
-}
-
-static uint32_t j_get(const jdoc *d, uint32_t obj, const char *key)
-{
-    for (uint32_t c = obj ? d->n[obj].child : 0; c; c = d->n[c].next)
-        if (d->n[c].key && strcmp(d->n[c].key, key) == 0)
-            return c;
-    return 0;
-}
 
 /* ---- the trace, decoded once per workload ----------------------------------------- */
 
@@ -454,42 +261,48 @@ static const char *action_name(const char *s, as_dev_action *a)
     return NULL;
 }
 
-/* Compares one cell with its key entry. Returns 1 when exact; else writes why. */
-static int compare_cell(const jdoc *d, uint32_t kc, int capped, const cell_out *o, char *why,
-                        size_t why_len)
+/* Compares one cell with its key entry kc. Returns 1 when exact; else writes why. */
+static int compare_cell(const json_t *kc, int capped, const cell_out *o, char *why, size_t why_len)
 {
-    uint32_t evs = j_get(d, kc, "segment_events");
-    size_t i = 0;
-    for (uint32_t e = evs ? d->n[evs].child : 0; e; e = d->n[e].next, i++) {
-        uint32_t a = d->n[e].child, b = a ? d->n[a].next : 0, c = b ? d->n[b].next : 0;
+    const json_t *evs = json_object_get(kc, "segment_events");
+    size_t i;
+    const json_t *e;
+    json_array_foreach(evs, i, e)
+    {
+        uint64_t kk, sz;
+        const char *name = json_string_value(json_array_get(e, 1));
         as_dev_action act;
-        if (!c || !action_name(d->n[b].str ? d->n[b].str : "", &act)) {
+        if (json_array_size(e) != 3 || as_json_u64_at(e, 0, &kk) < 0 ||
+            as_json_u64_at(e, 2, &sz) < 0 || !name || !action_name(name, &act)) {
             snprintf(why, why_len, "key: malformed segment event %zu", i);
             return 0;
         }
-        uint64_t kk = d->n[a].num, sz = d->n[c].num;
         if (i >= o->n) {
             snprintf(why, why_len, "event %zu: key [%" PRIu64 ", %s, %" PRIu64 "], ours none", i,
-                     kk, d->n[b].str, sz);
+                     kk, name, sz);
             return 0;
         }
         if (o->rec[i].alloc != kk || o->rec[i].action != act || o->rec[i].size != sz) {
             snprintf(why, why_len,
                      "event %zu: key [%" PRIu64 ", %s, %" PRIu64 "], ours [%" PRIu64
                      ", %s, %" PRIu64 "]",
-                     i, kk, d->n[b].str, sz, o->rec[i].alloc, as_dev_action_name(o->rec[i].action),
+                     i, kk, name, sz, o->rec[i].alloc, as_dev_action_name(o->rec[i].action),
                      o->rec[i].size);
             return 0;
         }
     }
+    i = json_array_size(evs);
     if (i < o->n) {
         snprintf(why, why_len, "event %zu: key none, ours [%" PRIu64 ", %s, %" PRIu64 "]", i,
                  o->rec[i].alloc, as_dev_action_name(o->rec[i].action), o->rec[i].size);
         return 0;
     }
     if (capped) {
-        uint32_t oa = j_get(d, kc, "oom_alloc");
-        uint64_t key_oom = oa && d->n[oa].type == J_NUM ? d->n[oa].num : UINT64_MAX;
+        uint64_t key_oom = UINT64_MAX;
+        if (as_json_u64(kc, "oom_alloc", &key_oom) < 0) {
+            snprintf(why, why_len, "key: oom_alloc is not an ordinal or null");
+            return 0;
+        }
         if (key_oom != o->oom_alloc) {
             snprintf(why, why_len, "oom_alloc: key %" PRId64 ", ours %" PRId64, (int64_t)key_oom,
                      (int64_t)o->oom_alloc);
@@ -499,10 +312,10 @@ static int compare_cell(const jdoc *d, uint32_t kc, int capped, const cell_out *
         snprintf(why, why_len, "uncapped run OOMed at alloc %" PRIu64, o->oom_alloc);
         return 0;
     }
-    uint32_t pr = j_get(d, kc, "peak_reserved");
-    if (!pr || d->n[pr].num != o->peak_reserved) {
-        snprintf(why, why_len, "peak_reserved: key %" PRIu64 ", ours %" PRIu64,
-                 pr ? d->n[pr].num : 0, o->peak_reserved);
+    uint64_t pr = 0;
+    if (as_json_u64(kc, "peak_reserved", &pr) != 1 || pr != o->peak_reserved) {
+        snprintf(why, why_len, "peak_reserved: key %" PRIu64 ", ours %" PRIu64, pr,
+                 o->peak_reserved);
         return 0;
     }
     return 1;
@@ -514,12 +327,15 @@ typedef struct tally {
 
 /* Runs one cell on the process's device and, unless it is a warm-up (kc == 0), compares
  * it with its key entry. */
-static void check_one(const jdoc *d, uint32_t kc, int capped, const char *wl, const char *cfg,
+static void check_one(const json_t *kc, int capped, const char *wl, const char *cfg,
                       const trace_buf *tb, const as_policy_spec *spec, as_simdev *sd, tally *t)
 {
-    uint32_t ab = kc ? j_get(d, kc, "allowed_bytes") : 0;
-    uint64_t cap = capped && ab ? d->n[ab].num : AS_CAPACITY_NONE;
-    uint32_t hl = kc ? j_get(d, kc, "hit_device_limit") : 0;
+    uint64_t cap = AS_CAPACITY_NONE;
+    if (capped && as_json_u64(kc, "allowed_bytes", &cap) != 1) {
+        fprintf(stderr, "\n  torch fidelity: %s [%s]: a cap without allowed_bytes", wl, cfg);
+        CU_FAIL("a key cap has no allowed_bytes");
+        return;
+    }
     cell_out o;
     char why[300] = "";
     int ok = run_cell(tb, spec, cap, sd, &o) == 0;
@@ -530,7 +346,7 @@ static void check_one(const jdoc *d, uint32_t kc, int capped, const char *wl, co
         free(o.rec);
         return;
     }
-    if (hl && d->n[hl].type == J_TRUE) {
+    if (json_is_true(json_object_get(kc, "hit_device_limit"))) {
         /* Its numbers depend on memory outside the allocator: not comparable exactly. */
         t->skipped++;
         free(o.rec);
@@ -540,7 +356,7 @@ static void check_one(const jdoc *d, uint32_t kc, int capped, const char *wl, co
     if (!ok)
         snprintf(why, sizeof why, "%s", o.error);
     else
-        ok = compare_cell(d, kc, capped, &o, why, sizeof why);
+        ok = compare_cell(kc, capped, &o, why, sizeof why);
     if (ok) {
         t->exact++;
     } else {
@@ -551,60 +367,69 @@ static void check_one(const jdoc *d, uint32_t kc, int capped, const char *wl, co
     free(o.rec);
 }
 
+/* One config of workload wl: one process, as the key's runs were made: a warm-up replay, a
+ * timing replay, the uncapped run, then the caps in the key's order (README), all on one
+ * device. */
+static void check_config(const char *wl, const char *cfg, const json_t *c, int warmups,
+                         const trace_buf *tb, tally *t)
+{
+    as_policy_spec spec;
+    char err[200];
+    if (as_policy_spec_parse(strcmp(cfg, "default") == 0 ? "torch" : cfg, &spec, err, sizeof err)) {
+        fprintf(stderr, "\n  torch fidelity: spec '%s': %s", cfg, err);
+        CU_FAIL("a key config does not parse");
+        return;
+    }
+    as_simdev *sd;
+    if (as_simdev_create(NULL, &sd)) {
+        CU_FAIL("cannot create the simulated device");
+        as_policy_spec_free(&spec);
+        return;
+    }
+    for (int r = 0; r < warmups; r++)
+        check_one(NULL, 0, wl, cfg, tb, &spec, sd, t);
+    check_one(c, 0, wl, cfg, tb, &spec, sd, t);
+    size_t k;
+    const json_t *cap;
+    json_array_foreach(json_object_get(c, "caps"), k, cap)
+        check_one(cap, 1, wl, cfg, tb, &spec, sd, t);
+    as_simdev_destroy(sd);
+    as_policy_spec_free(&spec);
+}
+
 /* Every config and cap of one key.json; the traces are <dir>/<workload>.pickle.zst. */
 static void check_key(const char *dir, int warmups, tally *t)
 {
     char path[1200], why[1600];
-    jdoc d;
+    json_t *root;
     snprintf(path, sizeof path, "%s/key.json", dir);
-    if (j_load(&d, path)) {
-        fprintf(stderr, "\n  torch fidelity: %s: %s", path, d.err);
-        j_free(&d);
+    if (as_json_load(path, &root, why, sizeof why)) {
+        fprintf(stderr, "\n  torch fidelity: %s", why);
         CU_FAIL_FATAL("cannot read key.json");
         return;
     }
-    for (uint32_t w = d.n[1].child; w; w = d.n[w].next) {
+    const char *wl;
+    json_t *w;
+    json_object_foreach(root, wl, w)
+    {
         trace_buf tb;
-        snprintf(path, sizeof path, "%s/%s.pickle.zst", dir, d.n[w].key);
+        snprintf(path, sizeof path, "%s/%s.pickle.zst", dir, wl);
         if (load_trace(path, &tb, why, sizeof why)) {
             fprintf(stderr, "\n  torch fidelity: %s", why);
             CU_FAIL("cannot read a ground-truth trace");
             free(tb.ev);
             continue;
         }
-        uint32_t na = j_get(&d, w, "allocs");
-        CU_ASSERT_EQUAL(tb.allocs, na ? d.n[na].num : 0);
-        uint32_t cfgs = j_get(&d, w, "configs");
-        for (uint32_t c = cfgs ? d.n[cfgs].child : 0; c; c = d.n[c].next) {
-            const char *cfg = d.n[c].key;
-            as_policy_spec spec;
-            char err[200];
-            if (as_policy_spec_parse(strcmp(cfg, "default") == 0 ? "torch" : cfg, &spec, err,
-                                     sizeof err)) {
-                fprintf(stderr, "\n  torch fidelity: spec '%s': %s", cfg, err);
-                CU_FAIL("a key config does not parse");
-                continue;
-            }
-            /* One process per config: a warm-up replay, a timing replay, the uncapped run,
-             * then the caps in the key's order (README), all on one device. */
-            as_simdev *sd;
-            if (as_simdev_create(NULL, &sd)) {
-                CU_FAIL("cannot create the simulated device");
-                as_policy_spec_free(&spec);
-                continue;
-            }
-            for (int r = 0; r < warmups; r++)
-                check_one(&d, 0, 0, d.n[w].key, cfg, &tb, &spec, sd, t);
-            check_one(&d, c, 0, d.n[w].key, cfg, &tb, &spec, sd, t);
-            uint32_t caps = j_get(&d, c, "caps");
-            for (uint32_t k = caps ? d.n[caps].child : 0; k; k = d.n[k].next)
-                check_one(&d, k, 1, d.n[w].key, cfg, &tb, &spec, sd, t);
-            as_simdev_destroy(sd);
-            as_policy_spec_free(&spec);
-        }
+        uint64_t na = 0;
+        CU_ASSERT_EQUAL(as_json_u64(w, "allocs", &na), 1);
+        CU_ASSERT_EQUAL(tb.allocs, na);
+        const char *cfg;
+        json_t *c;
+        json_object_foreach(json_object_get(w, "configs"), cfg, c)
+            check_config(wl, cfg, c, warmups, &tb, t);
         free(tb.ev);
     }
-    j_free(&d);
+    json_decref(root);
 }
 
 static void torch_fidelity_h200(void)
@@ -853,16 +678,49 @@ out:
     return ok;
 }
 
+/* The rows of a torch-key-replay CSV (run,alloc,event,action,addr,size) into *ev, with
+ * each row's run index in *run_of (both malloc'd). Returns the row count. */
+static size_t parse_records(char *csv, rec_ev **ev, int **run_of)
+{
+    size_t nev = 0, cap = 0;
+    *ev = NULL;
+    *run_of = NULL;
+    for (char *line = csv ? strchr(csv, '\n') : NULL; line && *++line;) {
+        int r;
+        unsigned long long al, e, addr, size;
+        char act[32];
+        if (sscanf(line, "%d,%llu,%llu,%31[^,],%llu,%llu", &r, &al, &e, act, &addr, &size) == 6) {
+            if (nev == cap) {
+                cap = cap ? cap * 2 : 4096;
+                rec_ev *ne = realloc(*ev, cap * sizeof *ne);
+                int *nr = ne ? realloc(*run_of, cap * sizeof *nr) : NULL;
+                if (ne)
+                    *ev = ne;
+                if (!nr)
+                    return nev;
+                *run_of = nr;
+            }
+            int a = !strcmp(act, "segment_alloc")  ? 0
+                    : !strcmp(act, "segment_free") ? 1
+                    : !strcmp(act, "segment_map")  ? 2
+                                                   : 3;
+            (*ev)[nev] = (rec_ev){al, a, addr, size};
+            (*run_of)[nev++] = r;
+        }
+        line = strchr(line, '\n');
+    }
+    return nev;
+}
+
 /* Every run of one torch-key-replay file. */
 static void address_file(const char *stem, const char *workload, unsigned *runs, unsigned *exact)
 {
     char path[600], why[400];
-    jdoc d;
+    json_t *root;
     snprintf(path, sizeof path, "replay/data/torch-key-replay/%s.json", stem);
-    if (j_load(&d, tu_path(path))) {
-        fprintf(stderr, "\n  torch addresses: %s: %s", path, d.err);
+    if (as_json_load(tu_path(path), &root, why, sizeof why)) {
+        fprintf(stderr, "\n  torch addresses: %s", why);
         CU_FAIL("cannot read a replay record");
-        j_free(&d);
         return;
     }
     snprintf(path, sizeof path, "replay/data/torch-key-replay/%s.csv.zst", stem);
@@ -873,43 +731,23 @@ static void address_file(const char *stem, const char *workload, unsigned *runs,
     int tok = load_trace(tu_path(path), &tb, why, sizeof why) == 0;
     CU_ASSERT_PTR_NOT_NULL(csv);
     CU_ASSERT(tok);
-    /* rows: run,alloc,event,action,addr,size */
-    rec_ev *ev = NULL;
-    size_t nev = 0, cap = 0;
-    int *run_of = NULL;
-    for (char *line = csv ? strchr(csv, '\n') : NULL; line && *++line;) {
-        int r;
-        unsigned long long al, e, addr, size;
-        char act[32];
-        if (sscanf(line, "%d,%llu,%llu,%31[^,],%llu,%llu", &r, &al, &e, act, &addr, &size) == 6) {
-            if (nev == cap) {
-                cap = cap ? cap * 2 : 4096;
-                ev = realloc(ev, cap * sizeof *ev);
-                run_of = realloc(run_of, cap * sizeof *run_of);
-                if (!ev || !run_of)
-                    break;
-            }
-            int a = !strcmp(act, "segment_alloc")  ? 0
-                    : !strcmp(act, "segment_free") ? 1
-                    : !strcmp(act, "segment_map")  ? 2
-                                                   : 3;
-            ev[nev] = (rec_ev){al, a, addr, size};
-            run_of[nev++] = r;
-        }
-        line = strchr(line, '\n');
-    }
-    uint32_t jr = j_get(&d, 1, "runs");
-    int idx = 0;
-    for (uint32_t r = jr ? d.n[jr].child : 0; r && csv && tok && ev; r = d.n[r].next, idx++) {
-        uint32_t conf = j_get(&d, r, "conf"), capn = j_get(&d, r, "capacity");
-        uint32_t oomn = j_get(&d, r, "oom_alloc");
-        const char *cfg = conf && d.n[conf].str ? d.n[conf].str : "default";
+    rec_ev *ev;
+    int *run_of;
+    size_t nev = parse_records(csv, &ev, &run_of);
+    CU_ASSERT(nev > 0);
+    size_t idx;
+    const json_t *r;
+    json_array_foreach(csv && tok && nev ? json_object_get(root, "runs") : NULL, idx, r)
+    {
+        const char *cfg = json_string_value(json_object_get(r, "conf"));
+        if (!cfg)
+            cfg = "default";
         if (strstr(cfg, "backend"))
             continue; /* cudaMallocAsync runs: not this allocator */
         size_t from = 0, n = 0;
-        while (from < nev && run_of[from] != idx)
+        while (from < nev && run_of[from] != (int)idx)
             from++;
-        while (from + n < nev && run_of[from + n] == idx)
+        while (from + n < nev && run_of[from + n] == (int)idx)
             n++;
         as_policy_spec spec;
         char err[200];
@@ -918,20 +756,21 @@ static void address_file(const char *stem, const char *workload, unsigned *runs,
             CU_FAIL("a replayed config does not parse");
             continue;
         }
-        uint64_t fraction = capn && d.n[capn].type == J_NUM ? d.n[capn].num : AS_CAPACITY_NONE;
-        uint64_t key_oom = oomn && d.n[oomn].type == J_NUM ? d.n[oomn].num : UINT64_MAX;
+        uint64_t fraction = AS_CAPACITY_NONE, key_oom = UINT64_MAX;
+        CU_ASSERT(as_json_u64(r, "capacity", &fraction) >= 0);
+        CU_ASSERT(as_json_u64(r, "oom_alloc", &key_oom) >= 0);
         (*runs)++;
         if (address_run(&tb, &spec, fraction, ev + from, n, key_oom, why, sizeof why))
             (*exact)++;
         else
-            fprintf(stderr, "\n  torch addresses: %s run %d [%s]: %s", stem, idx, cfg, why);
+            fprintf(stderr, "\n  torch addresses: %s run %zu [%s]: %s", stem, idx, cfg, why);
         as_policy_spec_free(&spec);
     }
     free(ev);
     free(run_of);
     free(csv);
     free(tb.ev);
-    j_free(&d);
+    json_decref(root);
 }
 
 static void torch_fidelity_addresses(void)
