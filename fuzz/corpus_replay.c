@@ -16,6 +16,7 @@ const as_fuzz_target as_fuzz_targets[] = {
     { "rmm", as_fuzz_rmm, NULL },
     { "policy", as_fuzz_policy, as_fuzz_policy_mutate },
     { "patho", as_fuzz_patho, as_fuzz_patho_mutate },
+    { "cli", as_fuzz_cli, NULL },
     { NULL, NULL, NULL },
 };
 

@@ -43,6 +43,7 @@ int as_fuzz_pickle(const uint8_t *data, size_t size);
 int as_fuzz_rmm(const uint8_t *data, size_t size);
 int as_fuzz_policy(const uint8_t *data, size_t size);
 int as_fuzz_patho(const uint8_t *data, size_t size);
+int as_fuzz_cli(const uint8_t *data, size_t size);
 
 size_t as_fuzz_policy_mutate(uint8_t *data, size_t size, size_t max_size, unsigned int seed);
 size_t as_fuzz_patho_mutate(uint8_t *data, size_t size, size_t max_size, unsigned int seed);

@@ -7,7 +7,7 @@
 # committed; crashes land in build/fuzz/crash-NAME/.
 
 FUZZ_DIR     := $(BUILD)/fuzz
-FUZZ_TARGETS := native text pickle rmm policy patho
+FUZZ_TARGETS := native text pickle rmm policy patho cli
 FUZZ_MUTATED := policy patho
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS  := $(CSTD) $(WARN) $(INC) -O1 -g -pthread $(FUZZ_SAN) -fsanitize=fuzzer-no-link
@@ -21,6 +21,7 @@ FUZZ_MAXLEN_pickle := 16384
 FUZZ_MAXLEN_rmm    := 4096
 FUZZ_MAXLEN_policy := 8192
 FUZZ_MAXLEN_patho  := 65536
+FUZZ_MAXLEN_cli    := 4096
 SECS ?= 60
 
 .PHONY: fuzz fuzz-run fuzz-driver

@@ -4,7 +4,7 @@
  *
  * To add a subcommand: write sim/cmd_NAME.c defining `int as_cmd_NAME(int argc, char
  * **argv)` (argv[0] is the subcommand's name; return an AS_EXIT_* code), declare it below
- * and add one line to the table in sim/main.c.
+ * and add one line to the table in sim/commands.c.
  */
 #ifndef AS_SIM_CLI_H
 #define AS_SIM_CLI_H
@@ -21,6 +21,10 @@ enum {
     AS_EXIT_INPUT = 1, /* bad input or I/O: the message names the file and the offset */
     AS_EXIT_USAGE = 2, /* bad command line */
 };
+
+/* The whole command: argv as main() gets it; returns the exit status, never exits. Safe to
+ * call again in the same process (sim/commands.c). */
+int as_cli_main(int argc, char **argv);
 
 int as_cmd_run(int argc, char **argv);
 int as_cmd_convert(int argc, char **argv);

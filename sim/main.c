@@ -1,61 +1,10 @@
 /*
- * main.c - the allocsim command: a table of subcommands (git style). A first argument
- * that is not a subcommand's name means `run`, so `allocsim -p bestfit trace.zst` works.
- * Adding a subcommand is one file (sim/cmd_NAME.c, see cli.h) and one line below.
+ * main.c - the allocsim program: the command itself is a function (as_cli_main in
+ * sim/commands.c), so that tests and the CLI fuzz harness run it in-process.
  */
-#include <stdio.h>
-#include <string.h>
-
 #include "cli.h"
-
-typedef struct as_cli_cmd {
-    const char *name;
-    int (*fn)(int argc, char **argv);
-    const char *summary;
-} as_cli_cmd;
-
-static const as_cli_cmd commands[] = {
-    {"run", as_cmd_run, "replay traces through policies at capacities (the default)"},
-    {"info", as_cmd_info, "counts, streams, peak, size and lifetime histograms of a trace"},
-    {"convert", as_cmd_convert, "convert a trace to the native or text format"},
-    {"gen", as_cmd_gen, "write a synthetic trace from a workload generator"},
-    {"mincap", as_cmd_mincap, "smallest capacity that fits a trace, and where larger ones fail"},
-    {"plot", as_cmd_plot, "gnuplot charts: timeline, compare, capacity, segments, validation"},
-    {"policies", as_cmd_policies, "list the policies and their knobs"},
-    {"compare", as_cmd_compare, "predicted against measured runs (two JSON reports)"},
-};
-
-static void usage(FILE *f)
-{
-    fputs("usage: allocsim [run] [-p SPEC]... [-c CAP]... [-f table|csv|json] TRACE...\n"
-          "       allocsim COMMAND [ARGS]    (allocsim COMMAND --help for each)\n"
-          "       allocsim --version | -V\n\ncommands:\n",
-          f);
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fputs("\nExit status: 0 when it ran (an OOM is a result), 1 bad input or I/O, "
-          "2 usage error.\n",
-          f);
-}
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        usage(stderr);
-        return AS_EXIT_USAGE;
-    }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-        strcmp(argv[1], "help") == 0) {
-        usage(stdout);
-        return AS_EXIT_OK;
-    }
-    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
-        as_cli_version("allocsim");
-        return AS_EXIT_OK;
-    }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(argv[1], commands[i].name) == 0)
-            return commands[i].fn(argc - 1, argv + 1);
-    /* No subcommand: everything is run's. argv[0] stands in for the command name. */
-    return as_cmd_run(argc, argv);
+    return as_cli_main(argc, argv);
 }
