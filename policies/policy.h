@@ -53,6 +53,8 @@ typedef struct as_knob {
     double fdef, fmin, fmax; /* FLOAT */
     const char *choices; /* ENUM: "none|oom|always" */
     const char *help;    /* one line */
+    unsigned char fmax_open; /* FLOAT: fmax itself is refused, [fmin, fmax) */
+    int64_t multiple;        /* INT: a value must be a multiple of this (0 = any) */
 } as_knob;
 
 /* One knob's value. i for INT/BOOL/SIZE/ENUM, f for FLOAT, div[] for DIVS. */
@@ -168,5 +170,10 @@ typedef struct as_policy_spec {
  * policy is "torch". On error returns AS_POLICY_EINVAL and writes a one-line reason. */
 int as_policy_spec_parse(const char *text, as_policy_spec *out, char *why, size_t why_len);
 void as_policy_spec_free(as_policy_spec *s);
+/* The values as_policy_spec_parse accepts for knob k of p (by its short name, the other
+ * knobs at their defaults), as `allocsim policies` prints them: "[1, 1073741824], power
+ * of 2", half-open "[0, 1)", "0 or [large_segment, 8796093022207]" (a bound that is
+ * another knob's value is named), "true|false", or the choices "none|oom|always". */
+void as_knob_range(const as_policy *p, size_t k, char *buf, size_t len);
 
 #endif

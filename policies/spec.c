@@ -343,6 +343,9 @@ static int parse_value(const char *pol, const as_knob *k, const char *s, as_knob
             return fail(why, wl,
                         "%s of '%s': %" PRId64 " is out of range %" PRId64 "..%" PRId64 " %s", lab,
                         pol, x, k->min, k->max, k->unit ? k->unit : "");
+        if (k->multiple > 1 && x % k->multiple)
+            return fail(why, wl, "%s of '%s': %" PRId64 " is not a multiple of %" PRId64 " %s", lab,
+                        pol, x, k->multiple, k->unit ? k->unit : "");
         v->i = x;
         return 0;
     }
@@ -360,9 +363,9 @@ static int parse_value(const char *pol, const as_knob *k, const char *s, as_knob
         if (!*s || *end || errno || !isfinite(d))
             return fail(why, wl, "%s of '%s': '%s' is not a number (allowed %g..%g)", lab, pol, s,
                         k->fmin, k->fmax);
-        if (d < k->fmin || d > k->fmax)
-            return fail(why, wl, "%s of '%s': %g is out of range %g..%g", lab, pol, d, k->fmin,
-                        k->fmax);
+        if (d < k->fmin || d > k->fmax || (k->fmax_open && d == k->fmax))
+            return fail(why, wl, "%s of '%s': %g is out of range [%g, %g%s", lab, pol, d, k->fmin,
+                        k->fmax, k->fmax_open ? ")" : "]");
         v->f = d;
         return 0;
     }
@@ -452,17 +455,65 @@ static int check_pytorch_rules(const as_policy *p, const as_knob_value *v, const
                     "%s of '%s': %" PRId64 " MiB is below the minimum %" PRId64
                     " MiB (the large segment size, as PyTorch requires)",
                     knob_label(&p->knobs[nr], lab, sizeof lab), p->name, v[nr].i, large);
-    /* Segments and expandable pages are reserved from the device in 2 MiB pages. */
-    if (ls >= 0 && large % 2)
-        return fail(why, wl, "%s of '%s': %" PRId64 " MiB is not a whole number of 2 MiB pages",
-                    knob_label(&p->knobs[ls], lab, sizeof lab), p->name, large);
+    /* The table's range is [0, 1) with 0 = off; PyTorch's key refuses 0 too. */
     int gc = knob_by_alias(p, "garbage_collection_threshold");
-    if (gc >= 0 && v[gc].set && (v[gc].f != 0.0 || by_alias[gc]) &&
-        !(v[gc].f > 0.0 && v[gc].f < 1.0))
-        return fail(why, wl, "%s of '%s': %g must be strictly between 0 and 1%s",
-                    knob_label(&p->knobs[gc], lab, sizeof lab), p->name, v[gc].f,
-                    by_alias[gc] ? "" : " (0 = off)");
+    if (gc >= 0 && v[gc].set && by_alias[gc] && !(v[gc].f > 0.0 && v[gc].f < 1.0))
+        return fail(why, wl, "%s of '%s': %g must be strictly between 0 and 1",
+                    knob_label(&p->knobs[gc], lab, sizeof lab), p->name, v[gc].f);
     return 0;
+}
+
+/* The lower bound check_pytorch_rules puts on max_split_size_mb and
+ * max_non_split_rounding_mb: the large_segment knob by name, or its fixed 20 MiB. */
+static int pytorch_min_bound(const as_policy *p, const as_knob *k, char *buf, size_t len)
+{
+    if (!k->alias || (strcmp(k->alias, "max_split_size_mb") != 0 &&
+                      strcmp(k->alias, "max_non_split_rounding_mb") != 0))
+        return 0;
+    int ls = knob_by_alias(p, "large_segment_size_mb");
+    if (ls >= 0)
+        snprintf(buf, len, "%s", p->knobs[ls].name);
+    else
+        snprintf(buf, len, "20");
+    return 1;
+}
+
+void as_knob_range(const as_policy *p, size_t i, char *buf, size_t len)
+{
+    const as_knob *k = &p->knobs[i];
+    char lo[64];
+    switch (k->type) {
+    case AS_KNOB_BOOL:
+        snprintf(buf, len, "true|false");
+        return;
+    case AS_KNOB_ENUM:
+        snprintf(buf, len, "%s", k->choices ? k->choices : "");
+        return;
+    case AS_KNOB_FLOAT:
+        snprintf(buf, len, "[%g, %g%s", k->fmin, k->fmax, k->fmax_open ? ")" : "]");
+        return;
+    case AS_KNOB_DIVS:
+        snprintf(buf, len, "[%" PRId64 ", %" PRId64 "], 0 or a power of 2, or a list", k->min,
+                 k->max);
+        return;
+    case AS_KNOB_INT:
+    case AS_KNOB_SIZE:
+        break;
+    }
+    const char *zero = "";
+    if (pytorch_min_bound(p, k, lo, sizeof lo)) {
+        /* 0 = off for maxsplit: below the bound, only 0 passes check_pytorch_rules. */
+        zero = strcmp(k->alias, "max_split_size_mb") == 0 ? "0 or " : "";
+    } else {
+        snprintf(lo, sizeof lo, "%" PRId64, k->min);
+    }
+    int n = snprintf(buf, len, "%s[%s, %" PRId64 "]", zero, lo, k->max);
+    if (n < 0 || (size_t)n >= len)
+        return;
+    if (strcmp(k->name, "round") == 0) /* check_round */
+        snprintf(buf + n, len - (size_t)n, ", power of 2");
+    else if (k->multiple > 1)
+        snprintf(buf + n, len - (size_t)n, ", multiple of %" PRId64, k->multiple);
 }
 
 /* PYTORCH_CUDA_ALLOC_CONF keys that do not change the device caching allocator's

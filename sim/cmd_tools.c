@@ -218,62 +218,95 @@ static void choice(char *b, size_t n, const char *choices, int64_t idx)
     snprintf(b, n, "%.*s", (int)len, p);
 }
 
-static void knob_line(const as_knob *k, int w)
+/* The knob's default as the spec parser reads it back. */
+static void knob_default(const as_knob *k, char *def, size_t n)
 {
-    char def[64], range[96];
     switch (k->type) {
     case AS_KNOB_BOOL:
-        snprintf(def, sizeof def, "%s", k->def ? "true" : "false");
-        snprintf(range, sizeof range, "true|false");
+        snprintf(def, n, "%s", k->def ? "true" : "false");
         break;
     case AS_KNOB_FLOAT:
-        snprintf(def, sizeof def, "%g", k->fdef);
-        snprintf(range, sizeof range, "[%g, %g]", k->fmin, k->fmax);
+        snprintf(def, n, "%g", k->fdef);
         break;
     case AS_KNOB_ENUM:
-        choice(def, sizeof def, k->choices, k->def);
-        snprintf(range, sizeof range, "%s", k->choices ? k->choices : "");
+        choice(def, n, k->choices, k->def);
         break;
     default:
-        snprintf(def, sizeof def, "%" PRId64, k->def);
-        if (k->max == INT64_MAX)
-            snprintf(range, sizeof range, "[%" PRId64 ", inf)", k->min);
-        else
-            snprintf(range, sizeof range, "[%" PRId64 ", %" PRId64 "]", k->min, k->max);
+        snprintf(def, n, "%" PRId64, k->def);
         break;
     }
-    printf("    %-*s %-9s %-9s default %-8s range %s%s%s\n        %s\n", w, k->name,
-           type_name(k->type), k->unit && k->unit[0] ? k->unit : "-", def, range,
-           k->alias ? "  alias " : "", k->alias ? k->alias : "", k->help ? k->help : "");
 }
+
+static void knob_line(const as_policy *p, size_t i, int w, int tsv)
+{
+    const as_knob *k = &p->knobs[i];
+    char def[64], range[128];
+    knob_default(k, def, sizeof def);
+    as_knob_range(p, i, range, sizeof range);
+    const char *unit = k->unit && k->unit[0] ? k->unit : "-";
+    if (tsv) {
+        printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p->name, k->name, k->alias ? k->alias : "",
+               type_name(k->type), unit, def, range, k->help ? k->help : "");
+        return;
+    }
+    printf("    %-*s %-9s %-9s default %-8s range %s%s%s\n        %s\n", w, k->name,
+           type_name(k->type), unit, def, range, k->alias ? "  alias " : "",
+           k->alias ? k->alias : "", k->help ? k->help : "");
+}
+
+static const char policies_help[] =
+    "usage: allocsim policies [-f table|tsv] [NAME]\n"
+    "\n"
+    "Lists every policy (or NAME) with its knobs: name, type, unit, default, the range the\n"
+    "spec parser accepts, PYTORCH_CUDA_ALLOC_CONF alias and help.\n"
+    "\n"
+    "  -f, --format FMT      table (default), or tsv: a header line, then one tab-separated\n"
+    "                        line per knob: policy, knob, alias, type, unit, default, range,\n"
+    "                        help (a policy without knobs: one line, the rest empty)\n";
 
 int as_cmd_policies(int argc, char **argv)
 {
-    if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        fputs("usage: allocsim policies [NAME]\n\nLists every policy with its knobs: name, "
-              "type, unit, default, range, PYTORCH_CUDA_ALLOC_CONF alias and help.\n",
-              stdout);
-        return AS_EXIT_OK;
+    static const struct option opts[] = {
+        {"format", required_argument, NULL, 'f'}, {"help", no_argument, NULL, 'h'}, {0}};
+    int tsv = 0, c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":f:h", opts, NULL)) != -1) {
+        if (c == 'h') {
+            fputs(policies_help, stdout);
+            return AS_EXIT_OK;
+        }
+        if (c != 'f')
+            return as_cli_bad_option("policies", c, argv);
+        if (strcmp(optarg, "tsv") != 0 && strcmp(optarg, "table") != 0)
+            return as_cli_usage("policies", "-f %s: the format is table or tsv", optarg);
+        tsv = strcmp(optarg, "tsv") == 0;
     }
+    if (argc - optind > 1)
+        return as_cli_usage("policies", "one policy name at most");
     size_t n;
     const as_policy *const *l = as_policy_list(&n);
-    const char *only = argc > 1 ? argv[1] : NULL;
+    const char *only = optind < argc ? argv[optind] : NULL;
     if (only && !as_policy_find(only))
         return as_cli_usage("policies", "unknown policy '%s'", only);
+    if (tsv)
+        printf("policy\tknob\talias\ttype\tunit\tdefault\trange\thelp\n");
     for (size_t i = 0; i < n; i++) {
         if (only && strcmp(only, l[i]->name) != 0)
             continue;
-        printf("%s%s - %s\n", i && !only ? "\n" : "", l[i]->name, l[i]->summary);
-        if (!l[i]->n_knobs)
-            printf("    (no knobs)\n");
+        if (tsv && !l[i]->n_knobs)
+            printf("%s\t\t\t\t\t\t\t\n", l[i]->name);
+        if (!tsv)
+            printf("%s%s - %s\n%s", i && !only ? "\n" : "", l[i]->name, l[i]->summary,
+                   l[i]->n_knobs ? "" : "    (no knobs)\n");
         int w = 12;
         for (size_t k = 0; k < l[i]->n_knobs; k++)
             if ((int)strlen(l[i]->knobs[k].name) > w)
                 w = (int)strlen(l[i]->knobs[k].name);
         for (size_t k = 0; k < l[i]->n_knobs; k++)
-            knob_line(&l[i]->knobs[k], w);
+            knob_line(l[i], k, w, tsv);
     }
-    if (!as_policy_find("torch"))
+    if (!tsv && !as_policy_find("torch"))
         printf("\n(torch, the default policy, is not available in this build yet)\n");
     return AS_EXIT_OK;
 }

@@ -336,8 +336,11 @@ static void spec_default_torch(void)
     parse_bad("max_split_size_mb:19", "'maxsplit'", "minimum 20");
     parse_bad("large_segment_size_mb:64,max_split_size_mb:32", "'maxsplit'", "minimum 64");
     parse_ok("large_segment_size_mb:64,max_split_size_mb:64", &s, NULL);
-    /* An odd large segment cannot be reserved in 2 MiB pages (found by fuzz_policy). */
-    parse_bad("large_segment_size_mb:11", "'large_segment'", "2 MiB pages");
+    /* An odd large segment cannot be reserved in 2 MiB pages (found by fuzz_policy), and
+     * PyTorch wants more than 10 MiB: 12 is the smallest. */
+    parse_bad("large_segment_size_mb:11", "'large_segment'", "out of range 12..");
+    parse_bad("large_segment_size_mb:13", "'large_segment'", "not a multiple of 2 MiB");
+    parse_bad("torch,gc=1", "'gc'", "out of range [0, 1)");
     as_policy_spec_free(&s);
     parse_bad("max_non_split_rounding_mb:4", "max_non_split_rounding", NULL);
     parse_bad("nosuch_key:1", "no knob 'nosuch_key'", NULL);
