@@ -10,7 +10,8 @@ BUILD    ?= build
 CSTD     := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith \
             -Wcast-qual -Wvla -Wno-missing-field-initializers
-INC      := -I. -Itraces -Ipolicies -Isim
+# Tests and fuzz harnesses see everything; each library folder gets its own path below.
+INC      := -I. -Isim -Itraces -Ipolicies -Isim/base
 CFLAGS   ?= -O2 -g
 ALL_CFLAGS = $(CSTD) $(WARN) $(INC) $(CFLAGS) -pthread -MMD -MP
 LDLIBS   := -ljansson -lzstd -lm -pthread
@@ -22,8 +23,9 @@ else
 Q := @
 endif
 
-# Library sources: everything in traces/, policies/ and sim/ except programs (*_main.c).
-LIB_SRC  := $(sort $(wildcard traces/*.c policies/*.c sim/*.c))
+# Library sources: everything in sim/base/, traces/, policies/ and sim/ except programs
+# (*_main.c).
+LIB_SRC  := $(sort $(wildcard sim/base/*.c traces/*.c policies/*.c sim/*.c))
 LIB_SRC  := $(filter-out %_main.c sim/main.c,$(LIB_SRC))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 # Test-only sources: helpers in tests/ and fuzz harnesses (linked so that `make test`
@@ -39,6 +41,29 @@ DBG_DIR   := $(BUILD)/debug
 ASAN_DIR  := $(BUILD)/asan
 DBG_LIB   := $(call objs,$(DBG_DIR),$(LIB_SRC))
 ASAN_LIB  := $(call objs,$(ASAN_DIR),$(LIB_SRC))
+
+# Who may include whom (README.md, Layout). Each folder compiles with only the paths it may
+# use, so an include the design forbids fails to compile; `make check-deps` (mk/deps.mk,
+# run by `make test`) proves it. Quote includes name bare headers, never a path.
+#   folder     may include
+#   sim/base   nothing in the project
+#   traces     traces, sim/base
+#   policies   policies, sim/base
+#   sim        sim, traces, policies, sim/base
+#   replay     replay, sim, traces, policies, sim/base
+#   tests fuzz everything (INC above)
+INC_base     := -Isim/base
+INC_traces   := -Itraces $(INC_base)
+INC_policies := -Ipolicies $(INC_base)
+INC_sim      := -Isim -Itraces -Ipolicies $(INC_base)
+INC_replay   := -Ireplay $(INC_sim)
+OBJ_DIRS     := $(BUILD)/obj $(DBG_DIR)/obj $(ASAN_DIR)/obj
+# Pattern-specific: the shorter stem wins, so sim/base/ is not compiled as sim/.
+$(foreach d,$(OBJ_DIRS),$(d)/sim/%.o): INC := $(INC_sim)
+$(foreach d,$(OBJ_DIRS),$(d)/sim/base/%.o): INC := $(INC_base)
+$(foreach d,$(OBJ_DIRS),$(d)/traces/%.o): INC := $(INC_traces)
+$(foreach d,$(OBJ_DIRS),$(d)/policies/%.o): INC := $(INC_policies)
+$(BUILD)/replay/%.o: INC := $(INC_replay)
 
 .PHONY: all test asan bench fuzz fuzz-run replay validate plots install clean help
 .DEFAULT_GOAL := all
