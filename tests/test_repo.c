@@ -1,0 +1,153 @@
+/*
+ * test_repo.c - the repository stands alone: no tracked text file names a folder of one
+ * particular machine (a home, a work or a mount folder, given absolutely) or the project's
+ * private data folder beside the checkout. Paths every Debian machine has (/usr, /proc,
+ * /dev, /tmp, /etc) are not a particular machine's and are allowed.
+ *
+ * The patterns below are written so that this file does not match them itself. Binary
+ * files (a NUL in them: compressed traces, pickles) are not read: their bytes are
+ * recordings, not text anyone follows.
+ */
+#include <CUnit/CUnit.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+/* An absolute path under a folder that only a particular machine has, or the shared data
+ * folder beside the checkout; the character before the slash must not be part of a
+ * relative path (tests/data is fine); or a Windows user folder. */
+static const char machine_path_re[] =
+    "(^|[^A-Za-z0-9_.~/-])/(work|home|root|Users|mnt|media|scratch|srv|nfs|net|gpfs|lustre|"
+    "data)/[A-Za-z0-9_.-]"
+    "|[.][.]/shared([/\"'` ]|$)"
+    "|[A-Za-z]:\\\\Users\\\\";
+
+static int compile(regex_t *re)
+{
+    return regcomp(re, machine_path_re, REG_EXTENDED | REG_NEWLINE | REG_NOSUB);
+}
+
+/* The matcher itself, on lines made at run time (so that this source does not hold them). */
+static void repo_pattern_catches(void)
+{
+    regex_t re;
+    CU_ASSERT_EQUAL_FATAL(compile(&re), 0);
+    char bad[4][64], good[6][64];
+    snprintf(bad[0], 64, "data in %s%s/shared/data", "/wo", "rk");
+    snprintf(bad[1], 64, "`%s%s/alice/trace.zst`", "/ho", "me");
+    snprintf(bad[2], 64, "SHARED ?= %s%s/data", "..", "/shared");
+    snprintf(bad[3], 64, "C:%sUsers%sbob", "\\", "\\");
+    snprintf(good[0], 64, "tests/data/torch-2.11-h200/key.json");
+    snprintf(good[1], 64, "TMPDIR=/tmp/allocsim-test-XXXXXX");
+    snprintf(good[2], 64, "PREFIX ?= /usr/local, /proc/self/exe, /dev/null");
+    snprintf(good[3], 64, "replay/data/calib-h200 and ../torch-2.11-h200/");
+    snprintf(good[4], 64, "os.path.join(HERE, 'data/calib-h200')");
+    snprintf(good[5], 64, "a shared/ folder, shared knobs");
+    for (int i = 0; i < 4; i++) {
+        if (regexec(&re, bad[i], 0, NULL, 0) != 0)
+            fprintf(stderr, "\n  not caught: %s", bad[i]);
+        CU_ASSERT_EQUAL(regexec(&re, bad[i], 0, NULL, 0), 0);
+    }
+    for (int i = 0; i < 6; i++) {
+        if (regexec(&re, good[i], 0, NULL, 0) == 0)
+            fprintf(stderr, "\n  wrongly caught: %s", good[i]);
+        CU_ASSERT_NOT_EQUAL(regexec(&re, good[i], 0, NULL, 0), 0);
+    }
+    regfree(&re);
+}
+
+/* Reads a whole file (NUL-terminated; *len its size), or NULL. */
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 16, n = 0, got;
+    char *b = malloc(cap + 1);
+    while (b && (got = fread(b + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            char *nb = realloc(b, (cap *= 2) + 1);
+            if (!nb)
+                free(b);
+            b = nb;
+        }
+    }
+    fclose(f);
+    if (b) {
+        b[n] = 0;
+        *len = n;
+    }
+    return b;
+}
+
+/* Lines of one text file that match; returns how many, printing each with its place. */
+static unsigned check_file(const regex_t *re, const char *rel)
+{
+    size_t len = 0;
+    char *text = slurp(tu_path(rel), &len);
+    unsigned hits = 0;
+    if (!text || memchr(text, 0, len)) {
+        free(text);
+        return 0;
+    }
+    unsigned line = 1;
+    for (char *p = text; *p; line++) {
+        char *nl = strchr(p, '\n');
+        if (nl)
+            *nl = 0;
+        if (regexec(re, p, 0, NULL, 0) == 0 && hits++ < 5)
+            fprintf(stderr, "\n  %s:%u: names a machine's folder: %.160s", rel, line, p);
+        if (!nl)
+            break;
+        p = nl + 1;
+    }
+    if (hits > 5)
+        fprintf(stderr, "\n  %s: %u more lines like these", rel, hits - 5);
+    free(text);
+    return hits;
+}
+
+static void repo_no_machine_paths(void)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "git -C '%s' ls-files -z 2>/dev/null", tu_path(""));
+    FILE *ls = popen(cmd, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ls);
+    regex_t re;
+    CU_ASSERT_EQUAL_FATAL(compile(&re), 0);
+    char rel[1024];
+    size_t n = 0;
+    unsigned files = 0, hits = 0;
+    int c;
+    while ((c = getc(ls)) != EOF) {
+        if (c != 0) {
+            if (n < sizeof rel - 1)
+                rel[n++] = (char)c;
+            continue;
+        }
+        rel[n] = 0;
+        n = 0;
+        files++;
+        hits += check_file(&re, rel);
+    }
+    int st = pclose(ls);
+    regfree(&re);
+    if (files == 0 || st != 0) {
+        /* A source tree without git (a release tarball): nothing says what is tracked. */
+        fprintf(stderr, "\n  [no_machine_paths: skipped, not a git checkout]\n");
+        return;
+    }
+    fprintf(stderr, "\n  [%u tracked files checked for machine paths: %u lines name one]\n", files,
+            hits);
+    CU_ASSERT_EQUAL(hits, 0);
+}
+
+CU_TestInfo test_repo[] = {
+    {"pattern_catches", repo_pattern_catches},
+    {"no_machine_paths", repo_no_machine_paths},
+    CU_TEST_INFO_NULL,
+};
