@@ -7,7 +7,7 @@
 #
 # in:    `allocsim mincap --csv F` or `allocsim run --sweep LO:HI:STEP -f csv`: one row per
 #        (policy, capacity) with columns policy, capacity, completed, oom_alloc, allocs and,
-#        when present, peak_requested.
+#        when present, file and peak_requested.
 # title: optional.
 
 dirn(s) = (strlen(s) == 0) ? "" : (s[strlen(s):] eq "/") ? s : dirn(s[1:strlen(s)-1])
@@ -18,11 +18,11 @@ array pol[nrows]
 do for [i=1:nrows] { pol[i] = RC[i] }
 # Several traces in one file: a panel per (trace, policy).
 has_trace = 0
-stats in every ::0::0 using (has_trace = sum [i=1:64] (columnhead(i) eq "trace" ? 1 : 0), 0) nooutput
+stats in every ::0::0 using (has_trace = sum [i=1:64] (columnhead(i) eq "file" ? 1 : 0), 0) nooutput
 if (has_trace) {
     base(s) = (strstrt(s, "/") == 0) ? s : base(s[strstrt(s, "/")+1:])
     stem(s) = (strstrt(s, ".") <= 1) ? s : s[1:strstrt(s, ".")-1]
-    call here."readcol.gp" in "trace"
+    call here."readcol.gp" in "file"
     ntr = 0
     do for [i=2:nrows] { if (RC[i] ne RC[1]) { ntr = 1 } }
     if (ntr) { do for [i=1:nrows] { pol[i] = stem(base(RC[i])) . ": " . pol[i] } }
@@ -117,11 +117,11 @@ do for [k=1:np] {
     }
     if (minfit[k] == minfit[k]) {
         set arrow from first gib(minfit[k]), graph 0 to first gib(minfit[k]), graph 1 nohead lc rgb col(k) lw 2
-        msg = sprintf("minimum %.3f GiB", gib(minfit[k]))
+        msg = sprintf("minimum %s", capfmt(minfit[k]))
         if (nfail_above[k] > 0) {
             msg = msg . sprintf("; %d %s above it %s; all fit from %s", nfail_above[k], \
                   nfail_above[k] == 1 ? "capacity" : "capacities", nfail_above[k] == 1 ? "fails" : "fail", \
-                  fitsfrom[k] == fitsfrom[k] ? sprintf("%.3f GiB", gib(fitsfrom[k])) : "(none in range)")
+                  fitsfrom[k] == fitsfrom[k] ? capfmt(fitsfrom[k]) : "(none in range)")
         } else {
             msg = msg . "; every larger capacity fits"
         }

@@ -39,8 +39,17 @@ GiB = 1073741824.0
 MiB = 1048576.0
 gib(x) = x / GiB
 mib(x) = x / MiB
-# Bytes as a short human string: 9.31 GiB, 412.0 MiB, 512 B.
-human(b) = (b >= GiB) ? sprintf("%.2f GiB", b / GiB) : (b >= MiB) ? sprintf("%.1f MiB", b / MiB) : sprintf("%d B", int(b))
+# Bytes as a short human string: 9.31 GiB, 412.0 MiB, 512 B (as allocsim's table).
+human(b) = (b >= GiB) ? sprintf("%.2f GiB", b / GiB) : (b >= MiB) ? sprintf("%.1f MiB", b / MiB) : (b >= 1024) ? sprintf("%.1f KiB", b / 1024.0) : sprintf("%d B", int(b))
+# A capacity as allocsim's table shows it (sim/REPORT.md): exact when a whole number of
+# GiB or MiB (80 GiB, 8600 MiB), else rounded and marked "~" (~74.51 GiB); -1 is none.
+capfmt(b) = (b != b || b < 0) ? "none" : \
+    (b >= GiB && int(b) % 1073741824 == 0) ? sprintf("%d GiB", int(b) / 1073741824) : \
+    (b >= MiB && int(b) % 1048576 == 0) ? sprintf("%d MiB", int(b) / 1048576) : \
+    (b < MiB && b >= 1024 && int(b) % 1024 == 0) ? sprintf("%d KiB", int(b) / 1024) : \
+    (b < 1024) ? sprintf("%d B", int(b)) : "~".human(b)
+# allocsim's CSV writes -1 where an integer does not apply (no capacity, no OOM).
+opt(v) = (v < 0) ? NaN : v
 
 set border 3 lw 1.2
 set tics nomirror out

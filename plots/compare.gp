@@ -3,7 +3,7 @@
 #
 #   gnuplot -e "in='report.csv'; out='compare.png'" plots/compare.gp
 #
-# in:    `allocsim run -f csv` over one or more traces (columns trace, policy,
+# in:    `allocsim run -f csv` over one or more traces (columns file, policy, capacity,
 #        peak_reserved, waste, and peak_requested when present; one row per run). Runs
 #        that hit an OOM are drawn hatched: their peaks are only up to the OOM.
 # title: optional.
@@ -17,7 +17,7 @@ call here."readcol.gp" in "policy"
 nrows = RC_n
 array pol[nrows]
 do for [i=1:nrows] { pol[i] = RC[i] }
-call here."readcol.gp" in "trace"
+call here."readcol.gp" in "file"
 array trc[nrows]
 do for [i=1:nrows] { trc[i] = stem(base(RC[i])) }
 # With several capacities in the report, a series is a (policy, capacity) pair.
@@ -26,7 +26,7 @@ array capt[nrows]
 do for [i=1:nrows] { capt[i] = RC[i] }
 ncapv = 0
 do for [i=2:nrows] { if (capt[i] ne capt[1]) { ncapv = 1 } }
-capname(c) = strlen(c) == 0 ? "uncapped" : sprintf("%.2f GB", c + 0 > 0 ? (c + 0) / 1e9 : 0)
+capname(c) = (c + 0 < 0) ? "uncapped" : capfmt(c + 0)
 if (ncapv) { do for [i=1:nrows] { pol[i] = pol[i] . " @ " . capname(capt[i]) } }
 
 array pname[nrows]

@@ -115,9 +115,9 @@ if (exists("runs") && strlen(runs) > 0) {
     set datafile separator ","
     set datafile columnheaders
     r_cap = NaN; r_size = NaN; r_alloc = NaN; r_res = NaN
-    stats runs using (int($0) == run ? (r_cap = column("capacity"), r_size = column("oom_size"), \
-        r_alloc = column("oom_alloc"), r_res = column("oom_reserved")) : 0, 0) nooutput
-    if (r_cap == r_cap) { who = who . sprintf(" at %s (%.2f GB)", human(r_cap), r_cap / 1e9) }
+    stats runs using (column("run") == run ? (r_cap = opt(column("capacity")), r_size = opt(column("oom_size")), \
+        r_alloc = opt(column("oom_alloc")), r_res = opt(column("oom_reserved"))) : 0, 0) nooutput
+    if (r_cap == r_cap) { who = who . sprintf(" at %s", capfmt(r_cap)) }
     if (r_size == r_size) {
         oom_what = sprintf("\nalloc %d asked for %s", r_alloc, human(r_size))
         if (r_cap == r_cap && r_res == r_res && r_cap >= r_res) {

@@ -6,9 +6,11 @@
 # in:    `allocsim run --timeline F` (run,event,alloc,time_us,requested,allocated,reserved),
 #        rows of one run in event order.
 # runs:  optional, the `-f csv` report of the same command (one row per run, in run order):
-#        names the runs by policy spec, draws capacities, marks OOMs (columns policy,
-#        capacity, completed, oom_alloc). Without it the runs are called "run N".
-# x:     "event" (default), "alloc" or "time" (seconds from the first sample).
+#        names the runs by policy spec, draws capacities, marks OOMs (columns file,
+#        policy, capacity, completed, oom_alloc; -1 where none). Without it the runs are
+#        called "run N".
+# x:     "event" (default), "alloc" or "time" (seconds from the start of the trace; time_us
+#        is relative to its first timed event, -1 where a sample has no time).
 # title: optional.
 
 dirn(s) = (strlen(s) == 0) ? "" : (s[strlen(s):] eq "/") ? s : dirn(s[1:strlen(s)-1])
@@ -27,23 +29,21 @@ array oom[N]
 do for [r=1:N] { name[r] = sprintf("run %d", r - 1); cap[r] = NaN; oom[r] = NaN }
 tracename = ""
 if (exists("runs") && strlen(runs) > 0) {
-    call here."readcol.gp" runs "trace"
+    call here."readcol.gp" runs "file"
     if (RC_n > 0) { tracename = base(RC[1]) }
     call here."readcol.gp" runs "policy"
     do for [r=1:(RC_n < N ? RC_n : N)] { name[r] = RC[r] }
     set datafile separator ","
     set datafile columnheaders
-    stats runs using (r = int($0) + 1, r <= N ? (cap[r] = column("capacity"), \
-          oom[r] = column("completed") != 0 ? NaN : column("oom_alloc")) : 0, 0) nooutput
+    stats runs using (r = int($0) + 1, r <= N ? (cap[r] = opt(column("capacity")), \
+          oom[r] = opt(column("oom_alloc"))) : 0, 0) nooutput
 }
 
-t0 = 0
 if (x eq "time") {
-    stats in using (column("time_us")) nooutput
+    stats in using (opt(column("time_us"))) nooutput
     if (!exists("STATS_records") || STATS_records == 0) { exit error in.": the trace has no times; use x='event'" }
-    t0 = STATS_min
 }
-X = (x eq "event") ? 'column("event")' : (x eq "alloc") ? 'column("alloc")' : '(column("time_us") - t0) / 1e6'
+X = (x eq "event") ? 'column("event")' : (x eq "alloc") ? 'column("alloc")' : 'opt(column("time_us")) / 1e6'
 xv(r) = (column("run") == r - 1) ? @X : NaN
 
 # Where each stopped run ended (its last sample is the OOM), and the top of the data.
@@ -79,7 +79,7 @@ do for [r=1:N] {
         ncap = ncap + 1
         set arrow from graph 0, first gib(cap[r]) to graph 1, first gib(cap[r]) nohead ls 100 front
         # Named on the right axis, where no curve can run over the text.
-        set y2tics add (sprintf("capacity %s\n(%.2f GB)", human(cap[r]), cap[r] / 1e9) gib(cap[r]))
+        set y2tics add (sprintf("capacity\n%s", capfmt(cap[r])) gib(cap[r]))
     }
 }
 # OOM points, labelled with the allocation that failed; kept in a datablock so that runs

@@ -6,7 +6,8 @@
 #
 # in:    `allocsim compare -f csv PREDICTED.json MEASURED.json` (columns policy,
 #        pred_oom_alloc, meas_oom_alloc, oom_match, pred_peak_reserved, meas_peak_reserved,
-#        peak_match; "-" where a run had no OOM). Several such files may be concatenated
+#        peak_match; -1 where a run had no OOM, "-" in files written before report
+#        schema 2). Several such files may be concatenated
 #        (one header) to cover several traces.
 # title: optional.
 
@@ -34,7 +35,7 @@ stats in using (column("peak_match")) nooutput
 peak_exact = STATS_sum
 nruns = STATS_records
 omax = 0
-num(c) = strcol(c) ne "-" && strcol(c) ne ""  # "-": the run had no OOM
+num(c) = strcol(c) ne "-" && strcol(c) ne "" && column(c) >= 0  # -1 or "-": no OOM
 stats in using ((num("pred_oom_alloc") && column("pred_oom_alloc") > omax ? omax = column("pred_oom_alloc") : 0), \
                 (num("meas_oom_alloc") && column("meas_oom_alloc") > omax ? omax = column("meas_oom_alloc") : 0)) nooutput
 if (omax == 0) { omax = 1 }

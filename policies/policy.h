@@ -163,6 +163,7 @@ typedef struct as_policy_spec {
     const as_policy *policy;
     as_knob_value *values; /* policy->n_knobs entries, owned */
     char *text;            /* canonical text, e.g. "torch,maxsplit=128", owned */
+    char *input;           /* the text as given to the parser, e.g. "maxsplit=128", owned */
 } as_policy_spec;
 
 /* Parses "[name,]knob=value,..." or a PYTORCH_CUDA_ALLOC_CONF string

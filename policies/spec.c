@@ -829,7 +829,13 @@ int as_policy_spec_parse(const char *text, as_policy_spec *out, char *why, size_
         goto out;
 
     out->text = canonical(pol, vals);
-    if (!out->text) {
+    out->input = malloc(tl + 1);
+    if (out->input)
+        memcpy(out->input, text, tl + 1);
+    if (!out->text || !out->input) {
+        free(out->text);
+        free(out->input);
+        out->text = out->input = NULL;
         rc = AS_POLICY_ENOMEM;
         fail(why, why_len, "out of host memory");
         goto out;
@@ -851,7 +857,9 @@ void as_policy_spec_free(as_policy_spec *s)
         return;
     free(s->values);
     free(s->text);
+    free(s->input);
     s->values = NULL;
     s->text = NULL;
+    s->input = NULL;
     s->policy = NULL;
 }

@@ -33,6 +33,7 @@ import tempfile
 import time
 
 VERSION = "0.1"
+REPORT_SCHEMA = 2  # sim/report.h AS_REPORT_SCHEMA: the report contract of sim/REPORT.md
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
@@ -361,6 +362,7 @@ def one_run(torch, evs, cap, total, is_async, rt, record, label):
         "oom_size": evs[oom_event][2] if oom_event is not None else None,
         "oom_reserved": st.get("reserved_bytes.all.current") if oom_alloc is not None else None,
         "oom_allocated": st.get("allocated_bytes.all.current") if oom_alloc is not None else None,
+        "oom": oom_alloc is not None,
         "allocs": nalloc,
         "peak_requested": peak_requested,
         "peak_allocated": st.get("allocated_bytes.all.peak"),
@@ -492,9 +494,12 @@ def main():
             peak_req = max(peak_req, req)
         elif e[0] == "f":
             req -= sizes.pop(e[1], 0)
-    report = {"allocsim": VERSION, "measured": True, "tool": "torch_replay.py",
-              "trace": {"path": args.trace, "events": len(evs), "allocs": nalloc,
-                        "peak_requested": peak_req, **meta},
+    # allocsim's report schema (sim/REPORT.md): one trace object in "traces", runs that
+    # name it by index and carry their own "run" index (that of --segments).
+    report = {"allocsim": VERSION, "schema": REPORT_SCHEMA, "measured": True,
+              "tool": "torch_replay.py",
+              "traces": [{"trace": 0, "file": args.trace, "format": None, "events": len(evs),
+                          "allocs": nalloc, "peak_requested": peak_req, "meta": meta}],
               "runs": []}
     seg_rows = []
     for conf in args.conf or ["default"]:
@@ -525,7 +530,8 @@ def main():
         report.setdefault("torch", w["torch"])
         for run, rows in zip(w["runs"], w["segments"]):
             idx = len(report["runs"])
-            run["policy"] = spec_of(conf)
+            run = {"run": idx, "trace": 0, "file": args.trace, "spec": conf,
+                   "policy": spec_of(conf), **run}
             run["conf"] = conf
             report["runs"].append(run)
             seg_rows += [(idx,) + tuple(x) for x in rows]

@@ -22,6 +22,7 @@
 
 #include "cli.h"
 #include "jsonin.h"
+#include "report.h"
 
 /* A report: a JSON object with a "runs" array (jsonin.h reads it). */
 static int load_report(const char *path, json_t **root)
@@ -150,12 +151,13 @@ static size_t first_diff(const seg_log *pl, const seg_log *ml, uint64_t run, con
 
 /* ---- the command ------------------------------------------------------------------------- */
 
-static void fmt_opt(char *buf, size_t n, int have, uint64_t v)
+/* An integer that may be absent: "-" in the table, -1 in CSV (sim/REPORT.md). */
+static void fmt_opt(char *buf, size_t n, int have, uint64_t v, int csv)
 {
     if (have > 0)
         snprintf(buf, n, "%" PRIu64, v);
     else
-        snprintf(buf, n, "-");
+        snprintf(buf, n, "%s", csv ? "-1" : "-");
 }
 
 static void fmt_row(char *buf, size_t n, const seg_row *r)
@@ -270,14 +272,14 @@ int as_cmd_compare(int argc, char **argv)
         oom_same += osame;
         peak_same += psame;
         char cap[24], a[24], b[24], c[24], d[24], segs[320] = "";
-        if (hpc > 0)
-            snprintf(cap, sizeof cap, "%" PRIu64, pcap);
+        if (csv)
+            fmt_opt(cap, sizeof cap, hpc, pcap, csv);
         else
-            snprintf(cap, sizeof cap, "none");
-        fmt_opt(a, sizeof a, hpo, po);
-        fmt_opt(b, sizeof b, hmo, mo);
-        fmt_opt(c, sizeof c, hpp, pp);
-        fmt_opt(d, sizeof d, hmp, mp);
+            as_fmt_capacity(cap, sizeof cap, hpc > 0 ? pcap : AS_CAPACITY_NONE);
+        fmt_opt(a, sizeof a, hpo, po, csv);
+        fmt_opt(b, sizeof b, hmo, mo, csv);
+        fmt_opt(c, sizeof c, hpp, pp, csv);
+        fmt_opt(d, sizeof d, hmp, mp, csv);
         if (pseg) {
             int same = seg_cell(&pl, &ml, i, segs, sizeof segs);
             if (same < 0) {
@@ -286,10 +288,13 @@ int as_cmd_compare(int argc, char **argv)
             }
             seg_same += (size_t)same;
         }
-        if (csv)
-            printf("%zu,\"%s\",%s,%s,%s,%d,%s,%s,%.6g,%d,\"%s\"\n", i, policy, cap, a, b, osame, c,
-                   d, err, psame, segs);
-        else
+        if (csv) {
+            printf("%zu,", i);
+            as_report_csv_str(stdout, policy);
+            printf(",%s,%s,%s,%d,%s,%s,%.9f,%d,", cap, a, b, osame, c, d, err, psame);
+            as_report_csv_str(stdout, segs);
+            putchar('\n');
+        } else
             printf("%-4zu %-34.34s %14s %9s %9s %5s %14s %14s %7.3f%%  %s\n", i, policy, cap, a, b,
                    osame ? "yes" : "NO", c, d, 100 * err, segs);
     }

@@ -118,40 +118,31 @@ static void on_progress(void *user, uint64_t done, uint64_t total)
     fflush(stderr);
 }
 
-static void json_u64(FILE *f, uint64_t v)
-{
-    if (v == AS_NONE)
-        fputs("null", f);
-    else
-        fprintf(f, "%" PRIu64, v);
-}
-
-static const char *base_name(const char *p)
-{
-    const char *s = strrchr(p, '/');
-    return s ? s + 1 : p;
-}
-
-/* The sweep CSV (also what `allocsim plot capacity` reads). */
+/* The sweep CSV (also what `allocsim plot capacity` reads): one row per capacity run, its
+ * columns the first of the run report's (sim/REPORT.md), -1 where a value does not
+ * apply. `run` numbers the rows of the file, across policies. */
 static void csv_header(FILE *f)
 {
-    fputs("trace,policy,capacity,completed,oom_event,oom_alloc,allocs,peak_requested,"
-          "peak_reserved\n",
+    fputs("run,trace,file,spec,policy,capacity,completed,oom,oom_event,oom_alloc,allocs,"
+          "peak_requested,peak_reserved\n",
           f);
 }
 
-static void csv_rows(FILE *f, const char *trace, const char *policy, const as_mincap_result *m)
+static void csv_rows(FILE *f, uint64_t *run, const char *trace, const as_policy_spec *spec,
+                     const as_mincap_result *m)
 {
     for (size_t i = 0; i < m->npoints; i++) {
         const as_mincap_point *p = &m->points[i];
+        fprintf(f, "%" PRIu64 ",0,", (*run)++);
         as_report_csv_str(f, trace);
         fputc(',', f);
-        as_report_csv_str(f, policy);
-        fprintf(f, ",%" PRIu64 ",%d,", p->capacity, p->completed);
-        if (!p->completed)
-            fprintf(f, "%" PRIu64 ",%" PRIu64, p->oom_event, p->oom_alloc);
-        else
-            fputc(',', f);
+        as_report_csv_str(f, spec->input ? spec->input : spec->text);
+        fputc(',', f);
+        as_report_csv_str(f, spec->text);
+        fprintf(f, ",%" PRIu64 ",%d,%d,", p->capacity, p->completed, !p->completed);
+        as_report_csv_u64(f, !p->completed, p->oom_event);
+        fputc(',', f);
+        as_report_csv_u64(f, !p->completed, p->oom_alloc);
         fprintf(f, ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "\n", p->allocs, p->peak_requested,
                 p->peak_reserved);
     }
@@ -167,7 +158,7 @@ static void print_table(FILE *f, const char *policy, const as_mincap_result *m, 
                 m->npoints ? "no capacity up to the uncapped peak fits"
                            : "the trace does not run even on an unlimited device");
     } else {
-        as_fmt_bytes(a, sizeof a, m->min_capacity);
+        as_fmt_capacity(a, sizeof a, m->min_capacity);
         fprintf(f, "  minimum capacity   %" PRIu64 " B (%s)\n", m->min_capacity, a);
         if (m->monotone) {
             fprintf(f, "  monotone above it  yes: every capacity up to the uncapped peak fits\n");
@@ -179,8 +170,8 @@ static void print_table(FILE *f, const char *policy, const as_mincap_result *m, 
                     nfail == 1 ? "capacity" : "capacities", nfail == 1 ? "fails" : "fail");
             for (size_t i = 0; i < m->ngaps; i++) {
                 const as_cap_range *g = &m->gaps[i];
-                as_fmt_bytes(a, sizeof a, g->lo);
-                as_fmt_bytes(b, sizeof b, g->hi);
+                as_fmt_capacity(a, sizeof a, g->lo);
+                as_fmt_capacity(b, sizeof b, g->hi);
                 if (g->oom_alloc_min == g->oom_alloc_max)
                     snprintf(c, sizeof c, "%" PRIu64, g->oom_alloc_min);
                 else
@@ -195,7 +186,7 @@ static void print_table(FILE *f, const char *policy, const as_mincap_result *m, 
                             g->lo, g->hi, a, b, g->count, c);
             }
             if (m->fits_from != AS_NONE) {
-                as_fmt_bytes(a, sizeof a, m->fits_from);
+                as_fmt_capacity(a, sizeof a, m->fits_from);
                 fprintf(f, "  fits from          %" PRIu64 " B (%s) up to the uncapped peak\n",
                         m->fits_from, a);
             } else {
@@ -214,8 +205,8 @@ static void print_table(FILE *f, const char *policy, const as_mincap_result *m, 
             "more,\n                     so capacities down to %" PRIu64
             " B, under peak requested, were run too\n",
             m->lo);
-    as_fmt_bytes(a, sizeof a, m->lo);
-    as_fmt_bytes(b, sizeof b, m->hi);
+    as_fmt_capacity(a, sizeof a, m->lo);
+    as_fmt_capacity(b, sizeof b, m->hi);
     as_fmt_bytes(c, sizeof c, m->step);
     fprintf(f,
             "  swept              %zu capacities, %s to %s in %s steps, %" PRIu64
@@ -223,16 +214,19 @@ static void print_table(FILE *f, const char *policy, const as_mincap_result *m, 
             m->npoints, a, b, c, m->passes, secs);
 }
 
-static void print_json_one(FILE *f, const char *policy, const as_mincap_result *m, double secs)
+static void print_json_one(FILE *f, const as_policy_spec *spec, const as_mincap_result *m,
+                           double secs)
 {
-    fputs("{\"policy\": ", f);
-    as_report_json_str(f, policy);
+    fputs("{\"trace\": 0, \"spec\": ", f);
+    as_report_json_str(f, spec->input ? spec->input : spec->text);
+    fputs(", \"policy\": ", f);
+    as_report_json_str(f, spec->text);
     fputs(", \"min_capacity\": ", f);
-    json_u64(f, m->min_capacity);
+    as_report_json_u64(f, 1, m->min_capacity);
     fputs(", \"monotone\": ", f);
     fputs(m->min_capacity == AS_NONE ? "null" : m->monotone ? "true" : "false", f);
     fputs(", \"fits_from\": ", f);
-    json_u64(f, m->fits_from);
+    as_report_json_u64(f, 1, m->fits_from);
     fprintf(f, ", \"peak_requested\": %" PRIu64 ", \"peak_reserved\": %" PRIu64, m->peak_requested,
             m->peak_reserved);
     fputs(", \"failing_above_min\": [", f);
@@ -245,9 +239,10 @@ static void print_json_one(FILE *f, const char *policy, const as_mincap_result *
     }
     fprintf(f,
             "], \"self_limited\": %s, \"sweep\": {\"lo\": %" PRIu64 ", \"hi\": %" PRIu64
-            ", \"step\": %" PRIu64 ", \"capacities\": %zu, \"decodes\": %" PRIu64
-            ", \"seconds\": %.3f}}",
-            m->self_limited ? "true" : "false", m->lo, m->hi, m->step, m->npoints, m->passes, secs);
+            ", \"step\": %" PRIu64 ", \"capacities\": %zu, \"decodes\": %" PRIu64 ", \"wall_s\": ",
+            m->self_limited ? "true" : "false", m->lo, m->hi, m->step, m->npoints, m->passes);
+    as_report_json_real(f, secs);
+    fputs("}}", f);
 }
 
 static double now_s(void)
@@ -335,6 +330,7 @@ int as_cmd_mincap(int argc, char **argv)
     as_policy_spec specs[MAX_SPECS];
     unsigned nparsed = 0;
     FILE *csv = NULL;
+    uint64_t csv_run = 0;
     for (unsigned k = 0; k < nspec; k++) {
         if ((status = as_cli_parse_spec(cmd, spec_text[k], &specs[k])))
             goto out;
@@ -352,8 +348,10 @@ int as_cmd_mincap(int argc, char **argv)
     progress_ctx pc = {.tty = isatty(2)};
     o.on_progress = on_progress;
     o.user = &pc;
-    if (json)
-        printf("{\"allocsim\": \"%s\", \"trace\": ", AS_VERSION);
+    if (json) {
+        as_report_json_head(stdout);
+        fputs(", \"traces\": [", stdout);
+    }
     for (unsigned k = 0; k < nparsed; k++) {
         as_mincap_result m;
         as_trace_error err = {.offset = UINT64_MAX, .event = UINT64_MAX};
@@ -374,11 +372,10 @@ int as_cmd_mincap(int argc, char **argv)
         if (k == 0) {
             char a[32];
             as_fmt_bytes(a, sizeof a, m.peak_requested);
-            if (json) {
-                fputs("{\"path\": ", stdout);
-                as_report_json_str(stdout, trace);
+            if (json) { /* mincap knows these counts of the trace, not the whole summary */
+                as_report_json_trace_open(stdout, 0, trace, NULL, NULL, NULL);
                 printf(", \"events\": %" PRIu64 ", \"allocs\": %" PRIu64
-                       ", \"peak_requested\": %" PRIu64 "}, \"mincap\": [",
+                       ", \"peak_requested\": %" PRIu64 "}], \"mincap\": [",
                        m.events, m.allocs, m.peak_requested);
             } else {
                 printf("trace %s: %" PRIu64 " events, %" PRIu64 " allocations, peak requested %s\n",
@@ -388,13 +385,13 @@ int as_cmd_mincap(int argc, char **argv)
         if (json) {
             if (k)
                 fputs(", ", stdout);
-            print_json_one(stdout, specs[k].text, &m, secs);
+            print_json_one(stdout, &specs[k], &m, secs);
         } else {
             print_table(stdout, specs[k].text, &m, secs);
         }
         fflush(stdout); /* each policy's answer as soon as it is known */
         if (csv)
-            csv_rows(csv, base_name(trace), specs[k].text, &m);
+            csv_rows(csv, &csv_run, trace, &specs[k], &m);
         as_mincap_result_free(&m);
     }
     if (json)

@@ -384,29 +384,15 @@ static void json_hist(const char *name, const uint64_t *h, const uint64_t *bytes
 static void info_json(const char *path, const as_trace_reader *rd, const as_trace_info *in)
 {
     const as_trace_summary *s = &in->sum;
-    printf("{\"allocsim\": \"%s\", \"file\": ", AS_VERSION);
-    as_report_json_str(stdout, path);
-    printf(", \"format\": ");
-    as_report_json_str(stdout, as_trace_fmt_name(as_trace_reader_format(rd)));
-    printf(", \"meta\": {");
-    const as_meta *m = as_trace_reader_meta(rd);
-    for (size_t i = 0; m && i < m->n; i++) {
-        printf("%s", i ? ", " : "");
-        as_report_json_str(stdout, m->kv[i].key);
-        printf(": ");
-        as_report_json_str(stdout, m->kv[i].value);
-    }
-    printf("}, \"events\": %llu, \"allocs\": %llu, \"frees\": %llu, \"free_reqs\": %llu, "
-           "\"empty_caches\": %llu, \"marks\": %llu, \"peak_requested\": %llu, "
-           "\"live_at_end\": %llu, \"peak_live\": %llu, \"total_bytes\": %llu, "
-           "\"min_size\": %llu, \"max_size\": %llu, \"streams\": %llu",
-           (unsigned long long)s->events, (unsigned long long)s->allocs,
-           (unsigned long long)s->frees, (unsigned long long)s->free_reqs,
-           (unsigned long long)s->empty_caches, (unsigned long long)s->marks,
-           (unsigned long long)s->peak_requested, (unsigned long long)s->live_at_end,
+    /* The trace object every command writes, with info's own fields added to it. */
+    as_report_json_head(stdout);
+    fputs(", \"traces\": [", stdout);
+    as_report_json_trace_open(stdout, 0, path, as_trace_fmt_name(as_trace_reader_format(rd)), s,
+                              as_trace_reader_meta(rd));
+    printf(", \"peak_live\": %llu, \"total_bytes\": %llu, \"min_size\": %llu, "
+           "\"max_size\": %llu",
            (unsigned long long)in->peak_live, (unsigned long long)in->total_bytes,
-           (unsigned long long)in->min_size, (unsigned long long)in->max_size,
-           (unsigned long long)s->streams);
+           (unsigned long long)in->min_size, (unsigned long long)in->max_size);
     printf(", \"stream_list\": [");
     for (unsigned i = 0; i < in->nstreams; i++)
         printf("%s{\"stream\": %llu, \"allocs\": %llu, \"bytes\": %llu}", i ? ", " : "",
@@ -420,7 +406,7 @@ static void info_json(const char *path, const as_trace_reader *rd, const as_trac
     json_hist("sizes", in->size_hist, in->size_bytes);
     json_hist("lifetimes", in->life_hist, NULL);
     json_hist("pending", in->pend_hist, NULL);
-    printf("}\n");
+    printf("}]}\n");
 }
 
 static const char info_help[] =

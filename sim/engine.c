@@ -91,6 +91,10 @@ struct as_engine {
     as_idmap sum_streams;
     uint64_t sum_requested, last_stream;
     int have_last_stream, saw_max_stream;
+    /* The first event time of the trace, set by the reading thread before the batch that
+     * holds it reaches a worker; timeline times are relative to it. */
+    int64_t t0;
+    int have_t0;
 
     /* The batch being processed, shared with the workers. */
     const eng_ev *cur;
@@ -180,7 +184,7 @@ static void sample(run *r, uint64_t event, int64_t time_us)
         .run = r->index,
         .event = event,
         .alloc = r->allocs,
-        .time_us = time_us,
+        .time_us = time_us == AS_TIME_NONE ? AS_TIME_NONE : time_us - r->e->t0,
         .requested = r->requested,
         .allocated = r->allocated,
         .reserved = r->reserved,
@@ -532,6 +536,10 @@ static int summary_event(as_engine *e, const as_event *ev)
 {
     as_trace_summary *s = &e->sum;
     s->events++;
+    if (!e->have_t0 && ev->time_us != AS_TIME_NONE) {
+        e->t0 = ev->time_us;
+        e->have_t0 = 1;
+    }
     switch (ev->op) {
     case AS_OP_ALLOC:
         s->allocs++;
@@ -740,6 +748,7 @@ int as_engine_add_run(as_engine *e, const as_policy_spec *spec, uint64_t capacit
     r->capacity = capacity;
     r->walk_event = AS_NONE;
     r->res.policy = spec->text ? spec->text : spec->policy->name;
+    r->res.spec = spec->input ? spec->input : r->res.policy;
     r->res.capacity = capacity;
     r->res.oom_event = r->res.oom_alloc = AS_NONE;
     r->res.peak_reserved_event = AS_NONE;

@@ -60,6 +60,7 @@ typedef struct as_run_result {
     uint64_t oom_pending;  /* the same at the OOM */
     double cpu_s;          /* CPU time (of whichever thread ran it) of this run's policy loop: the
                               engine's per-event work and the policy; decoding is not in it */
+    const char *spec;      /* the spec as the user typed it (policy is its canonical form) */
 } as_run_result;
 
 /* A device-level event with its position, for --segments. */
@@ -74,7 +75,7 @@ typedef struct as_seg_record {
 typedef struct as_timeline_sample {
     unsigned run;
     uint64_t event, alloc;
-    int64_t time_us; /* AS_TIME_NONE when the trace has no times */
+    int64_t time_us; /* since the trace's first timed event; AS_TIME_NONE when untimed */
     uint64_t requested, allocated, reserved;
 } as_timeline_sample;
 

@@ -1,13 +1,15 @@
 /*
  * report.c - table, CSV and JSON reports, the per-run CSV logs, and byte quantities
- * (report.h). The CSV column set and the JSON names are a contract with plots/ and with
- * users' scripts: add columns at the end, never rename or reorder.
+ * (report.h). The CSV columns and JSON names are the contract in sim/REPORT.md, with
+ * plots/, replay/ and users' scripts: a change there bumps AS_REPORT_SCHEMA and the
+ * document, and tests/test_report_docs.c holds the three to each other.
  */
 #include "report.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +22,7 @@ typedef struct rep_trace {
 typedef struct rep_run {
     unsigned trace;
     as_run_result res;
-    char *policy;
+    char *policy, *spec;
 } rep_run;
 
 struct as_report {
@@ -69,8 +71,10 @@ void as_report_destroy(as_report *r)
         free(r->t[i].format);
         as_meta_free(&r->t[i].meta);
     }
-    for (unsigned i = 0; i < r->nr; i++)
+    for (unsigned i = 0; i < r->nr; i++) {
         free(r->r[i].policy);
+        free(r->r[i].spec);
+    }
     free(r->t);
     free(r->r);
     free(r);
@@ -117,9 +121,14 @@ int as_report_add_run(as_report *r, unsigned trace, const as_run_result *res)
     x->trace = trace;
     x->res = *res;
     x->policy = dupstr(res->policy ? res->policy : "?");
-    if (!x->policy)
+    x->spec = dupstr(res->spec ? res->spec : x->policy ? x->policy : "?");
+    if (!x->policy || !x->spec) {
+        free(x->policy);
+        free(x->spec);
         return -ENOMEM;
+    }
     x->res.policy = x->policy;
+    x->res.spec = x->spec;
     return (int)r->nr++;
 }
 
@@ -178,40 +187,31 @@ void as_fmt_bytes(char *buf, size_t n, uint64_t b)
 
 void as_fmt_capacity(char *buf, size_t n, uint64_t cap)
 {
+    /* Exact when it is a whole number of the unit; otherwise rounded as every other byte
+     * column is, and marked "~" (the exact bytes are in CSV and JSON). */
     if (cap == AS_CAPACITY_NONE)
         snprintf(buf, n, "none");
-    else if (cap % (1ull << 30) == 0)
-        snprintf(buf, n, "%lluGiB", (unsigned long long)(cap >> 30));
-    else if (cap % 1000000000ull == 0)
-        snprintf(buf, n, "%lluGB", (unsigned long long)(cap / 1000000000ull));
-    else if (cap % (1ull << 20) == 0)
-        snprintf(buf, n, "%lluMiB", (unsigned long long)(cap >> 20));
-    else if (cap >= (1ull << 30))
-        snprintf(buf, n, "~%.2fGiB", (double)cap / (1ull << 30)); /* exact in CSV/JSON */
-    else
-        snprintf(buf, n, "%llu", (unsigned long long)cap);
+    else if (cap >= (1ull << 30) && cap % (1ull << 30) == 0)
+        snprintf(buf, n, "%llu GiB", (unsigned long long)(cap >> 30));
+    else if (cap >= (1ull << 20) && cap % (1ull << 20) == 0)
+        snprintf(buf, n, "%llu MiB", (unsigned long long)(cap >> 20));
+    else if (cap < (1ull << 20) && cap >= 1024 && cap % 1024 == 0)
+        snprintf(buf, n, "%llu KiB", (unsigned long long)(cap >> 10));
+    else if (cap < 1024)
+        snprintf(buf, n, "%llu B", (unsigned long long)cap);
+    else {
+        buf[0] = '~';
+        as_fmt_bytes(buf + (n > 1), n > 1 ? n - 1 : n, cap);
+    }
 }
 
 /* ---- table ----------------------------------------------------------------------------- */
 
-enum {
-    T_POLICY,
-    T_CAP,
-    T_RESULT,
-    T_REQ,
-    T_ALLOC,
-    T_RES,
-    T_FRAG,
-    T_WASTE,
-    T_CALLS,
-    T_TIME,
-    T_RATE,
-    T_NCOL
-};
+enum { T_POLICY, T_CAP, T_RESULT, T_REQ, T_ALLOC, T_RES, T_FRAG, T_WASTE, T_CALLS, T_TIME, T_NCOL };
 
 static const char *const t_head[T_NCOL] = {
-    "policy", "capacity", "result",    "peak req", "peak alloc", "peak reserved",
-    "frag",   "waste",    "dev calls", "dev time", "events/s",
+    "policy",        "capacity", "result", "peak req",  "peak alloc",
+    "peak reserved", "frag",     "waste",  "dev calls", "dev time",
 };
 
 typedef char cell[96];
@@ -226,16 +226,6 @@ static void fmt_seconds(char *b, size_t n, double s)
         snprintf(b, n, "%.2f ms", s * 1e3);
     else
         snprintf(b, n, "%.2f s", s);
-}
-
-static void fmt_rate(char *b, size_t n, double r)
-{
-    if (r >= 1e6)
-        snprintf(b, n, "%.1f M", r / 1e6);
-    else if (r >= 1e3)
-        snprintf(b, n, "%.1f k", r / 1e3);
-    else
-        snprintf(b, n, "%.0f", r);
 }
 
 static void table_row(cell *c, const as_run_result *x)
@@ -259,7 +249,6 @@ static void table_row(cell *c, const as_run_result *x)
     snprintf(c[T_CALLS], sizeof c[0], "%llu/%llu", (unsigned long long)x->device_reserves,
              (unsigned long long)x->device_releases);
     fmt_seconds(c[T_TIME], sizeof c[0], x->device_time_s);
-    fmt_rate(c[T_RATE], sizeof c[0], x->events_per_second);
 }
 
 static void table_print(FILE *f, cell (*rows)[T_NCOL], unsigned n)
@@ -384,14 +373,97 @@ static void write_table(const as_report *r, FILE *f)
         table_across(r, f);
 }
 
-/* ---- CSV -------------------------------------------------------------------------------- */
+/* ---- the run fields, shared by CSV and JSON ----------------------------------------------
+ * One table drives both formats, so the two carry the same fields in the same order under
+ * the same names (sim/REPORT.md documents each). Integers that do not apply are null in
+ * JSON and -1 in CSV: a CSV integer column is never blank, so every reader types it as an
+ * integer. The host timings (wall_s, events_per_second) come last: they are the only
+ * fields that change from one run of the same command to the next. */
 
-static const char csv_head[] =
-    "trace,policy,capacity,completed,oom_event,oom_alloc,oom_size,oom_reserved,oom_allocated,"
-    "oom_requested,ooms,events,allocs,peak_requested,peak_allocated,peak_reserved,"
-    "peak_reserved_event,final_reserved,fragmentation,waste,max_ext_frag,device_reserves,"
-    "device_releases,device_refusals,device_time_s,wall_s,events_per_second,retries,"
-    "oom_free_bytes,oom_largest_free,peak_pending,oom_pending\n";
+typedef enum fkind { F_U64, F_OPT, F_BOOL, F_DBL } fkind;
+
+typedef struct run_field {
+    const char *name;
+    fkind kind;
+    size_t off;   /* offset in as_run_result */
+    int need_oom; /* F_OPT: present only when the run hit an OOM */
+    int prec;     /* F_DBL: digits after the point in CSV (always some: a real column) */
+} run_field;
+
+#define RF(n, k, o)                                                                                \
+    {                                                                                              \
+        .name = #n, .kind = k, .off = offsetof(as_run_result, n), .need_oom = o                    \
+    }
+#define RD(n, p)                                                                                   \
+    {                                                                                              \
+        .name = #n, .kind = F_DBL, .off = offsetof(as_run_result, n), .prec = p                    \
+    }
+static const run_field run_fields[] = {
+    RF(capacity, F_OPT, 0),
+    RF(completed, F_BOOL, 0),
+    {.name = "oom", .kind = F_BOOL, .off = SIZE_MAX},
+    RF(oom_event, F_OPT, 1),
+    RF(oom_alloc, F_OPT, 1),
+    RF(oom_size, F_OPT, 1),
+    RF(oom_requested, F_OPT, 1),
+    RF(oom_allocated, F_OPT, 1),
+    RF(oom_reserved, F_OPT, 1),
+    RF(oom_free_bytes, F_OPT, 1),
+    RF(oom_largest_free, F_OPT, 1),
+    RF(oom_pending, F_OPT, 1),
+    RF(ooms, F_U64, 0),
+    RF(events, F_U64, 0),
+    RF(allocs, F_U64, 0),
+    RF(peak_requested, F_U64, 0),
+    RF(peak_allocated, F_U64, 0),
+    RF(peak_reserved, F_U64, 0),
+    RF(peak_reserved_event, F_OPT, 0),
+    RF(peak_pending, F_U64, 0),
+    RF(final_requested, F_U64, 0),
+    RF(final_allocated, F_U64, 0),
+    RF(final_reserved, F_U64, 0),
+    RD(fragmentation, 6),
+    RF(waste, F_U64, 0),
+    RD(max_ext_frag, 6),
+    RF(device_reserves, F_U64, 0),
+    RF(device_releases, F_U64, 0),
+    RF(device_refusals, F_U64, 0),
+    RD(device_time_s, 9),
+    RF(retries, F_U64, 0),
+    RD(wall_s, 6),
+    RD(cpu_s, 6),
+    RD(events_per_second, 1),
+};
+#undef RF
+#undef RD
+#define N_RUN_FIELDS (sizeof run_fields / sizeof run_fields[0])
+
+/* The value of field k of run x: 0 absent, 1 integer (*u), 2 boolean (*u), 3 real (*d). */
+static int field_value(const as_run_result *x, const run_field *fd, uint64_t *u, double *d)
+{
+    int oom = x->oom_event != AS_NONE;
+    if (fd->off == SIZE_MAX) { /* "oom" */
+        *u = (uint64_t)oom;
+        return 2;
+    }
+    const char *p = (const char *)x + fd->off;
+    switch (fd->kind) {
+    case F_BOOL:
+        *u = (uint64_t)(*(const int *)p != 0);
+        return 2;
+    case F_DBL:
+        *d = *(const double *)p;
+        return 3;
+    case F_OPT:
+        memcpy(u, p, sizeof *u);
+        return (fd->need_oom && !oom) || *u == AS_NONE ? 0 : 1;
+    default:
+        memcpy(u, p, sizeof *u);
+        return 1;
+    }
+}
+
+/* ---- CSV -------------------------------------------------------------------------------- */
 
 /* RFC 4180 quoting when needed (policy specs contain commas). */
 void as_report_csv_str(FILE *f, const char *s)
@@ -409,47 +481,43 @@ void as_report_csv_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
-static void csv_opt(FILE *f, int have, uint64_t v)
+void as_report_csv_u64(FILE *f, int have, uint64_t v)
 {
-    if (have)
+    if (have && v != AS_NONE)
         fprintf(f, "%llu", (unsigned long long)v);
-    fputc(',', f);
+    else
+        fputs("-1", f);
 }
 
 static void write_csv(const as_report *r, FILE *f)
 {
-    fputs(csv_head, f);
+    fputs("run,trace,file,spec,policy", f);
+    for (size_t k = 0; k < N_RUN_FIELDS; k++)
+        fprintf(f, ",%s", run_fields[k].name);
+    fputc('\n', f);
     for (unsigned i = 0; i < r->nr; i++) {
         const as_run_result *x = &r->r[i].res;
-        int oom = x->oom_event != AS_NONE;
+        fprintf(f, "%u,%u,", i, r->r[i].trace);
         as_report_csv_str(f, r->t[r->r[i].trace].path);
         fputc(',', f);
-        as_report_csv_str(f, x->policy);
+        as_report_csv_str(f, x->spec);
         fputc(',', f);
-        csv_opt(f, x->capacity != AS_CAPACITY_NONE, x->capacity);
-        fprintf(f, "%d,", x->completed);
-        csv_opt(f, oom, x->oom_event);
-        csv_opt(f, oom, x->oom_alloc);
-        csv_opt(f, oom, x->oom_size);
-        csv_opt(f, oom, x->oom_reserved);
-        csv_opt(f, oom, x->oom_allocated);
-        csv_opt(f, oom, x->oom_requested);
-        fprintf(f, "%llu,%llu,%llu,%llu,%llu,%llu,", (unsigned long long)x->ooms,
-                (unsigned long long)x->events, (unsigned long long)x->allocs,
-                (unsigned long long)x->peak_requested, (unsigned long long)x->peak_allocated,
-                (unsigned long long)x->peak_reserved);
-        csv_opt(f, x->peak_reserved_event != AS_NONE, x->peak_reserved_event);
-        fprintf(f, "%llu,%.6f,%llu,%.6f,%llu,%llu,%llu,%.9f,%.6f,%.0f,%llu,",
-                (unsigned long long)x->final_reserved, x->fragmentation,
-                (unsigned long long)x->waste, x->max_ext_frag,
-                (unsigned long long)x->device_reserves, (unsigned long long)x->device_releases,
-                (unsigned long long)x->device_refusals, x->device_time_s, x->wall_s,
-                x->events_per_second, (unsigned long long)x->retries);
-        csv_opt(f, oom, x->oom_free_bytes);
-        csv_opt(f, oom, x->oom_largest_free);
-        fprintf(f, "%llu,", (unsigned long long)x->peak_pending);
-        if (oom)
-            fprintf(f, "%llu", (unsigned long long)x->oom_pending);
+        as_report_csv_str(f, x->policy);
+        for (size_t k = 0; k < N_RUN_FIELDS; k++) {
+            uint64_t u = 0;
+            double d = 0;
+            fputc(',', f);
+            switch (field_value(x, &run_fields[k], &u, &d)) {
+            case 0:
+                fputs("-1", f);
+                break;
+            case 3:
+                fprintf(f, "%.*f", run_fields[k].prec, isfinite(d) ? d : 0.0);
+                break;
+            default:
+                fprintf(f, "%llu", (unsigned long long)u);
+            }
+        }
         fputc('\n', f);
     }
 }
@@ -486,117 +554,106 @@ void as_report_json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
-static void json_u64(FILE *f, const char *k, int have, uint64_t v, int last)
+void as_report_json_u64(FILE *f, int have, uint64_t v)
 {
-    fprintf(f, "\"%s\": ", k);
-    if (have)
+    if (have && v != AS_NONE)
         fprintf(f, "%llu", (unsigned long long)v);
     else
         fputs("null", f);
-    fputs(last ? "" : ", ", f);
 }
 
-static void json_dbl(FILE *f, const char *k, double v, int last)
+void as_report_json_real(FILE *f, double d)
 {
-    fprintf(f, "\"%s\": ", k);
-    if (isfinite(v))
-        fprintf(f, "%.10g", v);
-    else
+    char b[40];
+    if (!isfinite(d)) {
         fputs("null", f);
-    fputs(last ? "" : ", ", f);
+        return;
+    }
+    snprintf(b, sizeof b, "%.10g", d);
+    fputs(b, f);
+    if (!strpbrk(b, ".eE")) /* 0 -> 0.0: a real field always reads back as a real */
+        fputs(".0", f);
 }
 
-static void json_trace(FILE *f, const rep_trace *t)
+void as_report_json_head(FILE *f)
 {
-    const as_trace_summary *s = &t->sum;
-    fputs("{\"file\": ", f);
-    as_report_json_str(f, t->path);
+    fprintf(f, "{\"allocsim\": \"%s\", \"schema\": %d", AS_VERSION, AS_REPORT_SCHEMA);
+}
+
+void as_report_json_trace_open(FILE *f, unsigned index, const char *file, const char *format,
+                               const as_trace_summary *s, const as_meta *meta)
+{
+    fprintf(f, "{\"trace\": %u, \"file\": ", index);
+    as_report_json_str(f, file ? file : "-");
     fputs(", \"format\": ", f);
-    if (t->format)
-        as_report_json_str(f, t->format);
+    if (format)
+        as_report_json_str(f, format);
     else
         fputs("null", f);
-    fputs(", ", f);
-    json_u64(f, "events", 1, s->events, 0);
-    json_u64(f, "allocs", 1, s->allocs, 0);
-    json_u64(f, "frees", 1, s->frees, 0);
-    json_u64(f, "free_reqs", 1, s->free_reqs, 0);
-    json_u64(f, "empty_caches", 1, s->empty_caches, 0);
-    json_u64(f, "marks", 1, s->marks, 0);
-    json_u64(f, "peak_requested", 1, s->peak_requested, 0);
-    json_u64(f, "streams", 1, s->streams, 0);
-    json_u64(f, "live_at_end", 1, s->live_at_end, 0);
-    fputs("\"meta\": {", f);
-    for (size_t i = 0; i < t->meta.n; i++) {
+    if (s)
+        fprintf(f,
+                ", \"events\": %llu, \"allocs\": %llu, \"frees\": %llu, \"free_reqs\": %llu, "
+                "\"empty_caches\": %llu, \"marks\": %llu, \"peak_requested\": %llu, "
+                "\"streams\": %llu, \"live_at_end\": %llu",
+                (unsigned long long)s->events, (unsigned long long)s->allocs,
+                (unsigned long long)s->frees, (unsigned long long)s->free_reqs,
+                (unsigned long long)s->empty_caches, (unsigned long long)s->marks,
+                (unsigned long long)s->peak_requested, (unsigned long long)s->streams,
+                (unsigned long long)s->live_at_end);
+    fputs(", \"meta\": {", f);
+    for (size_t i = 0; meta && i < meta->n; i++) {
         if (i)
             fputs(", ", f);
-        as_report_json_str(f, t->meta.kv[i].key);
+        as_report_json_str(f, meta->kv[i].key);
         fputs(": ", f);
-        as_report_json_str(f, t->meta.kv[i].value);
+        as_report_json_str(f, meta->kv[i].value);
     }
-    fputs("}}", f);
+    fputc('}', f);
 }
 
-static void json_run(FILE *f, const rep_run *rr, const char *file)
+static void json_run(FILE *f, unsigned index, const rep_run *rr, const char *file)
 {
     const as_run_result *x = &rr->res;
-    int oom = x->oom_event != AS_NONE;
-    fprintf(f, "{\"trace\": %u, \"file\": ", rr->trace);
+    fprintf(f, "{\"run\": %u, \"trace\": %u, \"file\": ", index, rr->trace);
     as_report_json_str(f, file);
+    fputs(", \"spec\": ", f);
+    as_report_json_str(f, x->spec);
     fputs(", \"policy\": ", f);
     as_report_json_str(f, x->policy);
-    fputs(", ", f);
-    json_u64(f, "capacity", x->capacity != AS_CAPACITY_NONE, x->capacity, 0);
-    fprintf(f, "\"completed\": %s, ", x->completed ? "true" : "false");
-    json_u64(f, "oom_event", oom, x->oom_event, 0);
-    json_u64(f, "oom_alloc", oom, x->oom_alloc, 0);
-    json_u64(f, "oom_size", oom, x->oom_size, 0);
-    json_u64(f, "oom_reserved", oom, x->oom_reserved, 0);
-    json_u64(f, "oom_allocated", oom, x->oom_allocated, 0);
-    json_u64(f, "oom_requested", oom, x->oom_requested, 0);
-    json_u64(f, "oom_free_bytes", oom, x->oom_free_bytes, 0);
-    json_u64(f, "oom_largest_free", oom, x->oom_largest_free, 0);
-    json_u64(f, "ooms", 1, x->ooms, 0);
-    json_u64(f, "events", 1, x->events, 0);
-    json_u64(f, "allocs", 1, x->allocs, 0);
-    json_u64(f, "peak_requested", 1, x->peak_requested, 0);
-    json_u64(f, "peak_allocated", 1, x->peak_allocated, 0);
-    json_u64(f, "peak_reserved", 1, x->peak_reserved, 0);
-    json_u64(f, "peak_reserved_event", x->peak_reserved_event != AS_NONE, x->peak_reserved_event,
-             0);
-    json_u64(f, "final_reserved", 1, x->final_reserved, 0);
-    json_dbl(f, "fragmentation", x->fragmentation, 0);
-    json_u64(f, "waste", 1, x->waste, 0);
-    json_dbl(f, "max_ext_frag", x->max_ext_frag, 0);
-    json_u64(f, "device_reserves", 1, x->device_reserves, 0);
-    json_u64(f, "device_releases", 1, x->device_releases, 0);
-    json_u64(f, "device_refusals", 1, x->device_refusals, 0);
-    json_dbl(f, "device_time_s", x->device_time_s, 0);
-    json_dbl(f, "wall_s", x->wall_s, 0);
-    json_dbl(f, "cpu_s", x->cpu_s, 0);
-    json_dbl(f, "events_per_second", x->events_per_second, 0);
-    json_u64(f, "retries", 1, x->retries, 0);
-    json_u64(f, "peak_pending", 1, x->peak_pending, 0);
-    json_u64(f, "oom_pending", oom, x->oom_pending, 1);
+    for (size_t k = 0; k < N_RUN_FIELDS; k++) {
+        uint64_t u = 0;
+        double d = 0;
+        fprintf(f, ", \"%s\": ", run_fields[k].name);
+        switch (field_value(x, &run_fields[k], &u, &d)) {
+        case 0:
+            fputs("null", f);
+            break;
+        case 2:
+            fputs(u ? "true" : "false", f);
+            break;
+        case 3:
+            as_report_json_real(f, d);
+            break;
+        default:
+            fprintf(f, "%llu", (unsigned long long)u);
+        }
+    }
     fputc('}', f);
 }
 
 static void write_json(const as_report *r, FILE *f)
 {
-    fputs("{\"allocsim\": \"" AS_VERSION "\",\n \"trace\": ", f);
-    if (r->nt)
-        json_trace(f, &r->t[0]);
-    else
-        fputs("null", f);
+    as_report_json_head(f);
     fputs(",\n \"traces\": [", f);
     for (unsigned i = 0; i < r->nt; i++) {
         fputs(i ? ",\n  " : "\n  ", f);
-        json_trace(f, &r->t[i]);
+        as_report_json_trace_open(f, i, r->t[i].path, r->t[i].format, &r->t[i].sum, &r->t[i].meta);
+        fputc('}', f);
     }
     fputs("],\n \"runs\": [", f);
     for (unsigned i = 0; i < r->nr; i++) {
         fputs(i ? ",\n  " : "\n  ", f);
-        json_run(f, &r->r[i], r->t[r->r[i].trace].path);
+        json_run(f, i, &r->r[i], r->t[r->r[i].trace].path);
     }
     fputs("]}\n", f);
 }
@@ -692,11 +749,11 @@ void as_runlog_sample(void *user, const as_timeline_sample *s)
     FILE *f = spool_for(l, run);
     if (!f)
         return;
-    fprintf(f, "%u,%llu,%llu,", run, (unsigned long long)s->event, (unsigned long long)s->alloc);
-    if (s->time_us != AS_TIME_NONE)
-        fprintf(f, "%lld", (long long)s->time_us);
-    fprintf(f, ",%llu,%llu,%llu\n", (unsigned long long)s->requested,
-            (unsigned long long)s->allocated, (unsigned long long)s->reserved);
+    /* time_us counts from the trace's first timed event; -1 when the trace has no times. */
+    fprintf(f, "%u,%llu,%llu,%lld,%llu,%llu,%llu\n", run, (unsigned long long)s->event,
+            (unsigned long long)s->alloc, s->time_us == AS_TIME_NONE ? -1LL : (long long)s->time_us,
+            (unsigned long long)s->requested, (unsigned long long)s->allocated,
+            (unsigned long long)s->reserved);
 }
 
 int as_runlog_close(as_runlog *l)

@@ -1,7 +1,7 @@
 /*
  * report.h - the reports every front end shares (the allocsim command, replay/): the
- * per-run table, CSV and JSON (DESIGN.md's schema), the --segments and --timeline CSV
- * files, and the parsing and printing of byte quantities.
+ * per-run table, CSV and JSON (the schema in sim/REPORT.md), the --segments and --timeline
+ * CSV files, and the parsing and printing of byte quantities.
  *
  * A report collects traces and runs (copied, so engines can be destroyed) and writes
  * them at the end. The CSV logs spool each run's rows to its own temporary file and
@@ -19,6 +19,9 @@
 #include "trace.h"
 
 #define AS_VERSION "0.1.0"
+/* The version of the report contract (sim/REPORT.md): JSON "schema", bumped on any
+ * change of a field's name, meaning or order. */
+#define AS_REPORT_SCHEMA 2
 
 typedef enum as_report_fmt { AS_REPORT_TABLE, AS_REPORT_CSV, AS_REPORT_JSON } as_report_fmt;
 
@@ -50,6 +53,18 @@ int as_report_write(const as_report *r, FILE *f, as_report_fmt fmt);
  * JSON string literal. Every CSV and JSON writer of the command uses these. */
 void as_report_csv_str(FILE *f, const char *s);
 void as_report_json_str(FILE *f, const char *s);
+/* An integer that may not apply (have == 0 or v == AS_NONE): -1 in CSV, null in JSON. */
+void as_report_csv_u64(FILE *f, int have, uint64_t v);
+void as_report_json_u64(FILE *f, int have, uint64_t v);
+/* A real, always with a point or an exponent (0.0, not 0); null when not finite. */
+void as_report_json_real(FILE *f, double d);
+/* `{"allocsim": VERSION, "schema": N` - the head of every command's JSON object. */
+void as_report_json_head(FILE *f);
+/* A trace object of the "traces" array, left open for the caller's own fields and '}':
+ * {"trace": index, "file", "format" (or null), the summary's counts when sum is given,
+ * "meta": {...}. Every command names and writes its traces this way. */
+void as_report_json_trace_open(FILE *f, unsigned index, const char *file, const char *format,
+                               const as_trace_summary *sum, const as_meta *meta);
 
 /* ---- --segments / --timeline CSV -------------------------------------------------- */
 
@@ -75,9 +90,10 @@ int as_runlog_close(as_runlog *l);
 int as_parse_bytes(const char *s, uint64_t *out);
 /* As as_parse_bytes, plus "none"/"unlimited" -> AS_CAPACITY_NONE. */
 int as_parse_capacity(const char *s, uint64_t *out);
-/* "512 B", "1.5 KiB", "20.0 MiB", "79.65 GiB" (binary units). */
+/* "512 B", "1.5 KiB", "20.0 MiB", "79.65 GiB" (binary units, rounded). */
 void as_fmt_bytes(char *buf, size_t n, uint64_t bytes);
-/* A capacity as the user would write it: "none", "80G", "80GiB", or "79.65 GiB". */
+/* A capacity: "none"; exact when a whole number of GiB or MiB ("80 GiB", "8600 MiB"; KiB
+ * or B under 1 MiB); else rounded as as_fmt_bytes with a "~" ("~74.51 GiB" for 80GB). */
 void as_fmt_capacity(char *buf, size_t n, uint64_t cap);
 
 #endif

@@ -151,7 +151,7 @@ static void on_walk(void *user, unsigned run, uint64_t event, uint64_t alloc, co
     if ((it->state == AS_BLOCK_ALLOCATED || it->state == AS_BLOCK_PENDING) && it->id != UINT64_MAX)
         appendf(m, r, "%" PRIu64 "\n", it->id);
     else
-        appendf(m, r, "\n");
+        appendf(m, r, "-1\n"); /* no id: a free or unmapped block (sim/REPORT.md) */
 }
 
 int as_segmap_pass(as_segmap *m, const as_engine *first, as_trace_reader *rd,

@@ -47,7 +47,9 @@ strip() {
 
 runs=0 bad=0
 for t in $traces; do
-    peak=$("$new" -q -f csv -p nocache "$t" | awk -F, 'NR == 2 { print $14 }')
+    peak=$("$new" -q -f csv -p nocache "$t" |
+        awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "peak_requested") c = i }
+                 NR == 2 { print $c }')
     caps="-c none"
     for f in 1.02 1.1 1.3; do
         caps="$caps -c $(awk -v p="$peak" -v f="$f" 'BEGIN { printf "%.0f", p * f }')"

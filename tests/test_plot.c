@@ -172,7 +172,7 @@ static void plot_timeline_png(void)
     CU_ASSERT_EQUAL(csv_rows(p, 1, "1"), 6);
     snprintf(p, sizeof p, "%s/runs.csv", dir);
     CU_ASSERT_EQUAL(csv_rows(p, 0, NULL), 2);
-    CU_ASSERT_EQUAL(csv_rows(p, 6, "5"), 1); /* oom_alloc of the capped run */
+    CU_ASSERT_EQUAL(csv_rows(p, 10, "5"), 1); /* oom_alloc of the capped run */
 
     /* The same CSV drawn by hand, as the scripts' headers say. */
     char cmd[4096];
@@ -312,8 +312,8 @@ static void plot_capacity_png(void)
      * (torch enforces its limit itself, so mincap runs 64 MiB under it: all fail). */
     snprintf(p, sizeof p, "%s/sweep.csv", dir);
     CU_ASSERT_EQUAL(csv_rows(p, 0, NULL), 128);
-    CU_ASSERT_EQUAL(csv_rows(p, 4, "0"), 15 + 32);
-    CU_ASSERT_EQUAL(csv_rows(p, 6, "3"), 15 + 15); /* above the minimum, and 150..178 MiB */
+    CU_ASSERT_EQUAL(csv_rows(p, 7, "0"), 15 + 32); /* completed */
+    CU_ASSERT_EQUAL(csv_rows(p, 10, "3"), 15 + 15); /* above the minimum, and 150..178 MiB */
 
     /* The same chart from `run --sweep` CSV: 180..260 MiB, 41 capacities, 15 failing. */
     snprintf(png, sizeof png, "%s/c2.svg", dir);
@@ -322,7 +322,7 @@ static void plot_capacity_png(void)
                               dir, png, trace, ""),
                           0);
     CU_ASSERT_EQUAL(csv_rows(p, 0, NULL), 41);
-    CU_ASSERT_EQUAL(csv_rows(p, 4, "0"), 15);
+    CU_ASSERT_EQUAL(csv_rows(p, 7, "0"), 15);
     unsigned sw, sh;
     CU_ASSERT_EQUAL(svg_size(png, &sw, &sh), 0);
     rm_dir(dir);
@@ -346,8 +346,8 @@ static void plot_compare_png(void)
     /* Two traces times two policies. */
     snprintf(p, sizeof p, "%s/report.csv", dir);
     CU_ASSERT_EQUAL(csv_rows(p, 0, NULL), 4);
-    CU_ASSERT_EQUAL(csv_rows(p, 2, "torch"), 2);
-    CU_ASSERT_EQUAL(csv_rows(p, 2, "bestfit"), 2);
+    CU_ASSERT_EQUAL(csv_rows(p, 5, "torch"), 2);
+    CU_ASSERT_EQUAL(csv_rows(p, 5, "bestfit"), 2);
     rm_dir(dir);
     tu_rm(t1);
     tu_rm(t2);
