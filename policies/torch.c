@@ -5,8 +5,9 @@
  * Blocks live in one node array; each segment's blocks form an address-ordered chain
  * (prev/next). Free mapped blocks sit in their pool's free set, ordered by
  * (stream, size, addr) as PyTorch's BlockComparatorSize orders its std::set (per-stream
- * size bins of small treaps, below); unmapped ranges of expandable segments sit in the
- * pool's `unmapped` treap keyed by (stream, addr). Invariants: a block is in a free set
+ * size bins of short sorted lists, torch_fset.h); unmapped ranges of expandable segments
+ * sit in their stream's address-ordered treap, the order of PyTorch's (stream, addr)
+ * `unmapped` set within one stream. Invariants: a block is in a free set
  * iff it is free (mapped -> blocks, unmapped -> unmapped); no two adjacent
  * blocks of a chain are both free with the same mapped state; a segment's first node never
  * changes (merges keep the lower-address node, splits keep the front node), so seg.head is
@@ -27,6 +28,7 @@
 
 #include "knobs.h"
 #include "policy.h"
+#include "torch_fset.h"
 
 #define MIN_BLOCK 512ull                  /* kMinBlockSize */
 #define SMALL_SIZE (1ull << 20)           /* kSmallSize: largest small request */
@@ -101,24 +103,6 @@ static const as_knob torch_knobs[K_COUNT] = {
 
 /* ---- state -------------------------------------------------------------------------- */
 
-enum { B_FREE = 0, B_ALLOC = 1, B_PENDING = 2 };
-enum { IN_NONE = 0, IN_BLOCKS = 1, IN_UNMAPPED = 2 };
-
-typedef struct blk {
-    uint64_t addr, size, stream;
-    uint64_t mx;            /* largest size in this node's treap subtree */
-    uint64_t gc_base;       /* pool call count when last inserted into `blocks` */
-    uint64_t id;            /* allocation id while allocated or pending */
-    uint32_t prev, next;    /* segment chain; 0 = none */
-    uint32_t l, r, p, prio; /* treap links */
-    uint32_t seg;           /* segment index */
-    uint32_t sx;            /* its stream's slot in its pool's free set */
-    uint32_t gen;           /* bumped on every hand-out: handles carry it */
-    uint32_t pidx;          /* index in the pending list while pending */
-    uint8_t state, mapped, in;
-    uint8_t small, exp; /* copies of its segment's pool and expandable flags */
-} blk;
-
 typedef struct seg {
     uint64_t addr, size; /* cudaMalloc range, or the whole VA range if expandable */
     uint64_t stream;
@@ -129,17 +113,9 @@ typedef struct seg {
     uint8_t live, small, expandable;
 } seg;
 
-typedef struct fset {
-    struct sidx *s; /* stable slots, one per stream seen */
-    uint32_t *ord;  /* slot ids by stream value */
-    uint32_t n, cap;
-    uint32_t last; /* slot of the last stream looked up */
-} fset;
-
 typedef struct pool {
-    fset blocks;       /* free mapped blocks */
-    uint32_t unmapped; /* treap root: unmapped ranges by (stream, addr) */
-    uint64_t calls;    /* get_free_blocks_call_count */
+    fset blocks;    /* free mapped blocks; per stream, the unmapped ranges too */
+    uint64_t calls; /* get_free_blocks_call_count */
     uint8_t small;
 } pool;
 
@@ -160,7 +136,6 @@ typedef struct torch_state {
     seg *s;
     uint32_t ns, scap, sfree;
     pool pools[2]; /* 0 large, 1 small */
-    uint32_t rng;
     uint32_t *pending;
     uint32_t npending, pcap;
     uint32_t *scratch;
@@ -195,10 +170,7 @@ static uint32_t node_new(torch_state *t)
         t->b[i].gen = 0;
     }
     uint32_t gen = t->b[i].gen;
-    t->rng ^= t->rng << 13;
-    t->rng ^= t->rng >> 17;
-    t->rng ^= t->rng << 5;
-    t->b[i] = (blk){.gen = gen, .prio = t->rng};
+    t->b[i] = (blk){.gen = gen};
     return i;
 }
 
@@ -242,340 +214,6 @@ static void seg_del(torch_state *t, uint32_t i)
     t->sfree = i;
 }
 
-/* ---- treaps with parent links ------------------------------------------------------- */
-
-/* A treap is a root index. Free mapped blocks live in small per-bin treaps ordered by
- * (size, addr) (M_BIN); unmapped ranges in one treap per pool ordered by (stream, addr)
- * (M_ADDR). */
-enum { M_BIN = 0, M_ADDR = 1 };
-
-static inline int key_less(int mode, const blk *a, uint64_t stream, uint64_t size, uint64_t addr)
-{
-    if (mode == M_ADDR) {
-        if (a->stream != stream)
-            return a->stream < stream;
-    } else if (a->size != size) {
-        return a->size < size;
-    }
-    return a->addr < addr;
-}
-
-static inline void replace_child(blk *b, uint32_t *root, uint32_t parent, uint32_t old, uint32_t nw)
-{
-    if (!parent)
-        *root = nw;
-    else if (b[parent].l == old)
-        b[parent].l = nw;
-    else
-        b[parent].r = nw;
-    if (nw)
-        b[nw].p = parent;
-}
-
-static void rotate_up(blk *b, uint32_t *root, uint32_t x)
-{
-    uint32_t p = b[x].p, g = b[p].p;
-    if (b[p].l == x) {
-        b[p].l = b[x].r;
-        if (b[x].r)
-            b[b[x].r].p = p;
-        b[x].r = p;
-    } else {
-        b[p].r = b[x].l;
-        if (b[x].l)
-            b[b[x].l].p = p;
-        b[x].l = p;
-    }
-    b[p].p = x;
-    replace_child(b, root, g, p, x);
-}
-
-static void bt_insert(blk *b, uint32_t *root, int mode, uint32_t x)
-{
-    uint32_t y = 0, cur = *root;
-    int left = 0;
-    while (cur) {
-        y = cur;
-        left = !key_less(mode, &b[cur], b[x].stream, b[x].size, b[x].addr);
-        cur = left ? b[cur].l : b[cur].r;
-    }
-    b[x].l = b[x].r = 0;
-    b[x].p = y;
-    if (!y)
-        *root = x;
-    else if (left)
-        b[y].l = x;
-    else
-        b[y].r = x;
-    while (b[x].p && b[b[x].p].prio < b[x].prio)
-        rotate_up(b, root, x);
-}
-
-static void bt_erase(blk *b, uint32_t *root, uint32_t x)
-{
-    while (b[x].l && b[x].r)
-        rotate_up(b, root, b[b[x].l].prio > b[b[x].r].prio ? b[x].l : b[x].r);
-    replace_child(b, root, b[x].p, x, b[x].l ? b[x].l : b[x].r);
-    b[x].l = b[x].r = b[x].p = 0;
-}
-
-static inline uint32_t bt_min(const blk *b, uint32_t i)
-{
-    while (i && b[i].l)
-        i = b[i].l;
-    return i;
-}
-
-static inline uint32_t bt_max(const blk *b, uint32_t i)
-{
-    while (i && b[i].r)
-        i = b[i].r;
-    return i;
-}
-
-static uint32_t bt_next(const blk *b, uint32_t i)
-{
-    if (b[i].r)
-        return bt_min(b, b[i].r);
-    uint32_t p = b[i].p;
-    while (p && b[p].r == i) {
-        i = p;
-        p = b[p].p;
-    }
-    return p;
-}
-
-static uint32_t bt_prev(const blk *b, uint32_t i)
-{
-    if (b[i].l)
-        return bt_max(b, b[i].l);
-    uint32_t p = b[i].p;
-    while (p && b[p].l == i) {
-        i = p;
-        p = b[p].p;
-    }
-    return p;
-}
-
-/* First node with key >= (stream, size, addr), or 0. */
-static uint32_t bt_lower_bound(const blk *b, uint32_t root, int mode, uint64_t stream,
-                               uint64_t size, uint64_t addr)
-{
-    uint32_t i = root, best = 0;
-    while (i) {
-        if (key_less(mode, &b[i], stream, size, addr)) {
-            i = b[i].r;
-        } else {
-            best = i;
-            i = b[i].l;
-        }
-    }
-    return best;
-}
-
-/* ---- the free set: PyTorch's std::set<Block*> ordered by (stream, size, addr) ---------
- *
- * One index per stream (slots stable, `ord` lists them by stream value). An index splits
- * sizes into NBINS bins, 16 per power of two and monotone in size, each bin a treap by
- * (size, addr); bitmaps find the next non-empty bin in O(1). In-order traversal of the
- * slots (by stream), bins and treaps is exactly the comparator's order, and lower_bound
- * is the first block of the stream with size >= the key, as std::set::lower_bound gives
- * with a null address. Bins hold few blocks, so every step is short. */
-#define NBINS 1024
-#define NWORDS (NBINS / 64)
-
-typedef struct sidx {
-    uint64_t stream;
-    uint64_t summary;       /* bit w: words[w] != 0 */
-    uint64_t words[NWORDS]; /* bit k: root[k] != 0 */
-    uint32_t root[NBINS];
-} sidx;
-
-static inline unsigned bin_of(uint64_t size)
-{
-    if (size < 16)
-        return (unsigned)size;
-    unsigned fl = 63u - (unsigned)__builtin_clzll(size);
-    return fl * 16u + (unsigned)((size >> (fl - 4)) & 15u);
-}
-
-/* First non-empty bin >= from, or NBINS. */
-static unsigned bin_next(const sidx *x, unsigned from)
-{
-    if (from >= NBINS)
-        return NBINS;
-    unsigned w = from >> 6;
-    uint64_t m = x->words[w] & (~0ull << (from & 63));
-    if (m)
-        return (w << 6) | (unsigned)__builtin_ctzll(m);
-    uint64_t sm = w + 1 < NWORDS ? x->summary & (~0ull << (w + 1)) : 0;
-    if (!sm)
-        return NBINS;
-    w = (unsigned)__builtin_ctzll(sm);
-    return (w << 6) | (unsigned)__builtin_ctzll(x->words[w]);
-}
-
-/* Last non-empty bin <= from (from < NBINS), or NBINS when none. */
-static unsigned bin_prev(const sidx *x, unsigned from)
-{
-    unsigned w = from >> 6;
-    uint64_t m = x->words[w] & (~0ull >> (63 - (from & 63)));
-    if (m)
-        return (w << 6) | (63u - (unsigned)__builtin_clzll(m));
-    uint64_t sm = w ? x->summary & (~0ull >> (64 - w)) : 0;
-    if (!sm)
-        return NBINS;
-    w = 63u - (unsigned)__builtin_clzll(sm);
-    return (w << 6) | (63u - (unsigned)__builtin_clzll(x->words[w]));
-}
-
-/* The slot of `stream`, or -1. */
-static int64_t fs_find(fset *f, uint64_t stream)
-{
-    if (f->n && f->s[f->last].stream == stream)
-        return f->last;
-    uint32_t lo = 0, hi = f->n;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (f->s[f->ord[mid]].stream < stream)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo < f->n && f->s[f->ord[lo]].stream == stream)
-        return f->last = f->ord[lo];
-    return -1;
-}
-
-/* The slot of `stream`, made if new; -1 on host OOM. */
-static int64_t fs_slot(fset *f, uint64_t stream)
-{
-    int64_t k = fs_find(f, stream);
-    if (k >= 0)
-        return k;
-    if (f->n == f->cap) {
-        uint32_t nc = f->cap ? f->cap * 2 : 2;
-        sidx *ns = realloc(f->s, (size_t)nc * sizeof *ns);
-        if (!ns)
-            return -1;
-        f->s = ns;
-        uint32_t *no = realloc(f->ord, (size_t)nc * sizeof *no);
-        if (!no)
-            return -1;
-        f->ord = no;
-        f->cap = nc;
-    }
-    uint32_t id = f->n, pos = 0;
-    while (pos < f->n && f->s[f->ord[pos]].stream < stream)
-        pos++;
-    memmove(f->ord + pos + 1, f->ord + pos, (size_t)(f->n - pos) * sizeof *f->ord);
-    f->ord[pos] = id;
-    memset(&f->s[id], 0, sizeof f->s[id]);
-    f->s[id].stream = stream;
-    f->n++;
-    return f->last = id;
-}
-
-/* b[x].sx names the slot: nodes get it when made (torch_alloc creates the slot first). */
-static void fs_insert(blk *b, fset *f, uint32_t x)
-{
-    sidx *ix = &f->s[b[x].sx];
-    unsigned bin = bin_of(b[x].size);
-    bt_insert(b, &ix->root[bin], M_BIN, x);
-    ix->words[bin >> 6] |= 1ull << (bin & 63);
-    ix->summary |= 1ull << (bin >> 6);
-}
-
-static void fs_erase(blk *b, fset *f, uint32_t x)
-{
-    sidx *ix = &f->s[b[x].sx];
-    unsigned bin = bin_of(b[x].size);
-    bt_erase(b, &ix->root[bin], x);
-    if (!ix->root[bin]) {
-        ix->words[bin >> 6] &= ~(1ull << (bin & 63));
-        if (!ix->words[bin >> 6])
-            ix->summary &= ~(1ull << (bin >> 6));
-    }
-}
-
-/* The smallest block of the stream with size >= size (lowest address among equals). */
-static uint32_t fs_lower_bound(const blk *b, fset *f, uint64_t stream, uint64_t size)
-{
-    int64_t k = fs_find(f, stream);
-    if (k < 0)
-        return 0;
-    const sidx *ix = &f->s[k];
-    unsigned bin = bin_of(size);
-    if (ix->root[bin]) {
-        uint32_t x = bt_lower_bound(b, ix->root[bin], M_BIN, stream, size, 0);
-        if (x)
-            return x;
-    }
-    bin = bin_next(ix, bin + 1);
-    return bin < NBINS ? bt_min(b, ix->root[bin]) : 0;
-}
-
-/* Next / previous block of the same stream in (size, addr) order, or 0. */
-static uint32_t fs_next(const blk *b, const fset *f, uint32_t x)
-{
-    uint32_t n = bt_next(b, x);
-    if (n)
-        return n;
-    const sidx *ix = &f->s[b[x].sx];
-    unsigned bin = bin_next(ix, bin_of(b[x].size) + 1);
-    return bin < NBINS ? bt_min(b, ix->root[bin]) : 0;
-}
-
-static uint32_t fs_prev(const blk *b, const fset *f, uint32_t x)
-{
-    uint32_t n = bt_prev(b, x);
-    if (n)
-        return n;
-    const sidx *ix = &f->s[b[x].sx];
-    unsigned bin = bin_of(b[x].size);
-    bin = bin ? bin_prev(ix, bin - 1) : NBINS;
-    return bin < NBINS ? bt_max(b, ix->root[bin]) : 0;
-}
-
-static uint32_t fs_first_of(const blk *b, const fset *f, uint32_t k)
-{
-    unsigned bin = bin_next(&f->s[k], 0);
-    return bin < NBINS ? bt_min(b, f->s[k].root[bin]) : 0;
-}
-
-static uint32_t fs_last_of(const blk *b, const fset *f, uint32_t k)
-{
-    unsigned bin = bin_prev(&f->s[k], NBINS - 1);
-    return bin < NBINS ? bt_max(b, f->s[k].root[bin]) : 0;
-}
-
-/* Whole-set order (stream, size, addr): the first block, and the one after x. */
-static uint32_t fs_first(const blk *b, const fset *f)
-{
-    for (uint32_t j = 0; j < f->n; j++) {
-        uint32_t x = fs_first_of(b, f, f->ord[j]);
-        if (x)
-            return x;
-    }
-    return 0;
-}
-
-static uint32_t fs_next_all(const blk *b, const fset *f, uint32_t x)
-{
-    uint32_t n = fs_next(b, f, x);
-    if (n)
-        return n;
-    uint32_t j = 0;
-    while (f->ord[j] != b[x].sx)
-        j++;
-    for (j++; j < f->n; j++) {
-        n = fs_first_of(b, f, f->ord[j]);
-        if (n)
-            return n;
-    }
-    return 0;
-}
-
 /* ---- helpers ------------------------------------------------------------------------ */
 
 static inline pool *pool_of(torch_state *t, uint32_t i)
@@ -598,29 +236,29 @@ static inline int gc_active(const torch_state *t)
     return t->allowed != UINT64_MAX && t->gc > 0.0;
 }
 
-/* insert_into_blocks. The stream's slot exists: torch_alloc makes it before any block of
- * the stream can be freed, so this cannot fail. */
-static void insert_free(torch_state *t, uint32_t i)
+/* insert_into_blocks. The stream's slot exists (torch_alloc makes it before any block of
+ * the stream can be freed); only a bin chunk's first use can fail (host OOM). */
+static inline int insert_free(torch_state *t, uint32_t i)
 {
     pool *pl = pool_of(t, i);
     t->b[i].gc_base = pl->calls;
-    fs_insert(t->b, &pl->blocks, i);
     t->b[i].in = IN_BLOCKS;
+    return as_tfs_insert(t->b, &pl->blocks, i);
 }
 
 static void insert_unmapped(torch_state *t, uint32_t i)
 {
-    bt_insert(t->b, &pool_of(t, i)->unmapped, M_ADDR, i);
+    as_bt_insert(t->b, &pool_of(t, i)->blocks.s[t->b[i].sx].unmapped, 1, i);
     t->b[i].in = IN_UNMAPPED;
 }
 
-static void erase_any(torch_state *t, uint32_t i)
+static inline void erase_any(torch_state *t, uint32_t i)
 {
     pool *pl = pool_of(t, i);
     if (t->b[i].in == IN_BLOCKS)
-        fs_erase(t->b, &pl->blocks, i);
+        as_tfs_erase(t->b, &pl->blocks, i);
     else if (t->b[i].in == IN_UNMAPPED)
-        bt_erase(t->b, &pl->unmapped, i);
+        as_bt_erase(t->b, &pl->blocks.s[t->b[i].sx].unmapped, i);
     t->b[i].in = IN_NONE;
 }
 
@@ -677,7 +315,6 @@ static uint32_t split_after(torch_state *t, uint32_t i, uint64_t size)
     blk *b = t->b;
     b[r].addr = b[i].addr + size;
     b[r].size = b[i].size - size;
-    b[r].stream = b[i].stream;
     b[r].seg = b[i].seg;
     b[r].sx = b[i].sx;
     b[r].small = b[i].small;
@@ -757,7 +394,8 @@ static int64_t map_block(torch_state *t, uint32_t i, uint64_t size)
         insert_unmapped(t, r);
     }
     uint32_t x = merge_neighbours(t, i);
-    insert_free(t, x);
+    if (insert_free(t, x))
+        return AS_POLICY_ENOMEM;
     t->reserved += len;
     t->s[t->b[x].seg].mapped += len;
     t->dev_reserves++;
@@ -785,15 +423,13 @@ static int64_t unmap_block(torch_state *t, uint32_t i)
     uint32_t u = i;
     if (before) {
         u = split_after(t, i, before);
-        if (!u)
+        if (!u || insert_free(t, i))
             return AS_POLICY_ENOMEM;
-        insert_free(t, i);
     }
     if (after) {
         uint32_t a = split_after(t, u, ulen);
-        if (!a)
+        if (!a || insert_free(t, a))
             return AS_POLICY_ENOMEM;
-        insert_free(t, a);
     }
     b = t->b;
     b[u].mapped = 0;
@@ -829,8 +465,8 @@ static inline int allocatable(const blk *b, uint32_t i)
 static int64_t find_expandable_block(torch_state *t, pool *pl, uint64_t stream, uint64_t size)
 {
     blk *b = t->b;
-    for (uint32_t it = bt_lower_bound(b, pl->unmapped, M_ADDR, stream, 0, 0);
-         it && b[it].stream == stream; it = bt_next(b, it)) {
+    int64_t k = as_tfs_find(&pl->blocks, stream);
+    for (uint32_t it = as_bt_min(b, pl->blocks.s[k].unmapped); it; it = as_bt_next(b, it)) {
         uint32_t c = it;
         if (allocatable(b, b[c].prev))
             c = b[c].prev;
@@ -864,9 +500,8 @@ static int64_t find_expandable_block(torch_state *t, pool *pl, uint64_t stream, 
     blk *nb = &t->b[n];
     nb->addr = addr;
     nb->size = vsize;
-    nb->stream = stream;
     nb->seg = si;
-    nb->sx = (uint32_t)fs_find(&pl->blocks, stream);
+    nb->sx = (uint32_t)k;
     nb->small = pl->small;
     nb->exp = 1;
     nb->mapped = 0;
@@ -936,9 +571,8 @@ static int alloc_block(torch_state *t, params *p, int retry)
     blk *nb = &t->b[n];
     nb->addr = addr;
     nb->size = p->alloc_size;
-    nb->stream = p->stream;
     nb->seg = si;
-    nb->sx = (uint32_t)fs_find(&p->pl->blocks, p->stream);
+    nb->sx = (uint32_t)as_tfs_find(&p->pl->blocks, p->stream);
     nb->small = p->pl->small;
     nb->exp = 0;
     nb->mapped = 1;
@@ -958,21 +592,21 @@ static int get_free_block(torch_state *t, params *p)
     blk *b = t->b;
     if (gc_active(t))
         pl->calls++;
-    uint32_t it = fs_lower_bound(b, &pl->blocks, p->stream, p->size);
+    uint32_t it = as_tfs_lower_bound(b, &pl->blocks, p->stream, p->size);
     if (!it)
         return 0;
     if (is_exp(t, it)) {
         if (t->expandable) {
 #define EXP_SIZE(i) (b[i].size + (b[i].next && !b[b[i].next].mapped ? b[b[i].next].size : 0))
-            uint32_t nx = fs_next(b, &pl->blocks, it);
+            uint32_t nx = as_tfs_next(b, &pl->blocks, it);
             while (is_exp(t, it) && nx && EXP_SIZE(nx) < EXP_SIZE(it)) {
                 it = nx;
-                nx = fs_next(b, &pl->blocks, nx);
+                nx = as_tfs_next(b, &pl->blocks, nx);
             }
 #undef EXP_SIZE
         } else {
             do
-                it = fs_next(b, &pl->blocks, it);
+                it = as_tfs_next(b, &pl->blocks, it);
             while (it && is_exp(t, it));
             if (!it)
                 return 0;
@@ -996,7 +630,8 @@ static int garbage_collect(torch_state *t)
         return 0;
     uint64_t target = t->reserved - threshold, reclaimed = 0, total_age = 0;
     int64_t count = 0;
-    for (uint32_t i = fs_first(b, &pl->blocks); i; i = fs_next_all(b, &pl->blocks, i))
+    as_tfs_order(&pl->blocks);
+    for (uint32_t i = as_tfs_first(b, &pl->blocks); i; i = as_tfs_next_all(b, &pl->blocks, i))
         if (!is_split(b, i)) {
             total_age += pl->calls - b[i].gc_base;
             count++;
@@ -1007,9 +642,9 @@ static int garbage_collect(torch_state *t)
     while (reclaimed < target && freed && count > 0) {
         double thr = (double)total_age / (double)count;
         freed = 0;
-        uint32_t i = fs_first(t->b, &pl->blocks);
+        uint32_t i = as_tfs_first(t->b, &pl->blocks);
         while (i) {
-            uint32_t nx = fs_next_all(t->b, &pl->blocks, i);
+            uint32_t nx = as_tfs_next_all(t->b, &pl->blocks, i);
             uint64_t age = pl->calls - t->b[i].gc_base;
             if (!is_split(t->b, i) && !is_exp(t, i) && (double)age >= thr) {
                 freed = 1;
@@ -1034,7 +669,7 @@ static int release_available(torch_state *t, params *p)
         return 0;
     fset *f = &p->pl->blocks;
     uint64_t key = p->size < t->max_split ? t->max_split : p->size;
-    uint32_t it = fs_lower_bound(t->b, f, p->stream, key);
+    uint32_t it = as_tfs_lower_bound(t->b, f, p->stream, key);
     if (it && !is_exp(t, it)) {
         int rc = release_block(t, it);
         return rc ? rc : 1;
@@ -1042,14 +677,14 @@ static int release_available(torch_state *t, params *p)
     /* No single block is big enough: free oversize blocks of the stream from the largest
      * down. (In PyTorch's one set the step back may land on another stream's block or
      * hit begin(); either ends the walk at once, as running out of this stream does.) */
-    int64_t k = fs_find(f, p->stream);
+    int64_t k = as_tfs_find(f, p->stream);
     if (k < 0)
         return 0;
-    it = it ? fs_prev(t->b, f, it) : fs_last_of(t->b, f, (uint32_t)k);
+    it = it ? as_tfs_prev(t->b, f, it) : as_tfs_last_of(t->b, f, (uint32_t)k);
     uint64_t released = 0;
     while (it && released < key && t->b[it].size >= t->max_split) {
         uint32_t cur = it;
-        it = fs_prev(t->b, f, it);
+        it = as_tfs_prev(t->b, f, it);
         if (!is_exp(t, cur)) {
             released += t->b[cur].size;
             int rc = release_block(t, cur);
@@ -1079,9 +714,10 @@ static int complete_pending(torch_state *t)
 static int release_blocks(torch_state *t, pool *pl)
 {
     t->nscratch = 0;
-    uint32_t i = fs_first(t->b, &pl->blocks);
+    as_tfs_order(&pl->blocks);
+    uint32_t i = as_tfs_first(t->b, &pl->blocks);
     while (i) {
-        uint32_t nx = fs_next_all(t->b, &pl->blocks, i);
+        uint32_t nx = as_tfs_next_all(t->b, &pl->blocks, i);
         if (is_exp(t, i)) {
             int rc = scratch_push(t, i);
             if (rc)
@@ -1121,9 +757,7 @@ static int free_block(torch_state *t, uint32_t i)
 {
     t->active -= t->b[i].size;
     t->b[i].state = B_FREE;
-    uint32_t x = merge_neighbours(t, i);
-    insert_free(t, x);
-    return 0;
+    return insert_free(t, merge_neighbours(t, i));
 }
 
 /* ---- slots -------------------------------------------------------------------------- */
@@ -1168,7 +802,6 @@ static int torch_init(void *st, const as_knob_value *cfg, const as_device *dev)
     t->total_mem = cap != AS_CAPACITY_NONE && cap > DEFAULT_TOTAL_MEM ? cap : DEFAULT_TOTAL_MEM;
     t->pools[0].small = 0;
     t->pools[1].small = 1;
-    t->rng = 0x2545f491u;
     return 0;
 }
 
@@ -1183,7 +816,7 @@ static int torch_alloc(void *st, const as_request *req, as_block *out)
     p.size = round_size(t, req->size);
     p.pl = &t->pools[p.size <= SMALL_SIZE];
     p.alloc_size = allocation_size(t, p.size);
-    if (fs_slot(&p.pl->blocks, p.stream) < 0) /* insert_free relies on it */
+    if (as_tfs_slot(&p.pl->blocks, p.stream) < 0) /* insert_free relies on it */
         return AS_POLICY_ENOMEM;
 
     int found = get_free_block(t, &p), rc = 0;
@@ -1216,9 +849,8 @@ static int torch_alloc(void *st, const as_request *req, as_block *out)
                                                : (p.size < t->max_split && remaining > SMALL_SIZE);
     if (split) {
         uint32_t r = split_after(t, i, p.size);
-        if (!r)
+        if (!r || insert_free(t, r))
             return AS_POLICY_ENOMEM;
-        insert_free(t, r);
         b = t->b;
     }
     b[i].state = B_ALLOC;
@@ -1281,15 +913,8 @@ static int torch_empty_cache(void *st)
 static void torch_stats(const void *st, as_policy_stats *out)
 {
     const torch_state *t = st;
-    uint64_t largest = 0;
-    for (int k = 0; k < 2; k++) {
-        const fset *f = &t->pools[k].blocks;
-        for (uint32_t j = 0; j < f->n; j++) {
-            uint32_t x = fs_last_of(t->b, f, j);
-            if (x && t->b[x].size > largest)
-                largest = t->b[x].size;
-        }
-    }
+    uint64_t l0 = as_tfs_largest(&t->pools[0].blocks), l1 = as_tfs_largest(&t->pools[1].blocks);
+    uint64_t largest = l0 > l1 ? l0 : l1;
     *out = (as_policy_stats){
         .allocated = t->allocated,
         .reserved = t->reserved,
@@ -1317,68 +942,35 @@ static int fail(as_check_failure *out, const char *fmt, ...)
     return AS_POLICY_ECHECK;
 }
 
-/* Verifies one treap: order under `mode`, heap priorities, parent links, membership.
- * Adds its node count to *n; returns 0 or AS_POLICY_ECHECK. */
-static int check_treap(const torch_state *t, uint32_t root, int mode, uint8_t which, uint8_t small,
-                       int64_t *n, as_check_failure *out)
+/* Verifies one stream's unmapped set: address order, heap priorities (through
+ * as_bt_*), parent links, membership. Adds its node count to *n. */
+static int check_unmapped(const torch_state *t, const fset *f, uint8_t small, int64_t *n,
+                          as_check_failure *out)
 {
     const blk *b = t->b;
-    uint32_t prev = 0;
-    int64_t k = 0;
-    if (root && b[root].p)
-        return fail(out, "treap root has a parent");
-    for (uint32_t i = bt_min(b, root); i; i = bt_next(b, i)) {
-        if (++k > (int64_t)t->nb)
-            return fail(out, "treap walk does not end");
-        if (b[i].in != which || b[i].state != B_FREE || t->s[b[i].seg].small != small ||
-            !t->s[b[i].seg].live)
-            return fail(out, "block 0x%llx is in a free set it does not belong to",
-                        (unsigned long long)b[i].addr);
-        if ((which == IN_BLOCKS) != (b[i].mapped != 0))
-            return fail(out, "block 0x%llx: mapped state differs from its set",
-                        (unsigned long long)b[i].addr);
-        if (prev && !key_less(mode, &b[prev], b[i].stream, b[i].size, b[i].addr))
-            return fail(out, "free set out of order at 0x%llx", (unsigned long long)b[i].addr);
-        for (int side = 0; side < 2; side++) {
-            uint32_t c = side ? b[i].r : b[i].l;
-            if (c && (b[c].p != i || b[c].prio > b[i].prio))
-                return fail(out, "treap heap order or parent link broken");
-        }
-        prev = i;
-    }
-    *n += k;
-    return 0;
-}
-
-/* The free set: slots sorted by stream, bitmaps matching the bins, every block in the bin
- * of its size and the slot of its stream, each bin a valid treap. */
-static int check_fset(const torch_state *t, const fset *f, uint8_t small, int64_t *n,
-                      as_check_failure *out)
-{
-    for (uint32_t j = 0; j < f->n; j++) {
-        if (f->ord[j] >= f->n || (j && f->s[f->ord[j - 1]].stream >= f->s[f->ord[j]].stream))
-            return fail(out, "free-set streams out of order");
-        const sidx *ix = &f->s[f->ord[j]];
-        for (unsigned w = 0; w < NWORDS; w++) {
-            if (((ix->summary >> w) & 1) != (ix->words[w] != 0))
-                return fail(out, "free-set summary bitmap wrong at word %u", w);
-            for (unsigned k = 0; k < 64; k++) {
-                unsigned bin = w * 64 + k;
-                if (((ix->words[w] >> k) & 1) != (ix->root[bin] != 0))
-                    return fail(out, "free-set bitmap wrong at bin %u", bin);
-                int64_t before = *n;
-                int rc = check_treap(t, ix->root[bin], M_BIN, IN_BLOCKS, small, n, out);
-                if (rc)
-                    return rc;
-                if (*n == before)
-                    continue;
-                for (uint32_t i = bt_min(t->b, ix->root[bin]); i; i = bt_next(t->b, i))
-                    if (bin_of(t->b[i].size) != bin || t->b[i].sx != f->ord[j] ||
-                        t->b[i].stream != ix->stream)
-                        return fail(out, "block 0x%llx filed under the wrong bin or stream",
-                                    (unsigned long long)t->b[i].addr);
+    for (uint32_t k = 0; k < f->n; k++) {
+        uint32_t root = f->s[k].unmapped, prev = 0;
+        int64_t c = 0;
+        if (root && b[root].p)
+            return fail(out, "unmapped treap root has a parent");
+        for (uint32_t i = as_bt_min(b, root); i; i = as_bt_next(b, i)) {
+            if (++c > (int64_t)t->nb)
+                return fail(out, "treap walk does not end");
+            if (b[i].in != IN_UNMAPPED || b[i].state != B_FREE || b[i].mapped || b[i].sx != k ||
+                t->s[b[i].seg].small != small || !t->s[b[i].seg].live)
+                return fail(out, "block 0x%llx is in an unmapped set it does not belong to",
+                            (unsigned long long)b[i].addr);
+            if (prev && b[prev].addr >= b[i].addr)
+                return fail(out, "unmapped set out of order at 0x%llx",
+                            (unsigned long long)b[i].addr);
+            for (int side = 0; side < 2; side++) {
+                uint32_t ch = side ? b[i].r : b[i].l;
+                if (ch && b[ch].p != i)
+                    return fail(out, "unmapped treap parent link broken");
             }
+            prev = i;
         }
+        *n += c;
     }
     return 0;
 }
@@ -1426,8 +1018,6 @@ static int check_segment(const torch_state *t, uint32_t si, uint64_t *acc, as_ch
             why = "chain not contiguous";
         else if (b[i].prev != last)
             why = "prev link broken";
-        else if (b[i].stream != s->stream)
-            why = "block stream differs from its segment";
         else if (b[i].small != s->small || b[i].exp != s->expandable ||
                  b[i].sx >= t->pools[s->small].blocks.n ||
                  t->pools[s->small].blocks.s[b[i].sx].stream != s->stream)
@@ -1472,10 +1062,10 @@ static int torch_check(const void *st, as_check_failure *out)
     const torch_state *t = st;
     int64_t in_trees = 0;
     for (int k = 0; k < 2; k++) {
-        int rc = check_fset(t, &t->pools[k].blocks, t->pools[k].small, &in_trees, out);
+        const fset *f = &t->pools[k].blocks;
+        int rc = as_tfs_check(t->b, f, t->nb + 1, t->pools[k].small, &in_trees, out);
         if (!rc)
-            rc = check_treap(t, t->pools[k].unmapped, M_ADDR, IN_UNMAPPED, t->pools[k].small,
-                             &in_trees, out);
+            rc = check_unmapped(t, f, t->pools[k].small, &in_trees, out);
         if (rc)
             return rc;
     }
@@ -1555,7 +1145,7 @@ static int torch_walk(const void *st, as_walk_fn fn, void *user)
                     .kind = AS_WALK_BLOCK,
                     .addr = b[i].addr,
                     .size = b[i].size,
-                    .stream = b[i].stream,
+                    .stream = s->stream,
                     .pool = pname,
                     .state = b[i].state == B_ALLOC     ? AS_BLOCK_ALLOCATED
                              : b[i].state == B_PENDING ? AS_BLOCK_PENDING
@@ -1595,10 +1185,8 @@ static void torch_fini(void *st)
         }
         t->dev->ops->va_release(t->dev->ctx, s->addr, s->size);
     }
-    for (int k = 0; k < 2; k++) {
-        free(t->pools[k].blocks.s);
-        free(t->pools[k].blocks.ord);
-    }
+    for (int k = 0; k < 2; k++)
+        as_tfs_fini(&t->pools[k].blocks);
     free(t->b);
     free(t->s);
     free(t->pending);

@@ -1,0 +1,550 @@
+/*
+ * torch_fset.c - the slow paths of torch's free sets (torch_fset.h): slots and their
+ * stream hash, chunks, list <-> treap conversion of crowded bins, the max tree over the
+ * slots, whole-set walks in (stream, size, addr) order, the treaps, and the check.
+ *
+ * Invariant: as in torch_fset.h; everything here is either amortised O(1) per event
+ * (conversions, chunks, a slot's new maximum: O(log slots)) or a walk that the policy
+ * does only where PyTorch walks its set (garbage collection, empty_cache).
+ */
+#include "torch_fset.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- treaps with parent links ------------------------------------------------------- */
+
+/* A fixed hash of the node index as its priority: deterministic, distinct per node. */
+static inline uint32_t prio_of(uint32_t i)
+{
+    i ^= i >> 16;
+    i *= 0x7feb352dU;
+    i ^= i >> 15;
+    i *= 0x846ca68bU;
+    i ^= i >> 16;
+    return i;
+}
+
+static inline int key_less(int by_addr, const blk *a, uint64_t size, uint64_t addr)
+{
+    if (!by_addr && a->size != size)
+        return a->size < size;
+    return a->addr < addr;
+}
+
+static inline void replace_child(blk *b, uint32_t *root, uint32_t parent, uint32_t old, uint32_t nw)
+{
+    if (!parent)
+        *root = nw;
+    else if (b[parent].l == old)
+        b[parent].l = nw;
+    else
+        b[parent].r = nw;
+    if (nw)
+        b[nw].p = parent;
+}
+
+static void rotate_up(blk *b, uint32_t *root, uint32_t x)
+{
+    uint32_t p = b[x].p, g = b[p].p;
+    if (b[p].l == x) {
+        b[p].l = b[x].r;
+        if (b[x].r)
+            b[b[x].r].p = p;
+        b[x].r = p;
+    } else {
+        b[p].r = b[x].l;
+        if (b[x].l)
+            b[b[x].l].p = p;
+        b[x].l = p;
+    }
+    b[p].p = x;
+    replace_child(b, root, g, p, x);
+}
+
+void as_bt_insert(blk *b, uint32_t *root, int by_addr, uint32_t x)
+{
+    uint32_t y = 0, cur = *root;
+    int left = 0;
+    while (cur) {
+        y = cur;
+        left = !key_less(by_addr, &b[cur], b[x].size, b[x].addr);
+        cur = left ? b[cur].l : b[cur].r;
+    }
+    b[x].l = b[x].r = 0;
+    b[x].p = y;
+    if (!y)
+        *root = x;
+    else if (left)
+        b[y].l = x;
+    else
+        b[y].r = x;
+    uint32_t px = prio_of(x);
+    while (b[x].p && prio_of(b[x].p) < px)
+        rotate_up(b, root, x);
+}
+
+void as_bt_erase(blk *b, uint32_t *root, uint32_t x)
+{
+    while (b[x].l && b[x].r)
+        rotate_up(b, root, prio_of(b[x].l) > prio_of(b[x].r) ? b[x].l : b[x].r);
+    replace_child(b, root, b[x].p, x, b[x].l ? b[x].l : b[x].r);
+    b[x].l = b[x].r = b[x].p = 0;
+}
+
+uint32_t as_bt_next(const blk *b, uint32_t i)
+{
+    if (b[i].r)
+        return as_bt_min(b, b[i].r);
+    uint32_t p = b[i].p;
+    while (p && b[p].r == i) {
+        i = p;
+        p = b[p].p;
+    }
+    return p;
+}
+
+uint32_t as_bt_prev(const blk *b, uint32_t i)
+{
+    if (b[i].l)
+        return as_bt_max(b, b[i].l);
+    uint32_t p = b[i].p;
+    while (p && b[p].l == i) {
+        i = p;
+        p = b[p].p;
+    }
+    return p;
+}
+
+uint32_t as_bt_lower_bound(const blk *b, uint32_t root, int by_addr, uint64_t size, uint64_t addr)
+{
+    uint32_t i = root, best = 0;
+    while (i) {
+        if (key_less(by_addr, &b[i], size, addr)) {
+            i = b[i].r;
+        } else {
+            best = i;
+            i = b[i].l;
+        }
+    }
+    return best;
+}
+
+/* ---- crowded bins ------------------------------------------------------------------- */
+
+void as_tfs_to_treap(blk *b, bchunk *c, unsigned j)
+{
+    uint32_t head = c->head[j], x = head, root = 0;
+    do {
+        uint32_t nx = b[x].r;
+        as_bt_insert(b, &root, 0, x);
+        x = nx;
+    } while (x != head);
+    c->head[j] = root;
+    c->treap |= 1ull << j;
+}
+
+void as_tfs_to_list(blk *b, bchunk *c, unsigned j)
+{
+    uint32_t v[LIST_BACK + 1], n = 0;
+    for (uint32_t x = as_bt_min(b, c->head[j]); x && n < LIST_BACK + 1; x = as_bt_next(b, x))
+        v[n++] = x;
+    for (uint32_t i = 0; i < n; i++) {
+        b[v[i]].l = v[(i + n - 1) % n];
+        b[v[i]].r = v[(i + 1) % n];
+        b[v[i]].p = 0;
+    }
+    c->head[j] = n ? v[0] : 0;
+    c->treap &= ~(1ull << j);
+}
+
+/* ---- slots -------------------------------------------------------------------------- */
+
+static inline uint32_t hash_stream(uint64_t s, uint32_t mask)
+{
+    s ^= s >> 33;
+    s *= 0xff51afd7ed558ccdull;
+    s ^= s >> 33;
+    return (uint32_t)s & mask;
+}
+
+static int64_t hash_find(const fset *f, uint64_t stream)
+{
+    if (!f->hcap)
+        return -1;
+    uint32_t mask = f->hcap - 1;
+    for (uint32_t h = hash_stream(stream, mask);; h = (h + 1) & mask) {
+        uint32_t v = f->hslot[h];
+        if (!v)
+            return -1;
+        if (f->s[v - 1].stream == stream)
+            return v - 1;
+    }
+}
+
+int64_t as_tfs_find_slow(fset *f, uint64_t stream)
+{
+    int64_t k = hash_find(f, stream);
+    if (k >= 0)
+        f->last = (uint32_t)k;
+    return k;
+}
+
+static int hash_grow(fset *f)
+{
+    uint32_t nc = f->hcap ? f->hcap * 2 : 16;
+    uint32_t *nh = calloc(nc, sizeof *nh);
+    if (!nh)
+        return -1;
+    for (uint32_t k = 0; k < f->n; k++) {
+        uint32_t h = hash_stream(f->s[k].stream, nc - 1);
+        while (nh[h])
+            h = (h + 1) & (nc - 1);
+        nh[h] = k + 1;
+    }
+    free(f->hslot);
+    f->hslot = nh;
+    f->hcap = nc;
+    return 0;
+}
+
+/* The max tree over tcap >= n leaves, rebuilt from the slots' maxima. */
+static int tree_build(fset *f, uint32_t tcap)
+{
+    uint64_t *t = calloc((size_t)tcap * 2, sizeof *t);
+    if (!t)
+        return -1;
+    for (uint32_t k = 0; k < f->n; k++)
+        t[tcap + k] = f->s[k].max;
+    for (uint32_t i = tcap - 1; i >= 1; i--)
+        t[i] = t[2 * i] > t[2 * i + 1] ? t[2 * i] : t[2 * i + 1];
+    free(f->tree);
+    f->tree = t;
+    f->tcap = tcap;
+    return 0;
+}
+
+static int slot_arrays_grow(fset *f)
+{
+    uint32_t nc = f->cap ? f->cap * 2 : 2;
+    sidx *ns = realloc(f->s, (size_t)nc * sizeof *ns);
+    if (!ns)
+        return -1;
+    f->s = ns;
+    uint32_t *no = realloc(f->ord, (size_t)nc * sizeof *no);
+    if (!no)
+        return -1;
+    f->ord = no;
+    uint32_t *np = realloc(f->pos, (size_t)nc * sizeof *np);
+    if (!np)
+        return -1;
+    f->pos = np;
+    f->cap = nc;
+    return 0;
+}
+
+int64_t as_tfs_slot(fset *f, uint64_t stream)
+{
+    int64_t k = as_tfs_find(f, stream);
+    if (k >= 0)
+        return k;
+    if (f->n == f->cap && slot_arrays_grow(f))
+        return -1;
+    if ((f->n + 1) * 2 > f->hcap && hash_grow(f))
+        return -1;
+    if (f->n + 1 > f->tcap && tree_build(f, f->tcap ? f->tcap * 2 : 1))
+        return -1;
+    uint32_t id = f->n++;
+    memset(&f->s[id], 0, sizeof f->s[id]);
+    f->s[id].stream = stream;
+    f->ord[id] = id; /* sorted into place by the next whole-set walk */
+    uint32_t mask = f->hcap - 1, h = hash_stream(stream, mask);
+    while (f->hslot[h])
+        h = (h + 1) & mask;
+    f->hslot[h] = id + 1;
+    return f->last = id;
+}
+
+int as_tfs_chunk(fset *f, uint32_t k, unsigned w)
+{
+    if (f->nc + 1 >= f->ccap) {
+        uint32_t nc = f->ccap ? f->ccap * 2 : 4;
+        bchunk *c = realloc(f->c, (size_t)nc * sizeof *c);
+        if (!c)
+            return AS_POLICY_ENOMEM;
+        f->c = c;
+        f->ccap = nc;
+        if (!f->nc)
+            f->nc = 1; /* chunk 0 is none */
+    }
+    uint32_t i = f->nc++;
+    memset(&f->c[i], 0, sizeof f->c[i]);
+    f->s[k].chunk[w] = i;
+    return 0;
+}
+
+/* Slot k's largest block may have changed: recompute it and carry it up the tree. */
+void as_tfs_max_changed(const blk *b, fset *f, uint32_t k)
+{
+    sidx *ix = &f->s[k];
+    uint64_t m = 0;
+    if (ix->summary) {
+        unsigned w = 63u - (unsigned)__builtin_clzll(ix->summary);
+        unsigned j = 63u - (unsigned)__builtin_clzll(ix->words[w]);
+        m = b[tfs_bin_max(b, &f->c[ix->chunk[w]], j)].size;
+    }
+    ix->max = m;
+    uint32_t i = f->tcap + k; /* with one leaf, the leaf is the root */
+    f->tree[i] = m;
+    for (i >>= 1; i >= 1; i >>= 1) {
+        uint64_t v = f->tree[2 * i] > f->tree[2 * i + 1] ? f->tree[2 * i] : f->tree[2 * i + 1];
+        if (f->tree[i] == v)
+            break;
+        f->tree[i] = v;
+    }
+}
+
+void as_tfs_fini(fset *f)
+{
+    free(f->s);
+    free(f->hslot);
+    free(f->ord);
+    free(f->pos);
+    free(f->c);
+    free(f->tree);
+    memset(f, 0, sizeof *f);
+}
+
+/* ---- walks in (stream, size, addr) order -------------------------------------------------- */
+
+static int ord_less(const fset *f, uint32_t a, uint32_t b)
+{
+    return f->s[a].stream < f->s[b].stream;
+}
+
+static void sift(const fset *f, uint32_t *v, size_t r, size_t n)
+{
+    for (;;) {
+        size_t c = 2 * r + 1;
+        if (c >= n)
+            return;
+        if (c + 1 < n && ord_less(f, v[c], v[c + 1]))
+            c++;
+        if (!ord_less(f, v[r], v[c]))
+            return;
+        uint32_t x = v[r];
+        v[r] = v[c];
+        v[c] = x;
+        r = c;
+    }
+}
+
+void as_tfs_order(fset *f)
+{
+    if (f->nord == f->n)
+        return;
+    uint32_t *v = f->ord;
+    size_t n = f->n;
+    for (size_t s = n / 2; s-- > 0;)
+        sift(f, v, s, n);
+    for (size_t e = n; e-- > 1;) {
+        uint32_t x = v[0];
+        v[0] = v[e];
+        v[e] = x;
+        sift(f, v, 0, e);
+    }
+    for (uint32_t i = 0; i < f->n; i++)
+        f->pos[v[i]] = i;
+    f->nord = f->n;
+}
+
+uint32_t as_tfs_first_of(const blk *b, const fset *f, uint32_t k)
+{
+    const sidx *ix = &f->s[k];
+    unsigned bin = as_tfs_bin_next(ix, 0);
+    return bin < NBINS ? tfs_bin_min(b, tfs_chunk(f, ix, bin), bin & 63) : 0;
+}
+
+uint32_t as_tfs_last_of(const blk *b, const fset *f, uint32_t k)
+{
+    const sidx *ix = &f->s[k];
+    if (!ix->summary)
+        return 0;
+    unsigned w = 63u - (unsigned)__builtin_clzll(ix->summary);
+    unsigned j = 63u - (unsigned)__builtin_clzll(ix->words[w]);
+    return tfs_bin_max(b, &f->c[ix->chunk[w]], j);
+}
+
+/* After x, the rest of x's treap bin, else the next non-empty bin's smallest. */
+uint32_t as_tfs_next_bin(const blk *b, const fset *f, uint32_t x)
+{
+    const sidx *ix = &f->s[b[x].sx];
+    unsigned bin = as_tfs_bin(b[x].size);
+    if (tfs_chunk(f, ix, bin)->treap >> (bin & 63) & 1) {
+        uint32_t n = as_bt_next(b, x);
+        if (n)
+            return n;
+    }
+    bin = as_tfs_bin_next(ix, bin + 1);
+    return bin < NBINS ? tfs_bin_min(b, tfs_chunk(f, ix, bin), bin & 63) : 0;
+}
+
+/* Last non-empty bin <= from (from < NBINS), or NBINS when none. */
+static unsigned bin_prev(const sidx *x, unsigned from)
+{
+    unsigned w = from >> 6;
+    uint64_t m = x->words[w] & (~0ull >> (63 - (from & 63)));
+    if (m)
+        return (w << 6) | (63u - (unsigned)__builtin_clzll(m));
+    uint64_t sm = w ? x->summary & (~0ull >> (64 - w)) : 0;
+    if (!sm)
+        return NBINS;
+    w = 63u - (unsigned)__builtin_clzll(sm);
+    return (w << 6) | (63u - (unsigned)__builtin_clzll(x->words[w]));
+}
+
+uint32_t as_tfs_prev_bin(const blk *b, const fset *f, uint32_t x)
+{
+    const sidx *ix = &f->s[b[x].sx];
+    unsigned bin = as_tfs_bin(b[x].size);
+    if (tfs_chunk(f, ix, bin)->treap >> (bin & 63) & 1) {
+        uint32_t n = as_bt_prev(b, x);
+        if (n)
+            return n;
+    }
+    bin = bin ? bin_prev(ix, bin - 1) : NBINS;
+    return bin < NBINS ? tfs_bin_max(b, tfs_chunk(f, ix, bin), bin & 63) : 0;
+}
+
+/* Whole-set order (call as_tfs_order first): the first block, and the one after x. */
+uint32_t as_tfs_first(const blk *b, const fset *f)
+{
+    for (uint32_t j = 0; j < f->n; j++) {
+        uint32_t x = as_tfs_first_of(b, f, f->ord[j]);
+        if (x)
+            return x;
+    }
+    return 0;
+}
+
+uint32_t as_tfs_next_all(const blk *b, const fset *f, uint32_t x)
+{
+    uint32_t n = as_tfs_next(b, f, x);
+    if (n)
+        return n;
+    for (uint32_t j = f->pos[b[x].sx] + 1; j < f->n; j++) {
+        n = as_tfs_first_of(b, f, f->ord[j]);
+        if (n)
+            return n;
+    }
+    return 0;
+}
+
+/* ---- check -------------------------------------------------------------------------- */
+
+static int fail(as_check_failure *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int fail(as_check_failure *out, const char *fmt, ...)
+{
+    if (out) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(out->msg, sizeof out->msg, fmt, ap);
+        va_end(ap);
+    }
+    return AS_POLICY_ECHECK;
+}
+
+/* One bin: its list's links and order, or its treap's; every block of this bin and slot. */
+static int check_bin(const blk *b, const bchunk *c, unsigned j, unsigned bin, uint32_t k,
+                     uint32_t nb, uint8_t small, int64_t *n, as_check_failure *out)
+{
+    int treap = c->treap >> j & 1;
+    uint32_t h = c->head[j], cnt = 0, prev = 0;
+    uint32_t x = treap ? as_bt_min(b, h) : h;
+    if (treap && b[h].p)
+        return fail(out, "free set: treap root of bin %u has a parent", bin);
+    while (x) {
+        if (x >= nb || ++cnt > nb)
+            return fail(out, "free set: bin %u's blocks are broken or cyclic", bin);
+        if (b[x].in != IN_BLOCKS || b[x].state != B_FREE || !b[x].mapped || b[x].small != small ||
+            as_tfs_bin(b[x].size) != bin || b[x].sx != k)
+            return fail(out, "block 0x%llx filed under the wrong bin, stream or set",
+                        (unsigned long long)b[x].addr);
+        if (prev && !tfs_key_lt(b, prev, x))
+            return fail(out, "free set out of order at 0x%llx", (unsigned long long)b[x].addr);
+        if (!treap && (b[b[x].r].l != x || b[b[x].l].r != x))
+            return fail(out, "free set: list links broken at 0x%llx",
+                        (unsigned long long)b[x].addr);
+        for (int side = 0; treap && side < 2; side++) {
+            uint32_t ch = side ? b[x].r : b[x].l;
+            if (ch && (b[ch].p != x || prio_of(ch) > prio_of(x)))
+                return fail(out, "free set: treap heap order or parent link broken");
+        }
+        prev = x;
+        x = treap ? as_bt_next(b, x) : (b[x].r == h ? 0 : b[x].r);
+    }
+    if (cnt != c->cnt[j] || (treap && cnt <= LIST_BACK) || (!treap && cnt > LIST_MAX))
+        return fail(out, "free set: bin %u holds %u blocks, counts %u (%s)", bin, cnt, c->cnt[j],
+                    treap ? "treap" : "list");
+    *n += cnt;
+    return 0;
+}
+
+static int check_slot(const blk *b, const fset *f, uint32_t k, uint32_t nb, uint8_t small,
+                      int64_t *n, as_check_failure *out)
+{
+    const sidx *ix = &f->s[k];
+    for (unsigned w = 0; w < NWORDS; w++) {
+        if (((ix->summary >> w) & 1) != (ix->words[w] != 0))
+            return fail(out, "free-set summary bitmap wrong at word %u", w);
+        if (!ix->chunk[w]) {
+            if (ix->words[w])
+                return fail(out, "free set: word %u has blocks and no chunk", w);
+            continue;
+        }
+        if (ix->chunk[w] >= f->nc)
+            return fail(out, "free set: bad chunk %u", ix->chunk[w]);
+        const bchunk *c = &f->c[ix->chunk[w]];
+        for (unsigned j = 0; j < 64; j++) {
+            if (((ix->words[w] >> j) & 1) != (c->head[j] != 0))
+                return fail(out, "free-set bitmap wrong at bin %u", w * 64 + j);
+            if (c->head[j]) {
+                int rc = check_bin(b, c, j, w * 64 + j, k, nb, small, n, out);
+                if (rc)
+                    return rc;
+            } else if (c->cnt[j] || (c->treap >> j & 1)) {
+                return fail(out, "free set: empty bin %u counts blocks", w * 64 + j);
+            }
+        }
+    }
+    uint32_t last = as_tfs_last_of(b, f, k);
+    if (ix->max != (last ? b[last].size : 0) || f->tree[f->tcap + k] != ix->max)
+        return fail(out, "free set: stream 0x%llx's largest block is not its recorded maximum",
+                    (unsigned long long)ix->stream);
+    return 0;
+}
+
+int as_tfs_check(const blk *b, const fset *f, uint32_t nb, uint8_t small, int64_t *n,
+                 as_check_failure *out)
+{
+    uint64_t m = 0;
+    for (uint32_t k = 0; k < f->n; k++) {
+        if (hash_find(f, f->s[k].stream) != (int64_t)k)
+            return fail(out, "free set: stream 0x%llx does not hash to its slot",
+                        (unsigned long long)f->s[k].stream);
+        int rc = check_slot(b, f, k, nb, small, n, out);
+        if (rc)
+            return rc;
+        m = f->s[k].max > m ? f->s[k].max : m;
+    }
+    for (uint32_t i = 0; i + 1 < f->nord; i++)
+        if (f->s[f->ord[i]].stream >= f->s[f->ord[i + 1]].stream || f->pos[f->ord[i]] != i)
+            return fail(out, "free-set streams out of order");
+    if (as_tfs_largest(f) != m)
+        return fail(out, "free set: the largest block is %llu, the tree says %llu",
+                    (unsigned long long)m, (unsigned long long)as_tfs_largest(f));
+    return 0;
+}

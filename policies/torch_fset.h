@@ -1,0 +1,327 @@
+/*
+ * torch_fset.h - the torch policy's block node and its free sets: PyTorch's
+ * std::set<Block*> ordered by (stream, size, addr) (BlockComparatorSize), and the
+ * per-stream address-ordered sets of unmapped expandable ranges. Only torch.c and
+ * torch_fset.c include it.
+ *
+ * A pool's free set has one slot per stream seen (slots are stable; a hash finds a
+ * stream's slot, and `ord` lists the slots by stream value for whole-set walks). A slot
+ * cuts sizes into NBINS bins, 16 per power of two and monotone in size; two bitmap levels
+ * find the next non-empty bin in O(1). A bin is a circular list sorted by (size, addr)
+ * while it holds up to LIST_MAX blocks (real size mixes keep almost every bin there: a
+ * lookup is a bitmap test, a look at the bin's last block and a short scan), and a treap
+ * beyond that (crowded bins stay O(log n)), until it is down to LIST_BACK. Bin heads live
+ * in 64-bin chunks that a slot takes on first use, so a stream costs 200 bytes until its
+ * blocks need more. Each slot keeps the size of its largest free block, and a max tree
+ * over the slots gives the pool's largest free block in O(1) (statistics never walk the
+ * streams).
+ *
+ * Invariant (checked by as_tfs_check): in-order traversal of the slots by stream, their
+ * bins and each bin's list or treap is exactly the comparator's order; a bin's bitmap bit
+ * is set iff it holds a block; counts, slot maxima and the tree match the blocks.
+ */
+#ifndef AS_POLICIES_TORCH_FSET_H
+#define AS_POLICIES_TORCH_FSET_H
+
+#include <stdint.h>
+
+#include "policy.h"
+
+enum { B_FREE = 0, B_ALLOC = 1, B_PENDING = 2 };
+enum { IN_NONE = 0, IN_BLOCKS = 1, IN_UNMAPPED = 2 };
+
+typedef struct blk {
+    uint64_t addr, size;
+    union {
+        uint64_t gc_base; /* free: the pool's call count when it was last inserted */
+        uint64_t id;      /* allocated or pending: the allocation id */
+    };
+    uint32_t prev, next; /* segment chain; 0 = none */
+    uint32_t l, r;       /* in a set: list neighbours, or treap children */
+    union {
+        uint32_t p;    /* in a treap: the parent */
+        uint32_t pidx; /* pending: index in the pending list */
+    };
+    uint32_t seg; /* segment index (its stream is the segment's) */
+    uint32_t sx;  /* its stream's slot in its pool's free set */
+    uint32_t gen; /* bumped on every hand-out: handles carry it */
+    uint8_t state, mapped, in;
+    uint8_t small, exp; /* copies of its segment's pool and expandable flags */
+} blk;                  /* 64 bytes */
+
+_Static_assert(sizeof(blk) == 64, "a block node is one cache line");
+
+#define NBINS 1024
+#define NWORDS (NBINS / 64)
+#define LIST_MAX 16 /* a bin's list becomes a treap when a block more would exceed this */
+#define LIST_BACK 8 /* and a treap a list again when it is down to this many */
+
+typedef struct bchunk {
+    uint32_t head[64]; /* list: the smallest block; treap: the root; 0 = empty */
+    uint16_t cnt[64];
+    uint64_t treap; /* bit k: bin k is a treap */
+} bchunk;
+
+typedef struct sidx {
+    uint64_t stream;
+    uint64_t max;     /* size of the largest free block of the slot; 0 when none */
+    uint64_t summary; /* bit w: words[w] != 0 */
+    uint64_t words[NWORDS];
+    uint32_t chunk[NWORDS]; /* chunk of bins 64w..64w+63; 0 until first used */
+    uint32_t unmapped;      /* treap root: unmapped ranges of the stream, by address */
+} sidx;
+
+typedef struct fset {
+    sidx *s; /* slots */
+    uint32_t n, cap;
+    uint32_t last;   /* slot of the last stream looked up */
+    uint32_t *hslot; /* stream hash: slot + 1, 0 = empty; hcap entries */
+    uint32_t hcap;
+    uint32_t *ord, *pos; /* slots by stream value, and each slot's place in ord */
+    uint32_t nord;       /* slots ord covers; the rest are new since the last sort */
+    bchunk *c;           /* chunk 0 unused */
+    uint32_t nc, ccap;
+    uint64_t *tree; /* max over slots: tree[1] the root, leaves at tcap + slot */
+    uint32_t tcap;
+} fset;
+
+/* ---- out of line (torch_fset.c) -------------------------------------------------------- */
+
+void as_tfs_fini(fset *f);
+/* The slot of `stream`, made if new; -1 on host OOM. */
+int64_t as_tfs_slot(fset *f, uint64_t stream);
+int64_t as_tfs_find_slow(fset *f, uint64_t stream);
+/* A chunk for word w of slot k: 0 or AS_POLICY_ENOMEM. */
+int as_tfs_chunk(fset *f, uint32_t k, unsigned w);
+void as_tfs_to_treap(blk *b, bchunk *c, unsigned k);
+void as_tfs_to_list(blk *b, bchunk *c, unsigned k);
+void as_tfs_max_changed(const blk *b, fset *f, uint32_t k);
+/* Sorts the slots by stream when new ones came since the last walk. */
+void as_tfs_order(fset *f);
+uint32_t as_tfs_first(const blk *b, const fset *f);
+uint32_t as_tfs_next_all(const blk *b, const fset *f, uint32_t x);
+uint32_t as_tfs_first_of(const blk *b, const fset *f, uint32_t k);
+uint32_t as_tfs_last_of(const blk *b, const fset *f, uint32_t k);
+uint32_t as_tfs_next_bin(const blk *b, const fset *f, uint32_t x);
+uint32_t as_tfs_prev_bin(const blk *b, const fset *f, uint32_t x);
+/* Structure, order, bitmaps, counts and maxima (nb: one past the last node; small: the
+ * pool's flag, which each block must carry); adds the blocks it holds to *n. */
+int as_tfs_check(const blk *b, const fset *f, uint32_t nb, uint8_t small, int64_t *n,
+                 as_check_failure *out);
+
+/* Treaps (crowded bins by (size, addr); unmapped ranges by address). */
+void as_bt_insert(blk *b, uint32_t *root, int by_addr, uint32_t x);
+void as_bt_erase(blk *b, uint32_t *root, uint32_t x);
+uint32_t as_bt_next(const blk *b, uint32_t i);
+uint32_t as_bt_prev(const blk *b, uint32_t i);
+/* First node with key >= (size, addr) (by_addr: addr >= addr), or 0. */
+uint32_t as_bt_lower_bound(const blk *b, uint32_t root, int by_addr, uint64_t size, uint64_t addr);
+
+static inline uint32_t as_bt_min(const blk *b, uint32_t i)
+{
+    while (i && b[i].l)
+        i = b[i].l;
+    return i;
+}
+
+static inline uint32_t as_bt_max(const blk *b, uint32_t i)
+{
+    while (i && b[i].r)
+        i = b[i].r;
+    return i;
+}
+
+/* ---- inline fast paths ----------------------------------------------------------------- */
+
+static inline unsigned as_tfs_bin(uint64_t size)
+{
+    if (size < 16)
+        return (unsigned)size;
+    unsigned fl = 63u - (unsigned)__builtin_clzll(size);
+    return fl * 16u + (unsigned)((size >> (fl - 4)) & 15u);
+}
+
+static inline int tfs_key_lt(const blk *b, uint32_t x, uint32_t y)
+{
+    return b[x].size < b[y].size || (b[x].size == b[y].size && b[x].addr < b[y].addr);
+}
+
+/* The slot of `stream`, or -1. */
+static inline int64_t as_tfs_find(fset *f, uint64_t stream)
+{
+    if (f->n && f->s[f->last].stream == stream)
+        return f->last;
+    return as_tfs_find_slow(f, stream);
+}
+
+static inline bchunk *tfs_chunk(const fset *f, const sidx *ix, unsigned bin)
+{
+    return &f->c[ix->chunk[bin >> 6]];
+}
+
+/* List insert of x into the circular list at head; returns the new head. */
+static inline uint32_t tfs_list_insert(blk *b, uint32_t head, uint32_t x)
+{
+    if (!head) {
+        b[x].l = b[x].r = x;
+        return x;
+    }
+    uint32_t tail = b[head].l, before;
+    if (!tfs_key_lt(b, x, tail)) {
+        before = head; /* after the tail: the common case of a growing bin */
+    } else {
+        before = head;
+        while (!tfs_key_lt(b, x, before))
+            before = b[before].r;
+    }
+    uint32_t p = b[before].l;
+    b[x].l = p;
+    b[x].r = before;
+    b[p].r = x;
+    b[before].l = x;
+    return before == head && tfs_key_lt(b, x, head) ? x : head;
+}
+
+static inline uint32_t tfs_list_erase(blk *b, uint32_t head, uint32_t x)
+{
+    uint32_t l = b[x].l, r = b[x].r;
+    if (r == x)
+        return 0;
+    b[l].r = r;
+    b[r].l = l;
+    return head == x ? r : head;
+}
+
+/* Puts free block x into the set (its slot b[x].sx exists): 0 or AS_POLICY_ENOMEM. */
+static inline int as_tfs_insert(blk *b, fset *f, uint32_t x)
+{
+    uint32_t k = b[x].sx;
+    unsigned bin = as_tfs_bin(b[x].size), w = bin >> 6, j = bin & 63;
+    if (__builtin_expect(!f->s[k].chunk[w], 0)) {
+        int rc = as_tfs_chunk(f, k, w);
+        if (rc)
+            return rc;
+    }
+    sidx *ix = &f->s[k];
+    bchunk *c = &f->c[ix->chunk[w]];
+    if (__builtin_expect(c->treap >> j & 1, 0)) {
+        as_bt_insert(b, &c->head[j], 0, x);
+    } else {
+        c->head[j] = tfs_list_insert(b, c->head[j], x);
+        if (__builtin_expect(c->cnt[j] == LIST_MAX, 0))
+            as_tfs_to_treap(b, c, j);
+    }
+    c->cnt[j]++;
+    ix->words[w] |= 1ull << j;
+    ix->summary |= 1ull << w;
+    if (b[x].size > ix->max) {
+        ix->max = b[x].size;
+        as_tfs_max_changed(b, f, k);
+    }
+    return 0;
+}
+
+static inline void as_tfs_erase(blk *b, fset *f, uint32_t x)
+{
+    uint32_t k = b[x].sx;
+    sidx *ix = &f->s[k];
+    unsigned bin = as_tfs_bin(b[x].size), w = bin >> 6, j = bin & 63;
+    bchunk *c = &f->c[ix->chunk[w]];
+    if (__builtin_expect(c->treap >> j & 1, 0)) {
+        as_bt_erase(b, &c->head[j], x);
+        if (c->cnt[j] == LIST_BACK + 1)
+            as_tfs_to_list(b, c, j);
+    } else {
+        c->head[j] = tfs_list_erase(b, c->head[j], x);
+    }
+    c->cnt[j]--;
+    b[x].l = b[x].r = b[x].p = 0;
+    if (!c->head[j]) {
+        ix->words[w] &= ~(1ull << j);
+        if (!ix->words[w])
+            ix->summary &= ~(1ull << w);
+    }
+    if (b[x].size == ix->max)
+        as_tfs_max_changed(b, f, k);
+}
+
+/* First non-empty bin >= from of slot ix, or NBINS. */
+static inline unsigned as_tfs_bin_next(const sidx *ix, unsigned from)
+{
+    if (from >= NBINS)
+        return NBINS;
+    unsigned w = from >> 6;
+    uint64_t m = ix->words[w] & (~0ull << (from & 63));
+    if (m)
+        return (w << 6) | (unsigned)__builtin_ctzll(m);
+    uint64_t sm = w + 1 < NWORDS ? ix->summary & (~0ull << (w + 1)) : 0;
+    if (!sm)
+        return NBINS;
+    w = (unsigned)__builtin_ctzll(sm);
+    return (w << 6) | (unsigned)__builtin_ctzll(ix->words[w]);
+}
+
+static inline uint32_t tfs_bin_min(const blk *b, const bchunk *c, unsigned j)
+{
+    return c->treap >> j & 1 ? as_bt_min(b, c->head[j]) : c->head[j];
+}
+
+static inline uint32_t tfs_bin_max(const blk *b, const bchunk *c, unsigned j)
+{
+    return c->treap >> j & 1 ? as_bt_max(b, c->head[j]) : b[c->head[j]].l;
+}
+
+/* The smallest block of the stream with size >= size (lowest address among equals), or
+ * 0: what std::set::lower_bound gives for (stream, size, null address). */
+static inline uint32_t as_tfs_lower_bound(const blk *b, fset *f, uint64_t stream, uint64_t size)
+{
+    int64_t k = as_tfs_find(f, stream);
+    if (k < 0)
+        return 0;
+    const sidx *ix = &f->s[k];
+    unsigned bin = as_tfs_bin(size), j = bin & 63;
+    if (ix->words[bin >> 6] >> j & 1) {
+        const bchunk *c = tfs_chunk(f, ix, bin);
+        uint32_t h = c->head[j];
+        if (__builtin_expect(c->treap >> j & 1, 0)) {
+            uint32_t x = as_bt_lower_bound(b, h, 0, size, 0);
+            if (x)
+                return x;
+        } else if (b[b[h].l].size >= size) { /* the bin's largest fits: scan */
+            while (b[h].size < size)
+                h = b[h].r;
+            return h;
+        }
+    }
+    bin = as_tfs_bin_next(ix, bin + 1);
+    return bin < NBINS ? tfs_bin_min(b, tfs_chunk(f, ix, bin), bin & 63) : 0;
+}
+
+/* The next block of the same stream in (size, addr) order, or 0. */
+static inline uint32_t as_tfs_next(const blk *b, const fset *f, uint32_t x)
+{
+    const sidx *ix = &f->s[b[x].sx];
+    unsigned bin = as_tfs_bin(b[x].size), j = bin & 63;
+    const bchunk *c = tfs_chunk(f, ix, bin);
+    if (!(c->treap >> j & 1) && b[x].r != c->head[j])
+        return b[x].r;
+    return as_tfs_next_bin(b, f, x);
+}
+
+static inline uint32_t as_tfs_prev(const blk *b, const fset *f, uint32_t x)
+{
+    const sidx *ix = &f->s[b[x].sx];
+    unsigned bin = as_tfs_bin(b[x].size), j = bin & 63;
+    const bchunk *c = tfs_chunk(f, ix, bin);
+    if (!(c->treap >> j & 1) && x != c->head[j])
+        return b[x].l;
+    return as_tfs_prev_bin(b, f, x);
+}
+
+/* The pool's largest free block's size, 0 when none. */
+static inline uint64_t as_tfs_largest(const fset *f)
+{
+    return f->n ? f->tree[1] : 0;
+}
+
+#endif
