@@ -14,7 +14,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_getFrameHeader: the window a frame asks for */
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include "trace_internal.h"
 
@@ -39,6 +41,7 @@ struct as_instream {
     ZSTD_DStream *zd;
     size_t zret; /* last ZSTD_decompressStream result: 0 = at a frame boundary */
     int zdone;   /* decompressed stream fully drained */
+    int wlog;    /* largest window accepted (log2 bytes) */
     /* sticky error */
     as_trace_error err;
     int failed;
@@ -134,6 +137,29 @@ static int window_reserve(as_instream *in, size_t want)
     return 0;
 }
 
+/* A zstd error: a window above the limit gets its own message (what the frame asks for,
+ * and how to allow it); the rest name the compressed offset. */
+static int zstd_fail(as_instream *in, size_t r, size_t ipos)
+{
+    if (ZSTD_getErrorCode(r) == ZSTD_error_frameParameter_windowTooLarge) {
+        ZSTD_frameHeader fh;
+        unsigned long long want = 0;
+        int log = 31;
+        if (ZSTD_getFrameHeader(&fh, in->raw + in->raw_pos, in->raw_len - in->raw_pos) == 0)
+            want = fh.windowSize;
+        while (log > 10 && want && (1ull << (log - 1)) >= want)
+            log--;
+        return stream_fail(in, AS_TRACE_ENOMEM,
+                           "zstd frame needs a %llu MiB window (zstd --long?), above the "
+                           "limit of %u MiB: allow it with ALLOCSIM_ZSTD_WINDOW_LOG=%d, or "
+                           "recompress without --long",
+                           want >> 20, (1u << in->wlog) >> 20, log);
+    }
+    return stream_fail(in, AS_TRACE_ECORRUPT, "corrupt zstd data near compressed byte %llu: %s",
+                       (unsigned long long)(in->raw_done + (ipos - in->raw_pos)),
+                       ZSTD_getErrorName(r));
+}
+
 /* Appends at least one byte to the window, or sets zdone/raw_eof. */
 static int window_fill(as_instream *in)
 {
@@ -174,9 +200,7 @@ static int window_fill(as_instream *in)
         ZSTD_outBuffer ob = {in->buf, in->cap, in->len};
         size_t r = ZSTD_decompressStream(in->zd, &ob, &ib);
         if (ZSTD_isError(r))
-            return stream_fail(
-                in, AS_TRACE_ECORRUPT, "corrupt zstd data near compressed byte %llu: %s",
-                (unsigned long long)(in->raw_done + (ib.pos - in->raw_pos)), ZSTD_getErrorName(r));
+            return zstd_fail(in, r, ib.pos);
         in->raw_done += ib.pos - in->raw_pos;
         in->raw_pos = ib.pos;
         in->zret = r;
@@ -315,8 +339,9 @@ static int stream_init(as_instream *in, as_trace_error *err)
         if (!in->zd)
             return as_trace_set_error(err, AS_TRACE_ENOMEM, in->path, 0, 0, "out of memory");
         ZSTD_initDStream(in->zd);
-        /* Frames may ask for big windows (--long); accept up to 2 GiB. */
-        ZSTD_DCtx_setParameter(in->zd, ZSTD_d_windowLogMax, 31);
+        /* Frames may ask for big windows (--long): the reader's option decides. */
+        in->wlog = AS_ZSTD_WINDOW_LOG_DEFAULT;
+        ZSTD_DCtx_setParameter(in->zd, ZSTD_d_windowLogMax, in->wlog);
         in->zret = 1;
     }
     return 0;
@@ -382,6 +407,46 @@ int as_instream_open_mem(const void *data, size_t n, const char *name, as_instre
         return rc;
     }
     *out = in;
+    return 0;
+}
+
+int as_instream_set_window_log(as_instream *in, int log, as_trace_error *err)
+{
+    if (log < 10 || log > 31)
+        return as_trace_set_error(err, AS_TRACE_EUSAGE, in->path, UINT64_MAX, 0,
+                                  "zstd window log %d is out of range (10 to 31)", log);
+    in->wlog = log;
+    if (in->zd && ZSTD_isError(ZSTD_DCtx_setParameter(in->zd, ZSTD_d_windowLogMax, log)))
+        return as_trace_set_error(err, AS_TRACE_EUSAGE, in->path, UINT64_MAX, 0,
+                                  "zstd refuses window log %d", log);
+    return 0;
+}
+
+int as_instream_rewind(as_instream *in, as_trace_error *err)
+{
+    if (in->failed) {
+        if (err)
+            *err = in->err;
+        return in->err.code;
+    }
+    if (!in->mem) {
+        if (lseek(in->fd, 0, SEEK_SET) != 0)
+            return as_trace_set_error(err, AS_TRACE_EIO, in->path, UINT64_MAX, 0,
+                                      "this input must be read twice (a long snapshot) and "
+                                      "cannot be: %s; give it as a file",
+                                      errno == ESPIPE ? "it is a pipe" : strerror(errno));
+        in->raw_len = 0;
+        in->raw_eof = 0;
+    }
+    in->raw_pos = 0;
+    in->raw_done = 0;
+    in->pos = in->len = 0;
+    in->base = 0;
+    in->zdone = 0;
+    if (in->zd) {
+        ZSTD_DCtx_reset(in->zd, ZSTD_reset_session_only);
+        in->zret = 1;
+    }
     return 0;
 }
 

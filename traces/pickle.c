@@ -1,12 +1,18 @@
 /*
- * pickle.c - the plain-data pickle reader (see pickle.h for what is accepted).
+ * pickle.c - the plain-data pickle reader (see pickle.h for what is accepted), over a
+ * memory buffer (as_pk_parse) or an as_instream as it decompresses (as_pk_stream).
  *
- * Values live in one array of 16-byte nodes. Container contents live in a pool of 32-bit
- * cells, as chunks [next, count, item...]; each APPENDS/SETITEMS batch becomes one chunk
- * (repeated single APPENDs extend the chunk in place while it is the pool's last), and a
- * container's chunks are prepended while parsing and put back in order once at STOP.
- * Invariant: every index read from the input is bounds-checked before use, and nothing in
- * this file recurses, so a hostile pickle can only hit a limit and get an error.
+ * Values live in one arena of 24-byte nodes; container contents in a pool of 32-bit cells,
+ * as chunks [next, count, item...]; string bytes in a byte pool. Each APPENDS/SETITEMS
+ * batch becomes one chunk (repeated single APPENDs extend the chunk in place while it is
+ * the pool's last), and a container's chunks are prepended while parsing and put back in
+ * order once at STOP. A MARK records where the three pools end; once a streamed batch of
+ * trace entries (the items above that MARK) has been handed out, the pools are cut back
+ * there, and memo slots that named a dropped value are re-pointed at an interned copy
+ * (refs with AS_PK_IBIT set live in a second, content-deduplicated node table).
+ * Invariant: every index read from the input is bounds-checked before use, every pool
+ * grows through one budgeted function, and nothing in this file recurses, so a hostile
+ * pickle can only hit a limit and get an error.
  */
 #include "pickle.h"
 
@@ -18,133 +24,238 @@
 #include "trace.h"
 #include "trace_internal.h"
 
-#define PK_HARD_MAX_INPUT 0xFFFFFFFEull /* offsets and lengths fit in 32 bits */
-#define PK_HARD_MAX_NODES 0xFFFFFFFEull /* AS_PK_NIL stays free */
+#define PK_HARD_MAX_NODES 0x7FFFFFFEull /* refs are 31 bits; AS_PK_NIL stays free */
+#define AS_PK_IBIT 0x80000000u          /* ref into the interned table */
+#define PK_WINDOW (64u << 10)           /* bytes asked of the instream at a time */
+#define PK_MEMO_SLACK 4096u             /* memo indices allowed past the bytes read */
+#define PK_FRAME_CHECK (16u << 20)      /* a FRAME up to this long is checked for truncation */
+
+enum { PKF_TRACE = 1, PKF_DROPPED = 2 }; /* pk_node.flags */
 
 typedef struct pk_node {
     uint8_t type;
-    uint8_t pad[3];
-    uint32_t a; /* STR/BYTES: length; containers: item cells (dict: 2 per pair);
-                   scalars: opcode offset */
+    uint8_t flags;
+    uint16_t dev; /* PKF_TRACE: the device index */
+    uint32_t a;   /* STR/BYTES: length; containers: item cells (dict: 2 per pair), or the
+                     items handed out for a streamed list */
+    uint64_t off; /* input offset of the opcode (STR/BYTES: of the bytes) */
     union {
         int64_t i;
         double f;
-        uint64_t data; /* STR/BYTES: offset of the bytes in the input */
-        struct {
-            uint32_t head; /* first chunk (the newest one while parsing), or AS_PK_NIL */
-            uint32_t off;  /* opcode offset */
-        } c;
+        uint64_t data; /* STR/BYTES: offset in the byte pool */
+        uint32_t head; /* first chunk (the newest one while parsing), or AS_PK_NIL */
     } u;
 } pk_node;
 
-_Static_assert(sizeof(pk_node) == 16, "pk_node is meant to stay 16 bytes");
+_Static_assert(sizeof(pk_node) == 24, "pk_node is meant to stay 24 bytes");
 
 struct as_pk {
-    const uint8_t *buf;
-    size_t len;
     int protocol;
     as_pk_ref root;
     pk_node *nodes;
     size_t nnodes, capnodes;
     uint32_t *cells;
     size_t ncells, capcells;
+    uint8_t *bytes;
+    size_t nbytes, capbytes;
+    /* interned values: memoized strings and numbers that outlived their batch, and one
+     * dropped-container marker per type (inodes[0..2]) */
+    pk_node *inodes;
+    size_t ninodes, capinodes;
+    uint8_t *ibytes;
+    size_t nibytes, capibytes;
+    uint32_t *ihash; /* open addressing: inode index + 1, 0 = empty */
+    size_t capihash;
 };
 
-/* Parser state that does not outlive as_pk_parse. */
+/* Where the pools ended when a MARK was pushed, and the oldest container written since. */
+typedef struct pk_mark {
+    size_t stack, nodes, cells, bytes, dirty;
+    uint32_t low; /* lowest container ref that got items above this mark (UINT32_MAX: none) */
+} pk_mark;
+
+/* Parser state. For as_pk_parse it lives on the stack; for as_pk_stream it persists. */
 typedef struct pk_parser {
     as_pk *pk;
     as_pk_limits lim;
     as_pk_error *err;
-    size_t pos; /* offset of the current opcode */
+    uint64_t pos; /* offset of the current opcode */
+    /* input window: w[wp..wn) unread; wbase = offset of w[0]; in == NULL: all in memory */
+    as_instream *in;
+    const uint8_t *w;
+    size_t wn, wp;
+    uint64_t wbase;
+    uint64_t mem; /* bytes of every pool's capacity, against lim.max_memory */
     as_pk_ref *stack;
     size_t nstack, capstack;
-    size_t *marks;
+    pk_mark *marks;
     size_t nmarks, capmarks;
     as_pk_ref *memo; /* AS_PK_NIL = unset */
     size_t capmemo, memo_len;
+    uint32_t *dirty; /* memo indices set while a MARK was open, newest last */
+    size_t ndirty, capdirty;
+    int streaming;
+    /* a streamed batch being handed out: stack[pend_m .. pend_m + pend_n) */
+    uint8_t pend_op;
+    size_t pend_m, pend_n, pend_i;
+    as_pk_ref pend_list;
+    pk_mark pend_mark;
+    int done;
 } pk_parser;
 
-/* ---- opcode names, for messages ------------------------------------------------------ */
+struct as_pk_stream {
+    pk_parser p;
+    as_pk_error err;
+};
 
 static const char *op_name(uint8_t op)
 {
     switch (op) {
-    case '(': return "MARK";
-    case '.': return "STOP";
-    case '0': return "POP";
-    case '1': return "POP_MARK";
-    case '2': return "DUP";
-    case 'F': return "FLOAT";
-    case 'I': return "INT";
-    case 'J': return "BININT";
-    case 'K': return "BININT1";
-    case 'L': return "LONG";
-    case 'M': return "BININT2";
-    case 'N': return "NONE";
-    case 'P': return "PERSID";
-    case 'Q': return "BINPERSID";
-    case 'R': return "REDUCE";
-    case 'S': return "STRING";
-    case 'T': return "BINSTRING";
-    case 'U': return "SHORT_BINSTRING";
-    case 'V': return "UNICODE";
-    case 'X': return "BINUNICODE";
-    case 'a': return "APPEND";
-    case 'b': return "BUILD";
-    case 'c': return "GLOBAL";
-    case 'd': return "DICT";
-    case '}': return "EMPTY_DICT";
-    case 'e': return "APPENDS";
-    case 'g': return "GET";
-    case 'h': return "BINGET";
-    case 'i': return "INST";
-    case 'j': return "LONG_BINGET";
-    case 'l': return "LIST";
-    case ']': return "EMPTY_LIST";
-    case 'o': return "OBJ";
-    case 'p': return "PUT";
-    case 'q': return "BINPUT";
-    case 'r': return "LONG_BINPUT";
-    case 's': return "SETITEM";
-    case 't': return "TUPLE";
-    case ')': return "EMPTY_TUPLE";
-    case 'u': return "SETITEMS";
-    case 'G': return "BINFLOAT";
-    case 'B': return "BINBYTES";
-    case 'C': return "SHORT_BINBYTES";
-    case 0x80: return "PROTO";
-    case 0x81: return "NEWOBJ";
-    case 0x82: return "EXT1";
-    case 0x83: return "EXT2";
-    case 0x84: return "EXT4";
-    case 0x85: return "TUPLE1";
-    case 0x86: return "TUPLE2";
-    case 0x87: return "TUPLE3";
-    case 0x88: return "NEWTRUE";
-    case 0x89: return "NEWFALSE";
-    case 0x8a: return "LONG1";
-    case 0x8b: return "LONG4";
-    case 0x8c: return "SHORT_BINUNICODE";
-    case 0x8d: return "BINUNICODE8";
-    case 0x8e: return "BINBYTES8";
-    case 0x8f: return "EMPTY_SET";
-    case 0x90: return "ADDITEMS";
-    case 0x91: return "FROZENSET";
-    case 0x92: return "NEWOBJ_EX";
-    case 0x93: return "STACK_GLOBAL";
-    case 0x94: return "MEMOIZE";
-    case 0x95: return "FRAME";
-    case 0x96: return "BYTEARRAY8";
-    case 0x97: return "NEXT_BUFFER";
-    case 0x98: return "READONLY_BUFFER";
-    default: return NULL;
+    case '(':
+        return "MARK";
+    case '.':
+        return "STOP";
+    case '0':
+        return "POP";
+    case '1':
+        return "POP_MARK";
+    case '2':
+        return "DUP";
+    case 'F':
+        return "FLOAT";
+    case 'I':
+        return "INT";
+    case 'J':
+        return "BININT";
+    case 'K':
+        return "BININT1";
+    case 'L':
+        return "LONG";
+    case 'M':
+        return "BININT2";
+    case 'N':
+        return "NONE";
+    case 'P':
+        return "PERSID";
+    case 'Q':
+        return "BINPERSID";
+    case 'R':
+        return "REDUCE";
+    case 'S':
+        return "STRING";
+    case 'T':
+        return "BINSTRING";
+    case 'U':
+        return "SHORT_BINSTRING";
+    case 'V':
+        return "UNICODE";
+    case 'X':
+        return "BINUNICODE";
+    case 'a':
+        return "APPEND";
+    case 'b':
+        return "BUILD";
+    case 'c':
+        return "GLOBAL";
+    case 'd':
+        return "DICT";
+    case '}':
+        return "EMPTY_DICT";
+    case 'e':
+        return "APPENDS";
+    case 'g':
+        return "GET";
+    case 'h':
+        return "BINGET";
+    case 'i':
+        return "INST";
+    case 'j':
+        return "LONG_BINGET";
+    case 'l':
+        return "LIST";
+    case ']':
+        return "EMPTY_LIST";
+    case 'o':
+        return "OBJ";
+    case 'p':
+        return "PUT";
+    case 'q':
+        return "BINPUT";
+    case 'r':
+        return "LONG_BINPUT";
+    case 's':
+        return "SETITEM";
+    case 't':
+        return "TUPLE";
+    case ')':
+        return "EMPTY_TUPLE";
+    case 'u':
+        return "SETITEMS";
+    case 'G':
+        return "BINFLOAT";
+    case 'B':
+        return "BINBYTES";
+    case 'C':
+        return "SHORT_BINBYTES";
+    case 0x80:
+        return "PROTO";
+    case 0x81:
+        return "NEWOBJ";
+    case 0x82:
+        return "EXT1";
+    case 0x83:
+        return "EXT2";
+    case 0x84:
+        return "EXT4";
+    case 0x85:
+        return "TUPLE1";
+    case 0x86:
+        return "TUPLE2";
+    case 0x87:
+        return "TUPLE3";
+    case 0x88:
+        return "NEWTRUE";
+    case 0x89:
+        return "NEWFALSE";
+    case 0x8a:
+        return "LONG1";
+    case 0x8b:
+        return "LONG4";
+    case 0x8c:
+        return "SHORT_BINUNICODE";
+    case 0x8d:
+        return "BINUNICODE8";
+    case 0x8e:
+        return "BINBYTES8";
+    case 0x8f:
+        return "EMPTY_SET";
+    case 0x90:
+        return "ADDITEMS";
+    case 0x91:
+        return "FROZENSET";
+    case 0x92:
+        return "NEWOBJ_EX";
+    case 0x93:
+        return "STACK_GLOBAL";
+    case 0x94:
+        return "MEMOIZE";
+    case 0x95:
+        return "FRAME";
+    case 0x96:
+        return "BYTEARRAY8";
+    case 0x97:
+        return "NEXT_BUFFER";
+    case 0x98:
+        return "READONLY_BUFFER";
+    default:
+        return NULL;
     }
 }
 
 static const char *type_names[] = {
-    [AS_PK_NONE] = "None", [AS_PK_BOOL] = "bool",   [AS_PK_INT] = "int",
-    [AS_PK_FLOAT] = "float", [AS_PK_STR] = "str",   [AS_PK_BYTES] = "bytes",
-    [AS_PK_LIST] = "list",  [AS_PK_TUPLE] = "tuple", [AS_PK_DICT] = "dict",
+    [AS_PK_NONE] = "None",   [AS_PK_BOOL] = "bool",   [AS_PK_INT] = "int",
+    [AS_PK_FLOAT] = "float", [AS_PK_STR] = "str",     [AS_PK_BYTES] = "bytes",
+    [AS_PK_LIST] = "list",   [AS_PK_TUPLE] = "tuple", [AS_PK_DICT] = "dict",
 };
 
 const char *as_pk_type_name(as_pk_type t)
@@ -167,33 +278,64 @@ static int fail(pk_parser *p, int code, const char *fmt, ...)
     return code;
 }
 
-/* as_grow (instream.c), starting at 64 items */
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
+/* The one way a pool grows: capacity doubling from 64 items, charged against max_memory
+ * before the allocation. */
+static int pgrow(pk_parser *p, void **arr, size_t *cap, size_t need, size_t elem, const char *what)
 {
-    return as_grow(arr, cap, need, elem, 64);
+    if (need <= *cap)
+        return 0;
+    size_t nc = *cap ? *cap : 64;
+    while (nc < need) {
+        if (nc > SIZE_MAX / 4 / elem)
+            return fail(p, AS_TRACE_ENOMEM, "pickle too large: %s overflow", what);
+        nc *= 2;
+    }
+    uint64_t delta = (uint64_t)(nc - *cap) * elem;
+    if (p->mem + delta > p->lim.max_memory)
+        return fail(p, AS_TRACE_ENOMEM,
+                    "parsing needs more than %llu MiB of memory (for %s; the limit)",
+                    (unsigned long long)(p->lim.max_memory >> 20), what);
+    void *n = realloc(*arr, nc * elem);
+    if (!n)
+        return fail(p, AS_TRACE_ENOMEM, "out of host memory for %s", what);
+    *arr = n;
+    *cap = nc;
+    p->mem += delta;
+    return 0;
+}
+
+static inline int ibit(as_pk_ref r)
+{
+    return (r & AS_PK_IBIT) != 0;
+}
+
+/* The node behind r (main arena or interned table); r must be valid. */
+static inline pk_node *nd(const as_pk *pk, as_pk_ref r)
+{
+    return ibit(r) ? &pk->inodes[r & ~AS_PK_IBIT] : &pk->nodes[r];
+}
+
+static inline const uint8_t *str_bytes(const as_pk *pk, as_pk_ref r, const pk_node *n)
+{
+    return (ibit(r) ? pk->ibytes : pk->bytes) + n->u.data;
 }
 
 static int new_node(pk_parser *p, uint8_t type, as_pk_ref *out)
 {
     as_pk *pk = p->pk;
-    if (pk->nnodes >= pk->capnodes || pk->nnodes >= p->lim.max_nodes) {
-        if (pk->nnodes >= p->lim.max_nodes)
+    if (pk->nnodes >= pk->capnodes || pk->nnodes + pk->ninodes - 3 >= p->lim.max_nodes) {
+        if (pk->nnodes + pk->ninodes - 3 >= p->lim.max_nodes)
             return fail(p, AS_TRACE_ENOMEM, "more than %llu values (limit)",
                         (unsigned long long)p->lim.max_nodes);
-        if (grow((void **)&pk->nodes, &pk->capnodes, pk->nnodes + 1, sizeof *pk->nodes))
-            return fail(p, AS_TRACE_ENOMEM, "out of host memory for %zu values", pk->nnodes + 1);
+        int rc = pgrow(p, (void **)&pk->nodes, &pk->capnodes, pk->nnodes + 1, sizeof *pk->nodes,
+                       "values");
+        if (rc)
+            return rc;
     }
     pk_node *n = &pk->nodes[pk->nnodes];
-    n->type = type;
-    n->pad[0] = n->pad[1] = n->pad[2] = 0;
-    if (type == AS_PK_LIST || type == AS_PK_TUPLE || type == AS_PK_DICT) {
-        n->a = 0;
-        n->u.c.head = AS_PK_NIL;
-        n->u.c.off = (uint32_t)p->pos;
-    } else {
-        n->a = (uint32_t)p->pos;
-        n->u.i = 0;
-    }
+    *n = (pk_node){.type = type, .off = p->pos};
+    if (type == AS_PK_LIST || type == AS_PK_TUPLE || type == AS_PK_DICT)
+        n->u.head = AS_PK_NIL;
     *out = (as_pk_ref)pk->nnodes++;
     return 0;
 }
@@ -203,8 +345,10 @@ static int push_slow(pk_parser *p, as_pk_ref r)
     if (p->nstack >= p->lim.max_stack)
         return fail(p, AS_TRACE_ENOMEM, "unpickling stack deeper than %llu (limit)",
                     (unsigned long long)p->lim.max_stack);
-    if (grow((void **)&p->stack, &p->capstack, p->nstack + 1, sizeof *p->stack))
-        return fail(p, AS_TRACE_ENOMEM, "out of host memory for the stack");
+    int rc =
+        pgrow(p, (void **)&p->stack, &p->capstack, p->nstack + 1, sizeof *p->stack, "the stack");
+    if (rc)
+        return rc;
     p->stack[p->nstack++] = r;
     return 0;
 }
@@ -223,7 +367,7 @@ static inline int push(pk_parser *p, as_pk_ref r)
 /* Stack items above the innermost MARK: what an opcode may consume (Python's "fence"). */
 static size_t avail(const pk_parser *p)
 {
-    return p->nstack - (p->nmarks ? p->marks[p->nmarks - 1] : 0);
+    return p->nstack - (p->nmarks ? p->marks[p->nmarks - 1].stack : 0);
 }
 
 static int underflow(pk_parser *p, uint8_t op, size_t need)
@@ -237,18 +381,26 @@ static int underflow(pk_parser *p, uint8_t op, size_t need)
 static int add_items(pk_parser *p, as_pk_ref c, const as_pk_ref *items, size_t n)
 {
     as_pk *pk = p->pk;
-    pk_node *node = &pk->nodes[c];
     if (n == 0)
         return 0;
+    if (ibit(c)) /* a memo reference to a container dropped with its batch */
+        return fail(p, AS_TRACE_EFORMAT,
+                    "adding items to a container that was streamed and dropped (a memo "
+                    "reference back into the trace) is not supported");
+    pk_node *node = &pk->nodes[c];
     if ((uint64_t)node->a + n > 0xFFFFFFFEull)
         return fail(p, AS_TRACE_ENOMEM, "container with more than 2^32 items");
-    uint32_t head = node->u.c.head;
+    if (p->nmarks && c < p->marks[p->nmarks - 1].nodes && c < p->marks[p->nmarks - 1].low)
+        p->marks[p->nmarks - 1].low = c;
+    uint32_t head = node->u.head;
     int extend = head != AS_PK_NIL && (size_t)head + 2 + pk->cells[head + 1] == pk->ncells;
     size_t need = pk->ncells + n + (extend ? 0 : 2);
     if (need > 0xFFFFFFFEull)
         return fail(p, AS_TRACE_ENOMEM, "pickle too large: more than 2^32 container cells");
-    if (grow((void **)&pk->cells, &pk->capcells, need, sizeof *pk->cells))
-        return fail(p, AS_TRACE_ENOMEM, "out of host memory for %zu container cells", need);
+    int rc =
+        pgrow(p, (void **)&pk->cells, &pk->capcells, need, sizeof *pk->cells, "container items");
+    if (rc)
+        return rc;
     node = &pk->nodes[c];
     if (extend) {
         pk->cells[head + 1] += (uint32_t)n;
@@ -256,7 +408,7 @@ static int add_items(pk_parser *p, as_pk_ref c, const as_pk_ref *items, size_t n
         uint32_t at = (uint32_t)pk->ncells;
         pk->cells[at] = head;
         pk->cells[at + 1] = (uint32_t)n;
-        node->u.c.head = at;
+        node->u.head = at;
         pk->ncells += 2;
     }
     memcpy(pk->cells + pk->ncells, items, n * sizeof *items);
@@ -277,7 +429,7 @@ static uint64_t rd_le(const uint8_t *s, int n)
 static int check_keys(pk_parser *p, uint8_t op, const as_pk_ref *kv, size_t n)
 {
     for (size_t i = 0; i < n; i += 2) {
-        uint8_t t = p->pk->nodes[kv[i]].type;
+        uint8_t t = nd(p->pk, kv[i])->type;
         if (t == AS_PK_LIST || t == AS_PK_DICT)
             return fail(p, AS_TRACE_ECORRUPT, "%s: unhashable dict key (a %s)", op_name(op),
                         as_pk_type_name(t));
@@ -289,17 +441,30 @@ static int memo_put(pk_parser *p, uint8_t op, uint64_t idx)
 {
     if (avail(p) < 1)
         return underflow(p, op, 1);
-    if (idx >= p->lim.max_memo)
+    /* A real pickler numbers memo slots 0, 1, 2, ... and each put costs at least a byte, so
+     * an index far past the bytes read so far only comes from a crafted memo bomb: the memo
+     * never takes more than 4 bytes per byte read (plus a little slack). */
+    uint64_t bound = p->pos + PK_MEMO_SLACK;
+    if (bound > p->lim.max_memo)
+        bound = p->lim.max_memo;
+    if (idx >= bound)
         return fail(p, AS_TRACE_ENOMEM, "%s: memo index %llu beyond the limit %llu", op_name(op),
-                    (unsigned long long)idx, (unsigned long long)p->lim.max_memo);
+                    (unsigned long long)idx, (unsigned long long)bound);
     size_t old = p->capmemo;
-    if (grow((void **)&p->memo, &p->capmemo, (size_t)idx + 1, sizeof *p->memo))
-        return fail(p, AS_TRACE_ENOMEM, "out of host memory for the memo");
+    int rc = pgrow(p, (void **)&p->memo, &p->capmemo, (size_t)idx + 1, sizeof *p->memo, "the memo");
+    if (rc)
+        return rc;
     for (size_t i = old; i < p->capmemo; i++)
         p->memo[i] = AS_PK_NIL;
     if (p->memo[idx] == AS_PK_NIL)
         p->memo_len++;
     p->memo[idx] = p->stack[p->nstack - 1];
+    if (p->nmarks && p->streaming) { /* a cut back to an open MARK must see this slot */
+        if ((rc = pgrow(p, (void **)&p->dirty, &p->capdirty, p->ndirty + 1, sizeof *p->dirty,
+                        "the memo")))
+            return rc;
+        p->dirty[p->ndirty++] = (uint32_t)idx;
+    }
     return 0;
 }
 
@@ -318,92 +483,527 @@ static void order_chunks(as_pk *pk)
         pk_node *n = &pk->nodes[i];
         if (n->type != AS_PK_LIST && n->type != AS_PK_TUPLE && n->type != AS_PK_DICT)
             continue;
-        uint32_t prev = AS_PK_NIL, cur = n->u.c.head;
+        uint32_t prev = AS_PK_NIL, cur = n->u.head;
         while (cur != AS_PK_NIL) {
             uint32_t next = pk->cells[cur];
             pk->cells[cur] = prev;
             prev = cur;
             cur = next;
         }
-        n->u.c.head = prev;
+        n->u.head = prev;
     }
 }
 
-static void set_limits(as_pk_limits *l, const as_pk_limits *in, size_t len)
+static void set_limits(as_pk_limits *l, const as_pk_limits *in)
 {
     *l = in ? *in : (as_pk_limits){0};
-    if (!l->max_input || l->max_input > PK_HARD_MAX_INPUT)
-        l->max_input = PK_HARD_MAX_INPUT;
+    if (!l->max_input)
+        l->max_input = AS_PK_DEFAULT_MAX_INPUT;
     if (!l->max_nodes || l->max_nodes > PK_HARD_MAX_NODES)
-        l->max_nodes = PK_HARD_MAX_NODES;
+        l->max_nodes = l->max_nodes ? PK_HARD_MAX_NODES : 1u << 24;
     if (!l->max_stack)
-        l->max_stack = 1u << 24;
+        l->max_stack = 1u << 20;
     if (!l->max_marks)
         l->max_marks = 4096;
-    if (!l->max_memo)
-        l->max_memo = 1u << 26;
-    /* A real pickler numbers memo slots 0, 1, 2, ... and each put costs at least a byte, so
-     * an index at or past the input length only comes from a crafted memo bomb. */
-    if (l->max_memo > len)
-        l->max_memo = len;
+    if (!l->max_memo || l->max_memo > 0xFFFFFFFEull)
+        l->max_memo = l->max_memo ? 0xFFFFFFFEull : 1u << 26;
+    if (!l->max_memory)
+        l->max_memory = AS_PK_DEFAULT_MAX_MEMORY;
 }
 
-/* The opcode loop. Returns 0 at STOP with the root set. */
+/* ---- input window ---------------------------------------------------------------------- */
+
+/* Makes at least need unread bytes available in the window if the input has them.
+ * Returns 0 (w[wp..wn) may still be shorter: the input ended) or < 0 (the stream's error). */
+static int refill(pk_parser *p, size_t need)
+{
+    if (!p->in || p->wn - p->wp >= need)
+        return 0;
+    as_instream_skip(p->in, p->wp);
+    p->wbase += p->wp;
+    p->wp = p->wn = 0;
+    const void *w;
+    long got = as_instream_peek(p->in, &w, need > PK_WINDOW ? need : PK_WINDOW);
+    if (got < 0) {
+        const as_trace_error *e = as_instream_error(p->in);
+        return fail(p, (int)got, "%s", e ? e->msg : "read failed");
+    }
+    p->w = w;
+    p->wn = (size_t)got;
+    if (p->wbase + p->wn > p->lim.max_input) {
+        p->pos = p->lim.max_input;
+        return fail(p, AS_TRACE_ENOMEM,
+                    "decompressed pickle longer than %llu bytes (the limit on its size)",
+                    (unsigned long long)p->lim.max_input);
+    }
+    return 0;
+}
+
+/* Copies n bytes at the window's read position to dst, crossing refills (a string longer
+ * than the window). Returns 0, or < 0 when the input ends first. */
+static int take(pk_parser *p, uint8_t *dst, uint64_t n, uint8_t op)
+{
+    uint64_t done = 0;
+    while (done < n) {
+        size_t k = p->wn - p->wp;
+        if (k == 0) {
+            int rc = refill(p, 1);
+            if (rc)
+                return rc;
+            if ((k = p->wn - p->wp) == 0)
+                return fail(p, AS_TRACE_ECORRUPT, "truncated pickle: %s of %llu bytes, %llu left",
+                            op_name(op), (unsigned long long)n, (unsigned long long)done);
+        }
+        if (k > n - done)
+            k = (size_t)(n - done);
+        memcpy(dst + done, p->w + p->wp, k);
+        p->wp += k;
+        done += k;
+    }
+    return 0;
+}
+
+/* A string or bytes value of n bytes, the next thing in the window. */
+static int new_string(pk_parser *p, uint8_t op, uint64_t n, as_pk_ref *r)
+{
+    as_pk *pk = p->pk;
+    int is_str = op == 0x8c || op == 'X' || op == 0x8d;
+    size_t left = p->wn - p->wp;
+    if (n > left && (!p->in || n > p->lim.max_input - (p->wbase + p->wp)))
+        return fail(p, AS_TRACE_ECORRUPT, "truncated pickle: %s of %llu bytes, %zu left",
+                    op_name(op), (unsigned long long)n, left);
+    if (n > 0xFFFFFFFEull)
+        return fail(p, AS_TRACE_ENOMEM, "%s of %llu bytes: strings up to 4 GiB are read",
+                    op_name(op), (unsigned long long)n);
+    int rc = new_node(p, is_str ? AS_PK_STR : AS_PK_BYTES, r);
+    if (rc ||
+        (rc = pgrow(p, (void **)&pk->bytes, &pk->capbytes, pk->nbytes + (size_t)n, 1, "strings")))
+        return rc;
+    pk_node *node = &pk->nodes[*r];
+    node->a = (uint32_t)n;
+    node->off = p->wbase + p->wp;
+    node->u.data = pk->nbytes;
+    if (n == 0) {
+        return 0; /* the pool may still be NULL: no pointer arithmetic on it */
+    } else if (n <= left) {
+        memcpy(pk->bytes + pk->nbytes, p->w + p->wp, (size_t)n);
+        p->wp += (size_t)n;
+    } else if ((rc = take(p, pk->bytes + pk->nbytes, n, op))) {
+        return rc;
+    }
+    pk->nbytes += (size_t)n;
+    return 0;
+}
+
+/* ---- interning (memo slots that outlive their batch) ---------------------------------- */
+
+static uint64_t hash_bytes(uint64_t h, const uint8_t *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ s[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t node_hash(const as_pk *pk, as_pk_ref r, const pk_node *n)
+{
+    uint64_t h = 0xcbf29ce484222325ull ^ n->type;
+    if (n->type == AS_PK_STR || n->type == AS_PK_BYTES)
+        return hash_bytes(h, str_bytes(pk, r, n), n->a);
+    return hash_bytes(h, (const uint8_t *)&n->u.i, sizeof n->u.i);
+}
+
+static int same_value(const as_pk *pk, as_pk_ref ra, const pk_node *a, as_pk_ref rb,
+                      const pk_node *b)
+{
+    if (a->type != b->type)
+        return 0;
+    if (a->type == AS_PK_STR || a->type == AS_PK_BYTES)
+        return a->a == b->a && memcmp(str_bytes(pk, ra, a), str_bytes(pk, rb, b), a->a) == 0;
+    return a->u.i == b->u.i;
+}
+
+static int intern_rehash(pk_parser *p)
+{
+    as_pk *pk = p->pk;
+    size_t nc = pk->capihash ? pk->capihash * 2 : 256, old = pk->capihash;
+    uint32_t *nh = NULL;
+    size_t cap = 0;
+    int rc = pgrow(p, (void **)&nh, &cap, nc, sizeof *nh, "the memo");
+    if (rc)
+        return rc;
+    memset(nh, 0, cap * sizeof *nh);
+    for (size_t i = 3; i < pk->ninodes; i++) {
+        as_pk_ref r = AS_PK_IBIT | (uint32_t)i;
+        size_t j = node_hash(pk, r, &pk->inodes[i]) & (cap - 1);
+        while (nh[j])
+            j = (j + 1) & (cap - 1);
+        nh[j] = (uint32_t)i + 1;
+    }
+    free(pk->ihash);
+    p->mem -= old * sizeof *nh;
+    pk->ihash = nh;
+    pk->capihash = cap;
+    return 0;
+}
+
+/* The interned ref for the value of arena node r (a container: its type's dropped marker). */
+static int intern(pk_parser *p, as_pk_ref r, as_pk_ref *out)
+{
+    as_pk *pk = p->pk;
+    const pk_node *n = &pk->nodes[r];
+    int rc;
+    if (n->type == AS_PK_LIST || n->type == AS_PK_TUPLE || n->type == AS_PK_DICT) {
+        *out = AS_PK_IBIT | (n->type == AS_PK_LIST ? 0u : n->type == AS_PK_TUPLE ? 1u : 2u);
+        return 0;
+    }
+    if ((pk->ninodes + 1) * 4 > pk->capihash * 3 && (rc = intern_rehash(p)))
+        return rc;
+    size_t j = node_hash(pk, r, n) & (pk->capihash - 1);
+    while (pk->ihash[j]) {
+        uint32_t i = pk->ihash[j] - 1;
+        if (same_value(pk, AS_PK_IBIT | i, &pk->inodes[i], r, n)) {
+            *out = AS_PK_IBIT | i;
+            return 0;
+        }
+        j = (j + 1) & (pk->capihash - 1);
+    }
+    if (pk->nnodes + pk->ninodes - 3 >= p->lim.max_nodes)
+        return fail(p, AS_TRACE_ENOMEM, "more than %llu values (limit)",
+                    (unsigned long long)p->lim.max_nodes);
+    if ((rc = pgrow(p, (void **)&pk->inodes, &pk->capinodes, pk->ninodes + 1, sizeof *pk->inodes,
+                    "the memo")))
+        return rc;
+    pk_node c = *n;
+    if (n->type == AS_PK_STR || n->type == AS_PK_BYTES) {
+        if ((rc =
+                 pgrow(p, (void **)&pk->ibytes, &pk->capibytes, pk->nibytes + n->a, 1, "the memo")))
+            return rc;
+        memcpy(pk->ibytes + pk->nibytes, pk->bytes + n->u.data, n->a);
+        c.u.data = pk->nibytes;
+        pk->nibytes += n->a;
+    }
+    uint32_t i = (uint32_t)pk->ninodes++;
+    pk->inodes[i] = c;
+    pk->ihash[j] = i + 1;
+    *out = AS_PK_IBIT | i;
+    return 0;
+}
+
+/* Cuts the pools back to mark m once its batch is handed out: memo slots set since then
+ * that name a value about to go are re-pointed at its interned copy. */
+static int cut_back(pk_parser *p, const pk_mark *m)
+{
+    as_pk *pk = p->pk;
+    int rc;
+    for (size_t i = m->dirty; i < p->ndirty; i++) {
+        as_pk_ref *slot = &p->memo[p->dirty[i]];
+        if (*slot != AS_PK_NIL && !ibit(*slot) && *slot >= m->nodes &&
+            (rc = intern(p, *slot, slot)))
+            return rc;
+    }
+    p->ndirty = m->dirty;
+    pk->nnodes = m->nodes;
+    pk->ncells = m->cells;
+    pk->nbytes = m->bytes;
+    return 0;
+}
+
+/* ---- which lists are streamed ----------------------------------------------------------- */
+
+/* Stack index of the innermost MARK at or below stack position i, or 0 when none. */
+static size_t mark_at_or_below(const pk_parser *p, size_t i)
+{
+    for (size_t j = p->nmarks; j-- > 0;)
+        if (p->marks[j].stack <= i)
+            return p->marks[j].stack;
+    return 0;
+}
+
+static int is_str(const as_pk *pk, as_pk_ref r, const char *s, size_t n)
+{
+    const pk_node *x = nd(pk, r);
+    return x->type == AS_PK_STR && x->a == n && memcmp(str_bytes(pk, r, x), s, n) == 0;
+}
+
+/* 1 if stack[i] is a list about to become root["device_traces"]: the root dict is
+ * stack[0], and stack[i - 1] is the key, in a SETITEMS batch (MARK at 1) or a SETITEM. */
+static int is_device_traces(const pk_parser *p, size_t i)
+{
+    as_pk *pk = p->pk;
+    if (i < 2 || nd(pk, p->stack[0])->type != AS_PK_DICT ||
+        nd(pk, p->stack[i])->type != AS_PK_LIST ||
+        !is_str(pk, p->stack[i - 1], "device_traces", 13))
+        return 0;
+    size_t m = mark_at_or_below(p, i - 1);
+    return m ? m == 1 && (i - m) % 2 == 1 : i == 2;
+}
+
+/* Whether the list at stack[i], about to get items, is root["device_traces"][d]: either
+ * the next single APPEND to the list below it, or an item of the APPENDS batch above
+ * the MARK just above that list. Sets PKF_TRACE and the device on it. */
+static int trace_list(pk_parser *p, size_t i)
+{
+    as_pk *pk = p->pk;
+    as_pk_ref l = p->stack[i];
+    if (ibit(l))
+        return 0;
+    pk_node *n = &pk->nodes[l];
+    if (n->flags & PKF_TRACE)
+        return 1;
+    uint64_t dev;
+    size_t m;
+    if (i >= 1 && is_device_traces(p, i - 1))
+        dev = nd(pk, p->stack[i - 1])->a;
+    else if ((m = mark_at_or_below(p, i)) >= 1 && is_device_traces(p, m - 1))
+        dev = (uint64_t)nd(pk, p->stack[m - 1])->a + (i - m);
+    else
+        return 0;
+    if (dev >= UINT16_MAX)
+        return 0; /* kept as a tree: the importer reads it there */
+    n->flags |= PKF_TRACE;
+    n->dev = (uint16_t)dev;
+    return 1;
+}
+
+/* ---- the opcode loop -------------------------------------------------------------------- */
+
+/* Pops the innermost MARK; the one below inherits its record of old containers written. */
+static pk_mark pop_mark(pk_parser *p)
+{
+    pk_mark m = p->marks[--p->nmarks];
+    if (p->nmarks && m.low < p->marks[p->nmarks - 1].low)
+        p->marks[p->nmarks - 1].low = m.low;
+    return m;
+}
+
+static int push_mark(pk_parser *p)
+{
+    if (p->nmarks >= p->lim.max_marks)
+        return fail(p, AS_TRACE_ENOMEM, "MARKs nested deeper than %llu (limit)",
+                    (unsigned long long)p->lim.max_marks);
+    int rc = pgrow(p, (void **)&p->marks, &p->capmarks, p->nmarks + 1, sizeof *p->marks, "marks");
+    if (rc)
+        return rc;
+    as_pk *pk = p->pk;
+    p->marks[p->nmarks++] = (pk_mark){.stack = p->nstack,
+                                      .nodes = pk->nnodes,
+                                      .cells = pk->ncells,
+                                      .bytes = pk->nbytes,
+                                      .dirty = p->ndirty,
+                                      .low = UINT32_MAX};
+    return 0;
+}
+
+static int check_target(pk_parser *p, uint8_t op, as_pk_ref c, uint8_t want)
+{
+    uint8_t t = nd(p->pk, c)->type;
+    if (t != want)
+        return fail(p, AS_TRACE_EFORMAT, "%s onto a %s (only a %s is supported)", op_name(op),
+                    as_pk_type_name(t), as_pk_type_name(want));
+    return 0;
+}
+
+/* Integers: BININT (signed 32-bit), BININT1 (u8), BININT2 (u16), LONG1/LONG4 (a length,
+ * then little-endian two's complement). Sets *argn to the argument bytes used. */
+static int op_int(pk_parser *p, uint8_t op, const uint8_t *arg, size_t left, size_t *argn)
+{
+    int64_t v;
+    int rc;
+    size_t need = op == 'J' ? 4 : op == 'K' ? 1 : op == 'M' ? 2 : op == 0x8a ? 1 : 4;
+    if (left < need)
+        goto truncated;
+    if (op == 'J') {
+        v = (int32_t)(uint32_t)rd_le(arg, 4);
+    } else if (op == 'K') {
+        v = arg[0];
+    } else if (op == 'M') {
+        v = (int64_t)rd_le(arg, 2);
+    } else {
+        int hl = (int)need;
+        int64_t n = op == 0x8a ? arg[0] : (int32_t)(uint32_t)rd_le(arg, 4);
+        if (n < 0)
+            return fail(p, AS_TRACE_ECORRUPT, "LONG4 with negative length %lld", (long long)n);
+        if (n > 8)
+            return fail(p, AS_TRACE_EFORMAT,
+                        "%s of %lld bytes: integers wider than 64 bits are not supported",
+                        op_name(op), (long long)n);
+        need = (size_t)(hl + n);
+        if (left < need)
+            goto truncated;
+        uint64_t u = rd_le(arg + hl, (int)n);
+        if (n > 0 && n < 8 && (arg[hl + n - 1] & 0x80))
+            u |= ~0ull << (8 * n);
+        memcpy(&v, &u, sizeof v);
+    }
+    *argn = need;
+    as_pk_ref r;
+    if ((rc = new_node(p, AS_PK_INT, &r)))
+        return rc;
+    p->pk->nodes[r].u.i = v;
+    return push(p, r);
+truncated:
+    return fail(p, AS_TRACE_ECORRUPT, "truncated pickle: %s needs %zu argument bytes, %zu left",
+                op_name(op), need, left);
+}
+
+/* STOP: the stack must hold exactly the root, and nothing may follow. */
+static int op_stop(pk_parser *p, size_t left)
+{
+    if (p->nmarks)
+        return fail(p, AS_TRACE_ECORRUPT, "STOP with %zu MARK%s still open", p->nmarks,
+                    p->nmarks == 1 ? "" : "s");
+    if (p->nstack != 1)
+        return fail(p, AS_TRACE_ECORRUPT, "STOP with %zu values on the stack (needs 1)", p->nstack);
+    p->wp++;
+    int rc = refill(p, 1);
+    if (rc)
+        return rc;
+    left = p->wn - p->wp;
+    if (left)
+        return fail(p, AS_TRACE_ECORRUPT, "%s%zu bytes of trailing data after STOP",
+                    p->in ? "at least " : "", left);
+    p->pk->root = p->stack[0];
+    p->done = 1;
+    return 0;
+}
+
+/* A streamed batch: stack[m .. nstack) are entries of the trace list l. Returns 1 when there
+ * is something to hand out. */
+static int start_batch(pk_parser *p, uint8_t op, as_pk_ref l, size_t m, const pk_mark *mk)
+{
+    p->pend_op = op;
+    p->pend_list = l;
+    p->pend_m = m;
+    p->pend_n = p->nstack - m;
+    p->pend_i = 0;
+    if (mk)
+        p->pend_mark = *mk;
+    return 1;
+}
+
+/* After a batch was handed out: drop its items, and cut the pools back to its MARK unless
+ * something older was written to meanwhile (then its values stay). */
+static int end_batch(pk_parser *p)
+{
+    int rc = 0;
+    p->nstack = p->pend_m;
+    if (p->pend_op == 'e') {
+        pk_mark *m = &p->pend_mark;
+        if (m->low >= m->nodes)
+            rc = cut_back(p, m);
+        else if (p->nmarks && m->low < p->marks[p->nmarks - 1].low)
+            p->marks[p->nmarks - 1].low = m->low;
+    }
+    p->pend_op = 0;
+    return rc;
+}
+
+/* APPENDS, SETITEMS and TUPLE: the items above the innermost MARK go into the container
+ * below it (or a new tuple). APPENDS onto a trace list starts a streamed batch instead. */
+static int op_fill(pk_parser *p, uint8_t op, size_t at)
+{
+    int rc;
+    as_pk_ref r;
+    if (!p->nmarks)
+        return fail(p, AS_TRACE_ECORRUPT, "%s without a MARK", op_name(op));
+    size_t m = p->marks[p->nmarks - 1].stack;
+    size_t n = p->nstack - m;
+    if (op == 't') {
+        pop_mark(p);
+        if ((rc = new_node(p, AS_PK_TUPLE, &r)) ||
+            (rc = add_items(p, r, n ? &p->stack[m] : NULL, n))) /* stack may be NULL */
+            return rc;
+        p->nstack = m;
+        return push(p, r);
+    }
+    size_t fence = p->nmarks > 1 ? p->marks[p->nmarks - 2].stack : 0;
+    if (m < 1 || m - 1 < fence) /* the container must sit just below the mark */
+        return fail(p, AS_TRACE_ECORRUPT, "%s with no %s below its MARK", op_name(op),
+                    op == 'e' ? "list" : "dict");
+    as_pk_ref c = p->stack[m - 1];
+    if ((rc = check_target(p, op, c, op == 'e' ? AS_PK_LIST : AS_PK_DICT)))
+        return rc;
+    if (op == 'e' && p->streaming && trace_list(p, m - 1)) {
+        pk_mark mk = p->marks[--p->nmarks];
+        p->wp = at + 1;
+        start_batch(p, op, c, m, &mk);
+        return n ? 0 : end_batch(p);
+    }
+    if (op == 'u' && (n % 2))
+        return fail(p, AS_TRACE_ECORRUPT, "odd number of items (%zu) for SETITEMS", n);
+    if (op == 'u' && (rc = check_keys(p, op, &p->stack[m], n)))
+        return rc;
+    pop_mark(p);
+    if ((rc = add_items(p, c, &p->stack[m], n)))
+        return rc;
+    p->nstack = m;
+    return 0;
+}
+
+/* PROTO first: protocols 2 to 5. */
+static int start(pk_parser *p)
+{
+    int rc = refill(p, 16);
+    if (rc)
+        return rc;
+    p->pos = 0;
+    if (p->wn < 2 || p->w[0] != 0x80)
+        return fail(p, AS_TRACE_EFORMAT, "not a pickle of protocol 2 or later (no PROTO opcode)");
+    if (p->w[1] < 2 || p->w[1] > 5)
+        return fail(p, AS_TRACE_EFORMAT, "pickle protocol %u is not supported (2 to 5 are)",
+                    p->w[1]);
+    p->pk->protocol = p->w[1];
+    p->wp = 2;
+    return 0;
+}
+
+/* The opcode loop. Returns 0 at STOP (root set), 1 with a streamed batch pending, or < 0. */
 static int run(pk_parser *p)
 {
     as_pk *pk = p->pk;
-    const uint8_t *b = pk->buf;
-    size_t len = pk->len;
     int rc;
-
-    if (len < 2 || b[0] != 0x80)
-        return fail(p, AS_TRACE_EFORMAT, "not a pickle of protocol 2 or later (no PROTO opcode)");
-    if (b[1] < 2 || b[1] > 5)
-        return fail(p, AS_TRACE_EFORMAT, "pickle protocol %u is not supported (2 to 5 are)", b[1]);
-    pk->protocol = b[1];
-    p->pos = 2;
-
     for (;;) {
-        if (p->pos >= len)
+        if (p->wn - p->wp < 16 && (rc = refill(p, 16)))
+            return rc;
+        size_t at = p->wp;
+        p->pos = p->wbase + at;
+        if (at >= p->wn)
             return fail(p, AS_TRACE_ECORRUPT, "truncated pickle: no STOP opcode before the end");
-        size_t at = p->pos;
-        uint8_t op = b[at];
-        size_t left = len - at - 1; /* argument bytes available after the opcode */
-        const uint8_t *arg = b + at + 1;
-        size_t argn = 0;            /* fixed argument length consumed */
-        as_pk_ref r;
+        uint8_t op = p->w[at];
+        size_t left = p->wn - at - 1; /* argument bytes available after the opcode */
+        const uint8_t *arg = p->w + at + 1;
+        size_t argn = 0; /* fixed argument length consumed */
+        as_pk_ref r = AS_PK_NIL;
 
-/* Checks that the opcode's next n argument bytes exist. */
-#define NEED(n)                                                                                \
-    do {                                                                                       \
-        if (left < (size_t)(n))                                                                \
-            return fail(p, AS_TRACE_ECORRUPT, "truncated pickle: %s needs %llu argument bytes, " \
-                        "%zu left", op_name(op), (unsigned long long)(n), left);               \
+/* Checks that the opcode's next n argument bytes exist (the window holds 16 if the input
+ * does, more than any fixed argument). */
+#define NEED(n)                                                                                    \
+    do {                                                                                           \
+        if (left < (size_t)(n))                                                                    \
+            return fail(p, AS_TRACE_ECORRUPT,                                                      \
+                        "truncated pickle: %s needs %llu argument bytes, "                         \
+                        "%zu left",                                                                \
+                        op_name(op), (unsigned long long)(n), left);                               \
     } while (0)
 
         switch (op) {
-        case 0x95: { /* FRAME: a length prefix only; the whole input is already in memory */
+        case 0x95: { /* FRAME: a length prefix only; checked when it is short enough to hold */
             NEED(8);
             uint64_t flen = rd_le(arg, 8);
-            if (flen > left - 8)
-                return fail(p, AS_TRACE_ECORRUPT,
-                            "truncated pickle: FRAME of %llu bytes, %zu left",
+            if (flen > left - 8 && p->in && flen <= PK_FRAME_CHECK) {
+                if ((rc = refill(p, 9 + (size_t)flen)))
+                    return rc;
+                at = p->wp, left = p->wn - at - 1;
+            }
+            if (flen > left - 8 && (!p->in || flen <= PK_FRAME_CHECK))
+                return fail(p, AS_TRACE_ECORRUPT, "truncated pickle: FRAME of %llu bytes, %zu left",
                             (unsigned long long)flen, left - 8);
             argn = 8;
             break;
         }
         case '.': /* STOP */
-            if (p->nmarks)
-                return fail(p, AS_TRACE_ECORRUPT, "STOP with %zu MARK%s still open", p->nmarks,
-                            p->nmarks == 1 ? "" : "s");
-            if (p->nstack != 1)
-                return fail(p, AS_TRACE_ECORRUPT, "STOP with %zu values on the stack (needs 1)",
-                            p->nstack);
-            if (left)
-                return fail(p, AS_TRACE_ECORRUPT, "%zu bytes of trailing data after STOP", left);
-            pk->root = p->stack[0];
-            return 0;
-        case 'N': /* NONE */
+            return op_stop(p, left);
+        case 'N':  /* NONE */
         case 0x88: /* NEWTRUE */
         case 0x89: /* NEWFALSE */
             if ((rc = new_node(p, op == 'N' ? AS_PK_NONE : AS_PK_BOOL, &r)))
@@ -412,61 +1012,23 @@ static int run(pk_parser *p)
             if ((rc = push(p, r)))
                 return rc;
             break;
-        case 'J':  /* BININT: signed 32-bit */
-        case 'K':  /* BININT1: unsigned 8-bit */
-        case 'M':  /* BININT2: unsigned 16-bit */
-        case 0x8a: /* LONG1: 1-byte length, little-endian two's complement */
-        case 0x8b: /* LONG4: 4-byte signed length, then the same */
-        {
-            int64_t v;
-            if (op == 'J') {
-                NEED(4);
-                v = (int32_t)(uint32_t)rd_le(arg, 4);
-                argn = 4;
-            } else if (op == 'K') {
-                NEED(1);
-                v = arg[0];
-                argn = 1;
-            } else if (op == 'M') {
-                NEED(2);
-                v = (int64_t)rd_le(arg, 2);
-                argn = 2;
-            } else {
-                int hl = op == 0x8a ? 1 : 4;
-                NEED(hl);
-                int64_t n = op == 0x8a ? arg[0] : (int32_t)(uint32_t)rd_le(arg, 4);
-                if (n < 0)
-                    return fail(p, AS_TRACE_ECORRUPT, "LONG4 with negative length %lld",
-                                (long long)n);
-                if (n > 8)
-                    return fail(p, AS_TRACE_EFORMAT,
-                                "%s of %lld bytes: integers wider than 64 bits are not supported",
-                                op_name(op), (long long)n);
-                NEED(hl + n);
-                uint64_t u = rd_le(arg + hl, (int)n);
-                if (n > 0 && n < 8 && (arg[hl + n - 1] & 0x80))
-                    u |= ~0ull << (8 * n);
-                memcpy(&v, &u, sizeof v);
-                argn = (size_t)(hl + n);
-            }
-            if ((rc = new_node(p, AS_PK_INT, &r)))
-                return rc;
-            pk->nodes[r].u.i = v;
-            if ((rc = push(p, r)))
+        case 'J':  /* BININT */
+        case 'K':  /* BININT1 */
+        case 'M':  /* BININT2 */
+        case 0x8a: /* LONG1 */
+        case 0x8b: /* LONG4 */
+            if ((rc = op_int(p, op, arg, left, &argn)))
                 return rc;
             break;
-        }
         case 'G': { /* BINFLOAT: big-endian IEEE 754 double */
             NEED(8);
             uint64_t u = 0;
             for (int i = 0; i < 8; i++)
                 u = u << 8 | arg[i];
-            double d;
-            memcpy(&d, &u, sizeof d);
             argn = 8;
             if ((rc = new_node(p, AS_PK_FLOAT, &r)))
                 return rc;
-            pk->nodes[r].u.f = d;
+            memcpy(&pk->nodes[r].u.f, &u, sizeof u);
             if ((rc = push(p, r)))
                 return rc;
             break;
@@ -481,36 +1043,26 @@ static int run(pk_parser *p)
             int hl = (op == 0x8c || op == 'C') ? 1 : (op == 'X' || op == 'B') ? 4 : 8;
             NEED(hl);
             uint64_t n = rd_le(arg, hl);
-            if (n > left - (size_t)hl)
-                return fail(p, AS_TRACE_ECORRUPT,
-                            "truncated pickle: %s of %llu bytes, %zu left", op_name(op),
-                            (unsigned long long)n, left - (size_t)hl);
-            int is_str = op == 0x8c || op == 'X' || op == 0x8d;
-            if ((rc = new_node(p, is_str ? AS_PK_STR : AS_PK_BYTES, &r)))
+            p->wp = at + 1 + (size_t)hl;
+            if ((rc = new_string(p, op, n, &r)) || (rc = push(p, r)))
                 return rc;
-            pk->nodes[r].a = (uint32_t)n; /* n < len <= 2^32 - 2 */
-            pk->nodes[r].u.data = at + 1 + (size_t)hl;
-            argn = (size_t)hl + (size_t)n;
-            if ((rc = push(p, r)))
-                return rc;
-            break;
+            continue; /* new_string moved the window past the bytes */
         }
         case ']': /* EMPTY_LIST */
         case '}': /* EMPTY_DICT */
         case ')': /* EMPTY_TUPLE */
-            if ((rc = new_node(p, op == ']' ? AS_PK_LIST : op == '}' ? AS_PK_DICT : AS_PK_TUPLE,
+            if ((rc = new_node(p,
+                               op == ']'   ? AS_PK_LIST
+                               : op == '}' ? AS_PK_DICT
+                                           : AS_PK_TUPLE,
                                &r)))
                 return rc;
             if ((rc = push(p, r)))
                 return rc;
             break;
         case '(': /* MARK */
-            if (p->nmarks >= p->lim.max_marks)
-                return fail(p, AS_TRACE_ENOMEM, "MARKs nested deeper than %llu (limit)",
-                            (unsigned long long)p->lim.max_marks);
-            if (grow((void **)&p->marks, &p->capmarks, p->nmarks + 1, sizeof *p->marks))
-                return fail(p, AS_TRACE_ENOMEM, "out of host memory for marks");
-            p->marks[p->nmarks++] = p->nstack;
+            if ((rc = push_mark(p)))
+                return rc;
             break;
         case 'a': /* APPEND: list item -> list */
         case 's': /* SETITEM: dict key value -> dict */
@@ -519,11 +1071,12 @@ static int run(pk_parser *p)
             if (avail(p) < k + 1)
                 return underflow(p, op, k + 1);
             as_pk_ref c = p->stack[p->nstack - k - 1];
-            uint8_t want = op == 'a' ? AS_PK_LIST : AS_PK_DICT;
-            if (pk->nodes[c].type != want)
-                return fail(p, AS_TRACE_EFORMAT, "%s onto a %s (only a %s is supported)",
-                            op_name(op), as_pk_type_name(pk->nodes[c].type),
-                            as_pk_type_name(want));
+            if ((rc = check_target(p, op, c, op == 'a' ? AS_PK_LIST : AS_PK_DICT)))
+                return rc;
+            if (op == 'a' && p->streaming && trace_list(p, p->nstack - 2)) {
+                p->wp = at + 1;
+                return start_batch(p, op, c, p->nstack - 1, NULL);
+            }
             if (op == 's' && (rc = check_keys(p, op, &p->stack[p->nstack - 2], 2)))
                 return rc;
             if ((rc = add_items(p, c, &p->stack[p->nstack - k], k)))
@@ -534,40 +1087,9 @@ static int run(pk_parser *p)
         case 'e': /* APPENDS: list MARK items -> list */
         case 'u': /* SETITEMS: dict MARK k v ... -> dict */
         case 't': /* TUPLE: MARK items -> tuple */
-        {
-            if (!p->nmarks)
-                return fail(p, AS_TRACE_ECORRUPT, "%s without a MARK", op_name(op));
-            size_t m = p->marks[--p->nmarks];
-            size_t n = p->nstack - m;
-            if (op == 't') {
-                if ((rc = new_node(p, AS_PK_TUPLE, &r)) ||
-                    (rc = add_items(p, r, n ? &p->stack[m] : NULL, n))) /* stack may be NULL */
-                    return rc;
-                p->nstack = m;
-                if ((rc = push(p, r)))
-                    return rc;
-                break;
-            }
-            if (avail(p) < n + 1) { /* the container must sit just below the mark */
-                p->nmarks++;
-                return fail(p, AS_TRACE_ECORRUPT, "%s with no %s below its MARK", op_name(op),
-                            op == 'e' ? "list" : "dict");
-            }
-            as_pk_ref c = p->stack[m - 1];
-            uint8_t want = op == 'e' ? AS_PK_LIST : AS_PK_DICT;
-            if (pk->nodes[c].type != want)
-                return fail(p, AS_TRACE_EFORMAT, "%s onto a %s (only a %s is supported)",
-                            op_name(op), as_pk_type_name(pk->nodes[c].type),
-                            as_pk_type_name(want));
-            if (op == 'u' && (n % 2))
-                return fail(p, AS_TRACE_ECORRUPT, "odd number of items (%zu) for SETITEMS", n);
-            if (op == 'u' && (rc = check_keys(p, op, &p->stack[m], n)))
+            if ((rc = op_fill(p, op, at)) != 0)
                 return rc;
-            if ((rc = add_items(p, c, &p->stack[m], n)))
-                return rc;
-            p->nstack = m;
             break;
-        }
         case 0x85: /* TUPLE1 */
         case 0x86: /* TUPLE2 */
         case 0x87: /* TUPLE3 */
@@ -614,39 +1136,151 @@ static int run(pk_parser *p)
         }
         }
 #undef NEED
-        p->pos = at + 1 + argn;
+        p->wp = at + 1 + argn;
+        if (p->pend_op)
+            return 1; /* op_fill started a streamed batch */
     }
+}
+
+/* ---- entry points ----------------------------------------------------------------------- */
+
+static int parser_init(pk_parser *p, const as_pk_limits *lim, as_pk_error *err)
+{
+    set_limits(&p->lim, lim);
+    p->err = err;
+    p->pk = calloc(1, sizeof *p->pk);
+    if (!p->pk)
+        return fail(p, AS_TRACE_ENOMEM, "out of host memory");
+    p->pk->root = AS_PK_NIL;
+    /* The dropped-container markers, one per type, are inodes 0..2. */
+    int rc =
+        pgrow(p, (void **)&p->pk->inodes, &p->pk->capinodes, 3, sizeof *p->pk->inodes, "the memo");
+    if (rc)
+        return rc;
+    static const uint8_t types[3] = {AS_PK_LIST, AS_PK_TUPLE, AS_PK_DICT};
+    for (int i = 0; i < 3; i++)
+        p->pk->inodes[i] = (pk_node){
+            .type = types[i], .flags = PKF_DROPPED, .off = UINT64_MAX, .u.head = AS_PK_NIL};
+    p->pk->ninodes = 3;
+    return 0;
+}
+
+static void parser_free(pk_parser *p)
+{
+    free(p->stack);
+    free(p->marks);
+    free(p->memo);
+    free(p->dirty);
+    as_pk_free(p->pk);
+    memset(p, 0, sizeof *p);
 }
 
 int as_pk_parse(const uint8_t *buf, size_t len, const as_pk_limits *lim, as_pk **out,
                 as_pk_error *err)
 {
-    pk_parser p = {.err = err};
+    pk_parser p = {.w = buf, .wn = len};
     int rc;
     *out = NULL;
     if (err)
         memset(err, 0, sizeof *err);
-    set_limits(&p.lim, lim, len);
-    if (len > p.lim.max_input)
-        return fail(&p, AS_TRACE_ENOMEM, "pickle of %zu bytes exceeds the limit of %llu", len,
-                    (unsigned long long)p.lim.max_input);
-    p.pk = calloc(1, sizeof *p.pk);
-    if (!p.pk)
-        return fail(&p, AS_TRACE_ENOMEM, "out of host memory");
-    p.pk->buf = buf;
-    p.pk->len = len;
-    p.pk->root = AS_PK_NIL;
-    rc = run(&p);
-    if (rc == 0) {
-        order_chunks(p.pk);
-        *out = p.pk;
-    } else {
-        as_pk_free(p.pk);
+    if ((rc = parser_init(&p, lim, err)))
+        goto out;
+    if (len > p.lim.max_input) {
+        rc = fail(&p, AS_TRACE_ENOMEM, "pickle of %zu bytes exceeds the limit of %llu", len,
+                  (unsigned long long)p.lim.max_input);
+        goto out;
     }
-    free(p.stack);
-    free(p.marks);
-    free(p.memo);
+    if ((rc = start(&p)) || (rc = run(&p)))
+        goto out;
+    order_chunks(p.pk);
+    *out = p.pk;
+    p.pk = NULL;
+out:
+    parser_free(&p);
     return rc;
+}
+
+int as_pk_stream_open(as_instream *in, const as_pk_limits *lim, as_pk_stream **out,
+                      as_pk_error *err)
+{
+    *out = NULL;
+    if (err)
+        memset(err, 0, sizeof *err);
+    as_pk_stream *ps = calloc(1, sizeof *ps);
+    if (!ps) {
+        if (err)
+            *err = (as_pk_error){.code = AS_TRACE_ENOMEM, .msg = "out of host memory"};
+        return AS_TRACE_ENOMEM;
+    }
+    pk_parser *p = &ps->p;
+    p->in = in;
+    p->streaming = 1;
+    p->wbase = as_instream_offset(in);
+    int rc = parser_init(p, lim, &ps->err);
+    if (!rc)
+        rc = start(p);
+    if (rc) {
+        if (err)
+            *err = ps->err;
+        as_pk_stream_close(ps);
+        return rc;
+    }
+    *out = ps;
+    return 0;
+}
+
+int as_pk_stream_next(as_pk_stream *ps, as_pk_item *item, as_pk_error *err)
+{
+    pk_parser *p = &ps->p;
+    int rc = 0;
+    if (ps->err.code) {
+        rc = ps->err.code;
+        goto out;
+    }
+    for (;;) {
+        if (p->pend_op && p->pend_i < p->pend_n) {
+            pk_node *l = &p->pk->nodes[p->pend_list];
+            item->ref = p->stack[p->pend_m + p->pend_i++];
+            item->device = l->dev;
+            item->index = l->a++;
+            return 1;
+        }
+        if (p->pend_op && (rc = end_batch(p)))
+            break;
+        if (p->done)
+            return 0;
+        if ((rc = run(p)) <= 0) {
+            if (rc == 0) {
+                order_chunks(p->pk);
+                as_instream_skip(p->in, p->wp);
+                p->wbase += p->wp;
+                p->wp = p->wn = 0;
+            }
+            break;
+        }
+    }
+out:
+    if (rc < 0 && err)
+        *err = ps->err;
+    return rc;
+}
+
+const as_pk *as_pk_stream_tree(const as_pk_stream *ps)
+{
+    return ps->p.pk;
+}
+
+uint64_t as_pk_stream_offset(const as_pk_stream *ps)
+{
+    return ps->p.wbase + ps->p.wp;
+}
+
+void as_pk_stream_close(as_pk_stream *ps)
+{
+    if (!ps)
+        return;
+    parser_free(&ps->p);
+    free(ps);
 }
 
 void as_pk_free(as_pk *pk)
@@ -655,6 +1289,10 @@ void as_pk_free(as_pk *pk)
         return;
     free(pk->nodes);
     free(pk->cells);
+    free(pk->bytes);
+    free(pk->inodes);
+    free(pk->ibytes);
+    free(pk->ihash);
     free(pk);
 }
 
@@ -662,16 +1300,31 @@ void as_pk_free(as_pk *pk)
 
 static const pk_node *node_at(const as_pk *pk, as_pk_ref r)
 {
-    return (pk && r < pk->nnodes) ? &pk->nodes[r] : NULL;
+    if (!pk || r == AS_PK_NIL)
+        return NULL;
+    if (ibit(r))
+        return (r & ~AS_PK_IBIT) < pk->ninodes ? &pk->inodes[r & ~AS_PK_IBIT] : NULL;
+    return r < pk->nnodes ? &pk->nodes[r] : NULL;
 }
 
-as_pk_ref as_pk_root(const as_pk *pk) { return pk ? pk->root : AS_PK_NIL; }
-int as_pk_protocol(const as_pk *pk) { return pk ? pk->protocol : 0; }
-size_t as_pk_node_count(const as_pk *pk) { return pk ? pk->nnodes : 0; }
+as_pk_ref as_pk_root(const as_pk *pk)
+{
+    return pk ? pk->root : AS_PK_NIL;
+}
+int as_pk_protocol(const as_pk *pk)
+{
+    return pk ? pk->protocol : 0;
+}
+size_t as_pk_node_count(const as_pk *pk)
+{
+    return pk ? pk->nnodes : 0;
+}
 
 size_t as_pk_memory(const as_pk *pk)
 {
-    return pk ? sizeof *pk + pk->capnodes * sizeof *pk->nodes + pk->capcells * sizeof *pk->cells
+    return pk ? sizeof *pk + (pk->capnodes + pk->capinodes) * sizeof(pk_node) +
+                    pk->capcells * sizeof *pk->cells + pk->capbytes + pk->capibytes +
+                    pk->capihash * sizeof *pk->ihash
               : 0;
 }
 
@@ -681,19 +1334,21 @@ as_pk_type as_pk_type_of(const as_pk *pk, as_pk_ref r)
     return n ? (as_pk_type)n->type : AS_PK_NONE;
 }
 
+int as_pk_streamed(const as_pk *pk, as_pk_ref r)
+{
+    const pk_node *n = node_at(pk, r);
+    return !n ? 0 : (n->flags & PKF_TRACE) ? 1 : (n->flags & PKF_DROPPED) ? 2 : 0;
+}
+
+int as_pk_interned(const as_pk *pk, as_pk_ref r)
+{
+    return r != AS_PK_NIL && ibit(r) && (r & ~AS_PK_IBIT) >= 3 && node_at(pk, r) != NULL;
+}
+
 uint64_t as_pk_offset(const as_pk *pk, as_pk_ref r)
 {
     const pk_node *n = node_at(pk, r);
-    if (!n)
-        return UINT64_MAX;
-    switch (n->type) {
-    case AS_PK_STR:
-    case AS_PK_BYTES: return n->u.data;
-    case AS_PK_LIST:
-    case AS_PK_TUPLE:
-    case AS_PK_DICT: return n->u.c.off;
-    default: return n->a;
-    }
+    return n ? n->off : UINT64_MAX;
 }
 
 int as_pk_int(const as_pk *pk, as_pk_ref r, int64_t *v)
@@ -724,7 +1379,7 @@ int as_pk_str(const as_pk *pk, as_pk_ref r, const char **s, size_t *len)
     const pk_node *n = node_at(pk, r);
     if (!n || (n->type != AS_PK_STR && n->type != AS_PK_BYTES))
         return -1;
-    *s = (const char *)pk->buf + n->u.data;
+    *s = (const char *)str_bytes(pk, r, n);
     *len = n->a;
     return 0;
 }
@@ -735,7 +1390,7 @@ int as_pk_str_eq(const as_pk *pk, as_pk_ref r, const char *key)
     if (!n || n->type != AS_PK_STR)
         return 0;
     size_t kl = strlen(key);
-    return n->a == kl && memcmp(pk->buf + n->u.data, key, kl) == 0;
+    return n->a == kl && memcmp(str_bytes(pk, r, n), key, kl) == 0;
 }
 
 size_t as_pk_len(const as_pk *pk, as_pk_ref r)
@@ -757,7 +1412,7 @@ void as_pk_iter_init(as_pk_iter *it, const as_pk *pk, as_pk_ref c)
     it->pos = 0;
     it->pairs = n && n->type == AS_PK_DICT;
     it->chunk = (n && (n->type == AS_PK_LIST || n->type == AS_PK_TUPLE || n->type == AS_PK_DICT))
-                    ? n->u.c.head
+                    ? n->u.head
                     : AS_PK_NIL;
 }
 

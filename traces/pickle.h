@@ -10,10 +10,19 @@
  * the text forms, ...) and every malformed input is refused with an error code and the
  * byte offset of the offending opcode; nothing is ever executed or imported.
  *
- * Invariant: memory is O(input length). The parse is a loop over opcodes with an explicit
- * value stack (no recursion), every opcode creates at most one 16-byte node, strings stay
- * in the caller's buffer (nodes hold offsets), and explicit limits bound the stack, the
- * MARK nesting, the node count and the memo index.
+ * Two ways in. as_pk_parse reads a whole pickle in memory into a tree (tests, fuzzers).
+ * as_pk_stream reads from an as_instream as it decompresses and hands out, one at a time,
+ * the items of the lists at root["device_traces"][d] (a snapshot's trace entries) instead
+ * of storing them: after a batch of entries has been handed out, the values it created are
+ * dropped (the arena is cut back to where the batch began), and the memo slots that named
+ * them keep a compact copy (strings and numbers, interned by content) or, for a container,
+ * a "dropped" marker of its type. Everything else (segments, settings) is kept as a tree.
+ *
+ * Invariant: memory is bounded by the tree kept, one batch of entries, the memo (4 bytes
+ * a slot) and the distinct memoized strings, never by the trace's length; the parse is a
+ * loop over opcodes with an explicit value stack (no recursion); limits on the input
+ * length, the stack, the MARK nesting, the values held, the memo and the total memory
+ * stop the rest with an error naming the byte offset and the limit.
  */
 #ifndef AS_TRACES_PICKLE_H
 #define AS_TRACES_PICKLE_H
@@ -21,16 +30,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct as_pk as_pk;   /* a parsed pickle: its value tree (opaque) */
-typedef uint32_t as_pk_ref;   /* a value in the tree */
-#define AS_PK_NIL UINT32_MAX  /* "no value" (a missing dict key, the end of an iteration) */
+typedef struct as_pk as_pk;  /* a parsed pickle: its value tree (opaque) */
+typedef uint32_t as_pk_ref;  /* a value in the tree */
+#define AS_PK_NIL UINT32_MAX /* "no value" (a missing dict key, the end of an iteration) */
 
 typedef enum as_pk_type {
     AS_PK_NONE = 0,
     AS_PK_BOOL,
     AS_PK_INT, /* signed 64-bit */
     AS_PK_FLOAT,
-    AS_PK_STR,   /* bytes as stored (UTF-8 from Python), not NUL-terminated */
+    AS_PK_STR, /* bytes as stored (UTF-8 from Python), not NUL-terminated */
     AS_PK_BYTES,
     AS_PK_LIST,
     AS_PK_TUPLE,
@@ -39,12 +48,17 @@ typedef enum as_pk_type {
 
 /* Safety limits. A zero field takes the default given in the comment. */
 typedef struct as_pk_limits {
-    uint64_t max_input; /* bytes of pickle accepted (default 4 GiB - 1, the hard maximum) */
-    uint64_t max_nodes; /* values created (default and maximum 2^32 - 2) */
-    uint64_t max_stack; /* values on the unpickling stack at once (default 2^24) */
-    uint64_t max_marks; /* MARK nesting depth (default 4096) */
-    uint64_t max_memo;  /* memo index bound (default 2^26; never above the input length) */
+    uint64_t max_input;  /* bytes of (decompressed) pickle read (default 16 GiB) */
+    uint64_t max_nodes;  /* values held at once (default 2^24, maximum 2^31 - 2) */
+    uint64_t max_stack;  /* values on the unpickling stack at once (default 2^20) */
+    uint64_t max_marks;  /* MARK nesting depth (default 4096) */
+    uint64_t max_memo;   /* memo index bound (default 2^26; never above the bytes read) */
+    uint64_t max_memory; /* host bytes of parser state: values, items, strings, memo,
+                            stack (default 1 GiB) */
 } as_pk_limits;
+
+#define AS_PK_DEFAULT_MAX_INPUT (16ull << 30)
+#define AS_PK_DEFAULT_MAX_MEMORY (1ull << 30)
 
 typedef struct as_pk_error {
     int code;        /* AS_TRACE_ECORRUPT (malformed/truncated), AS_TRACE_EFORMAT (refused
@@ -53,12 +67,43 @@ typedef struct as_pk_error {
     char msg[192];
 } as_pk_error;
 
-/* Parses buf[0..len) (one pickle ending in STOP, nothing after it). The tree refers to buf
- * for strings, so buf must outlive *out. Returns 0, or a negative AS_TRACE_E* code with
- * *err filled (err may be NULL). lim may be NULL for the defaults. */
+/* Parses buf[0..len) (one pickle ending in STOP, nothing after it) into a tree (strings are
+ * copied). Returns 0, or a negative AS_TRACE_E* code with *err filled (err may be NULL).
+ * lim may be NULL for the defaults. Nothing is streamed. */
 int as_pk_parse(const uint8_t *buf, size_t len, const as_pk_limits *lim, as_pk **out,
                 as_pk_error *err);
 void as_pk_free(as_pk *pk);
+
+/* ---- streaming -------------------------------------------------------------------- */
+
+struct as_instream;
+typedef struct as_pk_stream as_pk_stream;
+
+/* A trace entry handed out by as_pk_stream_next: root["device_traces"][device][index]. */
+typedef struct as_pk_item {
+    as_pk_ref ref; /* valid (with all it contains) until the next as_pk_stream_next */
+    uint32_t device;
+    uint64_t index;
+} as_pk_item;
+
+/* Starts reading a pickle from in (which must outlive the stream). */
+int as_pk_stream_open(struct as_instream *in, const as_pk_limits *lim, as_pk_stream **out,
+                      as_pk_error *err);
+/* Parses on to the next trace entry: 1 with *item, 0 at STOP (the pickle is complete and
+ * nothing follows it), or < 0 with *err filled. */
+int as_pk_stream_next(as_pk_stream *ps, as_pk_item *item, as_pk_error *err);
+/* The tree: complete after as_pk_stream_next returned 0. A streamed list holds no items
+ * (as_pk_len counts the items it handed out; as_pk_streamed says so). */
+const as_pk *as_pk_stream_tree(const as_pk_stream *ps);
+uint64_t as_pk_stream_offset(const as_pk_stream *ps); /* bytes consumed */
+void as_pk_stream_close(as_pk_stream *ps);
+
+/* 1 if r is a list whose items were streamed, 2 if r is a container dropped after its
+ * batch was streamed (a memo reference to it: its items are gone), else 0. */
+int as_pk_streamed(const as_pk *pk, as_pk_ref r);
+/* 1 if r is an interned value (a memoized string or number that outlived its batch): it
+ * names the same value until the tree is freed, so callers may cache by ref. */
+int as_pk_interned(const as_pk *pk, as_pk_ref r);
 
 as_pk_ref as_pk_root(const as_pk *pk);
 int as_pk_protocol(const as_pk *pk);

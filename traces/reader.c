@@ -211,6 +211,7 @@ struct as_trace_reader {
     as_trace_fmt fmt;
     char name[256];
     as_validator v;
+    as_reader_opts opts;
     uint64_t in_events; /* events taken from the decoder (the input position) */
     int rc;             /* sticky: AS_TRACE_EOF or an error, once reached */
     as_trace_error err;
@@ -427,6 +428,12 @@ static as_trace_reader *reader_new(const char *name, const as_reader_opts *opts)
         return NULL;
     snprintf(r->name, sizeof r->name, "%s", name ? name : "");
     r->v.lenient = opts ? opts->lenient : 0;
+    if (opts)
+        r->opts = *opts;
+    if (!r->opts.zstd_window_log) {
+        const char *env = getenv("ALLOCSIM_ZSTD_WINDOW_LOG");
+        r->opts.zstd_window_log = env && *env ? atoi(env) : AS_ZSTD_WINDOW_LOG_DEFAULT;
+    }
     return r;
 }
 
@@ -464,15 +471,18 @@ static int reader_start(as_trace_reader *r, as_trace_reader **out, as_trace_erro
         char hex[40] = "";
         for (long i = 0; i < n && i < 8; i++)
             snprintf(hex + 3 * i, sizeof hex - 3 * (size_t)i, "%02x ", h[i]);
-        rc = as_trace_set_error(err, AS_TRACE_EFORMAT, r->name, 0, 0,
-                                n ? "not a recognised trace format (%scontent starts: %s)"
-                                  : "empty input%s%s: not a trace",
-                                as_instream_is_zstd(r->in) ? "zstd-compressed, " : "", hex);
+        const char *z = as_instream_is_zstd(r->in) ? "zstd-compressed, " : "";
+        if (n)
+            rc = as_trace_set_error(err, AS_TRACE_EFORMAT, r->name, 0, 0,
+                                    "not a recognised trace format (%scontent starts: %s)", z, hex);
+        else
+            rc = as_trace_set_error(err, AS_TRACE_EFORMAT, r->name, 0, 0,
+                                    "empty input%s: not a trace",
+                                    *z ? " (a zstd stream with no content)" : "");
         goto out;
     }
     r->fmt = r->ops->fmt;
-    as_reader_opts o = {.lenient = r->v.lenient};
-    rc = r->ops->open(r->in, &o, &r->meta, &r->st, err);
+    rc = r->ops->open(r->in, &r->opts, &r->meta, &r->st, err);
     if (rc < 0) {
         const as_trace_error *se = as_instream_error(r->in);
         if (se)
@@ -509,6 +519,8 @@ int as_trace_open(const char *path, const as_reader_opts *opts, as_trace_reader 
     if (!r)
         return as_trace_set_error(err, AS_TRACE_ENOMEM, path, 0, 0, "out of memory");
     int rc = as_instream_open(path, &r->in, err);
+    if (rc == 0)
+        rc = as_instream_set_window_log(r->in, r->opts.zstd_window_log, err);
     if (rc < 0) {
         as_trace_close(r);
         return rc;
@@ -531,6 +543,8 @@ int as_trace_open_mem(const void *data, size_t n, const char *name, const as_rea
     if (!r)
         return as_trace_set_error(err, AS_TRACE_ENOMEM, name, 0, 0, "out of memory");
     int rc = as_instream_open_mem(data ? data : "", n, name, &r->in, err);
+    if (rc == 0)
+        rc = as_instream_set_window_log(r->in, r->opts.zstd_window_log, err);
     if (rc < 0) {
         as_trace_close(r);
         return rc;

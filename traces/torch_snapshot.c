@@ -1,12 +1,16 @@
 /*
  * torch_snapshot.c - decoder for torch.cuda.memory._dump_snapshot() pickles (as_src_torch).
  *
- * The pickle is read whole (its metadata, allocator_settings, comes after the traces), parsed
- * by pickle.c into a compact tree, and turned into a flat event array at open; the tree and
- * the input are freed before the first event is returned. Peak memory is about 4x the
- * decompressed pickle (tree ~2.6x, input 1x, events), time about 7 ms per MB. The walk
- * charges every dict item it visits against a budget proportional to the input, since memo
- * references can make a small pickle describe a huge structure.
+ * The pickle streams (pickle.c's as_pk_stream): entries of device_traces are turned into
+ * events as they are decompressed, and only the rest (segments, allocator_settings) is kept
+ * as a tree. Prehistoric blocks (below) come first in the event stream but are known only
+ * at the end, and so is the metadata, so open() reads the whole pickle once: when its
+ * events fit in SNAP_BUFFER_EVENTS they are kept and served from memory; otherwise the
+ * input is read a second time (a file: a pipe cannot be) and events are produced as that
+ * pass goes. Memory: the address map (one slot per distinct address), the dump's state, the
+ * memo, and at most the event buffer, whatever the trace's length. The walk charges every
+ * dict item it visits against a budget of 64 per input byte, since memo references can
+ * make a small pickle describe a huge structure.
  *
  * Mapping, for device_traces[d] (d = the first device with a non-empty trace):
  *   alloc          -> ALLOC (the entry's unrounded size, the raw cudaStream_t value);
@@ -43,9 +47,8 @@ enum { ACT_ALLOC, ACT_FREE_REQ, ACT_FREE_DONE, ACT_OTHER };
 
 /* Actions counted for the metadata, in the order they are written. */
 static const char *const act_names[] = {
-    "alloc",         "free_requested", "free_completed", "segment_alloc",
-    "segment_free",  "segment_map",    "segment_unmap",  "snapshot",
-    "oom",           "annotate",
+    "alloc",       "free_requested", "free_completed", "segment_alloc", "segment_free",
+    "segment_map", "segment_unmap",  "snapshot",       "oom",           "annotate",
 };
 #define N_ACT_NAMES (sizeof act_names / sizeof act_names[0])
 enum { NAME_SEG_ALLOC = 3, NAME_SEG_FREE, NAME_SEG_MAP, NAME_SEG_UNMAP, NAME_SNAPSHOT, NAME_OOM };
@@ -54,8 +57,8 @@ enum { NAME_SEG_ALLOC = 3, NAME_SEG_FREE, NAME_SEG_MAP, NAME_SEG_UNMAP, NAME_SNA
 typedef struct snap_entry {
     uint64_t addr, size, stream;
     int64_t time_us;
-    uint32_t off; /* byte offset of the entry's dict, for messages */
-    uint32_t index; /* position in device_traces[d] */
+    uint64_t off;   /* byte offset of the entry's dict, for messages */
+    uint64_t index; /* position in device_traces[d] */
     uint8_t act;
     uint8_t has_size;
 } snap_entry;
@@ -77,9 +80,9 @@ typedef struct pre_block {
 enum { ST_EMPTY = 0, ST_LIVE, ST_PENDING, ST_FREED, ST_SKIPPED };
 typedef struct addr_slot {
     uint64_t addr;
-    uint64_t id;     /* trace ordinal, or prehistoric index when pre */
+    uint64_t id; /* trace ordinal, or prehistoric index when pre */
     uint64_t size, stream;
-    uint32_t entry;  /* device_traces index of the alloc (for messages) */
+    uint32_t entry; /* device_traces index of the alloc (for messages) */
     uint8_t state;
     uint8_t pre;
 } addr_slot;
@@ -89,38 +92,55 @@ typedef struct addr_map {
     size_t cap, used;
 } addr_map;
 
+/* Events buffered at open: a snapshot whose events fit is read once; a longer one is read
+ * twice (the first pass finds the prehistoric blocks, which come first, and the metadata,
+ * which comes last), so that memory never follows the trace's length. */
+#define SNAP_BUFFER_EVENTS (1u << 20)
+
+typedef struct snap_build snap_build;
+
 typedef struct snap_state {
-    snap_ev *ev;
+    snap_ev *ev; /* one pass: every event; two passes: a queue of the next few */
     size_t nev, pos;
     uint64_t warnings;
+    snap_build *b;  /* two passes: the second one, reading on demand */
+    size_t pre_out; /* prehistoric ALLOCs handed out so far */
 } snap_state;
 
-/* Everything open() needs while converting; freed before it returns. */
-typedef struct snap_build {
+/* Everything the conversion needs; in one pass it is freed before open returns. */
+struct snap_build {
     as_instream *in;
     as_trace_error *err;
+    as_pk_stream *ps;
     const as_pk *pk;
     int lenient;
+    int pass; /* 1: counting (and buffering while the events fit); 2: emitting */
     unsigned device;
-    as_pk_iter trace;   /* position in device_traces[d] */
-    /* Keys and action names are shared (memoized) strings, so the same few refs come back
-     * for every entry: remember what each ref means instead of comparing strings. */
+    int chosen;     /* the device whose entries are read: the first with any, -1 before */
+    snap_entry cur; /* the alloc/free entry waiting for the next one (free pairing) */
+    int have_cur;
+    /* Keys and action names are shared (memoized) strings, so the same few interned refs
+     * come back for every entry: remember what each means instead of comparing strings. */
     as_pk_ref cache_ref[256]; /* AS_PK_NIL = empty */
     int8_t cache_val[256];
     uint8_t cache_key[256];
-    uint32_t index;     /* of the next entry there */
     uint64_t act_count[N_ACT_NAMES], unknown_actions;
     uint64_t seg_grow, seg_shrink; /* bytes by segment_alloc/map and segment_free/unmap */
     snap_ev *ev;
     size_t nev, capev;
+    int overflow;          /* pass 1 stopped buffering: a second pass will emit */
+    uint64_t emitted;      /* events of the trace (pass 1 counts them, pass 2 checks) */
+    uint64_t pass2_events; /* pass 1's count, which pass 2 must reach */
+    int64_t t0;            /* time of the first trace event (the prehistoric ALLOCs take it) */
     pre_block *pre;
     size_t npre, cappre;
     addr_map map;
     uint64_t ntrace_allocs, deferred, warnings, mismatch;
-    /* Work bound: dict pairs visited. Shared (memoized) dicts could otherwise make a small
-     * crafted pickle cost quadratic time; real snapshots visit each dict once. */
+    /* Work bound: dict pairs visited, against 64 per input byte read. Shared (memoized)
+     * dicts could otherwise make a small crafted pickle cost quadratic time; real snapshots
+     * visit each dict once. */
     uint64_t work, budget;
-} snap_build;
+};
 
 /* ---- small helpers -------------------------------------------------------------------- */
 
@@ -200,10 +220,13 @@ static int map_claim(addr_map *m, addr_slot *s, uint64_t addr)
 
 /* ---- reading the tree ----------------------------------------------------------------- */
 
-/* Charges n units of work; 0 while within the budget. */
+/* Charges n units of work; 0 while within the budget (64 per input byte read so far). */
 static int charge(snap_build *b, uint64_t n)
 {
     b->work += n;
+    if (b->work <= b->budget)
+        return 0;
+    b->budget = 64 * as_pk_stream_offset(b->ps) + (1u << 20);
     return b->work > b->budget;
 }
 
@@ -231,16 +254,17 @@ static int get_u64(snap_build *b, as_pk_ref d, const char *key, uint64_t *v)
     return 0;
 }
 
-static int classify(const as_pk *pk, as_pk_ref r, int *name)
+/* The act_names index of string r, or -1. */
+static int classify(const as_pk *pk, as_pk_ref r)
 {
-    *name = -1;
-    for (size_t i = 0; i < N_ACT_NAMES; i++) {
-        if (as_pk_str_eq(pk, r, act_names[i])) {
-            *name = (int)i;
-            return i < 3 ? (int)i : ACT_OTHER;
-        }
-    }
-    return ACT_OTHER;
+    const char *s;
+    size_t n;
+    if (as_pk_type_of(pk, r) != AS_PK_STR || as_pk_str(pk, r, &s, &n))
+        return -1;
+    for (size_t i = 0; i < N_ACT_NAMES; i++)
+        if (strlen(act_names[i]) == n && memcmp(act_names[i], s, n) == 0)
+            return (int)i;
+    return -1;
 }
 
 /* Entry keys we read, numbered after the action names in the cache's value space. */
@@ -248,11 +272,13 @@ static const char *const entry_keys[] = {"action", "addr", "size", "stream", "ti
 enum { KEY_ACTION = 0, KEY_ADDR, KEY_SIZE, KEY_STREAM, KEY_TIME, KEY_OTHER };
 
 /* What string ref r means: as a key (KEY_*) when key, else as an action name (-1 or an
- * act_names index). Cached by ref. */
+ * act_names index). Cached by ref for interned refs only: the others name a different
+ * value once their batch of entries is dropped. */
 static int lookup(snap_build *b, as_pk_ref r, int key)
 {
+    int cacheable = as_pk_interned(b->pk, r);
     size_t slot = ((size_t)r * 2 + (size_t)key) & 255;
-    if (b->cache_ref[slot] == r && b->cache_key[slot] == key && r != AS_PK_NIL)
+    if (cacheable && b->cache_ref[slot] == r && b->cache_key[slot] == key)
         return b->cache_val[slot];
     int v;
     if (key) {
@@ -261,106 +287,137 @@ static int lookup(snap_build *b, as_pk_ref r, int key)
             if (as_pk_str_eq(b->pk, r, entry_keys[i]))
                 v = i;
     } else {
-        classify(b->pk, r, &v);
+        v = classify(b->pk, r);
     }
-    b->cache_ref[slot] = r;
-    b->cache_val[slot] = (int8_t)v;
-    b->cache_key[slot] = (uint8_t)key;
+    if (cacheable) {
+        b->cache_ref[slot] = r;
+        b->cache_val[slot] = (int8_t)v;
+        b->cache_key[slot] = (uint8_t)key;
+    }
     return v;
 }
 
-/* The next alloc/free entry of device_traces[d] into *x (1), or 0 at the end; the other
- * entries are counted on the way. Lenient mode skips malformed entries. */
-static int fetch(snap_build *b, snap_entry *x)
+/* Reads trace entry e (device_traces[device][index]) into *x: 1 for an alloc/free entry, 0
+ * for another (counted) or one skipped (lenient), < 0 on error. */
+static int entry_fields(snap_build *b, as_pk_ref e, uint64_t index, snap_entry *x)
 {
     const as_pk *pk = b->pk;
-    as_pk_ref e;
-    while (as_pk_iter_next(&b->trace, &e)) {
-        uint32_t index = b->index++;
-        uint64_t off = as_pk_offset(pk, e);
-        if (as_pk_type_of(pk, e) != AS_PK_DICT) {
-            if (b->lenient) {
-                b->warnings++;
-                continue;
-            }
-            return bfail(b, AS_TRACE_ECORRUPT, off,
-                         "device_traces[%u][%u] is a %s, not a trace entry dict", b->device,
-                         index, as_pk_type_name(as_pk_type_of(pk, e)));
+    uint64_t off = as_pk_offset(pk, e);
+    if (as_pk_type_of(pk, e) != AS_PK_DICT || as_pk_streamed(pk, e)) {
+        if (b->lenient) {
+            b->warnings++;
+            return 0;
         }
-        *x = (snap_entry){.off = (uint32_t)off, .index = index, .time_us = AS_TIME_NONE};
-        as_pk_ref act = AS_PK_NIL, addr = AS_PK_NIL, size = AS_PK_NIL, stream = AS_PK_NIL,
-                  time = AS_PK_NIL;
-        as_pk_iter f;
-        as_pk_ref k, v;
-        if (charge(b, as_pk_len(pk, e) + 1))
-            return over_budget(b);
-        as_pk_iter_init(&f, pk, e);
-        while (as_pk_iter_next_pair(&f, &k, &v)) {
-            switch (lookup(b, k, 1)) {
-            case KEY_ACTION: act = v; break;
-            case KEY_ADDR: addr = v; break;
-            case KEY_SIZE: size = v; break;
-            case KEY_STREAM: stream = v; break;
-            case KEY_TIME: time = v; break;
-            default: break;
-            }
-        }
-        int name;
-        if (as_pk_type_of(pk, act) != AS_PK_STR) {
-            if (b->lenient) {
-                b->warnings++;
-                continue;
-            }
-            return bfail(b, AS_TRACE_ECORRUPT, off,
-                         "device_traces[%u][%u] has no 'action' string", b->device, index);
-        }
-        name = lookup(b, act, 0);
-        x->act = (uint8_t)(name >= 0 && name < 3 ? name : ACT_OTHER);
-        if (name >= 0)
-            b->act_count[name]++;
-        else
-            b->unknown_actions++;
-        int64_t i64;
-        if ((name >= NAME_SEG_ALLOC && name <= NAME_SEG_UNMAP) &&
-            as_pk_int(pk, size, &i64) == 0 && i64 > 0) {
-            if (name == NAME_SEG_ALLOC || name == NAME_SEG_MAP)
-                b->seg_grow += (uint64_t)i64;
-            else
-                b->seg_shrink += (uint64_t)i64;
-        }
-        if (x->act == ACT_OTHER)
-            continue;
-        if (as_pk_int(pk, addr, &i64)) {
-            if (b->lenient) {
-                b->warnings++;
-                continue;
-            }
-            return bfail(b, AS_TRACE_ECORRUPT, off,
-                         "device_traces[%u][%u] (%s) has no integer 'addr'", b->device, index,
-                         act_names[x->act]);
-        }
-        x->addr = (uint64_t)i64;
-        if (as_pk_int(pk, size, &i64) == 0) {
-            x->size = (uint64_t)i64;
-            x->has_size = i64 > 0 && (uint64_t)i64 <= AS_MAX_ALLOC_SIZE;
-        }
-        if (as_pk_int(pk, stream, &i64) == 0)
-            x->stream = (uint64_t)i64;
-        if (as_pk_int(pk, time, &i64) == 0)
-            x->time_us = i64;
-        return 1;
+        if (as_pk_streamed(pk, e))
+            return bfail(b, AS_TRACE_EFORMAT, off,
+                         "device_traces[%u][%" PRIu64 "] refers back to an earlier entry (a "
+                         "memo reference), which is not supported",
+                         b->device, index);
+        return bfail(b, AS_TRACE_ECORRUPT, off,
+                     "device_traces[%u][%" PRIu64 "] is a %s, not a trace entry dict", b->device,
+                     index, as_pk_type_name(as_pk_type_of(pk, e)));
     }
-    return 0;
+    *x = (snap_entry){.off = off, .index = index, .time_us = AS_TIME_NONE};
+    as_pk_ref act = AS_PK_NIL, addr = AS_PK_NIL, size = AS_PK_NIL, stream = AS_PK_NIL,
+              time = AS_PK_NIL;
+    as_pk_iter f;
+    as_pk_ref k, v;
+    if (charge(b, as_pk_len(pk, e) + 1))
+        return over_budget(b);
+    as_pk_iter_init(&f, pk, e);
+    while (as_pk_iter_next_pair(&f, &k, &v)) {
+        switch (lookup(b, k, 1)) {
+        case KEY_ACTION:
+            act = v;
+            break;
+        case KEY_ADDR:
+            addr = v;
+            break;
+        case KEY_SIZE:
+            size = v;
+            break;
+        case KEY_STREAM:
+            stream = v;
+            break;
+        case KEY_TIME:
+            time = v;
+            break;
+        default:
+            break;
+        }
+    }
+    if (as_pk_type_of(pk, act) != AS_PK_STR) {
+        if (b->lenient) {
+            b->warnings++;
+            return 0;
+        }
+        return bfail(b, AS_TRACE_ECORRUPT, off,
+                     "device_traces[%u][%" PRIu64 "] has no 'action' string", b->device, index);
+    }
+    int name = lookup(b, act, 0);
+    x->act = (uint8_t)(name >= 0 && name < 3 ? name : ACT_OTHER);
+    if (name >= 0)
+        b->act_count[name]++;
+    else
+        b->unknown_actions++;
+    int64_t i64;
+    if ((name >= NAME_SEG_ALLOC && name <= NAME_SEG_UNMAP) && as_pk_int(pk, size, &i64) == 0 &&
+        i64 > 0) {
+        if (name == NAME_SEG_ALLOC || name == NAME_SEG_MAP)
+            b->seg_grow += (uint64_t)i64;
+        else
+            b->seg_shrink += (uint64_t)i64;
+    }
+    if (x->act == ACT_OTHER)
+        return 0;
+    if (as_pk_int(pk, addr, &i64)) {
+        if (b->lenient) {
+            b->warnings++;
+            return 0;
+        }
+        return bfail(b, AS_TRACE_ECORRUPT, off,
+                     "device_traces[%u][%" PRIu64 "] (%s) has no integer 'addr'", b->device, index,
+                     act_names[x->act]);
+    }
+    x->addr = (uint64_t)i64;
+    if (as_pk_int(pk, size, &i64) == 0) {
+        x->size = (uint64_t)i64;
+        x->has_size = i64 > 0 && (uint64_t)i64 <= AS_MAX_ALLOC_SIZE;
+    }
+    if (as_pk_int(pk, stream, &i64) == 0)
+        x->stream = (uint64_t)i64;
+    if (as_pk_int(pk, time, &i64) == 0)
+        x->time_us = i64;
+    return 1;
 }
 
 /* ---- the address state machine -------------------------------------------------------- */
 
+/* One event of the trace. Pass 1 buffers it (ids provisional: a trace ordinal, or a
+ * prehistoric discovery index) until SNAP_BUFFER_EVENTS, then only counts; pass 2 queues
+ * it with its final id (prehistoric blocks were preloaded with theirs). */
 static int emit(snap_build *b, as_op op, const addr_slot *s, int64_t t)
 {
+    if (!b->emitted++)
+        b->t0 = t;
+    if (b->overflow)
+        return 0;
+    if (b->pass == 1 && b->nev >= SNAP_BUFFER_EVENTS) {
+        b->overflow = 1;
+        free(b->ev);
+        b->ev = NULL;
+        b->nev = b->capev = 0;
+        return 0;
+    }
     if (grow((void **)&b->ev, &b->capev, b->nev + 1, sizeof *b->ev))
         return oom(b);
-    b->ev[b->nev++] = (snap_ev){.op = (uint8_t)op, .id = s->id, .size = s->size,
-                                .stream = s->stream, .time_us = t, .pre = s->pre};
+    uint64_t id = b->pass == 2 && !s->pre ? s->id + b->npre : s->id;
+    b->ev[b->nev++] = (snap_ev){.op = (uint8_t)op,
+                                .id = id,
+                                .size = s->size,
+                                .stream = s->stream,
+                                .time_us = t,
+                                .pre = s->pre};
     return 0;
 }
 
@@ -369,8 +426,8 @@ static int add_pre(snap_build *b, addr_slot *s, uint64_t addr, uint64_t size, ui
 {
     if (grow((void **)&b->pre, &b->cappre, b->npre + 1, sizeof *b->pre))
         return oom(b);
-    b->pre[b->npre] = (pre_block){.addr = addr, .size = size, .stream = stream,
-                                  .idx = (uint32_t)b->npre};
+    b->pre[b->npre] =
+        (pre_block){.addr = addr, .size = size, .stream = stream, .idx = (uint32_t)b->npre};
     map_claim(&b->map, s, addr);
     s->id = b->npre++;
     s->size = size;
@@ -383,7 +440,7 @@ static int add_pre(snap_build *b, addr_slot *s, uint64_t addr, uint64_t size, ui
 
 static const char *where(const snap_build *b, const snap_entry *x, char *buf, size_t n)
 {
-    snprintf(buf, n, "device_traces[%u][%u] (%s of 0x%" PRIx64 ")", b->device, x->index,
+    snprintf(buf, n, "device_traces[%u][%" PRIu64 "] (%s of 0x%" PRIx64 ")", b->device, x->index,
              act_names[x->act], x->addr);
     return buf;
 }
@@ -398,9 +455,9 @@ static int bad_entry(snap_build *b, const snap_entry *x, const char *what)
     return bfail(b, AS_TRACE_EINVAL, x->off, "%s: %s", where(b, x, w, sizeof w), what);
 }
 
-/* Turns entry x into events. *nxt is the next alloc/free entry when *have_next is 1; a
- * free_requested that folds with it consumes it (and fetches the one after). */
-static int step(snap_build *b, const snap_entry *x, snap_entry *nxt, int *have_next)
+/* Turns entry x into events. nxt is the next alloc/free entry (NULL at the end); a
+ * free_requested that folds with it consumes it: then 1, else 0 or < 0. */
+static int step(snap_build *b, const snap_entry *x, const snap_entry *nxt)
 {
     int rc;
     addr_slot *s = map_find(&b->map, x->addr, 1);
@@ -410,11 +467,14 @@ static int step(snap_build *b, const snap_entry *x, snap_entry *nxt, int *have_n
         if (s->state == ST_LIVE || s->state == ST_PENDING) {
             char m[96];
             if (s->entry == UINT32_MAX)
-                snprintf(m, sizeof m, "allocated again while still live (allocated "
-                                      "before the trace)");
+                snprintf(m, sizeof m,
+                         "allocated again while still live (allocated "
+                         "before the trace)");
             else
-                snprintf(m, sizeof m, "allocated again while still live (allocated by "
-                                      "entry %u)", s->entry);
+                snprintf(m, sizeof m,
+                         "allocated again while still live (allocated by "
+                         "entry %" PRIu32 ")",
+                         s->entry);
             if ((rc = bad_entry(b, x, m)) < 0)
                 return rc;
             /* Lenient: the old block must have been freed unrecorded. */
@@ -428,8 +488,12 @@ static int step(snap_build *b, const snap_entry *x, snap_entry *nxt, int *have_n
             s->state = ST_SKIPPED;
             return 0;
         }
-        *s = (addr_slot){.addr = x->addr, .id = b->ntrace_allocs++, .size = x->size,
-                         .stream = x->stream, .entry = x->index, .state = ST_LIVE};
+        *s = (addr_slot){.addr = x->addr,
+                         .id = b->ntrace_allocs++,
+                         .size = x->size,
+                         .stream = x->stream,
+                         .entry = x->index < UINT32_MAX ? (uint32_t)x->index : UINT32_MAX - 1,
+                         .state = ST_LIVE};
         if ((rc = emit(b, AS_OP_ALLOC, s, x->time_us)))
             return rc;
         return 0;
@@ -439,8 +503,9 @@ static int step(snap_build *b, const snap_entry *x, snap_entry *nxt, int *have_n
         return 0; /* its alloc was skipped (lenient): so are its frees */
     if (s->state == ST_EMPTY) {
         if (!x->has_size) {
-            if ((rc = bad_entry(b, x, "frees a block allocated before the trace, without "
-                                      "a usable size")) < 0)
+            if ((rc = bad_entry(b, x,
+                                "frees a block allocated before the trace, without "
+                                "a usable size")) < 0)
                 return rc;
             return 0;
         }
@@ -462,11 +527,11 @@ static int step(snap_build *b, const snap_entry *x, snap_entry *nxt, int *have_n
             return rc;
         return 0;
     }
-    if (*have_next == 1 && nxt->act == ACT_FREE_DONE && nxt->addr == x->addr) {
+    if (nxt && nxt->act == ACT_FREE_DONE && nxt->addr == x->addr) {
         s->state = ST_FREED;
         if ((rc = emit(b, AS_OP_FREE, s, x->time_us)))
             return rc;
-        *have_next = fetch(b, nxt); /* the free_completed is folded into this FREE */
+        return 1; /* the free_completed is folded into this FREE */
     } else {
         s->state = ST_PENDING;
         b->deferred++;
@@ -476,22 +541,33 @@ static int step(snap_build *b, const snap_entry *x, snap_entry *nxt, int *have_n
     return 0;
 }
 
-static int convert(snap_build *b)
+/* Entry e of the chosen device: an alloc/free entry waits for the next one (the pairing of
+ * free_requested with free_completed looks one ahead). */
+static int feed(snap_build *b, as_pk_ref e, uint64_t index)
 {
-    snap_entry cur, nxt;
-    int rc, have = fetch(b, &cur), have_next = have > 0 ? fetch(b, &nxt) : 0;
-    while (have > 0) {
-        if (have_next < 0)
-            return have_next;
-        if ((rc = step(b, &cur, &nxt, &have_next)) < 0)
-            return rc;
-        if (have_next < 0)
-            return have_next;
-        cur = nxt;
-        have = have_next;
-        have_next = have > 0 ? fetch(b, &nxt) : 0;
+    snap_entry x;
+    int rc = entry_fields(b, e, index, &x);
+    if (rc <= 0)
+        return rc;
+    if (!b->have_cur) {
+        b->cur = x, b->have_cur = 1;
+        return 0;
     }
-    return have;
+    if ((rc = step(b, &b->cur, &x)) < 0)
+        return rc;
+    if (rc == 1)
+        b->have_cur = 0;
+    else
+        b->cur = x;
+    return 0;
+}
+
+/* The last entry waiting for a successor. */
+static int feed_end(snap_build *b)
+{
+    int rc = b->have_cur ? step(b, &b->cur, NULL) : 0;
+    b->have_cur = 0;
+    return rc < 0 ? rc : 0;
 }
 
 /* Blocks active in the final `segments` of this device that the trace never touched were
@@ -613,10 +689,21 @@ static int setting_text(const as_pk *pk, as_pk_ref v, char *out, size_t n, int n
     int64_t i;
     double d;
     switch (as_pk_type_of(pk, v)) {
-    case AS_PK_STR: safe_str(pk, v, out, n); return 0;
-    case AS_PK_BOOL: as_pk_int(pk, v, &i); snprintf(out, n, "%s", i ? "True" : "False"); return 0;
-    case AS_PK_INT: as_pk_int(pk, v, &i); snprintf(out, n, "%" PRId64, i); return 0;
-    case AS_PK_FLOAT: as_pk_float(pk, v, &d); snprintf(out, n, "%.17g", d); return 0;
+    case AS_PK_STR:
+        safe_str(pk, v, out, n);
+        return 0;
+    case AS_PK_BOOL:
+        as_pk_int(pk, v, &i);
+        snprintf(out, n, "%s", i ? "True" : "False");
+        return 0;
+    case AS_PK_INT:
+        as_pk_int(pk, v, &i);
+        snprintf(out, n, "%" PRId64, i);
+        return 0;
+    case AS_PK_FLOAT:
+        as_pk_float(pk, v, &d);
+        snprintf(out, n, "%.17g", d);
+        return 0;
     case AS_PK_DICT: {
         if (nested)
             return -1; /* one level only: a dict may contain itself */
@@ -635,12 +722,13 @@ static int setting_text(const as_pk *pk, as_pk_ref v, char *out, size_t n, int n
             snprintf(out + j, n - j, "]");
         return j < n ? 0 : -1;
     }
-    default: return -1;
+    default:
+        return -1;
     }
 }
 
-static int write_meta(snap_build *b, as_meta *meta, as_pk_ref root, uint64_t ndev,
-                      uint64_t nseg, uint64_t reserved, uint64_t allocated, int have_segments)
+static int write_meta(snap_build *b, as_meta *meta, as_pk_ref root, uint64_t ndev, uint64_t nseg,
+                      uint64_t reserved, uint64_t allocated, int have_segments)
 {
     const as_pk *pk = b->pk;
     char v[512];
@@ -656,8 +744,8 @@ static int write_meta(snap_build *b, as_meta *meta, as_pk_ref root, uint64_t nde
     v[0] = 0;
     for (size_t i = 0; i < N_ACT_NAMES; i++)
         if (b->act_count[i] && j < sizeof v)
-            j += (size_t)snprintf(v + j, sizeof v - j, "%s%s:%" PRIu64, j ? "," : "",
-                                  act_names[i], b->act_count[i]);
+            j += (size_t)snprintf(v + j, sizeof v - j, "%s%s:%" PRIu64, j ? "," : "", act_names[i],
+                                  b->act_count[i]);
     if (b->unknown_actions && j < sizeof v)
         snprintf(v + j, sizeof v - j, "%sother:%" PRIu64, j ? "," : "", b->unknown_actions);
     rc |= as_meta_set(meta, "torch.actions", v[0] ? v : "none");
@@ -703,183 +791,312 @@ static int torch_probe(const uint8_t *head, size_t n)
     return n >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5;
 }
 
-/* Reads the whole (decompressed) stream. */
-static int slurp(snap_build *b, uint8_t **out, size_t *len)
+/* Limits for snapshot pickles: the defaults of pickle.h, and the reader's options. */
+static as_pk_limits snap_limits(const as_reader_opts *opts)
 {
-    size_t cap = 1 << 20, n = 0;
-    uint8_t *buf = malloc(cap);
-    if (!buf)
-        return oom(b);
-    for (;;) {
-        if (cap - n < (1 << 16)) {
-            if (cap >= 0xFFFFFFFEull) {
-                free(buf);
-                return bfail(b, AS_TRACE_ENOMEM, n, "snapshot pickle larger than 4 GiB");
-            }
-            size_t nc = cap * 2 > 0xFFFFFFFEull ? 0xFFFFFFFEull : cap * 2;
-            uint8_t *nb = realloc(buf, nc);
-            if (!nb) {
-                free(buf);
-                return oom(b);
-            }
-            buf = nb;
-            cap = nc;
-        }
-        long got = as_instream_read(b->in, buf + n, cap - n);
-        if (got < 0) {
-            free(buf);
-            /* The stream's own error (I/O, corrupt zstd) is the root cause: keep it. */
-            return as_instream_fail(b->in, b->err, (int)got, "cannot read the snapshot");
-        }
-        if (got == 0)
-            break;
-        n += (size_t)got;
+    as_pk_limits l = {0};
+    if (opts) {
+        l.max_input = opts->max_pickle_bytes;
+        l.max_memory = opts->max_pickle_memory;
     }
-    *out = buf;
-    *len = n;
+    return l;
+}
+
+/* One pass over the pickle: every entry of the chosen device through the state machine.
+ * At the end the tree (segments, settings) is complete in b->pk. */
+static int read_pass(snap_build *b, const as_reader_opts *opts)
+{
+    as_pk_error perr;
+    as_pk_limits lim = snap_limits(opts);
+    as_pk_item it;
+    int rc;
+    b->budget = 1u << 20;
+    if ((rc = as_pk_stream_open(b->in, &lim, &b->ps, &perr)))
+        return bfail(b, perr.code, perr.offset, "pickle: %s", perr.msg);
+    b->pk = as_pk_stream_tree(b->ps);
+    while ((rc = as_pk_stream_next(b->ps, &it, &perr)) == 1) {
+        if (b->chosen < 0) {
+            b->chosen = (int)it.device;
+            b->device = it.device;
+        }
+        if ((int)it.device == b->chosen && (rc = feed(b, it.ref, it.index)) < 0)
+            return rc;
+    }
+    if (rc < 0)
+        return bfail(b, perr.code, perr.offset, "pickle: %s", perr.msg);
+    b->budget = 64 * as_pk_stream_offset(b->ps) + (1u << 20);
     return 0;
+}
+
+/* After the parse: the root's shape, and the chosen device's list when it was kept as a
+ * tree (a layout other than Python's pickler, whose trace lists stream). *traces and
+ * *segments are set; traced lists the devices with entries. */
+static int check_root(snap_build *b, as_pk_ref *traces, as_pk_ref *segments, char *traced,
+                      size_t tn)
+{
+    const as_pk *pk = b->pk;
+    as_pk_ref root = as_pk_root(pk);
+    *traces = as_pk_dict_get(pk, root, "device_traces");
+    *segments = as_pk_dict_get(pk, root, "segments");
+    if (as_pk_type_of(pk, root) != AS_PK_DICT || (*traces == AS_PK_NIL && *segments == AS_PK_NIL))
+        return bfail(b, AS_TRACE_EFORMAT, as_pk_offset(pk, root),
+                     "pickle is not a torch memory snapshot (top level: %s without "
+                     "'device_traces' or 'segments')",
+                     as_pk_type_name(as_pk_type_of(pk, root)));
+    if (*traces != AS_PK_NIL && as_pk_type_of(pk, *traces) != AS_PK_LIST)
+        return bfail(b, AS_TRACE_ECORRUPT, as_pk_offset(pk, *traces),
+                     "'device_traces' is a %s, not a list",
+                     as_pk_type_name(as_pk_type_of(pk, *traces)));
+    if (*segments != AS_PK_NIL && as_pk_type_of(pk, *segments) != AS_PK_LIST)
+        return bfail(b, AS_TRACE_ECORRUPT, as_pk_offset(pk, *segments),
+                     "'segments' is a %s, not a list",
+                     as_pk_type_name(as_pk_type_of(pk, *segments)));
+    /* Device: the first with a non-empty trace (0 when none has one). */
+    as_pk_iter it;
+    as_pk_ref t, first = AS_PK_NIL;
+    unsigned d = 0, fd = 0;
+    size_t tj = 0;
+    traced[0] = 0;
+    as_pk_iter_init(&it, pk, *traces);
+    for (; as_pk_iter_next(&it, &t); d++) {
+        if (as_pk_len(pk, t) == 0)
+            continue;
+        if (first == AS_PK_NIL)
+            first = t, fd = d;
+        if (tj < tn - 16)
+            tj += (size_t)snprintf(traced + tj, tn - tj, "%s%u", tj ? "," : "", d);
+    }
+    if (first != AS_PK_NIL && as_pk_type_of(pk, first) != AS_PK_LIST)
+        return bfail(b, AS_TRACE_ECORRUPT, as_pk_offset(pk, first),
+                     "device_traces[%u] is a %s, not a list", fd,
+                     as_pk_type_name(as_pk_type_of(pk, first)));
+    if (first == AS_PK_NIL || as_pk_streamed(pk, first) == 1) {
+        if (b->chosen >= 0 && (first == AS_PK_NIL || (unsigned)b->chosen != fd))
+            return bfail(b, AS_TRACE_EFORMAT, as_pk_offset(pk, *traces),
+                         "device_traces is laid out in a way this reader cannot stream");
+        return 0;
+    }
+    if (b->chosen >= 0) /* device fd's list was kept whole, but a later one streamed */
+        return bfail(b, AS_TRACE_EFORMAT, as_pk_offset(pk, first),
+                     "device_traces is laid out in a way this reader cannot stream");
+    b->chosen = (int)fd;
+    b->device = fd;
+    as_pk_iter_init(&it, pk, first);
+    int rc;
+    for (uint64_t i = 0; as_pk_iter_next(&it, &t); i++)
+        if ((rc = feed(b, t, i)) < 0)
+            return rc;
+    return 0;
+}
+
+/* Pass 1's conclusion: final segments, metadata, prehistoric blocks in address order. */
+static int finish_pass1(snap_build *b, as_meta *meta)
+{
+    as_pk_ref traces, segments;
+    char traced[256];
+    int rc;
+    if ((rc = check_root(b, &traces, &segments, traced, sizeof traced)) || (rc = feed_end(b)))
+        return rc;
+    uint64_t nseg = 0, reserved = 0, allocated = 0;
+    if ((rc = final_segments(b, segments, &nseg, &reserved, &allocated)))
+        return rc;
+    if ((rc = write_meta(b, meta, as_pk_root(b->pk), as_pk_len(b->pk, traces), nseg, reserved,
+                         allocated, segments != AS_PK_NIL)))
+        return rc;
+    /* Devices whose trace was not imported are worth knowing about. */
+    if (as_meta_set(meta, "torch.traced_devices", traced[0] ? traced : "none") < 0)
+        return oom(b);
+    if (b->npre)
+        qsort(b->pre, b->npre, sizeof *b->pre, cmp_pre);
+    return 0;
+}
+
+/* One pass: the buffered events become the final stream, prehistoric ALLOCs first (by
+ * address), then the trace's with shifted ids, in the same array (moved up). */
+static int finish_buffered(snap_build *b, snap_state *st)
+{
+    uint64_t *rank = NULL;
+    if (b->npre) {
+        rank = malloc(b->npre * sizeof *rank);
+        if (!rank || grow((void **)&b->ev, &b->capev, b->nev + b->npre, sizeof *b->ev)) {
+            free(rank);
+            return oom(b);
+        }
+        for (size_t i = 0; i < b->npre; i++)
+            rank[b->pre[i].idx] = i;
+    }
+    for (size_t i = 0; i < b->nev; i++) {
+        snap_ev *e = &b->ev[i];
+        e->id = e->pre ? rank[e->id] : e->id + b->npre;
+    }
+    free(rank);
+    int64_t t0 = b->nev ? b->ev[0].time_us : AS_TIME_NONE;
+    if (b->npre)
+        memmove(b->ev + b->npre, b->ev, b->nev * sizeof *b->ev);
+    for (size_t i = 0; i < b->npre; i++)
+        b->ev[i] = (snap_ev){.op = AS_OP_ALLOC,
+                             .id = i,
+                             .size = b->pre[i].size,
+                             .stream = b->pre[i].stream,
+                             .time_us = t0};
+    st->ev = b->ev;
+    st->nev = b->nev + b->npre;
+    b->ev = NULL;
+    return 0;
+}
+
+/* Two passes: rewinds the input and starts pass 2 with the prehistoric blocks live under
+ * their final ids and everything counted in pass 1 reset. */
+static int start_pass2(snap_build *b)
+{
+    int rc = as_instream_rewind(b->in, b->err);
+    if (rc)
+        return rc;
+    as_pk_stream_close(b->ps);
+    b->ps = NULL;
+    b->pk = NULL;
+    free(b->map.slots);
+    b->map = (addr_map){0};
+    for (size_t i = 0; i < b->npre; i++) {
+        addr_slot *s = map_find(&b->map, b->pre[i].addr, 1);
+        if (!s)
+            return oom(b);
+        map_claim(&b->map, s, b->pre[i].addr);
+        *s = (addr_slot){.addr = b->pre[i].addr,
+                         .id = i,
+                         .size = b->pre[i].size,
+                         .stream = b->pre[i].stream,
+                         .entry = UINT32_MAX,
+                         .state = ST_LIVE,
+                         .pre = 1};
+    }
+    b->pass2_events = b->emitted;
+    b->emitted = 0;
+    b->pass = 2;
+    b->overflow = 0;
+    b->have_cur = 0;
+    b->ntrace_allocs = b->deferred = b->warnings = b->work = 0;
+    memset(b->act_count, 0, sizeof b->act_count);
+    b->unknown_actions = 0;
+    b->seg_grow = b->seg_shrink = 0;
+    return 0;
+}
+
+static void build_free(snap_build *b)
+{
+    if (!b)
+        return;
+    as_pk_stream_close(b->ps);
+    free(b->ev);
+    free(b->pre);
+    free(b->map.slots);
 }
 
 static int torch_open(as_instream *in, const as_reader_opts *opts, as_meta *meta, void **stp,
                       as_trace_error *err)
 {
-    snap_build b = {.in = in, .err = err, .lenient = opts && opts->lenient};
-    memset(b.cache_ref, 0xff, sizeof b.cache_ref);
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    as_pk *pk = NULL;
-    as_pk_error perr;
-    snap_state *st = NULL;
+    snap_build *b = calloc(1, sizeof *b);
+    snap_state *st = calloc(1, sizeof *st);
     int rc;
     *stp = NULL;
-
-    if ((rc = slurp(&b, &buf, &len)))
-        goto out;
-    if ((rc = as_pk_parse(buf, len, NULL, &pk, &perr))) {
-        rc = bfail(&b, perr.code, perr.offset, "pickle: %s", perr.msg);
-        goto out;
+    if (!b || !st) {
+        free(b), free(st);
+        return as_instream_fail(in, err, AS_TRACE_ENOMEM, "out of host memory");
     }
-    b.pk = pk;
-    b.budget = 64 * (uint64_t)len + (1u << 20);
-    as_pk_ref root = as_pk_root(pk);
-    as_pk_ref traces = as_pk_dict_get(pk, root, "device_traces");
-    as_pk_ref segments = as_pk_dict_get(pk, root, "segments");
-    if (as_pk_type_of(pk, root) != AS_PK_DICT || (traces == AS_PK_NIL && segments == AS_PK_NIL)) {
-        rc = bfail(&b, AS_TRACE_EFORMAT, as_pk_offset(pk, root),
-                   "pickle is not a torch memory snapshot (top level: %s without "
-                   "'device_traces' or 'segments')",
-                   as_pk_type_name(as_pk_type_of(pk, root)));
-        goto out;
-    }
-    if (traces != AS_PK_NIL && as_pk_type_of(pk, traces) != AS_PK_LIST) {
-        rc = bfail(&b, AS_TRACE_ECORRUPT, as_pk_offset(pk, traces),
-                   "'device_traces' is a %s, not a list",
-                   as_pk_type_name(as_pk_type_of(pk, traces)));
-        goto out;
-    }
-    if (segments != AS_PK_NIL && as_pk_type_of(pk, segments) != AS_PK_LIST) {
-        rc = bfail(&b, AS_TRACE_ECORRUPT, as_pk_offset(pk, segments),
-                   "'segments' is a %s, not a list",
-                   as_pk_type_name(as_pk_type_of(pk, segments)));
-        goto out;
-    }
-    /* Device: the first with a non-empty trace (0 when none has one). */
-    as_pk_iter it;
-    as_pk_ref t, chosen = AS_PK_NIL;
-    unsigned d = 0;
-    char traced[256] = "";
-    size_t tj = 0;
-    as_pk_iter_init(&it, pk, traces);
-    for (; as_pk_iter_next(&it, &t); d++) {
-        if (as_pk_len(pk, t) == 0)
-            continue;
-        if (chosen == AS_PK_NIL) {
-            chosen = t;
-            b.device = d;
+    *b = (snap_build){
+        .in = in, .err = err, .lenient = opts && opts->lenient, .pass = 1, .chosen = -1};
+    memset(b->cache_ref, 0xff, sizeof b->cache_ref);
+    if ((rc = read_pass(b, opts)) || (rc = finish_pass1(b, meta)))
+        goto fail;
+    st->warnings = b->warnings;
+    if (!b->overflow) {
+        if ((rc = finish_buffered(b, st)))
+            goto fail;
+        build_free(b);
+        free(b);
+    } else {
+        if ((rc = start_pass2(b)))
+            goto fail;
+        as_pk_limits lim = snap_limits(opts);
+        as_pk_error perr;
+        if ((rc = as_pk_stream_open(b->in, &lim, &b->ps, &perr))) {
+            rc = bfail(b, perr.code, perr.offset, "pickle: %s", perr.msg);
+            goto fail;
         }
-        if (tj < sizeof traced - 16)
-            tj += (size_t)snprintf(traced + tj, sizeof traced - tj, "%s%u", tj ? "," : "", d);
+        b->pk = as_pk_stream_tree(b->ps);
+        b->err = NULL; /* pass 2 reports through next() */
+        st->b = b;
     }
-    if (chosen != AS_PK_NIL && as_pk_type_of(pk, chosen) != AS_PK_LIST) {
-        rc = bfail(&b, AS_TRACE_ECORRUPT, as_pk_offset(pk, chosen),
-                   "device_traces[%u] is a %s, not a list", b.device,
-                   as_pk_type_name(as_pk_type_of(pk, chosen)));
-        goto out;
-    }
-    as_pk_iter_init(&b.trace, pk, chosen);
-    if ((rc = convert(&b)))
-        goto out;
-    uint64_t nseg = 0, reserved = 0, allocated = 0;
-    if ((rc = final_segments(&b, segments, &nseg, &reserved, &allocated)))
-        goto out;
-    if ((rc = write_meta(&b, meta, root, as_pk_len(pk, traces), nseg, reserved, allocated,
-                         segments != AS_PK_NIL)))
-        goto out;
-    /* Devices whose trace was not imported are worth knowing about. */
-    if (as_meta_set(meta, "torch.traced_devices", traced[0] ? traced : "none") < 0) {
-        rc = oom(&b);
-        goto out;
-    }
-
-    /* Prehistoric blocks first, by address; then the trace's events with shifted ids, in
-     * the same array (moved up) so that the events exist only once. */
-    uint64_t *rank = NULL;
-    if (b.npre) {
-        qsort(b.pre, b.npre, sizeof *b.pre, cmp_pre);
-        rank = malloc(b.npre * sizeof *rank);
-        if (!rank || grow((void **)&b.ev, &b.capev, b.nev + b.npre, sizeof *b.ev)) {
-            free(rank);
-            rc = oom(&b);
-            goto out;
-        }
-        for (size_t i = 0; i < b.npre; i++)
-            rank[b.pre[i].idx] = i;
-    }
-    for (size_t i = 0; i < b.nev; i++) {
-        snap_ev *e = &b.ev[i];
-        e->id = e->pre ? rank[e->id] : e->id + b.npre;
-    }
-    free(rank);
-    int64_t t0 = b.nev ? b.ev[0].time_us : AS_TIME_NONE;
-    if (b.npre)
-        memmove(b.ev + b.npre, b.ev, b.nev * sizeof *b.ev);
-    for (size_t i = 0; i < b.npre; i++)
-        b.ev[i] = (snap_ev){.op = AS_OP_ALLOC, .id = i, .size = b.pre[i].size,
-                            .stream = b.pre[i].stream, .time_us = t0};
-    st = calloc(1, sizeof *st);
-    if (!st) {
-        rc = oom(&b);
-        goto out;
-    }
-    st->ev = b.ev;
-    st->nev = b.nev + b.npre;
-    b.ev = NULL;
-    st->warnings = b.warnings;
     *stp = st;
-    st = NULL;
-    rc = 0;
-out:
-    if (st) {
-        free(st->ev);
-        free(st);
-    }
-    as_pk_free(pk);
-    free(buf);
-    free(b.ev);
-    free(b.pre);
-    free(b.map.slots);
+    return 0;
+fail:
+    build_free(b);
+    free(b);
+    free(st);
     return rc;
+}
+
+/* Pass 2: parses on until the queue holds events, or the trace ends. */
+static int pass2_fill(snap_state *st, as_trace_error *err)
+{
+    snap_build *b = st->b;
+    as_pk_item it;
+    as_pk_error perr;
+    int rc;
+    b->err = err;
+    b->nev = 0;
+    st->pos = 0;
+    while (b->nev == 0) {
+        rc = as_pk_stream_next(b->ps, &it, &perr);
+        if (rc < 0)
+            return bfail(b, perr.code, perr.offset, "pickle: %s", perr.msg);
+        if (rc == 0) {
+            if (b->have_cur && (rc = feed_end(b)) < 0)
+                return rc;
+            if (b->nev)
+                break;
+            if (b->emitted != b->pass2_events)
+                return bfail(b, AS_TRACE_EIO, UINT64_MAX,
+                             "the snapshot changed while it was read (%" PRIu64
+                             " events, then %" PRIu64 ")",
+                             b->pass2_events, b->emitted);
+            return AS_TRACE_EOF;
+        }
+        if ((int)it.device == b->chosen && (rc = feed(b, it.ref, it.index)) < 0)
+            return rc;
+    }
+    st->ev = b->ev;
+    st->nev = b->nev;
+    return 0;
 }
 
 static int torch_next(void *stp, as_event *ev, as_trace_error *err)
 {
     snap_state *st = stp;
-    (void)err;
-    if (st->pos >= st->nev)
-        return AS_TRACE_EOF;
-    const snap_ev *e = &st->ev[st->pos++];
-    *ev = (as_event){.op = (as_op)e->op, .id = e->id, .size = e->size, .stream = e->stream,
-                     .time_us = e->time_us, .label = NULL};
+    const snap_ev *e;
+    if (st->b && st->pre_out < st->b->npre) {
+        const pre_block *p = &st->b->pre[st->pre_out];
+        *ev = (as_event){.op = AS_OP_ALLOC,
+                         .id = st->pre_out++,
+                         .size = p->size,
+                         .stream = p->stream,
+                         .time_us = st->b->t0};
+        return 0;
+    }
+    if (st->pos >= st->nev) {
+        if (!st->b)
+            return AS_TRACE_EOF;
+        int rc = pass2_fill(st, err);
+        if (rc)
+            return rc;
+    }
+    e = &st->ev[st->pos++];
+    *ev = (as_event){.op = (as_op)e->op,
+                     .id = e->id,
+                     .size = e->size,
+                     .stream = e->stream,
+                     .time_us = e->time_us,
+                     .label = NULL};
     return 0;
 }
 
@@ -893,7 +1110,12 @@ static void torch_close(void *stp)
     snap_state *st = stp;
     if (!st)
         return;
-    free(st->ev);
+    if (st->b) {
+        build_free(st->b);
+        free(st->b);
+    } else {
+        free(st->ev);
+    }
     free(st);
 }
 

@@ -103,7 +103,15 @@ typedef struct as_trace_reader as_trace_reader;
 
 typedef struct as_reader_opts {
     int lenient;  /* RMM/pickle: count and skip bad rows/frees instead of failing */
+    /* The largest zstd window accepted, as log2 of bytes (10..31): a frame asking for more
+     * (zstd --long=28 and up) is refused before any memory is taken for it. 0: the
+     * environment's ALLOCSIM_ZSTD_WINDOW_LOG if set, else AS_ZSTD_WINDOW_LOG_DEFAULT. */
+    int zstd_window_log;
+    uint64_t max_pickle_bytes;  /* snapshot pickles: decompressed bytes read (0: 16 GiB) */
+    uint64_t max_pickle_memory; /* snapshot pickles: parser memory (0: 1 GiB) */
 } as_reader_opts;
+
+#define AS_ZSTD_WINDOW_LOG_DEFAULT 27 /* 128 MiB: zstd up to level 19 and --long=27 */
 
 /* Opens path ("-" is stdin), detects the format (unwrapping zstd first), reads the header.
  * On failure returns < 0 and fills *err (if non-NULL); *out is NULL. */

@@ -25,6 +25,11 @@ int as_instream_open(const char *path, as_instream **out, as_trace_error *err);
 int as_instream_open_mem(const void *data, size_t n, const char *name, as_instream **out,
                          as_trace_error *err);
 void as_instream_close(as_instream *in);
+/* The largest zstd window accepted (log2 bytes, 10..31); before the first read. */
+int as_instream_set_window_log(as_instream *in, int log, as_trace_error *err);
+/* Starts the stream again from its first byte (a second pass): files and memory buffers;
+ * a pipe cannot (AS_TRACE_EIO, err filled). */
+int as_instream_rewind(as_instream *in, as_trace_error *err);
 /* Consumes n bytes that a peek returned (n <= what the peek made available). */
 void as_instream_skip(as_instream *in, size_t n);
 /* 1 when the input was zstd-compressed. */
