@@ -1,7 +1,6 @@
 /*
  * bfc.c - TensorFlow's BFC ("best-fit with coalescing") allocator, as in
- * tensorflow/core/common_runtime/bfc_allocator.cc and xla/tsl/framework/bfc_allocator.h
- * (shared/reference/anchors.md section 2).
+ * tensorflow/core/common_runtime/bfc_allocator.cc and xla/tsl/framework/bfc_allocator.h.
  *
  * Requests round up to 256 B. Free chunks sit in 21 bins, bin i holding sizes in
  * [256 << i, 256 << (i + 1)) and the last everything larger, each ordered by (size, addr);

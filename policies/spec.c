@@ -245,7 +245,8 @@ static const char *enum_word(const char *choices, int64_t idx, char *buf, size_t
     return buf;
 }
 
-/* DIVS: "N" for every interval, or "[K:N,...,>:N]" (pytorch-allocator.md §8, 2.11 rules). */
+/* DIVS: "N" for every interval, or "[K:N,...,>:N]" (PyTorch 2.11's roundup_power2_divisions
+ * grammar, c10/core/AllocatorConfig.cpp). */
 static int parse_divs(const as_knob *k, const char *s, as_knob_value *v, char *why, size_t wl)
 {
     char lab[96];
@@ -432,7 +433,7 @@ static int check_round(const as_policy *p, const as_knob_value *v, char *why, si
     return 0;
 }
 
-/* PyTorch's cross-knob validation (pytorch-allocator.md section 8, NEW/V29 rules), for the
+/* PyTorch's cross-knob validation (2.11's c10/core/AllocatorConfig.cpp), for the
  * knobs that carry the PyTorch alias. A value of 0 for maxsplit or gc is our "off" when
  * given by the short name; given by the PYTORCH_CUDA_ALLOC_CONF key (by_alias[k]) it is
  * refused, as PyTorch refuses it. */

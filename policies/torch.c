@@ -1,6 +1,8 @@
 /*
  * torch.c - PyTorch 2.11's CUDACachingAllocator (DeviceCachingAllocator, native backend),
- * reproduced decision for decision (shared/reference/pytorch-allocator.md §1-§6).
+ * reproduced decision for decision (c10/cuda/CUDACachingAllocator.cpp: round_size,
+ * get_allocation_size, get_free_block, should_split, the malloc retry ladder, GC, release,
+ * expandable segments, empty_cache).
  *
  * Blocks live in one node array; each segment's blocks form an address-ordered chain
  * (prev/next). Free mapped blocks sit in their pool's free set, ordered by
@@ -16,9 +18,10 @@
  *
  * Equal-size free blocks tie on the lower address, so decisions depend on where the device
  * put each segment: over the simulated device's default placement (the CUDA driver's
- * chunked heap, sim/simdev.h) this reproduces 121 of the 126 capped/uncapped H200 runs
+ * chunked heap, sim/simdev.h) this reproduces all 126 capped/uncapped H200 runs of the key
  * and both multi-stream runs event for event (tests/test_torch_fidelity.c); given the
- * recordings' own cudaMalloc addresses it reproduces every block address they contain.
+ * recorded cudaMalloc addresses, it reproduces every segment event and address of the 90
+ * recorded key replays (replay/data/torch-key-replay).
  * Where the policy reads the device capacity, it is PyTorch's memory fraction.
  */
 #include <stdarg.h>

@@ -1,6 +1,6 @@
 /*
- * test_bfc.c - the BFC rules of shared/reference/anchors.md section 2, with the numbers
- * worked by hand: 256 B rounding, best fit by (size, addr) across bins, the split rule
+ * test_bfc.c - the BFC rules of TensorFlow's bfc_allocator.cc, with the numbers worked by
+ * hand: 256 B rounding, best fit by (size, addr) across bins, the split rule
  * (>= 2x the request, or leftover >= max_internal_fragmentation), region doubling, the
  * 0.9 backpedal (once), garbage collection of free regions, and preallocation.
  */

@@ -1,6 +1,7 @@
 /*
- * test_knobs.c - the shared rounding rule (PyTorch round_size), checked against the
- * examples worked by hand in shared/reference/pytorch-allocator.md §1.
+ * test_knobs.c - the shared rounding rule (PyTorch round_size and
+ * roundup_power2_next_division in c10/cuda/CUDACachingAllocator.cpp), checked against
+ * examples worked by hand.
  */
 #include <CUnit/CUnit.h>
 
@@ -45,8 +46,8 @@ static void knobs_div_interval(void)
 }
 
 CU_TestInfo test_knobs[] = {
-    { "round_plain", knobs_round_plain },
-    { "round_divisions", knobs_round_divisions },
-    { "div_interval", knobs_div_interval },
+    {"round_plain", knobs_round_plain},
+    {"round_divisions", knobs_round_divisions},
+    {"div_interval", knobs_div_interval},
     CU_TEST_INFO_NULL,
 };

@@ -310,7 +310,7 @@ static void spec_default_torch(void)
         CU_ASSERT_EQUAL(rc, AS_POLICY_EINVAL);
         return;
     }
-    /* torch's knobs, named in engineer C's table. */
+    /* torch's knobs under their PyTorch names (PYTORCH_CUDA_ALLOC_CONF keys). */
     CU_ASSERT_EQUAL_FATAL(rc, 0);
     CU_ASSERT_STRING_EQUAL(s.policy->name, "torch");
     CU_ASSERT_STRING_EQUAL(s.text, "torch,maxsplit=128");

@@ -1,6 +1,6 @@
 /*
- * test_torch.c - the torch policy's rules on small cases worked by hand from
- * shared/reference/pytorch-allocator.md (each expected number is derived in a comment),
+ * test_torch.c - the torch policy's rules on small cases worked by hand from PyTorch
+ * 2.11's c10/cuda/CUDACachingAllocator.cpp (each expected number is derived in a comment),
  * plus a randomised run that checks every invariant after every operation.
  */
 #include <CUnit/CUnit.h>

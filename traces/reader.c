@@ -15,10 +15,10 @@
 #include "trace_internal.h"
 
 /*
- * The importers (torch pickle, RMM CSV) live in files other engineers own and may land
- * after this one. Declaring them weak lets the library link while one is missing: an
- * undefined weak symbol has address NULL and the probe loop skips it. Once the file is
- * in the build, the strong definition wins and nothing here changes.
+ * The importers (torch pickle, RMM CSV) live in their own files. Declaring them weak lets
+ * the library link in a build that leaves one out: an undefined weak symbol has address
+ * NULL and the probe loop skips it. With the file in the build, the strong definition
+ * wins and nothing here changes.
  */
 extern const as_source_ops as_src_torch __attribute__((weak));
 extern const as_source_ops as_src_rmm __attribute__((weak));
