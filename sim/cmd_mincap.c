@@ -35,8 +35,11 @@ static const char usage_text[] =
     "  -f, --format F      table (default) or json\n"
     "  --csv FILE          write every capacity run (the sweep) as CSV, for\n"
     "                      `allocsim plot capacity --csv FILE`\n"
-    "  --batch N           capacities per decode of the trace (default 64)\n"
-    "  --step BYTES        grid step (default 2MiB; coarser is faster but not exact)\n"
+    "  --batch N           capacities per decode of the trace (default 64, fewer when\n"
+    "                      they do not fit --memory)\n"
+    "  --memory BYTES      host memory for one decode's runs (default 2G)\n"
+    "  --step BYTES        grid step (default 2MiB; coarser is faster but not exact);\n"
+    "                      at most 16384 capacities per policy\n"
     "  -j, --threads N     engine threads (default: one per core)\n";
 
 typedef struct open_ctx {
@@ -252,7 +255,7 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-enum { OPT_CSV = 256, OPT_BATCH, OPT_STEP };
+enum { OPT_CSV = 256, OPT_BATCH, OPT_STEP, OPT_MEMORY };
 
 static const struct option mincap_opts[] = {
     {"policy", required_argument, NULL, 'p'},
@@ -260,6 +263,7 @@ static const struct option mincap_opts[] = {
     {"csv", required_argument, NULL, OPT_CSV},
     {"batch", required_argument, NULL, OPT_BATCH},
     {"step", required_argument, NULL, OPT_STEP},
+    {"memory", required_argument, NULL, OPT_MEMORY},
     {"threads", required_argument, NULL, 'j'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -272,7 +276,7 @@ int as_cmd_mincap(int argc, char **argv)
     unsigned nspec = 0;
     const char *trace = NULL, *csv_path = NULL;
     int json = 0, c;
-    as_mincap_opts o = {0};
+    as_mincap_opts o = {.memory = AS_CLI_MEMORY_DEFAULT, .max_points = AS_CLI_MAX_CAPACITIES};
     int status = AS_EXIT_OK;
     uint64_t v;
 
@@ -303,6 +307,11 @@ int as_cmd_mincap(int argc, char **argv)
                 o.threads = (unsigned)v;
             else
                 o.batch = (unsigned)v;
+            break;
+        case OPT_MEMORY:
+            if (as_parse_bytes(optarg, &o.memory))
+                return as_cli_usage(cmd, "--memory %s: bytes with an optional unit (2G, 512MiB)",
+                                    optarg);
             break;
         case OPT_STEP:
             if (as_parse_bytes(optarg, &v) || v % AS_DEV_GRANULARITY)
@@ -359,6 +368,10 @@ int as_cmd_mincap(int argc, char **argv)
         pc.policy = specs[k].text;
         double t0 = now_s();
         int rc = as_mincap(open_trace, &oc, &specs[k], &o, &m, &err, why, sizeof why);
+        if (rc == AS_MINCAP_ETOOMANY) {
+            status = as_cli_usage(cmd, "%s: %s: %s", trace, specs[k].text, why);
+            goto out;
+        }
         if (rc) {
             if (why[0]) {
                 as_cli_msg("%s: %s", trace, why);

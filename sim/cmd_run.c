@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,11 +43,15 @@ static const char run_help[] =
     "                        and at its OOM (a second pass over the trace), for\n"
     "                        'allocsim plot segments'\n"
     "      --sweep LO:HI:STEP  add the capacities LO, LO+STEP, ... <= HI (also LO..HI/STEP),\n"
-    "                        e.g. --sweep 8GiB:12GiB:64MiB -f csv for 'allocsim plot capacity'\n"
+    "                        e.g. --sweep 8GiB:12GiB:64MiB -f csv for 'allocsim plot capacity';\n"
+    "                        at most 16384 capacities in all\n"
     "      --keep-going      after an OOM, skip the failed request and go on (counts OOMs)\n"
     "      --check           verify the policy's invariants after every event (slow)\n"
     "      --threads N       worker threads (default: one per run, up to the cores);\n"
     "                        results do not depend on it\n"
+    "      --memory BYTES    host memory for the runs in flight (default 2G): runs that\n"
+    "                        do not fit at once go in groups, one decode of the trace each\n"
+    "                        (plus one to size them), with the same results\n"
     "  -q, --quiet           no progress display\n"
     "\n"
     "Exit status: 0 when it ran (OOMs included), 1 bad input or I/O, 2 usage error.\n";
@@ -60,6 +65,7 @@ enum {
     OPT_KEEP,
     OPT_CHECK,
     OPT_THREADS,
+    OPT_MEMORY,
     OPT_HELP
 };
 
@@ -76,6 +82,7 @@ static const struct option run_opts[] = {
     {"keep-going", no_argument, NULL, OPT_KEEP},
     {"check", no_argument, NULL, OPT_CHECK},
     {"threads", required_argument, NULL, OPT_THREADS},
+    {"memory", required_argument, NULL, OPT_MEMORY},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -83,6 +90,7 @@ static const struct option run_opts[] = {
 
 typedef struct run_ctx {
     as_runlog *segs, *timeline;
+    const char *seg_path, *tl_path;
     as_segmap *segmap;
     const char *trace;
     int progress;
@@ -129,31 +137,75 @@ static void progress_clear(run_ctx *c)
     c->shown = 0;
 }
 
-/* Runs one trace; adds its trace entry and runs to the report. */
-static int run_trace(const char *path, const as_engine_opts *base, run_ctx *ctx,
-                     const as_policy_spec *specs, size_t nspec, const uint64_t *caps, size_t ncap,
-                     as_report *rep)
+/* The runs of one trace: spec-major (run i is specs[i / ncap] at caps[i % ncap]), fed in
+ * groups of runs that fit the memory budget, each group over its own decode of the trace. */
+typedef struct run_set {
+    const char *path;
+    const as_engine_opts *base;
+    const as_policy_spec *specs;
+    const uint64_t *caps;
+    size_t ncap, nruns;
+    int trace; /* the report's index of the trace, -1 until the first group is added */
+} run_set;
+
+static int engine_fail(const char *path, int rc, const as_trace_error *err, const as_engine *e)
+{
+    if (rc < 0 && rc >= AS_TRACE_EUSAGE) /* a trace error, not an engine one */
+        return as_cli_trace_fail(err, path);
+    as_cli_msg("%s: %s", path, as_engine_errmsg(e));
+    return AS_EXIT_INPUT;
+}
+
+/* The --segment-map pass for runs [r0, r0 + n) that engine e ran. */
+static int segmap_group(const run_set *rs, run_ctx *ctx, const as_engine *e, size_t r0, size_t n,
+                        unsigned base_run)
+{
+    as_trace_reader *rd2 = NULL;
+    as_trace_error err = {.offset = UINT64_MAX, .event = UINT64_MAX};
+    char why[400];
+    int ret = as_cli_open_trace(rs->path, &rd2);
+    if (ret)
+        return ret;
+    int rc = as_segmap_pass(ctx->segmap, e, rd2, rs->base, rs->specs, rs->caps, rs->ncap, r0, n,
+                            base_run, &err, why, sizeof why);
+    as_trace_close(rd2);
+    if (rc < 0 && why[0]) {
+        as_cli_msg("%s: %s", rs->path, why);
+        return AS_EXIT_INPUT;
+    }
+    if (rc < 0 && rc >= AS_TRACE_EUSAGE)
+        return as_cli_trace_fail(&err, rs->path);
+    if (rc < 0) {
+        as_cli_msg("%s: segment map: %s", rs->path, strerror(-rc));
+        return AS_EXIT_INPUT;
+    }
+    return AS_EXIT_OK;
+}
+
+/* One decode of the trace feeding runs [r0, r0 + n); adds them to the report. With max_live
+ * set, *budget_hit says the trace outgrew it (nothing added: run again in groups). */
+static int run_group(run_set *rs, run_ctx *ctx, size_t r0, size_t n, uint64_t max_live,
+                     as_report *rep, int *budget_hit)
 {
     as_trace_reader *rd = NULL;
     as_engine *e = NULL;
-    int ret = as_cli_open_trace(path, &rd);
+    as_engine_opts o = *rs->base;
+    o.max_live = max_live;
+    int ret = as_cli_open_trace(rs->path, &rd);
     if (ret)
         return ret;
-    as_engine_opts o = *base;
-    ctx->trace = path;
     if (as_engine_create(&o, &e)) {
         as_cli_msg("out of host memory");
         ret = AS_EXIT_INPUT;
         goto out;
     }
-    for (size_t i = 0; i < nspec; i++) {
-        for (size_t j = 0; j < ncap; j++) {
-            if (as_engine_add_run(e, &specs[i], caps[j]) < 0) {
-                as_cli_msg("cannot add run %s at capacity %llu", specs[i].text,
-                           (unsigned long long)caps[j]);
-                ret = AS_EXIT_INPUT;
-                goto out;
-            }
+    for (size_t i = r0; i < r0 + n; i++) {
+        const as_policy_spec *sp = &rs->specs[i / rs->ncap];
+        if (as_engine_add_run(e, sp, rs->caps[i % rs->ncap]) < 0) {
+            as_cli_msg("cannot add run %s at capacity %llu", sp->text,
+                       (unsigned long long)rs->caps[i % rs->ncap]);
+            ret = AS_EXIT_INPUT;
+            goto out;
         }
     }
     unsigned base_run = as_report_nruns(rep);
@@ -161,55 +213,131 @@ static int run_trace(const char *path, const as_engine_opts *base, run_ctx *ctx,
         as_runlog_set_base(ctx->segs, base_run);
     if (ctx->timeline)
         as_runlog_set_base(ctx->timeline, base_run);
-    as_trace_error err;
-    memset(&err, 0, sizeof err);
-    err.offset = err.event = UINT64_MAX;
+    as_trace_error err = {.offset = UINT64_MAX, .event = UINT64_MAX};
     int rc = as_engine_run(e, rd, &err);
     progress_clear(ctx);
-    if (rc < 0 && rc >= AS_TRACE_EUSAGE) { /* a trace error, not an engine one */
-        ret = as_cli_trace_fail(&err, path);
+    if (rc == AS_ENGINE_EBUDGET && max_live) {
+        *budget_hit = 1; /* void: the rows it logged go too */
+        if (ctx->segs)
+            as_runlog_discard(ctx->segs, base_run);
+        if (ctx->timeline)
+            as_runlog_discard(ctx->timeline, base_run);
         goto out;
     }
     if (rc < 0) {
-        as_cli_msg("%s: %s", path, as_engine_errmsg(e));
-        ret = AS_EXIT_INPUT;
+        ret = engine_fail(rs->path, rc, &err, e);
         goto out;
     }
-    int t = -1;
-    if (as_report_add_engine(rep, &t, path, rd, e)) {
+    if (as_report_add_engine(rep, &rs->trace, rs->path, rd, e)) {
         as_cli_msg("out of host memory");
         ret = AS_EXIT_INPUT;
         goto out;
     }
-    if (ctx->segmap) {
-        as_trace_reader *rd2 = NULL;
-        char why[400];
-        if ((ret = as_cli_open_trace(path, &rd2)))
-            goto out;
-        rc = as_segmap_pass(ctx->segmap, e, rd2, base, specs, nspec, caps, ncap, base_run, &err,
-                            why, sizeof why);
-        as_trace_close(rd2);
-        if (rc < 0 && why[0]) {
-            as_cli_msg("%s: %s", path, why);
-            ret = AS_EXIT_INPUT;
-            goto out;
-        }
-        if (rc < 0 && rc >= AS_TRACE_EUSAGE) {
-            ret = as_cli_trace_fail(&err, path);
-            goto out;
-        }
-        if (rc < 0) {
-            as_cli_msg("%s: segment map: %s", path, strerror(-rc));
-            ret = AS_EXIT_INPUT;
-            goto out;
-        }
+    if (ctx->segmap && (ret = segmap_group(rs, ctx, e, r0, n, base_run)))
+        goto out;
+    /* The group's rows are complete: out of their spool files into the output. */
+    unsigned done = as_report_nruns(rep);
+    if (ctx->segs && as_runlog_flush(ctx->segs, done)) {
+        ret = as_cli_write_status(1, ctx->seg_path, AS_EXIT_OK);
+        goto out;
     }
-    if (as_trace_reader_warnings(rd))
-        as_cli_msg("%s: %llu malformed records skipped", path,
+    if (ctx->timeline && as_runlog_flush(ctx->timeline, done)) {
+        ret = as_cli_write_status(1, ctx->tl_path, AS_EXIT_OK);
+        goto out;
+    }
+    if (r0 + n == rs->nruns && as_trace_reader_warnings(rd))
+        as_cli_msg("%s: %llu malformed records skipped", rs->path,
                    (unsigned long long)as_trace_reader_warnings(rd));
 out:
     as_engine_destroy(e);
     as_trace_close(rd);
+    return ret;
+}
+
+/* Runs in flight with --segments/--timeline: each holds a spool file per log, so at most
+ * AS_RUN_LOG_GROUP and what the open-files limit leaves (64 kept for everything else). */
+static size_t log_group(const run_ctx *ctx)
+{
+    unsigned logs = (ctx->segs != NULL) + (ctx->timeline != NULL);
+    struct rlimit rl;
+    size_t g = AS_RUN_LOG_GROUP;
+    if (logs && getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        size_t room = rl.rlim_cur > 64 + logs ? (size_t)(rl.rlim_cur - 64) / logs : 1;
+        if (room < g)
+            g = room;
+    }
+    return logs ? g : SIZE_MAX;
+}
+
+/* Runs per group within the budget, from the trace's peak live allocations (one decode of
+ * the trace without runs). 0 or an exit status. */
+static int group_size(const run_set *rs, run_ctx *ctx, uint64_t budget, size_t *group)
+{
+    as_trace_reader *rd = NULL;
+    as_engine *e = NULL;
+    as_trace_error err = {.offset = UINT64_MAX, .event = UINT64_MAX};
+    int ret = as_cli_open_trace(rs->path, &rd);
+    if (ret)
+        return ret;
+    as_engine_opts o = {.on_progress = rs->base->on_progress, .user = rs->base->user};
+    if (as_engine_create(&o, &e)) {
+        as_cli_msg("out of host memory");
+        ret = AS_EXIT_INPUT;
+        goto out;
+    }
+    int rc = as_engine_scan(e, rd, &err);
+    progress_clear(ctx);
+    if (rc < 0) {
+        ret = engine_fail(rs->path, rc, &err, e);
+        goto out;
+    }
+    int logs = ctx->segs || ctx->timeline;
+    uint64_t per = as_engine_run_bytes(as_engine_summary(e)->peak_live, logs);
+    uint64_t g = budget / per;
+    if (g > log_group(ctx))
+        g = log_group(ctx);
+    *group = g < 1 ? 1 : g > rs->nruns ? rs->nruns : (size_t)g;
+out:
+    as_engine_destroy(e);
+    as_trace_close(rd);
+    return ret;
+}
+
+/* Runs one trace; adds its trace entry and runs to the report. The runs go in one pass
+ * when they fit the budget (engine stops at max_live if the trace proves too big), else
+ * in groups (a decode of the trace each, plus one to size them). */
+static int run_trace(const char *path, const as_engine_opts *base, run_ctx *ctx,
+                     const as_policy_spec *specs, size_t nspec, const uint64_t *caps, size_t ncap,
+                     uint64_t budget, as_report *rep)
+{
+    run_set rs = {path, base, specs, caps, ncap, nspec * ncap, -1};
+    int logs = ctx->segs || ctx->timeline;
+    uint64_t per0 = as_engine_run_bytes(0, logs), max_live = 0;
+    int grouped = rs.nruns > 1 && (rs.nruns > log_group(ctx) || budget / rs.nruns <= per0);
+    if (rs.nruns > 1 && !grouped)
+        max_live = (budget / rs.nruns - per0) / AS_ENGINE_RUN_PER_LIVE;
+    ctx->trace = path;
+    if (!grouped) {
+        int hit = 0, ret = run_group(&rs, ctx, 0, rs.nruns, max_live, rep, &hit);
+        if (ret || !hit)
+            return ret;
+    }
+    if (strcmp(path, "-") == 0) {
+        char b[32];
+        as_fmt_bytes(b, sizeof b, budget);
+        return as_cli_usage("run",
+                            "-: %zu runs of this trace do not fit --memory %s at once, and "
+                            "standard input can be read only once: give the trace as a file, "
+                            "or a larger --memory",
+                            rs.nruns, b);
+    }
+    size_t group = 1;
+    int ret = group_size(&rs, ctx, budget, &group);
+    for (size_t r0 = 0; !ret && r0 < rs.nruns; r0 += group) {
+        int hit = 0;
+        size_t n = rs.nruns - r0 < group ? rs.nruns - r0 : group;
+        ret = run_group(&rs, ctx, r0, n, 0, rep, &hit);
+    }
     return ret;
 }
 
@@ -220,7 +348,7 @@ static int add_sweep(const char *cmd, const char *text, uint64_t **caps, size_t 
     uint64_t *sw = NULL;
     size_t nsw = 0;
     char why[300];
-    if (as_sweep_parse(text, 100000, &sw, &nsw, why, sizeof why))
+    if (as_sweep_parse(text, AS_CLI_MAX_CAPACITIES, &sw, &nsw, why, sizeof why))
         return as_cli_usage(cmd, "%s", why);
     uint64_t *nc = realloc(*caps, (*capcap + nsw) * sizeof *nc);
     if (!nc) {
@@ -246,7 +374,7 @@ int as_cmd_run(int argc, char **argv)
     const char *out_path = NULL, *seg_path = NULL, *tl_path = NULL, *segmap_path = NULL;
     size_t capcap = (size_t)argc + 1;
     as_report_fmt fmt = AS_REPORT_TABLE;
-    uint64_t tl_every = DEFAULT_TIMELINE_EVERY, threads = 0;
+    uint64_t tl_every = DEFAULT_TIMELINE_EVERY, threads = 0, budget = AS_CLI_MEMORY_DEFAULT;
     int keep = 0, check = 0, quiet = 0, ret = AS_EXIT_OK, c;
     size_t np = 0;
     run_ctx ctx = {0};
@@ -314,6 +442,13 @@ int as_cmd_run(int argc, char **argv)
                 goto done;
             }
             break;
+        case OPT_MEMORY:
+            if (as_parse_bytes(optarg, &budget)) {
+                ret = as_cli_usage(cmd, "--memory %s: bytes with an optional unit (2G, 512MiB)",
+                                   optarg);
+                goto done;
+            }
+            break;
         case OPT_KEEP:
             keep = 1;
             break;
@@ -347,6 +482,13 @@ int as_cmd_run(int argc, char **argv)
     }
     if (ncap == 0)
         caps[ncap++] = AS_CAPACITY_NONE;
+    if (ncap > AS_CLI_MAX_CAPACITIES) {
+        ret = as_cli_usage(cmd,
+                           "%zu capacities from -c and --sweep, more than the %d allowed: use a "
+                           "coarser sweep step",
+                           ncap, AS_CLI_MAX_CAPACITIES);
+        goto done;
+    }
     specs = calloc(np, sizeof *specs);
     if (!specs) {
         as_cli_msg("out of host memory");
@@ -358,6 +500,8 @@ int as_cmd_run(int argc, char **argv)
             goto done;
 
     int orc;
+    ctx.seg_path = seg_path;
+    ctx.tl_path = tl_path;
     if (seg_path && (orc = as_runlog_open(seg_path, AS_RUNLOG_SEGMENTS, &ctx.segs))) {
         ret = as_cli_cannot_create(seg_path, -orc);
         goto done;
@@ -387,7 +531,7 @@ int as_cmd_run(int argc, char **argv)
         .user = &ctx,
     };
     for (int i = optind; i < argc; i++)
-        if ((ret = run_trace(argv[i], &o, &ctx, specs, nspec, caps, ncap, rep)))
+        if ((ret = run_trace(argv[i], &o, &ctx, specs, nspec, caps, ncap, budget, rep)))
             goto done;
 
     if (out_path && (ret = as_cli_create(out_path, &out)))

@@ -89,7 +89,7 @@ struct as_engine {
     as_trace_summary sum;
     as_idmap sum_pending; /* FREE_REQ'd ids whose FREE has not come: no double subtract */
     as_idmap sum_streams;
-    uint64_t sum_requested, last_stream;
+    uint64_t sum_requested, last_stream, sum_live;
     int have_last_stream, saw_max_stream;
     /* The first event time of the trace, set by the reading thread before the batch that
      * holds it reaches a worker; timeline times are relative to it. */
@@ -543,6 +543,8 @@ static int summary_event(as_engine *e, const as_event *ev)
     switch (ev->op) {
     case AS_OP_ALLOC:
         s->allocs++;
+        if (++e->sum_live > s->peak_live)
+            s->peak_live = e->sum_live;
         e->sum_requested += ev->size;
         if (e->sum_requested > s->peak_requested)
             s->peak_requested = e->sum_requested;
@@ -569,6 +571,7 @@ static int summary_event(as_engine *e, const as_event *ev)
         break;
     case AS_OP_FREE: {
         s->frees++;
+        e->sum_live -= e->sum_live > 0;
         as_idmap_ent *m = e->sum_pending.n ? as_idmap_get(&e->sum_pending, ev->id) : NULL;
         if (m)
             as_idmap_del(&e->sum_pending, m);
@@ -587,7 +590,8 @@ static int summary_event(as_engine *e, const as_event *ev)
 }
 
 /* Decodes up to BATCH events (fewer at the end). Returns 0 (more may follow),
- * AS_TRACE_EOF, or < 0 with *err filled; the events before an error are in buf. */
+ * AS_TRACE_EOF, AS_ENGINE_EBUDGET (past opts.max_live: *n = 0, the batch is not to be
+ * run), or < 0 with *err filled; the events before an error are in buf. */
 static int decode(as_engine *e, as_trace_reader *rd, eng_ev *buf, size_t *n, as_trace_error *err)
 {
     size_t k = 0;
@@ -610,6 +614,10 @@ static int decode(as_engine *e, as_trace_reader *rd, eng_ev *buf, size_t *n, as_
             }
         }
         k += got;
+        if (e->o.max_live && e->sum.peak_live > e->o.max_live) {
+            *n = 0;
+            return AS_ENGINE_EBUDGET;
+        }
         if (e->o.on_progress && (before >> 20) != (e->sum.events >> 20)) {
             uint64_t done, total;
             as_trace_reader_progress(rd, &done, &total);
@@ -684,13 +692,13 @@ static void wait_done(as_engine *e)
 
 static unsigned pick_threads(const as_engine *e)
 {
+    /* One per run plus the reader, which decodes while the runs work; more would idle. */
+    unsigned want = e->nruns + 1;
     if (e->o.threads)
-        return e->o.threads;
+        return e->o.threads < want ? e->o.threads : want;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1)
         cores = 1;
-    /* One per run plus the reader, which decodes while the runs work. */
-    unsigned want = e->nruns + 1;
     return want < (unsigned)cores ? want : (unsigned)cores;
 }
 
@@ -826,6 +834,13 @@ int as_engine_run(as_engine *e, as_trace_reader *rd, as_trace_error *err)
             goto out;
         cur = !cur;
     }
+    if (trc == AS_ENGINE_EBUDGET) {
+        rc = trc;
+        snprintf(e->msg, sizeof e->msg,
+                 "more than %llu allocations live at once (the memory budget's limit)",
+                 (unsigned long long)e->o.max_live);
+        goto out;
+    }
     e->sum.live_at_end = e->sum.allocs - e->sum.frees;
     for (unsigned i = 0; i < e->nruns; i++)
         run_finish(e->runs[i]);
@@ -852,6 +867,40 @@ out:
     free(buf[0]);
     free(buf[1]);
     return rc;
+}
+
+int as_engine_scan(as_engine *e, as_trace_reader *rd, as_trace_error *err)
+{
+    if (e->ran || e->nruns) {
+        snprintf(e->msg, sizeof e->msg, "%s", e->ran ? "engine already ran" : "scan with runs");
+        return AS_ENGINE_EUSAGE;
+    }
+    e->ran = 1;
+    eng_ev *buf = malloc(BATCH * sizeof *buf);
+    if (!buf) {
+        snprintf(e->msg, sizeof e->msg, "out of host memory");
+        return AS_ENGINE_ENOMEM;
+    }
+    uint64_t max_live = e->o.max_live;
+    e->o.max_live = 0;
+    size_t n;
+    int rc;
+    while ((rc = decode(e, rd, buf, &n, err)) == 0)
+        ;
+    e->o.max_live = max_live;
+    free(buf);
+    e->sum.live_at_end = e->sum.allocs - e->sum.frees;
+    if (rc < 0)
+        snprintf(e->msg, sizeof e->msg, "%s", err ? err->msg : "trace error");
+    return rc < 0 ? rc : 0;
+}
+
+uint64_t as_engine_run_bytes(uint64_t peak_live, int logs)
+{
+    uint64_t per = AS_ENGINE_RUN_BASE + (logs ? AS_ENGINE_RUN_LOGS : 0);
+    if (peak_live > (UINT64_MAX - per) / AS_ENGINE_RUN_PER_LIVE)
+        return UINT64_MAX;
+    return per + peak_live * AS_ENGINE_RUN_PER_LIVE;
 }
 
 unsigned as_engine_nruns(const as_engine *e)

@@ -26,7 +26,18 @@ enum {
     AS_ENGINE_EDEVICE = -22, /* the device factory failed */
     AS_ENGINE_ENOMEM = -23,  /* host memory ran out */
     AS_ENGINE_EUSAGE = -24,  /* API misuse: no runs, run called twice, bad spec */
+    AS_ENGINE_EBUDGET = -25, /* more allocations live at once than opts.max_live allows */
 };
+
+/* Host memory of one run, for memory budgets (as_engine_run_bytes): measured with
+ * /usr/bin/time -v over 2,000 runs of a 10-allocation trace (segfit 85 KB a run, the others
+ * 52-64 KB: policy arena and device tables at their first capacity, the live table, the
+ * result) and over 11 runs of a trace with 94,964 allocations live at its peak (130 to 224
+ * bytes per live allocation: the live table, the policy's blocks and segments; nocache the
+ * most); --segments/--timeline buffer up to a batch of rows per run. */
+#define AS_ENGINE_RUN_BASE (96u << 10)
+#define AS_ENGINE_RUN_PER_LIVE 256u
+#define AS_ENGINE_RUN_LOGS (512u << 10)
 
 #define AS_NONE UINT64_MAX /* oom_event/oom_alloc when no OOM */
 
@@ -110,6 +121,10 @@ typedef struct as_engine_opts {
     void (*on_walk)(void *user, unsigned run, uint64_t event, uint64_t alloc, const char *why,
                     const as_walk_item *item);
     int walk_at_oom;
+    /* Memory budget (addition): 0 = none; else as_engine_run stops with AS_ENGINE_EBUDGET,
+     * before the runs see it, at the first batch in which the trace has more allocations
+     * live at once. The runs' results are then void (the callbacks saw the batches before). */
+    uint64_t max_live;
 } as_engine_opts;
 
 /* Trace-wide facts gathered while the runs execute. */
@@ -118,6 +133,7 @@ typedef struct as_trace_summary {
     uint64_t peak_requested; /* sum of live unrounded sizes, max over events */
     uint64_t streams;        /* distinct streams */
     uint64_t live_at_end;
+    uint64_t peak_live; /* most allocations live at once (a FREE_REQ'd one until its FREE) */
 } as_trace_summary;
 
 typedef struct as_engine as_engine;
@@ -128,6 +144,12 @@ int as_engine_add_run(as_engine *e, const as_policy_spec *spec, uint64_t capacit
 /* Runs the whole trace. Returns 0, a trace error (< 0, err filled), or an engine error.
  * A run that hits an OOM stops (unless keep_going) while the others go on. */
 int as_engine_run(as_engine *e, as_trace_reader *r, as_trace_error *err);
+/* Decodes the whole trace for the summary alone, no runs (for sizing groups of runs by
+ * peak_live before running them). Returns 0 or a trace error (err filled). */
+int as_engine_scan(as_engine *e, as_trace_reader *r, as_trace_error *err);
+/* The host memory one run of a trace with peak_live allocations live at once is budgeted
+ * (the constants above; logs: --segments or --timeline on). */
+uint64_t as_engine_run_bytes(uint64_t peak_live, int logs);
 /* Walk run's policy (opts.on_walk) right after event `event` is handled (addition). */
 int as_engine_walk_after(as_engine *e, unsigned run, uint64_t event);
 unsigned as_engine_nruns(const as_engine *e);

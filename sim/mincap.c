@@ -154,6 +154,12 @@ static int probe_below(as_trace_open_fn open, void *ou, const as_policy_spec *sp
         size_t n = (size_t)((top - target) / step + 1);
         if (n > batch)
             n = batch;
+        if (o->max_points && m->npoints + n > o->max_points) {
+            if (why && why_len)
+                snprintf(why, why_len, "more than %llu capacities to probe below the lowest fit",
+                         (unsigned long long)o->max_points);
+            return AS_MINCAP_ETOOMANY;
+        }
         as_mincap_point *np = malloc((m->npoints + n) * sizeof *np);
         if (!np) {
             set_why(why, why_len, "out of host memory for %s%s", "the sweep", "");
@@ -176,13 +182,30 @@ static int probe_below(as_trace_open_fn open, void *ou, const as_policy_spec *sp
     }
 }
 
+/* "N capacities from LO to HI in STEP steps, more than MAX allowed: --step S (not exact)". */
+static void too_many(char *why, size_t n, const as_mincap_result *m, uint64_t max)
+{
+    char lo[32], hi[32], st[32];
+    as_fmt_bytes(lo, sizeof lo, m->lo);
+    as_fmt_bytes(hi, sizeof hi, m->hi);
+    as_fmt_bytes(st, sizeof st, m->step);
+    /* the smallest multiple of the granularity that gives at most max capacities */
+    uint64_t g = AS_DEV_GRANULARITY, need = (m->hi - m->lo + max - 2) / (max - 1);
+    uint64_t fit = (need + g - 1) / g * g;
+    if (why && n)
+        snprintf(why, n,
+                 "%zu capacities from %s to %s in %s steps, more than the %llu allowed: "
+                 "--step %lluM sweeps at most that many (not exact between its steps)",
+                 m->npoints, lo, hi, st, (unsigned long long)max, (unsigned long long)(fit >> 20));
+}
+
 int as_mincap(as_trace_open_fn open, void *open_user, const as_policy_spec *spec,
               const as_mincap_opts *opts, as_mincap_result *out, as_trace_error *err, char *why,
               size_t why_len)
 {
     static const as_mincap_opts defaults = {0};
     const as_mincap_opts *o = opts ? opts : &defaults;
-    const unsigned batch = o->batch ? o->batch : DEFAULT_BATCH;
+    unsigned batch = o->batch ? o->batch : DEFAULT_BATCH;
     const uint64_t step = o->step ? o->step : AS_DEV_GRANULARITY;
     uint64_t *caps = NULL;
     as_mincap_result m = {.step = step};
@@ -213,6 +236,16 @@ int as_mincap(as_trace_open_fn open, void *open_user, const as_policy_spec *spec
     if (m.hi < m.lo)
         m.hi = m.lo; /* a policy holding less than requested is a bug; still sweep one */
     m.npoints = (size_t)((m.hi - m.lo) / step + 1);
+    if (o->max_points > 1 && m.npoints > o->max_points) {
+        too_many(why, why_len, &m, o->max_points);
+        rc = AS_MINCAP_ETOOMANY;
+        goto fail;
+    }
+    if (o->memory) { /* a pass's runs within the budget */
+        uint64_t fit = o->memory / as_engine_run_bytes(sum.peak_live, 0);
+        if (fit < batch)
+            batch = fit ? (unsigned)fit : 1;
+    }
     m.points = calloc(m.npoints, sizeof *m.points);
     caps = malloc(batch * sizeof *caps); /* a pass's capacities, here and in probe_below */
     if (!m.points || !caps) {
@@ -312,9 +345,19 @@ int as_sweep_parse(const char *text, uint64_t max_count, uint64_t **caps, size_t
     }
     uint64_t count = (v[1] - v[0]) / v[2] + 1;
     if (count > max_count) {
-        char lim[32];
-        snprintf(lim, sizeof lim, "%llu", (unsigned long long)max_count);
-        set_why(why, why_len, "sweep '%s' gives more than %s capacities", text, lim);
+        /* the smallest step in whole MiB (or bytes, below 1 MiB) within the limit */
+        uint64_t need = max_count > 1 ? (v[1] - v[0] + max_count - 2) / (max_count - 1) : 0;
+        char step[32];
+        if (need >= (1u << 20) || max_count < 2)
+            snprintf(step, sizeof step, "%lluM",
+                     (unsigned long long)((need + (1u << 20) - 1) >> 20));
+        else
+            snprintf(step, sizeof step, "%llu", (unsigned long long)need);
+        if (why && why_len)
+            snprintf(why, why_len,
+                     "sweep '%s' gives %llu capacities, more than the %llu allowed: use a "
+                     "coarser step (%s or more)",
+                     text, (unsigned long long)count, (unsigned long long)max_count, step);
         return -1;
     }
     uint64_t *p = malloc(count * sizeof *p);

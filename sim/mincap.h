@@ -41,11 +41,19 @@
 /* Opens a fresh reader over the same trace for each pass. Returns 0 or < 0 (err filled). */
 typedef int (*as_trace_open_fn)(void *user, as_trace_reader **out, as_trace_error *err);
 
+/* as_mincap's refusal of a grid larger than opts.max_points (why says how large, and a
+ * step that would fit). */
+#define AS_MINCAP_ETOOMANY (-30)
+
 typedef struct as_mincap_opts {
-    unsigned batch;   /* capacities per pass (one decode each); 0 = 64 */
-    unsigned threads; /* engine threads; 0 = the engine's default */
-    uint64_t step;    /* grid step; 0 = AS_DEV_GRANULARITY. Coarser steps are not exact. */
-    uint64_t below;   /* self-limiting policies: 0 = AS_MINCAP_BELOW (see above) */
+    unsigned batch; /* capacities per pass (one decode each); 0 = 64 */
+    /* Host memory for one pass's runs; 0 = no limit. The batch shrinks to fit it, by the
+     * trace's peak live allocations (as_engine_run_bytes). */
+    uint64_t memory;
+    uint64_t max_points; /* most grid capacities (probes below included); 0 = no limit */
+    unsigned threads;    /* engine threads; 0 = the engine's default */
+    uint64_t step;       /* grid step; 0 = AS_DEV_GRANULARITY. Coarser steps are not exact. */
+    uint64_t below;      /* self-limiting policies: 0 = AS_MINCAP_BELOW (see above) */
     /* Called after each pass with the number of capacities done and the total. */
     void (*on_progress)(void *user, uint64_t done, uint64_t total);
     void *user;

@@ -684,6 +684,8 @@ struct as_runlog {
     unsigned base;
     FILE **spool; /* one temporary file per report run, created on first row */
     unsigned nspool;
+    unsigned flushed; /* runs below are in out (as_runlog_flush) */
+    int header;       /* the header line is in out */
     int err;
 };
 
@@ -714,7 +716,7 @@ static FILE *spool_for(as_runlog *l, unsigned run)
     if (l->err)
         return NULL;
     if (run >= l->nspool) {
-        unsigned nc = run + 8;
+        unsigned nc = run + 8 > 2 * l->nspool ? run + 8 : 2 * l->nspool;
         FILE **n = realloc(l->spool, nc * sizeof *n);
         if (!n) {
             l->err = ENOMEM;
@@ -756,31 +758,65 @@ void as_runlog_sample(void *user, const as_timeline_sample *s)
             (unsigned long long)s->reserved);
 }
 
+/* Appends spool i to the output and closes it. */
+static int spool_out(as_runlog *l, unsigned i)
+{
+    FILE *s = l->spool[i];
+    int err = 0;
+    char buf[65536];
+    l->spool[i] = NULL;
+    if (!s)
+        return 0;
+    if (fflush(s) || fseek(s, 0, SEEK_SET))
+        err = errno ? errno : EIO;
+    size_t n;
+    while (!err && (n = fread(buf, 1, sizeof buf, s)) > 0)
+        if (fwrite(buf, 1, n, l->out) != n)
+            err = errno ? errno : EIO;
+    if (!err && ferror(s))
+        err = EIO;
+    fclose(s);
+    return err;
+}
+
+int as_runlog_flush(as_runlog *l, unsigned upto)
+{
+    if (!l->err && !l->header &&
+        fputs(l->kind == AS_RUNLOG_SEGMENTS
+                  ? "run,alloc,event,action,addr,size\n"
+                  : "run,event,alloc,time_us,requested,allocated,reserved\n",
+              l->out) < 0)
+        l->err = errno ? errno : EIO;
+    l->header = 1;
+    for (; l->flushed < upto && l->flushed < l->nspool; l->flushed++) {
+        unsigned i = l->flushed;
+        if (!l->err) {
+            l->err = spool_out(l, i);
+        } else if (l->spool[i]) {
+            fclose(l->spool[i]);
+            l->spool[i] = NULL;
+        }
+    }
+    if (l->flushed < upto)
+        l->flushed = upto;
+    return -l->err;
+}
+
+void as_runlog_discard(as_runlog *l, unsigned from)
+{
+    for (unsigned i = from; i < l->nspool; i++) {
+        if (l->spool[i])
+            fclose(l->spool[i]);
+        l->spool[i] = NULL;
+    }
+}
+
 int as_runlog_close(as_runlog *l)
 {
     if (!l)
         return 0;
+    as_runlog_flush(l, l->nspool);
     int err = l->err;
-    fputs(l->kind == AS_RUNLOG_SEGMENTS ? "run,alloc,event,action,addr,size\n"
-                                        : "run,event,alloc,time_us,requested,allocated,reserved\n",
-          l->out);
-    char buf[65536];
-    for (unsigned i = 0; i < l->nspool; i++) {
-        FILE *s = l->spool[i];
-        if (!s)
-            continue;
-        if (!err) {
-            if (fflush(s) || fseek(s, 0, SEEK_SET))
-                err = errno ? errno : EIO;
-            size_t n;
-            while (!err && (n = fread(buf, 1, sizeof buf, s)) > 0)
-                if (fwrite(buf, 1, n, l->out) != n)
-                    err = errno ? errno : EIO;
-            if (!err && ferror(s))
-                err = EIO;
-        }
-        fclose(s);
-    }
     if (fclose(l->out) && !err)
         err = errno ? errno : EIO;
     free(l->spool);

@@ -78,6 +78,12 @@ void as_runlog_set_base(as_runlog *l, unsigned run_base);
 /* Callbacks with the engine's signatures (user = the as_runlog). */
 void as_runlog_segment(void *user, const as_seg_record *rec);
 void as_runlog_sample(void *user, const as_timeline_sample *s);
+/* Runs below `upto` (report index) are done: writes the header if not yet, and their rows,
+ * in run order, and closes their spool files, so that only runs in flight hold one.
+ * 0 or -errno. */
+int as_runlog_flush(as_runlog *l, unsigned upto);
+/* Drops the rows of runs from `from` on (a pass whose results are void). */
+void as_runlog_discard(as_runlog *l, unsigned from);
 /* Writes the header and every run's rows in run order, closes and frees. 0 or -errno. */
 int as_runlog_close(as_runlog *l);
 

@@ -155,8 +155,8 @@ static void on_walk(void *user, unsigned run, uint64_t event, uint64_t alloc, co
 }
 
 int as_segmap_pass(as_segmap *m, const as_engine *first, as_trace_reader *rd,
-                   const as_engine_opts *base, const as_policy_spec *specs, size_t nspec,
-                   const uint64_t *caps, size_t ncap, unsigned run_base, as_trace_error *err,
+                   const as_engine_opts *base, const as_policy_spec *specs, const uint64_t *caps,
+                   size_t ncap, size_t r0, size_t n, unsigned run_base, as_trace_error *err,
                    char *why, size_t why_len)
 {
     as_engine *e = NULL;
@@ -178,14 +178,14 @@ int as_segmap_pass(as_segmap *m, const as_engine *first, as_trace_reader *rd,
             snprintf(why, why_len, "cannot create the engine for the segment map");
         goto out;
     }
-    for (size_t i = 0; i < nspec * ncap; i++) {
+    for (size_t i = r0; i < r0 + n; i++) {
         rc = as_engine_add_run(e, &specs[i / ncap], caps[i % ncap]);
         if (rc < 0) {
             if (why && why_len)
                 snprintf(why, why_len, "segment map: %s", as_engine_errmsg(e));
             goto out;
         }
-        const as_run_result *r = as_engine_result(first, (unsigned)i);
+        const as_run_result *r = as_engine_result(first, (unsigned)(i - r0));
         if (r && r->peak_reserved_event != AS_NONE && r->peak_reserved > 0)
             as_engine_walk_after(e, (unsigned)rc, r->peak_reserved_event);
     }

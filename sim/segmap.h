@@ -30,14 +30,14 @@ typedef struct as_segmap as_segmap;
  * Returns 0 or -errno. */
 int as_segmap_open(const char *path, as_segmap **out);
 
-/* The second pass for one trace. `first` is the engine that ran the runs (spec-major:
- * run i is specs[i / ncap] at caps[i % ncap], as `allocsim run` adds them); rd is a fresh
- * reader over the same trace; base supplies threads and keep_going; run_base is the
- * report's index of the engine's run 0. Returns 0, a trace error (< 0, err filled) or an
- * engine error (< 0, why filled). */
+/* The second pass for runs [r0, r0 + n) of one trace, which engine `first` ran as its runs
+ * 0..n-1. Run i is specs[i / ncap] at caps[i % ncap] (spec-major, as `allocsim run` adds
+ * them); rd is a fresh reader over the same trace; base supplies threads and keep_going;
+ * run_base is the report's index of the engine's run 0. Returns 0, a trace error (< 0, err
+ * filled) or an engine error (< 0, why filled). */
 int as_segmap_pass(as_segmap *m, const as_engine *first, as_trace_reader *rd,
-                   const as_engine_opts *base, const as_policy_spec *specs, size_t nspec,
-                   const uint64_t *caps, size_t ncap, unsigned run_base, as_trace_error *err,
+                   const as_engine_opts *base, const as_policy_spec *specs, const uint64_t *caps,
+                   size_t ncap, size_t r0, size_t n, unsigned run_base, as_trace_error *err,
                    char *why, size_t why_len);
 
 /* Writes the header and every run's rows, closes and frees. Returns 0 or -errno. */

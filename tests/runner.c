@@ -2,6 +2,7 @@
  * runner.c - the CUnit test runner. Suites come from build/suites.h, generated from the
  * tests/test_*.c files. The last line is "N passed, N failed"; the exit status is 1 on
  * any failed test or suite.
+ *   run-tests [-q] [SUITE...]    every suite, or only those named (make tsan picks some)
  */
 #include <CUnit/Basic.h>
 #include <stdio.h>
@@ -19,7 +20,21 @@ int main(int argc, char **argv)
         CU_cleanup_registry();
         return 2;
     }
-    CU_basic_set_mode(argc > 1 && strcmp(argv[1], "-q") == 0 ? CU_BRM_SILENT : CU_BRM_VERBOSE);
+    int quiet = argc > 1 && strcmp(argv[1], "-q") == 0, first = 1 + quiet;
+    CU_basic_set_mode(quiet ? CU_BRM_SILENT : CU_BRM_VERBOSE);
+    for (CU_pSuite su = CU_get_registry()->pSuite; first < argc && su; su = su->pNext) {
+        int named = 0;
+        for (int i = first; i < argc; i++)
+            named |= strcmp(argv[i], su->pName) == 0;
+        CU_set_suite_active(su, named ? CU_TRUE : CU_FALSE);
+    }
+    for (int i = first; i < argc; i++) {
+        if (!CU_get_suite(argv[i])) {
+            fprintf(stderr, "run-tests: no suite '%s'\n", argv[i]);
+            CU_cleanup_registry();
+            return 2;
+        }
+    }
     CU_ErrorCode rc = CU_basic_run_tests();
     unsigned run = CU_get_number_of_tests_run();
     unsigned failed = CU_get_number_of_tests_failed();

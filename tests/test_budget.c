@@ -1,0 +1,261 @@
+/*
+ * test_budget.c - runs in flight have a memory budget (allocsim --memory): the engine's
+ * live-allocation limit and decode-only scan, the groups `allocsim run` feeds (the same
+ * report and the same --segments, --timeline and --segment-map files whatever the
+ * grouping), the caps on capacities (sweeps, mincap's grid), and the memory a grouped run
+ * really takes (the child's peak RSS from wait4).
+ */
+#include <CUnit/CUnit.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "engine.h"
+#include "util.h"
+
+#define HAND "traces/samples/handwritten.txt"
+
+static char out[65536], err[65536];
+
+static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int run(const char *fmt, ...)
+{
+    char args[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    return tu_run_allocsim(args, out, sizeof out, err, sizeof err);
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 16, n = 0, k;
+    char *b = malloc(cap + 1);
+    while (b && (k = fread(b + n, 1, cap - n, f)) > 0) {
+        n += k;
+        if (n == cap) {
+            char *nb = realloc(b, (cap *= 2) + 1);
+            if (!nb) {
+                free(b);
+                b = NULL;
+            }
+            b = nb;
+        }
+    }
+    fclose(f);
+    if (b)
+        b[n] = 0;
+    return b;
+}
+
+static void run_bytes_model(void)
+{
+    CU_ASSERT_EQUAL(as_engine_run_bytes(0, 0), AS_ENGINE_RUN_BASE);
+    CU_ASSERT_EQUAL(as_engine_run_bytes(10, 1),
+                    AS_ENGINE_RUN_BASE + AS_ENGINE_RUN_LOGS + 10 * AS_ENGINE_RUN_PER_LIVE);
+    CU_ASSERT_EQUAL(as_engine_run_bytes(UINT64_MAX / 2, 0), UINT64_MAX); /* no wrap */
+}
+
+/* handwritten.txt by hand: allocs 0-3 live (4), alloc 4 makes 5; frees bring it to 3,
+ * allocs 5, 6, 7 never pass 4, alloc 8 with 7 still pending (free_req) is 5 again; then
+ * only frees and single allocations. */
+static void scan_peak_live(void)
+{
+    as_engine *e;
+    as_trace_reader *rd;
+    as_trace_error te;
+    CU_ASSERT_FATAL(as_engine_create(NULL, &e) == 0);
+    CU_ASSERT_FATAL(as_trace_open(tu_path(HAND), NULL, &rd, &te) == 0);
+    CU_ASSERT_EQUAL(as_engine_scan(e, rd, &te), 0);
+    const as_trace_summary *s = as_engine_summary(e);
+    CU_ASSERT_EQUAL(s->peak_live, 5);
+    CU_ASSERT_EQUAL(s->live_at_end, 0);
+    CU_ASSERT_EQUAL(s->allocs, 10);
+    CU_ASSERT_EQUAL(as_engine_scan(e, rd, &te), AS_ENGINE_EUSAGE); /* once */
+    as_trace_close(rd);
+    as_engine_destroy(e);
+}
+
+/* opts.max_live: 4 stops the engine before the batch with 5 live; 5 lets it run. */
+static void max_live_stops(void)
+{
+    for (uint64_t lim = 4; lim <= 5; lim++) {
+        as_engine_opts o = {.max_live = lim, .threads = 2};
+        as_engine *e;
+        as_trace_reader *rd;
+        as_trace_error te;
+        as_policy_spec sp;
+        char why[256];
+        CU_ASSERT_FATAL(as_policy_spec_parse("bestfit", &sp, why, sizeof why) == 0);
+        CU_ASSERT_FATAL(as_engine_create(&o, &e) == 0);
+        CU_ASSERT(as_engine_add_run(e, &sp, AS_CAPACITY_NONE) == 0);
+        CU_ASSERT(as_engine_add_run(e, &sp, 40ull << 20) == 1);
+        CU_ASSERT_FATAL(as_trace_open(tu_path(HAND), NULL, &rd, &te) == 0);
+        int rc = as_engine_run(e, rd, &te);
+        CU_ASSERT_EQUAL(rc, lim == 4 ? AS_ENGINE_EBUDGET : 0);
+        if (lim == 4) {
+            CU_ASSERT_PTR_NOT_NULL(strstr(as_engine_errmsg(e), "more than 4 allocations"));
+        } else {
+            CU_ASSERT_EQUAL(as_engine_summary(e)->peak_live, 5);
+        }
+        as_trace_close(rd);
+        as_engine_destroy(e);
+        as_policy_spec_free(&sp);
+    }
+}
+
+/* Removes the wall_s and events_per_second fields (host timing) of a CSV report. */
+static void drop_timing(char *csv)
+{
+    char *w = csv;
+    int col = 0;
+    for (char *p = csv; *p; p++) {
+        if (*p == '\n')
+            col = 0;
+        else if (*p == ',')
+            col++;
+        if (!(col == 25 || col == 26) || (*p == ',' && col == 25))
+            *w++ = *p;
+    }
+    *w = 0;
+}
+
+/* One set of runs at three budgets: all at once (default), the one pass stopped by the
+ * trace's live allocations and redone in groups of 8 (9 runs: the budget is 9 runs of
+ * per-run base + logs + 4 live allocations, the trace reaches 5), and one run per group
+ * (--memory 1). Reports and every log file must be byte-identical. */
+static void groups_same_results(void)
+{
+    const char *files[3][3];
+    char names[3][3][256];
+    char *report[3];
+    uint64_t per = AS_ENGINE_RUN_BASE + AS_ENGINE_RUN_LOGS + 4 * AS_ENGINE_RUN_PER_LIVE + 100;
+    char budgets[3][32] = {"2G", "", "1"};
+    snprintf(budgets[1], sizeof budgets[1], "%llu", (unsigned long long)(9 * per));
+    for (int b = 0; b < 3; b++) {
+        for (int k = 0; k < 3; k++) {
+            snprintf(names[b][k], sizeof names[b][k], "%s", tu_tmp(".csv"));
+            files[b][k] = names[b][k];
+        }
+        int rc = run("-q -f csv -p bestfit -p torch -p nocache -c 20M -c 30M -c none "
+                     "--memory %s --segments %s --timeline %s --timeline-every 3 "
+                     "--segment-map %s %s",
+                     budgets[b], files[b][0], files[b][1], files[b][2], tu_path(HAND));
+        CU_ASSERT_EQUAL(rc, 0);
+        if (rc)
+            fprintf(stderr, "\n  --memory %s: %s\n", budgets[b], err);
+        drop_timing(out);
+        report[b] = strdup(out);
+    }
+    CU_ASSERT_PTR_NOT_NULL(strstr(report[0], "nocache,20971520,0,")); /* an OOM among them */
+    for (int b = 1; b < 3; b++) {
+        CU_ASSERT_STRING_EQUAL(report[0], report[b]);
+        for (int k = 0; k < 3; k++) {
+            char *x = slurp(files[0][k]), *y = slurp(files[b][k]);
+            CU_ASSERT_FATAL(x && y);
+            CU_ASSERT(strlen(x) > 100);
+            CU_ASSERT_STRING_EQUAL(x, y);
+            free(x);
+            free(y);
+        }
+    }
+    for (int b = 0; b < 3; b++) {
+        free(report[b]);
+        for (int k = 0; k < 3; k++)
+            tu_rm(files[b][k]);
+    }
+}
+
+static void caps_and_messages(void)
+{
+    /* 99,981 capacities; the step for at most 16384: (100000M - 20M) / 16383 = 6.1M -> 7M */
+    CU_ASSERT_EQUAL(run("--sweep 20M:100000M:1M %s", tu_path(HAND)), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "gives 99981 capacities, more than the 16384 allowed"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "coarser step (7M or more)"));
+    CU_ASSERT_EQUAL(run("-c 1M..16G/1M -c 1G %s", tu_path(HAND)), 2); /* 16385 in all */
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "16385 capacities from -c and --sweep"));
+    CU_ASSERT_EQUAL(run("--memory 12XB %s", tu_path(HAND)), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "--memory 12XB"));
+    /* Standard input read once cannot feed two groups. */
+    CU_ASSERT_EQUAL(run("-p bestfit -p nocache --memory 1 -"), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "standard input can be read only once"));
+    /* One 1-byte request in a 40000 MiB segment: mincap's grid is 2 MiB .. 40000 MiB,
+     * 20000 capacities; the smallest 2 MiB multiple giving <= 16384 is 4 MiB. */
+    const char *t = tu_write_tmp(".txt", "allocsim-text 1\nalloc 0 1\nfree 0\n");
+    CU_ASSERT_EQUAL(run("mincap -p bestfit,segment=40000 %s", t), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "20000 capacities from 2.0 MiB to 39.06 GiB"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "--step 4M"));
+    if (!strstr(err, "--step 4M"))
+        fprintf(stderr, "\n  %s\n", err);
+    tu_rm(t);
+}
+
+/* Peak RSS (KiB) of `allocsim args...` run directly (no shell), from wait4; -1 on error. */
+static long child_rss_kib(char *const argv[])
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
+            _exit(126);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int st;
+    struct rusage ru;
+    if (wait4(pid, &st, 0, &ru) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return -1;
+    return ru.ru_maxrss;
+}
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
+
+/* 2,000 runs: all at once they take at least 40 KB each (52-85 KB measured); with
+ * --memory 16M in flight they stay within one run's process plus 16 MiB and 4 MiB for
+ * the report's 2,000 results. Skipped under sanitizers (their shadow memory). */
+static void grouped_memory_bounded(void)
+{
+    if (SANITIZED) {
+        fprintf(stderr, "\n  [skipped under a sanitizer]\n");
+        return;
+    }
+    const char *bin = getenv("AS_ALLOCSIM");
+    char b[1024], h[1024];
+    snprintf(b, sizeof b, "%s", bin ? bin : "build/allocsim");
+    snprintf(h, sizeof h, "%s", tu_path(HAND));
+    char *one[] = {b, "-q", "-p", "bestfit", "-c", "100M", h, NULL};
+    char *all[] = {b, "-q", "-p", "bestfit", "--sweep", "100M:2099M:1M", h, NULL};
+    char *grp[] = {b,          "-q",  "-p", "bestfit", "--sweep", "100M:2099M:1M",
+                   "--memory", "16M", h,    NULL};
+    long r1 = child_rss_kib(one), ra = child_rss_kib(all), rg = child_rss_kib(grp);
+    fprintf(stderr, "\n  [peak RSS: 1 run %ld KiB, 2000 at once %ld KiB, 2000 in 16M %ld KiB]\n",
+            r1, ra, rg);
+    CU_ASSERT_FATAL(r1 > 0 && ra > 0 && rg > 0);
+    CU_ASSERT(ra >= r1 + 2000 * 40000 / 1024);
+    CU_ASSERT(rg <= r1 + 16 * 1024 + 4 * 1024);
+}
+
+CU_TestInfo test_budget[] = {
+    {"as_engine_run_bytes: base, logs, per live allocation, no overflow", run_bytes_model},
+    {"as_engine_scan: peak live allocations of a trace counted by hand", scan_peak_live},
+    {"max_live stops the engine before the batch that passes it", max_live_stops},
+    {"groups: same report and logs at three budgets", groups_same_results},
+    {"caps on sweeps, -c, mincap's grid; stdin and --memory messages", caps_and_messages},
+    {"2000 runs within --memory 16M (peak RSS)", grouped_memory_bounded},
+    CU_TEST_INFO_NULL,
+};
