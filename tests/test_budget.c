@@ -114,18 +114,24 @@ static void max_live_stops(void)
     }
 }
 
-/* Removes the wall_s and events_per_second fields (host timing) of a CSV report. */
+/* Removes the host-timing fields, the last three of report schema 2 (checked on the
+ * header), from every line of a CSV report. */
 static void drop_timing(char *csv)
 {
+    const char *hdr_end = strchr(csv, '\n');
+    const char *tail = ",wall_s,cpu_s,events_per_second";
+    size_t tl = strlen(tail);
+    CU_ASSERT_FATAL(hdr_end && (size_t)(hdr_end - csv) > tl && memcmp(hdr_end - tl, tail, tl) == 0);
     char *w = csv;
-    int col = 0;
-    for (char *p = csv; *p; p++) {
-        if (*p == '\n')
-            col = 0;
-        else if (*p == ',')
-            col++;
-        if (!(col == 25 || col == 26) || (*p == ',' && col == 25))
-            *w++ = *p;
+    for (char *line = csv; *line;) {
+        char *end = line + strcspn(line, "\n"), *cut = end;
+        for (int k = 0; k < 3 && cut > line;)
+            k += *--cut == ',';
+        memmove(w, line, (size_t)(cut - line));
+        w += cut - line;
+        if (*end)
+            *w++ = '\n';
+        line = *end ? end + 1 : end;
     }
     *w = 0;
 }
@@ -157,7 +163,7 @@ static void groups_same_results(void)
         drop_timing(out);
         report[b] = strdup(out);
     }
-    CU_ASSERT_PTR_NOT_NULL(strstr(report[0], "nocache,20971520,0,")); /* an OOM among them */
+    CU_ASSERT_PTR_NOT_NULL(strstr(report[0], ",nocache,nocache,20971520,0,1,")); /* an OOM */
     for (int b = 1; b < 3; b++) {
         CU_ASSERT_STRING_EQUAL(report[0], report[b]);
         for (int k = 0; k < 3; k++) {
