@@ -18,6 +18,7 @@
 
 #include "cli.h"
 #include "mincap.h"
+#include "outfile.h"
 #include "report.h"
 
 #define MAX_SPECS 64
@@ -55,8 +56,9 @@ static int open_trace(void *user, as_trace_reader **out, as_trace_error *err)
 /* Every pass decodes the trace again. A PyTorch pickle or a text trace is slow to parse,
  * so such an input is first written once to a temporary native file (about 2 bytes per
  * event, decoded in memory bounded by the live allocations) and the passes read that.
- * Fills tmp (empty when the input is already native). Returns 0 or an exit status. */
-static int spool_native(const char *path, char *tmp, size_t n)
+ * Fills tmp (empty when the input is already native) and its registry slot. Returns 0 or an
+ * exit status. */
+static int spool_native(const char *path, char *tmp, size_t n, int *slot)
 {
     as_trace_reader *rd = NULL;
     as_trace_writer *w = NULL;
@@ -79,6 +81,7 @@ static int spool_native(const char *path, char *tmp, size_t n)
         return rc;
     }
     close(fd);
+    *slot = as_out_tmp_add(tmp); /* removed on every exit path, signals included */
     if (as_trace_writer_open(tmp, AS_FMT_NATIVE, as_trace_reader_meta(rd), &w, &err)) {
         rc = as_cli_trace_fail(&err, tmp);
         goto fail;
@@ -101,6 +104,8 @@ static int spool_native(const char *path, char *tmp, size_t n)
 fail:
     as_trace_close(rd);
     unlink(tmp);
+    as_out_tmp_del(*slot);
+    *slot = -1;
     tmp[0] = 0;
     return rc;
 }
@@ -336,22 +341,28 @@ int as_cmd_mincap(int argc, char **argv)
         spec_text[nspec++] = "torch";
 
     char spooled[PATH_MAX] = "";
+    int spool_slot = -1;
     as_policy_spec specs[MAX_SPECS];
     unsigned nparsed = 0;
     FILE *csv = NULL;
     uint64_t csv_run = 0;
+    as_out *csv_out = NULL, *out = NULL;
     for (unsigned k = 0; k < nspec; k++) {
         if ((status = as_cli_parse_spec(cmd, spec_text[k], &specs[k])))
             goto out;
         nparsed++;
     }
+    const char *outs[] = {"-", csv_path};
+    if ((status = as_out_check(cmd, outs, 2, &trace, 1)) || (status = as_out_open("-", &out)))
+        goto out;
     if (csv_path) {
-        if ((status = as_cli_create(csv_path, &csv)))
+        if ((status = as_out_open(csv_path, &csv_out)))
             goto out;
+        csv = as_out_file(csv_out);
         csv_header(csv);
     }
 
-    if ((status = spool_native(trace, spooled, sizeof spooled)))
+    if ((status = spool_native(trace, spooled, sizeof spooled, &spool_slot)))
         goto out;
     open_ctx oc = {.path = spooled[0] ? spooled : trace};
     progress_ctx pc = {.tty = isatty(2)};
@@ -412,10 +423,9 @@ int as_cmd_mincap(int argc, char **argv)
 out:
     if (spooled[0])
         unlink(spooled);
-    if (csv && fclose(csv) && !status) {
-        as_cli_msg("%s: write failed: %s", csv_path, strerror(errno));
-        status = AS_EXIT_INPUT;
-    }
+    as_out_tmp_del(spool_slot);
+    status = as_out_commit(csv_out, status);
+    status = as_out_commit(out, status);
     for (unsigned k = 0; k < nparsed; k++)
         as_policy_spec_free(&specs[k]);
     return status;

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "outfile.h"
 
 extern char **environ;
 
@@ -122,6 +123,8 @@ typedef struct plot_args {
     int quiet, verbose;
     char dir[PATH_MAX]; /* where the CSV files go */
     int tmpdir;         /* dir is ours to remove */
+    const char *chart;  /* where gnuplot writes: a temporary file beside out */
+    int slots[8];       /* registered temporary files and dir (outfile.h), -1 when none */
 } plot_args;
 
 /* An argv under construction: room for every -p and -c (two words each) and the rest,
@@ -161,9 +164,13 @@ static int spawn(const argv_t *v, const char *out_path, int quiet, const char *e
         as_cli_msg("cannot run %s: %s", v->a[0], strerror(rc));
         return 127;
     }
-    while (waitpid(pid, &st, 0) < 0)
+    int forwarded = 0;
+    while (waitpid(pid, &st, 0) < 0) {
         if (errno != EINTR)
             return 127;
+        if (as_out_stop && !forwarded++) /* a SIGTERM sent to plot alone stops its run too */
+            kill(pid, SIGTERM);
+    }
     if (WIFEXITED(st))
         return WEXITSTATUS(st);
     return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
@@ -278,17 +285,20 @@ static int run_gnuplot(const plot_args *a, const char *script, const char *vars)
     push(&v, path);
     const char *t = getenv("TMPDIR");
     snprintf(log, sizeof log, "%s/allocsim-gnuplot-XXXXXX", t && *t ? t : "/tmp");
-    int fd = a->verbose ? -1 : mkstemp(log);
-    if (fd >= 0)
+    int fd = a->verbose ? -1 : mkstemp(log), slot = -1;
+    if (fd >= 0) {
         close(fd);
+        slot = as_out_tmp_add(log);
+    }
     int st = spawn(&v, NULL, 0, fd >= 0 ? log : NULL);
-    if (st) {
+    if (st && !as_out_stop) {
         if (fd >= 0)
             show_file(log);
         as_cli_msg("plot: gnuplot %s failed (exit status %d)", path, st);
     }
     if (fd >= 0)
         unlink(log);
+    as_out_tmp_del(slot);
     return st ? AS_EXIT_INPUT : AS_EXIT_OK;
 }
 
@@ -296,7 +306,7 @@ static int run_gnuplot(const plot_args *a, const char *script, const char *vars)
 static int run_self(const plot_args *a, argv_t *v, const char *out_path)
 {
     int st = spawn(v, out_path, a->quiet, NULL);
-    if (st == 1 || st == 2)
+    if (st == 1 || st == 2 || st == AS_EXIT_SIGNAL)
         return st; /* the run printed why */
     if (st) {
         as_cli_msg("plot: %s %s failed (exit status %d)", v->a[0], v->a[1], st);
@@ -374,7 +384,7 @@ static void common_vars(const plot_args *a, char *vars, size_t n)
             *x = ',';
         gp_set(vars, n, "size", sz);
     }
-    gp_set(vars, n, "out", a->out);
+    gp_set(vars, n, "out", a->chart);
 }
 
 static int plot_timeline(plot_args *a, char **traces, int ntr, char *self)
@@ -544,25 +554,46 @@ static int ends_with(const char *s, const char *suf)
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
+static const char *const tmp_names[] = {"runs.csv", "timeline.csv", "report.csv", "sweep.csv",
+                                        "segmap.csv"};
+
+/* Makes the temporary directory and registers it and the files the runs make in it, so
+ * that every exit path, a signal included, removes them. 0 or an exit status. */
+static int make_tmpdir(plot_args *a)
+{
+    const char *t = getenv("TMPDIR");
+    char p[PATH_MAX + 32];
+    snprintf(a->dir, sizeof a->dir, "%s/allocsim-plot-XXXXXX", t && *t ? t : "/tmp");
+    if (!mkdtemp(a->dir))
+        return as_cli_cannot_create(a->dir, errno);
+    a->tmpdir = 1;
+    for (size_t i = 0; i < sizeof tmp_names / sizeof tmp_names[0]; i++) {
+        path_in(a, tmp_names[i], p, sizeof p);
+        a->slots[i] = as_out_tmp_add(p);
+    }
+    a->slots[sizeof tmp_names / sizeof tmp_names[0]] = as_out_tmp_add(a->dir);
+    return AS_EXIT_OK;
+}
+
 /* Removes the files we made in a temporary directory, then the directory. */
 static void cleanup_dir(const plot_args *a)
 {
-    static const char *const names[] = {"runs.csv", "timeline.csv", "report.csv", "sweep.csv",
-                                        "segmap.csv"};
     char p[PATH_MAX + 32];
     if (!a->tmpdir)
         return;
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        path_in(a, names[i], p, sizeof p);
+    for (size_t i = 0; i < sizeof tmp_names / sizeof tmp_names[0]; i++) {
+        path_in(a, tmp_names[i], p, sizeof p);
         unlink(p);
     }
     rmdir(a->dir);
+    for (size_t i = 0; i < sizeof a->slots / sizeof a->slots[0]; i++)
+        as_out_tmp_del(a->slots[i]);
 }
 
 int as_cmd_plot(int argc, char **argv)
 {
     const char *cmd = "plot";
-    plot_args a = {.every = 100};
+    plot_args a = {.every = 100, .slots = {-1, -1, -1, -1, -1, -1, -1, -1}};
     int c, ret;
     if (argc < 2 || argv[1][0] == '-') {
         if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
@@ -680,15 +711,24 @@ int as_cmd_plot(int argc, char **argv)
                 return as_cli_cannot_create(a.keep, errno);
             }
             snprintf(a.dir, sizeof a.dir, "%s", a.keep);
-        } else {
-            const char *t = getenv("TMPDIR");
-            snprintf(a.dir, sizeof a.dir, "%s/allocsim-plot-XXXXXX", t && *t ? t : "/tmp");
-            if (!mkdtemp(a.dir)) {
-                return as_cli_cannot_create(a.dir, errno);
-            }
-            a.tmpdir = 1;
+        } else if ((ret = make_tmpdir(&a))) {
+            return ret;
         }
     }
+    /* The chart goes to a temporary file beside -o, renamed into place once drawn; -o
+     * must name none of the inputs. */
+    const char *ins[MAX_ARGS + 2] = {a.csv, a.runs};
+    size_t nin = 2;
+    for (int i = optind; i < argc && nin < sizeof ins / sizeof ins[0]; i++)
+        ins[nin++] = argv[i];
+    as_out *chart = NULL;
+    if ((ret = as_out_check(cmd, &a.out, 1, ins, nin)) ||
+        (ret = as_out_open_named(a.out, &chart))) {
+        cleanup_dir(&a);
+        return ret;
+    }
+    a.chart = as_out_path(chart);
+    as_out_graceful(1);
     switch (k) {
     case 0:
         ret = plot_timeline(&a, argv + optind, ntr, self);
@@ -707,6 +747,12 @@ int as_cmd_plot(int argc, char **argv)
         break;
     }
     cleanup_dir(&a);
+    if (as_out_stop) { /* the runs said what they finished; no chart from half the data */
+        as_out_abort(chart);
+        as_cli_msg("plot: interrupted; %s not written", a.out);
+        return AS_EXIT_SIGNAL;
+    }
+    ret = as_out_commit(chart, ret);
     if (ret == AS_EXIT_OK && !a.quiet)
         fprintf(stderr, "allocsim: wrote %s\n", a.out);
     return ret;

@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "engine.h"
 #include "mincap.h"
+#include "outfile.h"
 #include "report.h"
 #include "segmap.h"
 
@@ -379,7 +380,7 @@ int as_cmd_run(int argc, char **argv)
     size_t np = 0;
     run_ctx ctx = {0};
     as_report *rep = NULL;
-    FILE *out = stdout;
+    as_out *out = NULL, *seg_out = NULL, *tl_out = NULL, *segmap_out = NULL;
 
     caps = calloc((size_t)argc + 1, sizeof *caps);
     if (!ptext || !caps) {
@@ -499,22 +500,23 @@ int as_cmd_run(int argc, char **argv)
         if ((ret = as_cli_parse_spec(cmd, ptext[nspec], &specs[nspec])))
             goto done;
 
-    int orc;
     ctx.seg_path = seg_path;
     ctx.tl_path = tl_path;
-    if (seg_path && (orc = as_runlog_open(seg_path, AS_RUNLOG_SEGMENTS, &ctx.segs))) {
-        ret = as_cli_cannot_create(seg_path, -orc);
+    /* Every output is checked against the inputs and opened (as a temporary file beside
+     * it) before any work, so a mistake costs nothing and a failure destroys nothing. */
+    const char *outs[] = {out_path ? out_path : "-", seg_path, tl_path, segmap_path};
+    if ((ret = as_out_check(cmd, outs, 4, (const char *const *)argv + optind,
+                            (size_t)(argc - optind))))
         goto done;
-    }
-    if (tl_path && (orc = as_runlog_open(tl_path, AS_RUNLOG_TIMELINE, &ctx.timeline))) {
-        ret = as_cli_cannot_create(tl_path, -orc);
+    if ((ret = as_out_open(out_path, &out)) ||
+        (seg_path && (ret = as_out_open(seg_path, &seg_out))) ||
+        (tl_path && (ret = as_out_open(tl_path, &tl_out))) ||
+        (segmap_path && (ret = as_out_open(segmap_path, &segmap_out))))
         goto done;
-    }
-    if (segmap_path && (orc = as_segmap_open(segmap_path, &ctx.segmap))) {
-        ret = as_cli_cannot_create(segmap_path, -orc);
-        goto done;
-    }
-    if (as_report_create(&rep)) {
+    if ((seg_out && as_runlog_open_stream(as_out_file(seg_out), AS_RUNLOG_SEGMENTS, &ctx.segs)) ||
+        (tl_out && as_runlog_open_stream(as_out_file(tl_out), AS_RUNLOG_TIMELINE, &ctx.timeline)) ||
+        (segmap_out && as_segmap_open_stream(as_out_file(segmap_out), &ctx.segmap)) ||
+        as_report_create(&rep)) {
         as_cli_msg("out of host memory");
         ret = AS_EXIT_INPUT;
         goto done;
@@ -534,18 +536,19 @@ int as_cmd_run(int argc, char **argv)
         if ((ret = run_trace(argv[i], &o, &ctx, specs, nspec, caps, ncap, budget, rep)))
             goto done;
 
-    if (out_path && (ret = as_cli_create(out_path, &out)))
-        goto done;
-    ret = as_cli_write_status(as_report_write(rep, out, fmt), out_path ? out_path : "stdout", ret);
+    ret = as_cli_write_status(as_report_write(rep, as_out_file(out), fmt), as_out_name(out), ret);
 done:
+    /* Each output is renamed into place only when it and everything before it succeeded. */
     if (ctx.segs)
         ret = as_cli_write_status(as_runlog_close(ctx.segs), seg_path, ret);
     if (ctx.timeline)
         ret = as_cli_write_status(as_runlog_close(ctx.timeline), tl_path, ret);
     if (ctx.segmap)
         ret = as_cli_write_status(as_segmap_close(ctx.segmap), segmap_path, ret);
-    if (out != stdout)
-        ret = as_cli_write_status(fclose(out), out_path, ret);
+    ret = as_out_commit(seg_out, ret);
+    ret = as_out_commit(tl_out, ret);
+    ret = as_out_commit(segmap_out, ret);
+    ret = as_out_commit(out, ret);
     as_report_destroy(rep);
     for (size_t i = 0; i < nspec; i++)
         as_policy_spec_free(&specs[i]);

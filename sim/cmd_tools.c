@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "info.h"
+#include "outfile.h"
 #include "report.h"
 
 #if defined(__has_include)
@@ -25,26 +26,36 @@ static as_trace_fmt out_format(const char *path, int forced)
     return forced ? (as_trace_fmt)forced : as_trace_fmt_for_output(path);
 }
 
+/* A writer's error names the temporary file it wrote: name the output instead. */
+static void name_output(as_trace_error *err, const as_out *o)
+{
+    if (!strcmp(err->path, as_out_path(o)))
+        snprintf(err->path, sizeof err->path, "%s", as_out_name(o));
+}
+
 #ifdef HAVE_GEN
-/* Copies every event of rd into a new trace at out_path. */
-static int copy_trace(as_trace_reader *rd, const char *in_path, const char *out_path,
-                      as_trace_fmt fmt)
+/* Copies every event of rd into output o (as_out_open_named). */
+static int copy_trace(as_trace_reader *rd, const char *in_path, const as_out *o, as_trace_fmt fmt)
 {
     as_trace_writer *w = NULL;
     as_trace_error err;
     memset(&err, 0, sizeof err);
     err.offset = err.event = UINT64_MAX;
-    if (as_trace_writer_open(out_path, fmt, as_trace_reader_meta(rd), &w, &err) < 0)
-        return as_cli_trace_fail(&err, out_path);
+    if (as_trace_writer_open(as_out_path(o), fmt, as_trace_reader_meta(rd), &w, &err) < 0) {
+        name_output(&err, o);
+        return as_cli_trace_fail(&err, as_out_name(o));
+    }
     int rc = as_trace_copy(rd, w, NULL, &err);
     as_trace_error cerr;
     memset(&cerr, 0, sizeof cerr);
     cerr.offset = cerr.event = UINT64_MAX;
     int crc = as_trace_writer_close(w, &cerr);
+    name_output(&err, o);
+    name_output(&cerr, o);
     if (rc < 0)
         return as_cli_trace_fail(&err, in_path);
     if (crc < 0)
-        return as_cli_trace_fail(&cerr, out_path);
+        return as_cli_trace_fail(&cerr, as_out_name(o));
     return AS_EXIT_OK;
 }
 #endif
@@ -95,17 +106,23 @@ int as_cmd_convert(int argc, char **argv)
     if (argc - optind != 2)
         return as_cli_usage("convert", "convert takes IN and OUT");
     const char *in = argv[optind], *outp = argv[optind + 1];
+    as_out *o = NULL;
+    int ret = as_out_check("convert", &outp, 1, &in, 1);
+    if (ret || (ret = as_out_open_named(outp, &o)))
+        return ret;
     as_trace_error err;
     memset(&err, 0, sizeof err);
     err.offset = err.event = UINT64_MAX;
-    int rc = repeat ? as_trace_repeat(in, outp, out_format(outp, forced), (unsigned)repeat, NULL,
-                                      NULL, &err)
-                    : as_trace_convert(in, outp, out_format(outp, forced), NULL, NULL, NULL, &err);
+    int rc = repeat ? as_trace_repeat(in, as_out_path(o), out_format(outp, forced),
+                                      (unsigned)repeat, NULL, NULL, &err)
+                    : as_trace_convert(in, as_out_path(o), out_format(outp, forced), NULL, NULL,
+                                       NULL, &err);
+    name_output(&err, o);
     if (rc == AS_TRACE_EUSAGE)
-        return as_cli_usage("convert", "%s", err.msg);
-    if (rc < 0)
-        return as_cli_trace_fail(&err, in);
-    return AS_EXIT_OK;
+        ret = as_cli_usage("convert", "%s", err.msg);
+    else if (rc < 0)
+        ret = as_cli_trace_fail(&err, in);
+    return as_out_commit(o, ret);
 }
 
 /* ---- gen -------------------------------------------------------------------------------- */
@@ -166,6 +183,7 @@ int as_cmd_gen(int argc, char **argv)
     if (!outp)
         return as_cli_usage("gen", "gen needs -o OUT ('-' for stdout)");
     as_trace_reader *rd = NULL;
+    as_out *o = NULL;
     as_trace_error err;
     memset(&err, 0, sizeof err);
     err.offset = err.event = UINT64_MAX;
@@ -174,7 +192,9 @@ int as_cmd_gen(int argc, char **argv)
         return as_cli_usage("gen", "%s", err.msg);
     if (rc < 0)
         return as_cli_trace_fail(&err, kind);
-    int ret = copy_trace(rd, kind, outp, out_format(outp, forced));
+    int ret = as_out_open_named(outp, &o);
+    if (!ret)
+        ret = as_out_commit(o, copy_trace(rd, kind, o, out_format(outp, forced)));
     as_trace_close(rd);
     return ret;
 #endif

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "outfile.h"
 
 typedef struct as_cli_cmd {
     const char *name;
@@ -59,9 +60,8 @@ static void getopt_reset(void)
         ;
 }
 
-int as_cli_main(int argc, char **argv)
+static int dispatch(int argc, char **argv)
 {
-    getopt_reset();
     if (argc < 2) {
         usage(stderr);
         return AS_EXIT_USAGE;
@@ -80,4 +80,13 @@ int as_cli_main(int argc, char **argv)
             return commands[i].fn(argc - 1, argv + 1);
     /* No subcommand: everything is run's. argv[0] stands in for the command name. */
     return as_cmd_run(argc, argv);
+}
+
+int as_cli_main(int argc, char **argv)
+{
+    getopt_reset();
+    int ret = dispatch(argc, argv);
+    as_out_cleanup(); /* temporary files a failure path left registered */
+    as_out_graceful(0);
+    return ret;
 }

@@ -680,6 +680,7 @@ int as_report_write(const as_report *r, FILE *f, as_report_fmt fmt)
 
 struct as_runlog {
     FILE *out;
+    int own; /* out is ours to close */
     as_runlog_kind kind;
     unsigned base;
     FILE **spool; /* one temporary file per report run, created on first row */
@@ -691,16 +692,24 @@ struct as_runlog {
 
 int as_runlog_open(const char *path, as_runlog_kind kind, as_runlog **out)
 {
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -errno;
+    int rc = as_runlog_open_stream(f, kind, out);
+    if (rc)
+        fclose(f);
+    else
+        (*out)->own = 1;
+    return rc;
+}
+
+int as_runlog_open_stream(FILE *f, as_runlog_kind kind, as_runlog **out)
+{
     *out = NULL;
     as_runlog *l = calloc(1, sizeof *l);
     if (!l)
         return -ENOMEM;
-    l->out = fopen(path, "w");
-    if (!l->out) {
-        int e = errno;
-        free(l);
-        return -e;
-    }
+    l->out = f;
     l->kind = kind;
     *out = l;
     return 0;
@@ -817,7 +826,9 @@ int as_runlog_close(as_runlog *l)
         return 0;
     as_runlog_flush(l, l->nspool);
     int err = l->err;
-    if (fclose(l->out) && !err)
+    if ((fflush(l->out) || ferror(l->out)) && !err)
+        err = errno ? errno : EIO;
+    if (l->own && fclose(l->out) && !err)
         err = errno ? errno : EIO;
     free(l->spool);
     free(l);

@@ -73,6 +73,8 @@ typedef struct as_runlog as_runlog;
 
 /* Creates (truncates) path; the header line is written on close. Returns 0 or -errno. */
 int as_runlog_open(const char *path, as_runlog_kind kind, as_runlog **out);
+/* The same on a stream the caller owns: close flushes and checks it but does not close it. */
+int as_runlog_open_stream(FILE *f, as_runlog_kind kind, as_runlog **out);
 /* The engine numbers its runs from 0; the report's index of its run 0 goes here. */
 void as_runlog_set_base(as_runlog *l, unsigned run_base);
 /* Callbacks with the engine's signatures (user = the as_runlog). */

@@ -27,6 +27,7 @@ typedef struct seg_run {
 
 struct as_segmap {
     FILE *f;
+    int own;       /* f is ours to close */
     seg_run *runs; /* indexed by report run number */
     size_t nruns;
     unsigned base; /* report index of the current pass's run 0 */
@@ -38,18 +39,35 @@ static const char header[] = "run,when,segment,seg_addr,seg_size,block_addr,bloc
 
 int as_segmap_open(const char *path, as_segmap **out)
 {
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -errno;
+    int rc = as_segmap_open_stream(f, out);
+    if (rc)
+        fclose(f);
+    else
+        (*out)->own = 1;
+    return rc;
+}
+
+int as_segmap_open_stream(FILE *f, as_segmap **out)
+{
     *out = NULL;
     as_segmap *m = calloc(1, sizeof *m);
     if (!m)
         return -ENOMEM;
-    m->f = fopen(path, "w");
-    if (!m->f) {
-        int e = -errno;
-        free(m);
-        return e;
-    }
+    m->f = f;
     *out = m;
     return 0;
+}
+
+void as_segmap_drop_from(as_segmap *m, unsigned first)
+{
+    for (size_t i = first; i < m->nruns; i++) {
+        free(m->runs[i].buf);
+        memset(&m->runs[i], 0, sizeof m->runs[i]);
+        m->runs[i].oom = -1;
+    }
 }
 
 static int need_runs(as_segmap *m, size_t n)
@@ -212,7 +230,9 @@ int as_segmap_close(as_segmap *m)
             rc = -EIO;
         free(m->runs[i].buf);
     }
-    if (fclose(m->f) && !rc)
+    if ((fflush(m->f) || ferror(m->f)) && !rc)
+        rc = -(errno ? errno : EIO);
+    if (m->own && fclose(m->f) && !rc)
         rc = -errno;
     free(m->runs);
     free(m);

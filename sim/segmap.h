@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "engine.h"
 #include "policy.h"
@@ -29,6 +30,10 @@ typedef struct as_segmap as_segmap;
 /* Creates (truncates) path. Rows are kept per run and written in run order on close.
  * Returns 0 or -errno. */
 int as_segmap_open(const char *path, as_segmap **out);
+/* The same on a stream the caller owns: close flushes and checks it but does not close it. */
+int as_segmap_open_stream(FILE *f, as_segmap **out);
+/* Forgets the rows of report runs >= first (a pass that was interrupted). */
+void as_segmap_drop_from(as_segmap *m, unsigned first);
 
 /* The second pass for runs [r0, r0 + n) of one trace, which engine `first` ran as its runs
  * 0..n-1. Run i is specs[i / ncap] at caps[i % ncap] (spec-major, as `allocsim run` adds

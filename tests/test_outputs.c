@@ -1,0 +1,351 @@
+/*
+ * test_outputs.c - no output ever overwrites an input or destroys a file (issue 12): an
+ * output naming an input is a usage error before any work and the input is unchanged;
+ * outputs are renamed into place whole, so a failure or a kill leaves the old file
+ * byte-identical and two writers never mix rows; every write to standard output is
+ * checked (> /dev/full exits 1). Runs build/allocsim ($AS_ALLOCSIM) through /bin/sh.
+ */
+#include <CUnit/CUnit.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#define CAP 65536
+
+static char out[CAP], err[CAP];
+
+static const char *bin(void)
+{
+    const char *b = getenv("AS_ALLOCSIM");
+    return b ? b : "build/allocsim";
+}
+
+/* Runs a shell command line in which "@" stands for the allocsim binary, stdout and
+ * stderr captured in out and err. Returns the exit status or -1. */
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int sh(const char *fmt, ...)
+{
+    char line[4096], cmd[8192], o[1024], e[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    size_t k = 0;
+    for (const char *s = line; *s && k + 1024 < sizeof cmd; s++) {
+        if (*s == '@')
+            k += (size_t)snprintf(cmd + k, sizeof cmd - k, "'%s'", bin());
+        else
+            cmd[k++] = *s;
+    }
+    cmd[k] = 0;
+    snprintf(o, sizeof o, "%s", tu_tmp(".out"));
+    snprintf(e, sizeof e, "%s", tu_tmp(".err"));
+    char full[8192 + 2 * 1024 + 32];
+    snprintf(full, sizeof full, "{ %s ; } >'%s' 2>'%s'", cmd, o, e);
+    int st = system(full);
+    FILE *f;
+    out[0] = err[0] = 0;
+    if ((f = fopen(o, "rb"))) {
+        out[fread(out, 1, CAP - 1, f)] = 0;
+        fclose(f);
+    }
+    if ((f = fopen(e, "rb"))) {
+        err[fread(err, 1, CAP - 1, f)] = 0;
+        fclose(f);
+    }
+    unlink(o);
+    unlink(e);
+    return st == -1 || !WIFEXITED(st) ? -1 : WEXITSTATUS(st);
+}
+
+/* A fresh directory of the test's own, to see every file a command leaves. */
+static const char *fresh_dir(char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/outputs-XXXXXX", tu_tmpdir());
+    return mkdtemp(buf);
+}
+
+/* Names in dir, ignoring those in keep (NULL-terminated); 0 when there are none. */
+static int stray_files(const char *dir, const char *const *keep)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int n = 0;
+    if (!d)
+        return -1;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        int kept = 0;
+        for (const char *const *k = keep; *k; k++)
+            kept |= !strcmp(de->d_name, *k);
+        if (!kept) {
+            fprintf(stderr, "\n  stray file %s/%s\n", dir, de->d_name);
+            n++;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *b = malloc(1 << 22);
+    size_t n = b ? fread(b, 1, (1 << 22) - 1, f) : 0;
+    fclose(f);
+    if (b)
+        b[n] = 0;
+    *len = n;
+    return b;
+}
+
+/* 1 when path holds exactly the n bytes of want. */
+static int same_bytes(const char *path, const char *want, size_t n)
+{
+    size_t len = 0;
+    char *b = slurp(path, &len);
+    int same = b && len == n && memcmp(b, want, n) == 0;
+    free(b);
+    return same;
+}
+
+static void put(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+static const char trace_txt[] = "allocsim-text 1\n"
+                                "alloc 0 1M\n"
+                                "alloc 1 3M\n"
+                                "free 0\n"
+                                "free 1\n";
+
+/* Every output option aimed at the input: exit 2 before any work, the input unchanged. */
+static void test_output_is_input(void)
+{
+    char d[1024], t[1200], z[1200];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fresh_dir(d, sizeof d));
+    snprintf(t, sizeof t, "%s/t.txt", d);
+    snprintf(z, sizeof z, "%s/r.zst", d);
+    put(t, trace_txt);
+    CU_ASSERT_EQUAL_FATAL(sh("@ convert '%s' '%s'", t, z), 0);
+    size_t zlen = 0;
+    char *zb = slurp(z, &zlen);
+    CU_ASSERT_FATAL(zb && zlen > 16);
+
+    CU_ASSERT_EQUAL(sh("@ -p bestfit -o '%s' '%s'", t, t), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "refusing to overwrite"));
+    CU_ASSERT(same_bytes(t, trace_txt, strlen(trace_txt)));
+    CU_ASSERT_EQUAL(sh("@ -p bestfit --segments '%s' '%s'", z, z), 2);
+    CU_ASSERT(same_bytes(z, zb, zlen));
+    CU_ASSERT_EQUAL(sh("@ -p bestfit --timeline '%s' '%s' '%s'", t, z, t), 2);
+    CU_ASSERT_EQUAL(sh("@ -p bestfit --segment-map '%s' '%s'", z, z), 2);
+    CU_ASSERT(same_bytes(z, zb, zlen));
+    /* The same file by another name (a hard link) is still the input. */
+    char ln[1300];
+    snprintf(ln, sizeof ln, "%s/link.txt", d);
+    CU_ASSERT_EQUAL_FATAL(link(t, ln), 0);
+    CU_ASSERT_EQUAL(sh("@ -p bestfit -o '%s' '%s'", ln, t), 2);
+    CU_ASSERT(same_bytes(t, trace_txt, strlen(trace_txt)));
+    unlink(ln);
+    /* Standard output that is the input (>> keeps its bytes for the check). */
+    CU_ASSERT_EQUAL(sh("@ -p bestfit '%s' >> '%s'", t, t), 2);
+    CU_ASSERT(same_bytes(t, trace_txt, strlen(trace_txt)));
+    CU_ASSERT_EQUAL(sh("@ mincap -p bestfit --csv '%s' '%s'", t, t), 2);
+    CU_ASSERT(same_bytes(t, trace_txt, strlen(trace_txt)));
+    /* convert from standard input onto the file that standard input is. */
+    CU_ASSERT_EQUAL(sh("@ convert - '%s' < '%s'", z, z), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "standard input"));
+    CU_ASSERT(same_bytes(z, zb, zlen));
+    CU_ASSERT_EQUAL(sh("@ convert '%s' '%s'", z, z), 2);
+    CU_ASSERT(same_bytes(z, zb, zlen));
+    /* Two outputs on one file would lose one of them. */
+    char c[1300];
+    snprintf(c, sizeof c, "%s/c.csv", d);
+    CU_ASSERT_EQUAL(sh("@ -p bestfit --timeline '%s' --segments '%s' '%s'", c, c, t), 2);
+    const char *keep[] = {"t.txt", "r.zst", NULL};
+    CU_ASSERT_EQUAL(stray_files(d, keep), 0);
+    free(zb);
+}
+
+/* A failing command leaves every old output as it was, and no temporary file. */
+static void test_failure_keeps_old_file(void)
+{
+    char d[1024], bad[1200], o[1200], tl[1200];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fresh_dir(d, sizeof d));
+    snprintf(bad, sizeof bad, "%s/bad.txt", d);
+    snprintf(o, sizeof o, "%s/old.zst", d);
+    snprintf(tl, sizeof tl, "%s/tl.csv", d);
+    /* A free of an id never allocated on line 4: two events convert, then it fails. */
+    put(bad, "allocsim-text 1\nalloc 0 1M\nfree 0\nfree 7\n");
+    const char old[] = "the old file, which no failure may touch\n";
+    put(o, old);
+    put(tl, old);
+    CU_ASSERT_EQUAL(sh("@ convert '%s' '%s'", bad, o), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "line 4"));
+    CU_ASSERT(same_bytes(o, old, strlen(old)));
+    CU_ASSERT_EQUAL(sh("@ -p bestfit --timeline '%s' '%s'", tl, bad), 1);
+    CU_ASSERT(same_bytes(tl, old, strlen(old)));
+    const char *keep[] = {"bad.txt", "old.zst", "tl.csv", NULL};
+    CU_ASSERT_EQUAL(stray_files(d, keep), 0);
+    /* An unwritable -o is found before the simulation: nothing runs, exit 1. */
+    CU_ASSERT_EQUAL(sh("@ -p bestfit -o /nonexistent/dir/r.txt '%s'", bad), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "/nonexistent/dir/r.txt: cannot create"));
+    CU_ASSERT_PTR_NULL(strstr(err, "line 4")); /* the trace was never read */
+    /* A successful run replaces the file whole, with its old permissions. */
+    chmod(tl, 0640);
+    put(bad, trace_txt);
+    CU_ASSERT_EQUAL(sh("@ -p bestfit --timeline '%s' '%s'", tl, bad), 0);
+    size_t n = 0;
+    char *b = slurp(tl, &n);
+    CU_ASSERT(b && !strncmp(b, "run,event,alloc,", 16));
+    free(b);
+    struct stat st;
+    CU_ASSERT(stat(tl, &st) == 0 && (st.st_mode & 0777) == 0640);
+    CU_ASSERT_EQUAL(stray_files(d, keep), 0);
+}
+
+/* Spawns `allocsim convert IN OUT` with IN a FIFO fed half of a trace, waits until the
+ * conversion is under way, then kills it with sig. Returns the exit status (128 + sig
+ * for a signal death, as the shell reports it). */
+static int convert_killed(const char *fifo, const char *outp, const char *text, int sig)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(bin(), bin(), "convert", fifo, outp, (char *)NULL);
+        _exit(127);
+    }
+    int fd = open(fifo, O_WRONLY); /* blocks until the converter opened it */
+    size_t half = strlen(text) / 2;
+    if (fd >= 0)
+        (void)!write(fd, text, half);
+    struct timespec ts = {0, 200 * 1000 * 1000}; /* it reads, decodes, writes a little */
+    nanosleep(&ts, NULL);
+    kill(pid, sig);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (fd >= 0)
+        close(fd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* convert killed halfway (SIGKILL: no handler runs; SIGTERM: the handler cleans up)
+ * leaves the old OUT byte-identical. */
+static void test_convert_killed(void)
+{
+    char d[1024], fifo[1200], o[1200];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fresh_dir(d, sizeof d));
+    snprintf(fifo, sizeof fifo, "%s/in.fifo", d);
+    snprintf(o, sizeof o, "%s/out.zst", d);
+    CU_ASSERT_EQUAL_FATAL(mkfifo(fifo, 0600), 0);
+    /* 20,000 events of text: the first half is decoded and written before the kill. */
+    size_t cap = 1 << 20, k = 0;
+    char *text = malloc(cap);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    k += (size_t)snprintf(text + k, cap - k, "allocsim-text 1\n");
+    for (int i = 0; i < 10000; i++)
+        k += (size_t)snprintf(text + k, cap - k, "alloc %d 4096\nfree %d\n", i, i);
+    const char old[] = "an old OUT\n";
+    put(o, old);
+    signal(SIGPIPE, SIG_IGN);
+    CU_ASSERT_EQUAL(convert_killed(fifo, o, text, SIGKILL), 128 + SIGKILL);
+    CU_ASSERT(same_bytes(o, old, strlen(old)));
+    CU_ASSERT_EQUAL(convert_killed(fifo, o, text, SIGTERM), 130);
+    CU_ASSERT(same_bytes(o, old, strlen(old)));
+    /* SIGKILL cannot be caught: its hidden temporary file (.tmp-*-out.zst) may stay; the
+     * SIGTERM run removed its own. Only the kill's leftover is allowed. */
+    DIR *dd = opendir(d);
+    struct dirent *de;
+    int others = 0;
+    while (dd && (de = readdir(dd)))
+        if (de->d_name[0] != '.' && strcmp(de->d_name, "in.fifo") && strcmp(de->d_name, "out.zst"))
+            others++;
+    if (dd)
+        closedir(dd);
+    CU_ASSERT_EQUAL(others, 0);
+    signal(SIGPIPE, SIG_DFL);
+    free(text);
+}
+
+/* Standard output is checked at exit by every command. */
+static void test_stdout_full(void)
+{
+    char d[1024], t[1200];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fresh_dir(d, sizeof d));
+    snprintf(t, sizeof t, "%s/t.txt", d);
+    put(t, trace_txt);
+    const char *cmds[] = {"--help",        "policies",          "run --help",
+                          "-p bestfit",    "mincap -p bestfit", "info",
+                          "convert '%s' -"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char args[2600];
+        if (strstr(cmds[i], "%s"))
+            snprintf(args, sizeof args, "convert '%s' -", t);
+        else if (strstr(cmds[i], "help") || !strcmp(cmds[i], "policies"))
+            snprintf(args, sizeof args, "%s", cmds[i]);
+        else
+            snprintf(args, sizeof args, "%s '%s'", cmds[i], t);
+        CU_ASSERT_EQUAL(sh("@ %s > /dev/full", args), 1);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "write failed"));
+        if (!strstr(err, "write failed"))
+            fprintf(stderr, "\n  %s > /dev/full: %s\n", args, err);
+    }
+}
+
+/* Two runs writing the same --timeline at once: the file is one of them, whole. */
+static void test_two_writers(void)
+{
+    char d[1024], t[1200], tl[1200], a[1200], b[1200];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fresh_dir(d, sizeof d));
+    snprintf(t, sizeof t, "%s/t.zst", d);
+    snprintf(tl, sizeof tl, "%s/tl.csv", d);
+    snprintf(a, sizeof a, "%s/a.csv", d);
+    snprintf(b, sizeof b, "%s/b.csv", d);
+    CU_ASSERT_EQUAL_FATAL(sh("@ gen transformer -o '%s'", t), 0);
+    CU_ASSERT_EQUAL_FATAL(sh("@ -q -p bestfit --timeline-every 7 --timeline '%s' '%s'", a, t), 0);
+    CU_ASSERT_EQUAL_FATAL(sh("@ -q -p firstfit --timeline-every 5 --timeline '%s' '%s'", b, t), 0);
+    for (int round = 0; round < 3; round++) {
+        CU_ASSERT_EQUAL(sh("@ -q -p bestfit --timeline-every 7 --timeline '%s' '%s' > /dev/null & "
+                           "@ -q -p firstfit --timeline-every 5 --timeline '%s' '%s' > /dev/null; "
+                           "wait",
+                           tl, t, tl, t),
+                        0);
+        size_t na = 0, nb = 0, nt = 0;
+        char *xa = slurp(a, &na), *xb = slurp(b, &nb), *xt = slurp(tl, &nt);
+        CU_ASSERT(xa && xb && xt);
+        if (xa && xb && xt)
+            CU_ASSERT((nt == na && !memcmp(xt, xa, na)) || (nt == nb && !memcmp(xt, xb, nb)));
+        free(xa);
+        free(xb);
+        free(xt);
+    }
+    const char *keep[] = {"t.zst", "tl.csv", "a.csv", "b.csv", NULL};
+    CU_ASSERT_EQUAL(stray_files(d, keep), 0);
+}
+
+CU_TestInfo test_outputs[] = {
+    {"an output naming an input: exit 2, input unchanged", test_output_is_input},
+    {"a failure keeps the old output, no temporary file", test_failure_keeps_old_file},
+    {"convert killed halfway keeps the old OUT", test_convert_killed},
+    {"stdout > /dev/full: exit 1 for every command", test_stdout_full},
+    {"two writers of one --timeline never mix rows", test_two_writers},
+    CU_TEST_INFO_NULL,
+};
