@@ -47,7 +47,7 @@ static int bf_init(void *st, const as_knob_value *cfg, const as_device *dev)
     bestfit *s = st;
     uint64_t round = (uint64_t)cfg[K_ROUND].i;
     if (round & (round - 1))
-        return AS_POLICY_EINVAL;
+        return AS_EINVAL;
     int rc = as_heap_init(&s->h, dev, &index_ops);
     if (rc)
         return rc;

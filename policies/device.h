@@ -6,19 +6,23 @@
  * Physical memory counted against the capacity is what reserve() and map() hand out;
  * va_reserve() only claims address space (expandable segments) and costs no capacity.
  *
- * This header depends on nothing else in the project.
+ * This header depends on nothing else in the project but sim/base/error.h.
  */
 #ifndef AS_POLICIES_DEVICE_H
 #define AS_POLICIES_DEVICE_H
 
 #include <stdint.h>
 
+#include "error.h"
+
+/* A call returns 0, AS_DEV_OOM (not enough device memory: a result), or a negative code of
+ * the one error space (error.h): AS_EINVAL (bad address or size: a policy bug), AS_ENOSYS
+ * (this device cannot do the call: no VMM support), AS_EDEVICE (the real device failed in
+ * another way). */
 enum {
     AS_DEV_OK = 0,
-    AS_DEV_OOM = 1,       /* not enough device memory: a result */
-    AS_DEV_EINVAL = -1,   /* bad address/size (a policy bug) */
-    AS_DEV_ENOSYS = -2,   /* this device cannot do the call (no VMM support) */
-    AS_DEV_EFAULT = -3,   /* the real device failed in another way */
+    AS_DEV_OOM = 1,
+    AS_DEV_EINVAL = AS_EINVAL, /* older name, kept while policies/torch.c is being edited */
 };
 
 #define AS_CAPACITY_NONE UINT64_MAX

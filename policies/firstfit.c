@@ -95,7 +95,7 @@ static int ff_init(void *st, const as_knob_value *cfg, const as_device *dev)
     firstfit *s = st;
     uint64_t round = (uint64_t)cfg[K_ROUND].i;
     if (round & (round - 1))
-        return AS_POLICY_EINVAL;
+        return AS_EINVAL;
     int rc = as_heap_init(&s->h, dev, &index_ops);
     if (rc)
         return rc;
@@ -117,7 +117,7 @@ static int ff_alloc(void *st, const as_request *req, as_block *out)
         return AS_POLICY_OOM;
     /* A new segment's block and a split tail: two insertions at most. */
     if (as_btree_reserve(&s->byaddr, 2))
-        return AS_POLICY_ENOMEM;
+        return AS_ENOMEM;
     uint64_t size = as_round_size(req->size, s->round, s->div);
     uint32_t b;
     if (!s->maxsplit || size < s->maxsplit) {
@@ -141,7 +141,7 @@ static int ff_free(void *st, uint64_t handle, unsigned flags)
     firstfit *s = st;
     uint32_t b;
     if (as_btree_reserve(&s->byaddr, 1))
-        return AS_POLICY_ENOMEM;
+        return AS_ENOMEM;
     int rc = as_heap_free(&s->h, handle, flags, 1, &b);
     if (rc)
         return rc;

@@ -8,9 +8,12 @@
  * is only amortised growth of its own tables.
  *
  * Return values: 0 success, AS_POLICY_OOM (> 0) when the device/capacity cannot serve an
- * allocation (a result, not an error), negative AS_POLICY_E* on host errors or misuse.
+ * allocation (a result, not an error), or a negative code of the one error space
+ * (error.h): AS_EINVAL (bad handle, bad knob value, misuse), AS_ENOMEM (host memory),
+ * AS_EDEVICE (the device failed other than by OOM), AS_ECHECK (check() found a broken
+ * invariant).
  *
- * This header depends only on device.h.
+ * This header depends only on device.h (and sim/base/error.h).
  */
 #ifndef AS_POLICIES_POLICY_H
 #define AS_POLICIES_POLICY_H
@@ -25,10 +28,12 @@
 enum {
     AS_POLICY_OK = 0,
     AS_POLICY_OOM = 1,
-    AS_POLICY_EINVAL = -1,  /* bad handle, bad knob value, misuse */
-    AS_POLICY_ENOMEM = -2,  /* host allocation failed */
-    AS_POLICY_EDEVICE = -3, /* the device returned an error other than OOM */
-    AS_POLICY_ECHECK = -4,  /* check() found a broken invariant */
+    /* Older names, kept while policies/common.c and torch.c are being edited; new code
+     * uses the AS_E* names. */
+    AS_POLICY_EINVAL = AS_EINVAL,
+    AS_POLICY_ENOMEM = AS_ENOMEM,
+    AS_POLICY_EDEVICE = AS_EDEVICE,
+    AS_POLICY_ECHECK = AS_ECHECK,
 };
 
 /* ---- Knobs ------------------------------------------------------------------------ */
@@ -139,7 +144,7 @@ typedef struct as_policy {
     /* Give back every cached block the policy can (PyTorch empty_cache()). NULL: no-op. */
     int (*empty_cache)(void *st);
     void (*stats)(const void *st, as_policy_stats *out);
-    /* 0 when every invariant holds; AS_POLICY_ECHECK with the first violation. */
+    /* 0 when every invariant holds; AS_ECHECK with the first violation. */
     int (*check)(const void *st, as_check_failure *out);
     int (*walk)(const void *st, as_walk_fn fn, void *user);
     /* Releases host memory. Device memory still held is released through dev. */
@@ -168,7 +173,7 @@ typedef struct as_policy_spec {
 
 /* Parses "[name,]knob=value,..." or a PYTORCH_CUDA_ALLOC_CONF string
  * ("max_split_size_mb:128,roundup_power2_divisions:[256:1,>:8]"). With no name the
- * policy is "torch". On error returns AS_POLICY_EINVAL and writes a one-line reason. */
+ * policy is "torch". On error returns AS_EINVAL and writes a one-line reason. */
 int as_policy_spec_parse(const char *text, as_policy_spec *out, char *why, size_t why_len);
 void as_policy_spec_free(as_policy_spec *s);
 /* The values as_policy_spec_parse accepts for knob k of p (by its short name, the other

@@ -67,7 +67,7 @@ static int fail(char *why, size_t why_len, const char *fmt, ...)
         vsnprintf(why, why_len, fmt, ap);
         va_end(ap);
     }
-    return AS_POLICY_EINVAL;
+    return AS_EINVAL;
 }
 
 static int is_pow2(uint64_t x)
@@ -666,7 +666,7 @@ static size_t item_len(const char *s)
 
 int as_policy_spec_parse(const char *text, as_policy_spec *out, char *why, size_t why_len)
 {
-    int rc = AS_POLICY_EINVAL;
+    int rc = AS_EINVAL;
     char *buf = NULL;
     as_knob_value *vals = NULL;
     char *by_alias = NULL;
@@ -681,7 +681,7 @@ int as_policy_spec_parse(const char *text, as_policy_spec *out, char *why, size_
     size_t tl = strlen(text);
     buf = malloc(tl + 1);
     if (!buf) {
-        rc = AS_POLICY_ENOMEM;
+        rc = AS_ENOMEM;
         fail(why, why_len, "out of host memory");
         goto out;
     }
@@ -753,7 +753,7 @@ int as_policy_spec_parse(const char *text, as_policy_spec *out, char *why, size_
     vals = calloc(pol->n_knobs ? pol->n_knobs : 1, sizeof *vals);
     by_alias = calloc(pol->n_knobs ? pol->n_knobs : 1, 1);
     if (!vals || !by_alias) {
-        rc = AS_POLICY_ENOMEM;
+        rc = AS_ENOMEM;
         fail(why, why_len, "out of host memory");
         goto out;
     }
@@ -837,7 +837,7 @@ int as_policy_spec_parse(const char *text, as_policy_spec *out, char *why, size_
         free(out->text);
         free(out->input);
         out->text = out->input = NULL;
-        rc = AS_POLICY_ENOMEM;
+        rc = AS_ENOMEM;
         fail(why, why_len, "out of host memory");
         goto out;
     }

@@ -273,7 +273,7 @@ int as_tfs_chunk(fset *f, uint32_t k, unsigned w)
         uint32_t nc = f->ccap ? f->ccap * 2 : 4;
         bchunk *c = realloc(f->c, (size_t)nc * sizeof *c);
         if (!c)
-            return AS_POLICY_ENOMEM;
+            return AS_ENOMEM;
         f->c = c;
         f->ccap = nc;
         if (!f->nc)
@@ -454,7 +454,7 @@ static int fail(as_check_failure *out, const char *fmt, ...)
         vsnprintf(out->msg, sizeof out->msg, fmt, ap);
         va_end(ap);
     }
-    return AS_POLICY_ECHECK;
+    return AS_ECHECK;
 }
 
 /* One bin: its list's links and order, or its treap's; every block of this bin and slot. */

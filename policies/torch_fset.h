@@ -91,7 +91,7 @@ void as_tfs_fini(fset *f);
 /* The slot of `stream`, made if new; -1 on host OOM. */
 int64_t as_tfs_slot(fset *f, uint64_t stream);
 int64_t as_tfs_find_slow(fset *f, uint64_t stream);
-/* A chunk for word w of slot k: 0 or AS_POLICY_ENOMEM. */
+/* A chunk for word w of slot k: 0 or AS_ENOMEM. */
 int as_tfs_chunk(fset *f, uint32_t k, unsigned w);
 void as_tfs_to_treap(blk *b, bchunk *c, unsigned k);
 void as_tfs_to_list(blk *b, bchunk *c, unsigned k);
@@ -192,7 +192,7 @@ static inline uint32_t tfs_list_erase(blk *b, uint32_t head, uint32_t x)
     return head == x ? r : head;
 }
 
-/* Puts free block x into the set (its slot b[x].sx exists): 0 or AS_POLICY_ENOMEM. */
+/* Puts free block x into the set (its slot b[x].sx exists): 0 or AS_ENOMEM. */
 static inline int as_tfs_insert(blk *b, fset *f, uint32_t x)
 {
     uint32_t k = b[x].sx;

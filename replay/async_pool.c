@@ -59,7 +59,7 @@ static void set_err(as_asyncpool *a, const char *fmt, ...)
     va_end(ap);
 }
 
-/* 0, AS_DEV_OOM for cudaErrorMemoryAllocation, AS_DEV_EFAULT (message kept) otherwise. */
+/* 0, AS_DEV_OOM for cudaErrorMemoryAllocation, AS_EDEVICE (message kept) otherwise. */
 static int rt_rc(as_asyncpool *a, cudaError_t e, const char *what, uint64_t size)
 {
     return as_cuda_rt_rc(e, what, size, a->err, sizeof a->err);
@@ -106,7 +106,7 @@ static int stream_for(as_asyncpool *a, uint64_t val, uint32_t *idx)
         }
     if (a->nstreams == AS_ASYNC_MAX_STREAMS) {
         set_err(a, "the trace has more than %d streams", AS_ASYNC_MAX_STREAMS);
-        return AS_DEV_EFAULT;
+        return AS_EDEVICE;
     }
     int rc = rt_rc(a, cudaStreamCreateWithFlags(&a->streams[a->nstreams], cudaStreamNonBlocking),
                    "cudaStreamCreateWithFlags", val);
@@ -140,7 +140,7 @@ static int slot_new(as_asyncpool *a, uint32_t *out)
         pool_slot *n = nc > a->capslot ? realloc(a->slot, (size_t)nc * sizeof *n) : NULL;
         if (!n) {
             set_err(a, "out of host memory");
-            return AS_DEV_EFAULT;
+            return AS_EDEVICE;
         }
         a->slot = n;
         a->capslot = nc;
@@ -154,12 +154,12 @@ static int slot_new(as_asyncpool *a, uint32_t *out)
 static int no_reserve(void *ctx, uint64_t size, uint64_t *addr)
 {
     (void)ctx, (void)size, (void)addr;
-    return AS_DEV_ENOSYS;
+    return AS_ENOSYS;
 }
 static int no_range(void *ctx, uint64_t addr, uint64_t size)
 {
     (void)ctx, (void)addr, (void)size;
-    return AS_DEV_ENOSYS;
+    return AS_ENOSYS;
 }
 static uint64_t pool_capacity(void *ctx) { return ((as_asyncpool *)ctx)->p.capacity; }
 static uint64_t pool_reserved(void *ctx) { return ((as_asyncpool *)ctx)->reserved; }
@@ -182,7 +182,7 @@ int as_asyncpool_create(const as_asyncpool_params *p, as_asyncpool **out, char *
     as_asyncpool *a = calloc(1, sizeof *a);
     if (!a) {
         snprintf(why, why_len, "out of host memory");
-        return AS_DEV_EFAULT;
+        return AS_EDEVICE;
     }
     a->magic = POOL_MAGIC;
     a->p = *p;
@@ -213,7 +213,7 @@ int as_asyncpool_create(const as_asyncpool_params *p, as_asyncpool **out, char *
     if (rc) {
         if (rc == AS_DEV_OOM) {
             set_err(a, "no memory for the pool itself");
-            rc = AS_DEV_EFAULT;
+            rc = AS_EDEVICE;
         }
         snprintf(why, why_len, "%s", a->err);
         as_asyncpool_destroy(a);
@@ -279,14 +279,14 @@ static int p_init(void *st, const as_knob_value *cfg, const as_device *dev)
     (void)cfg;
     pstate *s = st;
     if (!dev || dev->ops != &pool_ops || ((as_asyncpool *)dev->ctx)->magic != POOL_MAGIC)
-        return AS_POLICY_EINVAL; /* only meaningful over the real pool */
+        return AS_EINVAL; /* only meaningful over the real pool */
     s->a = dev->ctx;
     return AS_POLICY_OK;
 }
 
 static int dev_to_policy(int rc)
 {
-    return rc == AS_DEV_OK ? AS_POLICY_OK : rc == AS_DEV_OOM ? AS_POLICY_OOM : AS_POLICY_EDEVICE;
+    return rc == AS_DEV_OK ? AS_POLICY_OK : rc == AS_DEV_OOM ? AS_POLICY_OOM : AS_EDEVICE;
 }
 
 static int p_alloc(void *st, const as_request *req, as_block *out)
@@ -331,11 +331,11 @@ static int p_free(void *st, uint64_t handle, unsigned flags)
 {
     as_asyncpool *a = ((pstate *)st)->a;
     if (handle >= a->nslot || !a->slot[handle].ptr)
-        return AS_POLICY_EINVAL;
+        return AS_EINVAL;
     pool_slot *s = &a->slot[handle];
     if (flags & AS_FREE_PENDING) {
         if (s->pending)
-            return AS_POLICY_EINVAL;
+            return AS_EINVAL;
         s->pending = 1; /* the program may not reuse it yet: the pool must not either */
         return AS_POLICY_OK;
     }
@@ -345,7 +345,7 @@ static int p_free(void *st, uint64_t handle, unsigned flags)
     double ns = as_cuda_now_ns() - t0;
     a->c.time_ns += ns;
     if (rc)
-        return dev_to_policy(rc == AS_DEV_OOM ? AS_DEV_EFAULT : rc);
+        return dev_to_policy(rc == AS_DEV_OOM ? AS_EDEVICE : rc);
     a->allocated -= s->size;
     s->ptr = NULL;
     s->pending = 0;
@@ -367,7 +367,7 @@ static int p_empty_cache(void *st)
         rc = rt_rc(a, cudaMemPoolTrimTo(a->pool, 0), "cudaMemPoolTrimTo", 0);
     if (!rc)
         rc = note_reserved(a, 0, 0);
-    return dev_to_policy(rc == AS_DEV_OOM ? AS_DEV_EFAULT : rc);
+    return dev_to_policy(rc == AS_DEV_OOM ? AS_EDEVICE : rc);
 }
 
 static void p_stats(const void *st, as_policy_stats *out)

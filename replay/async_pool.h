@@ -41,7 +41,7 @@ typedef struct as_asyncpool_stats {
 typedef struct as_asyncpool as_asyncpool;
 
 /* Returns 0, AS_DEV_OOM when the GPU has less free memory than the capacity, or
- * AS_DEV_EFAULT with a reason in why. */
+ * AS_EDEVICE with a reason in why. */
 int as_asyncpool_create(const as_asyncpool_params *p, as_asyncpool **out, char *why,
                         size_t why_len);
 /* Frees every allocation still live, destroys the pool and streams, then the ballast. */

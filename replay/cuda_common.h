@@ -13,7 +13,7 @@
 /* CLOCK_MONOTONIC in nanoseconds. */
 double as_cuda_now_ns(void);
 /* AS_DEV_OK for cudaSuccess; AS_DEV_OOM for cudaErrorMemoryAllocation; otherwise
- * AS_DEV_EFAULT with "WHAT(SIZE): NAME: STRING" in err. The runtime's sticky last error
+ * AS_EDEVICE with "WHAT(SIZE): NAME: STRING" in err. The runtime's sticky last error
  * is cleared, so the next call starts clean. */
 int as_cuda_rt_rc(cudaError_t e, const char *what, uint64_t size, char *err, size_t err_len);
 

@@ -83,7 +83,7 @@ int as_cuda_rt_rc(cudaError_t e, const char *what, uint64_t size, char *err, siz
         return AS_DEV_OOM;
     snprintf(err, err_len, "%s(%llu): %s: %s", what, (unsigned long long)size,
              cudaGetErrorName(e), cudaGetErrorString(e));
-    return AS_DEV_EFAULT;
+    return AS_EDEVICE;
 }
 
 static int rt_rc(as_cudadev *d, cudaError_t e, const char *what, uint64_t size)
@@ -102,7 +102,7 @@ static int drv_rc(as_cudadev *d, CUresult r, const char *what, uint64_t size)
     as_cu.cuGetErrorString(r, &str);
     set_err(d, "%s(%llu): %s: %s", what, (unsigned long long)size, name ? name : "?",
             str ? str : "?");
-    return AS_DEV_EFAULT;
+    return AS_EDEVICE;
 }
 
 static void quiesce(as_cudadev *d)
@@ -213,7 +213,7 @@ static int dev_reserve(void *ctx, uint64_t size, uint64_t *addr)
 {
     as_cudadev *d = ctx;
     if (size == 0 || size % AS_DEV_GRANULARITY)
-        return AS_DEV_EINVAL;
+        return AS_EINVAL;
     void *ptr = NULL;
     quiesce(d);
     double t0 = as_cuda_now_ns();
@@ -225,7 +225,7 @@ static int dev_reserve(void *ctx, uint64_t size, uint64_t *addr)
         if (live_put(d, *addr, size)) {
             cudaFree(ptr);
             set_err(d, "out of host memory");
-            return AS_DEV_EFAULT;
+            return AS_EDEVICE;
         }
         held_add(d, size);
         d->c.reserves++;
@@ -239,7 +239,7 @@ static int dev_release(void *ctx, uint64_t addr, uint64_t size)
     as_cudadev *d = ctx;
     live_slot *s = live_get(d, addr);
     if (!s || s->size != size)
-        return AS_DEV_EINVAL;
+        return AS_EINVAL;
     quiesce(d);
     double t0 = as_cuda_now_ns();
     cudaError_t e = cudaFree((void *)(uintptr_t)addr);
@@ -260,7 +260,7 @@ static int need_vmm(as_cudadev *d)
 {
     if (!d->page) {
         set_err(d, "this GPU has no virtual memory management support");
-        return AS_DEV_ENOSYS;
+        return AS_ENOSYS;
     }
     CUresult r = as_cu.cuCtxSetCurrent(d->ctx); /* the engine may call from a worker thread */
     return drv_rc(d, r, "cuCtxSetCurrent", 0);
@@ -273,13 +273,13 @@ static int dev_va_reserve(void *ctx, uint64_t size, uint64_t *addr)
     if (rc)
         return rc;
     if (size == 0 || size % d->page || size % AS_DEV_GRANULARITY)
-        return AS_DEV_EINVAL;
+        return AS_EINVAL;
     if (d->nva == d->va_cap) {
         size_t nc = d->va_cap ? d->va_cap * 2 : 8;
         va_range *n = realloc(d->va, nc * sizeof *n);
         if (!n) {
             set_err(d, "out of host memory");
-            return AS_DEV_EFAULT;
+            return AS_EDEVICE;
         }
         d->va = n;
         d->va_cap = nc;
@@ -287,7 +287,7 @@ static int dev_va_reserve(void *ctx, uint64_t size, uint64_t *addr)
     CUmemGenericAllocationHandle *pages = calloc(size / d->page, sizeof *pages);
     if (!pages) {
         set_err(d, "out of host memory");
-        return AS_DEV_EFAULT;
+        return AS_EDEVICE;
     }
     CUdeviceptr p = 0;
     double t0 = as_cuda_now_ns();
@@ -296,7 +296,7 @@ static int dev_va_reserve(void *ctx, uint64_t size, uint64_t *addr)
     rc = drv_rc(d, r, "cuMemAddressReserve", size);
     if (rc == AS_DEV_OOM) { /* address space, not memory: never a capacity result */
         set_err(d, "cuMemAddressReserve(%llu): out of address space", (unsigned long long)size);
-        rc = AS_DEV_EFAULT;
+        rc = AS_EDEVICE;
     }
     if (rc) {
         free(pages);
@@ -329,12 +329,12 @@ static int page_span(as_cudadev *d, uint64_t addr, uint64_t size, int mapped, va
         return rc;
     va_range *v = va_find(d, addr, size);
     if (!v || size == 0 || size % d->page || (addr - v->addr) % d->page)
-        return AS_DEV_EINVAL;
+        return AS_EINVAL;
     *first = (addr - v->addr) / d->page;
     *n = size / d->page;
     for (uint64_t i = *first; i < *first + *n; i++)
         if ((v->page[i] != 0) != mapped)
-            return AS_DEV_EINVAL; /* map: already mapped; unmap: not mapped */
+            return AS_EINVAL; /* map: already mapped; unmap: not mapped */
     *vp = v;
     return AS_DEV_OK;
 }
@@ -366,11 +366,11 @@ static int dev_va_release(void *ctx, uint64_t addr, uint64_t size)
         if (d->va[i].addr == addr && d->va[i].size == size)
             break;
     if (i == d->nva)
-        return AS_DEV_EINVAL;
+        return AS_EINVAL;
     va_range *v = &d->va[i];
     for (uint64_t k = 0; k < size / d->page; k++)
         if (v->page[k])
-            return AS_DEV_EINVAL; /* still mapped: the policy must unmap first */
+            return AS_EINVAL; /* still mapped: the policy must unmap first */
     double t0 = as_cuda_now_ns();
     rc = drv_rc(d, as_cu.cuMemAddressFree(addr, size), "cuMemAddressFree", size);
     double ns = as_cuda_now_ns() - t0;
@@ -468,7 +468,7 @@ static int ballast_add(as_cudadev *d, uint64_t bytes)
         struct ballast *nb = realloc(d->ballast, (d->nballast + 1) * sizeof *nb);
         if (!nb) {
             set_err(d, "out of host memory");
-            return AS_DEV_EFAULT;
+            return AS_EDEVICE;
         }
         d->ballast = nb;
         d->ballast[d->nballast].size = n;
@@ -542,7 +542,7 @@ int as_cudadev_create(const as_cudadev_params *p, as_cudadev **out, char *why, s
     as_cudadev *d = calloc(1, sizeof *d);
     if (!d) {
         snprintf(why, why_len, "out of host memory");
-        return AS_DEV_EFAULT;
+        return AS_EDEVICE;
     }
     d->p = *p;
     d->dev.ops = &cudadev_ops;
@@ -573,7 +573,7 @@ int as_cudadev_create(const as_cudadev_params *p, as_cudadev **out, char *why, s
             goto out;
         if (g == 0 || AS_DEV_GRANULARITY % g) {
             set_err(d, "VMM granularity %zu does not divide 2 MiB", g);
-            rc = AS_DEV_EFAULT;
+            rc = AS_EDEVICE;
             goto out;
         }
         d->page = AS_DEV_GRANULARITY; /* one handle per 2 MiB page, so any page unmaps */

@@ -46,7 +46,7 @@ typedef void (*as_cudadev_call_fn)(void *user, const as_cudadev_call *c);
 typedef struct as_cudadev as_cudadev;
 
 /* Creates the device and its ballast. Returns 0, AS_DEV_OOM when the GPU has less free
- * memory than the capacity, or AS_DEV_EFAULT; why gets a one-line reason on failure. */
+ * memory than the capacity, or AS_EDEVICE; why gets a one-line reason on failure. */
 int as_cudadev_create(const as_cudadev_params *p, as_cudadev **out, char *why, size_t why_len);
 /* Releases everything still held (segments, mappings, address ranges) and the ballast. */
 void as_cudadev_destroy(as_cudadev *d);
@@ -66,7 +66,7 @@ uint64_t as_cudadev_effective_capacity(const as_cudadev *d);
 uint64_t as_cudadev_probed_capacity(const as_cudadev *d);
 /* Free bytes the GPU reported before the ballast, and its total. */
 void as_cudadev_meminfo(const as_cudadev *d, uint64_t *free_before, uint64_t *total);
-/* The CUDA error behind the last AS_DEV_EFAULT ("cudaMalloc(2097152): invalid argument"). */
+/* The CUDA error behind the last AS_EDEVICE ("cudaMalloc(2097152): invalid argument"). */
 const char *as_cudadev_errmsg(const as_cudadev *d);
 /* The VMM allocation granularity the driver reported (minimum), or 0 without VMM. */
 uint64_t as_cudadev_vmm_granularity(const as_cudadev *d);

@@ -109,7 +109,7 @@ static int f_create(void *user, uint64_t capacity, as_device *out, void **handle
         as_asyncpool *a;
         int rc = as_asyncpool_create(&ap, &a, c->why, sizeof c->why);
         if (rc)
-            return rc < 0 ? rc : AS_DEV_EFAULT;
+            return rc < 0 ? rc : AS_EDEVICE;
         as_asyncpool_stats st;
         as_asyncpool_stats_get(a, &st);
         c->probed = st.probed;
@@ -129,7 +129,7 @@ static int f_create(void *user, uint64_t capacity, as_device *out, void **handle
     }
     int rc = as_cudadev_create(&p, &d, c->why, sizeof c->why);
     if (rc)
-        return rc < 0 ? rc : AS_DEV_EFAULT;
+        return rc < 0 ? rc : AS_EDEVICE;
     c->effective = as_cudadev_effective_capacity(d);
     c->probed = as_cudadev_probed_capacity(d);
     *out = *as_cudadev_device(d);
@@ -202,7 +202,7 @@ static int one_run(const char *path, ctx *c, const as_policy_spec *spec, uint64_
     memset(&err, 0, sizeof err);
     err.offset = err.event = UINT64_MAX;
     int rc = as_engine_run(e, rd, &err);
-    if (rc < 0 && rc >= AS_TRACE_EUSAGE) {
+    if (rc < 0 && err.code < 0) { /* the trace failed, not the engine */
         ret = as_cli_trace_fail(&err, path);
         goto out;
     }

@@ -137,7 +137,7 @@ static void engine_run(const char *path, const char *spec_text, uint64_t cap, be
     }
     int rc = as_engine_run(e, rd, &err);
     if (rc) {
-        snprintf(r->msg, sizeof r->msg, "%s", rc < AS_TRACE_EUSAGE ? as_engine_errmsg(e) : err.msg);
+        snprintf(r->msg, sizeof r->msg, "%s", err.code < 0 ? err.msg : as_engine_errmsg(e));
         goto out;
     }
     r->events = as_engine_result(e, 0)->events;

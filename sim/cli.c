@@ -89,7 +89,7 @@ int as_cli_trace_fail(const as_trace_error *e, const char *fallback_path)
     if (e->event != UINT64_MAX && k < sizeof where)
         k += (size_t)snprintf(where + k, sizeof where - k, "%sevent %llu", k ? ", " : "",
                               (unsigned long long)e->event);
-    const char *msg = e->msg[0] ? e->msg : as_trace_strerror(e->code);
+    const char *msg = e->msg[0] ? e->msg : as_strerror(e->code);
     if (where[0])
         as_cli_msg("%s: %s: %s", path, where, msg);
     else

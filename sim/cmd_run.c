@@ -151,7 +151,7 @@ typedef struct run_set {
 
 static int engine_fail(const char *path, int rc, const as_trace_error *err, const as_engine *e)
 {
-    if (rc < 0 && rc >= AS_TRACE_EUSAGE) /* a trace error, not an engine one */
+    if (rc < 0 && err->code < 0) /* the trace failed, not the engine */
         return as_cli_trace_fail(err, path);
     as_cli_msg("%s: %s", path, as_engine_errmsg(e));
     return AS_EXIT_INPUT;
@@ -174,7 +174,7 @@ static int segmap_group(const run_set *rs, run_ctx *ctx, const as_engine *e, siz
         as_cli_msg("%s: %s", rs->path, why);
         return AS_EXIT_INPUT;
     }
-    if (rc < 0 && rc >= AS_TRACE_EUSAGE)
+    if (rc < 0 && err.code < 0) /* the trace failed */
         return as_cli_trace_fail(&err, rs->path);
     if (rc < 0) {
         as_cli_msg("%s: segment map: %s", rs->path, strerror(-rc));

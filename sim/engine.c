@@ -774,6 +774,10 @@ int as_engine_walk_after(as_engine *e, unsigned run_index, uint64_t event)
 
 int as_engine_run(as_engine *e, as_trace_reader *rd, as_trace_error *err)
 {
+    if (err) { /* a code here means the trace failed, 0 that the engine or a run did */
+        memset(err, 0, sizeof *err);
+        err->offset = err->event = UINT64_MAX;
+    }
     if (e->ran || e->nruns == 0) {
         snprintf(e->msg, sizeof e->msg, "%s", e->ran ? "engine already ran" : "no runs");
         return AS_ENGINE_EUSAGE;

@@ -16,17 +16,23 @@
 
 #include <stdint.h>
 
+#include "error.h"
 #include "policy.h"
 #include "simdev.h"
 #include "trace.h"
 
+/* Errors are codes of the one error space (error.h): AS_EPOLICY (a policy returned an
+ * error, not an OOM: a bug), AS_ECHECK (check() failed in a checked run), AS_EDEVICE (the
+ * device factory failed), AS_ENOMEM (host memory ran out), AS_EUSAGE (API misuse: no runs,
+ * run called twice, bad spec), or the trace's own code. */
 enum {
-    AS_ENGINE_EPOLICY = -20, /* a policy returned an error (not an OOM): a bug */
-    AS_ENGINE_ECHECK = -21,  /* check() failed in a checked run */
-    AS_ENGINE_EDEVICE = -22, /* the device factory failed */
-    AS_ENGINE_ENOMEM = -23,  /* host memory ran out */
-    AS_ENGINE_EUSAGE = -24,  /* API misuse: no runs, run called twice, bad spec */
-    AS_ENGINE_EBUDGET = -25, /* more allocations live at once than opts.max_live allows */
+    /* Older names, kept while engine.c is being edited; new code uses the AS_E* names. */
+    AS_ENGINE_EPOLICY = AS_EPOLICY,
+    AS_ENGINE_ECHECK = AS_ECHECK,
+    AS_ENGINE_EDEVICE = AS_EDEVICE,
+    AS_ENGINE_ENOMEM = AS_ENOMEM,
+    AS_ENGINE_EUSAGE = AS_EUSAGE,
+    AS_ENGINE_EBUDGET = AS_ELIMIT, /* more allocations live at once than opts.max_live allows */
 };
 
 /* Host memory of one run, for memory budgets (as_engine_run_bytes): measured with
@@ -141,7 +147,9 @@ typedef struct as_engine as_engine;
 int as_engine_create(const as_engine_opts *opts, as_engine **out);
 /* The spec is borrowed and must outlive the engine. Returns the run index or < 0. */
 int as_engine_add_run(as_engine *e, const as_policy_spec *spec, uint64_t capacity);
-/* Runs the whole trace. Returns 0, a trace error (< 0, err filled), or an engine error.
+/* Runs the whole trace. Returns 0 or < 0. When the trace failed, *err holds the reader's
+ * error (err->code < 0, with file, offset and message); when the engine or a run failed,
+ * err->code is 0 and as_engine_errmsg() names the run, event and cause. err may be NULL.
  * A run that hits an OOM stops (unless keep_going) while the others go on. */
 int as_engine_run(as_engine *e, as_trace_reader *r, as_trace_error *err);
 /* Decodes the whole trace for the summary alone, no runs (for sizing groups of runs by
@@ -155,7 +163,7 @@ int as_engine_walk_after(as_engine *e, unsigned run, uint64_t event);
 unsigned as_engine_nruns(const as_engine *e);
 const as_run_result *as_engine_result(const as_engine *e, unsigned run);
 const as_trace_summary *as_engine_summary(const as_engine *e);
-/* Message for AS_ENGINE_EPOLICY/ECHECK: which run, event and what went wrong. */
+/* Message for a failed as_engine_run: which run, event and what went wrong. */
 const char *as_engine_errmsg(const as_engine *e);
 void as_engine_destroy(as_engine *e);
 

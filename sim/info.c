@@ -122,10 +122,10 @@ nomem:
     as_idmap_free(&seen);
     if (err) {
         memset(err, 0, sizeof *err);
-        err->code = AS_TRACE_ENOMEM;
+        err->code = AS_ENOMEM;
         err->offset = UINT64_MAX;
         err->event = in->sum.events - 1;
         strcpy(err->msg, "out of host memory");
     }
-    return AS_TRACE_ENOMEM;
+    return AS_ENOMEM;
 }

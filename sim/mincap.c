@@ -47,7 +47,7 @@ static int run_pass(as_trace_open_fn open, void *ou, const as_policy_spec *spec,
         goto out;
     rc = as_engine_run(e, rd, err);
     if (rc) {
-        if (rc <= AS_ENGINE_EPOLICY)
+        if (!err || err->code == 0) /* the engine failed, not the trace */
             set_why(why, why_len, "%s%s", as_engine_errmsg(e), "");
         goto out;
     }
@@ -113,7 +113,7 @@ static int analyse(as_mincap_result *m)
             size_t nc = cap ? cap * 2 : 8;
             as_cap_range *ng = realloc(m->gaps, nc * sizeof *ng);
             if (!ng)
-                return AS_ENGINE_ENOMEM;
+                return AS_ENOMEM;
             m->gaps = ng;
             cap = nc;
         }
@@ -163,7 +163,7 @@ static int probe_below(as_trace_open_fn open, void *ou, const as_policy_spec *sp
         as_mincap_point *np = malloc((m->npoints + n) * sizeof *np);
         if (!np) {
             set_why(why, why_len, "out of host memory for %s%s", "the sweep", "");
-            return AS_ENGINE_ENOMEM;
+            return AS_ENOMEM;
         }
         for (size_t i = 0; i < n; i++)
             caps[i] = top - (uint64_t)(n - 1 - i) * step;
@@ -249,7 +249,7 @@ int as_mincap(as_trace_open_fn open, void *open_user, const as_policy_spec *spec
     m.points = calloc(m.npoints, sizeof *m.points);
     caps = malloc(batch * sizeof *caps); /* a pass's capacities, here and in probe_below */
     if (!m.points || !caps) {
-        rc = AS_ENGINE_ENOMEM;
+        rc = AS_ENOMEM;
         set_why(why, why_len, "out of host memory for %s%s", "the sweep", "");
         goto fail;
     }

@@ -208,7 +208,7 @@ int as_segmap_pass(as_segmap *m, const as_engine *first, as_trace_reader *rd,
             as_engine_walk_after(e, (unsigned)rc, r->peak_reserved_event);
     }
     rc = as_engine_run(e, rd, err);
-    if (rc && rc <= AS_ENGINE_EPOLICY && why && why_len)
+    if (rc && (!err || err->code == 0) && why && why_len) /* the engine failed, not the trace */
         snprintf(why, why_len, "segment map: %s", as_engine_errmsg(e));
     if (!rc && m->err)
         rc = m->err;

@@ -260,11 +260,11 @@ static int space_take(treap *live, treap *holes, uint64_t *edge, int down, uint6
         if (down) {
             a = ha + len - size;
             if (len > size && tr_insert(holes, ha, len - size))
-                return AS_DEV_EFAULT;
+                return AS_EDEVICE;
         } else {
             a = ha;
             if (len > size && tr_insert(holes, ha + size, len - size))
-                return AS_DEV_EFAULT;
+                return AS_EDEVICE;
         }
     } else if (down) {
         *edge -= size;
@@ -274,7 +274,7 @@ static int space_take(treap *live, treap *holes, uint64_t *edge, int down, uint6
         *edge += size;
     }
     if (tr_insert(live, a, size))
-        return AS_DEV_EFAULT;
+        return AS_EDEVICE;
     *addr = a;
     return AS_DEV_OK;
 }
@@ -284,7 +284,7 @@ static int space_give(treap *live, treap *holes, uint64_t *edge, int down, uint6
 {
     uint32_t i = tr_find(live, addr);
     if (!i || live->n[i].len != size)
-        return AS_DEV_EINVAL;
+        return AS_EINVAL;
     tr_remove(live, addr);
     uint64_t a = addr, len = size;
     uint32_t p = tr_pred(holes, addr);
@@ -306,7 +306,7 @@ static int space_give(treap *live, treap *holes, uint64_t *edge, int down, uint6
         *edge = a + len;
         return AS_DEV_OK;
     }
-    return tr_insert(holes, a, len) ? AS_DEV_EFAULT : AS_DEV_OK;
+    return tr_insert(holes, a, len) ? AS_EDEVICE : AS_DEV_OK;
 }
 
 /* AS_PLACE_CHUNKED (see simdev.h), built for one device call per event (nocache):
@@ -508,7 +508,7 @@ static int order_grow(heap *h)
     if (!mx || !sc) {
         free(mx);
         free(sc);
-        return AS_DEV_EFAULT;
+        return AS_EDEVICE;
     }
     uint32_t n = 0;
     for (uint32_t s = 0; s < h->nslots; s++) {
@@ -554,7 +554,7 @@ static int lt_put(heap *h, uint64_t addr, uint64_t size, uint32_t c)
         uint32_t n = 2 * (h->ltmask + 1);
         lent *old = h->lt, *nt = calloc(n, sizeof *nt);
         if (!nt)
-            return AS_DEV_EFAULT;
+            return AS_EDEVICE;
         uint32_t om = h->ltmask;
         h->lt = nt;
         h->ltmask = n - 1;
@@ -601,7 +601,7 @@ static int chunk_new(heap *h, uint64_t base, uint64_t len, uint32_t *out)
 {
     uint32_t c;
     if (h->nslots == h->scap && order_grow(h))
-        return AS_DEV_EFAULT;
+        return AS_EDEVICE;
     if (h->ch_free) {
         c = h->ch_free - 1;
         h->ch_free = h->ch[c].slot;
@@ -610,7 +610,7 @@ static int chunk_new(heap *h, uint64_t base, uint64_t len, uint32_t *out)
             uint32_t n = h->chcap ? 2 * h->chcap : 64;
             chunk *nc = realloc(h->ch, n * sizeof *nc);
             if (!nc)
-                return AS_DEV_EFAULT;
+                return AS_EDEVICE;
             h->ch = nc;
             h->chcap = n;
         }
@@ -624,7 +624,7 @@ static int chunk_new(heap *h, uint64_t base, uint64_t len, uint32_t *out)
         if (!k->ext) {
             k->slot = h->ch_free;
             h->ch_free = c + 1;
-            return AS_DEV_EFAULT;
+            return AS_EDEVICE;
         }
     }
     if (np & 63) /* the bits past the end are "in use", so no run crosses the end */
@@ -703,7 +703,7 @@ static int gap_give(heap *h, uint64_t a, uint64_t len)
         uint32_t n = h->gcap ? 2 * h->gcap : 64;
         gap *ng = realloc(h->g, n * sizeof *ng);
         if (!ng)
-            return AS_DEV_EFAULT;
+            return AS_EDEVICE;
         h->g = ng;
         h->gcap = n;
     }
@@ -734,14 +734,14 @@ static int heap_take(heap *h, uint64_t size, uint64_t *addr)
             return rc;
         if (chunk_new(h, base, len, &c)) {
             gap_give(h, base, len);
-            return AS_DEV_EFAULT;
+            return AS_EDEVICE;
         }
         p = 0;
     }
     chunk *ck = &h->ch[c];
     uint64_t a = ck->base + ((uint64_t)p << h->shift);
     if (lt_put(h, a, size, c))
-        return AS_DEV_EFAULT;
+        return AS_EDEVICE;
     bits_set(ck, p, k, 1);
     *addr = a;
     return AS_DEV_OK;
@@ -751,7 +751,7 @@ static int heap_give(heap *h, uint64_t addr, uint64_t size)
 {
     lent *e = lt_find(h, addr);
     if (!e || (uint64_t)e->pages << h->shift != size)
-        return AS_DEV_EINVAL;
+        return AS_EINVAL;
     uint32_t c = e->chunk;
     lt_del(h, e);
     chunk *ck = &h->ch[c];
@@ -796,7 +796,7 @@ static int heap_init(heap *h, uint64_t granularity)
     memset(h, 0, sizeof *h);
     /* pages are the granularity, which must divide 2 MiB (the context's layout) */
     if (granularity & (granularity - 1) || (2ull << 20) % granularity)
-        return AS_DEV_EINVAL;
+        return AS_EINVAL;
     h->shift = (unsigned)__builtin_ctzll(granularity);
     h->edge = AS_SIMDEV_TOP;
     h->scap = 64;
@@ -807,11 +807,11 @@ static int heap_init(heap *h, uint64_t granularity)
     h->ltshift = 64 - 10;
     h->lt = calloc(h->ltmask + 1, sizeof *h->lt);
     if (!h->mx || !h->slot_ch || !h->lt)
-        return AS_DEV_EFAULT;
+        return AS_EDEVICE;
     for (size_t i = 0; i < sizeof ctx_chunks / sizeof ctx_chunks[0]; i++) {
         uint32_t c;
         if (chunk_new(h, AS_SIMDEV_TOP + ctx_chunks[i].off, AS_SIMDEV_CHUNK, &c))
-            return AS_DEV_EFAULT;
+            return AS_EDEVICE;
         chunk *ck = &h->ch[c];
         bits_set(ck, 0, (uint32_t)(ctx_chunks[i].used >> h->shift), 1);
         ck->bound = run_max(ck);
@@ -870,7 +870,7 @@ static int dev_reserve(void *ctx, uint64_t size, uint64_t *addr)
 {
     as_simdev *d = ctx;
     if (bad_size(d, size))
-        return AS_DEV_EINVAL;
+        return AS_EINVAL;
     /* past any capacity, or, on the chunked heap, 2^26 pages (128 TiB at 2 MiB), more than
      * any GPU: its chunks keep a bit per page, so a bound keeps a bitmap under 8 MiB */
     int rc = over_capacity(d, size) || (d->p.placement == AS_PLACE_CHUNKED &&
@@ -911,7 +911,7 @@ static int dev_va_reserve(void *ctx, uint64_t size, uint64_t *addr)
 {
     as_simdev *d = ctx;
     if (bad_size(d, size))
-        return AS_DEV_EINVAL;
+        return AS_EINVAL;
     return space_take(&d->va_live, &d->va_holes, &d->va_next, 0, size, size, addr);
 }
 
@@ -933,7 +933,7 @@ static int dev_map(void *ctx, uint64_t addr, uint64_t size)
 {
     as_simdev *d = ctx;
     if (bad_size(d, size) || addr % d->p.granularity || !in_va(d, addr, size))
-        return AS_DEV_EINVAL;
+        return AS_EINVAL;
     if (over_capacity(d, size)) {
         d->c.refusals++;
         d->c.time_ns += cost(&d->p.map, 0);
@@ -950,7 +950,7 @@ static int dev_unmap(void *ctx, uint64_t addr, uint64_t size)
     as_simdev *d = ctx;
     if (bad_size(d, size) || addr % d->p.granularity || !in_va(d, addr, size) ||
         size > d->c.reserved)
-        return AS_DEV_EINVAL;
+        return AS_EINVAL;
     d->c.reserved -= size;
     d->c.unmaps++;
     emit(d, AS_DEV_SEGMENT_UNMAP, addr, size, cost(&d->p.unmap, size));
@@ -1022,7 +1022,7 @@ int as_simdev_create(const as_simdev_params *p, as_simdev **out)
     as_simdev *d = calloc(1, sizeof *d);
     *out = NULL;
     if (!d)
-        return AS_DEV_EFAULT;
+        return AS_EDEVICE;
     if (p)
         d->p = *p;
     else
@@ -1031,7 +1031,7 @@ int as_simdev_create(const as_simdev_params *p, as_simdev **out)
         d->p.granularity = AS_DEV_GRANULARITY;
     if (d->p.granularity & (d->p.granularity - 1)) { /* bad_size masks */
         free(d);
-        return AS_DEV_EINVAL;
+        return AS_EINVAL;
     }
     d->next_addr = d->p.placement == AS_PLACE_LOW_FIRST_FIT ? AS_SIMDEV_BASE : AS_SIMDEV_TOP;
     d->va_next = AS_SIMDEV_VA_BASE;

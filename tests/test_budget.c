@@ -81,7 +81,7 @@ static void scan_peak_live(void)
     CU_ASSERT_EQUAL(s->peak_live, 5);
     CU_ASSERT_EQUAL(s->live_at_end, 0);
     CU_ASSERT_EQUAL(s->allocs, 10);
-    CU_ASSERT_EQUAL(as_engine_scan(e, rd, &te), AS_ENGINE_EUSAGE); /* once */
+    CU_ASSERT_EQUAL(as_engine_scan(e, rd, &te), AS_EUSAGE); /* once */
     as_trace_close(rd);
     as_engine_destroy(e);
 }

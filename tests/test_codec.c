@@ -307,14 +307,14 @@ static void codec_errors(void)
     /* Bad magic: the last magic byte changed. The probe still fails -> not recognised. */
     r.b[7] = 0x0B;
     p = write_zst(&r);
-    CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_TRACE_EFORMAT);
+    CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_EFORMAT);
     tu_rm(p);
     r.b[7] = 0x0A;
 
     /* Bad version (2) at offset 8. */
     r.b[8] = 2;
     p = write_zst(&r);
-    CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_TRACE_EFORMAT);
+    CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_EFORMAT);
     CU_ASSERT_EQUAL(err.offset, 8);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "version 2"));
     tu_rm(p);
@@ -326,7 +326,7 @@ static void codec_errors(void)
      * starts at 14: tag at 14, varint at 15. */
     r.b[16] = 0x80;
     p = write_zst(&r);
-    CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_TRACE_ECORRUPT);
+    CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_ECORRUPT);
     CU_ASSERT_EQUAL(err.offset, 18); /* structure ends at 18: FREE tag missing */
     tu_rm(p);
     r.b[16] = 0x20;
@@ -345,7 +345,7 @@ static void codec_errors(void)
         rb_var(&q, 1);
         rb_var(&q, 1);
         p = write_zst(&q);
-        CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_TRACE_ECORRUPT);
+        CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_ECORRUPT);
         CU_ASSERT_EQUAL(err.offset, 15); /* the varint's first byte */
         CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "varint"));
         tu_rm(p);
@@ -354,7 +354,7 @@ static void codec_errors(void)
     /* Missing end record: cut the last 3 bytes. */
     r.n -= 3;
     p = write_zst(&r);
-    CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_TRACE_ECORRUPT);
+    CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_ECORRUPT);
     CU_ASSERT_EQUAL(nev, 2);
     CU_ASSERT_EQUAL(err.offset, 18);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "end record"));
@@ -364,7 +364,7 @@ static void codec_errors(void)
     r.n += 3;
     rb_u8(&r, 0);
     p = write_zst(&r);
-    CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_TRACE_ECORRUPT);
+    CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_ECORRUPT);
     CU_ASSERT_EQUAL(err.offset, 21);
     tu_rm(p);
     r.n -= 1;
@@ -372,7 +372,7 @@ static void codec_errors(void)
     /* A free that refers before the first allocation: d = 2 with one alloc (tag 1<<2|1). */
     r.b[17] = 1 << 2 | 1;
     p = write_zst(&r);
-    CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_TRACE_ECORRUPT);
+    CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_ECORRUPT);
     CU_ASSERT_EQUAL(err.offset, 17);
     CU_ASSERT_EQUAL(err.event, 1);
     tu_rm(p);
@@ -393,7 +393,7 @@ static void codec_errors(void)
         rb_var(&q, 3);
         rb_var(&q, 1);
         p = write_zst(&q);
-        CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_TRACE_EINVAL);
+        CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_EINVAL);
         CU_ASSERT_EQUAL(err.event, 2);
         CU_ASSERT_EQUAL(err.offset, 18);
         CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "double free"));
@@ -414,7 +414,7 @@ static void codec_errors(void)
         rb_var(&q, 1);
         rb_var(&q, 1);
         p = write_zst(&q);
-        CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_TRACE_EINVAL);
+        CU_ASSERT_EQUAL(read_all(p, &err, &nev), AS_EINVAL);
         CU_ASSERT_EQUAL(err.event, 0);
         CU_ASSERT_EQUAL(err.offset, 14);
         CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "zero size"));
@@ -448,7 +448,7 @@ static void codec_truncated_zstd(void)
         as_trace_error err;
         uint64_t nev;
         int rc = read_all(q, &err, &nev);
-        CU_ASSERT_EQUAL(rc, AS_TRACE_ECORRUPT);
+        CU_ASSERT_EQUAL(rc, AS_ECORRUPT);
         /* cut inside the checksum: every event arrived, the stream is still refused */
         CU_ASSERT(c < 2 ? nev <= n : nev < n);
         CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "zstd") ? err.msg : strstr(err.msg, "truncated"));
@@ -582,7 +582,7 @@ static int check_decode(const void *data, size_t n, uint64_t *events)
     if (rc == AS_TRACE_EOF)
         return rc;
     /* an error: a known code, a message, the path */
-    if (rc != err.code || rc < AS_TRACE_EUSAGE || rc > AS_TRACE_EIO || !err.msg[0] ||
+    if (rc != err.code || rc >= 0 || !strcmp(as_strerror(rc), "unknown error") || !err.msg[0] ||
         strcmp(err.path, "mutant") != 0)
         return -101;
     return rc;

@@ -106,26 +106,26 @@ static void gen_knob_errors(void)
 {
     as_gen *g = (as_gen *)1;
     as_trace_error err;
-    CU_ASSERT_EQUAL(as_gen_create("nosuch", 0, NULL, &g, &err), AS_TRACE_EUSAGE);
+    CU_ASSERT_EQUAL(as_gen_create("nosuch", 0, NULL, &g, &err), AS_EUSAGE);
     CU_ASSERT_PTR_NULL(g);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "nosuch"));
     char *bad1[] = {"bogus=1"};
-    CU_ASSERT_EQUAL(as_gen_create("random", 1, bad1, &g, &err), AS_TRACE_EUSAGE);
+    CU_ASSERT_EQUAL(as_gen_create("random", 1, bad1, &g, &err), AS_EUSAGE);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "bogus"));
     char *bad2[] = {"max=12Q"};
-    CU_ASSERT_EQUAL(as_gen_create("random", 1, bad2, &g, &err), AS_TRACE_EUSAGE);
+    CU_ASSERT_EQUAL(as_gen_create("random", 1, bad2, &g, &err), AS_EUSAGE);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "max=12Q"));
     char *bad3[] = {"life=weird"};
-    CU_ASSERT_EQUAL(as_gen_create("random", 1, bad3, &g, &err), AS_TRACE_EUSAGE);
+    CU_ASSERT_EQUAL(as_gen_create("random", 1, bad3, &g, &err), AS_EUSAGE);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "exp|uniform|fixed"));
     char *bad4[] = {"min=2M", "max=1M"};
-    CU_ASSERT_EQUAL(as_gen_create("random", 2, bad4, &g, &err), AS_TRACE_EUSAGE);
+    CU_ASSERT_EQUAL(as_gen_create("random", 2, bad4, &g, &err), AS_EUSAGE);
     char *bad5[] = {"sizes=4096:x"};
-    CU_ASSERT_EQUAL(as_gen_create("random", 1, bad5, &g, &err), AS_TRACE_EUSAGE);
+    CU_ASSERT_EQUAL(as_gen_create("random", 1, bad5, &g, &err), AS_EUSAGE);
     char *bad6[] = {"noequals"};
-    CU_ASSERT_EQUAL(as_gen_create("random", 1, bad6, &g, &err), AS_TRACE_EUSAGE);
+    CU_ASSERT_EQUAL(as_gen_create("random", 1, bad6, &g, &err), AS_EUSAGE);
     char *bad7[] = {"sizes=1G:1", "cap=512M"};
-    CU_ASSERT_EQUAL(as_gen_create("random", 2, bad7, &g, &err), AS_TRACE_EUSAGE);
+    CU_ASSERT_EQUAL(as_gen_create("random", 2, bad7, &g, &err), AS_EUSAGE);
 }
 
 /* Counts are decimal (allocs=2K is 2,000), sizes binary (max=2K is 2,048); absurd
@@ -138,16 +138,16 @@ static void gen_units_and_limits(void)
     as_gen *g;
     as_trace_error err;
     char *t1[] = {"batch=1048576", "seq=4194304", "hidden=1048576"};
-    CU_ASSERT_EQUAL(as_gen_create("transformer", 3, t1, &g, &err), AS_TRACE_EUSAGE);
+    CU_ASSERT_EQUAL(as_gen_create("transformer", 3, t1, &g, &err), AS_EUSAGE);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "256 TiB"));
     char *k1[] = {"max_batch=1048576", "prompt_max=4000000000"};
-    CU_ASSERT_EQUAL(as_gen_create("kvcache", 2, k1, &g, &err), AS_TRACE_EUSAGE);
+    CU_ASSERT_EQUAL(as_gen_create("kvcache", 2, k1, &g, &err), AS_EUSAGE);
     char *c1[] = {"batch=1048576", "image=16384"};
-    CU_ASSERT_EQUAL(as_gen_create("cnn", 2, c1, &g, &err), AS_TRACE_EUSAGE);
+    CU_ASSERT_EQUAL(as_gen_create("cnn", 2, c1, &g, &err), AS_EUSAGE);
     char *c2[] = {"batch=8", "batch_min=9"};
-    CU_ASSERT_EQUAL(as_gen_create("cnn", 2, c2, &g, &err), AS_TRACE_EUSAGE);
+    CU_ASSERT_EQUAL(as_gen_create("cnn", 2, c2, &g, &err), AS_EUSAGE);
     char *t2[] = {"seq_dist=uniform", "seq=64", "seq_min=128"};
-    CU_ASSERT_EQUAL(as_gen_create("transformer", 3, t2, &g, &err), AS_TRACE_EUSAGE);
+    CU_ASSERT_EQUAL(as_gen_create("transformer", 3, t2, &g, &err), AS_EUSAGE);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "seq_min"));
 }
 
@@ -876,7 +876,7 @@ static void gen_reader_streaming(void)
     CU_ASSERT(max_table < 256 * 1024);
     CU_ASSERT_STRING_EQUAL(as_meta_get(as_trace_reader_meta(r), "generator"), "random");
     as_trace_close(r);
-    CU_ASSERT_EQUAL(as_gen_open("nosuch", 0, NULL, &r, &err), AS_TRACE_EUSAGE);
+    CU_ASSERT_EQUAL(as_gen_open("nosuch", 0, NULL, &r, &err), AS_EUSAGE);
     CU_ASSERT_PTR_NULL(r);
 }
 

@@ -632,9 +632,10 @@ static void reader_names_and_meta(void)
     CU_ASSERT_EQUAL(as_trace_fmt_for_output("-"), AS_FMT_NATIVE);
     CU_ASSERT_STRING_EQUAL(as_trace_fmt_name(AS_FMT_TORCH_PICKLE), "torch-pickle");
     CU_ASSERT_STRING_EQUAL(as_trace_fmt_name((as_trace_fmt)99), "unknown");
-    for (int c = AS_TRACE_EUSAGE; c <= AS_TRACE_EOF; c++)
-        CU_ASSERT(strcmp(as_trace_strerror(c), "unknown error") != 0);
-    CU_ASSERT_STRING_EQUAL(as_trace_strerror(-99), "unknown error");
+    for (int c = AS_E_LAST; c <= AS_OK; c++) /* every code of the one error space has words */
+        CU_ASSERT(strcmp(as_strerror(c), "unknown error") != 0);
+    CU_ASSERT_STRING_EQUAL(as_strerror(AS_E_LAST - 1), "unknown error");
+    CU_ASSERT_STRING_EQUAL(as_strerror(AS_TRACE_EOF), "unknown error"); /* a result */
     as_meta m = {0}, c = {0};
     CU_ASSERT_EQUAL(as_meta_set(&m, "a.b-c_1", "x"), 0);
     CU_ASSERT_EQUAL(as_meta_set(&m, "bad key", "x"), AS_TRACE_EUSAGE);

@@ -111,9 +111,9 @@ static void repeat_refusals(void)
     snprintf(in, sizeof in, "%s", tu_write_tmp(".txt", small_text));
     snprintf(out, sizeof out, "%s", tu_write_tmp(".zst", "keep me"));
     as_trace_error err;
-    CU_ASSERT_EQUAL(as_trace_repeat(in, in, AS_FMT_NATIVE, 2, NULL, NULL, &err), AS_TRACE_EUSAGE);
-    CU_ASSERT_EQUAL(as_trace_repeat("-", out, AS_FMT_NATIVE, 2, NULL, NULL, &err), AS_TRACE_EUSAGE);
-    CU_ASSERT_EQUAL(as_trace_repeat(in, out, AS_FMT_NATIVE, 0, NULL, NULL, &err), AS_TRACE_EUSAGE);
+    CU_ASSERT_EQUAL(as_trace_repeat(in, in, AS_FMT_NATIVE, 2, NULL, NULL, &err), AS_EUSAGE);
+    CU_ASSERT_EQUAL(as_trace_repeat("-", out, AS_FMT_NATIVE, 2, NULL, NULL, &err), AS_EUSAGE);
+    CU_ASSERT_EQUAL(as_trace_repeat(in, out, AS_FMT_NATIVE, 0, NULL, NULL, &err), AS_EUSAGE);
     /* A bad input fails in its first pass; OUT keeps its old bytes. */
     const char *bad = tu_write_tmp(".txt", "allocsim-text 1\nalloc 0 100\nfree 5\n");
     CU_ASSERT(as_trace_repeat(bad, out, AS_FMT_NATIVE, 2, NULL, NULL, &err) < 0);

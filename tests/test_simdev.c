@@ -40,9 +40,9 @@ static void simdev_placement_first_fit(void)
     CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 10 * MIB, &x), 0);
     CU_ASSERT_EQUAL(x, c + 8 * MIB);
     /* Wrong size or address is a policy bug, not an OOM. */
-    CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, c, 2 * MIB), AS_DEV_EINVAL);
-    CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, c + 2 * MIB, 8 * MIB), AS_DEV_EINVAL);
-    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 3 * MIB, &x), AS_DEV_EINVAL);
+    CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, c, 2 * MIB), AS_EINVAL);
+    CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, c + 2 * MIB, 8 * MIB), AS_EINVAL);
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 3 * MIB, &x), AS_EINVAL);
     as_simdev_destroy(d);
 }
 
@@ -179,7 +179,7 @@ static void simdev_capacity(void)
     CU_ASSERT_EQUAL(dv->ops->va_reserve(dv->ctx, 1024 * MIB, &va), 0);
     CU_ASSERT_EQUAL(dv->ops->map(dv->ctx, va, 6 * MIB), 0);
     CU_ASSERT_EQUAL(dv->ops->map(dv->ctx, va + 6 * MIB, 4 * MIB), AS_DEV_OOM);
-    CU_ASSERT_EQUAL(dv->ops->map(dv->ctx, va + 1024 * MIB, 2 * MIB), AS_DEV_EINVAL);
+    CU_ASSERT_EQUAL(dv->ops->map(dv->ctx, va + 1024 * MIB, 2 * MIB), AS_EINVAL);
     CU_ASSERT_EQUAL(dv->ops->unmap(dv->ctx, va, 6 * MIB), 0);
     as_simdev_counters c;
     as_simdev_counters_get(d, &c);
@@ -532,7 +532,7 @@ static int ref_release(ref_heap *h, uint64_t addr, uint64_t size)
     while (i < h->nr && !(h->r[i].addr == addr && h->r[i].size == size && i > 1))
         i++;
     if (i == h->nr)
-        return AS_DEV_EINVAL;
+        return AS_EINVAL;
     int c = h->r[i].chunk, used = 0;
     h->r[i] = h->r[--h->nr];
     for (int j = 0; j < h->nr; j++)
@@ -574,8 +574,8 @@ static void simdev_chunked_matches_model(void)
             } else {
                 int i = (int)((x >> 8) % (uint64_t)nlive);
                 if ((x >> 40) % 16 == 0) /* a wrong size is refused by both */
-                    ok &= dv->ops->release(dv->ctx, live[i], lsz[i] + g) == AS_DEV_EINVAL &&
-                          ref_release(&h, live[i], lsz[i] + g) == AS_DEV_EINVAL;
+                    ok &= dv->ops->release(dv->ctx, live[i], lsz[i] + g) == AS_EINVAL &&
+                          ref_release(&h, live[i], lsz[i] + g) == AS_EINVAL;
                 ok &= dv->ops->release(dv->ctx, live[i], lsz[i]) == 0 &&
                       ref_release(&h, live[i], lsz[i]) == 0;
                 live[i] = live[--nlive];
@@ -597,9 +597,9 @@ static void simdev_granularity(void)
     as_simdev *d = NULL;
     as_simdev_default_params(&prm);
     prm.granularity = 3 * MIB;
-    CU_ASSERT_EQUAL(as_simdev_create(&prm, &d), AS_DEV_EINVAL);
+    CU_ASSERT_EQUAL(as_simdev_create(&prm, &d), AS_EINVAL);
     prm.granularity = 4 * MIB;
-    CU_ASSERT_EQUAL(as_simdev_create(&prm, &d), AS_DEV_EINVAL);
+    CU_ASSERT_EQUAL(as_simdev_create(&prm, &d), AS_EINVAL);
     prm.placement = AS_PLACE_TOP_DOWN;
     CU_ASSERT_EQUAL_FATAL(as_simdev_create(&prm, &d), 0);
     as_simdev_destroy(d);

@@ -78,12 +78,12 @@ int as_trace_convert(const char *in, const char *out, as_trace_fmt fmt, const as
     if (events)
         *events = 0;
     if (!in || !out)
-        return as_trace_set_error(err, AS_TRACE_EUSAGE, "", UINT64_MAX, 0, "no path given");
+        return as_trace_set_error(err, AS_EUSAGE, "", UINT64_MAX, 0, "no path given");
     struct stat si, so;
     int out_existed = strcmp(out, "-") != 0 && stat(out, &so) == 0;
     if (out_existed && strcmp(in, "-") != 0 && stat(in, &si) == 0 && si.st_dev == so.st_dev &&
         si.st_ino == so.st_ino)
-        return as_trace_set_error(err, AS_TRACE_EUSAGE, out, UINT64_MAX, 0,
+        return as_trace_set_error(err, AS_EUSAGE, out, UINT64_MAX, 0,
                                   "output is the input file itself");
     int removable = strcmp(out, "-") != 0 && (!out_existed || S_ISREG(so.st_mode));
     as_trace_reader *r = NULL;

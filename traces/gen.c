@@ -137,7 +137,7 @@ static qev *push(as_gen *g)
         size_t nc = g->qcap ? g->qcap * 2 : 1024;
         qev *nq = realloc(g->q, nc * sizeof *nq);
         if (!nq) {
-            gen_fail(g, AS_TRACE_ENOMEM);
+            gen_fail(g, AS_ENOMEM);
             return NULL;
         }
         g->q = nq;
@@ -212,7 +212,7 @@ void gen_mark(as_gen *g, const char *fmt, ...)
             nc *= 2;
         char *nl = realloc(g->lab, nc);
         if (!nl) {
-            gen_fail(g, AS_TRACE_ENOMEM);
+            gen_fail(g, AS_ENOMEM);
             return;
         }
         g->lab = nl;
@@ -311,7 +311,7 @@ static int usage(as_trace_error *err, const char *fmt, ...)
 {
     if (err) {
         memset(err, 0, sizeof *err);
-        err->code = AS_TRACE_EUSAGE;
+        err->code = AS_EUSAGE;
         snprintf(err->path, sizeof err->path, "gen");
         err->offset = UINT64_MAX;
         err->event = UINT64_MAX;
@@ -320,7 +320,7 @@ static int usage(as_trace_error *err, const char *fmt, ...)
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
         va_end(ap);
     }
-    return AS_TRACE_EUSAGE;
+    return AS_EUSAGE;
 }
 
 static int set_knob(as_gen *g, size_t i, const char *text, as_trace_error *err)
@@ -375,7 +375,7 @@ static int set_knob(as_gen *g, size_t i, const char *text, as_trace_error *err)
     case GEN_STR: {
         char *c = strdup(text);
         if (!c)
-            return AS_TRACE_ENOMEM;
+            return AS_ENOMEM;
         free(g->strs[i]);
         g->strs[i] = c;
         v->s = c;
@@ -425,13 +425,13 @@ int as_gen_create(const char *kind, int nkv, char *const kv[], as_gen **out, as_
                      kind ? kind : "(null)");
     as_gen *g = calloc(1, sizeof *g);
     if (!g)
-        return AS_TRACE_ENOMEM;
+        return AS_ENOMEM;
     g->kind = k;
     g->time_us = AS_TIME_NONE;
     g->vals = calloc(k->nknobs, sizeof *g->vals);
     g->strs = calloc(k->nknobs, sizeof *g->strs);
     g->st = calloc(1, k->state_size ? k->state_size : 1);
-    rc = AS_TRACE_ENOMEM;
+    rc = AS_ENOMEM;
     if (!g->vals || !g->strs || !g->st)
         goto fail;
     const char **text = calloc(k->nknobs, sizeof *text);
@@ -475,7 +475,7 @@ int as_gen_create(const char *kind, int nkv, char *const kv[], as_gen **out, as_
         goto fail;
     rc = k->init(g, g->st, g->vals, err);
     if (rc) {
-        if (rc == AS_TRACE_EUSAGE) { /* the kind wrote only the message */
+        if (rc == AS_EUSAGE) { /* the kind wrote only the message */
             char msg[sizeof err->msg];
             memcpy(msg, err->msg, sizeof msg);
             usage(err, "%s", msg);
@@ -485,9 +485,9 @@ int as_gen_create(const char *kind, int nkv, char *const kv[], as_gen **out, as_
     *out = g;
     return 0;
 fail:
-    if (rc == AS_TRACE_ENOMEM) {
+    if (rc == AS_ENOMEM) {
         usage(err, "%s: out of host memory", k->name);
-        err->code = AS_TRACE_ENOMEM;
+        err->code = AS_ENOMEM;
     }
     as_gen_destroy(g);
     return rc;
@@ -510,7 +510,7 @@ static int src_next(void *st, as_event *ev, as_trace_error *err)
     int rc = as_gen_next(g, ev);
     if (rc < 0 && err) {
         usage(err, "gen %s: %s", g->kind->name,
-              rc == AS_TRACE_ENOMEM ? "out of host memory" : "generator failed");
+              rc == AS_ENOMEM ? "out of host memory" : "generator failed");
         err->code = rc;
     }
     return rc;

@@ -20,7 +20,7 @@
 
 /* Opens a generator as an ordinary trace reader (the same validation as a file), so the
  * engine can run on it directly and `allocsim gen` can write it. kv[i] is "name=value".
- * An unknown kind or knob, or a bad value, is AS_TRACE_EUSAGE with err->msg naming it. */
+ * An unknown kind or knob, or a bad value, is AS_EUSAGE with err->msg naming it. */
 int as_gen_open(const char *kind, int nkv, char *const kv[], as_trace_reader **out,
                 as_trace_error *err);
 

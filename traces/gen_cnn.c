@@ -108,12 +108,12 @@ static int cnn_init(as_gen *g, void *st, const gen_val *v, as_trace_error *err)
     gen_rng_seed(&c->rng, v[K_SEED].u);
     if (c->dist == 1 && c->batch_min > c->batch) {
         snprintf(err->msg, sizeof err->msg, "cnn: batch_min > batch");
-        return AS_TRACE_EUSAGE;
+        return AS_EUSAGE;
     }
     uint64_t cap = 1 + 4 * 23 * 4 + 16;
     c->u = calloc(cap, sizeof *c->u);
     if (!c->u)
-        return AS_TRACE_ENOMEM;
+        return AS_ENOMEM;
     uint64_t h = (img + 1) / 2; /* stem: 7x7 stride 2 */
     add_unit(c, cap, 3, w, 7, img, h, 1);
     h = (h + 1) / 2; /* max-pool stride 2 */
@@ -153,7 +153,7 @@ static int cnn_init(as_gen *g, void *st, const gen_val *v, as_trace_error *err)
     big = fmax(big, (double)c->last_c * c->classes * 4 + n * c->classes * 4);
     if (big > (double)AS_MAX_ALLOC_SIZE) {
         snprintf(err->msg, sizeof err->msg, "cnn: a tensor of %.3g bytes exceeds 256 TiB", big);
-        return AS_TRACE_EUSAGE;
+        return AS_EUSAGE;
     }
     return 0;
 }

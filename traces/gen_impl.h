@@ -49,7 +49,7 @@ typedef struct gen_kind {
     const gen_knob *knobs;
     size_t nknobs;
     size_t state_size;
-    /* v[i] holds knobs[i]. Returns 0 or < 0 with err filled (AS_TRACE_EUSAGE for knobs
+    /* v[i] holds knobs[i]. Returns 0 or < 0 with err filled (AS_EUSAGE for knobs
      * that contradict each other). */
     int (*init)(as_gen *g, void *st, const gen_val *v, as_trace_error *err);
     /* Queues the next phase's events: 0, AS_TRACE_EOF when done, or < 0. */

@@ -124,7 +124,7 @@ static int kv_init(as_gen *g, void *st, const gen_val *v, as_trace_error *err)
     gen_rng_seed(&k->lens, v[K_SEED].u ^ 0x6C656E6774687321ull);
     if (k->pmax >= (1ull << 32) || k->omax >= (1ull << 32)) {
         snprintf(err->msg, sizeof err->msg, "kvcache: prompt_max and output_max must be < 2^32");
-        return AS_TRACE_EUSAGE;
+        return AS_EUSAGE;
     }
     /* the largest tensors: a cache tensor or block, a full step's workspace, the logits */
     double biggest = (double)(k->pmax + k->omax) * k->kv * (k->paged ? 2.0 * k->L : 1.0);
@@ -133,10 +133,10 @@ static int kv_init(as_gen *g, void *st, const gen_val *v, as_trace_error *err)
     if (biggest > (double)AS_MAX_ALLOC_SIZE) {
         snprintf(err->msg, sizeof err->msg,
                  "kvcache: a tensor would exceed 256 TiB (cache, workspace or logits)");
-        return AS_TRACE_EUSAGE;
+        return AS_EUSAGE;
     }
     k->run = calloc(k->maxb, sizeof *k->run);
-    return k->run ? 0 : AS_TRACE_ENOMEM;
+    return k->run ? 0 : AS_ENOMEM;
 }
 
 static uint64_t draw_len(kvc *k, int dist, double mean, uint64_t max)
@@ -169,7 +169,7 @@ static int grow(as_gen *g, kvc *k, req *r, uint64_t n)
                 nc *= 2;
             gen_tensor *nb = realloc(r->blk, nc * sizeof *nb);
             if (!nb)
-                return AS_TRACE_ENOMEM;
+                return AS_ENOMEM;
             r->blk = nb;
             r->capblk = nc;
         }
@@ -217,7 +217,7 @@ static int kv_refill(as_gen *g, void *st)
         r->prompt = draw_len(k, k->pdist, k->pmean, k->pmax);
         r->out = draw_len(k, k->odist, k->omean, k->omax);
         if (!k->paged && !(r->kv = calloc(2 * k->L, sizeof *r->kv)))
-            return AS_TRACE_ENOMEM;
+            return AS_ENOMEM;
         tokens += r->prompt;
     }
     /* this step's activations: prefill tokens plus one per decoding request */

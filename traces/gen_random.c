@@ -104,7 +104,7 @@ static int heap_push(rnd *r, node x)
         size_t nc = r->capn ? r->capn * 2 : 1024;
         node *nh = realloc(r->heap, nc * sizeof *nh);
         if (!nh)
-            return AS_TRACE_ENOMEM;
+            return AS_ENOMEM;
         r->heap = nh;
         r->capn = nc;
     }
@@ -149,7 +149,7 @@ static int parse_hist(rnd *r, const char *spec, uint64_t cap, as_trace_error *er
     char *copy = strdup(spec);
     if (!r->h || !copy) {
         free(copy);
-        return AS_TRACE_ENOMEM;
+        return AS_ENOMEM;
     }
     int rc = 0;
     double total = 0;
@@ -168,7 +168,7 @@ static int parse_hist(rnd *r, const char *spec, uint64_t cap, as_trace_error *er
             goto bad;
         if (cap && s > cap) {
             snprintf(err->msg, sizeof err->msg, "random: sizes: %s is larger than cap", tok);
-            rc = AS_TRACE_EUSAGE;
+            rc = AS_EUSAGE;
             goto out;
         }
         if (w == 0)
@@ -186,7 +186,7 @@ static int parse_hist(rnd *r, const char *spec, uint64_t cap, as_trace_error *er
 bad:
     snprintf(err->msg, sizeof err->msg,
              "random: sizes=%s: expected SIZE:WEIGHT,... with sizes > 0 and weights >= 0", spec);
-    rc = AS_TRACE_EUSAGE;
+    rc = AS_EUSAGE;
 out:
     free(copy);
     return rc;
@@ -215,15 +215,15 @@ static int rnd_init(as_gen *g, void *st, const gen_val *v, as_trace_error *err)
         uint64_t lo = v[K_MIN].u, hi = v[K_MAX].u;
         if (lo > hi || hi > AS_MAX_ALLOC_SIZE) {
             snprintf(err->msg, sizeof err->msg, "random: need 1 <= min <= max <= 256 TiB");
-            rc = AS_TRACE_EUSAGE;
+            rc = AS_EUSAGE;
         } else if (r->cap && hi > r->cap) {
             snprintf(err->msg, sizeof err->msg, "random: max is larger than cap");
-            rc = AS_TRACE_EUSAGE;
+            rc = AS_EUSAGE;
         }
         r->lmin = log((double)lo);
         r->lspan = log((double)hi) - r->lmin;
     }
-    if (rc == AS_TRACE_EUSAGE)
+    if (rc == AS_EUSAGE)
         err->code = rc;
     return rc;
 }

@@ -214,7 +214,7 @@ static int tf_init(as_gen *gg, void *st, const gen_val *v, as_trace_error *err)
     if (t->dist == 1 && t->seq_min > t->S) {
         snprintf(err->msg, sizeof err->msg, "transformer: seq_min (%llu) > seq (%llu)",
                  (unsigned long long)t->seq_min, (unsigned long long)t->S);
-        return AS_TRACE_EUSAGE;
+        return AS_EUSAGE;
     }
     /* The largest tensor: scores e*a*b*s^2 or logits e*b*s*V. */
     /* The largest tensors: scores, logits, fc1 output, fc1 weight, embedding, bucket. */
@@ -225,7 +225,7 @@ static int tf_init(as_gen *gg, void *st, const gen_val *v, as_trace_error *err)
     if (big > (double)AS_MAX_ALLOC_SIZE) {
         snprintf(err->msg, sizeof err->msg,
                  "transformer: a tensor of %.3g bytes exceeds the 256 TiB request limit", big);
-        return AS_TRACE_EUSAGE;
+        return AS_EUSAGE;
     }
     uint64_t L = t->L, h = t->h, f = t->f;
     t->np = (t->pos ? 2 : 1) + L * P_PER_LAYER + 2;
@@ -243,12 +243,12 @@ static int tf_init(as_gen *gg, void *st, const gen_val *v, as_trace_error *err)
     t->g = calloc(t->k, sizeof *t->g);
     if (!t->numel || !t->param || !t->master || !t->grad || !t->m1 || !t->m2 || !t->order ||
         !t->bucket_of || !t->bucket_first || !t->bucket_size || !t->bk || !t->g)
-        return AS_TRACE_ENOMEM;
+        return AS_ENOMEM;
     for (uint64_t j = 0; j < t->k; j++) {
         t->g[j].x = calloc(L + 1, sizeof *t->g[j].x);
         t->g[j].layer = calloc(L, sizeof *t->g[j].layer);
         if (!t->g[j].x || !t->g[j].layer)
-            return AS_TRACE_ENOMEM;
+            return AS_ENOMEM;
     }
     t->numel[pidx_emb(t)] = t->V * h;
     if (t->pos)

@@ -25,12 +25,12 @@ int as_meta_key_ok(const char *key)
 int as_meta_set(as_meta *m, const char *key, const char *value)
 {
     if (!m || !as_meta_key_ok(key) || !value)
-        return AS_TRACE_EUSAGE;
+        return AS_EUSAGE;
     for (size_t i = 0; i < m->n; i++) {
         if (strcmp(m->kv[i].key, key) == 0) {
             char *v = strdup(value);
             if (!v)
-                return AS_TRACE_ENOMEM;
+                return AS_ENOMEM;
             free(m->kv[i].value);
             m->kv[i].value = v;
             return 0;
@@ -40,7 +40,7 @@ int as_meta_set(as_meta *m, const char *key, const char *value)
         size_t ncap = m->cap ? m->cap * 2 : 8;
         as_meta_kv *nk = realloc(m->kv, ncap * sizeof *nk);
         if (!nk)
-            return AS_TRACE_ENOMEM;
+            return AS_ENOMEM;
         m->kv = nk;
         m->cap = ncap;
     }
@@ -48,7 +48,7 @@ int as_meta_set(as_meta *m, const char *key, const char *value)
     if (!k || !v) {
         free(k);
         free(v);
-        return AS_TRACE_ENOMEM;
+        return AS_ENOMEM;
     }
     m->kv[m->n].key = k;
     m->kv[m->n].value = v;
@@ -69,7 +69,7 @@ const char *as_meta_get(const as_meta *m, const char *key)
 int as_meta_copy(as_meta *dst, const as_meta *src)
 {
     if (!dst)
-        return AS_TRACE_EUSAGE;
+        return AS_EUSAGE;
     if (!src)
         return 0;
     for (size_t i = 0; i < src->n; i++) {
@@ -108,27 +108,4 @@ const char *as_trace_fmt_name(as_trace_fmt f)
         break;
     }
     return "unknown";
-}
-
-const char *as_trace_strerror(int code)
-{
-    switch (code) {
-    case AS_TRACE_OK:
-        return "success";
-    case AS_TRACE_EOF:
-        return "end of trace";
-    case AS_TRACE_EIO:
-        return "I/O error";
-    case AS_TRACE_EFORMAT:
-        return "unrecognised format or bad header";
-    case AS_TRACE_ECORRUPT:
-        return "corrupt or truncated trace";
-    case AS_TRACE_EINVAL:
-        return "invalid event";
-    case AS_TRACE_ENOMEM:
-        return "out of memory or limit exceeded";
-    case AS_TRACE_EUSAGE:
-        return "invalid use";
-    }
-    return "unknown error";
 }

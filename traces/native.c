@@ -156,7 +156,7 @@ static int rd_varint(native_st *s, uint64_t *v, const char *what, as_trace_error
         return nfail(s, err, (int)n, as_instream_offset(s->in), "read failed");
     size_t k = varint_slow(p, (const uint8_t *)p + n, v);
     if (!k)
-        return nfail(s, err, AS_TRACE_ECORRUPT, as_instream_offset(s->in),
+        return nfail(s, err, AS_ECORRUPT, as_instream_offset(s->in),
                      n < 10 && (n == 0 || ((const uint8_t *)p)[n - 1] & 0x80)
                          ? "truncated: input ends inside the %s"
                          : "corrupt varint in the %s",
@@ -173,21 +173,21 @@ static int rd_string(native_st *s, char **out, uint64_t max, const char *what, a
         return rc;
     uint64_t off = as_instream_offset(s->in);
     if (len > max)
-        return nfail(s, err, AS_TRACE_ECORRUPT, off, "%s of %llu bytes is too long", what,
+        return nfail(s, err, AS_ECORRUPT, off, "%s of %llu bytes is too long", what,
                      (unsigned long long)len);
     char *b = malloc(len + 1);
     if (!b)
-        return nfail(s, err, AS_TRACE_ENOMEM, off, "out of memory");
+        return nfail(s, err, AS_ENOMEM, off, "out of memory");
     long n = as_instream_read(s->in, b, len);
     if (n < 0 || (uint64_t)n != len) {
         free(b);
-        return nfail(s, err, n < 0 ? (int)n : AS_TRACE_ECORRUPT, off,
+        return nfail(s, err, n < 0 ? (int)n : AS_ECORRUPT, off,
                      "truncated: input ends inside the %s", what);
     }
     b[len] = 0;
     if (strlen(b) != len) {
         free(b);
-        return nfail(s, err, AS_TRACE_ECORRUPT, off, "NUL byte inside the %s", what);
+        return nfail(s, err, AS_ECORRUPT, off, "NUL byte inside the %s", what);
     }
     *out = b;
     return 0;
@@ -200,12 +200,12 @@ static int native_open(as_instream *in, const as_reader_opts *opts, as_meta *met
     *stp = NULL;
     native_st *s = calloc(1, sizeof *s);
     if (!s)
-        return as_instream_fail(in, err, AS_TRACE_ENOMEM, "out of memory");
+        return as_instream_fail(in, err, AS_ENOMEM, "out of memory");
     s->in = in;
     int rc;
     uint8_t magic[8];
     if (as_instream_read(in, magic, 8) != 8 || memcmp(magic, native_magic, 8) != 0) {
-        rc = nfail(s, err, AS_TRACE_EFORMAT, 0, "bad magic: not an allocsim native trace");
+        rc = nfail(s, err, AS_EFORMAT, 0, "bad magic: not an allocsim native trace");
         goto bad;
     }
     uint64_t ver, flags, nmeta;
@@ -213,7 +213,7 @@ static int native_open(as_instream *in, const as_reader_opts *opts, as_meta *met
     if ((rc = rd_varint(s, &ver, "header version", err)) < 0)
         goto bad;
     if (ver != 1) {
-        rc = nfail(s, err, AS_TRACE_EFORMAT, voff,
+        rc = nfail(s, err, AS_EFORMAT, voff,
                    "unsupported native format version %llu (this build reads 1)",
                    (unsigned long long)ver);
         goto bad;
@@ -223,14 +223,14 @@ static int native_open(as_instream *in, const as_reader_opts *opts, as_meta *met
     if ((rc = rd_varint(s, &flags, "header flags", err)) < 0)
         goto bad;
     if (flags != 0) {
-        rc = nfail(s, err, AS_TRACE_EFORMAT, foff, "unknown header flags 0x%llx",
+        rc = nfail(s, err, AS_EFORMAT, foff, "unknown header flags 0x%llx",
                    (unsigned long long)flags);
         goto bad;
     }
     if ((rc = rd_varint(s, &nmeta, "metadata count", err)) < 0)
         goto bad;
     if (nmeta > 4096) {
-        rc = nfail(s, err, AS_TRACE_ECORRUPT, foff, "absurd metadata count %llu",
+        rc = nfail(s, err, AS_ECORRUPT, foff, "absurd metadata count %llu",
                    (unsigned long long)nmeta);
         goto bad;
     }
@@ -239,7 +239,7 @@ static int native_open(as_instream *in, const as_reader_opts *opts, as_meta *met
         char *k = NULL, *v = NULL;
         uint64_t koff = as_instream_offset(in);
         if (meta_bytes > (16u << 20)) {
-            rc = nfail(s, err, AS_TRACE_ECORRUPT, koff, "more than 16 MiB of metadata");
+            rc = nfail(s, err, AS_ECORRUPT, koff, "more than 16 MiB of metadata");
             goto bad;
         }
         if ((rc = rd_string(s, &k, 255, "metadata key", err)) < 0)
@@ -250,9 +250,9 @@ static int native_open(as_instream *in, const as_reader_opts *opts, as_meta *met
         }
         meta_bytes += strlen(k) + strlen(v);
         if (!as_meta_key_ok(k))
-            rc = nfail(s, err, AS_TRACE_ECORRUPT, koff, "bad metadata key");
+            rc = nfail(s, err, AS_ECORRUPT, koff, "bad metadata key");
         else if (as_meta_set(meta, k, v) < 0)
-            rc = nfail(s, err, AS_TRACE_ENOMEM, koff, "out of memory");
+            rc = nfail(s, err, AS_ENOMEM, koff, "out of memory");
         free(k);
         free(v);
         if (rc < 0)
@@ -261,7 +261,7 @@ static int native_open(as_instream *in, const as_reader_opts *opts, as_meta *met
     s->streams_cap = 16;
     s->streams = calloc(s->streams_cap, sizeof *s->streams);
     if (!s->streams) {
-        rc = nfail(s, err, AS_TRACE_ENOMEM, 0, "out of memory");
+        rc = nfail(s, err, AS_ENOMEM, 0, "out of memory");
         goto bad;
     }
     s->nstreams = 1; /* index 0 is the default stream, value 0, never written */
@@ -281,7 +281,7 @@ static int block_begin(native_st *s, as_trace_error *err)
     if (n < 0)
         return nfail(s, err, (int)n, s->block_off, "read failed");
     if (n == 0)
-        return nfail(s, err, AS_TRACE_ECORRUPT, s->block_off,
+        return nfail(s, err, AS_ECORRUPT, s->block_off,
                      "truncated: the trace ends without its end record (after %llu events)",
                      (unsigned long long)s->nevents);
     const uint8_t *p = pv, *end = p + n;
@@ -296,7 +296,7 @@ static int block_begin(native_st *s, as_trace_error *err)
         if (!k3)
             goto badhdr;
         if (te != s->nevents || ta != s->nalloc)
-            return nfail(s, err, AS_TRACE_ECORRUPT, s->block_off,
+            return nfail(s, err, AS_ECORRUPT, s->block_off,
                          "end record says %llu events and %llu allocations, the blocks held "
                          "%llu and %llu",
                          (unsigned long long)te, (unsigned long long)ta,
@@ -307,7 +307,7 @@ static int block_begin(native_st *s, as_trace_error *err)
         if (m < 0)
             return nfail(s, err, (int)m, as_instream_offset(s->in), "read failed");
         if (m > 0)
-            return nfail(s, err, AS_TRACE_ECORRUPT, as_instream_offset(s->in),
+            return nfail(s, err, AS_ECORRUPT, as_instream_offset(s->in),
                          "trailing data after the end record");
         s->ended = 1;
         return 0;
@@ -317,7 +317,7 @@ static int block_begin(native_st *s, as_trace_error *err)
     if (!k2 || !k3)
         goto badhdr;
     if (nev > BLOCK_MAX_EVENTS || sl > BLOCK_MAX_BYTES || tl > BLOCK_MAX_BYTES || sl < nev)
-        return nfail(s, err, AS_TRACE_ECORRUPT, s->block_off,
+        return nfail(s, err, AS_ECORRUPT, s->block_off,
                      "corrupt block header (%llu events, %llu + %llu bytes)",
                      (unsigned long long)nev, (unsigned long long)sl, (unsigned long long)tl);
     s->hdr_len = k1 + k2 + k3;
@@ -331,20 +331,20 @@ static int block_begin(native_st *s, as_trace_error *err)
     if (n < 0)
         return nfail(s, err, (int)n, s->block_off, "read failed");
     if ((size_t)n < total)
-        return nfail(s, err, AS_TRACE_ECORRUPT, s->block_off + (uint64_t)n,
+        return nfail(s, err, AS_ECORRUPT, s->block_off + (uint64_t)n,
                      "truncated: block of %llu events at offset %llu needs %zu bytes, %ld left",
                      (unsigned long long)nev, (unsigned long long)s->block_off, total, n);
     s->in_block = 1;
     return 0;
 badhdr:
-    return nfail(s, err, AS_TRACE_ECORRUPT, s->block_off,
+    return nfail(s, err, AS_ECORRUPT, s->block_off,
                  n < 30 ? "truncated or corrupt block header" : "corrupt varint in a block header");
 }
 
 static int block_end(native_st *s, as_trace_error *err)
 {
     if (s->s_pos != s->s_len || s->t_pos != s->t_len)
-        return nfail(s, err, AS_TRACE_ECORRUPT, s->block_off + s->hdr_len + s->s_pos,
+        return nfail(s, err, AS_ECORRUPT, s->block_off + s->hdr_len + s->s_pos,
                      "block has %zu stray bytes after its %u events",
                      (s->s_len - s->s_pos) + (s->t_len - s->t_pos), s->nev);
     as_instream_skip(s->in, s->hdr_len + s->s_len + s->t_len);
@@ -377,7 +377,7 @@ int as_native_next_batch(void *stp, as_validator *vd, as_event *evs, size_t cap,
         /* The window still holds the block (nothing else reads the stream); peek again
          * for its address, which a compaction may have moved. */
         if (as_instream_peek(s->in, &pv, total) < (long)total) {
-            rc = nfail(s, err, AS_TRACE_ECORRUPT, s->block_off, "block vanished");
+            rc = nfail(s, err, AS_ECORRUPT, s->block_off, "block vanished");
             break;
         }
         const uint8_t *sb = (const uint8_t *)pv + s->hdr_len, *se = sb + s->s_len;
@@ -406,7 +406,7 @@ int as_native_next_batch(void *stp, as_validator *vd, as_event *evs, size_t cap,
                 if (arg < SIZE_SLOTS) {
                     ev->size = s->size_cache[arg];
                     if (!ev->size) {
-                        rc = nfail(s, err, AS_TRACE_ECORRUPT, base + (uint64_t)(ev_start - sb),
+                        rc = nfail(s, err, AS_ECORRUPT, base + (uint64_t)(ev_start - sb),
                                    "ALLOC uses size-cache slot %u before it was filled", arg);
                         goto out;
                     }
@@ -434,7 +434,7 @@ int as_native_next_batch(void *stp, as_validator *vd, as_event *evs, size_t cap,
                         v = UINT64_MAX; /* wrapped: certainly too far */
                 }
                 if (v > nalloc) {
-                    rc = nfail(s, err, AS_TRACE_ECORRUPT, base + (uint64_t)(ev_start - sb),
+                    rc = nfail(s, err, AS_ECORRUPT, base + (uint64_t)(ev_start - sb),
                                "free refers %llu allocations back, only %llu so far",
                                (unsigned long long)v, (unsigned long long)nalloc);
                     goto out;
@@ -453,7 +453,7 @@ int as_native_next_batch(void *stp, as_validator *vd, as_event *evs, size_t cap,
                         goto bad_varint;
                     sp += used;
                     if (v > AS_MAX_LABEL || (uint64_t)(se - sp) < v || memchr(sp, 0, (size_t)v)) {
-                        rc = nfail(s, err, AS_TRACE_ECORRUPT, base + (uint64_t)(ev_start - sb),
+                        rc = nfail(s, err, AS_ECORRUPT, base + (uint64_t)(ev_start - sb),
                                    "corrupt MARK label (length %llu)", (unsigned long long)v);
                         goto out;
                     }
@@ -470,7 +470,7 @@ int as_native_next_batch(void *stp, as_validator *vd, as_event *evs, size_t cap,
                         goto bad_varint;
                     sp += used;
                     if (v >= s->nstreams) {
-                        rc = nfail(s, err, AS_TRACE_ECORRUPT, base + (uint64_t)(ev_start - sb),
+                        rc = nfail(s, err, AS_ECORRUPT, base + (uint64_t)(ev_start - sb),
                                    "stream index %llu not defined (%zu streams so far)",
                                    (unsigned long long)v, s->nstreams);
                         goto out;
@@ -485,14 +485,14 @@ int as_native_next_batch(void *stp, as_validator *vd, as_event *evs, size_t cap,
                         val = val << 8 | sp[i];
                     sp += 8;
                     if (s->nstreams == MAX_STREAMS) {
-                        rc = nfail(s, err, AS_TRACE_ENOMEM, base + (uint64_t)(ev_start - sb),
+                        rc = nfail(s, err, AS_ENOMEM, base + (uint64_t)(ev_start - sb),
                                    "more than %d distinct streams", MAX_STREAMS);
                         goto out;
                     }
                     if (s->nstreams == s->streams_cap) {
                         uint64_t *ns = realloc(s->streams, 2 * s->streams_cap * sizeof *ns);
                         if (!ns) {
-                            rc = nfail(s, err, AS_TRACE_ENOMEM, 0, "out of memory");
+                            rc = nfail(s, err, AS_ENOMEM, 0, "out of memory");
                             goto out;
                         }
                         s->streams = ns;
@@ -510,14 +510,14 @@ int as_native_next_batch(void *stp, as_validator *vd, as_event *evs, size_t cap,
                 /* the common case: a one-byte delta */
                 prev_time = (int64_t)((uint64_t)prev_time + (uint64_t)zz_dec(*tp++ - T_DELTA0));
                 if (prev_time == AS_TIME_NONE) {
-                    rc = nfail(s, err, AS_TRACE_ECORRUPT, base + s->s_len + (uint64_t)(tp - tb),
+                    rc = nfail(s, err, AS_ECORRUPT, base + s->s_len + (uint64_t)(tp - tb),
                                "time out of range");
                     goto out;
                 }
                 ev->time_us = prev_time;
             } else if (has_time) {
                 if (!(used = varint(tp, te, &v))) {
-                    rc = nfail(s, err, AS_TRACE_ECORRUPT, base + s->s_len + (uint64_t)(tp - tb),
+                    rc = nfail(s, err, AS_ECORRUPT, base + s->s_len + (uint64_t)(tp - tb),
                                tp >= te ? "time column shorter than its block"
                                         : "corrupt varint in the time column");
                     goto out;
@@ -528,7 +528,7 @@ int as_native_next_batch(void *stp, as_validator *vd, as_event *evs, size_t cap,
                 } else {
                     if (v == T_ABS) {
                         if (!(used = varint(tp, te, &v))) {
-                            rc = nfail(s, err, AS_TRACE_ECORRUPT,
+                            rc = nfail(s, err, AS_ECORRUPT,
                                        base + s->s_len + (uint64_t)(tp - tb),
                                        "corrupt absolute time");
                             goto out;
@@ -539,7 +539,7 @@ int as_native_next_batch(void *stp, as_validator *vd, as_event *evs, size_t cap,
                         prev_time = (int64_t)((uint64_t)prev_time + (uint64_t)zz_dec(v - T_DELTA0));
                     }
                     if (prev_time == AS_TIME_NONE) {
-                        rc = nfail(s, err, AS_TRACE_ECORRUPT, base + s->s_len + (uint64_t)(tp - tb),
+                        rc = nfail(s, err, AS_ECORRUPT, base + s->s_len + (uint64_t)(tp - tb),
                                    "time out of range");
                         goto out;
                     }
@@ -563,15 +563,15 @@ int as_native_next_batch(void *stp, as_validator *vd, as_event *evs, size_t cap,
                 break;
             continue;
         bad_tag:
-            rc = nfail(s, err, AS_TRACE_ECORRUPT, base + (uint64_t)(ev_start - sb),
+            rc = nfail(s, err, AS_ECORRUPT, base + (uint64_t)(ev_start - sb),
                        "unknown record tag 0x%02x", tag);
             goto out;
         bad_varint:
-            rc = nfail(s, err, AS_TRACE_ECORRUPT, base + (uint64_t)(sp - sb),
+            rc = nfail(s, err, AS_ECORRUPT, base + (uint64_t)(sp - sb),
                        sp >= se ? "block structure column ends inside a record" : "corrupt varint");
             goto out;
         trunc_s:
-            rc = nfail(s, err, AS_TRACE_ECORRUPT, base + (uint64_t)(sp - sb),
+            rc = nfail(s, err, AS_ECORRUPT, base + (uint64_t)(sp - sb),
                        "block structure column shorter than its %u events", s->nev);
             goto out;
         }
@@ -688,7 +688,7 @@ static int zwrite(native_w *w, const void *p, size_t n, ZSTD_EndDirective mode, 
         ZSTD_outBuffer ob = {w->zout.p, w->zout.cap, 0};
         size_t r = ZSTD_compressStream2(w->cc, &ob, &ib, mode);
         if (ZSTD_isError(r))
-            return as_trace_set_error(err, AS_TRACE_EIO, w->o->path, w->o->written, 0,
+            return as_trace_set_error(err, AS_EIO, w->o->path, w->o->written, 0,
                                       "zstd compression failed: %s", ZSTD_getErrorName(r));
         if (ob.pos) {
             int rc = as_outfile_write(w->o, w->zout.p, ob.pos, err);
@@ -702,7 +702,7 @@ static int zwrite(native_w *w, const void *p, size_t n, ZSTD_EndDirective mode, 
 
 static int nw_oom(native_w *w, as_trace_error *err)
 {
-    return as_trace_set_error(err, AS_TRACE_ENOMEM, w->o->path, UINT64_MAX, 0, "out of memory");
+    return as_trace_set_error(err, AS_ENOMEM, w->o->path, UINT64_MAX, 0, "out of memory");
 }
 
 static int flush_block(native_w *w, as_trace_error *err)
@@ -784,7 +784,7 @@ static int nw_write(void *st, const as_event *ev, as_trace_error *err)
             if (stream_index(w, ev->stream, &idx, &fresh) < 0)
                 return nw_oom(w, err);
             if (fresh && w->nstreams > MAX_STREAMS)
-                return as_trace_set_error(err, AS_TRACE_ENOMEM, w->o->path, UINT64_MAX, 0,
+                return as_trace_set_error(err, AS_ENOMEM, w->o->path, UINT64_MAX, 0,
                                           "more than %d distinct streams", MAX_STREAMS);
             if (fresh) {
                 s->p[s->len++] = (uint8_t)(K_SPECIAL | S_NEW_STREAM << 2);
@@ -878,7 +878,7 @@ static int nw_open(as_outfile *o, const as_meta *meta, void **stp, as_trace_erro
     *stp = NULL;
     native_w *w = calloc(1, sizeof *w);
     if (!w)
-        return as_trace_set_error(err, AS_TRACE_ENOMEM, o->path, UINT64_MAX, 0, "out of memory");
+        return as_trace_set_error(err, AS_ENOMEM, o->path, UINT64_MAX, 0, "out of memory");
     w->o = o;
     int rc;
     w->cc = ZSTD_createCCtx();

@@ -260,7 +260,7 @@ static int next_generic(as_trace_reader *r, as_event *ev)
         if (rc < 0) {
             if (e.code >= 0)
                 as_trace_set_error(&e, rc, r->name, off0, 0, "decoder failed: %s",
-                                   as_trace_strerror(rc));
+                                   as_strerror(rc));
             return reader_fail(r, &e);
         }
         uint64_t idx = r->in_events++;

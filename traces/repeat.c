@@ -56,7 +56,7 @@ static int pass_event(rep *r, as_event *ev, as_trace_error *err, const char *in)
     }
     if (ev->op == AS_OP_ALLOC) {
         if (as_grow((void **)&r->live, &r->cap, (size_t)ev->id + 1, 1, 4096) < 0)
-            return as_trace_set_error(err, AS_TRACE_ENOMEM, in, UINT64_MAX, 0, "out of memory");
+            return as_trace_set_error(err, AS_ENOMEM, in, UINT64_MAX, 0, "out of memory");
         r->live[ev->id] = R_LIVE;
         r->allocs = ev->id + 1;
     } else if (ev->op == AS_OP_FREE) {
@@ -125,7 +125,7 @@ static int repeat_meta(const char *in, const as_reader_opts *opts, unsigned n, a
         rc = as_meta_set(meta, "repeat", v);
     as_trace_close(rd);
     if (rc < 0)
-        return as_trace_set_error(err, AS_TRACE_ENOMEM, in, UINT64_MAX, 0,
+        return as_trace_set_error(err, AS_ENOMEM, in, UINT64_MAX, 0,
                                   "bad or oversized metadata");
     return 0;
 }
@@ -139,21 +139,21 @@ int as_trace_repeat(const char *in, const char *out, as_trace_fmt fmt, unsigned 
     if (events)
         *events = 0;
     if (!in || !out || n == 0)
-        return as_trace_set_error(err, AS_TRACE_EUSAGE, out ? out : "", UINT64_MAX, 0,
+        return as_trace_set_error(err, AS_EUSAGE, out ? out : "", UINT64_MAX, 0,
                                   n ? "no path given" : "--repeat needs a count of 1 or more");
     if (strcmp(in, "-") == 0)
-        return as_trace_set_error(err, AS_TRACE_EUSAGE, in, UINT64_MAX, 0,
+        return as_trace_set_error(err, AS_EUSAGE, in, UINT64_MAX, 0,
                                   "--repeat reads its input N times: it cannot be stdin");
     struct stat si, so;
     if (strcmp(out, "-") && stat(out, &so) == 0 && stat(in, &si) == 0 && si.st_dev == so.st_dev &&
         si.st_ino == so.st_ino)
-        return as_trace_set_error(err, AS_TRACE_EUSAGE, out, UINT64_MAX, 0,
+        return as_trace_set_error(err, AS_EUSAGE, out, UINT64_MAX, 0,
                                   "output is the input file itself");
     int to_file = strcmp(out, "-") != 0;
     size_t pl = strlen(out) + 32;
     char *part = malloc(pl);
     if (!part)
-        return as_trace_set_error(err, AS_TRACE_ENOMEM, out, UINT64_MAX, 0, "out of memory");
+        return as_trace_set_error(err, AS_ENOMEM, out, UINT64_MAX, 0, "out of memory");
     if (to_file)
         snprintf(part, pl, "%s.%ld.part", out, (long)getpid());
     else
@@ -172,7 +172,7 @@ int as_trace_repeat(const char *in, const char *out, as_trace_fmt fmt, unsigned 
             rc = wrc, *err = werr;
     }
     if (rc >= 0 && to_file && rename(part, out) < 0)
-        rc = as_trace_set_error(err, AS_TRACE_EIO, out, UINT64_MAX, 0, "cannot rename %s: %s", part,
+        rc = as_trace_set_error(err, AS_EIO, out, UINT64_MAX, 0, "cannot rename %s: %s", part,
                                 strerror(errno));
     if (rc < 0 && to_file)
         unlink(part);

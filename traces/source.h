@@ -19,7 +19,7 @@
  * in the decompressed stream. */
 typedef struct as_instream as_instream;
 
-/* Reads up to n bytes; returns the count (0 at EOF) or < 0 (AS_TRACE_EIO/ECORRUPT). */
+/* Reads up to n bytes; returns the count (0 at EOF) or < 0 (AS_EIO/ECORRUPT). */
 long as_instream_read(as_instream *in, void *buf, size_t n);
 /* Looks at the next n bytes without consuming them; returns how many are available. */
 long as_instream_peek(as_instream *in, const void **buf, size_t n);

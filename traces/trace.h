@@ -15,16 +15,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Return codes. 0 is success; AS_TRACE_EOF (> 0) is the normal end of a stream. */
+#include "error.h"
+
+/* Return codes: 0, AS_TRACE_EOF (> 0: the normal end of a stream, a result), or a negative
+ * code of the one error space (error.h): AS_EIO (open/read/write failed, errno in the
+ * message), AS_EFORMAT (not a recognised format, or a bad header/version), AS_ECORRUPT
+ * (malformed or truncated content), AS_EINVAL (a semantically invalid event: unknown id,
+ * double free, bad size), AS_ENOMEM (host memory, or a reader's safety limit), AS_EUSAGE
+ * (API misuse, unknown generator or knob). */
 enum {
     AS_TRACE_OK = 0,
     AS_TRACE_EOF = 1,
-    AS_TRACE_EIO = -1,      /* open/read/write failed (errno in the message) */
-    AS_TRACE_EFORMAT = -2,  /* input is not a recognised format, or bad header/version */
-    AS_TRACE_ECORRUPT = -3, /* malformed or truncated content */
-    AS_TRACE_EINVAL = -4,   /* semantically invalid event: unknown id, double free, bad size */
-    AS_TRACE_ENOMEM = -5,   /* host allocation failed or a safety limit was hit */
-    AS_TRACE_EUSAGE = -6,   /* API misuse, unknown generator or knob */
+    /* The readers' older names, kept while those files are being edited; new code uses
+     * the AS_E* names. */
+    AS_TRACE_EIO = AS_EIO,
+    AS_TRACE_EFORMAT = AS_EFORMAT,
+    AS_TRACE_ECORRUPT = AS_ECORRUPT,
+    AS_TRACE_EINVAL = AS_EINVAL,
+    AS_TRACE_ENOMEM = AS_ENOMEM,
+    AS_TRACE_EUSAGE = AS_EUSAGE,
 };
 
 typedef enum as_op {
@@ -71,7 +80,7 @@ void as_meta_free(as_meta *m);
 /* Where and why decoding failed. offset is a byte offset in the (decompressed, if the
  * file is zstd) input stream; line is set for line-oriented formats (0 otherwise). */
 typedef struct as_trace_error {
-    int code;          /* one of the negative AS_TRACE_E* */
+    int code;          /* a negative code of error.h */
     char path[256];
     uint64_t offset;   /* byte offset, or UINT64_MAX when unknown */
     uint64_t line;     /* 1-based line for text/CSV, else 0 */
@@ -95,7 +104,6 @@ typedef enum as_trace_fmt {
 int as_parse_size(const char *s, size_t n, uint64_t *out);
 
 const char *as_trace_fmt_name(as_trace_fmt f);
-const char *as_trace_strerror(int code);
 
 /* ---- Reading ---------------------------------------------------------------------- */
 

@@ -28,7 +28,7 @@ void as_instream_close(as_instream *in);
 /* The largest zstd window accepted (log2 bytes, 10..31); before the first read. */
 int as_instream_set_window_log(as_instream *in, int log, as_trace_error *err);
 /* Starts the stream again from its first byte (a second pass): files and memory buffers;
- * a pipe cannot (AS_TRACE_EIO, err filled). */
+ * a pipe cannot (AS_EIO, err filled). */
 int as_instream_rewind(as_instream *in, as_trace_error *err);
 /* Consumes n bytes that a peek returned (n <= what the peek made available). */
 void as_instream_skip(as_instream *in, size_t n);

@@ -34,7 +34,7 @@ static int write_all(as_outfile *o, const void *p, size_t n, as_trace_error *err
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0)
-            return as_trace_set_error(err, AS_TRACE_EIO, o->path, o->written, 0, "write failed: %s",
+            return as_trace_set_error(err, AS_EIO, o->path, o->written, 0, "write failed: %s",
                                       strerror(errno));
         b += w;
         n -= (size_t)w;
@@ -72,25 +72,25 @@ int as_trace_writer_open(const char *path, as_trace_fmt fmt, const as_meta *meta
                                  : fmt == AS_FMT_TEXT ? &as_text_writer
                                                       : NULL;
     if (!path)
-        return as_trace_set_error(err, AS_TRACE_EUSAGE, "", UINT64_MAX, 0, "no path given");
+        return as_trace_set_error(err, AS_EUSAGE, "", UINT64_MAX, 0, "no path given");
     if (!fw)
-        return as_trace_set_error(err, AS_TRACE_EUSAGE, path, UINT64_MAX, 0,
+        return as_trace_set_error(err, AS_EUSAGE, path, UINT64_MAX, 0,
                                   "cannot write format '%s' (only native and text)",
                                   as_trace_fmt_name(fmt));
     for (size_t i = 0; meta && i < meta->n; i++)
         if (!as_meta_key_ok(meta->kv[i].key) || !meta->kv[i].value)
-            return as_trace_set_error(err, AS_TRACE_EUSAGE, path, UINT64_MAX, 0,
+            return as_trace_set_error(err, AS_EUSAGE, path, UINT64_MAX, 0,
                                       "bad metadata key '%s'", meta->kv[i].key);
     as_trace_writer *w = calloc(1, sizeof *w);
     if (!w)
-        return as_trace_set_error(err, AS_TRACE_ENOMEM, path, UINT64_MAX, 0, "out of memory");
+        return as_trace_set_error(err, AS_ENOMEM, path, UINT64_MAX, 0, "out of memory");
     w->fw = fw;
     snprintf(w->o.path, sizeof w->o.path, "%s", strcmp(path, "-") ? path : "<stdout>");
     w->o.cap = OUT_BUF;
     w->o.buf = malloc(w->o.cap);
     int rc;
     if (!w->o.buf) {
-        rc = as_trace_set_error(err, AS_TRACE_ENOMEM, path, UINT64_MAX, 0, "out of memory");
+        rc = as_trace_set_error(err, AS_ENOMEM, path, UINT64_MAX, 0, "out of memory");
         goto bad;
     }
     if (strcmp(path, "-") == 0) {
@@ -98,7 +98,7 @@ int as_trace_writer_open(const char *path, as_trace_fmt fmt, const as_meta *meta
     } else {
         w->o.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (w->o.fd < 0) {
-            rc = as_trace_set_error(err, AS_TRACE_EIO, path, UINT64_MAX, 0, "cannot create: %s",
+            rc = as_trace_set_error(err, AS_EIO, path, UINT64_MAX, 0, "cannot create: %s",
                                     strerror(errno));
             goto bad;
         }
@@ -157,7 +157,7 @@ int as_trace_writer_close(as_trace_writer *w, as_trace_error *err)
     if (!rc && (rc2 = as_outfile_flush(&w->o, &w->err)) < 0)
         rc = rc2;
     if (w->o.own_fd && close(w->o.fd) < 0 && !rc)
-        rc = as_trace_set_error(&w->err, AS_TRACE_EIO, w->o.path, w->o.written, 0,
+        rc = as_trace_set_error(&w->err, AS_EIO, w->o.path, w->o.written, 0,
                                 "close failed: %s", strerror(errno));
     if (rc && err)
         *err = w->err;
