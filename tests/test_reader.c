@@ -341,7 +341,7 @@ static const as_source_ops arr_ops = {.name = "array", .next = arr_next, .close 
  * of allocations (moved to the hash map when their ring slot is reused), FREE_REQ before
  * and after that move, and at the end a double free and a FREE_REQ twice of long-evicted
  * ids. Every FREE must come back with its allocation's size and stream (size = id + 1,
- * stream = 7 * id), and the live count must match the model's after every batch.
+ * stream = 7 * (id mod 4096)), and the live count must match the model's after every batch.
  */
 static void reader_live_table_model(void)
 {
@@ -360,7 +360,7 @@ static void reader_live_table_model(void)
             *e = (as_event){.op = AS_OP_ALLOC,
                             .id = id,
                             .size = id + 1,
-                            .stream = 7 * id,
+                            .stream = 7 * (id % 4096), /* within AS_MAX_STREAMS */
                             .time_us = AS_TIME_NONE};
             /* one in 50 lives for 2,000..20,000 more allocations; the rest die young */
             until[id] = tu_rand(&seed) % 50 == 0 ? id + 2000 + tu_rand(&seed) % 18000 : 0;
@@ -411,7 +411,7 @@ static void reader_live_table_model(void)
     while ((rc = as_trace_next_batch(r, out, 512, &got)) == 0) {
         for (size_t i = 0; i < got; i++)
             if (out[i].op != AS_OP_ALLOC &&
-                (out[i].size != out[i].id + 1 || out[i].stream != 7 * out[i].id))
+                (out[i].size != out[i].id + 1 || out[i].stream != 7 * (out[i].id % 4096)))
                 wrong++;
         total += got;
         uint64_t lv;

@@ -22,6 +22,7 @@
 
 #define IN_CHUNK (128u << 10)   /* raw read size and initial window */
 #define IN_MAX_PEEK (64u << 20) /* a peek larger than this is refused */
+#define IN_ZFEED 4096u          /* compressed bytes given to zstd per call */
 
 struct as_instream {
     int fd; /* -1 for memory streams */
@@ -42,6 +43,7 @@ struct as_instream {
     size_t zret; /* last ZSTD_decompressStream result: 0 = at a frame boundary */
     int zdone;   /* decompressed stream fully drained */
     int wlog;    /* largest window accepted (log2 bytes) */
+    uint64_t frame_start; /* compressed offset of the current frame */
     /* sticky error */
     as_trace_error err;
     int failed;
@@ -137,6 +139,49 @@ static int window_reserve(as_instream *in, size_t want)
     return 0;
 }
 
+/* Raw (compressed) bytes at absolute offset off, for find_block: from the memory buffer,
+ * the raw buffer, or the file. Returns the count read. */
+static size_t raw_at(as_instream *in, uint64_t off, uint8_t *dst, size_t n)
+{
+    uint64_t rb = in->raw_done - in->raw_pos; /* offset of raw[0] */
+    if (in->mem || (off >= rb && off + n <= rb + in->raw_len)) {
+        if (off < rb || off - rb >= in->raw_len)
+            return 0;
+        size_t k = in->raw_len - (size_t)(off - rb);
+        k = k < n ? k : n;
+        memcpy(dst, in->raw + (off - rb), k);
+        return k;
+    }
+    ssize_t got = pread(in->fd, dst, n, (off_t)off);
+    return got > 0 ? (size_t)got : 0;
+}
+
+/* The block of the current frame that ends after compressed offset a (the first one zstd
+ * had not finished before the failing call): walks the block headers from the frame's
+ * start. 0 with [*bs, *be), or -1 when the bytes cannot be read again (a pipe). */
+static int find_block(as_instream *in, uint64_t a, uint64_t *bs, uint64_t *be)
+{
+    uint8_t h[ZSTD_FRAMEHEADERSIZE_MAX];
+    size_t n = raw_at(in, in->frame_start, h, sizeof h);
+    ZSTD_frameHeader fh;
+    if (n < 5 || ZSTD_getFrameHeader(&fh, h, n) != 0 || fh.frameType != ZSTD_frame)
+        return -1;
+    uint64_t pos = in->frame_start + fh.headerSize;
+    for (int i = 0; i < (1 << 24); i++) {
+        if (raw_at(in, pos, h, 3) != 3)
+            return -1;
+        uint32_t bh = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16;
+        uint64_t end = pos + 3 + ((bh >> 1 & 3) == 1 ? 1 : bh >> 3);
+        if (end > a || (bh & 1)) {
+            *bs = pos;
+            *be = end;
+            return 0;
+        }
+        pos = end;
+    }
+    return -1;
+}
+
 /* A zstd error: a window above the limit gets its own message (what the frame asks for,
  * and how to allow it); the rest name the compressed offset. */
 static int zstd_fail(as_instream *in, size_t r, size_t ipos)
@@ -155,9 +200,15 @@ static int zstd_fail(as_instream *in, size_t r, size_t ipos)
                            "recompress without --long",
                            want >> 20, (1u << in->wlog) >> 20, log);
     }
-    return stream_fail(in, AS_TRACE_ECORRUPT, "corrupt zstd data near compressed byte %llu: %s",
-                       (unsigned long long)(in->raw_done + (ipos - in->raw_pos)),
-                       ZSTD_getErrorName(r));
+    uint64_t a = in->raw_done, b = in->raw_done + (ipos - in->raw_pos), bs, be;
+    if (find_block(in, a, &bs, &be) == 0)
+        return stream_fail(in, AS_TRACE_ECORRUPT,
+                           "corrupt zstd data in the block at compressed bytes %llu to %llu: %s",
+                           (unsigned long long)bs, (unsigned long long)be, ZSTD_getErrorName(r));
+    return stream_fail(in, AS_TRACE_ECORRUPT,
+                       "corrupt zstd data between compressed bytes %llu and %llu: %s",
+                       (unsigned long long)(a > in->frame_start + IN_ZFEED ? a - IN_ZFEED : 0),
+                       (unsigned long long)b, ZSTD_getErrorName(r));
 }
 
 /* Appends at least one byte to the window, or sets zdone/raw_eof. */
@@ -196,11 +247,16 @@ static int window_fill(as_instream *in)
                 return 0;
             }
         }
-        ZSTD_inBuffer ib = {in->raw, in->raw_len, in->raw_pos};
+        /* Input in small pieces: zstd decodes a block once it has all of it, so the call that
+         * fails tells, to within IN_ZFEED bytes, where the bad block ends. */
+        size_t feed = in->raw_len - in->raw_pos > IN_ZFEED ? in->raw_pos + IN_ZFEED : in->raw_len;
+        ZSTD_inBuffer ib = {in->raw, feed, in->raw_pos};
         ZSTD_outBuffer ob = {in->buf, in->cap, in->len};
+        if (in->zret == 0 || in->raw_done == 0)
+            in->frame_start = in->raw_done; /* a new frame begins here */
         size_t r = ZSTD_decompressStream(in->zd, &ob, &ib);
         if (ZSTD_isError(r))
-            return zstd_fail(in, r, ib.pos);
+            return zstd_fail(in, r, feed);
         in->raw_done += ib.pos - in->raw_pos;
         in->raw_pos = ib.pos;
         in->zret = r;

@@ -33,7 +33,7 @@ enum { T_NONE = 0, T_ABS = 1, T_DELTA0 = 2 };
 #define BLOCK_EVENTS 16384          /* writer: events per block */
 #define BLOCK_MAX_EVENTS (1u << 20) /* reader: limits against corrupt headers */
 #define BLOCK_MAX_BYTES (32u << 20)
-#define MAX_STREAMS 65536
+#define MAX_STREAMS AS_MAX_STREAMS /* trace.h: the same limit for every reader */
 #define BATCH_MAX 4096
 #define ZSTD_LEVEL 9
 

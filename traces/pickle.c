@@ -101,6 +101,7 @@ typedef struct pk_parser {
     as_pk_ref pend_list;
     pk_mark pend_mark;
     int done;
+    uint64_t generation; /* cut-backs so far */
 } pk_parser;
 
 struct as_pk_stream {
@@ -702,6 +703,7 @@ static int cut_back(pk_parser *p, const pk_mark *m)
             return rc;
     }
     p->ndirty = m->dirty;
+    p->generation++;
     pk->nnodes = m->nodes;
     pk->ncells = m->cells;
     pk->nbytes = m->bytes;
@@ -1263,6 +1265,11 @@ out:
     if (rc < 0 && err)
         *err = ps->err;
     return rc;
+}
+
+uint64_t as_pk_stream_generation(const as_pk_stream *ps)
+{
+    return ps->p.generation;
 }
 
 const as_pk *as_pk_stream_tree(const as_pk_stream *ps)

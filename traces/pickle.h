@@ -96,6 +96,9 @@ int as_pk_stream_next(as_pk_stream *ps, as_pk_item *item, as_pk_error *err);
  * (as_pk_len counts the items it handed out; as_pk_streamed says so). */
 const as_pk *as_pk_stream_tree(const as_pk_stream *ps);
 uint64_t as_pk_stream_offset(const as_pk_stream *ps); /* bytes consumed */
+/* How many times values were dropped so far: a ref names the same value between two calls
+ * that return the same count (callers caching by ref flush when it changes). */
+uint64_t as_pk_stream_generation(const as_pk_stream *ps);
 void as_pk_stream_close(as_pk_stream *ps);
 
 /* 1 if r is a list whose items were streamed, 2 if r is a container dropped after its

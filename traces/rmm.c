@@ -131,6 +131,15 @@ static int split(const char *b, const char *e, field *f, int max)
     }
 }
 
+/* Fields of a line, however many (split stops at its array's size). */
+static size_t count_fields(const char *b, const char *e)
+{
+    size_t n = 1;
+    for (const char *p = b; (p = memchr(p, ',', (size_t)(e - p))) != NULL; p++)
+        n++;
+    return n;
+}
+
 static int field_is(const field *f, const char *word)
 {
     size_t n = strlen(word);
@@ -203,6 +212,11 @@ static int rmm_open(as_instream *in, const as_reader_opts *opts, as_meta *meta, 
     field f[RMM_MAX_FIELDS];
     int n = split(b, e, f, RMM_MAX_FIELDS);
     int kind = n > 0 ? header_kind(f, n) : 0;
+    if (n < 0) {
+        rc = fail_at(s, err, AS_TRACE_EFORMAT, b, "RMM log header with %zu fields (at most %d)",
+                     count_fields(b, e), RMM_MAX_FIELDS);
+        goto bad;
+    }
     if (!kind) {
         rc = fail_at(s, err, AS_TRACE_EFORMAT, b,
                      "not an RMM log header (want Thread,Time,Action,Pointer,Size,Stream)");
@@ -367,8 +381,10 @@ static int parse_row(rmm_st *s, as_event *ev, as_trace_error *err)
     field f[RMM_MAX_FIELDS];
     const char *b = s->lp, *e = s->lp + s->llen;
     int n = split(b, e, f, RMM_MAX_FIELDS);
+    if (n < 0) /* more fields than split keeps: count the commas for the message */
+        return bad_row(s, err, b, "%zu fields, the header has %d", count_fields(b, e), s->ncols);
     if (n < s->ncols)
-        return bad_row(s, err, e, "%d fields, the header has %d", n < 0 ? 0 : n, s->ncols);
+        return bad_row(s, err, e, "%d fields, the header has %d", n, s->ncols);
     if (n > s->ncols)
         return bad_row(s, err, f[s->ncols].b, "%d fields, the header has %d", n, s->ncols);
     const field *fa = &f[s->col[C_ACTION]], *fp = &f[s->col[C_POINTER]];

@@ -315,8 +315,22 @@ static int text_open(as_instream *in, const as_reader_opts *opts, as_meta *meta,
         goto bad;
     }
     uint64_t ver = 0;
-    if (!next_tok(&p, e, &tb, &te) || parse_exact_u64(tb, te, 0, &ver) < 0) {
+    if (!next_tok(&p, e, &tb, &te)) {
         rc = fail_at(s, err, AS_TRACE_EFORMAT, tb, "missing version after '%s'", TEXT_MAGIC);
+        goto bad;
+    }
+    if (parse_exact_u64(tb, te, 0, &ver) < 0) {
+        const char *d = tb;
+        while (d < te && *d >= '0' && *d <= '9')
+            d++;
+        if (d == te) /* all digits: too many of them */
+            rc = fail_at(s, err, AS_TRACE_EFORMAT, tb,
+                         "text format version %.*s%s is out of range (this build reads %d)",
+                         (int)(te - tb > 24 ? 24 : te - tb), tb, te - tb > 24 ? "..." : "",
+                         TEXT_VERSION);
+        else
+            rc = fail_at(s, err, AS_TRACE_EFORMAT, tb,
+                         "the text format version after '%s' is not a number", TEXT_MAGIC);
         goto bad;
     }
     if (ver != TEXT_VERSION) {

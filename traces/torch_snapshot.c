@@ -119,11 +119,12 @@ struct snap_build {
     int chosen;     /* the device whose entries are read: the first with any, -1 before */
     snap_entry cur; /* the alloc/free entry waiting for the next one (free pairing) */
     int have_cur;
-    /* Keys and action names are shared (memoized) strings, so the same few interned refs
-     * come back for every entry: remember what each means instead of comparing strings. */
+    /* Keys and action names are mostly shared (memoized) strings, so the same few refs come
+     * back for every entry: remember what each means instead of comparing strings. */
     as_pk_ref cache_ref[256]; /* AS_PK_NIL = empty */
     int8_t cache_val[256];
     uint8_t cache_key[256];
+    uint64_t cache_gen;
     uint64_t act_count[N_ACT_NAMES], unknown_actions;
     uint64_t seg_grow, seg_shrink; /* bytes by segment_alloc/map and segment_free/unmap */
     snap_ev *ev;
@@ -254,16 +255,16 @@ static int get_u64(snap_build *b, as_pk_ref d, const char *key, uint64_t *v)
     return 0;
 }
 
-/* The act_names index of string r, or -1. */
-static int classify(const as_pk *pk, as_pk_ref r)
+/* The index of string r among names[0..n), or -1: by length and first byte, then bytes. */
+static int which(const as_pk *pk, as_pk_ref r, const char *const *names, int n)
 {
     const char *s;
-    size_t n;
-    if (as_pk_type_of(pk, r) != AS_PK_STR || as_pk_str(pk, r, &s, &n))
+    size_t len;
+    if (as_pk_type_of(pk, r) != AS_PK_STR || as_pk_str(pk, r, &s, &len) || len == 0)
         return -1;
-    for (size_t i = 0; i < N_ACT_NAMES; i++)
-        if (strlen(act_names[i]) == n && memcmp(act_names[i], s, n) == 0)
-            return (int)i;
+    for (int i = 0; i < n; i++)
+        if (names[i][0] == s[0] && strlen(names[i]) == len && memcmp(names[i], s, len) == 0)
+            return i;
     return -1;
 }
 
@@ -272,28 +273,30 @@ static const char *const entry_keys[] = {"action", "addr", "size", "stream", "ti
 enum { KEY_ACTION = 0, KEY_ADDR, KEY_SIZE, KEY_STREAM, KEY_TIME, KEY_OTHER };
 
 /* What string ref r means: as a key (KEY_*) when key, else as an action name (-1 or an
- * act_names index). Cached by ref for interned refs only: the others name a different
- * value once their batch of entries is dropped. */
+ * act_names index). Cached by ref; the cache is flushed whenever the parser drops values
+ * (a ref may then name something else). */
 static int lookup(snap_build *b, as_pk_ref r, int key)
 {
-    int cacheable = as_pk_interned(b->pk, r);
+    uint64_t gen = as_pk_stream_generation(b->ps);
+    if (gen != b->cache_gen) {
+        memset(b->cache_ref, 0xff, sizeof b->cache_ref);
+        b->cache_gen = gen;
+    }
     size_t slot = ((size_t)r * 2 + (size_t)key) & 255;
-    if (cacheable && b->cache_ref[slot] == r && b->cache_key[slot] == key)
+    if (r == AS_PK_NIL)
+        return key ? KEY_OTHER : -1;
+    if (b->cache_ref[slot] == r && b->cache_key[slot] == key)
         return b->cache_val[slot];
     int v;
     if (key) {
-        v = KEY_OTHER;
-        for (int i = 0; i < KEY_OTHER; i++)
-            if (as_pk_str_eq(b->pk, r, entry_keys[i]))
-                v = i;
+        v = which(b->pk, r, entry_keys, KEY_OTHER);
+        v = v < 0 ? KEY_OTHER : v;
     } else {
-        v = classify(b->pk, r);
+        v = which(b->pk, r, act_names, (int)N_ACT_NAMES);
     }
-    if (cacheable) {
-        b->cache_ref[slot] = r;
-        b->cache_val[slot] = (int8_t)v;
-        b->cache_key[slot] = (uint8_t)key;
-    }
+    b->cache_ref[slot] = r;
+    b->cache_val[slot] = (int8_t)v;
+    b->cache_key[slot] = (uint8_t)key;
     return v;
 }
 
@@ -970,6 +973,7 @@ static int start_pass2(snap_build *b)
                          .state = ST_LIVE,
                          .pre = 1};
     }
+    memset(b->cache_ref, 0xff, sizeof b->cache_ref); /* refs of the new parse */
     b->pass2_events = b->emitted;
     b->emitted = 0;
     b->pass = 2;

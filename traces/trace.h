@@ -47,6 +47,7 @@ typedef enum as_op {
 #define AS_TIME_NONE INT64_MIN      /* event carries no timestamp */
 #define AS_MAX_ALLOC_SIZE (1ull << 48) /* 256 TiB: larger requests are refused as absurd */
 #define AS_MAX_LABEL 255            /* bytes in a MARK label, excluding the NUL */
+#define AS_MAX_STREAMS 65536        /* distinct streams in a trace, the default 0 included */
 
 typedef struct as_event {
     as_op op;
