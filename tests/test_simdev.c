@@ -11,6 +11,7 @@
 #include <string.h>
 #include <zstd.h>
 
+#include "jsonin.h"
 #include "simdev.h"
 #include "util.h"
 
@@ -396,28 +397,30 @@ static void simdev_key_replay_addresses(void)
                                         "torch_resnet_varbatch_more"};
     unsigned exact = 0, total = 0;
     for (size_t f = 0; f < sizeof stems / sizeof stems[0]; f++) {
-        char path[512];
+        char path[512], why[600];
+        json_t *root = NULL;
         snprintf(path, sizeof path, "replay/data/torch-key-replay/%s.json", stems[f]);
-        char *json = read_file(tu_path(path), 0);
+        if (as_json_load(tu_path(path), &root, why, sizeof why))
+            fprintf(stderr, "\n  %s\n", why);
         snprintf(path, sizeof path, "replay/data/torch-key-replay/%s.csv.zst", stems[f]);
         char *csv = read_file(tu_path(path), 1);
-        CU_ASSERT_FATAL(json && csv);
+        CU_ASSERT_FATAL(root && csv);
         /* the JSON's runs, in order, each with its "conf": one process per conf */
         const char *conf_of_run[64], *confs[16];
         int nruns = 0, nconfs = 0;
-        for (char *p = json; (p = strstr(p, "\"conf\": \"")) && nruns < 64;) {
-            p += 9;
-            char *q = strchr(p, '"');
-            CU_ASSERT_FATAL(q != NULL);
-            *q = 0;
-            conf_of_run[nruns++] = p;
-            if (nconfs < 16 && (!nconfs || strcmp(confs[nconfs - 1], p)))
-                confs[nconfs++] = p;
-            p = q + 1;
+        size_t i;
+        const json_t *r;
+        json_array_foreach(json_object_get(root, "runs"), i, r)
+        {
+            const char *conf = json_string_value(json_object_get(r, "conf"));
+            CU_ASSERT_FATAL(conf != NULL && nruns < 64);
+            conf_of_run[nruns++] = conf;
+            if (nconfs < 16 && (!nconfs || strcmp(confs[nconfs - 1], conf)))
+                confs[nconfs++] = conf;
         }
         for (int c = 0; c < nconfs; c++)
             replay_process(csv, conf_of_run, nruns, confs[c], &exact, &total);
-        free(json);
+        json_decref(root);
         free(csv);
     }
     fprintf(stderr, "\n  simdev on the H200's recorded addresses: %u of %u segments exact\n", exact,
