@@ -41,6 +41,7 @@ stats in using ((num("pred_oom_alloc") && column("pred_oom_alloc") > omax ? omax
 if (omax == 0) { omax = 1 }
 none = omax * 1.12
 oomv(c) = num(c) ? column(c) : none
+oomtxt(c) = num(c) ? strcol(c) : "no OOM"
 stats in using (gib(column("meas_peak_reserved"))) nooutput
 plo = STATS_min
 phi = STATS_max
@@ -77,7 +78,7 @@ do for [k=1:np] {
 }
 # Name the runs that differ: at this scale a few allocations apart look exact.
 if (oom_exact < nruns) {
-    cmd = cmd . ', in using (column("oom_match") == 0 ? oomv("meas_oom_alloc") : NaN):(oomv("pred_oom_alloc")):(sprintf("predicted %s, measured %s at %.2f GB", strcol("pred_oom_alloc"), strcol("meas_oom_alloc"), column("capacity") / 1e9)) with labels left offset 1.5, -1 tc rgb "#d62728" notitle'
+    cmd = cmd . ', in using (column("oom_match") == 0 ? oomv("meas_oom_alloc") : NaN):(oomv("pred_oom_alloc")):(sprintf("predicted %s, measured %s at %s", oomtxt("pred_oom_alloc"), oomtxt("meas_oom_alloc"), capfmt(column("capacity")))) with labels left offset 1.5, -1 tc rgb "#d62728" notitle'
 }
 eval cmd
 unset arrow
@@ -98,7 +99,7 @@ do for [k=1:np] {
     cmd = cmd . sprintf(', in using (mine(%d) ? gib(column("meas_peak_reserved")) : NaN):(mib(column("pred_peak_reserved") - column("meas_peak_reserved"))) with points pt pt(%d) ps (2.8 - 0.5 * (%d - 1)) lw 2 lc rgb col(%d) notitle', k, k, k, k)
 }
 if (peak_exact < nruns) {
-    cmd = cmd . ', in using (column("peak_match") == 0 ? gib(column("meas_peak_reserved")) : NaN):(mib(column("pred_peak_reserved") - column("meas_peak_reserved"))):(sprintf("%+.1f MiB at %.2f GB", mib(column("pred_peak_reserved") - column("meas_peak_reserved")), column("capacity") / 1e9)) with labels left offset 1.5, 0 tc rgb "#d62728" notitle'
+    cmd = cmd . ', in using (column("peak_match") == 0 ? gib(column("meas_peak_reserved")) : NaN):(mib(column("pred_peak_reserved") - column("meas_peak_reserved"))):(sprintf("%+.1f MiB at %s", mib(column("pred_peak_reserved") - column("meas_peak_reserved")), capfmt(column("capacity")))) with labels left offset 1.5, 0 tc rgb "#d62728" notitle'
 }
 eval cmd
 unset multiplot
