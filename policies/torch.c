@@ -265,9 +265,11 @@ static inline void erase_any(torch_state *t, uint32_t i)
     t->b[i].in = IN_NONE;
 }
 
-static uint64_t round_size(const torch_state *t, uint64_t size)
+static inline uint64_t round_size(const torch_state *t, uint64_t size)
 {
-    return as_round_size(size, MIN_BLOCK, t->use_div ? t->div : NULL);
+    if (!t->use_div) /* as_round_size's rule without divisions, inline */
+        return size < MIN_BLOCK ? MIN_BLOCK : (size + MIN_BLOCK - 1) & ~(MIN_BLOCK - 1);
+    return as_round_size(size, MIN_BLOCK, t->div);
 }
 
 static uint64_t allocation_size(const torch_state *t, uint64_t size)
@@ -588,7 +590,8 @@ static int alloc_block(torch_state *t, params *p, int retry)
 }
 
 /* get_free_block: best fit on (stream, size, addr) with PyTorch's expandable and oversize
- * rules. 1 with p->block taken out of the treap, else 0. */
+ * rules. 1 with p->block (still in the free set: the caller takes it out, or puts the
+ * split's remainder in its place), else 0. */
 static int get_free_block(torch_state *t, params *p)
 {
     pool *pl = p->pl;
@@ -619,7 +622,6 @@ static int get_free_block(torch_state *t, params *p)
         return 0;
     if (p->size >= t->max_split && b[it].size >= p->size + t->max_non_split)
         return 0;
-    erase_any(t, it);
     p->block = it;
     return 1;
 }
@@ -755,12 +757,47 @@ static int release_cached(torch_state *t)
     return rc;
 }
 
-/* free_block: the block returns to its pool, merged with free neighbours. */
+/* free_block: the block returns to its pool, merged with free neighbours. A free
+ * neighbour of a mapped block is in the free set: the survivor is re-keyed in place there
+ * (the lower node survives, as merge_neighbours does). */
 static int free_block(torch_state *t, uint32_t i)
 {
-    t->active -= t->b[i].size;
-    t->b[i].state = B_FREE;
-    return insert_free(t, merge_neighbours(t, i));
+    blk *b = t->b;
+    t->active -= b[i].size;
+    b[i].state = B_FREE;
+    uint32_t p = b[i].prev, n = b[i].next;
+    int pf = p && b[p].state == B_FREE && b[p].mapped == b[i].mapped;
+    int nf = n && b[n].state == B_FREE && b[n].mapped == b[i].mapped;
+    if (!b[i].mapped || !(pf || nf))
+        return insert_free(t, merge_neighbours(t, i));
+    fset *f = &pool_of(t, i)->blocks;
+    uint32_t old = pf ? p : n, x = pf ? p : i;
+    uint64_t old_size = b[old].size;
+    if (pf && nf) {
+        as_tfs_erase(b, f, n);
+        b[n].in = IN_NONE;
+    }
+    if (pf) { /* p absorbs i, then n */
+        b[p].size += b[i].size;
+        b[p].next = n;
+        if (n)
+            b[n].prev = p;
+        node_del(t, i);
+    }
+    if (nf) { /* x absorbs n */
+        b[x].size += b[n].size;
+        b[x].next = b[n].next;
+        if (b[x].next)
+            b[b[x].next].prev = x;
+        if (!pf)
+            b[n].in = IN_NONE;
+    }
+    b[x].gc_base = pool_of(t, x)->calls;
+    b[x].in = IN_BLOCKS;
+    int rc = as_tfs_replace(b, f, old, old_size, x);
+    if (nf)
+        node_del(t, n);
+    return rc;
 }
 
 /* ---- slots -------------------------------------------------------------------------- */
@@ -819,10 +856,11 @@ static int torch_alloc(void *st, const as_request *req, as_block *out)
     p.size = round_size(t, req->size);
     p.pl = &t->pools[p.size <= SMALL_SIZE];
     p.alloc_size = allocation_size(t, p.size);
-    if (as_tfs_slot(&p.pl->blocks, p.stream) < 0) /* insert_free relies on it */
-        return AS_POLICY_ENOMEM;
+    fset *fs = &p.pl->blocks;
+    if (!(fs->n && fs->s[fs->last].stream == p.stream) && as_tfs_slot(fs, p.stream) < 0)
+        return AS_POLICY_ENOMEM; /* insert_free relies on the slot */
 
-    int found = get_free_block(t, &p), rc = 0;
+    int found = get_free_block(t, &p), rc = 0, in_set = found;
     if (!found) {
         if (gc_active(t) && (rc = garbage_collect(t)))
             return rc;
@@ -847,14 +885,23 @@ static int torch_alloc(void *st, const as_request *req, as_block *out)
 
     uint32_t i = p.block;
     blk *b = t->b;
-    uint64_t remaining = b[i].size - p.size;
+    uint64_t had = b[i].size, remaining = had - p.size;
     int split = (p.pl->small || t->expandable) ? remaining >= MIN_BLOCK
                                                : (p.size < t->max_split && remaining > SMALL_SIZE);
     if (split) {
         uint32_t r = split_after(t, i, p.size);
-        if (!r || insert_free(t, r))
+        if (!r)
             return AS_POLICY_ENOMEM;
         b = t->b;
+        b[r].gc_base = p.pl->calls;
+        b[r].in = IN_BLOCKS;
+        /* The remainder takes the block's place in the free set, or goes in anew. */
+        if (in_set ? as_tfs_replace(b, fs, i, had, r) : as_tfs_insert(b, fs, r))
+            return AS_POLICY_ENOMEM;
+        b[i].in = IN_NONE;
+    } else if (in_set) {
+        as_tfs_erase(b, fs, i);
+        b[i].in = IN_NONE;
     }
     b[i].state = B_ALLOC;
     b[i].id = req->id;

@@ -285,17 +285,10 @@ int as_tfs_chunk(fset *f, uint32_t k, unsigned w)
     return 0;
 }
 
-/* Slot k's largest block may have changed: recompute it and carry it up the tree. */
-void as_tfs_max_changed(const blk *b, fset *f, uint32_t k)
+/* Slot k's largest block is now m: carry it up the tree until a node is unchanged. */
+void as_tfs_max_changed_to(fset *f, uint32_t k, uint64_t m)
 {
-    sidx *ix = &f->s[k];
-    uint64_t m = 0;
-    if (ix->summary) {
-        unsigned w = 63u - (unsigned)__builtin_clzll(ix->summary);
-        unsigned j = 63u - (unsigned)__builtin_clzll(ix->words[w]);
-        m = b[tfs_bin_max(b, &f->c[ix->chunk[w]], j)].size;
-    }
-    ix->max = m;
+    f->s[k].max = m;
     uint32_t i = f->tcap + k; /* with one leaf, the leaf is the root */
     f->tree[i] = m;
     for (i >>= 1; i >= 1; i >>= 1) {
@@ -304,6 +297,56 @@ void as_tfs_max_changed(const blk *b, fset *f, uint32_t k)
             break;
         f->tree[i] = v;
     }
+}
+
+/* Slot k's largest block may have changed: recompute it from the top bin. */
+void as_tfs_max_changed(const blk *b, fset *f, uint32_t k)
+{
+    uint32_t x = as_tfs_last_of(b, f, k);
+    as_tfs_max_changed_to(f, k, x ? b[x].size : 0);
+}
+
+/* The insertions as_tfs_insert does not do inline: a slot's first block in a word (its
+ * chunk), a treap bin, a list bin at its limit (it becomes a treap). */
+int as_tfs_insert_slow(blk *b, fset *f, uint32_t x)
+{
+    uint32_t k = b[x].sx;
+    unsigned bin = as_tfs_bin(b[x].size), w = bin >> 6, j = bin & 63;
+    if (!f->s[k].chunk[w]) {
+        int rc = as_tfs_chunk(f, k, w);
+        if (rc)
+            return rc;
+    }
+    sidx *ix = &f->s[k];
+    bchunk *c = &f->c[ix->chunk[w]];
+    b[x].bin = (uint16_t)bin;
+    if (c->treap >> j & 1) {
+        as_bt_insert(b, &c->head[j], 0, x);
+    } else {
+        c->head[j] = tfs_list_insert(b, c->head[j], x);
+        if (c->cnt[j] == LIST_MAX)
+            as_tfs_to_treap(b, c, j);
+    }
+    c->cnt[j]++;
+    ix->words[w] |= 1ull << j;
+    ix->summary |= 1ull << w;
+    if (b[x].size > ix->max)
+        as_tfs_max_changed_to(f, k, b[x].size);
+    return 0;
+}
+
+/* Erase from a treap bin (which becomes a list again at LIST_BACK blocks). */
+void as_tfs_erase_slow(blk *b, fset *f, uint32_t x, uint64_t size)
+{
+    uint32_t k = b[x].sx;
+    sidx *ix = &f->s[k];
+    unsigned bin = b[x].bin, w = bin >> 6, j = bin & 63;
+    bchunk *c = &f->c[ix->chunk[w]];
+    as_bt_erase(b, &c->head[j], x);
+    if (--c->cnt[j] == LIST_BACK)
+        as_tfs_to_list(b, c, j);
+    if (size == ix->max)
+        as_tfs_max_changed(b, f, k);
 }
 
 void as_tfs_fini(fset *f)
@@ -381,7 +424,7 @@ uint32_t as_tfs_last_of(const blk *b, const fset *f, uint32_t k)
 uint32_t as_tfs_next_bin(const blk *b, const fset *f, uint32_t x)
 {
     const sidx *ix = &f->s[b[x].sx];
-    unsigned bin = as_tfs_bin(b[x].size);
+    unsigned bin = b[x].bin;
     if (tfs_chunk(f, ix, bin)->treap >> (bin & 63) & 1) {
         uint32_t n = as_bt_next(b, x);
         if (n)
@@ -408,7 +451,7 @@ static unsigned bin_prev(const sidx *x, unsigned from)
 uint32_t as_tfs_prev_bin(const blk *b, const fset *f, uint32_t x)
 {
     const sidx *ix = &f->s[b[x].sx];
-    unsigned bin = as_tfs_bin(b[x].size);
+    unsigned bin = b[x].bin;
     if (tfs_chunk(f, ix, bin)->treap >> (bin & 63) & 1) {
         uint32_t n = as_bt_prev(b, x);
         if (n)
@@ -470,7 +513,7 @@ static int check_bin(const blk *b, const bchunk *c, unsigned j, unsigned bin, ui
         if (x >= nb || ++cnt > nb)
             return fail(out, "free set: bin %u's blocks are broken or cyclic", bin);
         if (b[x].in != IN_BLOCKS || b[x].state != B_FREE || !b[x].mapped || b[x].small != small ||
-            as_tfs_bin(b[x].size) != bin || b[x].sx != k)
+            as_tfs_bin(b[x].size) != bin || b[x].bin != bin || b[x].sx != k)
             return fail(out, "block 0x%llx filed under the wrong bin, stream or set",
                         (unsigned long long)b[x].addr);
         if (prev && !tfs_key_lt(b, prev, x))

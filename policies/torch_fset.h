@@ -47,6 +47,7 @@ typedef struct blk {
     uint32_t gen; /* bumped on every hand-out: handles carry it */
     uint8_t state, mapped, in;
     uint8_t small, exp; /* copies of its segment's pool and expandable flags */
+    uint16_t bin;       /* in the free set: the bin it is filed in */
 } blk;                  /* 64 bytes */
 
 _Static_assert(sizeof(blk) == 64, "a block node is one cache line");
@@ -96,6 +97,9 @@ int as_tfs_chunk(fset *f, uint32_t k, unsigned w);
 void as_tfs_to_treap(blk *b, bchunk *c, unsigned k);
 void as_tfs_to_list(blk *b, bchunk *c, unsigned k);
 void as_tfs_max_changed(const blk *b, fset *f, uint32_t k);
+void as_tfs_max_changed_to(fset *f, uint32_t k, uint64_t m);
+int as_tfs_insert_slow(blk *b, fset *f, uint32_t x);
+void as_tfs_erase_slow(blk *b, fset *f, uint32_t x, uint64_t size);
 /* Sorts the slots by stream when new ones came since the last walk. */
 void as_tfs_order(fset *f);
 uint32_t as_tfs_first(const blk *b, const fset *f);
@@ -133,15 +137,18 @@ static inline uint32_t as_bt_max(const blk *b, uint32_t i)
 
 /* ---- inline fast paths ----------------------------------------------------------------- */
 
-static inline unsigned as_tfs_bin(uint64_t size)
+/* Forced: at -O2 gcc keeps these out of line, and their calls cost more than their work. */
+#define TFS_HOT static inline __attribute__((always_inline))
+
+/* A size's bin: 16 per power of two. Block sizes are multiples of 512 (kMinBlockSize),
+ * so the 4 bits below the leading one always exist. */
+TFS_HOT unsigned as_tfs_bin(uint64_t size)
 {
-    if (size < 16)
-        return (unsigned)size;
     unsigned fl = 63u - (unsigned)__builtin_clzll(size);
     return fl * 16u + (unsigned)((size >> (fl - 4)) & 15u);
 }
 
-static inline int tfs_key_lt(const blk *b, uint32_t x, uint32_t y)
+TFS_HOT int tfs_key_lt(const blk *b, uint32_t x, uint32_t y)
 {
     return b[x].size < b[y].size || (b[x].size == b[y].size && b[x].addr < b[y].addr);
 }
@@ -160,7 +167,7 @@ static inline bchunk *tfs_chunk(const fset *f, const sidx *ix, unsigned bin)
 }
 
 /* List insert of x into the circular list at head; returns the new head. */
-static inline uint32_t tfs_list_insert(blk *b, uint32_t head, uint32_t x)
+TFS_HOT uint32_t tfs_list_insert(blk *b, uint32_t head, uint32_t x)
 {
     if (!head) {
         b[x].l = b[x].r = x;
@@ -182,7 +189,7 @@ static inline uint32_t tfs_list_insert(blk *b, uint32_t head, uint32_t x)
     return before == head && tfs_key_lt(b, x, head) ? x : head;
 }
 
-static inline uint32_t tfs_list_erase(blk *b, uint32_t head, uint32_t x)
+TFS_HOT uint32_t tfs_list_erase(blk *b, uint32_t head, uint32_t x)
 {
     uint32_t l = b[x].l, r = b[x].r;
     if (r == x)
@@ -192,48 +199,51 @@ static inline uint32_t tfs_list_erase(blk *b, uint32_t head, uint32_t x)
     return head == x ? r : head;
 }
 
-/* Puts free block x into the set (its slot b[x].sx exists): 0 or AS_ENOMEM. */
-static inline int as_tfs_insert(blk *b, fset *f, uint32_t x)
+/* The pool's max tree gets slot k's new maximum m (one slot: the root is its leaf). */
+TFS_HOT void tfs_push_max(fset *f, uint32_t k, uint64_t m)
+{
+    f->s[k].max = m;
+    if (f->tcap == 1)
+        f->tree[1] = m;
+    else
+        as_tfs_max_changed_to(f, k, m);
+}
+
+/* Puts free block x into the set (its slot b[x].sx exists): 0 or AS_ENOMEM. The
+ * common case, a list bin with room, is inline; the rest is as_tfs_insert_slow's. */
+TFS_HOT int as_tfs_insert(blk *b, fset *f, uint32_t x)
 {
     uint32_t k = b[x].sx;
-    unsigned bin = as_tfs_bin(b[x].size), w = bin >> 6, j = bin & 63;
-    if (__builtin_expect(!f->s[k].chunk[w], 0)) {
-        int rc = as_tfs_chunk(f, k, w);
-        if (rc)
-            return rc;
-    }
     sidx *ix = &f->s[k];
-    bchunk *c = &f->c[ix->chunk[w]];
-    if (__builtin_expect(c->treap >> j & 1, 0)) {
-        as_bt_insert(b, &c->head[j], 0, x);
-    } else {
-        c->head[j] = tfs_list_insert(b, c->head[j], x);
-        if (__builtin_expect(c->cnt[j] == LIST_MAX, 0))
-            as_tfs_to_treap(b, c, j);
-    }
+    unsigned bin = as_tfs_bin(b[x].size), w = bin >> 6, j = bin & 63;
+    uint32_t ci = ix->chunk[w];
+    if (__builtin_expect(!ci, 0))
+        return as_tfs_insert_slow(b, f, x);
+    bchunk *c = &f->c[ci];
+    if (__builtin_expect((c->treap >> j & 1) || c->cnt[j] == LIST_MAX, 0))
+        return as_tfs_insert_slow(b, f, x);
+    b[x].bin = (uint16_t)bin;
+    c->head[j] = tfs_list_insert(b, c->head[j], x);
     c->cnt[j]++;
     ix->words[w] |= 1ull << j;
     ix->summary |= 1ull << w;
-    if (b[x].size > ix->max) {
-        ix->max = b[x].size;
-        as_tfs_max_changed(b, f, k);
-    }
+    if (b[x].size > ix->max)
+        tfs_push_max(f, k, b[x].size);
     return 0;
 }
 
-static inline void as_tfs_erase(blk *b, fset *f, uint32_t x)
+/* Takes x out of the set; size: its size when it went in (in its bin b[x].bin). */
+TFS_HOT void as_tfs_erase_at(blk *b, fset *f, uint32_t x, uint64_t size)
 {
     uint32_t k = b[x].sx;
     sidx *ix = &f->s[k];
-    unsigned bin = as_tfs_bin(b[x].size), w = bin >> 6, j = bin & 63;
+    unsigned bin = b[x].bin, w = bin >> 6, j = bin & 63;
     bchunk *c = &f->c[ix->chunk[w]];
     if (__builtin_expect(c->treap >> j & 1, 0)) {
-        as_bt_erase(b, &c->head[j], x);
-        if (c->cnt[j] == LIST_BACK + 1)
-            as_tfs_to_list(b, c, j);
-    } else {
-        c->head[j] = tfs_list_erase(b, c->head[j], x);
+        as_tfs_erase_slow(b, f, x, size);
+        return;
     }
+    c->head[j] = tfs_list_erase(b, c->head[j], x);
     c->cnt[j]--;
     b[x].l = b[x].r = b[x].p = 0;
     if (!c->head[j]) {
@@ -241,8 +251,39 @@ static inline void as_tfs_erase(blk *b, fset *f, uint32_t x)
         if (!ix->words[w])
             ix->summary &= ~(1ull << w);
     }
-    if (b[x].size == ix->max)
+    if (size == ix->max)
         as_tfs_max_changed(b, f, k);
+}
+
+TFS_HOT void as_tfs_erase(blk *b, fset *f, uint32_t x)
+{
+    as_tfs_erase_at(b, f, x, b[x].size);
+}
+
+/* nw (free, not in the set, of old's stream) takes the place of old, which is filed
+ * under old_size: one unlink and one sorted insert when both fall in the same list bin
+ * (a split's remainder, a merge's survivor), else an erase and an insert. nw may be old
+ * itself, re-keyed after a change of size or address. 0 or AS_ENOMEM. */
+TFS_HOT int as_tfs_replace(blk *b, fset *f, uint32_t old, uint64_t old_size, uint32_t nw)
+{
+    uint32_t k = b[old].sx;
+    sidx *ix = &f->s[k];
+    unsigned bin = b[old].bin, j = bin & 63;
+    bchunk *c = &f->c[ix->chunk[bin >> 6]];
+    if (as_tfs_bin(b[nw].size) != bin || (c->treap >> j & 1)) {
+        as_tfs_erase_at(b, f, old, old_size);
+        return as_tfs_insert(b, f, nw);
+    }
+    uint32_t h = tfs_list_erase(b, c->head[j], old);
+    if (old != nw)
+        b[old].l = b[old].r = b[old].p = 0;
+    b[nw].bin = (uint16_t)bin;
+    c->head[j] = tfs_list_insert(b, h, nw);
+    if (b[nw].size > ix->max)
+        tfs_push_max(f, k, b[nw].size);
+    else if (old_size == ix->max && b[nw].size != old_size)
+        as_tfs_max_changed(b, f, k);
+    return 0;
 }
 
 /* First non-empty bin >= from of slot ix, or NBINS. */
@@ -273,7 +314,7 @@ static inline uint32_t tfs_bin_max(const blk *b, const bchunk *c, unsigned j)
 
 /* The smallest block of the stream with size >= size (lowest address among equals), or
  * 0: what std::set::lower_bound gives for (stream, size, null address). */
-static inline uint32_t as_tfs_lower_bound(const blk *b, fset *f, uint64_t stream, uint64_t size)
+TFS_HOT uint32_t as_tfs_lower_bound(const blk *b, fset *f, uint64_t stream, uint64_t size)
 {
     int64_t k = as_tfs_find(f, stream);
     if (k < 0)
@@ -298,10 +339,10 @@ static inline uint32_t as_tfs_lower_bound(const blk *b, fset *f, uint64_t stream
 }
 
 /* The next block of the same stream in (size, addr) order, or 0. */
-static inline uint32_t as_tfs_next(const blk *b, const fset *f, uint32_t x)
+TFS_HOT uint32_t as_tfs_next(const blk *b, const fset *f, uint32_t x)
 {
     const sidx *ix = &f->s[b[x].sx];
-    unsigned bin = as_tfs_bin(b[x].size), j = bin & 63;
+    unsigned bin = b[x].bin, j = bin & 63;
     const bchunk *c = tfs_chunk(f, ix, bin);
     if (!(c->treap >> j & 1) && b[x].r != c->head[j])
         return b[x].r;
@@ -311,7 +352,7 @@ static inline uint32_t as_tfs_next(const blk *b, const fset *f, uint32_t x)
 static inline uint32_t as_tfs_prev(const blk *b, const fset *f, uint32_t x)
 {
     const sidx *ix = &f->s[b[x].sx];
-    unsigned bin = as_tfs_bin(b[x].size), j = bin & 63;
+    unsigned bin = b[x].bin, j = bin & 63;
     const bchunk *c = tfs_chunk(f, ix, bin);
     if (!(c->treap >> j & 1) && x != c->head[j])
         return b[x].l;
