@@ -20,6 +20,7 @@
 
 #include "knobs.h"
 #include "policy.h"
+#include "units.h"
 
 #define DEFAULT_POLICY "torch"
 
@@ -121,78 +122,6 @@ static int parse_i64(const char *s, int64_t *out)
             return -2;
         *out = (int64_t)u;
     }
-    return 0;
-}
-
-/* Bytes with an optional unit: K/M/G/T, Ki/Mi/Gi/Ti and KiB/MiB/GiB/TiB are powers of
- * 1024; kB/KB/MB/GB/TB powers of 1000; B or nothing is bytes. The number may be a decimal
- * fraction or use an exponent (1.5G, 141e9) as long as the result is whole bytes. */
-static int parse_size(const char *s, uint64_t *out)
-{
-    size_t n = 0;
-    while (s[n] && (isdigit((unsigned char)s[n]) || s[n] == '.' ||
-                    ((s[n] == 'e' || s[n] == 'E') && n > 0 &&
-                     (isdigit((unsigned char)s[n + 1]) || s[n + 1] == '+'))))
-        n += (s[n] == 'e' || s[n] == 'E') && s[n + 1] == '+' ? 2 : 1;
-    if (n == 0)
-        return -1;
-    char num[64];
-    if (n >= sizeof num)
-        return -1;
-    memcpy(num, s, n);
-    num[n] = 0;
-    const char *u = s + n;
-    uint64_t mul = 1;
-    static const struct {
-        const char *suffix;
-        uint64_t mul;
-    } units[] = {
-        {"", 1},
-        {"B", 1},
-        {"K", 1ull << 10},
-        {"Ki", 1ull << 10},
-        {"KiB", 1ull << 10},
-        {"k", 1ull << 10},
-        {"M", 1ull << 20},
-        {"Mi", 1ull << 20},
-        {"MiB", 1ull << 20},
-        {"G", 1ull << 30},
-        {"Gi", 1ull << 30},
-        {"GiB", 1ull << 30},
-        {"T", 1ull << 40},
-        {"Ti", 1ull << 40},
-        {"TiB", 1ull << 40},
-        {"kB", 1000ull},
-        {"KB", 1000ull},
-        {"MB", 1000000ull},
-        {"GB", 1000000000ull},
-        {"TB", 1000000000000ull},
-    };
-    size_t i;
-    for (i = 0; i < sizeof units / sizeof units[0]; i++)
-        if (strcmp(u, units[i].suffix) == 0)
-            break;
-    if (i == sizeof units / sizeof units[0])
-        return -1;
-    mul = units[i].mul;
-    uint64_t v;
-    if (parse_u64(num, &v) == 0) {
-        if (v && mul > UINT64_MAX / v)
-            return -2;
-        *out = v * mul;
-        return 0;
-    }
-    char *end;
-    errno = 0;
-    double d = strtod(num, &end);
-    if (*end || errno || !isfinite(d) || d < 0)
-        return -1;
-    d *= (double)mul;
-    if (d >= 18446744073709551616.0)
-        return -2;
-    if (d != floor(d))
-        return -3;
-    *out = (uint64_t)d;
     return 0;
 }
 
@@ -372,7 +301,7 @@ static int parse_value(const char *pol, const as_knob *k, const char *s, as_knob
     }
     case AS_KNOB_SIZE: {
         uint64_t x;
-        rc = parse_size(s, &x);
+        rc = as_parse_size(s, strlen(s), &x);
         if (rc)
             return fail(why, wl,
                         "%s of '%s': '%s' is not a size (bytes with an optional unit: "

@@ -271,7 +271,10 @@ static void spec_errors(void)
     parse_bad("bestfit,round=2X", "'round'", "not a size");
     parse_bad("bestfit,round=0", "'round'", "out of range");
     parse_bad("bestfit,round=2G", "'round'", "out of range");
-    parse_bad("bestfit,round=0.3", "'round'", "not a size");
+    /* the one unit rule rounds a fraction down: 0.3 bytes is 0, out of range, and 4.5K
+     * is 4608, no power of 2 */
+    parse_bad("bestfit,round=0.3", "'round'", "out of range");
+    parse_bad("bestfit,round=4.5K", "'round'", "power of 2");
     parse_bad("bestfit,roundup=3", "'roundup'", "power of 2");
     parse_bad("bestfit,roundup=[256:3]", "'roundup'", "power of 2");
     parse_bad("bestfit,roundup=[100:4]", "interval '100'", "power of 2");

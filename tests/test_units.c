@@ -1,14 +1,15 @@
 /*
- * test_units.c - one unit rule everywhere: as_parse_size (command line, text format,
- * generators) and the policy spec parser's SIZE knobs read the same text as the same
- * number of bytes. Expected values are the definitions: K = 2^10, KB = 10^3, and so on.
+ * test_units.c - one unit rule everywhere: as_parse_size (sim/base/units.c: command line,
+ * text format, generators) and the policy spec parser's SIZE knobs, which call it, read the
+ * same text as the same number of bytes. Expected values are the definitions: K = 2^10,
+ * KB = 10^3, and so on.
  */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "policy.h"
-#include "trace.h"
+#include "units.h"
 
 static int ps(const char *s, uint64_t *v) { return as_parse_size(s, strlen(s), v); }
 
@@ -62,24 +63,46 @@ static void units_table(void)
     CU_ASSERT_EQUAL(v, 2u << 20);
 }
 
-/* bestfit's `round` is a SIZE knob: its value must be what as_parse_size reads. */
+/* A SIZE knob reads its value with as_parse_size, edges included (letter case, decimal
+ * units, fractions rounded down, e notation): bfc's `limit` takes any byte count. */
+static uint64_t spec_limit(const char *text, int *ok)
+{
+    char spec[96], why[256];
+    snprintf(spec, sizeof spec, "bfc,limit=%s", text);
+    as_policy_spec s;
+    *ok = as_policy_spec_parse(spec, &s, why, sizeof why) == 0;
+    if (!*ok)
+        return 0;
+    uint64_t v = UINT64_MAX;
+    for (size_t k = 0; k < s.policy->n_knobs; k++)
+        if (strcmp(s.policy->knobs[k].name, "limit") == 0)
+            v = (uint64_t)s.values[k].i;
+    as_policy_spec_free(&s);
+    return v;
+}
+
 static void units_spec_agrees(void)
 {
-    static const char *const texts[] = {"4K", "4KiB", "8k", "64K", "1M", "2MiB", "512"};
+    static const char *const texts[] = {"4K",   "4KiB",  "8k",    "64K",  "1M",    "2MiB",
+                                        "512",  "4kb",   "80gib", "80GB", "1.5G",  "0.3K",
+                                        "141e9", "1.2e3", "2mb",  "1T",   "7b"};
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
-        char spec[64], why[256];
-        snprintf(spec, sizeof spec, "bestfit,round=%s", texts[i]);
-        as_policy_spec s;
-        CU_ASSERT_FATAL(as_policy_spec_parse(spec, &s, why, sizeof why) == 0);
-        size_t k;
-        for (k = 0; k < s.policy->n_knobs; k++)
-            if (strcmp(s.policy->knobs[k].name, "round") == 0)
-                break;
-        CU_ASSERT_FATAL(k < s.policy->n_knobs);
-        uint64_t v;
-        CU_ASSERT_EQUAL(ps(texts[i], &v), 0);
-        CU_ASSERT_EQUAL((uint64_t)s.values[k].i, v);
-        as_policy_spec_free(&s);
+        uint64_t want;
+        int ok;
+        CU_ASSERT_EQUAL(ps(texts[i], &want), 0);
+        uint64_t got = spec_limit(texts[i], &ok);
+        if (!ok || got != want)
+            fprintf(stderr, "\n  limit=%s -> ok %d, %llu (as_parse_size %llu)\n", texts[i], ok,
+                    (unsigned long long)got, (unsigned long long)want);
+        CU_ASSERT(ok);
+        CU_ASSERT_EQUAL(got, want);
+    }
+    /* and refuses what as_parse_size refuses */
+    static const char *const bad[] = {"1X", "-1", "1KiBB", "1e30", "K", "1.5.5"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int ok;
+        (void)spec_limit(bad[i], &ok);
+        CU_ASSERT(!ok);
     }
 }
 

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "units.h" /* as_parse_size: sizes in the text format and generator knobs */
 
 /* Return codes: 0, AS_TRACE_EOF (> 0: the normal end of a stream, a result), or a negative
  * code of the one error space (error.h): AS_EIO (open/read/write failed, errno in the
@@ -97,12 +98,6 @@ typedef enum as_trace_fmt {
     AS_FMT_TORCH_PICKLE, /* torch.cuda.memory._dump_snapshot() pickle */
     AS_FMT_RMM_CSV,      /* RMM logging_resource_adaptor CSV */
 } as_trace_fmt;
-
-/* Parses n bytes of s as a byte quantity: K/M/G/T (= Ki/KiB...) are powers of 1024,
- * KB/MB/GB/TB powers of 1000, any letter case, e notation and fractions rounded down to
- * whole bytes (1.5G, 141e9). The one rule of the command line, the text format and the
- * generators. Returns 0 or -1. */
-int as_parse_size(const char *s, size_t n, uint64_t *out);
 
 const char *as_trace_fmt_name(as_trace_fmt f);
 

@@ -1,19 +1,17 @@
 /*
- * units.c - byte quantities as people write them, one rule for the whole command line,
- * the text format and the generators (GNU coreutils' convention): K, M, G, T (also
- * Ki/KiB, ...) are powers of 1024; KB, MB, GB, TB powers of 1000; letters in any case;
- * e notation and fractions are fine (1.5G, 141e9), rounded down to whole bytes.
- * The policy spec parser (policies/spec.c) keeps its own copy (policies/ may not use
- * traces/) with the same unit meanings; test_units.c checks that the two agree. It is
- * stricter at the edges: a knob value must come out as whole bytes, and its unit letters
- * are case-sensitive apart from k.
+ * units.c - byte quantities as people write them: one rule for the command line, the
+ * policy specs' SIZE knobs, the text format and the generators (GNU coreutils'
+ * convention): K, M, G, T (also Ki/KiB, ...) are powers of 1024; KB, MB, GB, TB powers of
+ * 1000; letters in any case; e notation and fractions are fine (1.5G, 141e9), rounded down
+ * to whole bytes. Invariant: a plain integer is read exactly (no floating point), so the
+ * text format's sizes never lose a byte.
  */
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "trace.h"
+#include "units.h"
 
 static int unit_mul(const char *u, size_t n, double *mul)
 {
@@ -58,6 +56,7 @@ int as_parse_size(const char *s, size_t n, uint64_t *out)
         return 0;
     }
     size_t num = i;
+    /* A fraction or an exponent goes through strtod, then the unit, then floor. */
     if (s[i] == '.' || s[i] == 'e' || s[i] == 'E') {
         char buf[64];
         size_t j = i;
