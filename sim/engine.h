@@ -3,7 +3,7 @@
  *
  * A run is one (policy spec, capacity) pair with its own policy state and device. The
  * engine reads the trace in batches and hands each batch to every run (runs may go to
- * worker threads; results do not depend on how many). Every metric of DESIGN.md is
+ * worker threads; results do not depend on how many). Every metric of sim/REPORT.md is
  * computed per run: requested/allocated/reserved now and at peak, fragmentation, waste,
  * the OOM point, device call counts and modelled device time.
  *

@@ -1,7 +1,7 @@
 /*
  * mincap.h - the minimum capacity of a trace under one policy, and capacity sweeps.
  *
- * Minimum capacity (DESIGN.md "Metrics"): the smallest capacity, in steps of the device
+ * Minimum capacity (sim/REPORT.md "Metrics"): the smallest capacity, in steps of the device
  * granularity (2 MiB), at which the whole trace runs. Fitting is not monotone in the
  * capacity (a larger device can fail where a smaller one fits: PyTorch frees its cache
  * only when a reserve would pass the limit, so a smaller limit can leave a better

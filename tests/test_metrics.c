@@ -1,5 +1,5 @@
 /*
- * test_metrics.c - the metric definitions of DESIGN.md on small traces computed by hand,
+ * test_metrics.c - the metric definitions of sim/REPORT.md on small traces computed by hand,
  * with the fixture policy of engine_fixture.h (block = request rounded up to 512 bytes,
  * one segment of the block rounded up to 2 MiB each).
  */
