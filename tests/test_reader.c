@@ -652,7 +652,66 @@ static void reader_names_and_meta(void)
     CU_ASSERT_EQUAL(m.n, 0);
 }
 
+
+/* zstd messages: an empty frame, a corrupt block named by its compressed range, a window
+ * above the limit with what allows it. */
+static void reader_zstd_messages(void)
+{
+    as_trace_error err;
+    uint64_t n;
+    /* "" compressed: a frame with no content */
+    uint8_t z[64];
+    size_t zn = ZSTD_compress(z, sizeof z, "", 0, 1);
+    const char *p = write_file(".zst", z, zn);
+    CU_ASSERT_EQUAL(drain(p, NULL, &err, &n, NULL), AS_TRACE_EFORMAT);
+    CU_ASSERT_STRING_EQUAL(err.msg, "empty input (a zstd stream with no content): not a trace");
+    tu_rm(p);
+
+    /* A byte flipped at 9000 of a real snapshot: the message names the block around it,
+     * whose bounds the frame's own block headers give (6 = magic 4 + frame header 2). */
+    FILE *f = fopen(tu_path("tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst"), "rb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    static uint8_t buf[1 << 18];
+    size_t len = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    CU_ASSERT_FATAL(len > 9000);
+    uint64_t bs = 6, be = 0;
+    for (;;) { /* the first block ending past 9000 */
+        uint32_t bh = buf[bs] | (uint32_t)buf[bs + 1] << 8 | (uint32_t)buf[bs + 2] << 16;
+        be = bs + 3 + ((bh >> 1 & 3) == 1 ? 1 : bh >> 3);
+        if (be > 9000 || (bh & 1))
+            break;
+        bs = be;
+    }
+    buf[9000] ^= 0xff;
+    p = write_file(".zst", buf, len);
+    CU_ASSERT_EQUAL(drain(p, NULL, &err, &n, NULL), AS_TRACE_ECORRUPT);
+    char want[96];
+    snprintf(want, sizeof want, "in the block at compressed bytes %llu to %llu",
+             (unsigned long long)bs, (unsigned long long)be);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, want));
+    if (!strstr(err.msg, want))
+        fprintf(stderr, "\n  want '%s', got '%s'\n", want, err.msg);
+    tu_rm(p);
+
+    /* A frame asking for a 2 GiB window (what zstd --long=31 writes): refused at its header
+     * with the default limit; accepted up to the header with the option raised. */
+    static const uint8_t w31[] = {0x28, 0xB5, 0x2F, 0xFD, 0x00, (31 - 10) << 3, 0x11, 0, 0,
+                                  0x80, 0x04};
+    p = write_file(".zst", w31, sizeof w31);
+    CU_ASSERT_EQUAL(drain(p, NULL, &err, &n, NULL), AS_TRACE_ENOMEM);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "2048 MiB window"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "ALLOCSIM_ZSTD_WINDOW_LOG=31"));
+    as_reader_opts o = {.zstd_window_log = 31};
+    CU_ASSERT_NOT_EQUAL(drain(p, &o, &err, &n, NULL), 0);
+    CU_ASSERT_PTR_NULL(strstr(err.msg, "window"));
+    o.zstd_window_log = 40;
+    CU_ASSERT_EQUAL(drain(p, &o, &err, &n, NULL), AS_TRACE_EUSAGE);
+    tu_rm(p);
+}
+
 CU_TestInfo test_reader[] = {
+    {"zstd_messages", reader_zstd_messages},
     {"names_and_meta", reader_names_and_meta},
     {"memory_and_stdin", reader_memory_and_stdin},
     {"validation", reader_validation},

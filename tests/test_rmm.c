@@ -235,6 +235,11 @@ static void rmm_errors_name_line_and_offset(void)
          "still allocated", 2},
         {"11,10:00:01.000000,allocate,0x7f0000009000,10\n", "\n", "fields", 1},
         {"11,10:00:01.000000,allocate,0x7f0000009000,0,0x0\n", "0,0x0", "allocate of 0", 1},
+        /* 68 fields (split keeps 64): the count is still the real one */
+        {"11,10:00:01.000000,allocate,0x7f0000009000,8,0x0,a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,"
+         "r,s,t,u,v,w,x,y,z,a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,s,t,u,v,w,x,y,z,a,b,c,d,e,f,g,"
+         "h,i,j\n",
+         "11,10:00:01", "68 fields, the header has 6", 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char text[2048];

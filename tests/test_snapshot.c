@@ -10,6 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include "trace.h"
@@ -821,6 +825,203 @@ static void snapshot_random_corruption(void)
     CU_ASSERT_EQUAL(bad, 0);
 }
 
+
+/* ---- streaming: one pass and two agree; bombs; every truncation of a real snapshot ----- */
+
+static const char *const shared_snapshots[] = {
+    "tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst",
+    "tests/data/torch-2.11-h200/moe_like.pickle.zst",
+    "tests/data/torch-2.11-h200-llama/llama_accum_ckpt.pickle.zst",
+    "tests/data/torch-2.11-h200-streams/streams2_default.pickle.zst",
+    "tests/data/torch-2.11-h200-streams/streams2_expandable_segments_True.pickle.zst",
+    "tests/data/torch-2.11-h200-pools/graph_probe.pickle.zst",
+};
+
+/* A snapshot whose events do not fit the first pass's buffer is read twice, the second
+ * pass emitting as it parses (prehistoric blocks preloaded). Forced here with a buffer of
+ * 50 events: every event and every metadata pair must equal the one-pass reading. */
+static void snapshot_two_passes_agree(void)
+{
+    for (size_t i = 0; i < sizeof shared_snapshots / sizeof shared_snapshots[0]; i++) {
+        as_reader_opts one = {0}, two = {.max_pickle_buffered = 50};
+        as_trace_reader *a = NULL, *b = NULL;
+        as_trace_error e;
+        CU_ASSERT_EQUAL_FATAL(as_trace_open(tu_path(shared_snapshots[i]), &one, &a, &e), 0);
+        CU_ASSERT_EQUAL_FATAL(as_trace_open(tu_path(shared_snapshots[i]), &two, &b, &e), 0);
+        const as_meta *ma = as_trace_reader_meta(a), *mb = as_trace_reader_meta(b);
+        CU_ASSERT_EQUAL(ma->n, mb->n);
+        for (size_t k = 0; k < ma->n && k < mb->n; k++) {
+            CU_ASSERT_STRING_EQUAL(ma->kv[k].key, mb->kv[k].key);
+            CU_ASSERT_STRING_EQUAL(ma->kv[k].value, mb->kv[k].value);
+        }
+        as_event x, y;
+        int ra, rb;
+        uint64_t n = 0, diff = 0;
+        for (;;) {
+            ra = as_trace_next(a, &x);
+            rb = as_trace_next(b, &y);
+            if (ra || rb)
+                break;
+            diff += x.op != y.op || x.id != y.id || x.size != y.size || x.stream != y.stream ||
+                    x.time_us != y.time_us;
+            n++;
+        }
+        CU_ASSERT_EQUAL(ra, AS_TRACE_EOF);
+        CU_ASSERT_EQUAL(rb, AS_TRACE_EOF);
+        CU_ASSERT_EQUAL(diff, 0);
+        CU_ASSERT(n > 50); /* so the second reader really took two passes */
+        as_trace_close(a);
+        as_trace_close(b);
+    }
+}
+
+/* A zstd frame by hand: a raw block with the pickle's first bytes, then RLE blocks of one
+ * byte (each 4 bytes of file for 128 KiB of content, which is what zstd itself writes for
+ * a run), the last one flagged. window_desc is the frame's window descriptor byte:
+ * exponent << 3, window = 2^(10 + exponent). Returns the file size. */
+static size_t rle_bomb(const char *path, uint8_t window_desc, const char *head, uint8_t fill,
+                       size_t blocks)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return 0;
+    static const uint8_t magic[4] = {0x28, 0xB5, 0x2F, 0xFD};
+    fwrite(magic, 1, 4, f);
+    uint8_t fh[2] = {0x00, window_desc}; /* no content size, no checksum, no dictionary */
+    fwrite(fh, 1, 2, f);
+    size_t hn = strlen(head);
+    uint32_t bh = (uint32_t)hn << 3; /* raw block */
+    uint8_t b3[3] = {(uint8_t)bh, (uint8_t)(bh >> 8), (uint8_t)(bh >> 16)};
+    fwrite(b3, 1, 3, f);
+    fwrite(head, 1, hn, f);
+    for (size_t i = 0; i < blocks; i++) {
+        bh = (uint32_t)(128u << 10) << 3 | 1u << 1 | (i + 1 == blocks); /* RLE */
+        uint8_t r[4] = {(uint8_t)bh, (uint8_t)(bh >> 8), (uint8_t)(bh >> 16), fill};
+        fwrite(r, 1, 4, f);
+    }
+    long n = ftell(f);
+    fclose(f);
+    return n > 0 ? (size_t)n : 0;
+}
+
+/* Runs `allocsim convert in out` in a child limited to 256 MiB of address space; returns
+ * its exit status, CPU seconds, peak RSS (KiB) and stderr. */
+static int run_limited(const char *in, double *cpu, long *rss_kb, char *err, size_t cap)
+{
+    const char *bin = getenv("AS_ALLOCSIM");
+    const char *out = tu_tmp(".zst");
+    const char *errf = tu_tmp(".err");
+    if (!bin)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit rl = {256ul << 20, 256ul << 20};
+        setrlimit(RLIMIT_AS, &rl);
+        if (!freopen(errf, "w", stderr))
+            _exit(99);
+        execl(bin, bin, "convert", in, out, (char *)NULL);
+        _exit(98);
+    }
+    int status = 0;
+    struct rusage ru;
+    if (pid < 0 || wait4(pid, &status, 0, &ru) != pid)
+        return -1;
+    *cpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec / 1e6;
+    *rss_kb = ru.ru_maxrss;
+    FILE *f = fopen(errf, "r");
+    size_t n = f ? fread(err, 1, cap - 1, f) : 0;
+    err[n] = 0;
+    if (f)
+        fclose(f);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* The issue's bombs, 67 KB each: 2.1 GB of zeros behind a pickle header (took 2.1 GB of
+ * memory when the whole stream was read first), 2.1 GB of nested EMPTY_LISTs (the tree:
+ * 1.45 GB for 11 KB), and a frame asking for a 2 GiB window (zstd --long=31: 1.5 GB).
+ * Each must be refused with its reason, in under a second of CPU, in a process that may
+ * not map more than 256 MiB. */
+static void snapshot_bombs_refused_small(void)
+{
+    static const struct {
+        uint8_t window_desc, fill;
+        const char *why;
+    } bombs[] = {
+        {(17 - 10) << 3, 0x00, "invalid pickle opcode 0x00"},
+        {(17 - 10) << 3, ']', "stack deeper than"},
+        {(31 - 10) << 3, ']', "window"},
+    };
+    for (size_t i = 0; i < sizeof bombs / sizeof bombs[0]; i++) {
+        const char *path = tu_tmp(".pickle.zst");
+        size_t n = rle_bomb(path, bombs[i].window_desc, "\x80\x04", bombs[i].fill, 16700);
+        CU_ASSERT(n > 66000 && n < 68000);
+        double cpu = 0;
+        long rss = 0;
+        char err[512];
+        int st = run_limited(path, &cpu, &rss, err, sizeof err);
+        if (st != 1 || !strstr(err, bombs[i].why) || cpu >= 1.0 || rss >= 256 * 1024)
+            fprintf(stderr, "\nbomb %zu: status %d, %.2f s, %ld KiB: %s", i, st, cpu, rss, err);
+        CU_ASSERT_EQUAL(st, 1);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, bombs[i].why));
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, path)); /* the message names the file */
+        CU_ASSERT(cpu < 1.0);
+        CU_ASSERT(rss < 256 * 1024);
+        tu_rm(path);
+    }
+}
+
+/* Every proper prefix of a small real snapshot, decompressed and compressed, is an error
+ * located inside the prefix: never success, never a crash (the prefixes are copied to
+ * buffers of their exact size, so ASan sees any overread). */
+static void snapshot_real_truncations(void)
+{
+    const char *path = tu_path("tests/data/torch-2.11-h200-pools/graph_probe.pickle.zst");
+    FILE *f = fopen(path, "rb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    static uint8_t z[1 << 16];
+    size_t zn = fread(z, 1, sizeof z, f);
+    fclose(f);
+    size_t cap = 1 << 20;
+    uint8_t *raw = malloc(cap);
+    ZSTD_DStream *ds = ZSTD_createDStream();
+    ZSTD_inBuffer ib = {z, zn, 0};
+    ZSTD_outBuffer ob = {raw, cap, 0};
+    size_t zr = ZSTD_decompressStream(ds, &ob, &ib);
+    ZSTD_freeDStream(ds);
+    CU_ASSERT_EQUAL_FATAL(zr, 0); /* the whole frame, within 1 MiB */
+    size_t rn = ob.pos;
+    for (int compressed = 0; compressed <= 1; compressed++) {
+        const uint8_t *src = compressed ? z : raw;
+        size_t len = compressed ? zn : rn, bad = 0, ok = 0;
+        for (size_t n = 0; n <= len; n++) {
+            uint8_t *copy = malloc(n ? n : 1);
+            memcpy(copy, src, n);
+            as_trace_reader *r = NULL;
+            as_trace_error err = {0};
+            int rc = as_trace_open_mem(copy, n, "prefix", NULL, &r, &err);
+            if (rc == 0) {
+                as_event e;
+                while ((rc = as_trace_next(r, &e)) == 0)
+                    ;
+                if (rc != AS_TRACE_EOF)
+                    err = *as_trace_reader_error(r);
+                rc = rc == AS_TRACE_EOF ? 0 : rc;
+                as_trace_close(r);
+            }
+            if (n == len)
+                ok = rc == 0;
+            else
+                bad += rc >= 0 || !err.msg[0] ||
+                       (!compressed && err.offset != UINT64_MAX && err.offset > n);
+            free(copy);
+        }
+        CU_ASSERT_EQUAL(bad, 0);
+        CU_ASSERT_EQUAL(ok, 1); /* the whole file reads */
+    }
+    free(raw);
+}
+
 CU_TestInfo test_snapshot[] = {
     {"h200_counts", snapshot_h200_counts},
     {"h200_events", snapshot_h200_events},
@@ -833,5 +1034,8 @@ CU_TestInfo test_snapshot[] = {
     {"truncated_everywhere", snapshot_truncated_everywhere},
     {"repetition_bomb", snapshot_repetition_bomb},
     {"random_corruption", snapshot_random_corruption},
+    {"two_passes_agree", snapshot_two_passes_agree},
+    {"bombs_refused_small", snapshot_bombs_refused_small},
+    {"real_truncations", snapshot_real_truncations},
     CU_TEST_INFO_NULL,
 };

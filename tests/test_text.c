@@ -173,6 +173,10 @@ static void text_errors(void)
     CU_ASSERT_EQUAL(err.offset, 14);
     CU_ASSERT_EQUAL(text_err("allocsim-text x\n", &err), AS_TRACE_EFORMAT);
     CU_ASSERT_EQUAL(err.offset, 14);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "not a number"));
+    CU_ASSERT_EQUAL(text_err("allocsim-text 99999999999999999999999\n", &err), AS_TRACE_EFORMAT);
+    CU_ASSERT_EQUAL(err.offset, 14);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "version 99999999999999999999999 is out of range"));
     /* "allocsim-text 1\n" is 16 bytes; line 2 starts at 16, "alloc 0 " is 8 bytes */
     CU_ASSERT_EQUAL(text_err("allocsim-text 1\nalloc 0 12Q\n", &err), AS_TRACE_ECORRUPT);
     CU_ASSERT_EQUAL(err.line, 2);
@@ -240,7 +244,46 @@ static void text_escapes_lossless(void)
     tu_rm(p);
 }
 
+
+/* The native format holds 65,536 distinct streams, the default stream 0 among them: a text
+ * trace with 65,535 others converts and comes back the same; one more is refused by the
+ * reader at its line, before any conversion starts (the RMM and pickle readers share the
+ * check: it is the generic reader's). */
+static void text_stream_limit(void)
+{
+    for (int extra = 0; extra <= 1; extra++) {
+        size_t n = AS_MAX_STREAMS - 1 + (size_t)extra, cap = 40 * n + 64, len = 0;
+        char *t = malloc(cap);
+        len += (size_t)snprintf(t, cap, "allocsim-text 1\n");
+        for (size_t i = 0; i < n; i++)
+            len += (size_t)snprintf(t + len, cap - len, "alloc %zu 8 s=0x%zx\n", i, 0x1000 + i);
+        const char *p = tu_write_tmp(".txt", t);
+        const char *nat = tu_tmp(".zst"), *back = tu_tmp(".txt");
+        as_trace_error err;
+        int rc = as_trace_convert(p, nat, AS_FMT_NATIVE, NULL, NULL, NULL, &err);
+        if (!extra) {
+            CU_ASSERT_EQUAL(rc, 0);
+            CU_ASSERT_EQUAL(as_trace_convert(nat, back, AS_FMT_TEXT, NULL, NULL, NULL, &err), 0);
+            FILE *f = fopen(back, "rb");
+            CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+            char *b = malloc(cap);
+            size_t bn = fread(b, 1, cap, f);
+            fclose(f);
+            /* the canonical form is what was written */
+            CU_ASSERT(bn == len && memcmp(b, t, len) == 0);
+            free(b);
+        } else {
+            CU_ASSERT_EQUAL(rc, AS_TRACE_ENOMEM);
+            CU_ASSERT_EQUAL(err.line, n + 1); /* the 65,536th non-default stream */
+            CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "more than 65536 distinct streams"));
+        }
+        tu_rm(p);
+        free(t);
+    }
+}
+
 CU_TestInfo test_text[] = {
+    {"stream_limit", text_stream_limit},
     {"parse_by_hand", text_parse_by_hand},
     {"bom_and_crlf", text_bom_and_crlf},
     {"writer_canonical", text_writer_canonical},

@@ -130,6 +130,7 @@ struct snap_build {
     snap_ev *ev;
     size_t nev, capev;
     int overflow;          /* pass 1 stopped buffering: a second pass will emit */
+    uint64_t buffer_max;   /* events pass 1 may keep (SNAP_BUFFER_EVENTS or the option) */
     uint64_t emitted;      /* events of the trace (pass 1 counts them, pass 2 checks) */
     uint64_t pass2_events; /* pass 1's count, which pass 2 must reach */
     int64_t t0;            /* time of the first trace event (the prehistoric ALLOCs take it) */
@@ -405,7 +406,7 @@ static int emit(snap_build *b, as_op op, const addr_slot *s, int64_t t)
         b->t0 = t;
     if (b->overflow)
         return 0;
-    if (b->pass == 1 && b->nev >= SNAP_BUFFER_EVENTS) {
+    if (b->pass == 1 && b->nev >= b->buffer_max) {
         b->overflow = 1;
         free(b->ev);
         b->ev = NULL;
@@ -1007,8 +1008,15 @@ static int torch_open(as_instream *in, const as_reader_opts *opts, as_meta *meta
         free(b), free(st);
         return as_instream_fail(in, err, AS_TRACE_ENOMEM, "out of host memory");
     }
-    *b = (snap_build){
-        .in = in, .err = err, .lenient = opts && opts->lenient, .pass = 1, .chosen = -1};
+    *b = (snap_build){.in = in,
+                      .err = err,
+                      .lenient = opts && opts->lenient,
+                      .pass = 1,
+                      .chosen = -1,
+                      .t0 = AS_TIME_NONE,
+                      .buffer_max = SNAP_BUFFER_EVENTS};
+    if (opts && opts->max_pickle_buffered)
+        b->buffer_max = opts->max_pickle_buffered;
     memset(b->cache_ref, 0xff, sizeof b->cache_ref);
     if ((rc = read_pass(b, opts)) || (rc = finish_pass1(b, meta)))
         goto fail;

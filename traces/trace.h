@@ -113,6 +113,8 @@ typedef struct as_reader_opts {
     int zstd_window_log;
     uint64_t max_pickle_bytes;  /* snapshot pickles: decompressed bytes read (0: 16 GiB) */
     uint64_t max_pickle_memory; /* snapshot pickles: parser memory (0: 1 GiB) */
+    uint64_t max_pickle_buffered; /* snapshot pickles: events kept from the first pass; a
+                                     longer trace is read twice (0: 2^20) */
 } as_reader_opts;
 
 #define AS_ZSTD_WINDOW_LOG_DEFAULT 27 /* 128 MiB: zstd up to level 19 and --long=27 */
