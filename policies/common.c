@@ -939,21 +939,107 @@ int as_treap_check(const as_heap *h, const as_treap *t, as_check_failure *f)
 
 /* ---- binned size index ------------------------------------------------------------------ */
 
-void as_bins_init(as_bins *bins) { memset(bins, 0, sizeof *bins); }
+void as_bins_init(as_bins *bins)
+{
+    memset(bins, 0, sizeof *bins);
+}
 
 /* A bin as a treap: bins keep only the root, for a small cache footprint. */
 static inline as_treap bin_view(uint32_t root)
 {
-    return (as_treap){ .root = root, .mode = AS_TREAP_SIZE, .n = 1 };
+    return (as_treap){.root = root, .mode = AS_TREAP_SIZE, .n = 1};
+}
+
+static inline int size_addr_lt(const as_blk *B, uint32_t x, uint32_t y)
+{
+    return B[x].size < B[y].size || (B[x].size == B[y].size && B[x].addr < B[y].addr);
+}
+
+/* x into the circular (size, addr) list at head (l: previous, r: next); the new head. */
+AS_HOT uint32_t bl_insert(as_blk *B, uint32_t head, uint32_t x)
+{
+    if (!head) {
+        B[x].l = B[x].r = x;
+        return x;
+    }
+    uint32_t before = head;
+    if (size_addr_lt(B, x, B[head].l)) /* else it goes last, the common case */
+        while (!size_addr_lt(B, x, before))
+            before = B[before].r;
+    uint32_t p = B[before].l;
+    B[x].l = p;
+    B[x].r = before;
+    B[p].r = x;
+    B[before].l = x;
+    return before == head && size_addr_lt(B, x, head) ? x : head;
+}
+
+AS_HOT uint32_t bl_erase(as_blk *B, uint32_t head, uint32_t x)
+{
+    uint32_t l = B[x].l, r = B[x].r;
+    B[x].l = B[x].r = AS_NIL;
+    if (r == x)
+        return AS_NIL;
+    B[l].r = r;
+    B[r].l = l;
+    return head == x ? r : head;
+}
+
+/* A list bin over its limit becomes a treap, a treap at AS_BIN_BACK a list again. */
+static void bin_to_treap(as_heap *h, as_bins *bins, unsigned fl, unsigned sl)
+{
+    as_blk *B = h->b;
+    uint32_t head = bins->root[fl][sl], x = head;
+    as_treap t = {.mode = AS_TREAP_SIZE};
+    do {
+        uint32_t nx = B[x].r;
+        insert_m(h, &t, AS_TREAP_SIZE, x);
+        x = nx;
+    } while (x != head);
+    bins->root[fl][sl] = t.root;
+    bins->treap[fl] |= 1u << sl;
+}
+
+static void bin_to_list(as_heap *h, as_bins *bins, unsigned fl, unsigned sl)
+{
+    as_blk *B = h->b;
+    uint32_t v[AS_BIN_BACK + 1], n = 0;
+    uint32_t x = bins->root[fl][sl];
+    /* In order, without parent links: push left spines on a stack (the treap is small). */
+    uint32_t stack[64], sp = 0;
+    while ((x || sp) && n < AS_BIN_BACK + 1) {
+        while (x && sp < 64) {
+            stack[sp++] = x;
+            x = B[x].l;
+        }
+        x = stack[--sp];
+        v[n++] = x;
+        x = B[x].r;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        B[v[i]].l = v[(i + n - 1) % n];
+        B[v[i]].r = v[(i + 1) % n];
+        B[v[i]].up = AS_NIL;
+    }
+    bins->root[fl][sl] = n ? v[0] : AS_NIL;
+    bins->treap[fl] &= ~(1u << sl);
 }
 
 void as_bins_insert(as_heap *h, as_bins *bins, uint32_t b)
 {
     unsigned fl, sl;
     as_tlsf_class(h->b[b].size, AS_BINS_SL, 0, &fl, &sl);
-    as_treap t = bin_view(bins->root[fl][sl]);
-    as_treap_insert(h, &t, b);
-    bins->root[fl][sl] = t.root;
+    uint32_t *root = &bins->root[fl][sl];
+    if (__builtin_expect(bins->treap[fl] >> sl & 1, 0)) {
+        as_treap t = bin_view(*root);
+        insert_m(h, &t, AS_TREAP_SIZE, b);
+        *root = t.root;
+    } else {
+        *root = bl_insert(h->b, *root, b);
+        if (__builtin_expect(bins->cnt[fl][sl] == AS_BIN_LIST, 0))
+            bin_to_treap(h, bins, fl, sl);
+    }
+    bins->cnt[fl][sl]++;
     bins->slmap[fl] |= 1u << sl;
     bins->flmap |= 1ull << fl;
     bins->n++;
@@ -963,15 +1049,43 @@ void as_bins_remove(as_heap *h, as_bins *bins, uint32_t b)
 {
     unsigned fl, sl;
     as_tlsf_class(h->b[b].size, AS_BINS_SL, 0, &fl, &sl);
-    as_treap t = bin_view(bins->root[fl][sl]);
-    as_treap_remove(h, &t, b);
-    bins->root[fl][sl] = t.root;
+    uint32_t *root = &bins->root[fl][sl];
+    if (__builtin_expect(bins->treap[fl] >> sl & 1, 0)) {
+        as_treap t = bin_view(*root);
+        remove_m(h, &t, AS_TREAP_SIZE, b);
+        *root = t.root;
+        if (bins->cnt[fl][sl] == AS_BIN_BACK + 1)
+            bin_to_list(h, bins, fl, sl);
+    } else {
+        *root = bl_erase(h->b, *root, b);
+    }
+    bins->cnt[fl][sl]--;
     bins->n--;
-    if (!t.root) {
+    if (!*root) {
         bins->slmap[fl] &= ~(1u << sl);
         if (!bins->slmap[fl])
             bins->flmap &= ~(1ull << fl);
     }
+}
+
+/* The smallest (size, addr) of bin (fl, sl), and its largest. */
+static inline uint32_t bin_min(const as_heap *h, const as_bins *bins, unsigned fl, unsigned sl)
+{
+    uint32_t n = bins->root[fl][sl];
+    if (bins->treap[fl] >> sl & 1)
+        while (h->b[n].l)
+            n = h->b[n].l;
+    return n;
+}
+
+static inline uint32_t bin_max(const as_heap *h, const as_bins *bins, unsigned fl, unsigned sl)
+{
+    uint32_t n = bins->root[fl][sl];
+    if (!(bins->treap[fl] >> sl & 1))
+        return h->b[n].l;
+    while (h->b[n].r)
+        n = h->b[n].r;
+    return n;
 }
 
 uint32_t as_bins_find(const as_heap *h, const as_bins *bins, uint64_t want)
@@ -979,10 +1093,17 @@ uint32_t as_bins_find(const as_heap *h, const as_bins *bins, uint64_t want)
     unsigned fl, sl;
     as_tlsf_class(want ? want : 1, AS_BINS_SL, 0, &fl, &sl);
     if (bins->slmap[fl] >> sl & 1) {
-        as_treap t = bin_view(bins->root[fl][sl]);
-        uint32_t b = as_treap_find(h, &t, want);
-        if (b)
-            return b;
+        uint32_t n = bins->root[fl][sl];
+        if (__builtin_expect(bins->treap[fl] >> sl & 1, 0)) {
+            as_treap t = bin_view(n);
+            uint32_t b = as_treap_find(h, &t, want);
+            if (b)
+                return b;
+        } else if (h->b[h->b[n].l].size >= want) { /* the bin's largest fits: scan */
+            while (h->b[n].size < want)
+                n = h->b[n].r;
+            return n;
+        }
     }
     uint32_t m = sl + 1 < 32 ? bins->slmap[fl] & (~0u << (sl + 1)) : 0;
     if (!m) {
@@ -992,11 +1113,8 @@ uint32_t as_bins_find(const as_heap *h, const as_bins *bins, uint64_t want)
         fl = (unsigned)__builtin_ctzll(fm);
         m = bins->slmap[fl];
     }
-    /* Every block of a higher bin fits: take that bin's smallest (leftmost). */
-    uint32_t n = bins->root[fl][__builtin_ctz(m)];
-    while (h->b[n].l)
-        n = h->b[n].l;
-    return n;
+    /* Every block of a higher bin fits: take that bin's smallest. */
+    return bin_min(h, bins, fl, (unsigned)__builtin_ctz(m));
 }
 
 uint64_t as_bins_max(const as_heap *h, const as_bins *bins)
@@ -1005,8 +1123,7 @@ uint64_t as_bins_max(const as_heap *h, const as_bins *bins)
         return 0;
     unsigned fl = as_log2_floor(bins->flmap);
     unsigned sl = as_log2_floor(bins->slmap[fl]);
-    as_treap t = bin_view(bins->root[fl][sl]);
-    return as_treap_max(h, &t);
+    return h->b[bin_max(h, bins, fl, sl)].size;
 }
 
 static uint64_t tcount(const as_heap *h, uint32_t n, uint64_t limit)
@@ -1020,6 +1137,55 @@ static uint64_t tcount(const as_heap *h, uint32_t n, uint64_t limit)
     return c;
 }
 
+/* A list bin: links, (size, addr) order, membership; its length in *n. */
+static int check_list(const as_heap *h, uint32_t head, uint64_t *n, as_check_failure *f)
+{
+    const as_blk *B = h->b;
+    uint64_t c = 0;
+    uint32_t x = head;
+    do {
+        if (x == AS_NIL || x >= h->nb || ++c > h->nb)
+            return as_check_fail(f, "free index: a bin's list is broken or cyclic");
+        if (B[x].state != AS_BLOCK_FREE || !B[x].indexed)
+            return as_check_fail(f, "free index holds block %#llx which is not free",
+                                 (unsigned long long)B[x].addr);
+        if (B[B[x].r].l != x || (B[x].r != head && !size_addr_lt(B, x, B[x].r)))
+            return as_check_fail(f, "free index: bin list out of order or mislinked at %#llx",
+                                 (unsigned long long)B[x].addr);
+        x = B[x].r;
+    } while (x != head);
+    *n = c;
+    return 0;
+}
+
+static int check_bin(const as_heap *h, const as_bins *bins, unsigned fl, unsigned sl,
+                     as_check_failure *f)
+{
+    uint32_t root = bins->root[fl][sl];
+    int treap = bins->treap[fl] >> sl & 1;
+    uint64_t c = 0;
+    if (treap) {
+        as_treap t = bin_view(root);
+        t.n = c = tcount(h, root, h->nb);
+        int rc = as_treap_check(h, &t, f);
+        if (rc)
+            return rc;
+    } else {
+        int rc = check_list(h, root, &c, f);
+        if (rc)
+            return rc;
+    }
+    if (c != bins->cnt[fl][sl] || (treap ? c <= AS_BIN_BACK : c > AS_BIN_LIST))
+        return as_check_fail(f, "bin (%u,%u) holds %llu blocks, counts %u (%s)", fl, sl,
+                             (unsigned long long)c, bins->cnt[fl][sl], treap ? "treap" : "list");
+    unsigned cf, cs, hf, hs;
+    as_tlsf_class(h->b[bin_min(h, bins, fl, sl)].size, AS_BINS_SL, 0, &cf, &cs);
+    as_tlsf_class(h->b[bin_max(h, bins, fl, sl)].size, AS_BINS_SL, 0, &hf, &hs);
+    if (cf != fl || cs != sl || hf != fl || hs != sl)
+        return as_check_fail(f, "bin (%u,%u) holds a block of another class", fl, sl);
+    return 0;
+}
+
 int as_bins_check(const as_heap *h, const as_bins *bins, as_check_failure *f)
 {
     uint64_t n = 0;
@@ -1030,19 +1196,15 @@ int as_bins_check(const as_heap *h, const as_bins *bins, as_check_failure *f)
             uint32_t root = bins->root[fl][sl];
             if (!!(bins->slmap[fl] >> sl & 1) != (root != AS_NIL))
                 return as_check_fail(f, "bin bitmap bit (%u,%u) disagrees with its bin", fl, sl);
-            if (!root)
+            if (!root) {
+                if (bins->cnt[fl][sl] || (bins->treap[fl] >> sl & 1))
+                    return as_check_fail(f, "empty bin (%u,%u) counts blocks", fl, sl);
                 continue;
-            as_treap t = bin_view(root);
-            t.n = tcount(h, root, h->nb);
-            int rc = as_treap_check(h, &t, f);
+            }
+            int rc = check_bin(h, bins, fl, sl, f);
             if (rc)
                 return rc;
-            unsigned cf, cs, hf, hs;
-            as_tlsf_class(h->b[as_treap_find(h, &t, 0)].size, AS_BINS_SL, 0, &cf, &cs);
-            as_tlsf_class(as_treap_max(h, &t), AS_BINS_SL, 0, &hf, &hs);
-            if (cf != fl || cs != sl || hf != fl || hs != sl)
-                return as_check_fail(f, "bin (%u,%u) holds a block of another class", fl, sl);
-            n += t.n;
+            n += bins->cnt[fl][sl];
         }
     }
     if (n != bins->n)

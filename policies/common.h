@@ -33,9 +33,9 @@ typedef struct as_blk {
             uint32_t l, r;     /* treap children or list neighbours */
             uint32_t up, prio; /* treap parent and priority */
         };
-        struct { /* while free, beside list links l and r: a pairing heap (as_pheap) */
-            uint32_t hprev;      /* left sibling, or the parent for a first child */
-            uint32_t hnext;      /* right sibling */
+        struct {            /* while free, beside list links l and r: a pairing heap (as_pheap) */
+            uint32_t hprev; /* left sibling, or the parent for a first child */
+            uint32_t hnext; /* right sibling */
             uint32_t pad_lr_[2]; /* l, r */
             uint32_t hchild;     /* leftmost child (in place of up) */
             uint32_t pad_prio_;
@@ -206,8 +206,8 @@ int as_treap_check(const as_heap *h, const as_treap *t, as_check_failure *f);
 #define AS_BT_FAN 16
 
 typedef struct as_btnode {
-    uint64_t key[AS_BT_FAN]; /* leaf: the block's address; inner: the child's lowest */
-    uint64_t max[AS_BT_FAN]; /* leaf: the block's size; inner: the child's largest */
+    uint64_t key[AS_BT_FAN];   /* leaf: the block's address; inner: the child's lowest */
+    uint64_t max[AS_BT_FAN];   /* leaf: the block's size; inner: the child's largest */
     uint32_t child[AS_BT_FAN]; /* leaf: block indices; inner: node indices */
     uint32_t parent;           /* AS_NIL at the root; next free node when recycled */
     uint16_t n;
@@ -256,20 +256,27 @@ void as_pheap_remove(as_heap *h, uint32_t *root, uint32_t b);
 /* Heap order, links and the node count; n: how many nodes it should hold. */
 int as_pheap_check(const as_heap *h, uint32_t root, uint64_t n, as_check_failure *f);
 
-/* ---- a binned size index: exact best fit over many small treaps -------------------------
- * Free blocks are binned by their TLSF class (32 classes per power of two); each bin is a
- * (size, addr) treap, and bitmaps say which bins are non-empty. Because bins partition
- * the sizes in order, "the lowest bin at or above the request's bin, lower bound inside it"
- * is the global smallest (size, addr) that fits: the same answer as one big treap, from
- * trees a few nodes deep. */
+/* ---- a binned size index: exact best fit over short sorted bins -------------------------
+ * Free blocks are binned by their TLSF class (32 classes per power of two), and bitmaps say
+ * which bins are non-empty. A bin is a circular list sorted by (size, addr) while it holds
+ * up to AS_BIN_LIST blocks (real size mixes keep nearly every bin there: a search is a
+ * bitmap test, a look at the bin's largest block and a short scan), and a (size, addr)
+ * treap beyond that, until it is down to AS_BIN_BACK (crowded bins stay O(log n)). Because
+ * bins partition the sizes in order, "the lowest bin at or above the request's bin, lower
+ * bound inside it" is the global smallest (size, addr) that fits: the same answer as one
+ * big tree. */
 
 #define AS_BINS_SL 5
 #define AS_BINS_FL 64
+#define AS_BIN_LIST 16
+#define AS_BIN_BACK 8
 
 typedef struct as_bins {
     uint64_t flmap;
     uint32_t slmap[AS_BINS_FL];
-    uint32_t root[AS_BINS_FL][1u << AS_BINS_SL]; /* a (size, addr) treap per bin */
+    uint32_t treap[AS_BINS_FL];                  /* bit sl: bin (fl, sl) is a treap */
+    uint32_t root[AS_BINS_FL][1u << AS_BINS_SL]; /* list: the smallest; treap: the root */
+    uint16_t cnt[AS_BINS_FL][1u << AS_BINS_SL];
     uint64_t n;
 } as_bins;
 
