@@ -1,6 +1,6 @@
 # allocsim - GNU Make build. `make help` lists the targets.
-# One build directory per flavour (build/ release, build/debug for tests, build/asan),
-# so sanitizer and release builds never need a clean between them.
+# One build directory per flavour (build/ release, build/debug for tests, build/asan,
+# build/tsan), so sanitizer and release builds never need a clean between them.
 
 CC       ?= cc
 CLANG    ?= clang
@@ -39,8 +39,10 @@ endef
 REL_LIB   := $(call objs,$(BUILD),$(LIB_SRC))
 DBG_DIR   := $(BUILD)/debug
 ASAN_DIR  := $(BUILD)/asan
+TSAN_DIR  := $(BUILD)/tsan
 DBG_LIB   := $(call objs,$(DBG_DIR),$(LIB_SRC))
 ASAN_LIB  := $(call objs,$(ASAN_DIR),$(LIB_SRC))
+TSAN_LIB  := $(call objs,$(TSAN_DIR),$(LIB_SRC))
 
 # Who may include whom (README.md, Layout). Each folder compiles with only the paths it may
 # use, so an include the design forbids fails to compile; `make check-deps` (mk/deps.mk,
@@ -57,7 +59,7 @@ INC_traces   := -Itraces $(INC_base)
 INC_policies := -Ipolicies $(INC_base)
 INC_sim      := -Isim -Itraces -Ipolicies $(INC_base)
 INC_replay   := -Ireplay $(INC_sim)
-OBJ_DIRS     := $(BUILD)/obj $(DBG_DIR)/obj $(ASAN_DIR)/obj
+OBJ_DIRS     := $(BUILD)/obj $(DBG_DIR)/obj $(ASAN_DIR)/obj $(TSAN_DIR)/obj
 # Pattern-specific: the shorter stem wins, so sim/base/ is not compiled as sim/.
 $(foreach d,$(OBJ_DIRS),$(d)/sim/%.o): INC := $(INC_sim)
 $(foreach d,$(OBJ_DIRS),$(d)/sim/base/%.o): INC := $(INC_base)
@@ -65,7 +67,7 @@ $(foreach d,$(OBJ_DIRS),$(d)/traces/%.o): INC := $(INC_traces)
 $(foreach d,$(OBJ_DIRS),$(d)/policies/%.o): INC := $(INC_policies)
 $(BUILD)/replay/%.o: INC := $(INC_replay)
 
-.PHONY: all test asan bench fuzz fuzz-run replay validate plots install clean help
+.PHONY: all test asan tsan bench fuzz fuzz-run replay validate plots install clean help
 .DEFAULT_GOAL := all
 
 ## all: build build/allocsim (release, -O2)
@@ -101,16 +103,25 @@ $(ASAN_DIR)/obj/%.o: %.c
 	$(Q)$(CC) $(CSTD) $(WARN) $(INC) $(TEST_CFLAGS) $(SAN_FLAGS) -pthread -MMD -MP -c -o $@ $<
 
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
+
+$(TSAN_DIR)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<  (tsan)"
+	$(Q)$(CC) $(CSTD) $(WARN) $(INC) $(TEST_CFLAGS) $(TSAN_FLAGS) -pthread -MMD -MP -c -o $@ $<
 
 $(BUILD)/suites.h: $(TEST_SRC) tests/gen_suites.sh
 	@mkdir -p $(dir $@)
 	$(Q)sh tests/gen_suites.sh $(TEST_SRC) > $@.tmp && mv $@.tmp $@
 
-$(DBG_DIR)/obj/tests/runner.o $(ASAN_DIR)/obj/tests/runner.o: $(BUILD)/suites.h
-$(DBG_DIR)/obj/tests/runner.o $(ASAN_DIR)/obj/tests/runner.o: INC += -I$(BUILD)
+RUNNER_OBJS := $(DBG_DIR)/obj/tests/runner.o $(ASAN_DIR)/obj/tests/runner.o \
+               $(TSAN_DIR)/obj/tests/runner.o
+$(RUNNER_OBJS): $(BUILD)/suites.h
+$(RUNNER_OBJS): INC += -I$(BUILD)
 
 TEST_OBJ_DBG  := $(call objs,$(DBG_DIR),$(TEST_SRC) tests/runner.c $(TEST_EXTRA))
 TEST_OBJ_ASAN := $(call objs,$(ASAN_DIR),$(TEST_SRC) tests/runner.c $(TEST_EXTRA))
+TEST_OBJ_TSAN := $(call objs,$(TSAN_DIR),$(TEST_SRC) tests/runner.c $(TEST_EXTRA))
 
 $(DBG_DIR)/run-tests: $(TEST_OBJ_DBG) $(DBG_LIB)
 	@echo "  LD      $@"
@@ -120,14 +131,38 @@ $(ASAN_DIR)/run-tests: $(TEST_OBJ_ASAN) $(ASAN_LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(SAN_FLAGS) -o $@ $^ $(TEST_LDLIBS)
 
+$(TSAN_DIR)/run-tests: $(TEST_OBJ_TSAN) $(TSAN_LIB)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(TSAN_FLAGS) -o $@ $^ $(TEST_LDLIBS)
+
+# The sanitizer suites run the CLI tests against an allocsim built the same way.
+$(ASAN_DIR)/allocsim: $(ASAN_DIR)/obj/sim/main.o $(ASAN_LIB)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(SAN_FLAGS) -o $@ $^ $(LDLIBS)
+
+$(TSAN_DIR)/allocsim: $(TSAN_DIR)/obj/sim/main.o $(TSAN_LIB)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(TSAN_FLAGS) -o $@ $^ $(LDLIBS)
+
 ## test: build and run the CUnit suite (ends with "N passed, N failed")
 test: $(DBG_DIR)/run-tests $(BUILD)/allocsim
 	$(Q)AS_ALLOCSIM=$(CURDIR)/$(BUILD)/allocsim $(TEST_ENV) $(DBG_DIR)/run-tests
 
-## asan: the same suite under AddressSanitizer and UndefinedBehaviorSanitizer
-asan: $(ASAN_DIR)/run-tests $(BUILD)/allocsim
-	$(Q)ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  AS_ALLOCSIM=$(CURDIR)/$(BUILD)/allocsim $(TEST_ENV) $(ASAN_DIR)/run-tests
+## asan: the same suite under AddressSanitizer and UndefinedBehaviorSanitizer, the CLI tests
+## against an ASan+UBSan allocsim (build/asan/allocsim)
+asan: $(ASAN_DIR)/run-tests $(ASAN_DIR)/allocsim
+	$(Q)ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:abort_on_error=1 \
+	  AS_ALLOCSIM=$(CURDIR)/$(ASAN_DIR)/allocsim ALLOCSIM_PLOTS=$(CURDIR)/plots $(TEST_ENV) \
+	  $(ASAN_DIR)/run-tests
+
+## tsan: the multi-threaded suites under ThreadSanitizer (build/tsan; allocsim too)
+# (the engine runs a reader and workers; fuzz_corpus drives the whole command in-process)
+TSAN_SUITES ?= engine budget mincap metrics cli rmm patho limit fuzz_corpus torch_fidelity
+tsan: $(TSAN_DIR)/run-tests $(TSAN_DIR)/allocsim
+	$(Q)TSAN_OPTIONS=halt_on_error=1:abort_on_error=1:second_deadlock_stack=1 \
+	  AS_ALLOCSIM=$(CURDIR)/$(TSAN_DIR)/allocsim ALLOCSIM_PLOTS=$(CURDIR)/plots $(TEST_ENV) \
+	  $(TSAN_DIR)/run-tests $(TSAN_SUITES)
 
 ## bench: CPU events/s of every policy on long real traces (repeated snapshots) and a generated one
 bench: $(BUILD)/allocsim-bench $(BUILD)/allocsim

@@ -93,7 +93,8 @@ static int one_pass(rep *r, const char *in, const as_reader_opts *opts, int last
         return rc;
     as_event evs[REPEAT_BATCH];
     size_t n;
-    memset(r->live, 0, r->cap);
+    if (r->live) /* none before the first pass's first ALLOC (memset of NULL is undefined) */
+        memset(r->live, 0, r->cap);
     while ((rc = as_trace_next_batch(rd, evs, REPEAT_BATCH, &n)) == 0) {
         for (size_t i = 0; i < n && rc >= 0; i++)
             rc = pass_event(r, &evs[i], err, in);
