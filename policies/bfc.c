@@ -109,7 +109,7 @@ static int bfc_init(void *st, const as_knob_value *cfg, const as_device *dev)
     as_bins_init(&s->free);
     s->gc = (int)cfg[K_GC].i;
     s->max_frag = (uint64_t)cfg[K_MAXFRAG].i;
-    uint64_t cap = dev->ops->capacity ? dev->ops->capacity(dev->ctx) : AS_CAPACITY_NONE;
+    uint64_t cap = dev->ops->capacity(dev->ctx);
     if (cfg[K_LIMIT].i > 0)
         s->limit = (uint64_t)cfg[K_LIMIT].i;
     else if (cap != AS_CAPACITY_NONE)

@@ -1,10 +1,16 @@
 /*
- * device.h - the device interface: the only way a policy gets or returns device memory.
+ * device.h - the device interface: the only way a policy gets or returns device memory,
+ * and the types every device shares (its event log and its counters).
  *
- * The same policy code runs over the simulated device (sim/) and over a real GPU
- * (replay/). A refusal for lack of memory is a result (AS_DEV_OOM), never an error.
- * Physical memory counted against the capacity is what reserve() and map() hand out;
- * va_reserve() only claims address space (expandable segments) and costs no capacity.
+ * The same policy code runs over the simulated device (sim/simdev.h) and over a real GPU
+ * (replay/cuda_device.h). A refusal for lack of memory is a result (AS_DEV_OOM), never an
+ * error. Physical memory counted against the capacity is what reserve() and map() hand
+ * out; va_reserve() only claims address space (expandable segments) and costs no capacity.
+ *
+ * Rule for the slots: a device fills every slot of as_device_ops, so a caller never tests
+ * one for NULL. A device that cannot do a call (no virtual memory management) still has
+ * the slot and returns AS_ENOSYS from it. ops->abi is AS_DEVICE_ABI; the engine refuses a
+ * device with another.
  *
  * This header depends on nothing else in the project but sim/base/error.h.
  */
@@ -14,6 +20,9 @@
 #include <stdint.h>
 
 #include "error.h"
+
+/* The version of as_device_ops and of the types below; raised when either changes. */
+#define AS_DEVICE_ABI 1
 
 /* A call returns 0, AS_DEV_OOM (not enough device memory: a result), or a negative code of
  * the one error space (error.h): AS_EINVAL (bad address or size: a policy bug), AS_ENOSYS
@@ -29,11 +38,13 @@ enum {
 #define AS_DEV_GRANULARITY (2ull << 20) /* 2 MiB: cudaMalloc and cuMem page granularity */
 
 typedef struct as_device_ops {
+    int abi; /* AS_DEVICE_ABI */
     /* cudaMalloc: size is a multiple of the granularity. *addr is granularity aligned. */
     int (*reserve)(void *ctx, uint64_t size, uint64_t *addr);
     /* cudaFree of a whole earlier reservation. */
     int (*release)(void *ctx, uint64_t addr, uint64_t size);
-    /* cuMemAddressReserve: address space only, never AS_DEV_OOM for capacity. */
+    /* cuMemAddressReserve: address space only, never AS_DEV_OOM for capacity. AS_ENOSYS on
+     * a device without virtual memory management, as are the three below. */
     int (*va_reserve)(void *ctx, uint64_t size, uint64_t *addr);
     int (*va_release)(void *ctx, uint64_t addr, uint64_t size);
     /* cuMemCreate + cuMemMap of [addr, addr+size) inside a va_reserve'd range; size and
@@ -51,5 +62,44 @@ typedef struct as_device {
     const as_device_ops *ops;
     void *ctx;
 } as_device;
+
+/* ---- what a device reports (the same for the simulated and the CUDA device) ---------- */
+
+typedef enum as_dev_action {
+    AS_DEV_SEGMENT_ALLOC, /* reserve() */
+    AS_DEV_SEGMENT_FREE,  /* release() */
+    AS_DEV_SEGMENT_MAP,   /* map() */
+    AS_DEV_SEGMENT_UNMAP, /* unmap() */
+} as_dev_action;
+
+/* "segment_alloc", "segment_free", "segment_map", "segment_unmap" (the --segments CSV and
+ * the PyTorch key's words), "?" for anything else. */
+static inline const char *as_dev_action_name(as_dev_action a)
+{
+    static const char *const names[] = {
+        [AS_DEV_SEGMENT_ALLOC] = "segment_alloc",
+        [AS_DEV_SEGMENT_FREE] = "segment_free",
+        [AS_DEV_SEGMENT_MAP] = "segment_map",
+        [AS_DEV_SEGMENT_UNMAP] = "segment_unmap",
+    };
+    return (unsigned)a < sizeof names / sizeof names[0] ? names[a] : "?";
+}
+
+/* One successful device-level call, as written to --segments and compared with the
+ * PyTorch key; cost_ns is modelled (simulated device) or measured (CUDA device). */
+typedef struct as_dev_event {
+    as_dev_action action;
+    uint64_t addr, size;
+    double cost_ns;
+} as_dev_event;
+
+typedef void (*as_dev_log_fn)(void *user, const as_dev_event *ev);
+
+/* A device's counters over its life. */
+typedef struct as_dev_counters {
+    uint64_t reserved, peak_reserved;
+    uint64_t reserves, releases, maps, unmaps, refusals;
+    double time_ns; /* modelled or measured time of every successful and refused call */
+} as_dev_counters;
 
 #endif

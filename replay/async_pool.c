@@ -43,7 +43,7 @@ struct as_asyncpool {
     pool_slot *slot;
     uint32_t nslot, capslot, free_head; /* free_head UINT32_MAX: none */
     uint64_t reserved, allocated;
-    as_simdev_counters c;
+    as_dev_counters c;
     as_asyncpool_stats s;
     as_dev_log_fn log;
     void *log_user;
@@ -165,6 +165,7 @@ static uint64_t pool_capacity(void *ctx) { return ((as_asyncpool *)ctx)->p.capac
 static uint64_t pool_reserved(void *ctx) { return ((as_asyncpool *)ctx)->reserved; }
 
 static const as_device_ops pool_ops = {
+    .abi = AS_DEVICE_ABI,
     .reserve = no_reserve,
     .release = no_range,
     .va_reserve = no_reserve,
@@ -249,7 +250,7 @@ void as_asyncpool_set_log(as_asyncpool *a, as_dev_log_fn fn, void *user)
     a->log_user = user;
 }
 
-void as_asyncpool_counters_get(const as_asyncpool *a, as_simdev_counters *out) { *out = a->c; }
+void as_asyncpool_counters_get(const as_asyncpool *a, as_dev_counters *out) { *out = a->c; }
 
 void as_asyncpool_stats_get(as_asyncpool *a, as_asyncpool_stats *out)
 {

@@ -17,7 +17,6 @@
 
 #include "device.h"
 #include "policy.h"
-#include "simdev.h"
 
 #define AS_ASYNC_MAX_STREAMS 64
 
@@ -48,7 +47,7 @@ int as_asyncpool_create(const as_asyncpool_params *p, as_asyncpool **out, char *
 void as_asyncpool_destroy(as_asyncpool *a);
 const as_device *as_asyncpool_device(as_asyncpool *a);
 void as_asyncpool_set_log(as_asyncpool *a, as_dev_log_fn fn, void *user);
-void as_asyncpool_counters_get(const as_asyncpool *a, as_simdev_counters *out);
+void as_asyncpool_counters_get(const as_asyncpool *a, as_dev_counters *out);
 void as_asyncpool_stats_get(as_asyncpool *a, as_asyncpool_stats *out);
 const char *as_asyncpool_errmsg(const as_asyncpool *a);
 

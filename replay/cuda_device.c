@@ -48,7 +48,7 @@ struct as_cudadev {
     size_t live_cap, live_n;
     va_range *va;
     size_t nva, va_cap;
-    as_simdev_counters c;
+    as_dev_counters c;
     as_dev_log_fn log;
     void *log_user;
     as_cudadev_call_fn call_log;
@@ -448,6 +448,7 @@ static uint64_t dev_capacity(void *ctx)
 static uint64_t dev_reserved(void *ctx) { return ((as_cudadev *)ctx)->c.reserved; }
 
 static const as_device_ops cudadev_ops = {
+    .abi = AS_DEVICE_ABI,
     .reserve = dev_reserve,
     .release = dev_release,
     .va_reserve = dev_va_reserve,
@@ -642,7 +643,7 @@ void as_cudadev_set_call_log(as_cudadev *d, as_cudadev_call_fn fn, void *user)
     d->call_user = user;
 }
 
-void as_cudadev_counters_get(const as_cudadev *d, as_simdev_counters *out) { *out = d->c; }
+void as_cudadev_counters_get(const as_cudadev *d, as_dev_counters *out) { *out = d->c; }
 uint64_t as_cudadev_effective_capacity(const as_cudadev *d) { return d->effective; }
 uint64_t as_cudadev_probed_capacity(const as_cudadev *d) { return d->probed; }
 

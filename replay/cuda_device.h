@@ -20,7 +20,6 @@
 #include <stdint.h>
 
 #include "device.h"
-#include "simdev.h"
 
 typedef struct as_cudadev_params {
     uint64_t capacity; /* AS_CAPACITY_NONE: whatever the GPU has free */
@@ -57,7 +56,7 @@ void as_cudadev_set_log(as_cudadev *d, as_dev_log_fn fn, void *user);
 /* Every call, refusals included, with its measured time. */
 void as_cudadev_set_call_log(as_cudadev *d, as_cudadev_call_fn fn, void *user);
 /* reserved/peak_reserved, call counts, refusals, and the measured time of every call. */
-void as_cudadev_counters_get(const as_cudadev *d, as_simdev_counters *out);
+void as_cudadev_counters_get(const as_cudadev *d, as_dev_counters *out);
 /* Bytes cudaMemGetInfo reported free once the ballast was in place (about 3 MiB more
  * than can be allocated, replay/PLACEMENT.md). */
 uint64_t as_cudadev_effective_capacity(const as_cudadev *d);

@@ -149,7 +149,7 @@ static void f_destroy(void *user, void *handle)
     as_cudadev_destroy(handle);
 }
 
-static void f_counters(void *user, void *handle, as_simdev_counters *out)
+static void f_counters(void *user, void *handle, as_dev_counters *out)
 {
     if (((ctx *)user)->async)
         as_asyncpool_counters_get(handle, out);

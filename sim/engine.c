@@ -436,7 +436,8 @@ static int run_start(run *r)
     as_engine *e = r->e;
     const as_engine_opts *o = &e->o;
     if (o->factory) {
-        if (o->factory->create(o->factory->user, r->capacity, &r->dev, &r->fdev) || !r->dev.ops) {
+        if (o->factory->create(o->factory->user, r->capacity, &r->dev, &r->fdev) || !r->dev.ops ||
+            r->dev.ops->abi != AS_DEVICE_ABI) {
             run_fail(r, AS_ENGINE_EDEVICE, "the device factory failed");
             return r->err;
         }

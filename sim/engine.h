@@ -102,7 +102,7 @@ typedef struct as_device_factory {
     int (*create)(void *user, uint64_t capacity, as_device *out, void **handle);
     void (*destroy)(void *user, void *handle);
     /* Fills counters at the end of a run (reserved peak, calls, time). */
-    void (*counters)(void *user, void *handle, as_simdev_counters *out);
+    void (*counters)(void *user, void *handle, as_dev_counters *out);
     /* Routes device events to the engine's log. */
     void (*set_log)(void *user, void *handle, as_dev_log_fn fn, void *log_user);
     void *user;

@@ -70,7 +70,7 @@ struct as_simdev {
     heap heap;                   /* physical address space, AS_PLACE_CHUNKED */
     treap va_live, va_holes;     /* virtual-only (cuMemAddressReserve) space */
     uint64_t next_addr, va_next; /* first address never handed out */
-    as_simdev_counters c;
+    as_dev_counters c;
     as_dev_log_fn log;
     void *log_user;
 };
@@ -968,6 +968,7 @@ static uint64_t dev_reserved(void *ctx)
 }
 
 static const as_device_ops simdev_ops = {
+    .abi = AS_DEVICE_ABI,
     .reserve = dev_reserve,
     .release = dev_release,
     .va_reserve = dev_va_reserve,
@@ -979,17 +980,6 @@ static const as_device_ops simdev_ops = {
 };
 
 /* ---- public ---------------------------------------------------------------------------- */
-
-const char *as_dev_action_name(as_dev_action a)
-{
-    static const char *const names[] = {
-        [AS_DEV_SEGMENT_ALLOC] = "segment_alloc",
-        [AS_DEV_SEGMENT_FREE] = "segment_free",
-        [AS_DEV_SEGMENT_MAP] = "segment_map",
-        [AS_DEV_SEGMENT_UNMAP] = "segment_unmap",
-    };
-    return (unsigned)a < 4 ? names[a] : "?";
-}
 
 void as_simdev_default_params(as_simdev_params *p)
 {
@@ -1070,7 +1060,7 @@ void as_simdev_set_log(as_simdev *d, as_dev_log_fn fn, void *user)
     d->log_user = user;
 }
 
-void as_simdev_counters_get(const as_simdev *d, as_simdev_counters *out)
+void as_simdev_counters_get(const as_simdev *d, as_dev_counters *out)
 {
     *out = d->c;
 }

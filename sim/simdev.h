@@ -41,15 +41,6 @@ typedef enum as_placement {
     AS_PLACE_CHUNKED = 2,       /* the CUDA driver's chunked heap (the default) */
 } as_placement;
 
-typedef enum as_dev_action {
-    AS_DEV_SEGMENT_ALLOC, /* reserve() */
-    AS_DEV_SEGMENT_FREE,  /* release() */
-    AS_DEV_SEGMENT_MAP,   /* map() */
-    AS_DEV_SEGMENT_UNMAP, /* unmap() */
-} as_dev_action;
-
-const char *as_dev_action_name(as_dev_action a); /* "segment_alloc", ... */
-
 /* Cost of one call in ns: fixed_ns + ns_per_mib * size / MiB. */
 typedef struct as_cost {
     double fixed_ns, ns_per_mib;
@@ -75,20 +66,9 @@ void as_simdev_default_params(as_simdev_params *p);
  * Every place that builds a device for a policy goes through this. */
 void as_simdev_set_capacity(as_simdev_params *p, uint64_t capacity, unsigned policy_flags);
 
-/* One device-level event, as written to --segments and compared with the PyTorch key. */
-typedef struct as_dev_event {
-    as_dev_action action;
-    uint64_t addr, size;
-    double cost_ns;
-} as_dev_event;
-
-typedef void (*as_dev_log_fn)(void *user, const as_dev_event *ev);
-
-typedef struct as_simdev_counters {
-    uint64_t reserved, peak_reserved;
-    uint64_t reserves, releases, maps, unmaps, refusals;
-    double time_ns; /* modelled time of every successful and refused call */
-} as_simdev_counters;
+/* Its counters are the seam's (device.h); the older name is kept while engine.c is being
+ * edited. */
+typedef as_dev_counters as_simdev_counters;
 
 typedef struct as_simdev as_simdev;
 
@@ -97,6 +77,6 @@ void as_simdev_destroy(as_simdev *d);
 /* The as_device view handed to policies; valid while d lives. */
 const as_device *as_simdev_device(as_simdev *d);
 void as_simdev_set_log(as_simdev *d, as_dev_log_fn fn, void *user);
-void as_simdev_counters_get(const as_simdev *d, as_simdev_counters *out);
+void as_simdev_counters_get(const as_simdev *d, as_dev_counters *out);
 
 #endif

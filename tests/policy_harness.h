@@ -118,9 +118,9 @@ static inline as_policy_stats ph_stats(ph *t)
     return s;
 }
 
-static inline as_simdev_counters ph_dev(ph *t)
+static inline as_dev_counters ph_dev(ph *t)
 {
-    as_simdev_counters c;
+    as_dev_counters c;
     as_simdev_counters_get(t->dev, &c);
     return c;
 }

@@ -203,7 +203,7 @@ static inline int pm_verify(pm *r)
         return pm_fail(r, "walk saw %" PRIu64 " live blocks, model has %zu", w.live_count,
                        r->nids);
     as_policy_stats s = ph_stats(&r->t);
-    as_simdev_counters c = ph_dev(&r->t);
+    as_dev_counters c = ph_dev(&r->t);
     if (s.allocated != r->allocated || w.live_bytes != r->allocated)
         return pm_fail(r, "allocated: stats %" PRIu64 ", walk %" PRIu64 ", model %" PRIu64,
                        s.allocated, w.live_bytes, r->allocated);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <zstd.h>
 
+#include "engine.h"
 #include "jsonin.h"
 #include "simdev.h"
 #include "util.h"
@@ -182,7 +183,7 @@ static void simdev_capacity(void)
     CU_ASSERT_EQUAL(dv->ops->map(dv->ctx, va + 6 * MIB, 4 * MIB), AS_DEV_OOM);
     CU_ASSERT_EQUAL(dv->ops->map(dv->ctx, va + 1024 * MIB, 2 * MIB), AS_EINVAL);
     CU_ASSERT_EQUAL(dv->ops->unmap(dv->ctx, va, 6 * MIB), 0);
-    as_simdev_counters c;
+    as_dev_counters c;
     as_simdev_counters_get(d, &c);
     CU_ASSERT_EQUAL(c.reserved, 2 * MIB);
     CU_ASSERT_EQUAL(c.peak_reserved, 10 * MIB);
@@ -619,13 +620,75 @@ static void simdev_granularity(void)
     CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, a, tib), 0);
     CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 2 * MIB, &a), 0);
     CU_ASSERT_EQUAL(a, AS_SIMDEV_TOP + 414 * MIB);
-    as_simdev_counters c;
+    as_dev_counters c;
     as_simdev_counters_get(d, &c);
     CU_ASSERT_EQUAL(c.refusals, 2);
     as_simdev_destroy(d);
 }
 
+/* The seam's rule (device.h): a device fills every slot and carries AS_DEVICE_ABI; without
+ * virtual memory management it answers AS_ENOSYS, never a NULL slot. */
+static void simdev_seam(void)
+{
+    as_simdev_params p;
+    as_simdev_default_params(&p);
+    as_simdev *d;
+    CU_ASSERT_FATAL(as_simdev_create(&p, &d) == 0);
+    const as_device_ops *o = as_simdev_device(d)->ops;
+    CU_ASSERT_EQUAL(o->abi, AS_DEVICE_ABI);
+    CU_ASSERT(o->reserve && o->release && o->va_reserve && o->va_release && o->map &&
+              o->unmap && o->capacity && o->reserved);
+    as_simdev_destroy(d);
+}
+
+/* A factory device of another ABI is refused: the run fails with AS_EDEVICE, named. */
+static as_device_ops old_ops;
+static int old_create(void *user, uint64_t cap, as_device *out, void **handle)
+{
+    as_simdev_params p;
+    as_simdev_default_params(&p);
+    p.capacity = cap;
+    as_simdev *d;
+    if (as_simdev_create(&p, &d))
+        return -1;
+    old_ops = *as_simdev_device(d)->ops;
+    old_ops.abi = AS_DEVICE_ABI + 1;
+    *out = (as_device){.ops = &old_ops, .ctx = as_simdev_device(d)->ctx};
+    *handle = d;
+    (void)user;
+    return 0;
+}
+static void old_destroy(void *user, void *handle)
+{
+    (void)user;
+    as_simdev_destroy(handle);
+}
+
+static void simdev_abi_refused(void)
+{
+    const char *text = "allocsim-text 1\nalloc 0 4096\nfree 0\n";
+    as_trace_reader *rd;
+    as_trace_error err;
+    CU_ASSERT_FATAL(as_trace_open_mem(text, strlen(text), "abi", NULL, &rd, &err) == 0);
+    as_device_factory f = {.create = old_create, .destroy = old_destroy};
+    as_engine_opts o = {.threads = 1, .factory = &f};
+    as_engine *e;
+    CU_ASSERT_FATAL(as_engine_create(&o, &e) == 0);
+    as_policy_spec spec;
+    char why[128];
+    CU_ASSERT_FATAL(as_policy_spec_parse("bestfit", &spec, why, sizeof why) == 0);
+    CU_ASSERT_FATAL(as_engine_add_run(e, &spec, AS_CAPACITY_NONE) == 0);
+    CU_ASSERT_EQUAL(as_engine_run(e, rd, &err), AS_EDEVICE);
+    CU_ASSERT_EQUAL(err.code, 0); /* the engine's failure, not the trace's */
+    CU_ASSERT_PTR_NOT_NULL(strstr(as_engine_errmsg(e), "device"));
+    as_engine_destroy(e);
+    as_policy_spec_free(&spec);
+    as_trace_close(rd);
+}
+
 CU_TestInfo test_simdev[] = {
+    {"seam", simdev_seam},
+    {"abi_refused", simdev_abi_refused},
     {"placement_first_fit", simdev_placement_first_fit},
     {"placement_top_down", simdev_placement_top_down},
     {"placement_chunked", simdev_placement_chunked},

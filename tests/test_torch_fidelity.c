@@ -168,6 +168,7 @@ static uint64_t fd_reserved(void *c)
 }
 
 static const as_device_ops frac_ops = {
+    .abi = AS_DEVICE_ABI,
     .reserve = fd_reserve,
     .release = fd_release,
     .va_reserve = fd_va_reserve,
@@ -570,6 +571,7 @@ static uint64_t ad_reserved(void *c)
 }
 
 static const as_device_ops addr_ops = {
+    .abi = AS_DEVICE_ABI,
     .reserve = ad_reserve,
     .release = ad_release,
     .va_reserve = ad_va,
