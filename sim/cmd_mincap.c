@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "mincap.h"
 #include "outfile.h"
+#include "progress.h"
 #include "report.h"
 
 #define MAX_SPECS 64
@@ -41,7 +42,10 @@ static const char usage_text[] =
     "  --memory BYTES      host memory for one decode's runs (default 2G)\n"
     "  --step BYTES        grid step (default 2MiB; coarser is faster but not exact);\n"
     "                      at most 16384 capacities per policy\n"
-    "  -j, --threads N     engine threads (default: one per core)\n";
+    "  -j, --threads N     engine threads (default: one per core)\n"
+    "  -q, --quiet         no progress line (shown only on a terminal)\n"
+    "Ctrl-C stops the search: the policies already answered are written, and the exit\n"
+    "status is 130.\n";
 
 typedef struct open_ctx {
     const char *path;
@@ -110,20 +114,28 @@ fail:
     return rc;
 }
 
+/* The progress line of one policy's search: capacities done of the grid, and within a
+ * pass the engine's fraction of it, for the time left. */
 typedef struct progress_ctx {
-    const char *policy;
-    int tty;
+    as_progress prog;
+    uint64_t done, total;
 } progress_ctx;
 
 static void on_progress(void *user, uint64_t done, uint64_t total)
 {
-    const progress_ctx *p = user;
-    if (!p->tty)
+    progress_ctx *p = user;
+    p->done = done;
+    p->total = total;
+    as_progress_show(&p->prog, done, total, total ? (double)done / (double)total : 0);
+}
+
+static void on_runs(void *user, const as_engine_progress *e)
+{
+    progress_ctx *p = user;
+    if (!p->total || e->runs == 1) /* the uncapped pass, before the grid is known */
         return;
-    fprintf(stderr, "\r  %s: %" PRIu64 "/%" PRIu64 " capacities", p->policy, done, total);
-    if (done == total)
-        fputs("\r\033[K", stderr);
-    fflush(stderr);
+    double f = ((double)p->done + as_progress_engine_frac(e, 0) * e->runs) / (double)p->total;
+    as_progress_show(&p->prog, p->done + e->runs_done, p->total, f);
 }
 
 /* The sweep CSV (also what `allocsim plot capacity` reads): one row per capacity run, its
@@ -270,6 +282,7 @@ static const struct option mincap_opts[] = {
     {"step", required_argument, NULL, OPT_STEP},
     {"memory", required_argument, NULL, OPT_MEMORY},
     {"threads", required_argument, NULL, 'j'},
+    {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -280,15 +293,19 @@ int as_cmd_mincap(int argc, char **argv)
     const char *spec_text[MAX_SPECS];
     unsigned nspec = 0;
     const char *trace = NULL, *csv_path = NULL;
-    int json = 0, c;
+    int json = 0, quiet = 0, interrupted = 0, c;
+    unsigned k_done = 0;
     as_mincap_opts o = {.memory = AS_CLI_MEMORY_DEFAULT, .max_points = AS_CLI_MAX_CAPACITIES};
     int status = AS_EXIT_OK;
     uint64_t v;
 
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":p:f:j:h", mincap_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":p:f:j:qh", mincap_opts, NULL)) != -1) {
         switch (c) {
+        case 'q':
+            quiet = 1;
+            break;
         case 'p':
             if (nspec == MAX_SPECS)
                 return as_cli_usage(cmd, "at most %d policies", MAX_SPECS);
@@ -365,9 +382,13 @@ int as_cmd_mincap(int argc, char **argv)
     if ((status = spool_native(trace, spooled, sizeof spooled, &spool_slot)))
         goto out;
     open_ctx oc = {.path = spooled[0] ? spooled : trace};
-    progress_ctx pc = {.tty = isatty(2)};
+    progress_ctx pc = {0};
     o.on_progress = on_progress;
+    o.on_runs = on_runs;
+    o.stop = &as_out_stop;
     o.user = &pc;
+    as_out_graceful(1); /* a first Ctrl-C keeps the policies already answered */
+    int opened = 0;     /* JSON: the "mincap" array is open */
     if (json) {
         as_report_json_head(stdout);
         fputs(", \"traces\": [", stdout);
@@ -376,9 +397,18 @@ int as_cmd_mincap(int argc, char **argv)
         as_mincap_result m;
         as_trace_error err = {.offset = UINT64_MAX, .event = UINT64_MAX};
         char why[512];
-        pc.policy = specs[k].text;
+        as_progress_start(&pc.prog, quiet, "capacities");
+        pc.prog.label = specs[k].text;
+        pc.done = pc.total = 0;
         double t0 = now_s();
         int rc = as_mincap(open_trace, &oc, &specs[k], &o, &m, &err, why, sizeof why);
+        as_progress_clear(&pc.prog);
+        if (rc == AS_ENGINE_STOPPED) {
+            if (json)
+                fputs(opened ? "]}\n" : "], \"mincap\": []}\n", stdout);
+            interrupted = 1;
+            break;
+        }
         if (rc == AS_MINCAP_ETOOMANY) {
             status = as_cli_usage(cmd, "%s: %s: %s", trace, specs[k].text, why);
             goto out;
@@ -401,6 +431,7 @@ int as_cmd_mincap(int argc, char **argv)
                 printf(", \"events\": %" PRIu64 ", \"allocs\": %" PRIu64
                        ", \"peak_requested\": %" PRIu64 "}], \"mincap\": [",
                        m.events, m.allocs, m.peak_requested);
+                opened = 1;
             } else {
                 printf("trace %s: %" PRIu64 " events, %" PRIu64 " allocations, peak requested %s\n",
                        trace, m.events, m.allocs, a);
@@ -417,8 +448,9 @@ int as_cmd_mincap(int argc, char **argv)
         if (csv)
             csv_rows(csv, &csv_run, trace, &specs[k], &m);
         as_mincap_result_free(&m);
+        k_done++;
     }
-    if (json)
+    if (json && !interrupted)
         fputs("]}\n", stdout);
 out:
     if (spooled[0])
@@ -426,6 +458,11 @@ out:
     as_out_tmp_del(spool_slot);
     status = as_out_commit(csv_out, status);
     status = as_out_commit(out, status);
+    if (interrupted && !status) {
+        as_cli_msg("interrupted: %u of %u policies searched; the outputs hold those", k_done,
+                   nparsed);
+        status = AS_EXIT_SIGNAL;
+    }
     for (unsigned k = 0; k < nparsed; k++)
         as_policy_spec_free(&specs[k]);
     return status;

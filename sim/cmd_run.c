@@ -10,12 +10,14 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "engine.h"
 #include "mincap.h"
 #include "outfile.h"
+#include "progress.h"
 #include "report.h"
 #include "segmap.h"
 
@@ -53,7 +55,11 @@ static const char run_help[] =
     "      --memory BYTES    host memory for the runs in flight (default 2G): runs that\n"
     "                        do not fit at once go in groups, one decode of the trace each\n"
     "                        (plus one to size them), with the same results\n"
-    "  -q, --quiet           no progress display\n"
+    "  -q, --quiet           no progress line (shown only on a terminal: runs done, time\n"
+    "                        left)\n"
+    "\n"
+    "Ctrl-C (SIGINT, SIGTERM) stops the runs: those that finished are written whole (the\n"
+    "report, -o and the CSV files), and the exit status is 130.\n"
     "\n"
     "Exit status: 0 when it ran (OOMs included), 1 bad input or I/O, 2 usage error.\n";
 
@@ -94,9 +100,13 @@ typedef struct run_ctx {
     const char *seg_path, *tl_path;
     as_segmap *segmap;
     const char *trace;
-    int progress;
-    double last_progress;
-    int shown;
+    /* The progress line: runs of earlier traces and groups, this group's, and the weights
+     * (input sizes) of the traces done, this one and all, for the fraction done. */
+    as_progress prog;
+    uint64_t runs_total, runs_before; /* runs_before: of earlier traces */
+    size_t group_r0, group_n, trace_runs;
+    uint64_t trace_events; /* this trace's length once a group has decoded it, else 0 */
+    double w_before, w_cur, w_total;
 } run_ctx;
 
 static void cb_segment(void *user, const as_seg_record *r)
@@ -109,33 +119,21 @@ static void cb_sample(void *user, const as_timeline_sample *s)
     as_runlog_sample(((run_ctx *)user)->timeline, s);
 }
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void cb_progress(void *user, uint64_t events, uint64_t done, uint64_t total)
+/* The engine's report after each batch: runs done over every trace, and the fraction of
+ * all the work (this group's fraction within the trace, the trace's within all). */
+static void cb_runs(void *user, const as_engine_progress *p)
 {
     run_ctx *c = user;
-    double t = mono_s();
-    if (t - c->last_progress < 0.25)
-        return;
-    c->last_progress = t;
-    if (total)
-        fprintf(stderr, "\r%s: %.1f M events, %.0f%%   ", c->trace, (double)events / 1e6,
-                100.0 * (double)done / (double)total);
-    else
-        fprintf(stderr, "\r%s: %.1f M events   ", c->trace, (double)events / 1e6);
-    c->shown = 1;
+    double g = as_progress_engine_frac(p, c->trace_events);
+    double t = c->trace_runs ? ((double)c->group_r0 + g * (double)c->group_n) / (double)c->trace_runs
+                             : 0;
+    double f = c->w_total > 0 ? (c->w_before + c->w_cur * t) / c->w_total : 0;
+    as_progress_show(&c->prog, c->runs_before + c->group_r0 + p->runs_done, c->runs_total, f);
 }
 
 static void progress_clear(run_ctx *c)
 {
-    if (c->shown)
-        fputs("\r\033[K", stderr);
-    c->shown = 0;
+    as_progress_clear(&c->prog);
 }
 
 /* The runs of one trace: spec-major (run i is specs[i / ncap] at caps[i % ncap]), fed in
@@ -146,8 +144,15 @@ typedef struct run_set {
     const as_policy_spec *specs;
     const uint64_t *caps;
     size_t ncap, nruns;
-    int trace; /* the report's index of the trace, -1 until the first group is added */
+    int trace;   /* the report's index of the trace, -1 until the first group is added */
+    size_t step; /* at most this many runs per group (RUN_STEP for a native file) */
 } run_set;
+
+/* Runs per decode of a native trace file, however many fit the budget: runs then finish
+ * (and an interrupt keeps them) group by group, every few seconds, for a decode that costs
+ * about 1% of the runs' work (decoding is some 100 times faster than a run). Other formats
+ * decode slower and stdin can be read only once: they go in as few groups as fit. */
+#define RUN_STEP 32
 
 static int engine_fail(const char *path, int rc, const as_trace_error *err, const as_engine *e)
 {
@@ -170,6 +175,8 @@ static int segmap_group(const run_set *rs, run_ctx *ctx, const as_engine *e, siz
     int rc = as_segmap_pass(ctx->segmap, e, rd2, rs->base, rs->specs, rs->caps, rs->ncap, r0, n,
                             base_run, &err, why, sizeof why);
     as_trace_close(rd2);
+    if (rc == AS_ENGINE_STOPPED)
+        return AS_EXIT_SIGNAL;
     if (rc < 0 && why[0]) {
         as_cli_msg("%s: %s", rs->path, why);
         return AS_EXIT_INPUT;
@@ -214,15 +221,29 @@ static int run_group(run_set *rs, run_ctx *ctx, size_t r0, size_t n, uint64_t ma
         as_runlog_set_base(ctx->segs, base_run);
     if (ctx->timeline)
         as_runlog_set_base(ctx->timeline, base_run);
+    ctx->group_r0 = r0;
+    ctx->group_n = n;
     as_trace_error err = {.offset = UINT64_MAX, .event = UINT64_MAX};
     int rc = as_engine_run(e, rd, &err);
+    if (rc == 0)
+        ctx->trace_events = as_engine_summary(e)->events;
+    /* A group counts whole or not at all: an interrupted one (or its segment map) and one
+     * past the budget are void, and the rows they logged go too. */
+    if (rc == 0 && ctx->segmap && (ret = segmap_group(rs, ctx, e, r0, n, base_run)) &&
+        ret != AS_EXIT_SIGNAL)
+        goto out;
     progress_clear(ctx);
-    if (rc == AS_ENGINE_EBUDGET && max_live) {
-        *budget_hit = 1; /* void: the rows it logged go too */
+    if (rc == AS_ENGINE_STOPPED || ret == AS_EXIT_SIGNAL || (rc == AS_ENGINE_EBUDGET && max_live)) {
         if (ctx->segs)
             as_runlog_discard(ctx->segs, base_run);
         if (ctx->timeline)
             as_runlog_discard(ctx->timeline, base_run);
+        if (ctx->segmap)
+            as_segmap_drop_from(ctx->segmap, base_run);
+        if (rc == AS_ENGINE_EBUDGET)
+            *budget_hit = 1;
+        else
+            ret = AS_EXIT_SIGNAL;
         goto out;
     }
     if (rc < 0) {
@@ -234,8 +255,6 @@ static int run_group(run_set *rs, run_ctx *ctx, size_t r0, size_t n, uint64_t ma
         ret = AS_EXIT_INPUT;
         goto out;
     }
-    if (ctx->segmap && (ret = segmap_group(rs, ctx, e, r0, n, base_run)))
-        goto out;
     /* The group's rows are complete: out of their spool files into the output. */
     unsigned done = as_report_nruns(rep);
     if (ctx->segs && as_runlog_flush(ctx->segs, done)) {
@@ -280,7 +299,7 @@ static int group_size(const run_set *rs, run_ctx *ctx, uint64_t budget, size_t *
     int ret = as_cli_open_trace(rs->path, &rd);
     if (ret)
         return ret;
-    as_engine_opts o = {.on_progress = rs->base->on_progress, .user = rs->base->user};
+    as_engine_opts o = {.stop = rs->base->stop};
     if (as_engine_create(&o, &e)) {
         as_cli_msg("out of host memory");
         ret = AS_EXIT_INPUT;
@@ -288,6 +307,10 @@ static int group_size(const run_set *rs, run_ctx *ctx, uint64_t budget, size_t *
     }
     int rc = as_engine_scan(e, rd, &err);
     progress_clear(ctx);
+    if (rc == AS_ENGINE_STOPPED) {
+        ret = AS_EXIT_SIGNAL;
+        goto out;
+    }
     if (rc < 0) {
         ret = engine_fail(rs->path, rc, &err, e);
         goto out;
@@ -297,11 +320,25 @@ static int group_size(const run_set *rs, run_ctx *ctx, uint64_t budget, size_t *
     uint64_t g = budget / per;
     if (g > log_group(ctx))
         g = log_group(ctx);
+    if (g > rs->step)
+        g = rs->step;
     *group = g < 1 ? 1 : g > rs->nruns ? rs->nruns : (size_t)g;
+    ctx->trace_events = as_engine_summary(e)->events;
 out:
     as_engine_destroy(e);
     as_trace_close(rd);
     return ret;
+}
+
+/* 1 when path is a file in the native format (cheap to decode again). */
+static int native_file(const char *path)
+{
+    as_trace_reader *rd = NULL;
+    if (!strcmp(path, "-") || as_trace_open(path, NULL, &rd, NULL) < 0)
+        return 0;
+    int native = as_trace_reader_format(rd) == AS_FMT_NATIVE;
+    as_trace_close(rd);
+    return native;
 }
 
 /* Runs one trace; adds its trace entry and runs to the report. The runs go in one pass
@@ -311,13 +348,19 @@ static int run_trace(const char *path, const as_engine_opts *base, run_ctx *ctx,
                      const as_policy_spec *specs, size_t nspec, const uint64_t *caps, size_t ncap,
                      uint64_t budget, as_report *rep)
 {
-    run_set rs = {path, base, specs, caps, ncap, nspec * ncap, -1};
+    run_set rs = {path, base, specs, caps, ncap, nspec * ncap, -1, SIZE_MAX};
+    if (native_file(path))
+        rs.step = RUN_STEP;
     int logs = ctx->segs || ctx->timeline;
     uint64_t per0 = as_engine_run_bytes(0, logs), max_live = 0;
-    int grouped = rs.nruns > 1 && (rs.nruns > log_group(ctx) || budget / rs.nruns <= per0);
+    int grouped = rs.nruns > 1 && (rs.nruns > log_group(ctx) || budget / rs.nruns <= per0 ||
+                                   rs.nruns > rs.step);
     if (rs.nruns > 1 && !grouped)
         max_live = (budget / rs.nruns - per0) / AS_ENGINE_RUN_PER_LIVE;
     ctx->trace = path;
+    ctx->prog.label = path;
+    ctx->trace_runs = rs.nruns;
+    ctx->trace_events = 0;
     if (!grouped) {
         int hit = 0, ret = run_group(&rs, ctx, 0, rs.nruns, max_live, rep, &hit);
         if (ret || !hit)
@@ -340,6 +383,13 @@ static int run_trace(const char *path, const as_engine_opts *base, run_ctx *ctx,
         ret = run_group(&rs, ctx, r0, n, 0, rep, &hit);
     }
     return ret;
+}
+
+/* A trace's share of the work for the progress line: its size (1 for stdin). */
+static double trace_weight(const char *path)
+{
+    struct stat st;
+    return strcmp(path, "-") && stat(path, &st) == 0 && st.st_size > 0 ? (double)st.st_size : 1;
 }
 
 /* --sweep LO:HI:STEP (or -c LO..HI/STEP): appends the capacities. 0 or an exit status. */
@@ -376,7 +426,7 @@ int as_cmd_run(int argc, char **argv)
     size_t capcap = (size_t)argc + 1;
     as_report_fmt fmt = AS_REPORT_TABLE;
     uint64_t tl_every = DEFAULT_TIMELINE_EVERY, threads = 0, budget = AS_CLI_MEMORY_DEFAULT;
-    int keep = 0, check = 0, quiet = 0, ret = AS_EXIT_OK, c;
+    int keep = 0, check = 0, quiet = 0, ret = AS_EXIT_OK, c, interrupted = 0;
     size_t np = 0;
     run_ctx ctx = {0};
     as_report *rep = NULL;
@@ -521,7 +571,10 @@ int as_cmd_run(int argc, char **argv)
         ret = AS_EXIT_INPUT;
         goto done;
     }
-    ctx.progress = !quiet && isatty(STDERR_FILENO);
+    as_progress_start(&ctx.prog, quiet, "runs");
+    ctx.runs_total = (uint64_t)nspec * ncap * (uint64_t)(argc - optind);
+    for (int i = optind; i < argc; i++)
+        ctx.w_total += trace_weight(argv[i]);
     as_engine_opts o = {
         .threads = (unsigned)threads,
         .keep_going = keep,
@@ -529,13 +582,26 @@ int as_cmd_run(int argc, char **argv)
         .timeline_every = ctx.timeline ? tl_every : 0,
         .on_segment = ctx.segs ? cb_segment : NULL,
         .on_sample = ctx.timeline ? cb_sample : NULL,
-        .on_progress = ctx.progress ? cb_progress : NULL,
+        .on_runs = ctx.prog.on ? cb_runs : NULL,
+        .stop = &as_out_stop,
         .user = &ctx,
     };
-    for (int i = optind; i < argc; i++)
-        if ((ret = run_trace(argv[i], &o, &ctx, specs, nspec, caps, ncap, budget, rep)))
-            goto done;
-
+    /* From here a first Ctrl-C stops the work after its current batch: the groups of runs
+     * that finished are written, whole, and the command exits 130. */
+    as_out_graceful(1);
+    for (int i = optind; i < argc && !ret; i++) {
+        ctx.w_cur = trace_weight(argv[i]);
+        ret = run_trace(argv[i], &o, &ctx, specs, nspec, caps, ncap, budget, rep);
+        ctx.runs_before += (uint64_t)nspec * ncap;
+        ctx.w_before += ctx.w_cur;
+    }
+    progress_clear(&ctx);
+    if (ret == AS_EXIT_SIGNAL || as_out_stop) {
+        interrupted = 1;
+        ret = AS_EXIT_OK;
+    }
+    if (ret)
+        goto done;
     ret = as_cli_write_status(as_report_write(rep, as_out_file(out), fmt), as_out_name(out), ret);
 done:
     /* Each output is renamed into place only when it and everything before it succeeded. */
@@ -549,6 +615,11 @@ done:
     ret = as_out_commit(tl_out, ret);
     ret = as_out_commit(segmap_out, ret);
     ret = as_out_commit(out, ret);
+    if (interrupted && !ret) {
+        as_cli_msg("interrupted: %u of %llu runs had finished; the outputs hold those", 
+                   rep ? as_report_nruns(rep) : 0, (unsigned long long)ctx.runs_total);
+        ret = AS_EXIT_SIGNAL;
+    }
     as_report_destroy(rep);
     for (size_t i = 0; i < nspec; i++)
         as_policy_spec_free(&specs[i]);

@@ -703,6 +703,18 @@ static unsigned pick_threads(const as_engine *e)
     return want < (unsigned)cores ? want : (unsigned)cores;
 }
 
+/* Hands opts.on_runs where the runs are (reading thread, workers idle). */
+static void report_runs(as_engine *e, as_trace_reader *rd)
+{
+    as_engine_progress p = {.events = e->sum.events, .runs = e->nruns};
+    as_trace_reader_progress(rd, &p.bytes_done, &p.bytes_total);
+    for (unsigned i = 0; i < e->nruns; i++) {
+        p.runs_done += e->runs[i]->stopped;
+        p.run_events += e->runs[i]->events;
+    }
+    e->o.on_runs(e->o.user, &p);
+}
+
 /* After a batch: callbacks, then the first run error (lowest run index) if any. */
 static int after_batch(as_engine *e)
 {
@@ -784,7 +796,7 @@ int as_engine_run(as_engine *e, as_trace_reader *rd, as_trace_error *err)
         return AS_ENGINE_EUSAGE;
     }
     e->ran = 1;
-    int rc = 0, trc = 0, started = 0;
+    int rc = 0, trc = 0, started = 0, stopped = 0;
     eng_ev *buf[2] = {malloc(BATCH * sizeof(eng_ev)), malloc(BATCH * sizeof(eng_ev))};
     if (!buf[0] || !buf[1]) {
         rc = AS_ENGINE_ENOMEM;
@@ -837,6 +849,12 @@ int as_engine_run(as_engine *e, as_trace_reader *rd, as_trace_error *err)
         }
         if ((rc = after_batch(e)))
             goto out;
+        if (e->o.on_runs)
+            report_runs(e, rd);
+        if (e->o.stop && *e->o.stop) {
+            stopped = 1;
+            break;
+        }
         cur = !cur;
     }
     if (trc == AS_ENGINE_EBUDGET) {
@@ -847,11 +865,16 @@ int as_engine_run(as_engine *e, as_trace_reader *rd, as_trace_error *err)
         goto out;
     }
     e->sum.live_at_end = e->sum.allocs - e->sum.frees;
-    for (unsigned i = 0; i < e->nruns; i++)
+    for (unsigned i = 0; i < e->nruns; i++) {
         run_finish(e->runs[i]);
+        e->runs[i]->res.finished = !stopped || e->runs[i]->stopped;
+    }
     if ((rc = after_batch(e)))
         goto out;
-    if (trc < 0) {
+    if (stopped) {
+        rc = AS_ENGINE_STOPPED;
+        snprintf(e->msg, sizeof e->msg, "stopped");
+    } else if (trc < 0) {
         rc = trc;
         snprintf(e->msg, sizeof e->msg, "%s", err ? err->msg : "trace error");
     }
@@ -889,15 +912,18 @@ int as_engine_scan(as_engine *e, as_trace_reader *rd, as_trace_error *err)
     uint64_t max_live = e->o.max_live;
     e->o.max_live = 0;
     size_t n;
-    int rc;
+    int rc, stopped = 0;
     while ((rc = decode(e, rd, buf, &n, err)) == 0)
-        ;
+        if (e->o.stop && *e->o.stop) {
+            stopped = 1;
+            break;
+        }
     e->o.max_live = max_live;
     free(buf);
     e->sum.live_at_end = e->sum.allocs - e->sum.frees;
     if (rc < 0)
         snprintf(e->msg, sizeof e->msg, "%s", err ? err->msg : "trace error");
-    return rc < 0 ? rc : 0;
+    return stopped ? AS_ENGINE_STOPPED : rc < 0 ? rc : 0;
 }
 
 uint64_t as_engine_run_bytes(uint64_t peak_live, int logs)

@@ -14,6 +14,7 @@
 #ifndef AS_SIM_ENGINE_H
 #define AS_SIM_ENGINE_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "error.h"
@@ -78,7 +79,21 @@ typedef struct as_run_result {
     double cpu_s;          /* CPU time (of whichever thread ran it) of this run's policy loop: the
                               engine's per-event work and the policy; decoding is not in it */
     const char *spec;      /* the spec as the user typed it (policy is its canonical form) */
+    int finished;          /* the run ended (its last event, a stopping OOM); 0 only for a run
+                              still going when as_engine_run returned AS_ENGINE_STOPPED */
 } as_run_result;
+
+/* as_engine_run's and as_engine_scan's result (not an error) when *opts.stop was set:
+ * the runs whose result says `finished` are whole. */
+#define AS_ENGINE_STOPPED 1
+
+/* Where the runs of an engine are, for a progress display (opts.on_runs). */
+typedef struct as_engine_progress {
+    uint64_t events;                  /* events decoded so far */
+    uint64_t bytes_done, bytes_total; /* input consumed, and its size (0 when unknown) */
+    unsigned runs, runs_done;         /* runs, and those that have ended (a stopping OOM) */
+    uint64_t run_events;              /* events handled, summed over the runs */
+} as_engine_progress;
 
 /* A device-level event with its position, for --segments. */
 typedef struct as_seg_record {
@@ -131,6 +146,12 @@ typedef struct as_engine_opts {
      * before the runs see it, at the first batch in which the trace has more allocations
      * live at once. The runs' results are then void (the callbacks saw the batches before). */
     uint64_t max_live;
+    /* Stop and progress (additions). When *stop is nonzero after a batch (a signal handler
+     * may set it), as_engine_run stops with AS_ENGINE_STOPPED; every result is filled and
+     * `finished` says which runs are whole. on_runs is called by the reading thread after
+     * every batch, while no worker runs (the command layer limits how often it prints). */
+    const volatile sig_atomic_t *stop;
+    void (*on_runs)(void *user, const as_engine_progress *p);
 } as_engine_opts;
 
 /* Trace-wide facts gathered while the runs execute. */
@@ -150,10 +171,12 @@ int as_engine_add_run(as_engine *e, const as_policy_spec *spec, uint64_t capacit
 /* Runs the whole trace. Returns 0 or < 0. When the trace failed, *err holds the reader's
  * error (err->code < 0, with file, offset and message); when the engine or a run failed,
  * err->code is 0 and as_engine_errmsg() names the run, event and cause. err may be NULL.
- * A run that hits an OOM stops (unless keep_going) while the others go on. */
+ * A run that hits an OOM stops (unless keep_going) while the others go on. Returns
+ * AS_ENGINE_STOPPED (> 0, a result) when *opts.stop was set. */
 int as_engine_run(as_engine *e, as_trace_reader *r, as_trace_error *err);
 /* Decodes the whole trace for the summary alone, no runs (for sizing groups of runs by
- * peak_live before running them). Returns 0 or a trace error (err filled). */
+ * peak_live before running them). Returns 0, a trace error (err filled) or
+ * AS_ENGINE_STOPPED. */
 int as_engine_scan(as_engine *e, as_trace_reader *r, as_trace_error *err);
 /* The host memory one run of a trace with peak_live allocations live at once is budgeted
  * (the constants above; logs: --segments or --timeline on). */

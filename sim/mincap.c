@@ -29,7 +29,8 @@ static int run_pass(as_trace_open_fn open, void *ou, const as_policy_spec *spec,
 {
     as_engine *e = NULL;
     as_trace_reader *rd = NULL;
-    as_engine_opts eo = {.threads = o->threads};
+    as_engine_opts eo = {.threads = o->threads, .stop = o->stop, .on_runs = o->on_runs,
+                         .user = o->user};
     int rc = as_engine_create(&eo, &e);
     if (rc) {
         set_why(why, why_len, "cannot create the engine%s%s", "", "");
@@ -253,6 +254,8 @@ int as_mincap(as_trace_open_fn open, void *open_user, const as_policy_spec *spec
         set_why(why, why_len, "out of host memory for %s%s", "the sweep", "");
         goto fail;
     }
+    if (o->on_progress)
+        o->on_progress(o->user, 0, m.npoints);
     for (size_t done = 0; done < m.npoints;) {
         size_t n = m.npoints - done < batch ? m.npoints - done : batch;
         for (size_t i = 0; i < n; i++)

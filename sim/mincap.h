@@ -54,9 +54,13 @@ typedef struct as_mincap_opts {
     unsigned threads;    /* engine threads; 0 = the engine's default */
     uint64_t step;       /* grid step; 0 = AS_DEV_GRANULARITY. Coarser steps are not exact. */
     uint64_t below;      /* self-limiting policies: 0 = AS_MINCAP_BELOW (see above) */
-    /* Called after each pass with the number of capacities done and the total. */
+    /* Called before the grid and after each pass with the capacities done and the total. */
     void (*on_progress)(void *user, uint64_t done, uint64_t total);
     void *user;
+    /* Passed to each pass's engine (engine.h): a stop flag (as_mincap then returns
+     * AS_ENGINE_STOPPED) and the progress within a pass (user as above). */
+    const volatile sig_atomic_t *stop;
+    void (*on_runs)(void *user, const as_engine_progress *p);
 } as_mincap_opts;
 
 /* The outcome at one capacity of the sweep. */

@@ -341,11 +341,124 @@ static void test_two_writers(void)
     CU_ASSERT_EQUAL(stray_files(d, keep), 0);
 }
 
+/* Size of the one hidden temporary file (.tmp-*) in dir, -1 while there is none. */
+static long tmp_size(const char *dir, const char *suffix)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    long size = -1;
+    while (d && (de = readdir(d))) {
+        size_t n = strlen(de->d_name), k = strlen(suffix);
+        if (!strncmp(de->d_name, ".tmp-", 5) && n > k && !strcmp(de->d_name + n - k, suffix)) {
+            char p[2048];
+            struct stat st;
+            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+            if (stat(p, &st) == 0)
+                size = (long)st.st_size;
+        }
+    }
+    if (d)
+        closedir(d);
+    return size;
+}
+
+/* Every line of a CSV ends with a newline and has `fields` fields; returns the rows after
+ * the header, -1 if any line is malformed. Run numbers (field 0) must be < max_run. */
+static long csv_rows(const char *path, int fields, long max_run)
+{
+    size_t n = 0;
+    char *b = slurp(path, &n);
+    long rows = -1;
+    if (!b || n == 0 || b[n - 1] != '\n')
+        goto out;
+    rows = 0;
+    for (char *line = b, *nl; (nl = strchr(line, '\n')); line = nl + 1, rows++) {
+        int f = 1;
+        for (char *c = line; c < nl; c++)
+            f += *c == ',';
+        if (f != fields || (rows > 0 && max_run >= 0 && strtol(line, NULL, 10) >= max_run)) {
+            fprintf(stderr, "\n  %s: bad line %ld: %.*s\n", path, rows, (int)(nl - line), line);
+            rows = -1;
+            goto out;
+        }
+    }
+    rows--; /* the header */
+out:
+    free(b);
+    return rows;
+}
+
+/* SIGINT to a running sweep (once a group of runs has finished: the temporary timeline
+ * file has rows): exit 130, a well-formed report and timeline holding the runs that
+ * finished, a message, and no temporary file anywhere. */
+static void test_sigint_sweep(void)
+{
+    char d[1024], rep[1200], tl[1200], errp[1200];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fresh_dir(d, sizeof d));
+    snprintf(rep, sizeof rep, "%s/rep.csv", d);
+    snprintf(tl, sizeof tl, "%s/tl.csv", d);
+    snprintf(errp, sizeof errp, "%s/err.txt", d);
+    const char *trace = tu_path("traces/samples/transformer_gpt2.zst");
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 2);
+        execl(bin(), bin(), "-q", "-f", "csv", "-o", rep, "--timeline", tl, "-c", "32G..45G/8M",
+              trace, (char *)NULL);
+        _exit(127);
+    }
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    for (int i = 0; i < 3000 && tmp_size(d, "tl.csv") <= 0; i++)
+        nanosleep(&ts, NULL);
+    CU_ASSERT(tmp_size(d, "tl.csv") > 0); /* a group's rows are in: the sweep is under way */
+    kill(pid, SIGINT);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 130);
+    size_t n = 0;
+    char *e = slurp(errp, &n);
+    CU_ASSERT(e && strstr(e, "interrupted: ") && strstr(e, " of 1665 runs had finished"));
+    long runs = e && strstr(e, "interrupted: ") ? strtol(strstr(e, "interrupted: ") + 13, NULL, 10)
+                                                 : -1;
+    free(e);
+    CU_ASSERT(runs > 0 && runs < 1665);
+    /* The report: a header and one complete row per finished run; the timeline's rows all
+     * belong to those runs. */
+    size_t hn = 0;
+    char *h = slurp(rep, &hn);
+    int fields = 1;
+    for (char *c = h; c && *c && *c != '\n'; c++)
+        fields += *c == ',';
+    free(h);
+    CU_ASSERT_EQUAL(csv_rows(rep, fields, runs), runs);
+    CU_ASSERT(csv_rows(tl, 7, runs) > runs);
+    unlink(errp);
+    const char *keep[] = {"rep.csv", "tl.csv", NULL};
+    CU_ASSERT_EQUAL(stray_files(d, keep), 0);
+    /* allocsim's own temporary files (mincap's spool, plot's) would be in TMPDIR
+     * (tu_tmpdir): none either. */
+    DIR *t = opendir(tu_tmpdir());
+    struct dirent *de;
+    int strays = 0;
+    while (t && (de = readdir(t))) {
+        if (!strncmp(de->d_name, "allocsim-mincap-", 16) ||
+            !strncmp(de->d_name, "allocsim-plot-", 14) ||
+            !strncmp(de->d_name, "allocsim-gnuplot-", 17)) {
+            fprintf(stderr, "\n  stray %s/%s\n", tu_tmpdir(), de->d_name);
+            strays++;
+        }
+    }
+    if (t)
+        closedir(t);
+    CU_ASSERT_EQUAL(strays, 0);
+}
+
 CU_TestInfo test_outputs[] = {
     {"an output naming an input: exit 2, input unchanged", test_output_is_input},
     {"a failure keeps the old output, no temporary file", test_failure_keeps_old_file},
     {"convert killed halfway keeps the old OUT", test_convert_killed},
     {"stdout > /dev/full: exit 1 for every command", test_stdout_full},
     {"two writers of one --timeline never mix rows", test_two_writers},
+    {"SIGINT to a sweep: 130, finished runs whole, no temp file", test_sigint_sweep},
     CU_TEST_INFO_NULL,
 };

@@ -1,0 +1,78 @@
+/*
+ * progress.c - the progress line (progress.h). Command layer: it prints, on stderr only.
+ */
+#include "progress.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void as_progress_start(as_progress *p, int quiet, const char *what)
+{
+    p->on = !quiet && isatty(STDERR_FILENO);
+    p->shown = 0;
+    p->t0 = now_s();
+    p->last = 0;
+    p->what = what;
+}
+
+static void fmt_secs(char *b, size_t n, double s)
+{
+    unsigned long t = (unsigned long)(s + 0.5);
+    if (t >= 3600)
+        snprintf(b, n, "%lu:%02lu:%02lu", t / 3600, t / 60 % 60, t % 60);
+    else
+        snprintf(b, n, "%lu:%02lu", t / 60, t % 60);
+}
+
+void as_progress_show(as_progress *p, uint64_t done, uint64_t total, double frac)
+{
+    if (!p->on)
+        return;
+    double t = now_s(), el = t - p->t0;
+    if (t - p->last < 0.25 || el < 0.5) /* quick commands show nothing */
+        return;
+    p->last = t;
+    char left[32] = "estimating";
+    if (frac > 0.005 && el > 1.0) {
+        fmt_secs(left, sizeof left - 5, el * (1.0 - frac) / frac);
+        snprintf(left + strlen(left), 6, " left");
+    }
+    fprintf(stderr, "\r\033[K%s%s%llu/%llu %s, %.0f%%, %s", p->label ? p->label : "",
+            p->label ? ": " : "", (unsigned long long)done, (unsigned long long)total, p->what,
+            100.0 * frac, left);
+    fflush(stderr);
+    p->shown = 1;
+}
+
+void as_progress_clear(as_progress *p)
+{
+    if (p->shown)
+        fputs("\r\033[K", stderr);
+    p->shown = 0;
+}
+
+double as_progress_engine_frac(const as_engine_progress *e, uint64_t events_total)
+{
+    double total = (double)events_total;
+    if (!events_total) {
+        if (!e->bytes_total || !e->bytes_done)
+            return 0;
+        total = (double)e->events * (double)e->bytes_total / (double)e->bytes_done;
+    }
+    if (total < (double)e->events)
+        total = (double)e->events;
+    /* Runs still going handle every event left; finished ones are done. */
+    double active = (double)(e->runs - e->runs_done);
+    double left = active * (total - (double)e->events);
+    double done = (double)e->run_events;
+    return done + left > 0 ? done / (done + left) : 0;
+}
