@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -125,8 +125,8 @@ static void cb_runs(void *user, const as_engine_progress *p)
 {
     run_ctx *c = user;
     double g = as_progress_engine_frac(p, c->trace_events);
-    double t = c->trace_runs ? ((double)c->group_r0 + g * (double)c->group_n) / (double)c->trace_runs
-                             : 0;
+    double t =
+        c->trace_runs ? ((double)c->group_r0 + g * (double)c->group_n) / (double)c->trace_runs : 0;
     double f = c->w_total > 0 ? (c->w_before + c->w_cur * t) / c->w_total : 0;
     as_progress_show(&c->prog, c->runs_before + c->group_r0 + p->runs_done, c->runs_total, f);
 }
@@ -152,7 +152,9 @@ typedef struct run_set {
  * (and an interrupt keeps them) group by group, every few seconds, for a decode that costs
  * about 1% of the runs' work (decoding is some 100 times faster than a run). Other formats
  * decode slower and stdin can be read only once: they go in as few groups as fit. */
+#ifndef RUN_STEP
 #define RUN_STEP 32
+#endif
 
 static int engine_fail(const char *path, int rc, const as_trace_error *err, const as_engine *e)
 {
@@ -353,8 +355,8 @@ static int run_trace(const char *path, const as_engine_opts *base, run_ctx *ctx,
         rs.step = RUN_STEP;
     int logs = ctx->segs || ctx->timeline;
     uint64_t per0 = as_engine_run_bytes(0, logs), max_live = 0;
-    int grouped = rs.nruns > 1 && (rs.nruns > log_group(ctx) || budget / rs.nruns <= per0 ||
-                                   rs.nruns > rs.step);
+    int grouped = rs.nruns > 1 &&
+                  (rs.nruns > log_group(ctx) || budget / rs.nruns <= per0 || rs.nruns > rs.step);
     if (rs.nruns > 1 && !grouped)
         max_live = (budget / rs.nruns - per0) / AS_ENGINE_RUN_PER_LIVE;
     ctx->trace = path;
@@ -616,7 +618,7 @@ done:
     ret = as_out_commit(segmap_out, ret);
     ret = as_out_commit(out, ret);
     if (interrupted && !ret) {
-        as_cli_msg("interrupted: %u of %llu runs had finished; the outputs hold those", 
+        as_cli_msg("interrupted: %u of %llu runs had finished; the outputs hold those",
                    rep ? as_report_nruns(rep) : 0, (unsigned long long)ctx.runs_total);
         ret = AS_EXIT_SIGNAL;
     }

@@ -107,6 +107,7 @@ struct as_engine {
     int quit;
     pthread_t *th;
     unsigned nth;
+    uint64_t fed; /* events handed to the runs (on_runs) */
 };
 
 static double now_s(void)
@@ -706,7 +707,7 @@ static unsigned pick_threads(const as_engine *e)
 /* Hands opts.on_runs where the runs are (reading thread, workers idle). */
 static void report_runs(as_engine *e, as_trace_reader *rd)
 {
-    as_engine_progress p = {.events = e->sum.events, .runs = e->nruns};
+    as_engine_progress p = {.events = e->fed, .decoded = e->sum.events, .runs = e->nruns};
     as_trace_reader_progress(rd, &p.bytes_done, &p.bytes_total);
     for (unsigned i = 0; i < e->nruns; i++) {
         p.runs_done += e->runs[i]->stopped;
@@ -849,6 +850,7 @@ int as_engine_run(as_engine *e, as_trace_reader *rd, as_trace_error *err)
         }
         if ((rc = after_batch(e)))
             goto out;
+        e->fed += n[cur];
         if (e->o.on_runs)
             report_runs(e, rd);
         if (e->o.stop && *e->o.stop) {

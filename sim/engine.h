@@ -89,7 +89,8 @@ typedef struct as_run_result {
 
 /* Where the runs of an engine are, for a progress display (opts.on_runs). */
 typedef struct as_engine_progress {
-    uint64_t events;                  /* events decoded so far */
+    uint64_t events;                  /* events handed to the runs so far */
+    uint64_t decoded;                 /* events decoded so far (a batch ahead) */
     uint64_t bytes_done, bytes_total; /* input consumed, and its size (0 when unknown) */
     unsigned runs, runs_done;         /* runs, and those that have ended (a stopping OOM) */
     uint64_t run_events;              /* events handled, summed over the runs */

@@ -29,8 +29,8 @@ static int run_pass(as_trace_open_fn open, void *ou, const as_policy_spec *spec,
 {
     as_engine *e = NULL;
     as_trace_reader *rd = NULL;
-    as_engine_opts eo = {.threads = o->threads, .stop = o->stop, .on_runs = o->on_runs,
-                         .user = o->user};
+    as_engine_opts eo = {
+        .threads = o->threads, .stop = o->stop, .on_runs = o->on_runs, .user = o->user};
     int rc = as_engine_create(&eo, &e);
     if (rc) {
         set_why(why, why_len, "cannot create the engine%s%s", "", "");

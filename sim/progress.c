@@ -66,7 +66,7 @@ double as_progress_engine_frac(const as_engine_progress *e, uint64_t events_tota
     if (!events_total) {
         if (!e->bytes_total || !e->bytes_done)
             return 0;
-        total = (double)e->events * (double)e->bytes_total / (double)e->bytes_done;
+        total = (double)e->decoded * (double)e->bytes_total / (double)e->bytes_done;
     }
     if (total < (double)e->events)
         total = (double)e->events;

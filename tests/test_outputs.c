@@ -418,8 +418,8 @@ static void test_sigint_sweep(void)
     size_t n = 0;
     char *e = slurp(errp, &n);
     CU_ASSERT(e && strstr(e, "interrupted: ") && strstr(e, " of 1665 runs had finished"));
-    long runs = e && strstr(e, "interrupted: ") ? strtol(strstr(e, "interrupted: ") + 13, NULL, 10)
-                                                 : -1;
+    long runs =
+        e && strstr(e, "interrupted: ") ? strtol(strstr(e, "interrupted: ") + 13, NULL, 10) : -1;
     free(e);
     CU_ASSERT(runs > 0 && runs < 1665);
     /* The report: a header and one complete row per finished run; the timeline's rows all
@@ -453,6 +453,73 @@ static void test_sigint_sweep(void)
     CU_ASSERT_EQUAL(strays, 0);
 }
 
+static long file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+/* SIGINT to mincap once its first policy is answered (on stdout, flushed per policy): exit
+ * 130, that answer kept in stdout and in --csv, the second policy's search dropped whole,
+ * no temporary file (its native spool of a text trace included). */
+static void test_sigint_mincap(void)
+{
+    char d[1024], o[1200], csv[1200], errp[1200], txt[1200];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fresh_dir(d, sizeof d));
+    snprintf(o, sizeof o, "%s/out.txt", d);
+    snprintf(csv, sizeof csv, "%s/sweep.csv", d);
+    snprintf(errp, sizeof errp, "%s/err.txt", d);
+    snprintf(txt, sizeof txt, "%s/t.txt", d); /* text: mincap spools it to a native file */
+    CU_ASSERT_EQUAL_FATAL(
+        sh("@ convert '%s' '%s'", tu_path("traces/samples/transformer_gpt2.zst"), txt), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fo = open(o, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        execl(bin(), bin(), "mincap", "-p", "nocache", "-p", "torch", "--step", "4M", "--csv", csv,
+              txt, (char *)NULL);
+        _exit(127);
+    }
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    size_t n = 0;
+    char *b = NULL;
+    for (int i = 0; i < 6000; i++) {
+        free(b);
+        b = file_size(o) > 0 ? slurp(o, &n) : NULL;
+        if (b && strstr(b, "swept")) /* the last line of a policy's answer */
+            break;
+        nanosleep(&ts, NULL);
+    }
+    free(b);
+    kill(pid, SIGINT);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 130);
+    b = slurp(o, &n);
+    CU_ASSERT(b && strstr(b, "policy nocache") && !strstr(b, "policy torch"));
+    free(b);
+    b = slurp(errp, &n);
+    CU_ASSERT(b && strstr(b, "interrupted: 1 of 2 policies searched"));
+    free(b);
+    b = slurp(csv, &n);
+    CU_ASSERT(b && strstr(b, ",nocache,") && !strstr(b, ",torch,"));
+    CU_ASSERT(b && n && b[n - 1] == '\n');
+    free(b);
+    unlink(errp);
+    const char *keep[] = {"out.txt", "sweep.csv", "t.txt", NULL};
+    CU_ASSERT_EQUAL(stray_files(d, keep), 0);
+    DIR *t = opendir(tu_tmpdir());
+    struct dirent *de;
+    int strays = 0;
+    while (t && (de = readdir(t)))
+        strays += !strncmp(de->d_name, "allocsim-mincap-", 16);
+    if (t)
+        closedir(t);
+    CU_ASSERT_EQUAL(strays, 0);
+}
+
 CU_TestInfo test_outputs[] = {
     {"an output naming an input: exit 2, input unchanged", test_output_is_input},
     {"a failure keeps the old output, no temporary file", test_failure_keeps_old_file},
@@ -460,5 +527,6 @@ CU_TestInfo test_outputs[] = {
     {"stdout > /dev/full: exit 1 for every command", test_stdout_full},
     {"two writers of one --timeline never mix rows", test_two_writers},
     {"SIGINT to a sweep: 130, finished runs whole, no temp file", test_sigint_sweep},
+    {"SIGINT to mincap: 130, answered policies kept, no spool", test_sigint_mincap},
     CU_TEST_INFO_NULL,
 };
