@@ -60,9 +60,9 @@ static int open_trace(void *user, as_trace_reader **out, as_trace_error *err)
 /* Every pass decodes the trace again. A PyTorch pickle or a text trace is slow to parse,
  * so such an input is first written once to a temporary native file (about 2 bytes per
  * event, decoded in memory bounded by the live allocations) and the passes read that.
- * Fills tmp (empty when the input is already native) and its registry slot. Returns 0 or an
- * exit status. */
-static int spool_native(const char *path, char *tmp, size_t n, int *slot)
+ * Fills tmp (empty when the input is already native), its registry slot and the input's
+ * format (for the report). Returns 0 or an exit status. */
+static int spool_native(const char *path, char *tmp, size_t n, int *slot, as_trace_fmt *fmt)
 {
     as_trace_reader *rd = NULL;
     as_trace_writer *w = NULL;
@@ -72,7 +72,8 @@ static int spool_native(const char *path, char *tmp, size_t n, int *slot)
     tmp[0] = 0;
     if ((rc = as_cli_open_trace(path, &rd)))
         return rc;
-    if (as_trace_reader_format(rd) == AS_FMT_NATIVE) {
+    *fmt = as_trace_reader_format(rd);
+    if (*fmt == AS_FMT_NATIVE) {
         as_trace_close(rd);
         return AS_EXIT_OK;
     }
@@ -379,7 +380,8 @@ int as_cmd_mincap(int argc, char **argv)
         csv_header(csv);
     }
 
-    if ((status = spool_native(trace, spooled, sizeof spooled, &spool_slot)))
+    as_trace_fmt in_fmt = AS_FMT_UNKNOWN;
+    if ((status = spool_native(trace, spooled, sizeof spooled, &spool_slot, &in_fmt)))
         goto out;
     open_ctx oc = {.path = spooled[0] ? spooled : trace};
     progress_ctx pc = {0};
@@ -427,7 +429,8 @@ int as_cmd_mincap(int argc, char **argv)
             char a[32];
             as_fmt_bytes(a, sizeof a, m.peak_requested);
             if (json) { /* mincap knows these counts of the trace, not the whole summary */
-                as_report_json_trace_open(stdout, 0, trace, NULL, NULL, NULL);
+                as_report_json_trace_open(stdout, 0, trace, as_trace_fmt_name(in_fmt), NULL,
+                                          NULL);
                 printf(", \"events\": %" PRIu64 ", \"allocs\": %" PRIu64
                        ", \"peak_requested\": %" PRIu64 "}], \"mincap\": [",
                        m.events, m.allocs, m.peak_requested);
