@@ -768,8 +768,10 @@ static int free_block(torch_state *t, uint32_t i)
     uint32_t p = b[i].prev, n = b[i].next;
     int pf = p && b[p].state == B_FREE && b[p].mapped == b[i].mapped;
     int nf = n && b[n].state == B_FREE && b[n].mapped == b[i].mapped;
-    if (!b[i].mapped || !(pf || nf))
+    if (!b[i].mapped)
         return insert_free(t, merge_neighbours(t, i));
+    if (!(pf || nf))
+        return insert_free(t, i);
     fset *f = &pool_of(t, i)->blocks;
     uint32_t old = pf ? p : n, x = pf ? p : i;
     uint64_t old_size = b[old].size;

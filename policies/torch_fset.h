@@ -54,8 +54,8 @@ _Static_assert(sizeof(blk) == 64, "a block node is one cache line");
 
 #define NBINS 1024
 #define NWORDS (NBINS / 64)
-#define LIST_MAX 16 /* a bin's list becomes a treap when a block more would exceed this */
-#define LIST_BACK 8 /* and a treap a list again when it is down to this many */
+#define LIST_MAX 32  /* a bin's list becomes a treap when a block more would exceed this */
+#define LIST_BACK 16 /* and a treap a list again when it is down to this many */
 
 typedef struct bchunk {
     uint32_t head[64]; /* list: the smallest block; treap: the root; 0 = empty */
