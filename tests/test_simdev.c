@@ -86,7 +86,7 @@ static void simdev_placement_chunked(void)
     const as_device *dv = as_simdev_device(d);
     const uint64_t top = AS_SIMDEV_TOP;
     uint64_t p, q, a, b, e, x, y, z;
-    /* The CUDA context's chunks (simdev.c, ctx_chunks) catch the first 2 MiB ranges: its
+    /* The CUDA context's chunks (placement_chunked.c, ctx_chunks) catch the first 2 MiB ranges: its
      * newer chunk's last 2 MiB at T+414 MiB, then the older one's 24 MiB from T+488 MiB,
      * as every recorded process on the H200 shows. */
     CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 2 * MIB, &p), 0);
@@ -433,7 +433,7 @@ static void simdev_key_replay_addresses(void)
 /* ---- the chunked heap against a straightforward model of the same rules -------------- */
 
 /* The rules of simdev.h, written as plainly as possible: every chunk and range in flat
- * arrays, every decision by a full scan. simdev.c must place exactly the same. */
+ * arrays, every decision by a full scan. The device must place exactly the same. */
 typedef struct ref_chunk {
     uint64_t base, len, seq;
     int alive;

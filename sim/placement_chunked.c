@@ -1,0 +1,583 @@
+/*
+ * placement_chunked.c - AS_PLACE_CHUNKED, the simulated device's default placement
+ * (placement.h): the CUDA driver's cudaMalloc address heap as the H200 recordings show it
+ * (simdev.h states the rules, replay/PLACEMENT.md measures them).
+ */
+#include "placement.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "device.h"
+#include "simdev.h"
+
+typedef struct chunk {
+    uint64_t base;
+    uint32_t npages; /* length in pages */
+    uint32_t slot;   /* leaf in the creation order; the free-list link while unused */
+    uint32_t bound;  /* at least its longest free run, pages (see as_chunked_take) */
+    uint64_t inl;    /* the bitmap when npages <= 64 */
+    uint64_t *ext;   /* otherwise */
+} chunk;
+
+typedef struct lent {
+    uint64_t addr;  /* 0: empty slot */
+    uint32_t pages; /* its size */
+    uint32_t chunk;
+} lent;
+
+typedef struct gap {
+    uint64_t base, len;
+} gap;
+
+struct as_chunked {
+    unsigned shift; /* log2 of the page (the granularity) */
+    chunk *ch;
+    uint32_t nch, chcap, ch_free;       /* ch_free: head of unused entries + 1 (0: none) */
+    uint32_t *mx;                       /* max tree over the slots' bounds (mx_update) */
+    uint32_t *slot_ch;                  /* chunk per slot, UINT32_MAX when dead */
+    uint32_t scap, nslots, ndead, mtop; /* mtop: the root's index in mx */
+    lent *lt;
+    uint32_t ltmask, nlent;
+    unsigned ltshift; /* 64 - log2 of the table's size: a Fibonacci hash takes the top bits */
+    gap *g;
+    uint32_t ng, gcap;
+    uint64_t edge; /* everything below is free; no chunk was ever lower than it is now */
+};
+
+/* AS_PLACE_CHUNKED (see simdev.h), built for one device call per event (nocache):
+ * - each chunk keeps a bitmap of its pages (the granularity), 1 = in use, bits past its end
+ *   set; its free ranges are the bitmap's runs of zeros, so neighbours merge by themselves;
+ * - the chunks sit in creation order in the leaves of a 4-ary max tree holding a bound of
+ *   each one's longest free run (lowered lazily, as_chunked_take): "the most recent chunk with
+ *   room" is a search for the rightmost leaf with a run long enough, from the newest
+ *   (dead leaves hold 0; the order is compacted when it fills); inside that chunk, the
+ *   smallest free run that holds the range (run_best);
+ * - the ranges handed out are in a hash table (address -> size, chunk);
+ * - the free address space under the top, outside the chunks, is a sorted array of gaps
+ *   and an edge below which everything is free. Gaps lie between chunks, so there are at
+ *   most as many as chunks; the highest one that fits is found by a scan from the top,
+ *   done only when a chunk is made. */
+
+static inline uint64_t *cbits(chunk *c)
+{
+    return c->npages <= 64 ? &c->inl : c->ext;
+}
+
+/* First index >= from whose bit is `val`, or n. */
+static uint32_t next_bit(const uint64_t *b, uint32_t n, uint32_t from, int val)
+{
+    while (from < n) {
+        uint32_t w = from >> 6;
+        uint64_t x = (val ? b[w] : ~b[w]) & (~0ull << (from & 63));
+        if (x) {
+            uint32_t r = (w << 6) + (uint32_t)__builtin_ctzll(x);
+            return r < n ? r : n;
+        }
+        from = (w + 1) << 6;
+    }
+    return n;
+}
+
+/* Highest index < from whose bit is set (in use), or -1. */
+static int64_t prev_used(const uint64_t *b, uint32_t from)
+{
+    while (from) {
+        uint32_t w = (from - 1) >> 6;
+        uint64_t x = b[w] & (~0ull >> (63 - ((from - 1) & 63)));
+        if (x)
+            return (int64_t)(w << 6) + 63 - __builtin_clzll(x);
+        from = w << 6;
+    }
+    return -1;
+}
+
+/* Start of the smallest free run of >= k pages, the lowest of equals (best fit inside the
+ * chunk, PLACEMENT.md section 6), or UINT32_MAX. */
+static uint32_t run_best(chunk *c, uint32_t k)
+{
+    uint32_t best = UINT32_MAX, blen = UINT32_MAX;
+    if (c->npages <= 64) {
+        uint64_t u = c->inl;
+        for (uint32_t p = 0; p < 64;) {
+            uint64_t f = ~u & (~0ull << p);
+            if (!f)
+                break;
+            uint32_t s = (uint32_t)__builtin_ctzll(f);
+            uint64_t x = u & (~0ull << s);
+            uint32_t e = x ? (uint32_t)__builtin_ctzll(x) : 64;
+            if (e - s >= k && e - s < blen) {
+                best = s;
+                blen = e - s;
+                if (blen == k)
+                    break;
+            }
+            p = e;
+        }
+        return best;
+    }
+    for (uint32_t p = 0;;) {
+        uint32_t s = next_bit(c->ext, c->npages, p, 0);
+        if (s >= c->npages)
+            return best;
+        uint32_t e = next_bit(c->ext, c->npages, s, 1);
+        if (e - s >= k && e - s < blen) {
+            best = s;
+            blen = e - s;
+            if (blen == k)
+                return best;
+        }
+        p = e;
+    }
+}
+
+static uint32_t run_max(chunk *c)
+{
+    uint32_t best = 0;
+    if (c->npages <= 64) {
+        for (uint64_t m = ~c->inl; m; m &= m >> 1)
+            best++;
+        return best;
+    }
+    for (uint32_t p = 0;;) {
+        uint32_t s = next_bit(c->ext, c->npages, p, 0);
+        if (s >= c->npages)
+            return best;
+        uint32_t e = next_bit(c->ext, c->npages, s, 1);
+        best = e - s > best ? e - s : best;
+        p = e;
+    }
+}
+
+/* Pages [p, p+k) of a one-word chunk, as a mask. */
+static inline uint64_t word_mask(uint32_t p, uint32_t k)
+{
+    return (k == 64 ? ~0ull : ((1ull << k) - 1)) << p;
+}
+
+static inline void bits_set(chunk *c, uint32_t p, uint32_t k, int used)
+{
+    if (c->npages <= 64) {
+        c->inl = used ? c->inl | word_mask(p, k) : c->inl & ~word_mask(p, k);
+        return;
+    }
+    uint64_t *b = c->ext;
+    while (k) {
+        uint32_t o = p & 63, n = 64 - o < k ? 64 - o : k;
+        uint64_t m = (n == 64 ? ~0ull : ((1ull << n) - 1)) << o;
+        if (used)
+            b[p >> 6] |= m;
+        else
+            b[p >> 6] &= ~m;
+        p += n;
+        k -= n;
+    }
+}
+
+/* -- the creation order -- */
+
+/* A 4-ary max tree, stored level by level: the scap leaves (a power of 4) from mx[0], each
+ * level above a quarter of the one below, the root last. */
+static inline uint32_t max4(const uint32_t *x)
+{
+    uint32_t a = x[0] > x[1] ? x[0] : x[1], b = x[2] > x[3] ? x[2] : x[3];
+    return a > b ? a : b;
+}
+
+static void mx_build(uint32_t *mx, uint32_t cap)
+{
+    for (uint32_t off = 0, n = cap; n > 1; off += n, n /= 4)
+        for (uint32_t i = 0; i < n / 4; i++)
+            mx[off + n + i] = max4(&mx[off + 4 * i]);
+}
+
+static void mx_update(as_chunked *h, uint32_t slot, uint32_t v)
+{
+    uint32_t *mx = h->mx, i = slot, off = 0, n = h->scap;
+    mx[i] = v;
+    while (n > 1) {
+        uint32_t m = max4(&mx[off + (i & ~3u)]);
+        off += n;
+        n /= 4;
+        i /= 4;
+        if (mx[off + i] == m)
+            break; /* nothing above changes */
+        mx[off + i] = m;
+    }
+}
+
+/* Rightmost live slot whose chunk has a free run >= k, or UINT32_MAX. The answer is
+ * mostly one of the newest chunks, so the search starts at the newest leaf and moves left
+ * and up only as far as it must, then down the rightmost branch that holds k. */
+static uint32_t mx_rightmost(const as_chunked *h, uint32_t k)
+{
+    const uint32_t *mx = h->mx;
+    uint32_t top = h->mtop; /* the root's index */
+    if (mx[top] < k || !h->nslots)
+        return UINT32_MAX;
+    uint32_t i = h->nslots - 1, off = 0, n = h->scap;
+    while (mx[off + i] < k) {
+        while (!(i & 3)) { /* a first child: its left neighbours are its parent's */
+            off += n;
+            n /= 4;
+            i /= 4; /* the root holds >= k, so a first child at the top is never reached */
+        }
+        i--;
+    }
+    while (off) { /* down: the rightmost child that holds k */
+        n *= 4;
+        off -= n;
+        i = 4 * i + 3;
+        while (mx[off + i] < k)
+            i--;
+    }
+    return i;
+}
+
+/* Makes room for one more slot: drops the dead ones (keeping the order) or grows. */
+static int order_grow(as_chunked *h)
+{
+    uint32_t live = h->nslots - h->ndead, cap = h->scap;
+    if (live + 1 > cap / 2)
+        cap *= 4;
+    uint32_t *mx = calloc((4 * (size_t)cap - 1) / 3, sizeof *mx), *sc = malloc(cap * sizeof *sc);
+    if (!mx || !sc) {
+        free(mx);
+        free(sc);
+        return AS_EDEVICE;
+    }
+    uint32_t n = 0;
+    for (uint32_t s = 0; s < h->nslots; s++) {
+        uint32_t c = h->slot_ch[s];
+        if (c == UINT32_MAX)
+            continue;
+        h->ch[c].slot = n;
+        sc[n] = c;
+        mx[n++] = h->ch[c].bound;
+    }
+    mx_build(mx, cap);
+    free(h->mx);
+    free(h->slot_ch);
+    h->mx = mx;
+    h->slot_ch = sc;
+    h->scap = cap;
+    h->mtop = (4 * cap - 1) / 3 - 1;
+    h->nslots = n;
+    h->ndead = 0;
+    return AS_DEV_OK;
+}
+
+/* -- the ranges handed out -- */
+
+static inline uint32_t lt_hash(const as_chunked *h, uint64_t addr)
+{
+    return (uint32_t)(((addr >> h->shift) * 0x9e3779b97f4a7c15ull) >> h->ltshift);
+}
+
+static lent *lt_find(as_chunked *h, uint64_t addr)
+{
+    for (uint32_t i = lt_hash(h, addr);; i = (i + 1) & h->ltmask) {
+        if (h->lt[i].addr == addr)
+            return &h->lt[i];
+        if (!h->lt[i].addr)
+            return NULL;
+    }
+}
+
+static int lt_put(as_chunked *h, uint64_t addr, uint64_t size, uint32_t c)
+{
+    if (2 * (h->nlent + 1) > h->ltmask + 1) {
+        uint32_t n = 2 * (h->ltmask + 1);
+        lent *old = h->lt, *nt = calloc(n, sizeof *nt);
+        if (!nt)
+            return AS_EDEVICE;
+        uint32_t om = h->ltmask;
+        h->lt = nt;
+        h->ltmask = n - 1;
+        h->ltshift--;
+        for (uint32_t i = 0; i <= om; i++)
+            if (old[i].addr) {
+                uint32_t j = lt_hash(h, old[i].addr);
+                while (nt[j].addr)
+                    j = (j + 1) & h->ltmask;
+                nt[j] = old[i];
+            }
+        free(old);
+    }
+    uint32_t i = lt_hash(h, addr);
+    while (h->lt[i].addr)
+        i = (i + 1) & h->ltmask;
+    h->lt[i] = (lent){addr, (uint32_t)(size >> h->shift), c};
+    h->nlent++;
+    return AS_DEV_OK;
+}
+
+/* Linear probing's deletion: pull later entries of the cluster back into the hole. */
+static void lt_del(as_chunked *h, lent *e)
+{
+    uint32_t i = (uint32_t)(e - h->lt), j = i;
+    for (;;) {
+        j = (j + 1) & h->ltmask;
+        if (!h->lt[j].addr)
+            break;
+        uint32_t k = lt_hash(h, h->lt[j].addr);
+        /* move j to i unless its home k lies cyclically in (i, j] */
+        if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
+            continue;
+        h->lt[i] = h->lt[j];
+        i = j;
+    }
+    h->lt[i].addr = 0;
+    h->nlent--;
+}
+
+/* -- chunks and the gaps between them -- */
+
+static int chunk_new(as_chunked *h, uint64_t base, uint64_t len, uint32_t *out)
+{
+    uint32_t c;
+    if (h->nslots == h->scap && order_grow(h))
+        return AS_EDEVICE;
+    if (h->ch_free) {
+        c = h->ch_free - 1;
+        h->ch_free = h->ch[c].slot;
+    } else {
+        if (h->nch == h->chcap) {
+            uint32_t n = h->chcap ? 2 * h->chcap : 64;
+            chunk *nc = realloc(h->ch, n * sizeof *nc);
+            if (!nc)
+                return AS_EDEVICE;
+            h->ch = nc;
+            h->chcap = n;
+        }
+        c = h->nch++;
+    }
+    chunk *k = &h->ch[c];
+    uint32_t np = (uint32_t)(len >> h->shift);
+    *k = (chunk){.base = base, .npages = np, .bound = np};
+    if (np > 64) {
+        k->ext = calloc((np + 63) / 64, sizeof *k->ext);
+        if (!k->ext) {
+            k->slot = h->ch_free;
+            h->ch_free = c + 1;
+            return AS_EDEVICE;
+        }
+    }
+    if (np & 63) /* the bits past the end are "in use", so no run crosses the end */
+        cbits(k)[np >> 6] |= ~0ull << (np & 63);
+    k->slot = h->nslots++;
+    h->slot_ch[k->slot] = c;
+    mx_update(h, k->slot, np);
+    *out = c;
+    return AS_DEV_OK;
+}
+
+static void chunk_drop(as_chunked *h, uint32_t c)
+{
+    chunk *k = &h->ch[c];
+    mx_update(h, k->slot, 0);
+    h->slot_ch[k->slot] = UINT32_MAX;
+    h->ndead++;
+    free(k->ext);
+    k->ext = NULL;
+    k->slot = h->ch_free;
+    h->ch_free = c + 1;
+}
+
+/* Index of the first gap with base >= a. */
+static uint32_t gap_index(const as_chunked *h, uint64_t a)
+{
+    uint32_t lo = 0, hi = h->ng;
+    while (lo < hi) {
+        uint32_t m = (lo + hi) / 2;
+        if (h->g[m].base < a)
+            lo = m + 1;
+        else
+            hi = m;
+    }
+    return lo;
+}
+
+/* A new chunk of len bytes: the top of the highest gap that holds len + 32 MiB - 4 KiB
+ * (an aligned mmap maps the size plus the alignment less a page; gaps are multiples of
+ * 32 MiB here, so the gap must be larger than the chunk), else right under the edge. */
+static int gap_take(as_chunked *h, uint64_t len, uint64_t *base)
+{
+    uint64_t need = len + AS_SIMDEV_CHUNK - 4096;
+    for (uint32_t i = h->ng; i--;)
+        if (h->g[i].len >= need) {
+            h->g[i].len -= len; /* stays >= 32 MiB - 4 KiB: never empty */
+            *base = h->g[i].base + h->g[i].len;
+            return AS_DEV_OK;
+        }
+    if (h->edge - AS_SIMDEV_VA_BASE < len) /* the heap ends where the virtual region starts */
+        return AS_DEV_OOM;
+    h->edge -= len;
+    *base = h->edge;
+    return AS_DEV_OK;
+}
+
+static int gap_give(as_chunked *h, uint64_t a, uint64_t len)
+{
+    uint32_t i = gap_index(h, a); /* gaps [0, i) lie below a, [i, ng) above */
+    int below = i > 0 && h->g[i - 1].base + h->g[i - 1].len == a;
+    int above = i < h->ng && h->g[i].base == a + len;
+    if (above) {
+        len += h->g[i].len;
+        memmove(&h->g[i], &h->g[i + 1], (h->ng - i - 1) * sizeof *h->g);
+        h->ng--;
+    }
+    if (below) {
+        h->g[i - 1].len += len;
+        return AS_DEV_OK;
+    }
+    if (a == h->edge) { /* the bottom of the heap rises back */
+        h->edge = a + len;
+        return AS_DEV_OK;
+    }
+    if (h->ng == h->gcap) {
+        uint32_t n = h->gcap ? 2 * h->gcap : 64;
+        gap *ng = realloc(h->g, n * sizeof *ng);
+        if (!ng)
+            return AS_EDEVICE;
+        h->g = ng;
+        h->gcap = n;
+    }
+    memmove(&h->g[i + 1], &h->g[i], (h->ng - i) * sizeof *h->g);
+    h->g[i] = (gap){a, len};
+    h->ng++;
+    return AS_DEV_OK;
+}
+
+int as_chunked_take(as_chunked *h, uint64_t size, uint64_t *addr)
+{
+    uint32_t k = (uint32_t)(size >> h->shift), c, p, s;
+    /* The most recent chunk with room. The order holds an upper bound of each chunk's
+     * longest free run, lowered only when a search finds it too high: taking a range
+     * costs no update, and a chunk that has no room for k is found once per k. */
+    while ((s = mx_rightmost(h, k)) != UINT32_MAX) {
+        c = h->slot_ch[s];
+        if ((p = run_best(&h->ch[c], k)) != UINT32_MAX)
+            break;
+        h->ch[c].bound = run_max(&h->ch[c]);
+        mx_update(h, s, h->ch[c].bound);
+    }
+    if (s == UINT32_MAX) {
+        uint64_t len = (size + AS_SIMDEV_CHUNK - 1) / AS_SIMDEV_CHUNK * AS_SIMDEV_CHUNK;
+        uint64_t base;
+        int rc = gap_take(h, len, &base);
+        if (rc)
+            return rc;
+        if (chunk_new(h, base, len, &c)) {
+            gap_give(h, base, len);
+            return AS_EDEVICE;
+        }
+        p = 0;
+    }
+    chunk *ck = &h->ch[c];
+    uint64_t a = ck->base + ((uint64_t)p << h->shift);
+    if (lt_put(h, a, size, c))
+        return AS_EDEVICE;
+    bits_set(ck, p, k, 1);
+    *addr = a;
+    return AS_DEV_OK;
+}
+
+int as_chunked_give(as_chunked *h, uint64_t addr, uint64_t size)
+{
+    lent *e = lt_find(h, addr);
+    if (!e || (uint64_t)e->pages << h->shift != size)
+        return AS_EINVAL;
+    uint32_t c = e->chunk;
+    lt_del(h, e);
+    chunk *ck = &h->ch[c];
+    uint32_t p = (uint32_t)((addr - ck->base) >> h->shift), k = (uint32_t)(size >> h->shift);
+    uint32_t run; /* the free run the range joins: the bound rises to it if it is longer */
+    bits_set(ck, p, k, 0);
+    if (ck->npages <= 64) {
+        uint64_t below = ck->inl & (p ? ~0ull >> (64 - p) : 0);
+        uint64_t above = ck->inl & (p + k < 64 ? ~0ull << (p + k) : 0);
+        run = (above ? (uint32_t)__builtin_ctzll(above) : 64) -
+              (below ? 64 - (uint32_t)__builtin_clzll(below) : 0);
+    } else {
+        run = next_bit(ck->ext, ck->npages, p + k, 1) - (uint32_t)(prev_used(ck->ext, p) + 1);
+    }
+    if (run == ck->npages) { /* empty: its address space goes back */
+        uint64_t base = ck->base, len = (uint64_t)ck->npages << h->shift;
+        chunk_drop(h, c);
+        return gap_give(h, base, len);
+    }
+    if (run > ck->bound) {
+        ck->bound = run;
+        mx_update(h, ck->slot, run);
+    }
+    return AS_DEV_OK;
+}
+
+/* The CUDA context's own chunks, there before the first cudaMalloc (replay/PLACEMENT.md
+ * section 6, measured in replay/data/calib-h200 and the same in all 15 key-replay
+ * processes): above the heap's top T, a chunk [T+480, T+512) MiB made first with its first
+ * 8 MiB in use, and a chunk [T+384, T+416) MiB made next with all but its last 2 MiB in use.
+ * The space from T up is otherwise taken, so the heap still grows down from T. The first
+ * 2 MiB segments of a process land in them: T+414, then T+488, T+490, ... */
+static const struct {
+    uint64_t off, used; /* chunk offset above AS_SIMDEV_TOP, bytes in use from its bottom */
+} ctx_chunks[] = {
+    {480ull << 20, 8ull << 20},
+    {384ull << 20, 30ull << 20},
+};
+
+static int chunked_init(as_chunked *h, uint64_t granularity)
+{
+    /* pages are the granularity, which must divide 2 MiB (the context's layout) */
+    if (granularity & (granularity - 1) || (2ull << 20) % granularity)
+        return AS_EINVAL;
+    h->shift = (unsigned)__builtin_ctzll(granularity);
+    h->edge = AS_SIMDEV_TOP;
+    h->scap = 64;
+    h->mtop = (4 * h->scap - 1) / 3 - 1;
+    h->mx = calloc(h->mtop + 1, sizeof *h->mx);
+    h->slot_ch = malloc(h->scap * sizeof *h->slot_ch);
+    h->ltmask = 1023;
+    h->ltshift = 64 - 10;
+    h->lt = calloc(h->ltmask + 1, sizeof *h->lt);
+    if (!h->mx || !h->slot_ch || !h->lt)
+        return AS_EDEVICE;
+    for (size_t i = 0; i < sizeof ctx_chunks / sizeof ctx_chunks[0]; i++) {
+        uint32_t c;
+        if (chunk_new(h, AS_SIMDEV_TOP + ctx_chunks[i].off, AS_SIMDEV_CHUNK, &c))
+            return AS_EDEVICE;
+        chunk *ck = &h->ch[c];
+        bits_set(ck, 0, (uint32_t)(ctx_chunks[i].used >> h->shift), 1);
+        ck->bound = run_max(ck);
+        mx_update(h, ck->slot, ck->bound);
+    }
+    return AS_DEV_OK;
+}
+
+int as_chunked_create(uint64_t granularity, as_chunked **out)
+{
+    as_chunked *h = calloc(1, sizeof *h);
+    int rc = h ? chunked_init(h, granularity) : AS_EDEVICE;
+    if (rc) {
+        as_chunked_destroy(h);
+        h = NULL;
+    }
+    *out = h;
+    return rc;
+}
+
+void as_chunked_destroy(as_chunked *h)
+{
+    if (!h)
+        return;
+    for (uint32_t c = 0; c < h->nch; c++)
+        if (h->ch[c].npages > 64)
+            free(h->ch[c].ext); /* NULL once dropped */
+    free(h->ch);
+    free(h->mx);
+    free(h->slot_ch);
+    free(h->lt);
+    free(h->g);
+    free(h);
+}
