@@ -5,7 +5,8 @@
  * times in a row by as_trace_repeat, the code of `allocsim convert --repeat N`) next to the
  * generated transformer trace; plus decode-only and engine-only (a no-op policy) rows, so
  * that each policy's own ns/event is the difference from the engine-only row. Also the
- * peak RSS of decoding 1 M and 10 M events, to show that memory does not grow with length.
+ * peak RSS of decoding 1 M and 10 M events, to show that memory does not grow with length,
+ * and the snapshot import (a long real pickle, traces/long_snapshot.py) next to native.
  *
  * Every measurement runs in a fresh process (this program re-executed with --child), so
  * that its CPU time and peak RSS (from wait4) are its own; with --reps N each cell is the
@@ -24,6 +25,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include "engine.h"
 #include "gen.h"
@@ -432,6 +434,67 @@ static void run_bench(const trace_in *t, int nt)
                "row's)\n");
 }
 
+/* zstd -d in > out (the snapshots ship compressed; users' pickles are plain). */
+static int unzstd(const char *in, const char *out)
+{
+    FILE *f = fopen(in, "rb"), *g = fopen(out, "wb");
+    ZSTD_DStream *z = ZSTD_createDStream();
+    static uint8_t ib[1 << 17], ob[1 << 17];
+    size_t n, r = 1;
+    int ok = f && g && z;
+    while (ok && (n = fread(ib, 1, sizeof ib, f)) > 0) {
+        ZSTD_inBuffer i = {ib, n, 0};
+        while (ok && i.pos < i.size) {
+            ZSTD_outBuffer o = {ob, sizeof ob, 0};
+            r = ZSTD_decompressStream(z, &o, &i);
+            ok = !ZSTD_isError(r) && fwrite(ob, 1, o.pos, g) == o.pos;
+        }
+    }
+    ZSTD_freeDStream(z);
+    if (f)
+        fclose(f);
+    if (g && fclose(g))
+        ok = 0;
+    return ok && r == 0 ? 0 : -1;
+}
+
+/* Snapshot import: a long real pickle (traces/long_snapshot.py: the llama snapshot 8 times,
+ * about 600 k events, as a user's plain pickle) decoded whole in a fresh process, next to
+ * the same events in the native format. */
+static void pickle_rows(const char *dir)
+{
+    char one[512], lp[512], nat[512], cmd[1200];
+    snprintf(one, sizeof one, "%s/llama.pickle", dir);
+    snprintf(lp, sizeof lp, "%s/llama-x8.pickle", dir);
+    snprintf(nat, sizeof nat, "%s/llama-x8-from-pickle.zst", dir);
+    struct stat sb;
+    as_trace_error err;
+    if (stat(lp, &sb) != 0) {
+        snprintf(cmd, sizeof cmd, "python3 traces/long_snapshot.py '%s' 8 '%s'", lp, one);
+        if (unzstd("tests/data/torch-2.11-h200-llama/llama_accum_ckpt.pickle.zst", one) ||
+            system(cmd) != 0 || stat(lp, &sb) != 0) {
+            fprintf(stderr, "allocsim-bench: no long pickle (%s): import row left out\n", cmd);
+            return;
+        }
+    }
+    if (stat(nat, &sb) != 0 && as_trace_convert(lp, nat, AS_FMT_NATIVE, NULL, NULL, NULL, &err)) {
+        fprintf(stderr, "allocsim-bench: %s: %s\n", lp, err.msg);
+        return;
+    }
+    bench_res r;
+    long kp = 0, kn = 0;
+    double rp, rn;
+    long long mb = stat(lp, &sb) == 0 ? (long long)sb.st_size / 1000000 : 0;
+    measure(0, lp, NULL, AS_CAPACITY_NONE, &rp);
+    measure(0, nat, NULL, AS_CAPACITY_NONE, &rn);
+    measure_once(0, lp, NULL, AS_CAPACITY_NONE, &r, &kp);
+    measure_once(0, nat, NULL, AS_CAPACITY_NONE, &r, &kn);
+    printf(
+        "\nsnapshot import, decode only: llama x8 pickle (%llu events, %lld MB): %.2f M events/s, "
+        "%.1f MiB peak RSS; the same events native: %.1f M events/s, %.1f MiB\n",
+        (unsigned long long)r.events, mb, rp, (double)kp / 1024, rn, (double)kn / 1024);
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = "build/bench", *commit = NULL;
@@ -493,5 +556,6 @@ int main(int argc, char **argv)
     run_bench(t, 1 + nr);
     if (!quick)
         rss_rows(p1, t[0].path);
+    pickle_rows(dir);
     return 0;
 }

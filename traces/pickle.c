@@ -281,10 +281,9 @@ static int fail(pk_parser *p, int code, const char *fmt, ...)
 
 /* The one way a pool grows: capacity doubling from 64 items, charged against max_memory
  * before the allocation. */
-static int pgrow(pk_parser *p, void **arr, size_t *cap, size_t need, size_t elem, const char *what)
+static int pgrow_slow(pk_parser *p, void **arr, size_t *cap, size_t need, size_t elem,
+                      const char *what)
 {
-    if (need <= *cap)
-        return 0;
     size_t nc = *cap ? *cap : 64;
     while (nc < need) {
         if (nc > SIZE_MAX / 4 / elem)
@@ -305,6 +304,12 @@ static int pgrow(pk_parser *p, void **arr, size_t *cap, size_t need, size_t elem
     return 0;
 }
 
+static inline int pgrow(pk_parser *p, void **arr, size_t *cap, size_t need, size_t elem,
+                        const char *what)
+{
+    return need <= *cap ? 0 : pgrow_slow(p, arr, cap, need, elem, what);
+}
+
 static inline int ibit(as_pk_ref r)
 {
     return (r & AS_PK_IBIT) != 0;
@@ -321,7 +326,7 @@ static inline const uint8_t *str_bytes(const as_pk *pk, as_pk_ref r, const pk_no
     return (ibit(r) ? pk->ibytes : pk->bytes) + n->u.data;
 }
 
-static int new_node(pk_parser *p, uint8_t type, as_pk_ref *out)
+static inline int new_node(pk_parser *p, uint8_t type, as_pk_ref *out)
 {
     as_pk *pk = p->pk;
     if (pk->nnodes >= pk->capnodes || pk->nnodes + pk->ninodes - 3 >= p->lim.max_nodes) {
@@ -418,8 +423,29 @@ static int add_items(pk_parser *p, as_pk_ref c, const as_pk_ref *items, size_t n
     return 0;
 }
 
-static uint64_t rd_le(const uint8_t *s, int n)
+/* n (0..8) little-endian bytes; the widths opcodes use most are single loads. */
+static inline uint64_t rd_le(const uint8_t *s, int n)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint16_t h;
+    uint32_t w;
+    uint64_t d;
+    switch (n) {
+    case 1:
+        return s[0];
+    case 2:
+        memcpy(&h, s, 2);
+        return h;
+    case 4:
+        memcpy(&w, s, 4);
+        return w;
+    case 8:
+        memcpy(&d, s, 8);
+        return d;
+    default:
+        break;
+    }
+#endif
     uint64_t v = 0;
     for (int i = n - 1; i >= 0; i--)
         v = v << 8 | s[i];
@@ -438,7 +464,7 @@ static int check_keys(pk_parser *p, uint8_t op, const as_pk_ref *kv, size_t n)
     return 0;
 }
 
-static int memo_put(pk_parser *p, uint8_t op, uint64_t idx)
+static inline int memo_put(pk_parser *p, uint8_t op, uint64_t idx)
 {
     if (avail(p) < 1)
         return underflow(p, op, 1);
@@ -838,7 +864,7 @@ static int op_int(pk_parser *p, uint8_t op, const uint8_t *arg, size_t left, siz
         memcpy(&v, &u, sizeof v);
     }
     *argn = need;
-    as_pk_ref r;
+    as_pk_ref r = AS_PK_NIL;
     if ((rc = new_node(p, AS_PK_INT, &r)))
         return rc;
     p->pk->nodes[r].u.i = v;
@@ -905,7 +931,7 @@ static int end_batch(pk_parser *p)
 static int op_fill(pk_parser *p, uint8_t op, size_t at)
 {
     int rc;
-    as_pk_ref r;
+    as_pk_ref r = AS_PK_NIL;
     if (!p->nmarks)
         return fail(p, AS_TRACE_ECORRUPT, "%s without a MARK", op_name(op));
     size_t m = p->marks[p->nmarks - 1].stack;
