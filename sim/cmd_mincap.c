@@ -429,8 +429,7 @@ int as_cmd_mincap(int argc, char **argv)
             char a[32];
             as_fmt_bytes(a, sizeof a, m.peak_requested);
             if (json) { /* mincap knows these counts of the trace, not the whole summary */
-                as_report_json_trace_open(stdout, 0, trace, as_trace_fmt_name(in_fmt), NULL,
-                                          NULL);
+                as_report_json_trace_open(stdout, 0, trace, as_trace_fmt_name(in_fmt), NULL, NULL);
                 printf(", \"events\": %" PRIu64 ", \"allocs\": %" PRIu64
                        ", \"peak_requested\": %" PRIu64 "}], \"mincap\": [",
                        m.events, m.allocs, m.peak_requested);
