@@ -206,6 +206,35 @@ static void caps_and_messages(void)
     tu_rm(t);
 }
 
+/* Cuts `"decodes": N, "wall_s": X` out of mincap's JSON (the cost, not the answer). */
+static void drop_cost(char *j)
+{
+    char *p;
+    while ((p = strstr(j, "\"decodes\": ")) != NULL) {
+        char *e = strchr(p, '}');
+        CU_ASSERT_FATAL(e != NULL);
+        memmove(p, e, strlen(e) + 1);
+    }
+}
+
+/* mincap with --memory 1 runs one capacity per decode: bestfit's grid on handwritten.txt is
+ * 26 MiB (peak requested) to 40 MiB (uncapped peak reserved), 8 capacities, so 1 + 8
+ * decodes; the answers are the same as in batches of 64. */
+static void mincap_budget_same(void)
+{
+    const char *args = "mincap -p bestfit -p torch -f json";
+    CU_ASSERT_EQUAL_FATAL(run("%s %s", args, tu_path(HAND)), 0);
+    char *a = strdup(out);
+    CU_ASSERT_EQUAL_FATAL(run("%s --memory 1 %s", args, tu_path(HAND)), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"capacities\": 8, \"decodes\": 9,"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(a, "\"capacities\": 8, \"decodes\": 2,"));
+    drop_cost(a);
+    drop_cost(out);
+    CU_ASSERT_STRING_EQUAL(a, out);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"min_capacity\": 41943040"));
+    free(a);
+}
+
 /* Peak RSS (KiB) of `allocsim args...` run directly (no shell), from wait4; -1 on error. */
 static long child_rss_kib(char *const argv[])
 {
@@ -262,6 +291,7 @@ CU_TestInfo test_budget[] = {
     {"max_live stops the engine before the batch that passes it", max_live_stops},
     {"groups: same report and logs at three budgets", groups_same_results},
     {"caps on sweeps, -c, mincap's grid; stdin and --memory messages", caps_and_messages},
+    {"mincap: the same answers one capacity per decode", mincap_budget_same},
     {"2000 runs within --memory 16M (peak RSS)", grouped_memory_bounded},
     CU_TEST_INFO_NULL,
 };
