@@ -160,8 +160,8 @@ static const char *self_exe;
 /* One measurement in a fresh process (fork + exec of this program with --child), which
  * writes its bench_res to the pipe; its CPU time (user + system) and peak RSS come from
  * wait4. Returns the CPU seconds, or a negative number on failure (r->msg says why). */
-static double measure_once(int kind, const char *path, const char *spec, uint64_t cap, bench_res *r,
-                           long *rss_kib)
+static double measure_once(const char *exe, int kind, const char *path, const char *spec,
+                           uint64_t cap, bench_res *r, long *rss_kib)
 {
     int fd[2];
     memset(r, 0, sizeof *r);
@@ -178,7 +178,7 @@ static double measure_once(int kind, const char *path, const char *spec, uint64_
         snprintf(k, sizeof k, "%d", kind);
         snprintf(f, sizeof f, "%d", fd[1]);
         snprintf(c, sizeof c, "%llu", (unsigned long long)cap);
-        execl(self_exe, self_exe, "--child", k, f, path, spec ? spec : "-", c, (char *)NULL);
+        execl(exe, exe, "--child", k, f, path, spec ? spec : "-", c, (char *)NULL);
         _exit(127);
     }
     close(fd[1]);
@@ -198,14 +198,15 @@ static double measure_once(int kind, const char *path, const char *spec, uint64_
 
 static unsigned reps = 1;
 
-/* The lowest CPU time of `reps` processes; M events/s in *rate, 0 when it failed. */
-static double measure(int kind, const char *path, const char *spec, uint64_t cap, double *rate)
+/* The lowest CPU time of `reps` processes of exe; M events/s in *rate, 0 when it failed. */
+static double measure(const char *exe, int kind, const char *path, const char *spec, uint64_t cap,
+                      double *rate)
 {
     double best = -1;
     bench_res r;
     *rate = 0;
     for (unsigned i = 0; i < reps; i++) {
-        double s = measure_once(kind, path, spec, cap, &r, NULL);
+        double s = measure_once(exe, kind, path, spec, cap, &r, NULL);
         if (s < 0 || !r.ok) {
             fprintf(stderr, "allocsim-bench: %s on %s: %s\n", spec ? spec : "(no policy)", path,
                     r.msg);
@@ -276,7 +277,7 @@ static int real_trace(const char *dir, const char *snap, uint64_t target, trace_
     if (n < REAL_MIN_EVENTS)
         return 1;
     unsigned times = (unsigned)((target + n - 1) / n);
-    snprintf(t->name, sizeof t->name, "%s x%u", stem, times);
+    snprintf(t->name, sizeof t->name, "%.15s x%u", stem, times);
     snprintf(t->path, sizeof t->path, "%s/%s-x%u.zst", dir, stem, times);
     if (stat(t->path, &sb) != 0) {
         fprintf(stderr, "allocsim-bench: %s = %s x%u\n", t->path, snap, times);
@@ -357,6 +358,13 @@ typedef struct row_def {
 
 static int markdown;
 
+static const char *base_exe; /* --base: an earlier allocsim-bench, measured beside this one */
+
+static int colw(void)
+{
+    return base_exe ? 24 : 18;
+}
+
 static void print_header(const trace_in *t, int nt)
 {
     if (markdown) {
@@ -371,31 +379,56 @@ static void print_header(const trace_in *t, int nt)
     }
     printf("%-34s", "M events/s (CPU)");
     for (int i = 0; i < nt; i++)
-        printf(" %-20.20s", t[i].name);
+        printf(" %-*.*s", colw(), colw(), t[i].name);
     printf("\n%-34s", "events");
     for (int i = 0; i < nt; i++)
-        printf(" %5.1fM%14s", (double)t[i].events / 1e6, "");
+        printf(" %5.1fM%*s", (double)t[i].events / 1e6, colw() - 6, "");
     printf("\n");
 }
 
-/* One row: a cell per trace, and the policy's own ns/event against the engine-only row. */
-static void print_row(const row_def *d, const trace_in *t, int nt, double *eng, int is_engine)
+/* The policy's own ns/event: its row's time per event minus the engine-only row's. */
+static double own_ns(double rate, double eng)
 {
-    double rate[MAX_TRACES];
-    for (int i = 0; i < nt; i++)
-        measure(d->kind, t[i].path, d->spec, d->cap, &rate[i]);
-    if (is_engine)
-        memcpy(eng, rate, sizeof rate);
-    printf(markdown ? "| %s |" : "%-34s", d->label);
+    return rate > 0 && eng > 0 ? 1e3 / rate - 1e3 / eng : 0;
+}
+
+/* One cell: "rate (own ns)", or with --base "old->new (old->new ns)". */
+static void cell(const row_def *d, int is_engine, double r, double e, double rb, double eb)
+{
+    char txt[64];
+    int own = d->kind == 2 && !is_engine;
+    if (base_exe && own)
+        snprintf(txt, sizeof txt, "%.1f->%.1f (%.0f->%.0f ns)", rb, r, own_ns(rb, eb),
+                 own_ns(r, e));
+    else if (base_exe)
+        snprintf(txt, sizeof txt, "%.1f->%.1f", rb, r);
+    else if (own)
+        snprintf(txt, sizeof txt, "%.1f (%.0f ns)", r, own_ns(r, e));
+    else
+        snprintf(txt, sizeof txt, "%.1f", r);
+    if (markdown)
+        printf(" %s |", txt);
+    else
+        printf(" %-*s", colw(), txt);
+}
+
+/* One row: a cell per trace; with --base, the base build measured right before. */
+static void print_row(const row_def *d, const trace_in *t, int nt, double *eng, double *beng,
+                      int is_engine)
+{
+    double rate[MAX_TRACES] = {0}, brate[MAX_TRACES] = {0};
     for (int i = 0; i < nt; i++) {
-        char own[32] = "";
-        if (d->kind == 2 && !is_engine && rate[i] > 0 && eng[i] > 0)
-            snprintf(own, sizeof own, " (%.0f ns)", 1e3 / rate[i] - 1e3 / eng[i]);
-        if (markdown)
-            printf(" %.1f%s |", rate[i], own);
-        else
-            printf(" %6.1f%-14s", rate[i], own);
+        if (base_exe)
+            measure(base_exe, d->kind, t[i].path, d->spec, d->cap, &brate[i]);
+        measure(self_exe, d->kind, t[i].path, d->spec, d->cap, &rate[i]);
     }
+    if (is_engine) {
+        memcpy(eng, rate, sizeof rate);
+        memcpy(beng, brate, sizeof brate);
+    }
+    printf(markdown ? "| %s |" : "%-34s", d->label);
+    for (int i = 0; i < nt; i++)
+        cell(d, is_engine, rate[i], eng[i], brate[i], beng[i]);
     printf("\n");
 }
 
@@ -403,8 +436,8 @@ static void rss_rows(const char *p1, const char *p10)
 {
     bench_res r;
     long k1 = 0, k10 = 0;
-    measure_once(0, p1, NULL, AS_CAPACITY_NONE, &r, &k1);
-    measure_once(0, p10, NULL, AS_CAPACITY_NONE, &r, &k10);
+    measure_once(self_exe, 0, p1, NULL, AS_CAPACITY_NONE, &r, &k1);
+    measure_once(self_exe, 0, p10, NULL, AS_CAPACITY_NONE, &r, &k10);
     printf("\npeak RSS of decoding: 1M events %.1f MiB, 10M events %.1f MiB\n", (double)k1 / 1024,
            (double)k10 / 1024);
 }
@@ -425,13 +458,13 @@ static void run_bench(const trace_in *t, int nt)
         rows[nr++] = (row_def){"torch,roundup=4", 2, "torch,roundup=4", AS_CAPACITY_NONE};
         rows[nr++] = (row_def){"torch,gc=0.6 -c 139.8GiB", 2, "torch,gc=0.6", H200_BYTES};
     }
-    double eng[MAX_TRACES] = {0};
+    double eng[MAX_TRACES] = {0}, beng[MAX_TRACES] = {0};
     print_header(t, nt);
     for (size_t i = 0; i < nr; i++)
-        print_row(&rows[i], t, nt, eng, i == 1);
-    if (!markdown)
-        printf("(in parentheses: the policy's own ns/event, its row's minus the engine-only "
-               "row's)\n");
+        print_row(&rows[i], t, nt, eng, beng, i == 1);
+    printf("%s(in parentheses: the policy's own ns/event, its row's minus the engine-only "
+           "row's%s)\n",
+           markdown ? "\n" : "", base_exe ? "; old->new: --base, then this build" : "");
 }
 
 /* zstd -d in > out (the snapshots ship compressed; users' pickles are plain). */
@@ -515,6 +548,8 @@ int main(int argc, char **argv)
             dir = argv[++i];
         else if (strcmp(argv[i], "--commit") == 0 && i + 1 < argc)
             commit = argv[++i];
+        else if (strcmp(argv[i], "--base") == 0 && i + 1 < argc)
+            base_exe = argv[++i];
         else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0)
             reps = (unsigned)atoi(argv[++i]);
         else if (strcmp(argv[i], "--quick") == 0)
@@ -522,11 +557,14 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--markdown") == 0)
             markdown = 1;
         else {
-            fprintf(stderr, "usage: allocsim-bench [--dir DIR] [--reps N] [--commit ID] [--quick] "
-                            "[--markdown]\n"
-                            "  --reps N: each cell the best of N processes (default 1)\n"
-                            "  --quick: 1 M event traces\n"
-                            "  --markdown: the table in Markdown (README)\n");
+            fprintf(stderr,
+                    "usage: allocsim-bench [--dir DIR] [--reps N] [--commit ID] [--base EXE] "
+                    "[--quick] [--markdown]\n"
+                    "  --reps N: each cell the best of N processes (default 1)\n"
+                    "  --base EXE: an earlier build's allocsim-bench, measured beside "
+                    "this one, cell by cell\n"
+                    "  --quick: 1 M event traces\n"
+                    "  --markdown: the table in Markdown (README)\n");
             return 2;
         }
     }
