@@ -44,6 +44,7 @@ int as_cmd_gen(int argc, char **argv);
 int as_cmd_compare(int argc, char **argv);
 int as_cmd_mincap(int argc, char **argv); /* cmd_mincap.c */
 int as_cmd_plot(int argc, char **argv);   /* cmd_plot.c */
+int as_cmd_tune(int argc, char **argv);   /* cmd_tune.c */
 
 /* "allocsim: MESSAGE\n" on stderr. */
 void as_cli_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -71,6 +72,16 @@ int as_cli_open_trace(const char *path, as_trace_reader **out);
 /* Parses a -p SPEC, printing why on failure (with a hint when the default policy 'torch'
  * is meant but not registered). Returns 0 or AS_EXIT_USAGE. */
 int as_cli_parse_spec(const char *cmd, const char *text, as_policy_spec *out);
+/* A card (preset or total bytes) less what lies outside the allocator (--outside text,
+ * NULL = the default), as sim/cards.h models it: *usable gets the allocator's capacity,
+ * and the card's total, outside and usable bytes are printed on stdout (to_stdout) or
+ * stderr. Returns 0 or AS_EXIT_USAGE (cmd_tune.c). */
+int as_cli_device(const char *cmd, const char *card, const char *outside, int to_stdout,
+                  uint64_t *usable);
+/* A trace that is not native (a pickle, a text trace) written once to a temporary native
+ * file for commands that decode it many times (cmd_mincap.c): tmp gets its name (empty
+ * when path is native already), *slot its temporary-file registration. 0 or a status. */
+int as_cli_spool_native(const char *path, char *tmp, size_t n, int *slot);
 /* Parses an unsigned decimal count; returns 0 or -1. */
 int as_cli_parse_u64(const char *s, uint64_t *out);
 

@@ -469,3 +469,9 @@ out:
         as_policy_spec_free(&specs[k]);
     return status;
 }
+
+int as_cli_spool_native(const char *path, char *tmp, size_t n, int *slot)
+{
+    as_trace_fmt fmt = AS_FMT_UNKNOWN;
+    return spool_native(path, tmp, n, slot, &fmt);
+}

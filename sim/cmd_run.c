@@ -19,6 +19,7 @@
 #include "outfile.h"
 #include "progress.h"
 #include "report.h"
+#include "cards.h"
 #include "segmap.h"
 
 #define DEFAULT_TIMELINE_EVERY 100
@@ -73,6 +74,8 @@ enum {
     OPT_CHECK,
     OPT_THREADS,
     OPT_MEMORY,
+    OPT_DEVICE,
+    OPT_OUTSIDE,
     OPT_HELP
 };
 
@@ -90,6 +93,8 @@ static const struct option run_opts[] = {
     {"check", no_argument, NULL, OPT_CHECK},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"memory", required_argument, NULL, OPT_MEMORY},
+    {"device", required_argument, NULL, OPT_DEVICE},
+    {"outside", required_argument, NULL, OPT_OUTSIDE},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -424,6 +429,9 @@ int as_cmd_run(int argc, char **argv)
     uint64_t *caps = NULL;
     size_t nspec = 0, ncap = 0;
     const char **ptext = calloc((size_t)argc + 1, sizeof *ptext);
+    const char **cards = calloc((size_t)argc + 1, sizeof *cards); /* -c CARD, --device */
+    size_t *card_slot = calloc((size_t)argc + 1, sizeof *card_slot), ncard = 0;
+    const char *outside = NULL;
     const char *out_path = NULL, *seg_path = NULL, *tl_path = NULL, *segmap_path = NULL;
     size_t capcap = (size_t)argc + 1;
     as_report_fmt fmt = AS_REPORT_TABLE;
@@ -435,7 +443,7 @@ int as_cmd_run(int argc, char **argv)
     as_out *out = NULL, *seg_out = NULL, *tl_out = NULL, *segmap_out = NULL;
 
     caps = calloc((size_t)argc + 1, sizeof *caps);
-    if (!ptext || !caps) {
+    if (!ptext || !caps || !cards || !card_slot) {
         as_cli_msg("out of host memory");
         ret = AS_EXIT_INPUT;
         goto done;
@@ -451,6 +459,11 @@ int as_cmd_run(int argc, char **argv)
             if (strstr(optarg, "..")) { /* -c LO..HI/STEP is a sweep */
                 if ((ret = add_sweep(cmd, optarg, &caps, &ncap, &capcap)))
                     goto done;
+                break;
+            }
+            if (as_card_find(optarg)) { /* resolved with --outside below */
+                card_slot[ncard] = ncap++;
+                cards[ncard++] = optarg;
                 break;
             }
             if (as_parse_capacity(optarg, &caps[ncap++])) {
@@ -502,6 +515,13 @@ int as_cmd_run(int argc, char **argv)
                 goto done;
             }
             break;
+        case OPT_DEVICE:
+            card_slot[ncard] = ncap++;
+            cards[ncard++] = optarg;
+            break;
+        case OPT_OUTSIDE:
+            outside = optarg;
+            break;
         case OPT_KEEP:
             keep = 1;
             break;
@@ -533,6 +553,10 @@ int as_cmd_run(int argc, char **argv)
         }
         ptext[np++] = "torch";
     }
+    for (size_t i = 0; i < ncard; i++) /* a card is its usable memory */
+        if ((ret = as_cli_device(cmd, cards[i], outside, fmt == AS_REPORT_TABLE && !out_path,
+                                 &caps[card_slot[i]])))
+            goto done;
     if (ncap == 0)
         caps[ncap++] = AS_CAPACITY_NONE;
     if (ncap > AS_CLI_MAX_CAPACITIES) {
@@ -627,6 +651,8 @@ done:
         as_policy_spec_free(&specs[i]);
     free(specs);
     free(caps);
+    free(cards);
+    free(card_slot);
     free(ptext);
     return ret;
 }

@@ -236,6 +236,11 @@ int as_mincap(as_trace_open_fn open, void *open_user, const as_policy_spec *spec
     m.hi = (m.peak_reserved + step - 1) / step * step;
     if (m.hi < m.lo)
         m.hi = m.lo; /* a policy holding less than requested is a bug; still sweep one */
+    if (o->max && m.hi > o->max / step * step) { /* nothing above the card matters */
+        m.hi = o->max / step * step;
+        if (m.hi < m.lo) /* the card is below peak requested: run it, then probe below */
+            m.lo = m.hi;
+    }
     m.npoints = (size_t)((m.hi - m.lo) / step + 1);
     if (o->max_points > 1 && m.npoints > o->max_points) {
         too_many(why, why_len, &m, o->max_points);

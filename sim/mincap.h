@@ -54,6 +54,9 @@ typedef struct as_mincap_opts {
     unsigned threads;    /* engine threads; 0 = the engine's default */
     uint64_t step;       /* grid step; 0 = AS_DEV_GRANULARITY. Coarser steps are not exact. */
     uint64_t below;      /* self-limiting policies: 0 = AS_MINCAP_BELOW (see above) */
+    /* The highest capacity swept (a card's usable memory: fitting above it does not
+     * matter), rounded down to the step; 0 = the uncapped peak reserved. */
+    uint64_t max;
     /* Called before the grid and after each pass with the capacities done and the total. */
     void (*on_progress)(void *user, uint64_t done, uint64_t total);
     void *user;

@@ -1,0 +1,90 @@
+/*
+ * tune.h - `allocsim tune`'s engine: the PYTORCH_CUDA_ALLOC_CONF settings users actually
+ * set, each run at one capacity (the card's usable memory) from one decode of the trace,
+ * ranked, and the capacity curves (sim/mincap.c, capped at the card) of the best.
+ *
+ * The search space (as_tune_space): expandable_segments False/True x max_split_size_mb
+ * off, 32, 64, 128, 256, 512, 1024 x roundup_power2_divisions off, 2, 4, 8, 16,
+ * [256:1,512:2,1024:4,>:8] x garbage_collection_threshold off, 0.6, 0.8: 252 settings,
+ * the default first. Each is a PYTORCH_CUDA_ALLOC_CONF string in PyTorch's own syntax
+ * ("" for the default), which the spec parser reads verbatim.
+ *
+ * Ranking (as_tune_rank), the contract tests/test_tune.c checks on crafted traces:
+ *   1. a setting that fits (the whole trace runs at the capacity) before one that does not;
+ *   2. among those that fit: lower peak reserved first (more headroom on the card); among
+ *      those that do not: the one that got further (later OOM allocation) first, then the
+ *      lower peak reserved;
+ *   3. ties: the default first, then the simpler setting (fewer knobs set), then less
+ *      modelled device time, then the text.
+ * Curves (as_tune_curves) then run for the `curves` best settings that fit and behave
+ * differently at the card (distinct outcome); those are re-ordered among themselves by
+ * the smallest capacity from which every capacity up to the card fits (the room the
+ * setting really has), ties as in 3. The recommendation is the first setting.
+ *
+ * Invariant: nothing here prints; results are exact engine runs.
+ */
+#ifndef AS_SIM_TUNE_H
+#define AS_SIM_TUNE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mincap.h"
+
+typedef struct as_tune_item {
+    char *conf;     /* PYTORCH_CUDA_ALLOC_CONF text, "" = the default (owned) */
+    unsigned knobs; /* how many knobs it sets: the simplicity of 3 */
+    unsigned index; /* its place in the search space (shards keep it) */
+    /* at the capacity: */
+    int completed;
+    uint64_t oom_event, oom_alloc, oom_size; /* AS_NONE when completed */
+    uint64_t peak_requested, peak_reserved;
+    uint64_t device_reserves, device_releases;
+    double device_time_s;
+    /* the curve, when has_curve: */
+    int has_curve;
+    uint64_t min_capacity, fits_from; /* AS_NONE when none */
+    as_cap_range *gaps;               /* failing ranges above min_capacity (owned) */
+    size_t ngaps;
+    uint64_t curve_lo, curve_hi, curve_points;
+} as_tune_item;
+
+typedef struct as_tune_opts {
+    uint64_t capacity;       /* the card's usable bytes */
+    unsigned threads;        /* engine threads; 0 = default */
+    uint64_t memory;         /* host memory for the runs in flight; 0 = no limit */
+    unsigned curves;         /* settings whose curves are run (default set by the caller) */
+    uint64_t curve_max;      /* top of the curves; 0 = capacity */
+    unsigned shard, nshards; /* run only items with index % nshards == shard (0-based) */
+    void (*on_progress)(void *user, const char *what, uint64_t done, uint64_t total);
+    void *user;
+} as_tune_opts;
+
+typedef struct as_tune_result {
+    as_tune_item *items; /* ranked */
+    size_t n;
+    uint64_t events, allocs, peak_requested; /* of the trace */
+    uint64_t decodes;
+} as_tune_result;
+
+/* The search space, default first: *confs (n strings, malloc'd, free with
+ * as_tune_space_free). Returns 0 or AS_ENOMEM. */
+int as_tune_space(char ***confs, size_t *n);
+void as_tune_space_free(char **confs, size_t n);
+/* Knobs a PYTORCH_CUDA_ALLOC_CONF text sets (its comma-separated key:value pairs outside
+ * brackets). */
+unsigned as_tune_knobs(const char *conf);
+
+/* Runs every setting of the space (or confs[0..n) when confs is given) at opts->capacity,
+ * ranks them (1-3 above), runs the curves and ranks again. Returns 0, or < 0 with err (a
+ * trace error) or why (an engine or spec error) filled. */
+int as_tune(as_trace_open_fn open, void *open_user, char **confs, size_t nconfs,
+            const as_tune_opts *opts, as_tune_result *out, as_trace_error *err, char *why,
+            size_t why_len);
+/* Sorts items by rules 1-3 (curves ignored). */
+void as_tune_rank(as_tune_item *items, size_t n);
+/* Sorts the leading items that have curves by rule "curves" above, the rest untouched. */
+void as_tune_rank_curves(as_tune_item *items, size_t n);
+void as_tune_result_free(as_tune_result *r);
+
+#endif

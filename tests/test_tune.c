@@ -1,0 +1,159 @@
+/*
+ * test_tune.c - allocsim tune: the search space, the ranking and tie rules on items whose
+ * order is known by construction, and the command on crafted traces: identical outcomes
+ * pick the default; a trace too big for the card says nothing fits and by how much; the
+ * recommended line parses back through -p to the setting that was ranked and fits there.
+ */
+#include <CUnit/CUnit.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "policy.h"
+#include "tune.h"
+#include "util.h"
+
+static void tune_space(void)
+{
+    char **c;
+    size_t n;
+    CU_ASSERT_EQUAL_FATAL(as_tune_space(&c, &n), 0);
+    CU_ASSERT_EQUAL(n, 2u * 7 * 6 * 3);
+    CU_ASSERT_STRING_EQUAL(c[0], ""); /* the default first */
+    /* every setting parses, and no two are the same setting */
+    char **canon = calloc(n, sizeof *canon);
+    for (size_t i = 0; i < n; i++) {
+        as_policy_spec s;
+        char why[256];
+        CU_ASSERT_EQUAL_FATAL(as_policy_spec_parse(c[i][0] ? c[i] : "torch", &s, why, sizeof why),
+                              0);
+        canon[i] = strdup(s.text);
+        as_policy_spec_free(&s);
+        for (size_t j = 0; j < i; j++)
+            CU_ASSERT(strcmp(canon[i], canon[j]) != 0);
+        if (i)
+            CU_ASSERT(as_tune_knobs(c[i]) >= as_tune_knobs(c[i - 1])); /* simplest first */
+    }
+    for (size_t i = 0; i < n; i++)
+        free(canon[i]);
+    free(canon);
+    as_tune_space_free(c, n);
+    CU_ASSERT_EQUAL(as_tune_knobs(""), 0);
+    CU_ASSERT_EQUAL(as_tune_knobs("expandable_segments:True"), 1);
+    CU_ASSERT_EQUAL(
+        as_tune_knobs("roundup_power2_divisions:[256:1,512:2,>:8],max_split_size_mb:64"), 2);
+}
+
+static as_tune_item item(char *conf, int ok, uint64_t oom_alloc, uint64_t peak, double dt)
+{
+    as_tune_item it = {.conf = conf,
+                       .knobs = as_tune_knobs(conf),
+                       .completed = ok,
+                       .oom_alloc = ok ? AS_NONE : oom_alloc,
+                       .peak_reserved = peak,
+                       .device_time_s = dt,
+                       .min_capacity = AS_NONE,
+                       .fits_from = AS_NONE};
+    return it;
+}
+
+static void tune_rank_rules(void)
+{
+    /* Expected order by the rules, given shuffled. */
+    const char *want[] = {
+        "",                                              /* fits, 100, the default: wins the tie */
+        "max_split_size_mb:128",                         /* fits, 100, one knob */
+        "expandable_segments:True,max_split_size_mb:64", /* fits, 100, two knobs, less time */
+        "garbage_collection_threshold:0.8,max_split_size_mb:64", /* two knobs, more time */
+        "roundup_power2_divisions:4",                            /* fits, 120 */
+        "expandable_segments:True",                              /* OOM at 50 (later), 90 */
+        "max_split_size_mb:256",                                 /* OOM at 10, 80 */
+        "max_split_size_mb:512",                                 /* OOM at 10, 95 */
+    };
+    as_tune_item it[8] = {
+        item("max_split_size_mb:512", 0, 10, 95, 0),
+        item("roundup_power2_divisions:4", 1, 0, 120, 0),
+        item("garbage_collection_threshold:0.8,max_split_size_mb:64", 1, 0, 100, 2),
+        item("expandable_segments:True", 0, 50, 90, 0),
+        item("max_split_size_mb:128", 1, 0, 100, 0),
+        item("max_split_size_mb:256", 0, 10, 80, 0),
+        item("expandable_segments:True,max_split_size_mb:64", 1, 0, 100, 1),
+        item("", 1, 0, 100, 5),
+    };
+    as_tune_rank(it, 8);
+    for (int i = 0; i < 8; i++)
+        CU_ASSERT_STRING_EQUAL(it[i].conf, want[i]);
+    /* Curves: the curved ones go first, by the capacity they fit from, ties by rank. */
+    it[1].has_curve = 1, it[1].fits_from = 300;
+    it[4].has_curve = 1, it[4].fits_from = 200;
+    it[0].has_curve = 1, it[0].fits_from = 300;
+    as_tune_rank_curves(it, 8);
+    CU_ASSERT_STRING_EQUAL(it[0].conf, "roundup_power2_divisions:4");
+    CU_ASSERT_STRING_EQUAL(it[1].conf, "");
+    CU_ASSERT_STRING_EQUAL(it[2].conf, "max_split_size_mb:128");
+    CU_ASSERT_STRING_EQUAL(it[3].conf, "expandable_segments:True,max_split_size_mb:64");
+}
+
+/* Small requests only: every setting holds one 2 MiB small segment; the default wins. */
+static void tune_tie_default(void)
+{
+    const char *t = tu_write_tmp(".txt", "allocsim-text 1\nalloc 0 512\nalloc 1 4096\nfree 0\n"
+                                         "alloc 2 1000\nfree 1\nfree 2\n");
+    char args[512], out[16384], err[4096];
+    snprintf(args, sizeof args,
+             "tune --device 1G --outside 0 -p max_split_size_mb:128 -p default "
+             "-p roundup_power2_divisions:4 %s",
+             t);
+    CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "unset PYTORCH_CUDA_ALLOC_CONF"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "usable        1073741824 B"));
+}
+
+/* One 2 GiB request on a 1 GB card: nothing fits, and the miss is 2 GiB - 1 GB. */
+static void tune_nothing_fits(void)
+{
+    const char *t = tu_write_tmp(".txt", "allocsim-text 1\nalloc 0 2147483648\nfree 0\n");
+    char args[512], out[16384], err[4096];
+    snprintf(args, sizeof args, "tune --device 1GB --outside 0 -p default %s", t);
+    CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "nothing fits"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "needs 2 GiB")); /* 2048 MiB: the request, rounded */
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "more than the card has"));
+    CU_ASSERT_PTR_NULL(strstr(out, "export PYTORCH_CUDA_ALLOC_CONF"));
+    snprintf(args, sizeof args, "tune --device 1GB --outside 0 -p default -f json %s", t);
+    CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"usable\": 1000000000, \"fits\": false, "
+                                       "\"recommendation\": null"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"min_capacity\": 2147483648"));
+}
+
+/* The paste line, read back through -p, is the setting tune ranked first, and it fits. */
+static void tune_line_parses_back(void)
+{
+    const char *trace = tu_path("tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst");
+    char args[1024], out[32768], err[4096], conf[256];
+    snprintf(args, sizeof args,
+             "tune --device 9.5GB -p default -p expandable_segments:True "
+             "-p max_split_size_mb:128 --curves 1 %s",
+             trace);
+    CU_ASSERT_EQUAL_FATAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
+    const char *e = strstr(out, "export PYTORCH_CUDA_ALLOC_CONF=");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    CU_ASSERT_EQUAL_FATAL(sscanf(e, "export PYTORCH_CUDA_ALLOC_CONF=%255s", conf), 1);
+    CU_ASSERT_STRING_EQUAL(conf, "expandable_segments:True");
+    /* usable = 9.5e9 - 788e6 (the default outside) */
+    snprintf(args, sizeof args, "-p '%s' -p torch -c 8712000000 -f csv %s", conf, trace);
+    CU_ASSERT_EQUAL_FATAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, ",\"torch,expandable=true\",8712000000,1,"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, ",torch,torch,8712000000,0,")); /* the default OOMs */
+}
+
+CU_TestInfo test_tune[] = {
+    {"space", tune_space},
+    {"rank_rules", tune_rank_rules},
+    {"tie_default", tune_tie_default},
+    {"nothing_fits", tune_nothing_fits},
+    {"line_parses_back", tune_line_parses_back},
+    CU_TEST_INFO_NULL,
+};
