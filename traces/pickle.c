@@ -1438,6 +1438,19 @@ size_t as_pk_len(const as_pk *pk, as_pk_ref r)
     return 0;
 }
 
+size_t as_pk_items(const as_pk *pk, as_pk_ref c, const as_pk_ref **items)
+{
+    const pk_node *n = node_at(pk, c);
+    if (!n || (n->type != AS_PK_LIST && n->type != AS_PK_TUPLE && n->type != AS_PK_DICT) ||
+        n->u.head == AS_PK_NIL)
+        return 0;
+    const uint32_t *chunk = pk->cells + n->u.head;
+    if (chunk[0] != AS_PK_NIL) /* more than one chunk */
+        return SIZE_MAX;
+    *items = chunk + 2;
+    return chunk[1];
+}
+
 void as_pk_iter_init(as_pk_iter *it, const as_pk *pk, as_pk_ref c)
 {
     const pk_node *n = node_at(pk, c);

@@ -145,6 +145,12 @@ void as_pk_iter_init(as_pk_iter *it, const as_pk *pk, as_pk_ref container);
 int as_pk_iter_next(as_pk_iter *it, as_pk_ref *item);
 int as_pk_iter_next_pair(as_pk_iter *it, as_pk_ref *key, as_pk_ref *value);
 
+/* The items of a LIST or TUPLE (the keys and values, alternating, of a DICT) when they
+ * lie in one chunk, as one APPENDS/SETITEMS batch leaves them: their count, with *items
+ * pointing at them (valid while the tree is unchanged). SIZE_MAX when they do not (then
+ * iterate), 0 for an empty container or another type. */
+size_t as_pk_items(const as_pk *pk, as_pk_ref c, const as_pk_ref **items);
+
 /* The value of a STR key in a DICT (the last one set), or AS_PK_NIL. O(len). */
 as_pk_ref as_pk_dict_get(const as_pk *pk, as_pk_ref dict, const char *key);
 

@@ -275,14 +275,19 @@ enum { KEY_ACTION = 0, KEY_ADDR, KEY_SIZE, KEY_STREAM, KEY_TIME, KEY_OTHER };
 
 /* What string ref r means: as a key (KEY_*) when key, else as an action name (-1 or an
  * act_names index). Cached by ref; the cache is flushed whenever the parser drops values
- * (a ref may then name something else). */
-static int lookup(snap_build *b, as_pk_ref r, int key)
+ * (a ref may then name something else): */
+static void cache_check(snap_build *b)
 {
-    uint64_t gen = as_pk_stream_generation(b->ps);
+    uint64_t gen = b->ps ? as_pk_stream_generation(b->ps) : 0;
     if (gen != b->cache_gen) {
         memset(b->cache_ref, 0xff, sizeof b->cache_ref);
         b->cache_gen = gen;
     }
+}
+
+/* (cache_check first, once per entry) */
+static inline int lookup(snap_build *b, as_pk_ref r, int key)
+{
     size_t slot = ((size_t)r * 2 + (size_t)key) & 255;
     if (r == AS_PK_NIL)
         return key ? KEY_OTHER : -1;
@@ -322,34 +327,25 @@ static int entry_fields(snap_build *b, as_pk_ref e, uint64_t index, snap_entry *
                      index, as_pk_type_name(as_pk_type_of(pk, e)));
     }
     *x = (snap_entry){.off = off, .index = index, .time_us = AS_TIME_NONE};
-    as_pk_ref act = AS_PK_NIL, addr = AS_PK_NIL, size = AS_PK_NIL, stream = AS_PK_NIL,
-              time = AS_PK_NIL;
-    as_pk_iter f;
-    as_pk_ref k, v;
-    if (charge(b, as_pk_len(pk, e) + 1))
+    as_pk_ref f[KEY_OTHER + 1] = {AS_PK_NIL, AS_PK_NIL, AS_PK_NIL, AS_PK_NIL, AS_PK_NIL,
+                                  AS_PK_NIL}; /* by KEY_*: the last value set wins */
+    const as_pk_ref *kv;
+    size_t nkv = as_pk_items(pk, e, &kv);
+    if (charge(b, (nkv != SIZE_MAX ? nkv / 2 : as_pk_len(pk, e)) + 1))
         return over_budget(b);
-    as_pk_iter_init(&f, pk, e);
-    while (as_pk_iter_next_pair(&f, &k, &v)) {
-        switch (lookup(b, k, 1)) {
-        case KEY_ACTION:
-            act = v;
-            break;
-        case KEY_ADDR:
-            addr = v;
-            break;
-        case KEY_SIZE:
-            size = v;
-            break;
-        case KEY_STREAM:
-            stream = v;
-            break;
-        case KEY_TIME:
-            time = v;
-            break;
-        default:
-            break;
-        }
+    cache_check(b);
+    if (nkv != SIZE_MAX) { /* one SETITEMS batch: the common case */
+        for (size_t i = 0; i + 1 < nkv; i += 2)
+            f[lookup(b, kv[i], 1)] = kv[i + 1];
+    } else {
+        as_pk_iter it;
+        as_pk_ref k, v;
+        as_pk_iter_init(&it, pk, e);
+        while (as_pk_iter_next_pair(&it, &k, &v))
+            f[lookup(b, k, 1)] = v;
     }
+    as_pk_ref act = f[KEY_ACTION], addr = f[KEY_ADDR], size = f[KEY_SIZE],
+              stream = f[KEY_STREAM], time = f[KEY_TIME];
     if (as_pk_type_of(pk, act) != AS_PK_STR) {
         if (b->lenient) {
             b->warnings++;
