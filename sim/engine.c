@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "grow.h"
 #include "idmap.h"
 
 #define BATCH 4096u              /* events per batch: 160 KiB per buffer */
@@ -136,20 +137,10 @@ static void run_fail(run *r, int code, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Amortised growth of a per-run buffer. Returns 0 or -1. */
+/* Amortised growth of a per-run buffer (as_grow, from 64 items). Returns 0 or -1. */
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
 {
-    if (need <= *cap)
-        return 0;
-    size_t nc = *cap ? *cap * 2 : 64;
-    while (nc < need)
-        nc *= 2;
-    void *np = realloc(*p, nc * elem);
-    if (!np)
-        return -1;
-    *p = np;
-    *cap = nc;
-    return 0;
+    return as_grow(p, cap, need, elem, 64);
 }
 
 /* ---- device log --------------------------------------------------------------------- */

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "gen_impl.h"
+#include "grow.h"
 #include "source.h"
 
 static const gen_kind *const kinds[] = {
@@ -133,15 +134,9 @@ void gen_fail(as_gen *g, int code)
 
 static qev *push(as_gen *g)
 {
-    if (g->qn == g->qcap) {
-        size_t nc = g->qcap ? g->qcap * 2 : 1024;
-        qev *nq = realloc(g->q, nc * sizeof *nq);
-        if (!nq) {
-            gen_fail(g, AS_ENOMEM);
-            return NULL;
-        }
-        g->q = nq;
-        g->qcap = nc;
+    if (as_grow((void **)&g->q, &g->qcap, g->qn + 1, sizeof *g->q, 1024) < 0) {
+        gen_fail(g, AS_ENOMEM);
+        return NULL;
     }
     qev *e = &g->q[g->qn++];
     memset(e, 0, sizeof *e);

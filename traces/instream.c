@@ -545,21 +545,3 @@ int as_instream_peek_line(as_instream *in, size_t max, as_inline *l, as_trace_er
         want *= 2;
     }
 }
-
-int as_grow(void **arr, size_t *cap, size_t need, size_t elem, size_t first)
-{
-    if (need <= *cap)
-        return 0;
-    size_t nc = *cap ? *cap : first;
-    while (nc < need) {
-        if (nc > SIZE_MAX / 2 / elem)
-            return -1;
-        nc *= 2;
-    }
-    void *p = realloc(*arr, nc * elem);
-    if (!p)
-        return -1;
-    *arr = p;
-    *cap = nc;
-    return 0;
-}

@@ -36,14 +36,8 @@ int as_meta_set(as_meta *m, const char *key, const char *value)
             return 0;
         }
     }
-    if (m->n == m->cap) {
-        size_t ncap = m->cap ? m->cap * 2 : 8;
-        as_meta_kv *nk = realloc(m->kv, ncap * sizeof *nk);
-        if (!nk)
-            return AS_ENOMEM;
-        m->kv = nk;
-        m->cap = ncap;
-    }
+    if (as_grow((void **)&m->kv, &m->cap, m->n + 1, sizeof *m->kv, 8) < 0)
+        return AS_ENOMEM;
     char *k = strdup(key), *v = strdup(value);
     if (!k || !v) {
         free(k);

@@ -489,14 +489,10 @@ int as_native_next_batch(void *stp, as_validator *vd, as_event *evs, size_t cap,
                                    "more than %d distinct streams", MAX_STREAMS);
                         goto out;
                     }
-                    if (s->nstreams == s->streams_cap) {
-                        uint64_t *ns = realloc(s->streams, 2 * s->streams_cap * sizeof *ns);
-                        if (!ns) {
-                            rc = nfail(s, err, AS_ENOMEM, 0, "out of memory");
-                            goto out;
-                        }
-                        s->streams = ns;
-                        s->streams_cap *= 2;
+                    if (as_grow((void **)&s->streams, &s->streams_cap, s->nstreams + 1,
+                                sizeof *s->streams, 16) < 0) {
+                        rc = nfail(s, err, AS_ENOMEM, 0, "out of memory");
+                        goto out;
                     }
                     s->streams[s->nstreams++] = val;
                     cur_stream = val;
@@ -642,17 +638,9 @@ typedef struct buf {
 
 static int buf_reserve(buf *b, size_t more)
 {
-    if (b->len + more <= b->cap)
-        return 0;
-    size_t nc = b->cap ? b->cap : 4096;
-    while (nc < b->len + more)
-        nc *= 2;
-    uint8_t *np = realloc(b->p, nc);
-    if (!np)
+    if (more > SIZE_MAX - b->len)
         return -1;
-    b->p = np;
-    b->cap = nc;
-    return 0;
+    return as_grow((void **)&b->p, &b->cap, b->len + more, 1, 4096);
 }
 
 static inline void put_varint(buf *b, uint64_t v)

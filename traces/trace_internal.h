@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "grow.h"
 #include "source.h"
 #include "trace.h"
 
@@ -59,11 +60,6 @@ int as_instream_peek_line(as_instream *in, size_t max, as_inline *l, as_trace_er
  * than at wherever buffering left the stream. Cheap: two stores. */
 void as_instream_mark_event(as_instream *in, uint64_t offset, uint64_t line);
 void as_instream_take_mark(as_instream *in, uint64_t *offset, uint64_t *line);
-
-/* Grows *arr (elem-byte items, capacity *cap) to hold at least need: the capacity starts at
- * first and doubles (amortised O(1) appends); the multiplication is overflow-checked.
- * Returns 0 or -1 (overflow or out of memory; *arr and *cap are then unchanged). */
-int as_grow(void **arr, size_t *cap, size_t need, size_t elem, size_t first);
 
 /* Fills err (code, path, offset, line, event = UINT64_MAX, message). Returns code. */
 int as_trace_set_error(as_trace_error *err, int code, const char *path, uint64_t offset,
