@@ -46,7 +46,12 @@ int as_cmd_mincap(int argc, char **argv); /* cmd_mincap.c */
 int as_cmd_plot(int argc, char **argv);   /* cmd_plot.c */
 int as_cmd_tune(int argc, char **argv);   /* cmd_tune.c */
 
-/* "allocsim: MESSAGE\n" on stderr. */
+/* Writes text to f with every byte that could drive a terminal escaped as \xHH: control
+ * characters but newline and tab, DEL, and bytes that are not valid UTF-8 or that encode a
+ * C1 control. Every message goes through it, and `info` prints input bytes with it. */
+void as_cli_put_safe(FILE *f, const char *text);
+/* "allocsim: MESSAGE\n" on stderr, escaped as above (a file name or an excerpt of a trace
+ * cannot set the terminal's title). */
 void as_cli_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "PROG VERSION" and "zstd VERSION" (the library loaded) on stdout, for --version. */
 void as_cli_version(const char *prog);

@@ -435,8 +435,10 @@ int as_cmd_mincap(int argc, char **argv)
                        m.events, m.allocs, m.peak_requested);
                 opened = 1;
             } else {
-                printf("trace %s: %" PRIu64 " events, %" PRIu64 " allocations, peak requested %s\n",
-                       trace, m.events, m.allocs, a);
+                fputs("trace ", stdout);
+                as_cli_put_safe(stdout, trace);
+                printf(": %" PRIu64 " events, %" PRIu64 " allocations, peak requested %s\n",
+                       m.events, m.allocs, a);
             }
         }
         if (json) {

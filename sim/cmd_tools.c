@@ -487,14 +487,25 @@ int as_cmd_info(int argc, char **argv)
     }
     const as_trace_summary *s = &in->sum;
     char a[32], b[32], c[32];
-    printf("trace: %s\nformat: %s\n", path, as_trace_fmt_name(as_trace_reader_format(rd)));
+    /* The name and the metadata are the input's bytes: escaped, so that a trace cannot
+     * drive the terminal (JSON has its own escaping). */
+    fputs("trace: ", stdout);
+    as_cli_put_safe(stdout, path);
+    printf("\nformat: %s\n", as_trace_fmt_name(as_trace_reader_format(rd)));
     const as_meta *m = as_trace_reader_meta(rd);
     const char *src = m ? as_meta_get(m, "source") : NULL;
-    printf("source: %s\n", src ? src : "(unknown)");
+    fputs("source: ", stdout);
+    as_cli_put_safe(stdout, src ? src : "(unknown)");
+    putchar('\n');
     if (m && m->n) {
         printf("metadata:\n");
-        for (size_t i = 0; i < m->n; i++)
-            printf("  %s = %s\n", m->kv[i].key, m->kv[i].value);
+        for (size_t i = 0; i < m->n; i++) {
+            fputs("  ", stdout);
+            as_cli_put_safe(stdout, m->kv[i].key);
+            fputs(" = ", stdout);
+            as_cli_put_safe(stdout, m->kv[i].value);
+            putchar('\n');
+        }
     }
     printf("events: %llu (alloc %llu, free %llu, free_req %llu, empty_cache %llu, mark %llu)\n",
            (unsigned long long)s->events, (unsigned long long)s->allocs,

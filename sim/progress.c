@@ -8,6 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -46,9 +48,13 @@ void as_progress_show(as_progress *p, uint64_t done, uint64_t total, double frac
         fmt_secs(left, sizeof left - 5, el * (1.0 - frac) / frac);
         snprintf(left + strlen(left), 6, " left");
     }
-    fprintf(stderr, "\r\033[K%s%s%llu/%llu %s, %.0f%%, %s", p->label ? p->label : "",
-            p->label ? ": " : "", (unsigned long long)done, (unsigned long long)total, p->what,
-            100.0 * frac, left);
+    fputs("\r\033[K", stderr);
+    if (p->label) { /* a trace's name or a spec: the user's bytes, escaped */
+        as_cli_put_safe(stderr, p->label);
+        fputs(": ", stderr);
+    }
+    fprintf(stderr, "%llu/%llu %s, %.0f%%, %s", (unsigned long long)done, (unsigned long long)total,
+            p->what, 100.0 * frac, left);
     fflush(stderr);
     p->shown = 1;
 }

@@ -3,8 +3,8 @@
  * "runs done/total, percent, time left" on stderr, only when stderr is a terminal and -q
  * was not given, redrawn at most four times a second, erased before anything else is
  * printed. The estimate of time left is elapsed * (1 - f) / f for the fraction f of the
- * work done, which the caller computes (the engine reports it, outfile-free: the library
- * never prints).
+ * work done, which the caller computes from what the engine reports (the library never
+ * prints; only the command layer does).
  */
 #ifndef AS_SIM_PROGRESS_H
 #define AS_SIM_PROGRESS_H

@@ -520,6 +520,33 @@ static void test_sigint_mincap(void)
     CU_ASSERT_EQUAL(strays, 0);
 }
 
+/* Input bytes reach the terminal escaped: a file name and metadata holding ESC, BEL, a C1
+ * control in UTF-8 and a byte that is not UTF-8, in a message and in `info`; valid UTF-8
+ * (é) stays as it is. */
+static void test_terminal_safe(void)
+{
+    char d[1024], t[1200];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fresh_dir(d, sizeof d));
+    snprintf(t, sizeof t, "%s/x\033[31m.txt", d);
+    put(t, "allocsim-text 1\nmeta title=\033]0;pwned\007 \xc2\x9b"
+           "2J \xff \xc3\xa9\n"
+           "alloc 0 1M\nfree 0\n");
+    CU_ASSERT_EQUAL(sh("@ info \"$(printf '%s/x\\033[31m.txt')\"", d), 0);
+    CU_ASSERT_PTR_NULL(strchr(out, '\033'));
+    CU_ASSERT_PTR_NULL(strchr(out, '\007'));
+    CU_ASSERT_PTR_NULL(strstr(out, "\xc2\x9b"));
+    CU_ASSERT_PTR_NULL(strchr(out, '\xff'));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "x\\x1b[31m.txt"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "title = \\x1b]0;pwned\\x07 \\xc2\\x9b2J \\xff \xc3\xa9"));
+    /* A message naming the file, and one quoting a bad line. */
+    put(t, "allocsim-text 1\nalloc 0 1M\nfree \033]0;x\007\n");
+    CU_ASSERT_EQUAL(sh("@ -p bestfit \"$(printf '%s/x\\033[31m.txt')\"", d), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "x\\x1b[31m.txt"));
+    CU_ASSERT_PTR_NULL(strchr(err, '\033'));
+    CU_ASSERT_PTR_NULL(strchr(err, '\007'));
+    unlink(t);
+}
+
 CU_TestInfo test_outputs[] = {
     {"an output naming an input: exit 2, input unchanged", test_output_is_input},
     {"a failure keeps the old output, no temporary file", test_failure_keeps_old_file},
@@ -528,5 +555,6 @@ CU_TestInfo test_outputs[] = {
     {"two writers of one --timeline never mix rows", test_two_writers},
     {"SIGINT to a sweep: 130, finished runs whole, no temp file", test_sigint_sweep},
     {"SIGINT to mincap: 130, answered policies kept, no spool", test_sigint_mincap},
+    {"input bytes escaped in messages and info", test_terminal_safe},
     CU_TEST_INFO_NULL,
 };
