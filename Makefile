@@ -67,7 +67,7 @@ $(foreach d,$(OBJ_DIRS),$(d)/traces/%.o): INC := $(INC_traces)
 $(foreach d,$(OBJ_DIRS),$(d)/policies/%.o): INC := $(INC_policies)
 $(BUILD)/replay/%.o: INC := $(INC_replay)
 
-.PHONY: all test asan tsan bench fuzz fuzz-run replay validate plots install clean help
+.PHONY: all test asan tsan bench fuzz fuzz-run replay validate plots install uninstall clean help
 .DEFAULT_GOAL := all
 
 ## all: build build/allocsim (release, -O2)
@@ -167,12 +167,6 @@ tsan: $(TSAN_DIR)/run-tests $(TSAN_DIR)/allocsim
 ## bench: CPU events/s of every policy on long real traces (repeated snapshots) and a generated one
 bench: $(BUILD)/allocsim-bench $(BUILD)/allocsim
 	$(Q)$(BUILD)/allocsim-bench --commit "$$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" $(BENCH_ARGS)
-
-## install: install allocsim into $(PREFIX)/bin (and the gnuplot scripts)
-install: $(BUILD)/allocsim
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/allocsim/plots
-	install -m 755 $(BUILD)/allocsim $(DESTDIR)$(PREFIX)/bin/allocsim
-	$(if $(wildcard plots/*.gp),install -m 644 $(wildcard plots/*.gp) $(DESTDIR)$(PREFIX)/share/allocsim/plots/)
 
 ## clean: remove build/
 clean:

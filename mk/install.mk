@@ -1,0 +1,44 @@
+# install.mk - `make install` and `make uninstall`, both under $(DESTDIR)$(PREFIX):
+#   bin/allocsim, and bin/allocsim-replay when `make replay` built it
+#   share/allocsim/plots/*.gp              the scripts of `allocsim plot`
+#   share/man/man1/allocsim.1 (allocsim-replay.1 with the program)
+#   share/bash-completion/completions/allocsim (and allocsim-replay, a link to it)
+# uninstall removes exactly these and allocsim's own folders; the shared folders (bin,
+# man1, completions) stay. tests/test_install.c installs into a temporary prefix and
+# checks that uninstall leaves no file there.
+
+BINDIR      ?= $(PREFIX)/bin
+DATADIR     ?= $(PREFIX)/share
+MANDIR      ?= $(DATADIR)/man
+BASHCOMPDIR ?= $(DATADIR)/bash-completion/completions
+PLOTSDIR    := $(DATADIR)/allocsim/plots
+INSTALL     ?= install
+
+# tests/test_install.c runs `make install` with the same build folder.
+TEST_ENV += AS_BUILD=$(BUILD)
+
+# Decided when make starts: install does not build the CUDA programs.
+REPLAY_BUILT := $(wildcard $(BUILD)/allocsim-replay)
+PLOT_SCRIPTS := $(wildcard plots/*.gp)
+
+## install: allocsim (and allocsim-replay if built), man pages, bash completion, plot scripts
+install: $(BUILD)/allocsim
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(PLOTSDIR) $(DESTDIR)$(MANDIR)/man1 \
+	  $(DESTDIR)$(BASHCOMPDIR)
+	$(INSTALL) -m 755 $(BUILD)/allocsim $(DESTDIR)$(BINDIR)/allocsim
+	$(if $(PLOT_SCRIPTS),$(INSTALL) -m 644 $(PLOT_SCRIPTS) $(DESTDIR)$(PLOTSDIR)/)
+	$(INSTALL) -m 644 sim/man/allocsim.1 $(DESTDIR)$(MANDIR)/man1/allocsim.1
+	$(INSTALL) -m 644 sim/completion/allocsim.bash $(DESTDIR)$(BASHCOMPDIR)/allocsim
+ifneq ($(REPLAY_BUILT),)
+	$(INSTALL) -m 755 $(BUILD)/allocsim-replay $(DESTDIR)$(BINDIR)/allocsim-replay
+	$(INSTALL) -m 644 sim/man/allocsim-replay.1 $(DESTDIR)$(MANDIR)/man1/allocsim-replay.1
+	ln -sf allocsim $(DESTDIR)$(BASHCOMPDIR)/allocsim-replay
+endif
+
+## uninstall: remove everything install put under $(DESTDIR)$(PREFIX)
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/allocsim $(DESTDIR)$(BINDIR)/allocsim-replay \
+	  $(DESTDIR)$(MANDIR)/man1/allocsim.1 $(DESTDIR)$(MANDIR)/man1/allocsim-replay.1 \
+	  $(DESTDIR)$(BASHCOMPDIR)/allocsim $(DESTDIR)$(BASHCOMPDIR)/allocsim-replay \
+	  $(addprefix $(DESTDIR)$(PLOTSDIR)/,$(notdir $(PLOT_SCRIPTS)))
+	rmdir $(DESTDIR)$(PLOTSDIR) $(DESTDIR)$(DATADIR)/allocsim 2>/dev/null || true
