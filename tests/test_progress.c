@@ -49,7 +49,8 @@ static int run_engine(seen *s, const char *text, size_t len, as_engine **out)
     static as_policy_spec kept;
     if (as_policy_spec_parse("nocache", &spec, why, sizeof why))
         return -1;
-    kept = spec; /* borrowed by the engine: outlives it */
+    as_policy_spec_free(&kept); /* the previous call's: the engine that borrowed it is gone */
+    kept = spec;                /* borrowed by the engine: outlives it */
     as_engine_opts o = {.threads = 2, .on_runs = on_runs, .stop = &s->stop, .user = s};
     as_engine *e = NULL;
     as_trace_reader *rd = NULL;
