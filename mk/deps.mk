@@ -9,7 +9,8 @@
 #
 #   FOLDER:HEADER:yes|no
 DEPS_TABLE := \
-  base:error.h:yes          base:trace.h:no           base:policy.h:no \
+  base:error.h:yes          base:units.h:yes          base:grow.h:yes \
+  base:trace.h:no           base:policy.h:no \
   base:device.h:no          base:engine.h:no \
   traces:trace.h:yes        traces:error.h:yes        traces:policy.h:no \
   traces:device.h:no        traces:engine.h:no        traces:simdev.h:no \

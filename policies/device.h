@@ -12,7 +12,7 @@
  * the slot and returns AS_ENOSYS from it. ops->abi is AS_DEVICE_ABI; the engine refuses a
  * device with another.
  *
- * This header depends on nothing else in the project but sim/base/error.h.
+ * This header depends on nothing else in the project but sim/base (error.h, units.h).
  */
 #ifndef AS_POLICIES_DEVICE_H
 #define AS_POLICIES_DEVICE_H
@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "units.h" /* AS_CAPACITY_NONE */
 
 /* The version of as_device_ops and of the types below; raised when either changes. */
 #define AS_DEVICE_ABI 1
@@ -34,7 +35,6 @@ enum {
     AS_DEV_EINVAL = AS_EINVAL, /* older name, kept while policies/torch.c is being edited */
 };
 
-#define AS_CAPACITY_NONE UINT64_MAX
 #define AS_DEV_GRANULARITY (2ull << 20) /* 2 MiB: cudaMalloc and cuMem page granularity */
 
 typedef struct as_device_ops {

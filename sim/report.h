@@ -17,6 +17,7 @@
 
 #include "engine.h"
 #include "trace.h"
+#include "units.h" /* the human form of sizes and capacities */
 
 #define AS_VERSION "0.1.0"
 /* The version of the report contract (sim/REPORT.md): JSON "schema", bumped on any
@@ -88,20 +89,5 @@ int as_runlog_flush(as_runlog *l, unsigned upto);
 void as_runlog_discard(as_runlog *l, unsigned from);
 /* Writes the header and every run's rows in run order, closes and frees. 0 or -errno. */
 int as_runlog_close(as_runlog *l);
-
-/* ---- quantities ---------------------------------------------------------------------- */
-
-/* Bytes with an optional unit, as as_parse_size (traces/units.c): K/M/G/T and
- * KiB/MiB/GiB/TiB are binary (80G = 80 GiB), KB/MB/GB/TB decimal (80GB = 80e9, as GPU
- * vendors count); a real with an exponent ("141e9", "1.5GiB") is rounded down to whole
- * bytes. Returns 0 or -1 (bad text, overflow, zero). */
-int as_parse_bytes(const char *s, uint64_t *out);
-/* As as_parse_bytes, plus "none"/"unlimited" -> AS_CAPACITY_NONE. */
-int as_parse_capacity(const char *s, uint64_t *out);
-/* "512 B", "1.5 KiB", "20.0 MiB", "79.65 GiB" (binary units, rounded). */
-void as_fmt_bytes(char *buf, size_t n, uint64_t bytes);
-/* A capacity: "none"; exact when a whole number of GiB or MiB ("80 GiB", "8600 MiB"; KiB
- * or B under 1 MiB); else rounded as as_fmt_bytes with a "~" ("~74.51 GiB" for 80GB). */
-void as_fmt_capacity(char *buf, size_t n, uint64_t cap);
 
 #endif

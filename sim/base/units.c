@@ -4,10 +4,12 @@
  * convention): K, M, G, T (also Ki/KiB, ...) are powers of 1024; KB, MB, GB, TB powers of
  * 1000; letters in any case; e notation and fractions are fine (1.5G, 141e9), rounded down
  * to whole bytes. Invariant: a plain integer is read exactly (no floating point), so the
- * text format's sizes never lose a byte.
+ * text format's sizes never lose a byte. Also the one human form of sizes and capacities
+ * that every table and chart legend prints (sim/REPORT.md, Conventions).
  */
 #include <ctype.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,4 +91,52 @@ int as_parse_size(const char *s, size_t n, uint64_t *out)
         return -1;
     *out = x * m;
     return 0;
+}
+
+/* ---- capacities and the human form of sizes ----------------------------------------- */
+
+int as_parse_bytes(const char *s, uint64_t *out)
+{
+    return s && as_parse_size(s, strlen(s), out) == 0 && *out ? 0 : -1;
+}
+
+int as_parse_capacity(const char *s, uint64_t *out)
+{
+    if (s && (strcmp(s, "none") == 0 || strcmp(s, "unlimited") == 0)) {
+        *out = AS_CAPACITY_NONE;
+        return 0;
+    }
+    return as_parse_bytes(s, out);
+}
+
+void as_fmt_bytes(char *buf, size_t n, uint64_t b)
+{
+    if (b < 1024)
+        snprintf(buf, n, "%llu B", (unsigned long long)b);
+    else if (b < (1ull << 20))
+        snprintf(buf, n, "%.1f KiB", (double)b / 1024);
+    else if (b < (1ull << 30))
+        snprintf(buf, n, "%.1f MiB", (double)b / (1 << 20));
+    else
+        snprintf(buf, n, "%.2f GiB", (double)b / (1 << 30));
+}
+
+void as_fmt_capacity(char *buf, size_t n, uint64_t cap)
+{
+    /* Exact when it is a whole number of the unit; otherwise rounded as every other byte
+     * column is, and marked "~" (the exact bytes are in CSV and JSON). */
+    if (cap == AS_CAPACITY_NONE)
+        snprintf(buf, n, "none");
+    else if (cap >= (1ull << 30) && cap % (1ull << 30) == 0)
+        snprintf(buf, n, "%llu GiB", (unsigned long long)(cap >> 30));
+    else if (cap >= (1ull << 20) && cap % (1ull << 20) == 0)
+        snprintf(buf, n, "%llu MiB", (unsigned long long)(cap >> 20));
+    else if (cap < (1ull << 20) && cap >= 1024 && cap % 1024 == 0)
+        snprintf(buf, n, "%llu KiB", (unsigned long long)(cap >> 10));
+    else if (cap < 1024)
+        snprintf(buf, n, "%llu B", (unsigned long long)cap);
+    else {
+        buf[0] = '~';
+        as_fmt_bytes(buf + (n > 1), n > 1 ? n - 1 : n, cap);
+    }
 }

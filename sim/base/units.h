@@ -1,6 +1,7 @@
 /*
  * units.h - byte quantities in text: the one parser of sizes with units that every part
- * uses (command line, policy specs, text traces, generators).
+ * uses (command line, policy specs, text traces, generators), capacities ("none" is an
+ * unlimited device), and the one human form of sizes and capacities in tables.
  *
  * Part of sim/base/: uses nothing else in the project.
  */
@@ -16,5 +17,20 @@
  * letters in any case. A fraction is rounded down to whole bytes (0.3K = 307). No sign,
  * no space. Returns 0, or -1 for bad text or a value past 2^64 - 1. */
 int as_parse_size(const char *s, size_t n, uint64_t *out);
+
+#define AS_CAPACITY_NONE UINT64_MAX /* no capacity: an unlimited device */
+
+/* A whole string of bytes with an optional unit, as as_parse_size: K/M/G/T and
+ * KiB/MiB/GiB/TiB are binary (80G = 80 GiB), KB/MB/GB/TB decimal (80GB = 80e9, as GPU
+ * vendors count); a real with an exponent ("141e9", "1.5GiB") is rounded down to whole
+ * bytes. Returns 0 or -1 (bad text, overflow, zero). */
+int as_parse_bytes(const char *s, uint64_t *out);
+/* As as_parse_bytes, plus "none"/"unlimited" -> AS_CAPACITY_NONE. */
+int as_parse_capacity(const char *s, uint64_t *out);
+/* "512 B", "1.5 KiB", "20.0 MiB", "79.65 GiB" (binary units, rounded). */
+void as_fmt_bytes(char *buf, size_t n, uint64_t bytes);
+/* A capacity: "none"; exact when a whole number of GiB or MiB ("80 GiB", "8600 MiB"; KiB
+ * or B under 1 MiB); else rounded as as_fmt_bytes with a "~" ("~74.51 GiB" for 80GB). */
+void as_fmt_capacity(char *buf, size_t n, uint64_t cap);
 
 #endif
