@@ -518,10 +518,10 @@ static void pickle_rows(const char *dir)
     long kp = 0, kn = 0;
     double rp, rn;
     long long mb = stat(lp, &sb) == 0 ? (long long)sb.st_size / 1000000 : 0;
-    measure(0, lp, NULL, AS_CAPACITY_NONE, &rp);
-    measure(0, nat, NULL, AS_CAPACITY_NONE, &rn);
-    measure_once(0, lp, NULL, AS_CAPACITY_NONE, &r, &kp);
-    measure_once(0, nat, NULL, AS_CAPACITY_NONE, &r, &kn);
+    measure(self_exe, 0, lp, NULL, AS_CAPACITY_NONE, &rp);
+    measure(self_exe, 0, nat, NULL, AS_CAPACITY_NONE, &rn);
+    measure_once(self_exe, 0, lp, NULL, AS_CAPACITY_NONE, &r, &kp);
+    measure_once(self_exe, 0, nat, NULL, AS_CAPACITY_NONE, &r, &kn);
     printf(
         "\nsnapshot import, decode only: llama x8 pickle (%llu events, %lld MB): %.2f M events/s, "
         "%.1f MiB peak RSS; the same events native: %.1f M events/s, %.1f MiB\n",
