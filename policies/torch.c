@@ -152,28 +152,41 @@ typedef struct torch_state {
 
 /* ---- node and segment storage ------------------------------------------------------ */
 
+/* A node index for a new block (its slot's generation kept, the rest for the caller to
+ * fill); 0 on host OOM. The recycled list is the common case, inline. */
+static uint32_t node_grow(torch_state *t);
+
+static inline uint32_t node_take(torch_state *t)
+{
+    uint32_t i = t->bfree;
+    if (__builtin_expect(!i, 0))
+        return node_grow(t);
+    t->bfree = t->b[i].next;
+    return i;
+}
+
+static uint32_t node_grow(torch_state *t)
+{
+    if (t->nb + 1 >= t->bcap) {
+        uint32_t nc = t->bcap ? t->bcap * 2 : 256;
+        blk *nn = realloc(t->b, (size_t)nc * sizeof *nn);
+        if (!nn)
+            return 0;
+        if (!t->b)
+            nn[0] = (blk){0}; /* index 0 means none */
+        t->b = nn;
+        t->bcap = nc;
+    }
+    uint32_t i = ++t->nb;
+    t->b[i].gen = 0;
+    return i;
+}
+
 static uint32_t node_new(torch_state *t)
 {
-    uint32_t i;
-    if (t->bfree) {
-        i = t->bfree;
-        t->bfree = t->b[i].next;
-    } else {
-        if (t->nb + 1 >= t->bcap) {
-            uint32_t nc = t->bcap ? t->bcap * 2 : 256;
-            blk *nn = realloc(t->b, (size_t)nc * sizeof *nn);
-            if (!nn)
-                return 0;
-            if (!t->b)
-                nn[0] = (blk){0}; /* index 0 means none */
-            t->b = nn;
-            t->bcap = nc;
-        }
-        i = ++t->nb;
-        t->b[i].gen = 0;
-    }
-    uint32_t gen = t->b[i].gen;
-    t->b[i] = (blk){.gen = gen};
+    uint32_t i = node_take(t);
+    if (i)
+        t->b[i] = (blk){.gen = t->b[i].gen};
     return i;
 }
 
@@ -314,22 +327,24 @@ static uint32_t merge_neighbours(torch_state *t, uint32_t x)
  * segment, stream and mapped state, free). Returns the new node or 0 on host OOM. */
 static uint32_t split_after(torch_state *t, uint32_t i, uint64_t size)
 {
-    uint32_t r = node_new(t);
+    uint32_t r = node_take(t);
     if (!r)
         return 0;
     blk *b = t->b;
-    b[r].addr = b[i].addr + size;
-    b[r].size = b[i].size - size;
-    b[r].seg = b[i].seg;
-    b[r].sx = b[i].sx;
-    b[r].small = b[i].small;
-    b[r].exp = b[i].exp;
-    b[r].mapped = b[i].mapped;
-    b[r].state = B_FREE;
-    b[r].prev = i;
-    b[r].next = b[i].next;
-    if (b[r].next)
-        b[b[r].next].prev = r;
+    uint32_t nx = b[i].next;
+    b[r] = (blk){.addr = b[i].addr + size,
+                 .size = b[i].size - size,
+                 .prev = i,
+                 .next = nx,
+                 .seg = b[i].seg,
+                 .sx = b[i].sx,
+                 .gen = b[r].gen,
+                 .state = B_FREE,
+                 .mapped = b[i].mapped,
+                 .small = b[i].small,
+                 .exp = b[i].exp};
+    if (nx)
+        b[nx].prev = r;
     b[i].next = r;
     b[i].size = size;
     return r;
@@ -857,13 +872,13 @@ static int torch_alloc(void *st, const as_request *req, as_block *out)
     params p = {.stream = req->stream};
     p.size = round_size(t, req->size);
     p.pl = &t->pools[p.size <= SMALL_SIZE];
-    p.alloc_size = allocation_size(t, p.size);
     fset *fs = &p.pl->blocks;
     if (!(fs->n && fs->s[fs->last].stream == p.stream) && as_tfs_slot(fs, p.stream) < 0)
         return AS_POLICY_ENOMEM; /* insert_free relies on the slot */
 
     int found = get_free_block(t, &p), rc = 0, in_set = found;
     if (!found) {
+        p.alloc_size = allocation_size(t, p.size);
         if (gc_active(t) && (rc = garbage_collect(t)))
             return rc;
         found = alloc_block(t, &p, 0);
