@@ -13,13 +13,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cards.h"
 #include "cli.h"
 #include "engine.h"
 #include "mincap.h"
 #include "outfile.h"
 #include "progress.h"
 #include "report.h"
-#include "cards.h"
 #include "segmap.h"
 
 #define DEFAULT_TIMELINE_EVERY 100
@@ -50,6 +50,9 @@ static const char run_help[] =
     "                        e.g. --sweep 8GiB:12GiB:64MiB -f csv for 'allocsim plot capacity';\n"
     "                        at most 16384 capacities in all\n"
     "      --keep-going      after an OOM, skip the failed request and go on (counts OOMs)\n"
+    "      --skip-bad        with several traces, name each one that cannot be read, report\n"
+    "                        the others and exit 1; without it every trace is decoded\n"
+    "                        before any run, and the first bad one stops the command\n"
     "      --check           verify the policy's invariants after every event (slow)\n"
     "      --threads N       worker threads (default: one per run, up to the cores);\n"
     "                        results do not depend on it\n"
@@ -71,6 +74,7 @@ enum {
     OPT_SEGMAP,
     OPT_SWEEP,
     OPT_KEEP,
+    OPT_SKIP_BAD,
     OPT_CHECK,
     OPT_THREADS,
     OPT_MEMORY,
@@ -90,6 +94,7 @@ static const struct option run_opts[] = {
     {"segment-map", required_argument, NULL, OPT_SEGMAP},
     {"sweep", required_argument, NULL, OPT_SWEEP},
     {"keep-going", no_argument, NULL, OPT_KEEP},
+    {"skip-bad", no_argument, NULL, OPT_SKIP_BAD},
     {"check", no_argument, NULL, OPT_CHECK},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"memory", required_argument, NULL, OPT_MEMORY},
@@ -234,27 +239,24 @@ static int run_group(run_set *rs, run_ctx *ctx, size_t r0, size_t n, uint64_t ma
     int rc = as_engine_run(e, rd, &err);
     if (rc == 0)
         ctx->trace_events = as_engine_summary(e)->events;
-    /* A group counts whole or not at all: an interrupted one (or its segment map) and one
-     * past the budget are void, and the rows they logged go too. */
-    if (rc == 0 && ctx->segmap && (ret = segmap_group(rs, ctx, e, r0, n, base_run)) &&
-        ret != AS_EXIT_SIGNAL)
-        goto out;
+    if (rc == 0 && ctx->segmap)
+        ret = segmap_group(rs, ctx, e, r0, n, base_run);
     progress_clear(ctx);
-    if (rc == AS_ENGINE_STOPPED || ret == AS_EXIT_SIGNAL || (rc == AS_ENGINE_EBUDGET && max_live)) {
+    /* A group counts whole or not at all: one that failed, was interrupted (or its segment
+     * map was) or outgrew the budget is void, and the rows it logged go too. */
+    if (rc != 0 || ret) {
         if (ctx->segs)
             as_runlog_discard(ctx->segs, base_run);
         if (ctx->timeline)
             as_runlog_discard(ctx->timeline, base_run);
         if (ctx->segmap)
             as_segmap_drop_from(ctx->segmap, base_run);
-        if (rc == AS_ENGINE_EBUDGET)
+        if (rc == AS_ENGINE_EBUDGET && max_live)
             *budget_hit = 1;
-        else
+        else if (rc == AS_ENGINE_STOPPED)
             ret = AS_EXIT_SIGNAL;
-        goto out;
-    }
-    if (rc < 0) {
-        ret = engine_fail(rs->path, rc, &err, e);
+        else if (rc < 0)
+            ret = engine_fail(rs->path, rc, &err, e);
         goto out;
     }
     if (as_report_add_engine(rep, &rs->trace, rs->path, rd, e)) {
@@ -392,6 +394,42 @@ static int run_trace(const char *path, const as_engine_opts *base, run_ctx *ctx,
     return ret;
 }
 
+/* Before any run of several traces: opens and decodes each one (decoding is far cheaper
+ * than a run), so that a bad trace costs no simulation. Standard input can be read only
+ * once: it is checked as it runs. Without skip_bad the first bad trace is the answer (its
+ * message, exit 1); with it, each bad one is named and marked. 0 or an exit status. */
+static int check_traces(char **paths, int n, int skip_bad, unsigned char *bad, unsigned *nbad)
+{
+    as_event *evs = malloc(4096 * sizeof *evs);
+    if (!evs) {
+        as_cli_msg("out of host memory");
+        return AS_EXIT_INPUT;
+    }
+    int ret = 0;
+    for (int i = 0; i < n && !as_out_stop && (!ret || skip_bad); i++) {
+        if (!strcmp(paths[i], "-"))
+            continue;
+        as_trace_reader *rd = NULL;
+        size_t got;
+        int rc = 0;
+        if ((ret = as_cli_open_trace(paths[i], &rd)) == 0) {
+            while (!as_out_stop && (rc = as_trace_next_batch(rd, evs, 4096, &got)) == 0)
+                ;
+            if (rc < 0)
+                ret = as_cli_trace_fail(as_trace_reader_error(rd), paths[i]);
+        }
+        as_trace_close(rd);
+        if (ret) {
+            bad[i] = 1;
+            (*nbad)++;
+        }
+    }
+    free(evs);
+    if (ret && !skip_bad)
+        return ret;
+    return as_out_stop ? AS_EXIT_SIGNAL : 0;
+}
+
 /* A trace's share of the work for the progress line: its size (1 for stdin). */
 static double trace_weight(const char *path)
 {
@@ -436,7 +474,9 @@ int as_cmd_run(int argc, char **argv)
     size_t capcap = (size_t)argc + 1;
     as_report_fmt fmt = AS_REPORT_TABLE;
     uint64_t tl_every = DEFAULT_TIMELINE_EVERY, threads = 0, budget = AS_CLI_MEMORY_DEFAULT;
-    int keep = 0, check = 0, quiet = 0, ret = AS_EXIT_OK, c, interrupted = 0;
+    int keep = 0, check = 0, quiet = 0, ret = AS_EXIT_OK, c, interrupted = 0, skip_bad = 0;
+    unsigned char *bad = NULL; /* per trace: it failed (--skip-bad) */
+    unsigned nbad = 0;
     size_t np = 0;
     run_ctx ctx = {0};
     as_report *rep = NULL;
@@ -524,6 +564,9 @@ int as_cmd_run(int argc, char **argv)
             break;
         case OPT_KEEP:
             keep = 1;
+            break;
+        case OPT_SKIP_BAD:
+            skip_bad = 1;
             break;
         case OPT_CHECK:
             check = 1;
@@ -615,9 +658,23 @@ int as_cmd_run(int argc, char **argv)
     /* From here a first Ctrl-C stops the work after its current batch: the groups of runs
      * that finished are written, whole, and the command exits 130. */
     as_out_graceful(1);
-    for (int i = optind; i < argc && !ret; i++) {
-        ctx.w_cur = trace_weight(argv[i]);
-        ret = run_trace(argv[i], &o, &ctx, specs, nspec, caps, ncap, budget, rep);
+    int ntr = argc - optind;
+    if (!(bad = calloc((size_t)ntr, 1))) {
+        as_cli_msg("out of host memory");
+        ret = AS_EXIT_INPUT;
+        goto done;
+    }
+    if (ntr > 1)
+        ret = check_traces(argv + optind, ntr, skip_bad, bad, &nbad);
+    for (int i = 0; i < ntr && !ret; i++) {
+        ctx.w_cur = trace_weight(argv[optind + i]);
+        if (!bad[i])
+            ret = run_trace(argv[optind + i], &o, &ctx, specs, nspec, caps, ncap, budget, rep);
+        if (ret == AS_EXIT_INPUT && skip_bad) { /* named; its runs are not in the report */
+            bad[i] = 1;
+            nbad++;
+            ret = AS_EXIT_OK;
+        }
         ctx.runs_before += (uint64_t)nspec * ncap;
         ctx.w_before += ctx.w_cur;
     }
@@ -641,6 +698,12 @@ done:
     ret = as_out_commit(tl_out, ret);
     ret = as_out_commit(segmap_out, ret);
     ret = as_out_commit(out, ret);
+    if (nbad && !ret && !interrupted) {
+        as_cli_msg("%u of %d traces could not be read (named above); the report holds the "
+                   "others",
+                   nbad, argc - optind);
+        ret = AS_EXIT_INPUT;
+    }
     if (interrupted && !ret) {
         as_cli_msg("interrupted: %u of %llu runs had finished; the outputs hold those",
                    rep ? as_report_nruns(rep) : 0, (unsigned long long)ctx.runs_total);

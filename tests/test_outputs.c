@@ -547,6 +547,37 @@ static void test_terminal_safe(void)
     unlink(t);
 }
 
+/* Several traces, one bad: without --skip-bad every trace is decoded first and the bad one
+ * stops the command (exit 1, old outputs kept); with it the good ones are reported, the bad
+ * one named, exit 1. */
+static void test_bad_among_several(void)
+{
+    char d[1024], g[1200], b[1200], r[1200];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fresh_dir(d, sizeof d));
+    snprintf(g, sizeof g, "%s/good.txt", d);
+    snprintf(b, sizeof b, "%s/bad.txt", d);
+    snprintf(r, sizeof r, "%s/r.csv", d);
+    put(g, trace_txt);
+    put(b, "allocsim-text 1\nalloc 0 1M\nfree 9\n");
+    put(r, "old\n");
+    CU_ASSERT_EQUAL(sh("@ -p bestfit -f csv -o '%s' '%s' '%s' '%s'", r, g, b, g), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "bad.txt: byte 27, line 3"));
+    CU_ASSERT(same_bytes(r, "old\n", 4));
+    CU_ASSERT_EQUAL(sh("@ -p bestfit -f csv --skip-bad -o '%s' '%s' '%s' '%s'", r, g, b, g), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "bad.txt: byte 27, line 3"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "1 of 3 traces could not be read"));
+    size_t n = 0;
+    char *rep = slurp(r, &n);
+    int good = 0, badn = 0;
+    for (char *p = rep; p && (p = strstr(p, "good.txt")); p++)
+        good++;
+    for (char *p = rep; p && (p = strstr(p, "bad.txt")); p++)
+        badn++;
+    CU_ASSERT_EQUAL(good, 2); /* one run of each good trace */
+    CU_ASSERT_EQUAL(badn, 0);
+    free(rep);
+}
+
 CU_TestInfo test_outputs[] = {
     {"an output naming an input: exit 2, input unchanged", test_output_is_input},
     {"a failure keeps the old output, no temporary file", test_failure_keeps_old_file},
@@ -556,5 +587,6 @@ CU_TestInfo test_outputs[] = {
     {"SIGINT to a sweep: 130, finished runs whole, no temp file", test_sigint_sweep},
     {"SIGINT to mincap: 130, answered policies kept, no spool", test_sigint_mincap},
     {"input bytes escaped in messages and info", test_terminal_safe},
+    {"a bad trace among several: stop first, or --skip-bad", test_bad_among_several},
     CU_TEST_INFO_NULL,
 };
