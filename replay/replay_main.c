@@ -299,10 +299,8 @@ int main(int argc, char **argv)
             ptext[np++] = optarg;
             break;
         case 'c':
-            if (as_parse_capacity(optarg, &caps[ncap++])) {
-                ret = as_cli_usage(cmd, "-c %s: not a capacity", optarg);
+            if ((ret = as_cli_parse_capacity(cmd, optarg, &caps[ncap++])))
                 goto done;
-            }
             break;
         case 'f':
             if (as_report_fmt_parse(optarg, &fmt)) {
@@ -437,6 +435,7 @@ int main(int argc, char **argv)
                     goto done;
             }
     }
+    as_cli_warn_small_caps(rep);
     if (out_path && (ret = as_cli_create(out_path, &out)))
         goto done;
     ret = as_cli_write_status(write_report(rep, out, fmt), out_path ? out_path : "stdout", ret);

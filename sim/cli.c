@@ -191,3 +191,55 @@ int as_cli_parse_u64(const char *s, uint64_t *out)
     *out = v;
     return 0;
 }
+
+int as_cli_parse_capacity(const char *cmd, const char *text, uint64_t *out)
+{
+    int rc = as_parse_capacity(text, out);
+    if (rc == -ERANGE)
+        return as_cli_usage(cmd,
+                            "-c %s: 2^64-1 bytes is the value that means no limit, not a "
+                            "capacity; write -c none for no limit",
+                            text);
+    if (rc)
+        return as_cli_usage(cmd,
+                            "-c %s: not a capacity (bytes with an optional unit: 80G, 80GB, "
+                            "80GiB, 141e9, or none)",
+                            text);
+    /* A bare number under 1 MiB is probably a missing unit; a short one most likely G. */
+    if (text[strspn(text, "0123456789")] == 0 && *out < (1u << 20)) {
+        char b[32];
+        as_fmt_bytes(b, sizeof b, *out);
+        if (*out < 10000)
+            as_cli_msg("-c %s: read as %s bytes; did you mean %sG?", text, text, text);
+        else
+            as_cli_msg("-c %s: read as %s bytes (%s); add a unit (K, M, G) if more was meant", text,
+                       text, b);
+    }
+    return 0;
+}
+
+void as_cli_warn_small_caps(const as_report *rep)
+{
+    unsigned nt = as_report_ntraces(rep), nr = as_report_nruns(rep);
+    for (unsigned t = 0; t < nt; t++) {
+        const char *path;
+        uint64_t runs = 0, below = 0, min = as_report_trace(rep, t, &path)->min_request;
+        for (unsigned i = 0; i < nr && min; i++) {
+            unsigned rt;
+            const as_run_result *r = as_report_run(rep, i, &rt);
+            if (rt == t && r->capacity != AS_CAPACITY_NONE && r->capacity < min) {
+                runs++;
+                below = r->capacity > below ? r->capacity : below;
+            }
+        }
+        if (!runs)
+            continue;
+        char a[32], b[32];
+        as_fmt_bytes(a, sizeof a, below);
+        as_fmt_bytes(b, sizeof b, min);
+        as_cli_msg("%s: %llu run%s at a capacity %s%s, below the trace's smallest request "
+                   "(%s): %s at the first allocation",
+                   path, (unsigned long long)runs, runs == 1 ? "" : "s",
+                   runs == 1 ? "of " : "up to ", a, b, runs == 1 ? "it fails" : "they fail");
+    }
+}

@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "policy.h"
+#include "report.h"
 #include "trace.h"
 
 enum {
@@ -87,6 +88,13 @@ int as_cli_device(const char *cmd, const char *card, const char *outside, int to
  * file for commands that decode it many times (cmd_mincap.c): tmp gets its name (empty
  * when path is native already), *slot its temporary-file registration. 0 or a status. */
 int as_cli_spool_native(const char *path, char *tmp, size_t n, int *slot);
+/* Parses -c TEXT for cmd (as_parse_capacity), printing the usage error (returns 2; 2^64-1
+ * is refused in favour of 'none'), or a warning when a bare number under 1 MiB is probably
+ * a missing unit ("-c 80: read as 80 bytes; did you mean 80G?"). Returns 0 or 2. */
+int as_cli_parse_capacity(const char *cmd, const char *text, uint64_t *out);
+/* One warning per trace of the report whose runs have a capacity below its smallest
+ * request: each fails at its first allocation. */
+void as_cli_warn_small_caps(const as_report *rep);
 /* Parses an unsigned decimal count; returns 0 or -1. */
 int as_cli_parse_u64(const char *s, uint64_t *out);
 

@@ -506,13 +506,8 @@ int as_cmd_run(int argc, char **argv)
                 cards[ncard++] = optarg;
                 break;
             }
-            if (as_parse_capacity(optarg, &caps[ncap++])) {
-                ret = as_cli_usage(cmd,
-                                   "-c %s: not a capacity (bytes with an optional unit: "
-                                   "80G, 80GB, 80GiB, 141e9, or none)",
-                                   optarg);
+            if ((ret = as_cli_parse_capacity(cmd, optarg, &caps[ncap++])))
                 goto done;
-            }
             break;
         case 'f':
             if (as_report_fmt_parse(optarg, &fmt)) {
@@ -685,6 +680,7 @@ int as_cmd_run(int argc, char **argv)
     }
     if (ret)
         goto done;
+    as_cli_warn_small_caps(rep);
     ret = as_cli_write_status(as_report_write(rep, as_out_file(out), fmt), as_out_name(out), ret);
 done:
     /* Each output is renamed into place only when it and everything before it succeeded. */

@@ -536,6 +536,8 @@ static int summary_event(as_engine *e, const as_event *ev)
     switch (ev->op) {
     case AS_OP_ALLOC:
         s->allocs++;
+        if (ev->size && (!s->min_request || ev->size < s->min_request))
+            s->min_request = ev->size;
         if (++e->sum_live > s->peak_live)
             s->peak_live = e->sum_live;
         e->sum_requested += ev->size;

@@ -162,6 +162,7 @@ typedef struct as_trace_summary {
     uint64_t streams;        /* distinct streams */
     uint64_t live_at_end;
     uint64_t peak_live; /* most allocations live at once (a FREE_REQ'd one until its FREE) */
+    uint64_t min_request; /* smallest ALLOC size above 0; 0 when there is none */
 } as_trace_summary;
 
 typedef struct as_engine as_engine;

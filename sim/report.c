@@ -155,6 +155,16 @@ unsigned as_report_ntraces(const as_report *r)
 {
     return r->nt;
 }
+const as_run_result *as_report_run(const as_report *r, unsigned i, unsigned *trace)
+{
+    *trace = r->r[i].trace;
+    return &r->r[i].res;
+}
+const as_trace_summary *as_report_trace(const as_report *r, unsigned t, const char **path)
+{
+    *path = r->t[t].path;
+    return &r->t[t].sum;
+}
 
 /* ---- table ----------------------------------------------------------------------------- */
 

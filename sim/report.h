@@ -47,6 +47,10 @@ int as_report_add_engine(as_report *r, int *trace, const char *path, const as_tr
                          const as_engine *e);
 unsigned as_report_nruns(const as_report *r);
 unsigned as_report_ntraces(const as_report *r);
+/* Run i's result and its trace's index (i < nruns), and trace t's summary and path (t <
+ * ntraces); owned by the report. */
+const as_run_result *as_report_run(const as_report *r, unsigned i, unsigned *trace);
+const as_trace_summary *as_report_trace(const as_report *r, unsigned t, const char **path);
 /* Writes the whole report. Returns 0 or -errno. */
 int as_report_write(const as_report *r, FILE *f, as_report_fmt fmt);
 

@@ -8,6 +8,7 @@
  * that every table and chart legend prints (sim/REPORT.md, Conventions).
  */
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,7 +107,13 @@ int as_parse_capacity(const char *s, uint64_t *out)
         *out = AS_CAPACITY_NONE;
         return 0;
     }
-    return as_parse_bytes(s, out);
+    uint64_t v;
+    if (as_parse_bytes(s, &v))
+        return -1;
+    if (v == AS_CAPACITY_NONE) /* the bytes that mean no limit are not a capacity */
+        return -ERANGE;
+    *out = v;
+    return 0;
 }
 
 void as_fmt_bytes(char *buf, size_t n, uint64_t b)

@@ -25,7 +25,8 @@ int as_parse_size(const char *s, size_t n, uint64_t *out);
  * vendors count); a real with an exponent ("141e9", "1.5GiB") is rounded down to whole
  * bytes. Returns 0 or -1 (bad text, overflow, zero). */
 int as_parse_bytes(const char *s, uint64_t *out);
-/* As as_parse_bytes, plus "none"/"unlimited" -> AS_CAPACITY_NONE. */
+/* As as_parse_bytes, plus "none"/"unlimited" -> AS_CAPACITY_NONE. 2^64-1 bytes, the value
+ * that means no limit, is refused with -ERANGE rather than read silently as "none". */
 int as_parse_capacity(const char *s, uint64_t *out);
 /* "512 B", "1.5 KiB", "20.0 MiB", "79.65 GiB" (binary units, rounded). */
 void as_fmt_bytes(char *buf, size_t n, uint64_t bytes);
