@@ -1038,6 +1038,64 @@ static void snapshot_real_truncations(void)
     free(raw);
 }
 
+
+/* Reads path through a pipe (not seekable, so never read twice) into g; opts as given. */
+static int read_piped(const char *path, const as_reader_opts *o, got *g, uint64_t *events)
+{
+    int fd[2];
+    if (pipe(fd))
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        FILE *f = fopen(path, "rb");
+        char buf[8192];
+        size_t n;
+        while (f && (n = fread(buf, 1, sizeof buf, f)) > 0)
+            if (write(fd[1], buf, n) != (ssize_t)n)
+                break;
+        _exit(0);
+    }
+    close(fd[1]);
+    char dev[64];
+    snprintf(dev, sizeof dev, "/dev/fd/%d", fd[0]);
+    as_trace_reader *r = NULL;
+    int rc = as_trace_open(dev, o, &r, &g->err);
+    *events = 0;
+    g->hash = 0;
+    if (rc == 0) {
+        as_event e;
+        while ((rc = as_trace_next(r, &e)) == 0)
+            g->hash = fold(g->hash, &e), (*events)++;
+        if (rc != AS_TRACE_EOF)
+            g->err = *as_trace_reader_error(r);
+        rc = rc == AS_TRACE_EOF ? 0 : rc;
+        as_trace_close(r);
+    }
+    close(fd[0]);
+    waitpid(pid, NULL, 0);
+    return rc;
+}
+
+/* From a pipe the first pass keeps every event (it cannot read twice): the same events as
+ * from the file; with a buffer limit set, a longer trace is refused, saying why. */
+static void snapshot_from_a_pipe(void)
+{
+    const char *path = tu_path("tests/data/torch-2.11-h200-pools/graph_probe.pickle.zst");
+    got *g = malloc(sizeof *g);
+    CU_ASSERT_EQUAL_FATAL(read_all(path, 0, g), 0);
+    uint64_t want = g->hash, n = 0;
+    size_t want_n = g->n;
+    as_reader_opts o = {0};
+    CU_ASSERT_EQUAL(read_piped(path, &o, g, &n), 0);
+    CU_ASSERT_EQUAL(n, want_n);
+    CU_ASSERT_EQUAL(g->hash, want);
+    o.max_pickle_buffered = 50;
+    CU_ASSERT_EQUAL(read_piped(path, &o, g, &n), AS_TRACE_EIO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g->err.msg, "read twice"));
+    free(g);
+}
+
 CU_TestInfo test_snapshot[] = {
     {"h200_counts", snapshot_h200_counts},
     {"h200_events", snapshot_h200_events},
@@ -1053,5 +1111,6 @@ CU_TestInfo test_snapshot[] = {
     {"two_passes_agree", snapshot_two_passes_agree},
     {"bombs_refused_small", snapshot_bombs_refused_small},
     {"real_truncations", snapshot_real_truncations},
+    {"from_a_pipe", snapshot_from_a_pipe},
     CU_TEST_INFO_NULL,
 };

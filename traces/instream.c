@@ -478,6 +478,11 @@ int as_instream_set_window_log(as_instream *in, int log, as_trace_error *err)
     return 0;
 }
 
+int as_instream_rewindable(const as_instream *in)
+{
+    return in->mem || lseek(in->fd, 0, SEEK_CUR) >= 0;
+}
+
 int as_instream_rewind(as_instream *in, as_trace_error *err)
 {
     if (in->failed) {

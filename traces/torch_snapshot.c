@@ -1013,6 +1013,8 @@ static int torch_open(as_instream *in, const as_reader_opts *opts, as_meta *meta
                       .buffer_max = SNAP_BUFFER_EVENTS};
     if (opts && opts->max_pickle_buffered)
         b->buffer_max = opts->max_pickle_buffered;
+    else if (!as_instream_rewindable(in))
+        b->buffer_max = UINT64_MAX; /* a pipe cannot be read twice: keep every event */
     memset(b->cache_ref, 0xff, sizeof b->cache_ref);
     if ((rc = read_pass(b, opts)) || (rc = finish_pass1(b, meta)))
         goto fail;

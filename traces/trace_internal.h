@@ -31,6 +31,8 @@ int as_instream_set_window_log(as_instream *in, int log, as_trace_error *err);
 /* Starts the stream again from its first byte (a second pass): files and memory buffers;
  * a pipe cannot (AS_EIO, err filled). */
 int as_instream_rewind(as_instream *in, as_trace_error *err);
+/* 1 when as_instream_rewind can work (a memory buffer, a seekable file), 0 for a pipe. */
+int as_instream_rewindable(const as_instream *in);
 /* Consumes n bytes that a peek returned (n <= what the peek made available). */
 void as_instream_skip(as_instream *in, size_t n);
 /* 1 when the input was zstd-compressed. */
