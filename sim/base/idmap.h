@@ -6,11 +6,13 @@
  * ordinals and long-lived ones (parameters) come in long consecutive runs, which an
  * identity-like hash would turn into one long cluster that every later window of ids runs
  * into. The table grows at load 1/2 and shrinks at load 1/16, so its memory follows the
- * number of live allocations, never the trace length. Internal to sim/: static inline on purpose,
- * so the engine's per-event path has no call.
+ * number of live allocations, never the trace length. Static inline on purpose, so the
+ * engine's per-event path has no call. Part of sim/base/ (uses nothing else in the
+ * project), so that the trace validator's table (traces/live_internal.h) can become this
+ * one structure.
  */
-#ifndef AS_SIM_IDMAP_H
-#define AS_SIM_IDMAP_H
+#ifndef AS_BASE_IDMAP_H
+#define AS_BASE_IDMAP_H
 
 #include <stdint.h>
 #include <stdlib.h>
