@@ -15,7 +15,7 @@
 #include <string.h>
 #include <zstd.h>
 
-#include "live_internal.h"
+#include "live.h"
 #include "trace_internal.h"
 
 static const uint8_t native_magic[8] = {0x8A, 'A', 'S', 'T', 0x0D, 0x0A, 0x1A, 0x0A};
@@ -352,16 +352,294 @@ static int block_end(native_st *s, as_trace_error *err)
     return 0;
 }
 
-int as_native_next_batch(void *stp, as_validator *vd, as_event *evs, size_t cap, size_t *n,
-                         size_t *checked, as_trace_error *err)
+/* The decoder's position in the current block, held in locals while a batch decodes (the
+ * helpers below are inlined, so it stays in registers). */
+typedef struct ncur {
+    const uint8_t *sb, *se, *sp; /* structure column: begin, end, position */
+    const uint8_t *tb, *te, *tp; /* time column */
+    uint64_t base;               /* stream offset of sb */
+    uint64_t nalloc, cur_stream;
+    int64_t prev_time;
+    int has_time;
+} ncur;
+
+/* A record that runs past the structure column (truncated) or a bad varint at c->sp. */
+static int struct_fail(native_st *s, const ncur *c, int truncated, as_trace_error *err)
+{
+    uint64_t off = c->base + (uint64_t)(c->sp - c->sb);
+    if (truncated)
+        return nfail(s, err, AS_ECORRUPT, off, "block structure column shorter than its %u events",
+                     s->nev);
+    return nfail(s, err, AS_ECORRUPT, off,
+                 c->sp >= c->se ? "block structure column ends inside a record" : "corrupt varint");
+}
+
+static int bad_tag(native_st *s, const ncur *c, const uint8_t *ev_start, as_trace_error *err)
+{
+    return nfail(s, err, AS_ECORRUPT, c->base + (uint64_t)(ev_start - c->sb),
+                 "unknown record tag 0x%02x", *ev_start);
+}
+
+AS_HOT int decode_alloc(native_st *s, ncur *c, as_event *ev, unsigned arg, const uint8_t *ev_start,
+                        as_trace_error *err)
+{
+    ev->op = AS_OP_ALLOC;
+    ev->id = c->nalloc++;
+    ev->stream = c->cur_stream;
+    if (arg < SIZE_SLOTS) {
+        ev->size = s->size_cache[arg];
+        if (!ev->size)
+            return nfail(s, err, AS_ECORRUPT, c->base + (uint64_t)(ev_start - c->sb),
+                         "ALLOC uses size-cache slot %u before it was filled", arg);
+        return 0;
+    }
+    if (arg != V_SIZE_LITERAL)
+        return bad_tag(s, c, ev_start, err);
+    uint64_t v;
+    size_t used = varint(c->sp, c->se, &v);
+    if (!used)
+        return struct_fail(s, c, 0, err);
+    c->sp += used;
+    ev->size = v;
+    s->size_cache[size_slot(v)] = v;
+    return 0;
+}
+
+AS_HOT int decode_free(native_st *s, ncur *c, as_event *ev, unsigned tag, const uint8_t *ev_start,
+                       as_trace_error *err)
+{
+    unsigned arg = tag >> 2;
+    uint64_t v;
+    ev->op = (tag & 3) == K_FREE ? AS_OP_FREE : AS_OP_FREE_REQ;
+    if (arg < V_FREE_FAR) {
+        v = arg + 1;
+    } else {
+        size_t used = varint(c->sp, c->se, &v);
+        if (!used)
+            return struct_fail(s, c, 0, err);
+        c->sp += used;
+        v += 64;
+        if (v < 64)
+            v = UINT64_MAX; /* wrapped: certainly too far */
+    }
+    if (v > c->nalloc)
+        return nfail(s, err, AS_ECORRUPT, c->base + (uint64_t)(ev_start - c->sb),
+                     "free refers %llu allocations back, only %llu so far", (unsigned long long)v,
+                     (unsigned long long)c->nalloc);
+    ev->id = c->nalloc - v;
+    ev->size = ev->stream = 0;
+    return 0;
+}
+
+enum { SPECIAL_EVENT = 0, SPECIAL_NOT_EVENT = 1, SPECIAL_MARK = 2 };
+
+/* A stream record: S_SET_STREAM selects a defined stream, S_NEW_STREAM defines one. */
+static int decode_stream(native_st *s, ncur *c, unsigned arg, const uint8_t *ev_start,
+                         as_trace_error *err)
+{
+    uint64_t off = c->base + (uint64_t)(ev_start - c->sb), v;
+    if (arg == S_SET_STREAM) {
+        size_t used = varint(c->sp, c->se, &v);
+        if (!used)
+            return struct_fail(s, c, 0, err);
+        c->sp += used;
+        if (v >= s->nstreams)
+            return nfail(s, err, AS_ECORRUPT, off,
+                         "stream index %llu not defined (%zu streams so far)",
+                         (unsigned long long)v, s->nstreams);
+        c->cur_stream = s->streams[v];
+        return SPECIAL_NOT_EVENT;
+    }
+    if (c->se - c->sp < 8)
+        return struct_fail(s, c, 1, err);
+    uint64_t val = 0;
+    for (int i = 7; i >= 0; i--)
+        val = val << 8 | c->sp[i];
+    c->sp += 8;
+    if (s->nstreams == MAX_STREAMS)
+        return nfail(s, err, AS_ENOMEM, off, "more than %d distinct streams", MAX_STREAMS);
+    if (as_grow((void **)&s->streams, &s->streams_cap, s->nstreams + 1, sizeof *s->streams, 16) < 0)
+        return nfail(s, err, AS_ENOMEM, 0, "out of memory");
+    s->streams[s->nstreams++] = val;
+    c->cur_stream = val;
+    return SPECIAL_NOT_EVENT;
+}
+
+/* A K_SPECIAL record. Returns SPECIAL_EVENT (ev filled), SPECIAL_MARK (ev filled: the
+ * batch ends with it), SPECIAL_NOT_EVENT (a stream record) or < 0. */
+static int decode_special(native_st *s, ncur *c, as_event *ev, unsigned arg,
+                          const uint8_t *ev_start, as_trace_error *err)
+{
+    uint64_t v;
+    switch (arg) {
+    case S_EMPTY_CACHE:
+        ev->op = AS_OP_EMPTY_CACHE;
+        ev->id = ev->size = ev->stream = 0;
+        return SPECIAL_EVENT;
+    case S_MARK: {
+        size_t used = varint(c->sp, c->se, &v);
+        if (!used)
+            return struct_fail(s, c, 0, err);
+        c->sp += used;
+        if (v > AS_MAX_LABEL || (uint64_t)(c->se - c->sp) < v || memchr(c->sp, 0, (size_t)v))
+            return nfail(s, err, AS_ECORRUPT, c->base + (uint64_t)(ev_start - c->sb),
+                         "corrupt MARK label (length %llu)", (unsigned long long)v);
+        memcpy(s->label, c->sp, (size_t)v);
+        s->label[v] = 0;
+        c->sp += v;
+        ev->op = AS_OP_MARK;
+        ev->id = ev->size = ev->stream = 0;
+        ev->label = s->label;
+        return SPECIAL_MARK;
+    }
+    case S_SET_STREAM:
+    case S_NEW_STREAM:
+        return decode_stream(s, c, arg, ev_start, err);
+    default:
+        return bad_tag(s, c, ev_start, err);
+    }
+}
+
+static int time_fail(native_st *s, const ncur *c, const char *what, as_trace_error *err)
+{
+    return nfail(s, err, AS_ECORRUPT, c->base + s->s_len + (uint64_t)(c->tp - c->tb), "%s", what);
+}
+
+/* A time that is not a one-byte delta: none, absolute, or a longer delta. */
+static int decode_time_slow(native_st *s, ncur *c, as_event *ev, as_trace_error *err)
+{
+    uint64_t v;
+    size_t used = varint(c->tp, c->te, &v);
+    if (!used)
+        return time_fail(s, c,
+                         c->tp >= c->te ? "time column shorter than its block"
+                                        : "corrupt varint in the time column",
+                         err);
+    c->tp += used;
+    if (v == T_NONE) {
+        ev->time_us = AS_TIME_NONE;
+        return 0;
+    }
+    if (v == T_ABS) {
+        if (!(used = varint(c->tp, c->te, &v)))
+            return time_fail(s, c, "corrupt absolute time", err);
+        c->tp += used;
+        c->prev_time = zz_dec(v);
+    } else {
+        c->prev_time = (int64_t)((uint64_t)c->prev_time + (uint64_t)zz_dec(v - T_DELTA0));
+    }
+    if (c->prev_time == AS_TIME_NONE)
+        return time_fail(s, c, "time out of range", err);
+    ev->time_us = c->prev_time;
+    return 0;
+}
+
+AS_HOT int decode_time(native_st *s, ncur *c, as_event *ev, as_trace_error *err)
+{
+    if (!c->has_time) {
+        ev->time_us = AS_TIME_NONE;
+        return 0;
+    }
+    if (c->tp < c->te && (unsigned)(*c->tp - T_DELTA0) < 0x80 - T_DELTA0) {
+        /* the common case: a one-byte delta */
+        c->prev_time = (int64_t)((uint64_t)c->prev_time + (uint64_t)zz_dec(*c->tp++ - T_DELTA0));
+        if (c->prev_time == AS_TIME_NONE)
+            return time_fail(s, c, "time out of range", err);
+        ev->time_us = c->prev_time;
+        return 0;
+    }
+    return decode_time_slow(s, c, ev, err);
+}
+
+/* Decodes events of the current block into evs[*k..cap), each through the validator's
+ * fast path when vd, until the block's end, cap, a MARK, an event the fast path declines
+ * (both set *stop; the second also *unchecked) or an error (< 0). The position goes back
+ * into s, so the next call resumes. */
+static int decode_block(native_st *s, as_validator *vd, as_event *evs, size_t cap, size_t *k,
+                        int *stop, int *unchecked, as_trace_error *err)
+{
+    const void *pv;
+    size_t total = s->hdr_len + s->s_len + s->t_len;
+    /* The window still holds the block (nothing else reads the stream); peek again for its
+     * address, which a compaction may have moved. */
+    if (as_instream_peek(s->in, &pv, total) < (long)total)
+        return nfail(s, err, AS_ECORRUPT, s->block_off, "block vanished");
+    ncur c;
+    c.sb = (const uint8_t *)pv + s->hdr_len;
+    c.se = c.sb + s->s_len;
+    c.tb = c.se;
+    c.te = c.tb + s->t_len;
+    c.sp = c.sb + s->s_pos;
+    c.tp = c.tb + s->t_pos;
+    c.base = s->block_off + s->hdr_len;
+    c.nalloc = s->nalloc;
+    c.cur_stream = s->cur_stream;
+    c.prev_time = s->prev_time;
+    c.has_time = s->t_len > 0;
+    uint32_t done = s->done;
+    size_t kk = *k, lim = kk + (cap - kk < s->nev - done ? cap - kk : s->nev - done);
+    int rc = 0;
+    while (kk < lim) {
+        as_event *ev = &evs[kk];
+        const uint8_t *ev_start = c.sp;
+        if (c.sp >= c.se) {
+            rc = struct_fail(s, &c, 1, err);
+            break;
+        }
+        unsigned tag = *c.sp++;
+        ev->label = NULL;
+        if ((tag & 3) == K_ALLOC)
+            rc = decode_alloc(s, &c, ev, tag >> 2, ev_start, err);
+        else if ((tag & 3) != K_SPECIAL)
+            rc = decode_free(s, &c, ev, tag, ev_start, err);
+        else
+            rc = decode_special(s, &c, ev, tag >> 2, ev_start, err);
+        if (rc == SPECIAL_NOT_EVENT) {
+            rc = 0;
+            continue;
+        }
+        int last = rc == SPECIAL_MARK;
+        if (rc < 0 || (rc = decode_time(s, &c, ev, err)) < 0)
+            break;
+        if (vd) {
+            int ok = ev->op == AS_OP_ALLOC  ? validate_alloc(vd, ev)
+                     : ev->op == AS_OP_FREE ? validate_free(vd, ev)
+                                            : validate_fast(vd, ev);
+            if (ok != 0)
+                *unchecked = last = 1; /* the reader judges it, with the slow path */
+        }
+        if (last || !vd)
+            s->last_off = c.base + (uint64_t)(ev_start - c.sb);
+        kk++;
+        done++;
+        if (last) {
+            *stop = 1;
+            break;
+        }
+    }
+    s->s_pos = (size_t)(c.sp - c.sb);
+    s->t_pos = (size_t)(c.tp - c.tb);
+    s->nevents += done - s->done;
+    s->done = done;
+    s->nalloc = c.nalloc;
+    s->cur_stream = c.cur_stream;
+    s->prev_time = c.prev_time;
+    *k = kk;
+    return rc;
+}
+
+/* as_source_ops.next_batch (source.h): blocks begin and end here, their events are
+ * decoded by decode_block. */
+static int native_next_batch(void *stp, as_validator *vd, as_event *evs, size_t cap, size_t *n,
+                             size_t *checked, as_trace_error *err)
 {
     native_st *s = stp;
     size_t k = 0;
-    int rc = 0, unchecked = 0;
+    int rc = 0, unchecked = 0, stop = 0;
     *n = 0;
     if (cap > BATCH_MAX)
         cap = BATCH_MAX;
-    while (k < cap) {
+    while (k < cap && !stop) {
         if (!s->in_block) {
             if (s->ended) {
                 rc = AS_TRACE_EOF;
@@ -372,218 +650,9 @@ int as_native_next_batch(void *stp, as_validator *vd, as_event *evs, size_t cap,
             if (s->ended)
                 continue;
         }
-        const void *pv;
-        size_t total = s->hdr_len + s->s_len + s->t_len;
-        /* The window still holds the block (nothing else reads the stream); peek again
-         * for its address, which a compaction may have moved. */
-        if (as_instream_peek(s->in, &pv, total) < (long)total) {
-            rc = nfail(s, err, AS_ECORRUPT, s->block_off, "block vanished");
+        if ((rc = decode_block(s, vd, evs, cap, &k, &stop, &unchecked, err)) < 0)
             break;
-        }
-        const uint8_t *sb = (const uint8_t *)pv + s->hdr_len, *se = sb + s->s_len;
-        const uint8_t *tb = se, *te = tb + s->t_len;
-        const uint8_t *sp = sb + s->s_pos, *tp = tb + s->t_pos;
-        uint64_t base = s->block_off + s->hdr_len;
-        uint64_t nalloc = s->nalloc, cur_stream = s->cur_stream;
-        int64_t prev_time = s->prev_time;
-        int has_time = s->t_len > 0, stop = 0;
-        uint32_t done = s->done;
-        size_t lim = k + (cap - k < s->nev - done ? cap - k : s->nev - done);
-        while (k < lim) {
-            as_event *ev = &evs[k];
-            const uint8_t *ev_start = sp;
-            uint64_t v;
-            size_t used;
-            if (sp >= se)
-                goto trunc_s;
-            unsigned tag = *sp++, arg = tag >> 2;
-            ev->label = NULL;
-            switch (tag & 3) {
-            case K_ALLOC:
-                ev->op = AS_OP_ALLOC;
-                ev->id = nalloc++;
-                ev->stream = cur_stream;
-                if (arg < SIZE_SLOTS) {
-                    ev->size = s->size_cache[arg];
-                    if (!ev->size) {
-                        rc = nfail(s, err, AS_ECORRUPT, base + (uint64_t)(ev_start - sb),
-                                   "ALLOC uses size-cache slot %u before it was filled", arg);
-                        goto out;
-                    }
-                } else if (arg == V_SIZE_LITERAL) {
-                    if (!(used = varint(sp, se, &v)))
-                        goto bad_varint;
-                    sp += used;
-                    ev->size = v;
-                    s->size_cache[size_slot(v)] = v;
-                } else {
-                    goto bad_tag;
-                }
-                break;
-            case K_FREE:
-            case K_FREE_REQ:
-                ev->op = (tag & 3) == K_FREE ? AS_OP_FREE : AS_OP_FREE_REQ;
-                if (arg < V_FREE_FAR) {
-                    v = arg + 1;
-                } else {
-                    if (!(used = varint(sp, se, &v)))
-                        goto bad_varint;
-                    sp += used;
-                    v += 64;
-                    if (v < 64)
-                        v = UINT64_MAX; /* wrapped: certainly too far */
-                }
-                if (v > nalloc) {
-                    rc = nfail(s, err, AS_ECORRUPT, base + (uint64_t)(ev_start - sb),
-                               "free refers %llu allocations back, only %llu so far",
-                               (unsigned long long)v, (unsigned long long)nalloc);
-                    goto out;
-                }
-                ev->id = nalloc - v;
-                ev->size = ev->stream = 0;
-                break;
-            default:
-                switch (arg) {
-                case S_EMPTY_CACHE:
-                    ev->op = AS_OP_EMPTY_CACHE;
-                    ev->id = ev->size = ev->stream = 0;
-                    break;
-                case S_MARK:
-                    if (!(used = varint(sp, se, &v)))
-                        goto bad_varint;
-                    sp += used;
-                    if (v > AS_MAX_LABEL || (uint64_t)(se - sp) < v || memchr(sp, 0, (size_t)v)) {
-                        rc = nfail(s, err, AS_ECORRUPT, base + (uint64_t)(ev_start - sb),
-                                   "corrupt MARK label (length %llu)", (unsigned long long)v);
-                        goto out;
-                    }
-                    memcpy(s->label, sp, (size_t)v);
-                    s->label[v] = 0;
-                    sp += v;
-                    ev->op = AS_OP_MARK;
-                    ev->id = ev->size = ev->stream = 0;
-                    ev->label = s->label;
-                    stop = 1;
-                    break;
-                case S_SET_STREAM:
-                    if (!(used = varint(sp, se, &v)))
-                        goto bad_varint;
-                    sp += used;
-                    if (v >= s->nstreams) {
-                        rc = nfail(s, err, AS_ECORRUPT, base + (uint64_t)(ev_start - sb),
-                                   "stream index %llu not defined (%zu streams so far)",
-                                   (unsigned long long)v, s->nstreams);
-                        goto out;
-                    }
-                    cur_stream = s->streams[v];
-                    continue; /* not an event */
-                case S_NEW_STREAM: {
-                    if (se - sp < 8)
-                        goto trunc_s;
-                    uint64_t val = 0;
-                    for (int i = 7; i >= 0; i--)
-                        val = val << 8 | sp[i];
-                    sp += 8;
-                    if (s->nstreams == MAX_STREAMS) {
-                        rc = nfail(s, err, AS_ENOMEM, base + (uint64_t)(ev_start - sb),
-                                   "more than %d distinct streams", MAX_STREAMS);
-                        goto out;
-                    }
-                    if (as_grow((void **)&s->streams, &s->streams_cap, s->nstreams + 1,
-                                sizeof *s->streams, 16) < 0) {
-                        rc = nfail(s, err, AS_ENOMEM, 0, "out of memory");
-                        goto out;
-                    }
-                    s->streams[s->nstreams++] = val;
-                    cur_stream = val;
-                    continue;
-                }
-                default:
-                    goto bad_tag;
-                }
-            }
-            if (has_time && tp < te && (unsigned)(*tp - T_DELTA0) < 0x80 - T_DELTA0) {
-                /* the common case: a one-byte delta */
-                prev_time = (int64_t)((uint64_t)prev_time + (uint64_t)zz_dec(*tp++ - T_DELTA0));
-                if (prev_time == AS_TIME_NONE) {
-                    rc = nfail(s, err, AS_ECORRUPT, base + s->s_len + (uint64_t)(tp - tb),
-                               "time out of range");
-                    goto out;
-                }
-                ev->time_us = prev_time;
-            } else if (has_time) {
-                if (!(used = varint(tp, te, &v))) {
-                    rc = nfail(s, err, AS_ECORRUPT, base + s->s_len + (uint64_t)(tp - tb),
-                               tp >= te ? "time column shorter than its block"
-                                        : "corrupt varint in the time column");
-                    goto out;
-                }
-                tp += used;
-                if (v == T_NONE) {
-                    ev->time_us = AS_TIME_NONE;
-                } else {
-                    if (v == T_ABS) {
-                        if (!(used = varint(tp, te, &v))) {
-                            rc = nfail(s, err, AS_ECORRUPT,
-                                       base + s->s_len + (uint64_t)(tp - tb),
-                                       "corrupt absolute time");
-                            goto out;
-                        }
-                        tp += used;
-                        prev_time = zz_dec(v);
-                    } else {
-                        prev_time = (int64_t)((uint64_t)prev_time + (uint64_t)zz_dec(v - T_DELTA0));
-                    }
-                    if (prev_time == AS_TIME_NONE) {
-                        rc = nfail(s, err, AS_ECORRUPT, base + s->s_len + (uint64_t)(tp - tb),
-                                   "time out of range");
-                        goto out;
-                    }
-                    ev->time_us = prev_time;
-                }
-            } else {
-                ev->time_us = AS_TIME_NONE;
-            }
-            if (vd) {
-                int ok = ev->op == AS_OP_ALLOC  ? validate_alloc(vd, ev)
-                         : ev->op == AS_OP_FREE ? validate_free(vd, ev)
-                                                : validate_fast(vd, ev);
-                if (ok != 0)
-                    unchecked = stop = 1; /* the reader judges it, with the slow path */
-            }
-            if (stop || !vd)
-                s->last_off = base + (uint64_t)(ev_start - sb);
-            k++;
-            done++;
-            if (stop)
-                break;
-            continue;
-        bad_tag:
-            rc = nfail(s, err, AS_ECORRUPT, base + (uint64_t)(ev_start - sb),
-                       "unknown record tag 0x%02x", tag);
-            goto out;
-        bad_varint:
-            rc = nfail(s, err, AS_ECORRUPT, base + (uint64_t)(sp - sb),
-                       sp >= se ? "block structure column ends inside a record" : "corrupt varint");
-            goto out;
-        trunc_s:
-            rc = nfail(s, err, AS_ECORRUPT, base + (uint64_t)(sp - sb),
-                       "block structure column shorter than its %u events", s->nev);
-            goto out;
-        }
-    out:
-        s->s_pos = (size_t)(sp - sb);
-        s->t_pos = (size_t)(tp - tb);
-        s->nevents += done - s->done;
-        s->done = done;
-        s->nalloc = nalloc;
-        s->cur_stream = cur_stream;
-        s->prev_time = prev_time;
-        if (rc < 0)
-            break;
-        if (done == s->nev && (rc = block_end(s, err)) < 0)
-            break;
-        if (stop)
+        if (s->done == s->nev && (rc = block_end(s, err)) < 0)
             break;
     }
     *n = k;
@@ -594,7 +663,7 @@ int as_native_next_batch(void *stp, as_validator *vd, as_event *evs, size_t cap,
     return rc;
 }
 
-uint64_t as_native_last_offset(const void *st)
+static uint64_t native_last_offset(const void *st)
 {
     const native_st *s = st;
     return s->last_off;
@@ -604,9 +673,9 @@ uint64_t as_native_last_offset(const void *st)
 static int native_next(void *st, as_event *ev, as_trace_error *err)
 {
     size_t n;
-    int rc = as_native_next_batch(st, NULL, ev, 1, &n, NULL, err);
+    int rc = native_next_batch(st, NULL, ev, 1, &n, NULL, err);
     if (rc == 0 && n == 1)
-        as_instream_mark_event(((native_st *)st)->in, as_native_last_offset(st), 0);
+        as_instream_mark_event(((native_st *)st)->in, native_last_offset(st), 0);
     return rc;
 }
 
@@ -626,6 +695,8 @@ const as_source_ops as_src_native = {
     .open = native_open,
     .next = native_next,
     .warnings = NULL,
+    .next_batch = native_next_batch,
+    .last_offset = native_last_offset,
     .close = native_close,
 };
 

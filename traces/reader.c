@@ -1,7 +1,8 @@
 /*
- * reader.c - the generic trace reader: format detection by content, the live table, and
- * the validation every format goes through (ids are ordinals, sizes in range, no free of
- * an unknown or freed id). Decoders only turn bytes into raw events (source.h).
+ * reader.c - the generic trace reader: format detection by content (the decoders' probes,
+ * in probe_order), and every event through the validator (live.h: ids are ordinals, sizes
+ * in range, no free of an unknown or freed id). Decoders only turn bytes into raw events
+ * (source.h); the reader knows no format, only the interface's optional batch slot.
  *
  * Invariant: the live table holds exactly the live allocations, so the reader's memory is
  * its input buffers plus O(live), whatever the trace length. Errors are sticky: after the
@@ -11,17 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "live_internal.h"
+#include "live.h"
 #include "trace_internal.h"
-
-/*
- * The importers (torch pickle, RMM CSV) live in their own files. Declaring them weak lets
- * the library link in a build that leaves one out: an undefined weak symbol has address
- * NULL and the probe loop skips it. With the file in the build, the strong definition
- * wins and nothing here changes.
- */
-extern const as_source_ops as_src_torch __attribute__((weak));
-extern const as_source_ops as_src_rmm __attribute__((weak));
 
 /* Probe order: the binary magics first (cheap and unambiguous), then text, then CSV (the
  * loosest test). */
@@ -33,173 +25,7 @@ static const as_source_ops *const probe_order[] = {
 };
 
 #define PROBE_BYTES 4096
-#define BATCH 256 /* events decoded ahead for as_trace_next on the native fast path */
-
-/* ---- live table ------------------------------------------------------------------ */
-
-#define LIVE_MIN_CAP AS_LIVE_MIN_CAP
-
-int as_live_rehash(as_live *t, size_t ncap)
-{
-    as_live_ent *ns = calloc(ncap, sizeof *ns);
-    if (!ns)
-        return -1;
-    as_live_ent *old = t->slot;
-    size_t ocap = t->cap;
-    unsigned bits = 0;
-    while (((size_t)1 << bits) < ncap)
-        bits++;
-    t->slot = ns;
-    t->cap = ncap;
-    t->shift = 64 - bits;
-    size_t mask = ncap - 1;
-    for (size_t i = 0; i < ocap; i++) {
-        if (!old[i].key)
-            continue;
-        size_t j = live_home(t, old[i].key);
-        while (ns[j].key)
-            j = (j + 1) & mask;
-        ns[j] = old[i];
-    }
-    free(old);
-    return 0;
-}
-
-as_live_ent *as_live_find(as_live *t, uint64_t id)
-{
-    return live_find(t, id);
-}
-as_live_ent *as_live_insert(as_live *t, uint64_t id)
-{
-    return live_insert(t, id);
-}
-void as_live_remove(as_live *t, as_live_ent *e)
-{
-    live_remove(t, e);
-}
-
-int as_live_ring_init(as_live *t)
-{
-    t->ring = calloc(AS_LIVE_RING, sizeof *t->ring);
-    return t->ring ? 0 : -1;
-}
-
-int as_live_evict(as_live *t, const as_live_ent *e)
-{
-    as_live_ent *h = hash_insert(t, e->key - 1);
-    if (!h)
-        return -1;
-    *h = *e;
-    return 0;
-}
-
-void as_live_free(as_live *t)
-{
-    free(t->slot);
-    free(t->ring);
-    memset(t, 0, sizeof *t);
-}
-
-size_t as_live_bytes(const as_live *t)
-{
-    return (t->cap + (t->ring ? AS_LIVE_RING : 0)) * sizeof(as_live_ent);
-}
-
-size_t as_live_count(const as_live *t)
-{
-    return t->n + t->ring_n;
-}
-
-/* ---- validation ------------------------------------------------------------------ */
-
-int as_validate(as_validator *v, as_event *ev, char *msg, size_t cap)
-{
-    as_live_ent *e;
-    switch (ev->op) {
-    case AS_OP_ALLOC: {
-        uint64_t ord = v->allocs_in++;
-        if (ev->size == 0 || ev->size > AS_MAX_ALLOC_SIZE) {
-            snprintf(msg, cap, "ALLOC %llu: %s size %llu (allowed 1..%llu bytes)",
-                     (unsigned long long)ev->id, ev->size ? "absurd" : "zero",
-                     (unsigned long long)ev->size, (unsigned long long)AS_MAX_ALLOC_SIZE);
-            goto bad;
-        }
-        if (ev->id != ord) {
-            snprintf(msg, cap, "ALLOC id %llu is not the allocation ordinal %llu",
-                     (unsigned long long)ev->id, (unsigned long long)ord);
-            if (!v->lenient || as_live_find(&v->live, ev->id))
-                goto bad;
-            v->warnings++; /* lenient: keep it, keyed by the id the frees will use */
-        }
-        e = live_insert(&v->live, ev->id);
-        if (!e) {
-            snprintf(msg, cap, "out of memory for the live-allocation table");
-            return AS_TRACE_ENOMEM;
-        }
-        e->size = ev->size;
-        e->stream = ev->stream;
-        e->out_id = v->allocs_out++;
-        ev->id = e->out_id;
-        break;
-    }
-    case AS_OP_FREE:
-    case AS_OP_FREE_REQ: {
-        const char *what = ev->op == AS_OP_FREE ? "FREE" : "FREE_REQ";
-        e = live_find(&v->live, ev->id);
-        if (!e) {
-            if (ev->id < v->allocs_in)
-                snprintf(msg, cap, "%s %llu: double free (allocation %llu was already freed)", what,
-                         (unsigned long long)ev->id, (unsigned long long)ev->id);
-            else if (v->allocs_in == 0)
-                snprintf(msg, cap, "%s %llu: unknown id (no allocation yet)", what,
-                         (unsigned long long)ev->id);
-            else
-                snprintf(msg, cap, "%s %llu: unknown id (the ids so far are 0..%llu)", what,
-                         (unsigned long long)ev->id, (unsigned long long)v->allocs_in - 1);
-            goto bad;
-        }
-        if (ev->op == AS_OP_FREE_REQ) {
-            if (e->out_id & AS_LIVE_FREEREQ) {
-                snprintf(msg, cap, "FREE_REQ %llu: requested twice (no FREE in between)",
-                         (unsigned long long)ev->id);
-                goto bad;
-            }
-            e->out_id |= AS_LIVE_FREEREQ;
-        }
-        ev->id = AS_LIVE_ID(e);
-        ev->size = e->size;
-        ev->stream = e->stream;
-        if (ev->op == AS_OP_FREE)
-            live_remove(&v->live, e);
-        break;
-    }
-    case AS_OP_EMPTY_CACHE:
-        ev->id = ev->size = ev->stream = 0;
-        break;
-    case AS_OP_MARK:
-        if (!ev->label) {
-            snprintf(msg, cap, "MARK without a label");
-            goto bad;
-        }
-        if (strnlen(ev->label, AS_MAX_LABEL + 1) > AS_MAX_LABEL) {
-            snprintf(msg, cap, "MARK label longer than %d bytes", AS_MAX_LABEL);
-            goto bad;
-        }
-        ev->id = ev->size = ev->stream = 0;
-        break;
-    default:
-        snprintf(msg, cap, "unknown event op %d", (int)ev->op);
-        return AS_TRACE_EINVAL;
-    }
-    v->events++;
-    return 0;
-bad:
-    if (v->lenient) {
-        v->warnings++;
-        return 1;
-    }
-    return AS_TRACE_EINVAL;
-}
+#define BATCH 256 /* events decoded ahead for as_trace_next by a batch decoder */
 
 /* ---- the reader ------------------------------------------------------------------ */
 
@@ -219,8 +45,8 @@ struct as_trace_reader {
     uint64_t in_events; /* events taken from the decoder (the input position) */
     int rc;             /* sticky: AS_TRACE_EOF or an error, once reached */
     as_trace_error err;
-    int native; /* ops == &as_src_native: use the batch decoder */
-    /* events validated ahead for as_trace_next (native batches) */
+    int batched; /* ops->next_batch: decode and validate in batches */
+    /* events validated ahead for as_trace_next (batched decoders) */
     as_event *ahead;
     size_t ahead_n, ahead_pos;
 };
@@ -292,14 +118,13 @@ static int count_stream(as_trace_reader *r, uint64_t stream, char *msg, size_t c
         r->sn++;
         return 0;
     }
-full:
-    {
-        snprintf(msg, cap,
-                 "ALLOC on stream 0x%llx: more than %d distinct streams (the limit of every "
-                 "trace format, the default stream 0 included)",
-                 (unsigned long long)stream, AS_MAX_STREAMS);
-        return AS_TRACE_ENOMEM;
-    }
+full : {
+    snprintf(msg, cap,
+             "ALLOC on stream 0x%llx: more than %d distinct streams (the limit of every "
+             "trace format, the default stream 0 included)",
+             (unsigned long long)stream, AS_MAX_STREAMS);
+    return AS_TRACE_ENOMEM;
+}
 }
 
 /* One event through the decoder's own next and the validator (the generic path). */
@@ -318,8 +143,7 @@ static int next_generic(as_trace_reader *r, as_event *ev)
         }
         if (rc < 0) {
             if (e.code >= 0)
-                as_trace_set_error(&e, rc, r->name, off0, 0, "decoder failed: %s",
-                                   as_strerror(rc));
+                as_trace_set_error(&e, rc, r->name, off0, 0, "decoder failed: %s", as_strerror(rc));
             return reader_fail(r, &e);
         }
         uint64_t idx = r->in_events++;
@@ -345,16 +169,16 @@ static int next_generic(as_trace_reader *r, as_event *ev)
     }
 }
 
-/* Fills up to cap validated events from the native batch decoder, which runs the
+/* Fills up to cap validated events from the decoder's next_batch, which runs the
  * validator's fast path itself; only an event the fast path declines comes back here. */
-static int next_native(as_trace_reader *r, as_event *evs, size_t cap, size_t *n)
+static int next_batched(as_trace_reader *r, as_event *evs, size_t cap, size_t *n)
 {
     *n = 0;
     while (*n == 0) {
         size_t got = 0, checked = 0;
         as_trace_error e;
         e.code = 0;
-        int rc = as_native_next_batch(r->st, &r->v, evs, cap, &got, &checked, &e);
+        int rc = r->ops->next_batch(r->st, &r->v, evs, cap, &got, &checked, &e);
         r->in_events += checked;
         *n = checked;
         if (checked < got) {
@@ -362,7 +186,7 @@ static int next_native(as_trace_reader *r, as_event *evs, size_t cap, size_t *n)
             char msg[256];
             int vr = as_validate(&r->v, &evs[checked], msg, sizeof msg);
             if (vr < 0) {
-                reader_invalid(r, vr, as_native_last_offset(r->st), 0, msg);
+                reader_invalid(r, vr, r->ops->last_offset(r->st), 0, msg);
                 return *n ? 0 : r->rc;
             }
             r->in_events++;
@@ -389,10 +213,10 @@ int as_trace_next(as_trace_reader *r, as_event *ev)
     }
     if (r->rc)
         return r->rc;
-    if (!r->native)
+    if (!r->batched)
         return next_generic(r, ev);
     r->ahead_pos = r->ahead_n = 0;
-    int rc = next_native(r, r->ahead, BATCH, &r->ahead_n);
+    int rc = next_batched(r, r->ahead, BATCH, &r->ahead_n);
     if (rc)
         return rc;
     *ev = r->ahead[r->ahead_pos++];
@@ -414,8 +238,8 @@ int as_trace_next_batch(as_trace_reader *r, as_event *evs, size_t cap, size_t *n
         return 0;
     if (r->rc)
         return r->rc;
-    if (r->native)
-        return next_native(r, evs, cap, n);
+    if (r->batched)
+        return next_batched(r, evs, cap, n);
     while (*n < cap) {
         int rc = next_generic(r, &evs[*n]);
         if (rc)
@@ -498,10 +322,10 @@ static as_trace_reader *reader_new(const char *name, const as_reader_opts *opts)
     return r;
 }
 
-static int set_native(as_trace_reader *r)
+static int set_batched(as_trace_reader *r)
 {
-    r->native = r->ops == &as_src_native;
-    if (r->native) {
+    r->batched = r->ops->next_batch != NULL;
+    if (r->batched) {
         r->ahead = malloc(BATCH * sizeof *r->ahead);
         if (!r->ahead)
             return AS_TRACE_ENOMEM;
@@ -522,7 +346,7 @@ static int reader_start(as_trace_reader *r, as_trace_reader **out, as_trace_erro
     }
     for (size_t i = 0; i < sizeof probe_order / sizeof probe_order[0]; i++) {
         const as_source_ops *ops = probe_order[i];
-        if (ops && ops->probe && ops->probe(head, (size_t)n)) {
+        if (ops->probe(head, (size_t)n)) {
             r->ops = ops;
             break;
         }
@@ -553,7 +377,7 @@ static int reader_start(as_trace_reader *r, as_trace_reader **out, as_trace_erro
         r->st = NULL;
         goto out;
     }
-    rc = set_native(r);
+    rc = set_batched(r);
     if (rc < 0) {
         as_trace_set_error(err, rc, r->name, 0, 0, "out of memory");
         goto out;
@@ -631,7 +455,7 @@ int as_trace_reader_from_source(const as_source_ops *ops, void *st, const as_met
     r->ops = ops;
     r->st = st;
     r->fmt = ops->fmt;
-    /* A wrapped source has no instream, so it cannot use the native batch path. */
+    /* A wrapped source is read through next, one event at a time (batched stays 0). */
     if (as_meta_copy(&r->meta, meta) < 0) {
         as_trace_close(r);
         return AS_TRACE_ENOMEM;

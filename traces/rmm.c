@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "live.h"
 #include "trace_internal.h"
 
 #define RMM_MAX_LINE (64u << 10)

@@ -15,6 +15,8 @@
 
 #include "trace.h"
 
+typedef struct as_validator as_validator; /* live.h */
+
 /* Buffered input: the raw file, or its zstd-decompressed content (streamed). Offsets are
  * in the decompressed stream. */
 typedef struct as_instream as_instream;
@@ -41,6 +43,19 @@ typedef struct as_source_ops {
      * and ev->stream to 0 on FREE*; the reader fills them from its live table. */
     int (*next)(void *st, as_event *ev, as_trace_error *err);
     uint64_t (*warnings)(const void *st); /* lenient skips; may be NULL */
+    /* Optional (NULL: the reader calls next once per event). Decodes up to cap events
+     * straight into evs, with no per-event indirect call. Returns 0 with *n >= 1,
+     * AS_TRACE_EOF with *n == 0, or < 0 (err filled) with *n events decoded before the
+     * error. At most one MARK per batch, and it is last (its label lives in decoder state
+     * until the next call). With v, each event also goes through the validator's fast path
+     * (live.h) as it is decoded; the first one the fast path does not accept ends the
+     * batch, unvalidated: *checked is *n or *n - 1. A decoder with next_batch has
+     * last_offset too. */
+    int (*next_batch)(void *st, as_validator *v, as_event *evs, size_t cap, size_t *n,
+                      size_t *checked, as_trace_error *err);
+    /* Offset in the decompressed stream of the last event next_batch decoded, when it was
+     * unchecked (or decoded without a validator): the one the reader reports on. */
+    uint64_t (*last_offset)(const void *st);
     void (*close)(void *st);
 } as_source_ops;
 

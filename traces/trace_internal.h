@@ -2,9 +2,10 @@
  * trace_internal.h - plumbing shared by the trace layer's own files (instream.c, reader.c,
  * writer.c, convert.c and the decoders). Nothing outside traces/ includes it; decoders
  * written against source.h do not need it.
+ * The live table and the validator have their own header, live.h.
  *
- * Key invariant: the live table holds exactly the allocations that are live (allocated,
- * not yet FREE'd), so its memory is proportional to the live count, never to the trace.
+ * Key invariant: an instream's offsets are in the decompressed stream, so every error a
+ * decoder or the reader reports points at a byte of the content the user can inspect.
  */
 #ifndef AS_TRACES_TRACE_INTERNAL_H
 #define AS_TRACES_TRACE_INTERNAL_H
@@ -69,75 +70,6 @@ int as_trace_set_error(as_trace_error *err, int code, const char *path, uint64_t
 int as_trace_vset_error(as_trace_error *err, int code, const char *path, uint64_t offset,
                         uint64_t line, const char *fmt, va_list ap)
     __attribute__((format(printf, 6, 0)));
-
-/* ---- live table (reader.c, live_internal.h) --------------------------------------- */
-
-/* The live allocations, keyed by id: a hash map (open addressing), with a small
- * direct-mapped ring in front of it. Ids are ordinals, so the ring slot of id is
- * id mod AS_LIVE_RING: a fresh allocation goes there, and the one it displaces (allocated
- * AS_LIVE_RING allocations earlier and still live) moves into the hash map. Most blocks
- * die young, so most frees hit the ring and never touch the hash. Memory: the ring's
- * constant 32 KiB plus the hash, which follows the number of live allocations. */
-#define AS_LIVE_RING 1024
-
-typedef struct as_live_ent {
-    uint64_t key; /* id + 1; 0 marks an empty slot */
-    uint64_t size;
-    uint64_t stream;
-    uint64_t out_id; /* the id handed out (differs from the input id only after lenient
-                        skips of bad ALLOCs); bit 63 is AS_LIVE_FREEREQ */
-} as_live_ent;       /* 32 bytes: two per cache line */
-
-#define AS_LIVE_FREEREQ (1ull << 63) /* in out_id: a FREE_REQ was seen */
-#define AS_LIVE_ID(e) ((e)->out_id & ~AS_LIVE_FREEREQ)
-
-typedef struct as_live {
-    as_live_ent *slot; /* the hash map */
-    size_t cap;        /* power of two, or 0 before first use */
-    size_t n;          /* live entries in the hash map */
-    unsigned shift;
-    as_live_ent *ring; /* AS_LIVE_RING slots, allocated with the first insert */
-    size_t ring_n;     /* live entries in the ring */
-} as_live;
-
-as_live_ent *as_live_find(as_live *t, uint64_t id);
-/* Inserts id (must be absent); returns the entry (only its key set: the caller fills size,
- * stream and out_id) or NULL when out of memory. */
-as_live_ent *as_live_insert(as_live *t, uint64_t id);
-void as_live_remove(as_live *t, as_live_ent *e);
-void as_live_free(as_live *t);
-/* Bytes the table holds (ring and hash slots): what "bounded memory" tests measure. */
-size_t as_live_bytes(const as_live *t);
-/* Live allocations in the table. */
-size_t as_live_count(const as_live *t);
-
-/* Validation state shared by the reader and the writer. */
-typedef struct as_validator {
-    as_live live;
-    uint64_t allocs_in;  /* ALLOC events seen (input ordinals) */
-    uint64_t allocs_out; /* ALLOC events accepted */
-    uint64_t events;     /* events accepted */
-    uint64_t warnings;   /* lenient skips */
-    int lenient;
-} as_validator;
-
-/* Validates ev in place (fills FREE size/stream, renumbers after lenient skips).
- * Returns 0 (accept), 1 (skipped, lenient; counted in warnings) or < 0 with msg filled. */
-int as_validate(as_validator *v, as_event *ev, char *msg, size_t msg_cap);
-
-/* ---- native format (native.c) ---------------------------------------------------- */
-
-/* Decodes up to cap events straight into evs (the reader's fast path: no per-event
- * indirect call). Returns 0 with *n >= 1, AS_TRACE_EOF with *n == 0, or < 0 (err filled)
- * with *n events decoded before the error. At most one MARK per batch, and it is last
- * (its label lives in decoder state until the next call). With v, each event also goes
- * through the validator's fast path as it is decoded; the first one that the fast path
- * does not accept ends the batch, unvalidated: *checked is *n or *n - 1. */
-int as_native_next_batch(void *st, as_validator *v, as_event *evs, size_t cap, size_t *n,
-                         size_t *checked, as_trace_error *err);
-/* Offset in the decompressed stream of the tag of the last event decoded, when it was
- * unchecked (or decoded without a validator): the one the reader reports on. */
-uint64_t as_native_last_offset(const void *st);
 
 /* ---- format writers (native.c, text.c); the generic writer validates first ------- */
 

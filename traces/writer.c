@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "live.h"
 #include "trace_internal.h"
 
 #define OUT_BUF (256u << 10)

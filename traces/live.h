@@ -1,19 +1,76 @@
 /*
- * live_internal.h - the live-allocation table and the fast path of event validation, as
- * static inline functions, so the reader's hot loops (and the native decoder's fused
- * decode-and-validate loop) run them without calls. Slow paths stay in reader.c.
+ * live.h - the live-allocation table and event validation, shared by the reader, the
+ * writer, the native decoder's fused decode-and-validate loop and the RMM importer's
+ * pointer map. The fast paths are static inline, so the hot loops run them without calls;
+ * the slow paths and the table's growth are in live.c. It uses trace.h only: no decoder,
+ * no reader, no writer.
  *
  * Invariant: the ring and the hash map together hold exactly the live allocations, each
- * in one place; the hash runs at load <= 1/2 with no tombstones (backward-shift
- * deletion), so a lookup probes a short run of slots.
+ * in one place, so the table's memory follows the live count, never the trace length; the
+ * hash runs at load <= 1/2 with no tombstones (backward-shift deletion), so a lookup probes
+ * a short run of slots.
  */
-#ifndef AS_TRACES_LIVE_INTERNAL_H
-#define AS_TRACES_LIVE_INTERNAL_H
+#ifndef AS_TRACES_LIVE_H
+#define AS_TRACES_LIVE_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "trace_internal.h"
+#include "trace.h"
+
+/* The live allocations, keyed by id: a hash map (open addressing), with a small
+ * direct-mapped ring in front of it. Ids are ordinals, so the ring slot of id is
+ * id mod AS_LIVE_RING: a fresh allocation goes there, and the one it displaces (allocated
+ * AS_LIVE_RING allocations earlier and still live) moves into the hash map. Most blocks
+ * die young, so most frees hit the ring and never touch the hash. Memory: the ring's
+ * constant 32 KiB plus the hash, which follows the number of live allocations. */
+#define AS_LIVE_RING 1024
+
+typedef struct as_live_ent {
+    uint64_t key; /* id + 1; 0 marks an empty slot */
+    uint64_t size;
+    uint64_t stream;
+    uint64_t out_id; /* the id handed out (differs from the input id only after lenient
+                        skips of bad ALLOCs); bit 63 is AS_LIVE_FREEREQ */
+} as_live_ent;       /* 32 bytes: two per cache line */
+
+#define AS_LIVE_FREEREQ (1ull << 63) /* in out_id: a FREE_REQ was seen */
+#define AS_LIVE_ID(e) ((e)->out_id & ~AS_LIVE_FREEREQ)
+
+typedef struct as_live {
+    as_live_ent *slot; /* the hash map */
+    size_t cap;        /* power of two, or 0 before first use */
+    size_t n;          /* live entries in the hash map */
+    unsigned shift;
+    as_live_ent *ring; /* AS_LIVE_RING slots, allocated with the first insert */
+    size_t ring_n;     /* live entries in the ring */
+} as_live;
+
+as_live_ent *as_live_find(as_live *t, uint64_t id);
+/* Inserts id (must be absent); returns the entry (only its key set: the caller fills size,
+ * stream and out_id) or NULL when out of memory. */
+as_live_ent *as_live_insert(as_live *t, uint64_t id);
+void as_live_remove(as_live *t, as_live_ent *e);
+void as_live_free(as_live *t);
+/* Bytes the table holds (ring and hash slots): what "bounded memory" tests measure. */
+size_t as_live_bytes(const as_live *t);
+/* Live allocations in the table. */
+size_t as_live_count(const as_live *t);
+
+/* Validation state shared by the reader and the writer. */
+typedef struct as_validator {
+    as_live live;
+    uint64_t allocs_in;  /* ALLOC events seen (input ordinals) */
+    uint64_t allocs_out; /* ALLOC events accepted */
+    uint64_t events;     /* events accepted */
+    uint64_t warnings;   /* lenient skips */
+    int lenient;
+} as_validator;
+
+/* Validates ev in place (fills FREE size/stream, renumbers after lenient skips).
+ * Returns 0 (accept), 1 (skipped, lenient; counted in warnings) or < 0 with msg filled. */
+int as_validate(as_validator *v, as_event *ev, char *msg, size_t msg_cap);
 
 #define AS_LIVE_MIN_CAP 64
 
