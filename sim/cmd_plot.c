@@ -168,7 +168,9 @@ static int spawn(const argv_t *v, const char *out_path, int quiet, const char *e
     while (waitpid(pid, &st, 0) < 0) {
         if (errno != EINTR)
             return 127;
-        if (as_out_stop && !forwarded++) /* a SIGTERM sent to plot alone stops its run too */
+        /* A SIGTERM sent to plot alone stops its run too; a Ctrl-C reached the whole
+         * process group already (a second signal would make the run exit at once). */
+        if (as_out_stop == SIGTERM && !forwarded++)
             kill(pid, SIGTERM);
     }
     if (WIFEXITED(st))

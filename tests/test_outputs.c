@@ -578,6 +578,59 @@ static void test_bad_among_several(void)
     free(rep);
 }
 
+/* Names in tu_tmpdir() starting with prefix. */
+static int tmp_entries(const char *prefix)
+{
+    DIR *t = opendir(tu_tmpdir());
+    struct dirent *de;
+    int n = 0;
+    while (t && (de = readdir(t)))
+        n += !strncmp(de->d_name, prefix, strlen(prefix));
+    if (t)
+        closedir(t);
+    return n;
+}
+
+/* Ctrl-C (SIGINT to the process group, as a terminal sends it) while `plot capacity` runs
+ * its mincap: exit 130, no chart, and plot's directory of CSV files is gone. */
+static void test_sigint_plot(void)
+{
+    char d[1024], png[1200], errp[1200];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fresh_dir(d, sizeof d));
+    snprintf(png, sizeof png, "%s/cap.png", d);
+    snprintf(errp, sizeof errp, "%s/err.txt", d);
+    int before = tmp_entries("allocsim-plot-");
+    pid_t pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0);
+        int fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fe, 2);
+        execl(bin(), bin(), "plot", "capacity", "-o", png, "-p", "torch",
+              tu_path("traces/samples/transformer_gpt2.zst"), (char *)NULL);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    for (int i = 0; i < 3000 && tmp_entries("allocsim-plot-") == before; i++)
+        nanosleep(&ts, NULL);
+    ts.tv_nsec = 300 * 1000 * 1000; /* the mincap run is under way */
+    nanosleep(&ts, NULL);
+    kill(-pid, SIGINT);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 130);
+    size_t n = 0;
+    char *e = slurp(errp, &n);
+    CU_ASSERT(e && strstr(e, "not written"));
+    free(e);
+    CU_ASSERT_EQUAL(file_size(png), -1);
+    CU_ASSERT_EQUAL(tmp_entries("allocsim-plot-"), before);
+    CU_ASSERT_EQUAL(tmp_entries("allocsim-mincap-"), 0);
+    unlink(errp);
+    const char *keep[] = {NULL};
+    CU_ASSERT_EQUAL(stray_files(d, keep), 0);
+}
+
 CU_TestInfo test_outputs[] = {
     {"an output naming an input: exit 2, input unchanged", test_output_is_input},
     {"a failure keeps the old output, no temporary file", test_failure_keeps_old_file},
@@ -587,6 +640,7 @@ CU_TestInfo test_outputs[] = {
     {"SIGINT to a sweep: 130, finished runs whole, no temp file", test_sigint_sweep},
     {"SIGINT to mincap: 130, answered policies kept, no spool", test_sigint_mincap},
     {"input bytes escaped in messages and info", test_terminal_safe},
+    {"Ctrl-C to plot: 130, no chart, its temp dir gone", test_sigint_plot},
     {"a bad trace among several: stop first, or --skip-bad", test_bad_among_several},
     CU_TEST_INFO_NULL,
 };
