@@ -286,7 +286,7 @@ int main(int argc, char **argv)
     ctx c = { .p = { .capacity = AS_CAPACITY_NONE } };
     FILE *out = stdout;
     int ret = AS_EXIT_OK, ch;
-    const char *cmd = "replay";
+    const char *cmd = "allocsim-replay";
     if (!ptext || !caps || !thr) {
         as_cli_msg("out of host memory");
         ret = AS_EXIT_INPUT;

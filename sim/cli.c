@@ -98,7 +98,11 @@ int as_cli_usage(const char *cmd, const char *fmt, ...)
     va_start(ap, fmt);
     vmsg(fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\nTry 'allocsim %s%s--help'.\n", cmd ? cmd : "", cmd ? " " : "");
+    /* A program of its own (allocsim-replay) is named whole, a subcommand after allocsim. */
+    if (cmd && strncmp(cmd, "allocsim-", 9) == 0)
+        fprintf(stderr, "\nTry '%s --help'.\n", cmd);
+    else
+        fprintf(stderr, "\nTry 'allocsim %s%s--help'.\n", cmd ? cmd : "", cmd ? " " : "");
     return AS_EXIT_USAGE;
 }
 

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "cards.h"
 #include "policy.h"
 #include "report.h"
 #include "util.h"
@@ -530,6 +531,21 @@ static void test_completion(void)
     add(&w, "csv", 3);
     add(&w, "json", 4);
     expect_completion("run -f ", &w, 1);
+    /* Card presets for -c and tune --device, outside presets for --outside, from the
+     * table in sim/cards.c. */
+    wset cards = {{0}}, outs = {{0}};
+    size_t nc, no;
+    const as_card *cl = as_card_list(&nc);
+    const as_outside *ol = as_outside_list(&no);
+    for (size_t i = 0; i < nc; i++)
+        add(&cards, cl[i].name, strlen(cl[i].name));
+    for (size_t i = 0; i < no; i++)
+        add(&outs, ol[i].name, strlen(ol[i].name));
+    CU_ASSERT(nc > 5 && no > 3);
+    expect_completion("tune --device ", &cards, 1);
+    expect_completion("tune --outside ", &outs, 1);
+    add(&cards, "none", 4);
+    expect_completion("-c ", &cards, 1);
     wset kinds = {{0}}, gens = {{0}};
     sh("'%s' plot --help", allocsim());
     listed(out, "KIND", &kinds);

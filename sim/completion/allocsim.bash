@@ -87,17 +87,29 @@ _allocsim_spec()
     compopt -o nospace 2>/dev/null
 }
 
+# The card presets (kind "card") or the outside-memory presets ("outside"): the first
+# column of the table of that name in `allocsim tune --cards`.
+_allocsim_cards()
+{
+    _allocsim_ask "$1" cards tune --cards |
+        awk -v k="$2" '$1 == k { on = 1; next } on && NF == 0 { on = 0 } on { print $1 }'
+}
+
 # Values of options that take a word from a fixed set.
 _allocsim_value()
 {
-    local cmd=$1 opt=$2 cur=$3
+    local prog=$1 cmd=$2 opt=$3 cur=$4
     case $cmd:$opt in
     run:-f | run:--format | replay:-f | replay:--format) COMPREPLY=($(compgen -W "table csv json" -- "$cur")) ;;
     info:-f | info:--format) COMPREPLY=($(compgen -W "text json" -- "$cur")) ;;
     mincap:-f | mincap:--format) COMPREPLY=($(compgen -W "table json" -- "$cur")) ;;
     compare:-f) COMPREPLY=($(compgen -W "table csv" -- "$cur")) ;;
     policies:-f | policies:--format) COMPREPLY=($(compgen -W "table tsv" -- "$cur")) ;;
-    *:-c | *:--capacity) COMPREPLY=($(compgen -W "none" -- "$cur")) ;;
+    tune:-c | tune:--device) COMPREPLY=($(compgen -W "$(_allocsim_cards "$prog" card)" -- "$cur")) ;;
+    tune:--outside) COMPREPLY=($(compgen -W "$(_allocsim_cards "$prog" outside)" -- "$cur")) ;;
+    tune:-f | tune:--format) COMPREPLY=($(compgen -W "table json jsonl" -- "$cur")) ;;
+    replay:-c | replay:--capacity) COMPREPLY=($(compgen -W "none" -- "$cur")) ;;
+    *:-c | *:--capacity) COMPREPLY=($(compgen -W "none $(_allocsim_cards "$prog" card)" -- "$cur")) ;;
     plot:--x) COMPREPLY=($(compgen -W "event alloc time" -- "$cur")) ;;
     plot:--when) COMPREPLY=($(compgen -W "peak oom" -- "$cur")) ;;
     plot:--layout) COMPREPLY=($(compgen -W "bytes wrap fraction" -- "$cur")) ;;
@@ -114,7 +126,7 @@ _allocsim_takes_value()
         --timeline | --timeline-every | --segments | --segment-map | --sweep | --csv | \
         --batch | --step | --runs | --every | --x | --when | --run | --layout | --title | \
         --size | --keep | --scripts | --repeat | --latency | --device | --release-threshold | \
-        --pool) return 0 ;;
+        --pool | --outside | --curves | --top | --shard | --memory) return 0 ;;
     esac
     return 1
 }
@@ -154,7 +166,7 @@ _allocsim()
 
     if [[ $prev == -p || $prev == --policy ]]; then
         _allocsim_spec "$prog" "$cur"
-    elif _allocsim_value "$cmd" "$prev" "$cur"; then
+    elif _allocsim_value "$prog" "$cmd" "$prev" "$cur"; then
         :
     elif [[ $cur == -* ]]; then
         local help
