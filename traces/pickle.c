@@ -88,6 +88,7 @@ typedef struct pk_parser {
     uint64_t mem; /* bytes of every pool's capacity, against lim.max_memory */
     as_pk_ref *stack;
     size_t nstack, capstack;
+    size_t stack_room; /* min(capstack, max_stack): push's one check */
     pk_mark *marks;
     size_t nmarks, capmarks;
     as_pk_ref *memo; /* AS_PK_NIL = unset */
@@ -355,6 +356,7 @@ static int push_slow(pk_parser *p, as_pk_ref r)
         pgrow(p, (void **)&p->stack, &p->capstack, p->nstack + 1, sizeof *p->stack, "the stack");
     if (rc)
         return rc;
+    p->stack_room = p->capstack < p->lim.max_stack ? p->capstack : p->lim.max_stack;
     p->stack[p->nstack++] = r;
     return 0;
 }
@@ -363,7 +365,7 @@ static int push_slow(pk_parser *p, as_pk_ref r)
  * beyond the capacity, which never exceeds max_stack unchecked. */
 static inline int push(pk_parser *p, as_pk_ref r)
 {
-    if (p->nstack < p->capstack && p->nstack < p->lim.max_stack) {
+    if (p->nstack < p->stack_room) {
         p->stack[p->nstack++] = r;
         return 0;
     }
@@ -955,7 +957,7 @@ static int op_fill(pk_parser *p, uint8_t op, size_t at)
         pk_mark mk = p->marks[--p->nmarks];
         p->wp = at + 1;
         start_batch(p, op, c, m, &mk);
-        return n ? 0 : end_batch(p);
+        return n ? 1 : end_batch(p); /* 1: run returns, the batch is handed out */
     }
     if (op == 'u' && (n % 2))
         return fail(p, AS_TRACE_ECORRUPT, "odd number of items (%zu) for SETITEMS", n);
@@ -1165,8 +1167,6 @@ static int run(pk_parser *p)
         }
 #undef NEED
         p->wp = at + 1 + argn;
-        if (p->pend_op)
-            return 1; /* op_fill started a streamed batch */
     }
 }
 
