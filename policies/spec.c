@@ -593,13 +593,175 @@ static size_t item_len(const char *s)
     return i;
 }
 
+/* One parse in progress: the spec without whitespace, the policy, and its knob values. */
+typedef struct spec_parse {
+    char *buf;
+    const as_policy *pol;
+    as_knob_value *vals;
+    char *by_alias; /* per knob: 1 when it was given by its PYTORCH_CUDA_ALLOC_CONF alias */
+    char *why;
+    size_t wl;
+} spec_parse;
+
+/* Copies text into ps->buf without whitespace, refusing bytes a spec cannot hold and
+ * unbalanced or nested brackets (so that item splitting cannot run wild). */
+static int spec_normalise(spec_parse *ps, const char *text, size_t tl)
+{
+    ps->buf = malloc(tl + 1);
+    if (!ps->buf) {
+        fail(ps->why, ps->wl, "out of host memory");
+        return AS_ENOMEM;
+    }
+    size_t bl = 0;
+    for (size_t i = 0; i < tl; i++) {
+        unsigned char ch = (unsigned char)text[i];
+        if (isspace(ch))
+            continue;
+        if (!isgraph(ch) || ch >= 0x80)
+            return fail(ps->why, ps->wl,
+                        "byte 0x%02x at offset %zu is not allowed in a policy spec", ch, i);
+        ps->buf[bl++] = (char)ch;
+    }
+    ps->buf[bl] = 0;
+    int depth = 0;
+    for (size_t i = 0; i < bl; i++) {
+        if (ps->buf[i] == '[' && ++depth > 1)
+            return fail(ps->why, ps->wl, "nested '[' at offset %zu of '%s'", i, ps->buf);
+        if (ps->buf[i] == ']' && --depth < 0)
+            return fail(ps->why, ps->wl, "unmatched ']' at offset %zu of '%s'", i, ps->buf);
+    }
+    if (depth)
+        return fail(ps->why, ps->wl, "unclosed '[' in '%s'", ps->buf);
+    return 0;
+}
+
+/* The policy: the first item when it is a bare name, else the default (a
+ * PYTORCH_CUDA_ALLOC_CONF string or knobs alone mean torch). Moves *pp past the name and
+ * allocates the knob values, at their defaults. */
+static int spec_policy(spec_parse *ps, const char **pp)
+{
+    const char *p = *pp;
+    size_t first = item_len(p);
+    if (first > 0 && !memchr(p, '=', first) && !memchr(p, ':', first)) {
+        char name[64], known[256];
+        if (first >= sizeof name)
+            return fail(ps->why, ps->wl, "policy name '%.*s...' is too long", 20, p);
+        memcpy(name, p, first);
+        name[first] = 0;
+        if (!(ps->pol = as_policy_find(name))) {
+            list_policies(known, sizeof known);
+            return fail(ps->why, ps->wl, "unknown policy '%s' (known: %s)", name, known);
+        }
+        p += first;
+        if (*p == ',')
+            p++;
+        if (!*p && p[-1] == ',')
+            return fail(ps->why, ps->wl, "empty knob after ',' in '%s'", ps->buf);
+    } else {
+        ps->pol = as_policy_find(DEFAULT_POLICY); /* registered: registry.c lists it */
+    }
+    *pp = p;
+    size_t nk = ps->pol->n_knobs ? ps->pol->n_knobs : 1;
+    ps->vals = calloc(nk, sizeof *ps->vals);
+    ps->by_alias = calloc(nk, 1);
+    if (!ps->vals || !ps->by_alias) {
+        fail(ps->why, ps->wl, "out of host memory");
+        return AS_ENOMEM;
+    }
+    for (size_t i = 0; i < ps->pol->n_knobs; i++)
+        set_default(&ps->pol->knobs[i], &ps->vals[i]);
+    return 0;
+}
+
+/* Copies the next item (up to a comma outside brackets) into item; moves *pp past it. */
+static int spec_next_item(spec_parse *ps, const char **pp, char *item, size_t cap)
+{
+    const char *p = *pp;
+    size_t n = item_len(p);
+    if (n == 0)
+        return fail(ps->why, ps->wl, "empty knob at offset %zu of '%s'", (size_t)(p - ps->buf),
+                    ps->buf);
+    if (n >= cap)
+        return fail(ps->why, ps->wl, "knob setting '%.*s...' is too long", 30, p);
+    memcpy(item, p, n);
+    item[n] = 0;
+    p += n;
+    if (*p == ',' && !*++p)
+        return fail(ps->why, ps->wl, "empty knob after the last ',' in '%s'", ps->buf);
+    *pp = p;
+    return 0;
+}
+
+/* One knob=value (or key:value) item into ps->vals. */
+static int spec_apply_item(spec_parse *ps, char *item)
+{
+    const as_policy *pol = ps->pol;
+    size_t kl = strcspn(item, "=:[");
+    if (item[kl] != '=' && item[kl] != ':') {
+        if (as_policy_find(item))
+            return fail(ps->why, ps->wl, "policy name '%s' must come first in the spec", item);
+        return fail(ps->why, ps->wl, "'%s' is not knob=value (or key:value)", item);
+    }
+    item[kl] = 0;
+    const char *val = item + kl + 1;
+    int ki = find_knob(pol, item);
+    if (ki < 0 && knob_by_alias(pol, "expandable_segments") >= 0) {
+        /* torch's table: PYTORCH_CUDA_ALLOC_CONF keys that change nothing are accepted */
+        int ig = ignored_pytorch_key(item, val, ps->why, ps->wl);
+        if (ig)
+            return ig < 0 ? AS_EINVAL : 0;
+    }
+    if (ki < 0) {
+        strbuf names = {0};
+        for (size_t i = 0; i < pol->n_knobs; i++)
+            sb_add(&names, "%s%s", i ? ", " : "", pol->knobs[i].name);
+        fail(ps->why, ps->wl, "policy '%s' has no knob '%s' (knobs: %s)", pol->name, item,
+             names.p ? names.p : "none");
+        free(names.p);
+        return AS_EINVAL;
+    }
+    const as_knob *k = &pol->knobs[ki];
+    char lab[96];
+    if (ps->vals[ki].set)
+        return fail(ps->why, ps->wl, "%s of '%s' is given twice", knob_label(k, lab, sizeof lab),
+                    pol->name);
+    if (!*val)
+        return fail(ps->why, ps->wl, "%s of '%s' has no value", knob_label(k, lab, sizeof lab),
+                    pol->name);
+    if (parse_value(pol->name, k, val, &ps->vals[ki], ps->why, ps->wl))
+        return AS_EINVAL;
+    ps->vals[ki].set = 1;
+    ps->by_alias[ki] = k->alias && strcmp(item, k->alias) == 0;
+    return 0;
+}
+
+/* The checks across knobs, then the canonical text and the input into out. */
+static int spec_finish(spec_parse *ps, const char *text, size_t tl, as_policy_spec *out)
+{
+    if (check_round(ps->pol, ps->vals, ps->why, ps->wl) ||
+        check_pytorch_rules(ps->pol, ps->vals, ps->by_alias, ps->why, ps->wl))
+        return AS_EINVAL;
+    out->text = canonical(ps->pol, ps->vals);
+    out->input = malloc(tl + 1);
+    if (out->input)
+        memcpy(out->input, text, tl + 1);
+    if (!out->text || !out->input) {
+        free(out->text);
+        free(out->input);
+        out->text = out->input = NULL;
+        fail(ps->why, ps->wl, "out of host memory");
+        return AS_ENOMEM;
+    }
+    out->policy = ps->pol;
+    out->values = ps->vals;
+    ps->vals = NULL;
+    return 0;
+}
+
 int as_policy_spec_parse(const char *text, as_policy_spec *out, char *why, size_t why_len)
 {
-    int rc = AS_EINVAL;
-    char *buf = NULL;
-    as_knob_value *vals = NULL;
-    char *by_alias = NULL;
-    char known[256];
+    spec_parse ps = {.why = why, .wl = why_len};
+    char item[512];
     if (why && why_len)
         why[0] = 0;
     if (!out)
@@ -608,176 +770,17 @@ int as_policy_spec_parse(const char *text, as_policy_spec *out, char *why, size_
     if (!text)
         text = "";
     size_t tl = strlen(text);
-    buf = malloc(tl + 1);
-    if (!buf) {
-        rc = AS_ENOMEM;
-        fail(why, why_len, "out of host memory");
-        goto out;
-    }
-    size_t bl = 0;
-    for (size_t i = 0; i < tl; i++) {
-        unsigned char ch = (unsigned char)text[i];
-        if (isspace(ch))
-            continue;
-        if (!isgraph(ch) || ch >= 0x80) {
-            fail(why, why_len, "byte 0x%02x at offset %zu is not allowed in a policy spec", ch, i);
-            goto out;
-        }
-        buf[bl++] = (char)ch;
-    }
-    buf[bl] = 0;
-
-    /* Bracket balance first, so item splitting cannot run wild. */
-    int depth = 0;
-    for (size_t i = 0; i < bl; i++) {
-        if (buf[i] == '[' && ++depth > 1) {
-            fail(why, why_len, "nested '[' at offset %zu of '%s'", i, buf);
-            goto out;
-        }
-        if (buf[i] == ']' && --depth < 0) {
-            fail(why, why_len, "unmatched ']' at offset %zu of '%s'", i, buf);
-            goto out;
-        }
-    }
-    if (depth) {
-        fail(why, why_len, "unclosed '[' in '%s'", buf);
-        goto out;
-    }
-
-    const char *p = buf;
-    const as_policy *pol = NULL;
-    size_t first = item_len(p);
-    if (first > 0 && !memchr(p, '=', first) && !memchr(p, ':', first)) {
-        char name[64];
-        if (first >= sizeof name) {
-            fail(why, why_len, "policy name '%.*s...' is too long", 20, p);
-            goto out;
-        }
-        memcpy(name, p, first);
-        name[first] = 0;
-        pol = as_policy_find(name);
-        if (!pol) {
-            list_policies(known, sizeof known);
-            fail(why, why_len, "unknown policy '%s' (known: %s)", name, known);
-            goto out;
-        }
-        p += first;
-        if (*p == ',')
-            p++;
-        if (!*p && p[-1] == ',') {
-            fail(why, why_len, "empty knob after ',' in '%s'", buf);
-            goto out;
-        }
-    } else {
-        pol = as_policy_find(DEFAULT_POLICY);
-        if (!pol) {
-            fail(why, why_len,
-                 "no policy named '" DEFAULT_POLICY "' is registered yet (a spec without a "
-                 "policy name means '" DEFAULT_POLICY "'); name one, e.g. 'bestfit,%s'",
-                 buf);
-            goto out;
-        }
-    }
-
-    vals = calloc(pol->n_knobs ? pol->n_knobs : 1, sizeof *vals);
-    by_alias = calloc(pol->n_knobs ? pol->n_knobs : 1, 1);
-    if (!vals || !by_alias) {
-        rc = AS_ENOMEM;
-        fail(why, why_len, "out of host memory");
-        goto out;
-    }
-    for (size_t i = 0; i < pol->n_knobs; i++)
-        set_default(&pol->knobs[i], &vals[i]);
-
-    while (*p) {
-        size_t n = item_len(p);
-        if (n == 0) {
-            fail(why, why_len, "empty knob at offset %zu of '%s'", (size_t)(p - buf), buf);
-            goto out;
-        }
-        char item[512];
-        if (n >= sizeof item) {
-            fail(why, why_len, "knob setting '%.*s...' is too long", 30, p);
-            goto out;
-        }
-        memcpy(item, p, n);
-        item[n] = 0;
-        p += n;
-        if (*p == ',') {
-            p++;
-            if (!*p) {
-                fail(why, why_len, "empty knob after the last ',' in '%s'", buf);
-                goto out;
-            }
-        }
-        size_t kl = strcspn(item, "=:[");
-        if (item[kl] != '=' && item[kl] != ':') {
-            if (as_policy_find(item))
-                fail(why, why_len, "policy name '%s' must come first in the spec", item);
-            else
-                fail(why, why_len, "'%s' is not knob=value (or key:value)", item);
-            goto out;
-        }
-        item[kl] = 0;
-        const char *val = item + kl + 1;
-        int ki = find_knob(pol, item);
-        if (ki < 0 && knob_by_alias(pol, "expandable_segments") >= 0) {
-            int ig = ignored_pytorch_key(item, val, why, why_len);
-            if (ig < 0)
-                goto out;
-            if (ig > 0)
-                continue;
-        }
-        if (ki < 0) {
-            strbuf names = {0};
-            for (size_t i = 0; i < pol->n_knobs; i++)
-                sb_add(&names, "%s%s", i ? ", " : "", pol->knobs[i].name);
-            fail(why, why_len, "policy '%s' has no knob '%s' (knobs: %s)", pol->name, item,
-                 names.p ? names.p : "none");
-            free(names.p);
-            goto out;
-        }
-        const as_knob *k = &pol->knobs[ki];
-        char lab[96];
-        if (vals[ki].set) {
-            fail(why, why_len, "%s of '%s' is given twice", knob_label(k, lab, sizeof lab),
-                 pol->name);
-            goto out;
-        }
-        if (!*val) {
-            fail(why, why_len, "%s of '%s' has no value", knob_label(k, lab, sizeof lab),
-                 pol->name);
-            goto out;
-        }
-        if (parse_value(pol->name, k, val, &vals[ki], why, why_len))
-            goto out;
-        vals[ki].set = 1;
-        by_alias[ki] = k->alias && strcmp(item, k->alias) == 0;
-    }
-    if (check_round(pol, vals, why, why_len) ||
-        check_pytorch_rules(pol, vals, by_alias, why, why_len))
-        goto out;
-
-    out->text = canonical(pol, vals);
-    out->input = malloc(tl + 1);
-    if (out->input)
-        memcpy(out->input, text, tl + 1);
-    if (!out->text || !out->input) {
-        free(out->text);
-        free(out->input);
-        out->text = out->input = NULL;
-        rc = AS_ENOMEM;
-        fail(why, why_len, "out of host memory");
-        goto out;
-    }
-    out->policy = pol;
-    out->values = vals;
-    vals = NULL;
-    rc = 0;
-out:
-    free(by_alias);
-    free(vals);
-    free(buf);
+    const char *p = NULL;
+    int rc = spec_normalise(&ps, text, tl);
+    if (!rc)
+        p = ps.buf, rc = spec_policy(&ps, &p);
+    while (!rc && *p && !(rc = spec_next_item(&ps, &p, item, sizeof item)))
+        rc = spec_apply_item(&ps, item);
+    if (!rc)
+        rc = spec_finish(&ps, text, tl, out);
+    free(ps.by_alias);
+    free(ps.vals);
+    free(ps.buf);
     return rc;
 }
 
