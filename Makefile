@@ -67,7 +67,7 @@ $(foreach d,$(OBJ_DIRS),$(d)/traces/%.o): INC := $(INC_traces)
 $(foreach d,$(OBJ_DIRS),$(d)/policies/%.o): INC := $(INC_policies)
 $(BUILD)/replay/%.o: INC := $(INC_replay)
 
-.PHONY: all test asan tsan bench fuzz fuzz-run replay validate plots install uninstall clean help
+.PHONY: check-long all test asan tsan bench fuzz fuzz-run replay validate plots install uninstall clean help
 .DEFAULT_GOAL := all
 
 ## all: build build/allocsim (release, -O2)
@@ -147,6 +147,12 @@ $(TSAN_DIR)/allocsim: $(TSAN_DIR)/obj/sim/main.o $(TSAN_LIB)
 ## test: build and run the CUnit suite (ends with "N passed, N failed")
 test: $(DBG_DIR)/run-tests $(BUILD)/allocsim
 	$(Q)AS_ALLOCSIM=$(CURDIR)/$(BUILD)/allocsim $(TEST_ENV) $(DBG_DIR)/run-tests
+
+## check-long: no function outside tests/ over 120 lines (tests/long_functions.sh)
+check-long:
+	$(Q)tests/long_functions.sh
+
+test: check-long
 
 ## asan: the same suite under AddressSanitizer and UndefinedBehaviorSanitizer, the CLI tests
 ## against an ASan+UBSan allocsim (build/asan/allocsim)
