@@ -46,6 +46,7 @@ int as_cmd_compare(int argc, char **argv);
 int as_cmd_mincap(int argc, char **argv); /* cmd_mincap.c */
 int as_cmd_plot(int argc, char **argv);   /* cmd_plot.c */
 int as_cmd_tune(int argc, char **argv);   /* cmd_tune.c */
+int as_cmd_merge(int argc, char **argv);  /* cmd_merge.c */
 
 /* Writes text to f with every byte that could drive a terminal escaped as \xHH: control
  * characters but newline and tab, DEL, and bytes that are not valid UTF-8 or that encode a
@@ -95,6 +96,9 @@ int as_cli_parse_capacity(const char *cmd, const char *text, uint64_t *out);
 /* One warning per trace of the report whose runs have a capacity below its smallest
  * request: each fails at its first allocation. */
 void as_cli_warn_small_caps(const as_report *rep);
+/* --shard "I/N" (1 <= I <= N <= 10^6) into the 0-based *shard and *n; 0 or -1. A shard takes
+ * the units (traces; mincap's policies) at 0-based positions k with k % N == I - 1. */
+int as_cli_parse_shard(const char *s, unsigned *shard, unsigned *n);
 /* Parses an unsigned decimal count; returns 0 or -1. */
 int as_cli_parse_u64(const char *s, uint64_t *out);
 

@@ -43,6 +43,13 @@ static const char usage_text[] =
     "  --step BYTES        grid step (default 2MiB; coarser is faster but not exact);\n"
     "                      at most 16384 capacities per policy\n"
     "  -j, --threads N     engine threads (default: one per core)\n"
+    "  --max BYTES         sweep no higher than this (default: the uncapped peak reserved,\n"
+    "                      or the card's usable memory with --device)\n"
+    "  --device CARD       a card (sim/CARDS.md) or its bytes: --max is its usable memory\n"
+    "  --outside BYTES     memory outside the allocator (as for run; default train)\n"
+    "  --shard I/N         only the policies at positions k (0-based, in -p order) with\n"
+    "                      k % N == I - 1; -f jsonl writes one line per policy for\n"
+    "                      'allocsim merge'\n"
     "  -q, --quiet         no progress line (shown only on a terminal)\n"
     "Ctrl-C stops the search: the policies already answered are written, and the exit\n"
     "status is 130.\n";
@@ -182,7 +189,8 @@ static void print_table(FILE *f, const char *policy, const as_mincap_result *m, 
         as_fmt_capacity(a, sizeof a, m->min_capacity);
         fprintf(f, "  minimum capacity   %" PRIu64 " B (%s)\n", m->min_capacity, a);
         if (m->monotone) {
-            fprintf(f, "  monotone above it  yes: every capacity up to the uncapped peak fits\n");
+            fprintf(f, "  monotone above it  yes: every capacity up to the %s fits\n",
+                    m->hi < m->peak_reserved ? "top of the sweep (--max)" : "uncapped peak");
         } else {
             uint64_t nfail = 0;
             for (size_t i = 0; i < m->ngaps; i++)
@@ -208,8 +216,8 @@ static void print_table(FILE *f, const char *policy, const as_mincap_result *m, 
             }
             if (m->fits_from != AS_NONE) {
                 as_fmt_capacity(a, sizeof a, m->fits_from);
-                fprintf(f, "  fits from          %" PRIu64 " B (%s) up to the uncapped peak\n",
-                        m->fits_from, a);
+                fprintf(f, "  fits from          %" PRIu64 " B (%s) up to the %s\n", m->fits_from,
+                        a, m->hi < m->peak_reserved ? "top of the sweep (--max)" : "uncapped peak");
             } else {
                 fprintf(f, "  fits from          none: the uncapped peak itself fails "
                            "(the policy reads the capacity)\n");
@@ -273,7 +281,16 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-enum { OPT_CSV = 256, OPT_BATCH, OPT_STEP, OPT_MEMORY };
+enum {
+    OPT_CSV = 256,
+    OPT_BATCH,
+    OPT_STEP,
+    OPT_MEMORY,
+    OPT_MAX,
+    OPT_DEVICE,
+    OPT_OUTSIDE,
+    OPT_SHARD
+};
 
 static const struct option mincap_opts[] = {
     {"policy", required_argument, NULL, 'p'},
@@ -283,6 +300,10 @@ static const struct option mincap_opts[] = {
     {"step", required_argument, NULL, OPT_STEP},
     {"memory", required_argument, NULL, OPT_MEMORY},
     {"threads", required_argument, NULL, 'j'},
+    {"max", required_argument, NULL, OPT_MAX},
+    {"device", required_argument, NULL, OPT_DEVICE},
+    {"outside", required_argument, NULL, OPT_OUTSIDE},
+    {"shard", required_argument, NULL, OPT_SHARD},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -295,7 +316,8 @@ int as_cmd_mincap(int argc, char **argv)
     unsigned nspec = 0;
     const char *trace = NULL, *csv_path = NULL;
     int json = 0, quiet = 0, interrupted = 0, c;
-    unsigned k_done = 0;
+    unsigned k_done = 0, shard = 0, nshards = 1, printed = 0;
+    const char *device = NULL, *outside = NULL;
     as_mincap_opts o = {.memory = AS_CLI_MEMORY_DEFAULT, .max_points = AS_CLI_MAX_CAPACITIES};
     int status = AS_EXIT_OK;
     uint64_t v;
@@ -315,8 +337,10 @@ int as_cmd_mincap(int argc, char **argv)
         case 'f':
             if (!strcmp(optarg, "json"))
                 json = 1;
+            else if (!strcmp(optarg, "jsonl"))
+                json = 2;
             else if (strcmp(optarg, "table"))
-                return as_cli_usage(cmd, "-f %s: the format is table or json", optarg);
+                return as_cli_usage(cmd, "-f %s: the format is table, json or jsonl", optarg);
             break;
         case OPT_CSV:
             csv_path = optarg;
@@ -340,6 +364,20 @@ int as_cmd_mincap(int argc, char **argv)
             if (as_parse_bytes(optarg, &v) || v % AS_DEV_GRANULARITY)
                 return as_cli_usage(cmd, "--step %s: a multiple of 2MiB", optarg);
             o.step = v;
+            break;
+        case OPT_MAX:
+            if (as_parse_bytes(optarg, &o.max))
+                return as_cli_usage(cmd, "--max %s: bytes with an optional unit", optarg);
+            break;
+        case OPT_DEVICE:
+            device = optarg;
+            break;
+        case OPT_OUTSIDE:
+            outside = optarg;
+            break;
+        case OPT_SHARD:
+            if (as_cli_parse_shard(optarg, &shard, &nshards))
+                return as_cli_usage(cmd, "--shard %s: I/N with 1 <= I <= N", optarg);
             break;
         case 'h':
             fputs(usage_text, stdout);
@@ -380,6 +418,9 @@ int as_cmd_mincap(int argc, char **argv)
         csv_header(csv);
     }
 
+    if (device && !o.max &&
+        (status = as_cli_device(cmd, device, outside, !json, &o.max))) /* the card's usable */
+        goto out;
     as_trace_fmt in_fmt = AS_FMT_UNKNOWN;
     if ((status = spool_native(trace, spooled, sizeof spooled, &spool_slot, &in_fmt)))
         goto out;
@@ -391,11 +432,13 @@ int as_cmd_mincap(int argc, char **argv)
     o.user = &pc;
     as_out_graceful(1); /* a first Ctrl-C keeps the policies already answered */
     int opened = 0;     /* JSON: the "mincap" array is open */
-    if (json) {
+    if (json == 1) {
         as_report_json_head(stdout);
         fputs(", \"traces\": [", stdout);
     }
     for (unsigned k = 0; k < nparsed; k++) {
+        if (k % nshards != shard)
+            continue; /* another shard's policy */
         as_mincap_result m;
         as_trace_error err = {.offset = UINT64_MAX, .event = UINT64_MAX};
         char why[512];
@@ -406,7 +449,7 @@ int as_cmd_mincap(int argc, char **argv)
         int rc = as_mincap(open_trace, &oc, &specs[k], &o, &m, &err, why, sizeof why);
         as_progress_clear(&pc.prog);
         if (rc == AS_ENGINE_STOPPED) {
-            if (json)
+            if (json == 1)
                 fputs(opened ? "]}\n" : "], \"mincap\": []}\n", stdout);
             interrupted = 1;
             break;
@@ -425,7 +468,16 @@ int as_cmd_mincap(int argc, char **argv)
             goto out;
         }
         double secs = now_s() - t0;
-        if (k == 0) {
+        if (json == 2) { /* one line per policy: the trace's object in each */
+            as_report_json_head(stdout);
+            printf(", \"command\": \"mincap\", \"unit\": %u, \"of\": %u, \"trace\": ", k, nparsed);
+            as_report_json_trace_open(stdout, 0, trace, as_trace_fmt_name(in_fmt), NULL, NULL);
+            printf(", \"events\": %" PRIu64 ", \"allocs\": %" PRIu64
+                   ", \"peak_requested\": %" PRIu64 "}, \"mincap\": ",
+                   m.events, m.allocs, m.peak_requested);
+            print_json_one(stdout, &specs[k], &m, secs);
+            fputs("}\n", stdout);
+        } else if (printed == 0) {
             char a[32];
             as_fmt_bytes(a, sizeof a, m.peak_requested);
             if (json) { /* mincap knows these counts of the trace, not the whole summary */
@@ -441,11 +493,11 @@ int as_cmd_mincap(int argc, char **argv)
                        m.events, m.allocs, a);
             }
         }
-        if (json) {
-            if (k)
+        if (json == 1) {
+            if (printed)
                 fputs(", ", stdout);
             print_json_one(stdout, &specs[k], &m, secs);
-        } else {
+        } else if (!json) {
             print_table(stdout, specs[k].text, &m, secs);
         }
         fflush(stdout); /* each policy's answer as soon as it is known */
@@ -453,9 +505,10 @@ int as_cmd_mincap(int argc, char **argv)
             csv_rows(csv, &csv_run, trace, &specs[k], &m);
         as_mincap_result_free(&m);
         k_done++;
+        printed++;
     }
-    if (json && !interrupted)
-        fputs("]}\n", stdout);
+    if (json == 1 && !interrupted)
+        fputs(printed ? "]}\n" : "], \"mincap\": []}\n", stdout);
 out:
     if (spooled[0])
         unlink(spooled);

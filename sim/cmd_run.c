@@ -37,7 +37,15 @@ static const char run_help[] =
     "                        are binary (80G = 80 GiB), KB/MB/GB/TB decimal; 141e9, 1.5G;\n"
     "                        'none' (the default) for unlimited. Repeatable.\n"
     "                        LO..HI/STEP is a sweep, as --sweep.\n"
-    "  -f, --format FMT      table (default), csv or json\n"
+    "                        A card name (h200, a100-80gb, rtx-4090, ...: 'allocsim tune\n"
+    "                        --cards') is that card's usable memory, as --device.\n"
+    "      --device CARD     a card (preset or its total bytes): runs at total - outside\n"
+    "      --outside BYTES   memory outside the allocator (CUDA context, cuBLAS, NCCL), or\n"
+    "                        a preset (context, cublas, nccl, train, none); default train,\n"
+    "                        788 MB: a real training process's at its end (sim/CARDS.md)\n"
+    "  -f, --format FMT      table (default), csv, json, or jsonl (one line per trace)\n"
+    "      --shard I/N       only the traces at positions k (0-based, in the order given)\n"
+    "                        with k % N == I - 1; 'allocsim merge' joins the shards' jsonl\n"
     "  -o, --output FILE     write the report to FILE instead of stdout\n"
     "      --timeline FILE   CSV run,event,alloc,time_us,requested,allocated,reserved:\n"
     "                        every N events, at each new peak of reserved, at the OOM\n"
@@ -80,6 +88,7 @@ enum {
     OPT_MEMORY,
     OPT_DEVICE,
     OPT_OUTSIDE,
+    OPT_SHARD,
     OPT_HELP
 };
 
@@ -100,6 +109,7 @@ static const struct option run_opts[] = {
     {"memory", required_argument, NULL, OPT_MEMORY},
     {"device", required_argument, NULL, OPT_DEVICE},
     {"outside", required_argument, NULL, OPT_OUTSIDE},
+    {"shard", required_argument, NULL, OPT_SHARD},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -470,6 +480,7 @@ int as_cmd_run(int argc, char **argv)
     const char **cards = calloc((size_t)argc + 1, sizeof *cards); /* -c CARD, --device */
     size_t *card_slot = calloc((size_t)argc + 1, sizeof *card_slot), ncard = 0;
     const char *outside = NULL;
+    unsigned shard = 0, nshards = 1, *units = calloc((size_t)argc + 1, sizeof *units), nunits = 0;
     const char *out_path = NULL, *seg_path = NULL, *tl_path = NULL, *segmap_path = NULL;
     size_t capcap = (size_t)argc + 1;
     as_report_fmt fmt = AS_REPORT_TABLE;
@@ -483,7 +494,7 @@ int as_cmd_run(int argc, char **argv)
     as_out *out = NULL, *seg_out = NULL, *tl_out = NULL, *segmap_out = NULL;
 
     caps = calloc((size_t)argc + 1, sizeof *caps);
-    if (!ptext || !caps || !cards || !card_slot) {
+    if (!ptext || !caps || !cards || !card_slot || !units) {
         as_cli_msg("out of host memory");
         ret = AS_EXIT_INPUT;
         goto done;
@@ -511,7 +522,7 @@ int as_cmd_run(int argc, char **argv)
             break;
         case 'f':
             if (as_report_fmt_parse(optarg, &fmt)) {
-                ret = as_cli_usage(cmd, "-f %s: the format is table, csv or json", optarg);
+                ret = as_cli_usage(cmd, "-f %s: the format is table, csv, json or jsonl", optarg);
                 goto done;
             }
             break;
@@ -556,6 +567,12 @@ int as_cmd_run(int argc, char **argv)
             break;
         case OPT_OUTSIDE:
             outside = optarg;
+            break;
+        case OPT_SHARD:
+            if (as_cli_parse_shard(optarg, &shard, &nshards)) {
+                ret = as_cli_usage(cmd, "--shard %s: I/N with 1 <= I <= N", optarg);
+                goto done;
+            }
             break;
         case OPT_KEEP:
             keep = 1;
@@ -636,9 +653,13 @@ int as_cmd_run(int argc, char **argv)
         goto done;
     }
     as_progress_start(&ctx.prog, quiet, "runs");
-    ctx.runs_total = (uint64_t)nspec * ncap * (uint64_t)(argc - optind);
+    unsigned mine = 0;
     for (int i = optind; i < argc; i++)
-        ctx.w_total += trace_weight(argv[i]);
+        if ((unsigned)(i - optind) % nshards == shard) { /* this shard's traces */
+            mine++;
+            ctx.w_total += trace_weight(argv[i]);
+        }
+    ctx.runs_total = (uint64_t)nspec * ncap * mine;
     as_engine_opts o = {
         .threads = (unsigned)threads,
         .keep_going = keep,
@@ -662,9 +683,14 @@ int as_cmd_run(int argc, char **argv)
     if (ntr > 1)
         ret = check_traces(argv + optind, ntr, skip_bad, bad, &nbad);
     for (int i = 0; i < ntr && !ret; i++) {
+        if ((unsigned)i % nshards != shard)
+            continue; /* another shard's trace */
         ctx.w_cur = trace_weight(argv[optind + i]);
+        unsigned before = as_report_ntraces(rep);
         if (!bad[i])
             ret = run_trace(argv[optind + i], &o, &ctx, specs, nspec, caps, ncap, budget, rep);
+        if (as_report_ntraces(rep) > before) /* the report's trace is unit i */
+            units[nunits++] = (unsigned)i;
         if (ret == AS_EXIT_INPUT && skip_bad) { /* named; its runs are not in the report */
             bad[i] = 1;
             nbad++;
@@ -681,7 +707,11 @@ int as_cmd_run(int argc, char **argv)
     if (ret)
         goto done;
     as_cli_warn_small_caps(rep);
-    ret = as_cli_write_status(as_report_write(rep, as_out_file(out), fmt), as_out_name(out), ret);
+    ret = as_cli_write_status(
+        fmt == AS_REPORT_JSONL
+            ? as_report_write_jsonl(rep, as_out_file(out), units, (unsigned)(argc - optind))
+            : as_report_write(rep, as_out_file(out), fmt),
+        as_out_name(out), ret);
 done:
     /* Each output is renamed into place only when it and everything before it succeeded. */
     if (ctx.segs)
@@ -712,6 +742,7 @@ done:
     free(caps);
     free(cards);
     free(card_slot);
+    free(units);
     free(ptext);
     return ret;
 }

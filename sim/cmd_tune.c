@@ -356,8 +356,7 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* "I/N" with 1 <= I <= N. */
-static int parse_shard(const char *s, unsigned *i, unsigned *n)
+int as_cli_parse_shard(const char *s, unsigned *i, unsigned *n)
 {
     char *e;
     unsigned long a = strtoul(s, &e, 10);
@@ -376,7 +375,7 @@ typedef struct tune_args {
     const char *card, *outside;
     char *confs[MAX_CONFS];
     size_t nconfs;
-    unsigned curves, top, shard, nshards;
+    unsigned curves, top, shard, nshards, of;
     int fmt;
     as_tune_opts o;
 } tune_args;
@@ -439,7 +438,7 @@ static int tune_one(const char *cmd, tune_args *ta, unsigned index, const char *
         print_table(trace, &r, usable, ta->top, ta->curves, now_s() - t0);
     } else if (ta->fmt == FMT_JSONL) {
         as_report_json_head(stdout);
-        printf(", \"command\": \"tune\", \"unit\": %u, \"trace\": ", index);
+        printf(", \"command\": \"tune\", \"unit\": %u, \"of\": %u, \"tune\": ", index, ta->of);
         json_trace(stdout, index, trace, &r, ta->card, usable);
         fputs("}\n", stdout);
     } else {
@@ -495,7 +494,7 @@ static int parse_args(int argc, char **argv, tune_args *ta)
                 return as_cli_usage(cmd, "-f %s: the format is table, json or jsonl", optarg);
             break;
         case OPT_SHARD:
-            if (parse_shard(optarg, &ta->shard, &ta->nshards))
+            if (as_cli_parse_shard(optarg, &ta->shard, &ta->nshards))
                 return as_cli_usage(cmd, "--shard %s: I/N with 1 <= I <= N", optarg);
             break;
         case OPT_MEMORY:
@@ -558,6 +557,7 @@ int as_cmd_tune(int argc, char **argv)
         fputs(", \"command\": \"tune\", \"traces\": [", stdout);
     }
     unsigned printed = 0;
+    ta->of = (unsigned)(argc - optind);
     for (int i = optind; i < argc; i++) {
         unsigned k = (unsigned)(i - optind);
         if (k % ta->nshards != ta->shard)

@@ -27,6 +27,7 @@ static const as_cli_cmd commands[] = {
     {"convert", as_cmd_convert, "convert a trace to the native or text format"},
     {"gen", as_cmd_gen, "write a synthetic trace from a workload generator"},
     {"tune", as_cmd_tune, "which PYTORCH_CUDA_ALLOC_CONF fits a card, ranked, and the line to paste"},
+    {"merge", as_cmd_merge, "join the JSON Lines of --shard I/N runs into the unsharded report"},
     {"mincap", as_cmd_mincap, "smallest capacity that fits a trace, and where larger ones fail"},
     {"plot", as_cmd_plot, "gnuplot charts: timeline, compare, capacity, segments, validation"},
     {"policies", as_cmd_policies, "list the policies and their knobs"},

@@ -51,6 +51,8 @@ int as_report_fmt_parse(const char *s, as_report_fmt *out)
         *out = AS_REPORT_CSV;
     else if (strcmp(s, "json") == 0)
         *out = AS_REPORT_JSON;
+    else if (strcmp(s, "jsonl") == 0)
+        *out = AS_REPORT_JSONL;
     else
         return -1;
     return 0;
@@ -572,10 +574,10 @@ void as_report_json_trace_open(FILE *f, unsigned index, const char *file, const 
     fputc('}', f);
 }
 
-static void json_run(FILE *f, unsigned index, const rep_run *rr, const char *file)
+static void json_run(FILE *f, unsigned index, unsigned trace, const rep_run *rr, const char *file)
 {
     const as_run_result *x = &rr->res;
-    fprintf(f, "{\"run\": %u, \"trace\": %u, \"file\": ", index, rr->trace);
+    fprintf(f, "{\"run\": %u, \"trace\": %u, \"file\": ", index, trace);
     as_report_json_str(f, file);
     fputs(", \"spec\": ", f);
     as_report_json_str(f, x->spec);
@@ -614,9 +616,33 @@ static void write_json(const as_report *r, FILE *f)
     fputs("],\n \"runs\": [", f);
     for (unsigned i = 0; i < r->nr; i++) {
         fputs(i ? ",\n  " : "\n  ", f);
-        json_run(f, i, &r->r[i], r->t[r->r[i].trace].path);
+        json_run(f, i, r->r[i].trace, &r->r[i], r->t[r->r[i].trace].path);
     }
     fputs("]}\n", f);
+}
+
+/* JSON Lines: one object per trace, its runs numbered within it, so that a shard's lines
+ * are the unsharded run's lines (sim/REPORT.md, "Shards"). */
+int as_report_write_jsonl(const as_report *r, FILE *f, const unsigned *units, unsigned of)
+{
+    for (unsigned i = 0; i < r->nt; i++) {
+        unsigned u = units ? units[i] : i, k = 0;
+        as_report_json_head(f);
+        fprintf(f, ", \"command\": \"run\", \"unit\": %u, \"of\": %u, \"trace\": ", u, of);
+        as_report_json_trace_open(f, u, r->t[i].path, r->t[i].format, &r->t[i].sum, &r->t[i].meta);
+        fputs("}, \"runs\": [", f);
+        for (unsigned j = 0; j < r->nr; j++) {
+            if (r->r[j].trace != i)
+                continue;
+            if (k)
+                fputs(", ", f);
+            json_run(f, k++, u, &r->r[j], r->t[i].path);
+        }
+        fputs("]}\n", f);
+    }
+    if (fflush(f) || ferror(f))
+        return -(errno ? errno : EIO);
+    return 0;
 }
 
 int as_report_write(const as_report *r, FILE *f, as_report_fmt fmt)
@@ -628,6 +654,8 @@ int as_report_write(const as_report *r, FILE *f, as_report_fmt fmt)
     case AS_REPORT_JSON:
         write_json(r, f);
         break;
+    case AS_REPORT_JSONL:
+        return as_report_write_jsonl(r, f, NULL, r->nt);
     default:
         write_table(r, f);
         break;

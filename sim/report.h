@@ -24,9 +24,14 @@
  * change of a field's name, meaning or order. */
 #define AS_REPORT_SCHEMA 2
 
-typedef enum as_report_fmt { AS_REPORT_TABLE, AS_REPORT_CSV, AS_REPORT_JSON } as_report_fmt;
+typedef enum as_report_fmt {
+    AS_REPORT_TABLE,
+    AS_REPORT_CSV,
+    AS_REPORT_JSON,
+    AS_REPORT_JSONL
+} as_report_fmt;
 
-/* "table", "csv" or "json". Returns 0 or -1. */
+/* "table", "csv", "json" or "jsonl". Returns 0 or -1. */
 int as_report_fmt_parse(const char *s, as_report_fmt *out);
 
 typedef struct as_report as_report;
@@ -51,6 +56,11 @@ unsigned as_report_ntraces(const as_report *r);
  * ntraces); owned by the report. */
 const as_run_result *as_report_run(const as_report *r, unsigned i, unsigned *trace);
 const as_trace_summary *as_report_trace(const as_report *r, unsigned t, const char **path);
+/* Writes the report as JSON Lines (-f jsonl): one object per trace, {"allocsim", "schema",
+ * "command": "run", "unit": units[i] (the trace's position among the command's traces,
+ * i when units is NULL), "of": of (how many there are), "trace": {...}, "runs": [...]},
+ * runs numbered within their trace. Returns 0 or -errno. */
+int as_report_write_jsonl(const as_report *r, FILE *f, const unsigned *units, unsigned of);
 /* Writes the whole report. Returns 0 or -errno. */
 int as_report_write(const as_report *r, FILE *f, as_report_fmt fmt);
 
