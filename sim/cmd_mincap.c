@@ -452,6 +452,11 @@ int as_cmd_mincap(int argc, char **argv)
             if (json == 1)
                 fputs(opened ? "]}\n" : "], \"mincap\": []}\n", stdout);
             interrupted = 1;
+            if (!k_done) { /* nothing answered: the old --csv is worth more */
+                as_cli_msg("interrupted before any policy was answered; no output written");
+                status = AS_EXIT_SIGNAL;
+                goto out;
+            }
             break;
         }
         if (rc == AS_MINCAP_ETOOMANY) {

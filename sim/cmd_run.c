@@ -703,6 +703,10 @@ int as_cmd_run(int argc, char **argv)
     if (ret == AS_EXIT_SIGNAL || as_out_stop) {
         interrupted = 1;
         ret = AS_EXIT_OK;
+        if (!as_report_nruns(rep)) { /* nothing finished: the old files are worth more */
+            as_cli_msg("interrupted before any run finished; no output written");
+            ret = AS_EXIT_SIGNAL;
+        }
     }
     if (ret)
         goto done;
@@ -730,7 +734,7 @@ done:
                    nbad, argc - optind);
         ret = AS_EXIT_INPUT;
     }
-    if (interrupted && !ret) {
+    if ((interrupted || as_out_stop) && !ret) { /* a signal during the writing counts too */
         as_cli_msg("interrupted: %u of %llu runs had finished; the outputs hold those",
                    rep ? as_report_nruns(rep) : 0, (unsigned long long)ctx.runs_total);
         ret = AS_EXIT_SIGNAL;

@@ -631,6 +631,38 @@ static void test_sigint_plot(void)
     CU_ASSERT_EQUAL(stray_files(d, keep), 0);
 }
 
+/* SIGINT before any run finished (a single run of 11.6 M events, interrupted as soon as
+ * its outputs are open): exit 130, and the old -o and --timeline stay as they were. */
+static void test_sigint_nothing_finished(void)
+{
+    char d[1024], t[1200], o[1200], tl[1200];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fresh_dir(d, sizeof d));
+    snprintf(t, sizeof t, "%s/big.zst", d);
+    snprintf(o, sizeof o, "%s/r.txt", d);
+    snprintf(tl, sizeof tl, "%s/tl.csv", d);
+    CU_ASSERT_EQUAL_FATAL(sh("@ gen transformer steps=4000 layers=48 -o '%s'", t), 0);
+    put(o, "old report\n");
+    put(tl, "old timeline\n");
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        dup2(fd, 2);
+        execl(bin(), bin(), "-q", "-p", "bestfit", "-o", o, "--timeline", tl, t, (char *)NULL);
+        _exit(127);
+    }
+    struct timespec ts = {0, 5 * 1000 * 1000};
+    for (int i = 0; i < 2000 && tmp_size(d, "tl.csv") < 0; i++)
+        nanosleep(&ts, NULL);
+    kill(pid, SIGINT);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 130);
+    CU_ASSERT(same_bytes(o, "old report\n", 11));
+    CU_ASSERT(same_bytes(tl, "old timeline\n", 13));
+    const char *keep[] = {"big.zst", "r.txt", "tl.csv", NULL};
+    CU_ASSERT_EQUAL(stray_files(d, keep), 0);
+}
+
 CU_TestInfo test_outputs[] = {
     {"an output naming an input: exit 2, input unchanged", test_output_is_input},
     {"a failure keeps the old output, no temporary file", test_failure_keeps_old_file},
@@ -639,6 +671,7 @@ CU_TestInfo test_outputs[] = {
     {"two writers of one --timeline never mix rows", test_two_writers},
     {"SIGINT to a sweep: 130, finished runs whole, no temp file", test_sigint_sweep},
     {"SIGINT to mincap: 130, answered policies kept, no spool", test_sigint_mincap},
+    {"SIGINT before any run finished keeps the old outputs", test_sigint_nothing_finished},
     {"input bytes escaped in messages and info", test_terminal_safe},
     {"Ctrl-C to plot: 130, no chart, its temp dir gone", test_sigint_plot},
     {"a bad trace among several: stop first, or --skip-bad", test_bad_among_several},
