@@ -5,7 +5,8 @@
 # in $(BUILD)/check-deps, where no header is, as a folder's own directory is searched first
 # for quote includes and that directory is on the folder's path anyway. Then two
 # greps: library folders include bare names only (a path would step around -I), and no file
-# includes another folder's *_internal.h.
+# includes another folder's *_internal.h; and README.md's folder table names, for every
+# library folder, exactly the folders its include path holds.
 #
 #   FOLDER:HEADER:yes|no
 DEPS_TABLE := \
@@ -21,6 +22,8 @@ DEPS_TABLE := \
   replay:engine.h:yes       replay:cuda_device.h:yes  replay:util.h:no \
   replay:fuzz/fuzz.h:no
 DEPS_LIBDIRS := sim/base traces policies sim replay
+# README.md's layout table must say for these what their INC_* paths allow.
+DEPS_DOCDIRS := $(DEPS_LIBDIRS)
 
 .PHONY: check-deps
 
@@ -46,6 +49,15 @@ check-deps:
 	      { echo "check-deps: $$f includes another folder's $$h"; bad=1; }; \
 	  done; \
 	done; \
-	[ $$bad = 0 ] && echo "check-deps: $(words $(DEPS_TABLE)) include rules and the path/internal-header greps hold"
+	for d in $(DEPS_DOCDIRS); do \
+	  case $$d in sim/base) inc="$(INC_base)";; traces) inc="$(INC_traces)";; \
+	    policies) inc="$(INC_policies)";; sim) inc="$(INC_sim)";; replay) inc="$(INC_replay)";; esac; \
+	  make_says=$$(for i in $$inc; do f=$${i#-I}; [ "$$f" = "$$d" ] || echo "$$f"; done | sort | tr '\n' ' '); \
+	  readme_says=$$(grep "^| \`$$d/\` |" README.md | awk -F'|' '{print $$(NF-1)}' | \
+	    sed 's/nothing else//; s/[`,]/ /g' | tr ' ' '\n' | grep . | sort | tr '\n' ' '); \
+	  [ "$$make_says" = "$$readme_says" ] || { bad=1; \
+	    echo "check-deps: README.md says $$d/ may include '$$readme_says', the Makefile '$$make_says'"; }; \
+	done; \
+	[ $$bad = 0 ] && echo "check-deps: $(words $(DEPS_TABLE)) include rules, README.md's folder table and the path/internal-header greps hold"
 
 test: check-deps
