@@ -23,7 +23,7 @@
 #include "units.h" /* AS_CAPACITY_NONE */
 
 /* The version of as_device_ops and of the types below; raised when either changes. */
-#define AS_DEVICE_ABI 1
+#define AS_DEVICE_ABI 2 /* 2: cap_test */
 
 /* A call returns 0, AS_DEV_OOM (not enough device memory: a result), or a negative code of
  * the one error space (error.h): AS_EINVAL (bad address or size: a policy bug), AS_ENOSYS
@@ -36,6 +36,11 @@ enum {
 };
 
 #define AS_DEV_GRANULARITY (2ull << 20) /* 2 MiB: cudaMalloc and cuMem page granularity */
+
+/* A question about the capacity, for cap_test: 1 or 0 at `capacity` (AS_CAPACITY_NONE, the
+ * largest value, when unlimited). It must be monotone: once true at a capacity, true at
+ * every larger one. It must not change anything (a device may ask it several times). */
+typedef int (*as_cap_pred)(const void *arg, uint64_t capacity);
 
 typedef struct as_device_ops {
     int abi; /* AS_DEVICE_ABI */
@@ -56,12 +61,29 @@ typedef struct as_device_ops {
     uint64_t (*capacity)(void *ctx);
     /* Bytes held now: reserve()d plus map()ped. */
     uint64_t (*reserved)(void *ctx);
+    /* *yes = pred(arg, the capacity capacity() reports). Every decision that depends on the
+     * capacity only through a monotone question asks it here instead of comparing
+     * capacity() itself: a device that carries a whole range of capacities at once (sim's
+     * curve mode, sim/curve.h) answers for all of them and splits the range only where
+     * the answer changes, while a capacity() read pins one value. Returns 0 or < 0. */
+    int (*cap_test)(void *ctx, as_cap_pred pred, const void *arg, int *yes);
 } as_device_ops;
 
 typedef struct as_device {
     const as_device_ops *ops;
     void *ctx;
 } as_device;
+
+static inline int as_dev_pred_at_least(const void *need, uint64_t capacity)
+{
+    return capacity >= *(const uint64_t *)need;
+}
+
+/* *yes = (capacity >= need), asked through cap_test. */
+static inline int as_dev_cap_at_least(const as_device *d, uint64_t need, int *yes)
+{
+    return d->ops->cap_test(d->ctx, as_dev_pred_at_least, &need, yes);
+}
 
 /* ---- what a device reports (the same for the simulated and the CUDA device) ---------- */
 

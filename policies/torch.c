@@ -22,7 +22,11 @@
  * and both multi-stream runs event for event (tests/test_torch_fidelity.c); given the
  * recorded cudaMalloc addresses, it reproduces every segment event and address of the 90
  * recorded key replays (replay/data/torch-key-replay).
- * Where the policy reads the device capacity, it is PyTorch's memory fraction.
+ * Where the policy reads the device capacity, it is PyTorch's memory fraction. Its
+ * decisions on it are questions to the device (cap_test: the fraction check, the
+ * garbage-collection threshold, whether a limit is set), each evaluated exactly as PyTorch
+ * computes it, so a device carrying many capacities at once splits them only where the
+ * answer differs; only total_mem above an H200's reads the number itself.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -131,7 +135,7 @@ typedef struct torch_state {
     uint32_t div[AS_DIV_INTERVALS];
     int use_div, expandable, sync_frees;
     double gc;
-    uint64_t allowed; /* memory-fraction limit; UINT64_MAX when none */
+    int limited; /* a memory-fraction limit is set (the device's capacity, via cap_test) */
     uint64_t total_mem;
     /* nodes and segments */
     blk *b;
@@ -249,7 +253,7 @@ static inline int is_split(const blk *b, uint32_t i)
 
 static inline int gc_active(const torch_state *t)
 {
-    return t->allowed != UINT64_MAX && t->gc > 0.0;
+    return t->limited && t->gc > 0.0;
 }
 
 /* insert_into_blocks. The stream's slot exists (torch_alloc makes it before any block of
@@ -564,8 +568,14 @@ static int alloc_block(torch_state *t, params *p, int retry)
 {
     if (retry)
         t->retries++;
-    if (t->allowed != UINT64_MAX && t->reserved + p->alloc_size > t->allowed)
-        return 0;
+    if (t->limited) { /* reserved + alloc_size > allowed refuses */
+        int fits;
+        int rc = as_dev_cap_at_least(t->dev, t->reserved + p->alloc_size, &fits);
+        if (rc)
+            return dev_err(rc);
+        if (!fits)
+            return 0;
+    }
     if (t->expandable) {
         int64_t c = try_allocate_expandable_block(t, p->pl, p->stream, p->size);
         if (c < 0)
@@ -641,14 +651,40 @@ static int get_free_block(torch_state *t, params *p)
     return 1;
 }
 
+typedef struct gc_q {
+    double gc;
+    uint64_t need;
+} gc_q;
+
+/* PyTorch's threshold, (size_t)(gc * allowed), at capacity `allowed`, is at least need:
+ * monotone in the capacity (a product with a positive factor, then truncation). */
+static int gc_pred(const void *arg, uint64_t allowed)
+{
+    const gc_q *q = arg;
+    return (uint64_t)(q->gc * (double)allowed) >= q->need;
+}
+
+/* *yes = threshold >= need, asked of the device. */
+static int gc_threshold_at_least(torch_state *t, uint64_t need, int *yes)
+{
+    gc_q q = {.gc = t->gc, .need = need};
+    int rc = t->dev->ops->cap_test(t->dev->ctx, gc_pred, &q, yes);
+    return rc ? dev_err(rc) : 0;
+}
+
+/* PyTorch: target = reserved - threshold when reserved > threshold, then blocks are freed
+ * while reclaimed < target. With r0 the reserved bytes on entry both tests are questions
+ * on the threshold: reserved <= threshold, and reclaimed < r0 - threshold, which is
+ * threshold < r0 - reclaimed (threshold < r0 and reclaimed <= r0: no wrap). */
 static int garbage_collect(torch_state *t)
 {
     pool *pl = &t->pools[0];
     blk *b = t->b;
-    uint64_t threshold = (uint64_t)(t->gc * (double)t->allowed);
-    if (t->reserved <= threshold)
-        return 0;
-    uint64_t target = t->reserved - threshold, reclaimed = 0, total_age = 0;
+    const uint64_t r0 = t->reserved;
+    int enough, rc = gc_threshold_at_least(t, r0, &enough);
+    if (rc || enough)
+        return rc;
+    uint64_t reclaimed = 0, total_age = 0;
     int64_t count = 0;
     as_tfs_order(&pl->blocks);
     for (uint32_t i = as_tfs_first(b, &pl->blocks); i; i = as_tfs_next_all(b, &pl->blocks, i))
@@ -659,7 +695,13 @@ static int garbage_collect(torch_state *t)
     if (count == 0)
         return 0;
     int freed = 1;
-    while (reclaimed < target && freed && count > 0) {
+    for (;;) {
+        if (!freed || count <= 0)
+            break;
+        if ((rc = gc_threshold_at_least(t, r0 - reclaimed, &enough)))
+            return rc;
+        if (enough) /* reclaimed >= target */
+            break;
         double thr = (double)total_age / (double)count;
         freed = 0;
         uint32_t i = as_tfs_first(t->b, &pl->blocks);
@@ -671,8 +713,7 @@ static int garbage_collect(torch_state *t)
                 reclaimed += t->b[i].size;
                 total_age -= age;
                 count--;
-                int rc = release_block(t, i);
-                if (rc)
+                if ((rc = release_block(t, i)))
                     return rc;
             }
             i = nx;
@@ -850,13 +891,16 @@ static int torch_init(void *st, const as_knob_value *cfg, const as_device *dev)
     t->gc = cfg[K_GC].f;
     if (!(t->gc >= 0.0 && t->gc < 1.0))
         return AS_POLICY_EINVAL;
-    uint64_t cap = dev->ops->capacity(dev->ctx);
-    t->allowed = cap == AS_CAPACITY_NONE ? UINT64_MAX : cap;
+    int unlimited, bigger;
+    if (as_dev_cap_at_least(dev, AS_CAPACITY_NONE, &unlimited) ||
+        as_dev_cap_at_least(dev, DEFAULT_TOTAL_MEM + 1, &bigger))
+        return AS_POLICY_EDEVICE;
+    t->limited = !unlimited;
     /* Total device memory sizes each expandable segment's VA range (1.125x), and the size
      * of the unmapped tail enters get_free_block's expandable best fit. A capacity below
      * an H200's is read as a memory fraction of one (as in the ground truth); a larger one
-     * as a bigger device. */
-    t->total_mem = cap != AS_CAPACITY_NONE && cap > DEFAULT_TOTAL_MEM ? cap : DEFAULT_TOTAL_MEM;
+     * as a bigger device (the one read of the number). */
+    t->total_mem = t->limited && bigger ? dev->ops->capacity(dev->ctx) : DEFAULT_TOTAL_MEM;
     t->pools[0].small = 0;
     t->pools[1].small = 1;
     return 0;

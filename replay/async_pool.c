@@ -164,6 +164,12 @@ static int no_range(void *ctx, uint64_t addr, uint64_t size)
 static uint64_t pool_capacity(void *ctx) { return ((as_asyncpool *)ctx)->p.capacity; }
 static uint64_t pool_reserved(void *ctx) { return ((as_asyncpool *)ctx)->reserved; }
 
+static int pool_cap_test(void *ctx, as_cap_pred pred, const void *arg, int *yes)
+{
+    *yes = pred(arg, pool_capacity(ctx));
+    return 0;
+}
+
 static const as_device_ops pool_ops = {
     .abi = AS_DEVICE_ABI,
     .reserve = no_reserve,
@@ -173,6 +179,7 @@ static const as_device_ops pool_ops = {
     .map = no_range,
     .unmap = no_range,
     .capacity = pool_capacity,
+    .cap_test = pool_cap_test,
     .reserved = pool_reserved,
 };
 

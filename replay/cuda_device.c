@@ -447,6 +447,12 @@ static uint64_t dev_capacity(void *ctx)
 }
 static uint64_t dev_reserved(void *ctx) { return ((as_cudadev *)ctx)->c.reserved; }
 
+static int dev_cap_test(void *ctx, as_cap_pred pred, const void *arg, int *yes)
+{
+    *yes = pred(arg, dev_capacity(ctx));
+    return 0;
+}
+
 static const as_device_ops cudadev_ops = {
     .abi = AS_DEVICE_ABI,
     .reserve = dev_reserve,
@@ -456,6 +462,7 @@ static const as_device_ops cudadev_ops = {
     .map = dev_map,
     .unmap = dev_unmap,
     .capacity = dev_capacity,
+    .cap_test = dev_cap_test,
     .reserved = dev_reserved,
 };
 

@@ -27,6 +27,7 @@ struct as_simdev {
     as_dev_counters c;
     as_dev_log_fn log;
     void *log_user;
+    as_cap_oracle oracle; /* curve mode: answers for the capacities it carries */
 };
 
 /* ---- device calls ------------------------------------------------------------------------ */
@@ -52,10 +53,33 @@ static void held_add(as_simdev *d, uint64_t size)
         d->c.peak_reserved = d->c.reserved;
 }
 
-static int over_capacity(const as_simdev *d, uint64_t size)
+typedef struct room_q {
+    uint64_t reserved, size;
+} room_q;
+
+/* Whether reserved + size fit in the capacity (monotone: a larger one holds them too). */
+static int room_pred(const void *arg, uint64_t cap)
 {
-    return d->p.capacity != AS_CAPACITY_NONE &&
-           (size > d->p.capacity || d->c.reserved > d->p.capacity - size);
+    const room_q *q = arg;
+    return q->size <= cap && q->reserved <= cap - q->size;
+}
+
+/* *over = 1 when size more bytes would pass an enforced capacity; asked of the oracle in
+ * curve mode. Returns 0 or < 0 (the oracle failed). */
+static int over_capacity(const as_simdev *d, uint64_t size, int *over)
+{
+    *over = 0;
+    if (d->p.capacity == AS_CAPACITY_NONE)
+        return 0;
+    room_q q = {.reserved = d->c.reserved, .size = size};
+    int fits = room_pred(&q, d->p.capacity);
+    if (d->oracle.ask) {
+        int rc = d->oracle.ask(d->oracle.user, room_pred, &q, &fits);
+        if (rc)
+            return rc;
+    }
+    *over = !fits;
+    return 0;
 }
 
 static int bad_size(const as_simdev *d, uint64_t size)
@@ -68,13 +92,17 @@ static int dev_reserve(void *ctx, uint64_t size, uint64_t *addr)
     as_simdev *d = ctx;
     if (bad_size(d, size))
         return AS_EINVAL;
+    int over;
+    int rc = over_capacity(d, size, &over);
+    if (rc)
+        return rc;
     /* past any capacity, or, on the chunked heap, 2^26 pages (128 TiB at 2 MiB), more than
      * any GPU: its chunks keep a bit per page, so a bound keeps a bitmap under 8 MiB */
-    int rc = over_capacity(d, size) || (d->p.placement == AS_PLACE_CHUNKED &&
-                                        size >> 26 >> __builtin_ctzll(d->p.granularity))
-                 ? AS_DEV_OOM
-             : d->heap ? as_chunked_take(d->heap, size, addr)
-                       : as_space_take(d->phys, size, addr);
+    rc = over || (d->p.placement == AS_PLACE_CHUNKED &&
+                  size >> 26 >> __builtin_ctzll(d->p.granularity))
+             ? AS_DEV_OOM
+         : d->heap ? as_chunked_take(d->heap, size, addr)
+                   : as_space_take(d->phys, size, addr);
     if (rc == AS_DEV_OOM) { /* a refusal, also when the heap's address space runs out */
         d->c.refusals++;
         d->c.time_ns += cost(&d->p.reserve, 0);
@@ -125,7 +153,10 @@ static int dev_map(void *ctx, uint64_t addr, uint64_t size)
     as_simdev *d = ctx;
     if (bad_size(d, size) || addr % d->p.granularity || !in_va(d, addr, size))
         return AS_EINVAL;
-    if (over_capacity(d, size)) {
+    int over, rc = over_capacity(d, size, &over);
+    if (rc)
+        return rc;
+    if (over) {
         d->c.refusals++;
         d->c.time_ns += cost(&d->p.map, 0);
         return AS_DEV_OOM;
@@ -151,7 +182,19 @@ static int dev_unmap(void *ctx, uint64_t addr, uint64_t size)
 static uint64_t dev_capacity(void *ctx)
 {
     const as_simdev *d = ctx;
-    return d->p.limit ? d->p.limit : d->p.capacity;
+    uint64_t cap = d->p.limit ? d->p.limit : d->p.capacity;
+    if (d->oracle.pin) /* a number: the oracle keeps one capacity of its range */
+        d->oracle.pin(d->oracle.user, &cap);
+    return cap;
+}
+
+static int dev_cap_test(void *ctx, as_cap_pred pred, const void *arg, int *yes)
+{
+    const as_simdev *d = ctx;
+    if (d->oracle.ask)
+        return d->oracle.ask(d->oracle.user, pred, arg, yes);
+    *yes = pred(arg, d->p.limit ? d->p.limit : d->p.capacity);
+    return 0;
 }
 static uint64_t dev_reserved(void *ctx)
 {
@@ -168,6 +211,7 @@ static const as_device_ops simdev_ops = {
     .unmap = dev_unmap,
     .capacity = dev_capacity,
     .reserved = dev_reserved,
+    .cap_test = dev_cap_test,
 };
 
 /* ---- public ---------------------------------------------------------------------------- */
@@ -250,6 +294,11 @@ void as_simdev_set_log(as_simdev *d, as_dev_log_fn fn, void *user)
 {
     d->log = fn;
     d->log_user = user;
+}
+
+void as_simdev_set_oracle(as_simdev *d, const as_cap_oracle *o)
+{
+    d->oracle = o ? *o : (as_cap_oracle){0};
 }
 
 void as_simdev_counters_get(const as_simdev *d, as_dev_counters *out)

@@ -77,6 +77,18 @@ void as_simdev_destroy(as_simdev *d);
 /* The as_device view handed to policies; valid while d lives. */
 const as_device *as_simdev_device(as_simdev *d);
 void as_simdev_set_log(as_simdev *d, as_dev_log_fn fn, void *user);
+/* Curve mode (sim/curve.h): the device carries a range of capacities. Every question
+ * about the capacity (its own refusals when it enforces one, cap_test) goes to ask(),
+ * which answers for the whole range (splitting it where the answer changes); a
+ * capacity() read calls pin(), which narrows the range to one capacity and writes it.
+ * The params still say which way the capacity is taken (enforced, or a reported limit:
+ * as_simdev_set_capacity). NULL: back to the params' own capacity. */
+typedef struct as_cap_oracle {
+    int (*ask)(void *user, as_cap_pred pred, const void *arg, int *yes);
+    void (*pin)(void *user, uint64_t *capacity);
+    void *user;
+} as_cap_oracle;
+void as_simdev_set_oracle(as_simdev *d, const as_cap_oracle *o);
 void as_simdev_counters_get(const as_simdev *d, as_dev_counters *out);
 
 #endif

@@ -637,7 +637,7 @@ static void simdev_seam(void)
     const as_device_ops *o = as_simdev_device(d)->ops;
     CU_ASSERT_EQUAL(o->abi, AS_DEVICE_ABI);
     CU_ASSERT(o->reserve && o->release && o->va_reserve && o->va_release && o->map &&
-              o->unmap && o->capacity && o->reserved);
+              o->unmap && o->capacity && o->reserved && o->cap_test);
     as_simdev_destroy(d);
 }
 

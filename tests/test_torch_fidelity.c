@@ -167,6 +167,12 @@ static uint64_t fd_reserved(void *c)
     return d->ops->reserved(d->ctx);
 }
 
+static int fd_cap_test(void *ctx, as_cap_pred pred, const void *arg, int *yes)
+{
+    *yes = pred(arg, fd_capacity(ctx));
+    return 0;
+}
+
 static const as_device_ops frac_ops = {
     .abi = AS_DEVICE_ABI,
     .reserve = fd_reserve,
@@ -176,6 +182,7 @@ static const as_device_ops frac_ops = {
     .map = fd_map,
     .unmap = fd_unmap,
     .capacity = fd_capacity,
+    .cap_test = fd_cap_test,
     .reserved = fd_reserved,
 };
 
@@ -570,6 +577,12 @@ static uint64_t ad_reserved(void *c)
     return ((addr_dev *)c)->reserved;
 }
 
+static int ad_cap_test(void *ctx, as_cap_pred pred, const void *arg, int *yes)
+{
+    *yes = pred(arg, ad_capacity(ctx));
+    return 0;
+}
+
 static const as_device_ops addr_ops = {
     .abi = AS_DEVICE_ABI,
     .reserve = ad_reserve,
@@ -579,6 +592,7 @@ static const as_device_ops addr_ops = {
     .map = ad_map,
     .unmap = ad_unmap,
     .capacity = ad_capacity,
+    .cap_test = ad_cap_test,
     .reserved = ad_reserved,
 };
 
