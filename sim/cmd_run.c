@@ -748,5 +748,6 @@ done:
     free(card_slot);
     free(units);
     free(ptext);
+    free(bad);
     return ret;
 }
