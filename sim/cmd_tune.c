@@ -53,7 +53,8 @@ static const char usage_text[] =
     "  --cards             list the card and outside presets and exit\n"
     "Ranking: fits first; then lower peak reserved (among OOMs: the later OOM); ties: the\n"
     "default, then fewer knobs, then less device time. The curves re-order the best by the\n"
-    "smallest capacity from which every capacity up to the card fits.\n";
+    "smallest capacity from which every capacity up to the card fits; within 64 MiB of the\n"
+    "lowest that is a tie, won as above.\n";
 
 enum { FMT_TABLE, FMT_JSON, FMT_JSONL };
 enum { OPT_DEVICE = 256, OPT_OUTSIDE, OPT_CURVES, OPT_TOP, OPT_SHARD, OPT_MEMORY, OPT_CARDS };
@@ -214,8 +215,15 @@ static void print_recommendation(const as_tune_result *r, uint64_t usable)
         }
         return;
     }
-    as_fmt_bytes(a, sizeof a, usable - best->peak_reserved);
-    printf("recommendation: %s: fits with %s of headroom", conf_name(best), a);
+    if (best->peak_reserved > usable) {
+        as_fmt_bytes(a, sizeof a, best->peak_reserved - usable);
+        printf("recommendation: %s: fits, holding %s more than the usable size at its peak "
+               "(whole expandable pages past the memory fraction)",
+               conf_name(best), a);
+    } else {
+        as_fmt_bytes(a, sizeof a, usable - best->peak_reserved);
+        printf("recommendation: %s: fits with %s of headroom", conf_name(best), a);
+    }
     if (best->has_curve && best->fits_from != AS_NONE) {
         as_fmt_capacity(b, sizeof b, best->fits_from);
         printf(", and every capacity from %s up to the card fits", b);
@@ -229,6 +237,12 @@ static void print_recommendation(const as_tune_result *r, uint64_t usable)
         printf(" (the default needs no setting)");
     }
     printf(".\n");
+    printf("Its device calls (%" PRIu64 " maps or mallocs, %" PRIu64
+           " unmaps or frees) take %.2f s over the trace",
+           best->device_reserves, best->device_releases, best->device_time_s);
+    if (def && def != best)
+        printf(" (the default's: %.2f s)", def->device_time_s);
+    printf(".\n");
     if (best->conf[0])
         printf("export PYTORCH_CUDA_ALLOC_CONF=%s\n", best->conf);
     else
@@ -240,13 +254,17 @@ static void print_recommendation(const as_tune_result *r, uint64_t usable)
 
 static void print_row(const as_tune_item *it, size_t rank, uint64_t usable, int w)
 {
-    char res[48], pr[32], head[32], ff[32], gaps[96], dt[32];
+    char res[48], pr[32], head[40], ff[32], gaps[96], dt[32];
     result_text(res, sizeof res, it);
     as_fmt_bytes(pr, sizeof pr, it->peak_reserved);
-    if (it->completed)
-        as_fmt_bytes(head, sizeof head, usable - it->peak_reserved);
-    else
+    if (!it->completed) {
         snprintf(head, sizeof head, "-");
+    } else if (it->peak_reserved > usable) { /* expandable pages may pass a memory fraction */
+        as_fmt_bytes(ff, sizeof ff, it->peak_reserved - usable);
+        snprintf(head, sizeof head, "-%s", ff);
+    } else {
+        as_fmt_bytes(head, sizeof head, usable - it->peak_reserved);
+    }
     curve_text(ff, sizeof ff, it, gaps, sizeof gaps);
     snprintf(dt, sizeof dt, "%.2f ms", it->device_time_s * 1e3);
     printf("  %4zu  %-*s  %-19s  %13s  %10s  %13s  %-21s  %10s\n", rank, w, conf_name(it), res, pr,
@@ -300,7 +318,10 @@ static void json_item(FILE *f, const as_tune_item *it, size_t rank, uint64_t usa
     fputs(", \"oom_size\": ", f);
     as_report_json_u64(f, 1, it->oom_size);
     fprintf(f, ", \"peak_reserved\": %" PRIu64 ", \"headroom\": ", it->peak_reserved);
-    as_report_json_u64(f, it->completed, usable - it->peak_reserved);
+    if (it->completed) /* signed: negative when it passed the capacity (expandable pages) */
+        fprintf(f, "%lld", (long long)usable - (long long)it->peak_reserved);
+    else
+        fputs("null", f);
     fprintf(f,
             ", \"device_reserves\": %" PRIu64 ", \"device_releases\": %" PRIu64
             ", \"device_time_s\": ",

@@ -136,6 +136,19 @@ void as_tune_rank_curves(as_tune_item *items, size_t n)
             items[k++] = t;
         }
     qsort(items, k, sizeof *items, cmp_curve);
+    /* Room that differs by less than AS_TUNE_ROOM_TIE is a tie: of the settings that fit
+     * from within it of the best, the default, then the simpler, then the cheaper leads. */
+    if (k == 0 || items[0].fits_from == AS_NONE)
+        return;
+    size_t lead = 0;
+    for (size_t i = 1; i < k && items[i].fits_from != AS_NONE &&
+                       items[i].fits_from - items[0].fits_from < AS_TUNE_ROOM_TIE;
+         i++)
+        if (cmp_ties(&items[i], &items[lead]) < 0)
+            lead = i;
+    as_tune_item t = items[lead];
+    memmove(items + 1, items, lead * sizeof *items);
+    items[0] = t;
 }
 
 void as_tune_result_free(as_tune_result *r)

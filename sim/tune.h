@@ -19,7 +19,9 @@
  * Curves (as_tune_curves) then run for the `curves` best settings that fit and behave
  * differently at the card (distinct outcome); those are re-ordered among themselves by
  * the smallest capacity from which every capacity up to the card fits (the room the
- * setting really has), ties as in 3. The recommendation is the first setting.
+ * setting really has), ties as in 3; and room within AS_TUNE_ROOM_TIE of the most is a
+ * tie too: of those, the default, then the simpler, then the cheaper in device time
+ * leads. The recommendation is the first setting.
  *
  * Invariant: nothing here prints; results are exact engine runs.
  */
@@ -30,6 +32,11 @@
 #include <stdint.h>
 
 #include "mincap.h"
+
+/* Rooms closer than this tie: 64 MiB, half of how much the memory outside the allocator
+ * moved over one real training process's life on the H200 (651 to 788 MB, sim/CARDS.md),
+ * so a difference below it is within what the card model cannot promise. */
+#define AS_TUNE_ROOM_TIE (64ull << 20)
 
 typedef struct as_tune_item {
     char *conf;     /* PYTORCH_CUDA_ALLOC_CONF text, "" = the default (owned) */

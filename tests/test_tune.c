@@ -84,15 +84,27 @@ static void tune_rank_rules(void)
     as_tune_rank(it, 8);
     for (int i = 0; i < 8; i++)
         CU_ASSERT_STRING_EQUAL(it[i].conf, want[i]);
-    /* Curves: the curved ones go first, by the capacity they fit from, ties by rank. */
-    it[1].has_curve = 1, it[1].fits_from = 300;
-    it[4].has_curve = 1, it[4].fits_from = 200;
-    it[0].has_curve = 1, it[0].fits_from = 300;
-    as_tune_rank_curves(it, 8);
-    CU_ASSERT_STRING_EQUAL(it[0].conf, "roundup_power2_divisions:4");
-    CU_ASSERT_STRING_EQUAL(it[1].conf, "");
-    CU_ASSERT_STRING_EQUAL(it[2].conf, "max_split_size_mb:128");
-    CU_ASSERT_STRING_EQUAL(it[3].conf, "expandable_segments:True,max_split_size_mb:64");
+    /* Curves: the curved ones go first, by the capacity they fit from; within 64 MiB of
+     * the lowest it is a tie (fewer knobs, less device time, the text). */
+    const uint64_t M = 1ull << 20;
+    as_tune_item c[8];
+    memcpy(c, it, sizeof c);
+    c[1].has_curve = 1, c[1].fits_from = 1030 * M; /* max_split_size_mb:128, 1 knob */
+    c[4].has_curve = 1, c[4].fits_from = 1000 * M; /* roundup_power2_divisions:4, 1 knob */
+    c[0].has_curve = 1, c[0].fits_from = 1100 * M; /* the default, 100 MiB more: no tie */
+    as_tune_rank_curves(c, 8);
+    CU_ASSERT_STRING_EQUAL(c[0].conf, "max_split_size_mb:128"); /* tie: the text decides */
+    CU_ASSERT_STRING_EQUAL(c[1].conf, "roundup_power2_divisions:4");
+    CU_ASSERT_STRING_EQUAL(c[2].conf, "");
+    CU_ASSERT_STRING_EQUAL(c[3].conf, "expandable_segments:True,max_split_size_mb:64");
+    /* Within 64 MiB the default wins over the setting that fits lowest. */
+    memcpy(c, it, sizeof c);
+    c[0].has_curve = 1, c[0].fits_from = 1060 * M;
+    c[2].has_curve = 1, c[2].fits_from = 1000 * M; /* two knobs */
+    as_tune_rank_curves(c, 8);
+    CU_ASSERT_STRING_EQUAL(c[0].conf, "");
+    CU_ASSERT_STRING_EQUAL(c[1].conf, "expandable_segments:True,max_split_size_mb:64");
+    CU_ASSERT_STRING_EQUAL(c[2].conf, "max_split_size_mb:128");
 }
 
 /* Small requests only: every setting holds one 2 MiB small segment; the default wins. */
