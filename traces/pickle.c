@@ -110,148 +110,81 @@ struct as_pk_stream {
     as_pk_error err;
 };
 
+/* Opcode names, for messages (NULL: not a pickle opcode). */
+static const char *const op_names[256] = {
+    ['('] = "MARK",
+    ['.'] = "STOP",
+    ['0'] = "POP",
+    ['1'] = "POP_MARK",
+    ['2'] = "DUP",
+    ['F'] = "FLOAT",
+    ['I'] = "INT",
+    ['J'] = "BININT",
+    ['K'] = "BININT1",
+    ['L'] = "LONG",
+    ['M'] = "BININT2",
+    ['N'] = "NONE",
+    ['P'] = "PERSID",
+    ['Q'] = "BINPERSID",
+    ['R'] = "REDUCE",
+    ['S'] = "STRING",
+    ['T'] = "BINSTRING",
+    ['U'] = "SHORT_BINSTRING",
+    ['V'] = "UNICODE",
+    ['X'] = "BINUNICODE",
+    ['a'] = "APPEND",
+    ['b'] = "BUILD",
+    ['c'] = "GLOBAL",
+    ['d'] = "DICT",
+    ['}'] = "EMPTY_DICT",
+    ['e'] = "APPENDS",
+    ['g'] = "GET",
+    ['h'] = "BINGET",
+    ['i'] = "INST",
+    ['j'] = "LONG_BINGET",
+    ['l'] = "LIST",
+    [']'] = "EMPTY_LIST",
+    ['o'] = "OBJ",
+    ['p'] = "PUT",
+    ['q'] = "BINPUT",
+    ['r'] = "LONG_BINPUT",
+    ['s'] = "SETITEM",
+    ['t'] = "TUPLE",
+    [')'] = "EMPTY_TUPLE",
+    ['u'] = "SETITEMS",
+    ['G'] = "BINFLOAT",
+    ['B'] = "BINBYTES",
+    ['C'] = "SHORT_BINBYTES",
+    [0x80] = "PROTO",
+    [0x81] = "NEWOBJ",
+    [0x82] = "EXT1",
+    [0x83] = "EXT2",
+    [0x84] = "EXT4",
+    [0x85] = "TUPLE1",
+    [0x86] = "TUPLE2",
+    [0x87] = "TUPLE3",
+    [0x88] = "NEWTRUE",
+    [0x89] = "NEWFALSE",
+    [0x8a] = "LONG1",
+    [0x8b] = "LONG4",
+    [0x8c] = "SHORT_BINUNICODE",
+    [0x8d] = "BINUNICODE8",
+    [0x8e] = "BINBYTES8",
+    [0x8f] = "EMPTY_SET",
+    [0x90] = "ADDITEMS",
+    [0x91] = "FROZENSET",
+    [0x92] = "NEWOBJ_EX",
+    [0x93] = "STACK_GLOBAL",
+    [0x94] = "MEMOIZE",
+    [0x95] = "FRAME",
+    [0x96] = "BYTEARRAY8",
+    [0x97] = "NEXT_BUFFER",
+    [0x98] = "READONLY_BUFFER",
+};
+
 static const char *op_name(uint8_t op)
 {
-    switch (op) {
-    case '(':
-        return "MARK";
-    case '.':
-        return "STOP";
-    case '0':
-        return "POP";
-    case '1':
-        return "POP_MARK";
-    case '2':
-        return "DUP";
-    case 'F':
-        return "FLOAT";
-    case 'I':
-        return "INT";
-    case 'J':
-        return "BININT";
-    case 'K':
-        return "BININT1";
-    case 'L':
-        return "LONG";
-    case 'M':
-        return "BININT2";
-    case 'N':
-        return "NONE";
-    case 'P':
-        return "PERSID";
-    case 'Q':
-        return "BINPERSID";
-    case 'R':
-        return "REDUCE";
-    case 'S':
-        return "STRING";
-    case 'T':
-        return "BINSTRING";
-    case 'U':
-        return "SHORT_BINSTRING";
-    case 'V':
-        return "UNICODE";
-    case 'X':
-        return "BINUNICODE";
-    case 'a':
-        return "APPEND";
-    case 'b':
-        return "BUILD";
-    case 'c':
-        return "GLOBAL";
-    case 'd':
-        return "DICT";
-    case '}':
-        return "EMPTY_DICT";
-    case 'e':
-        return "APPENDS";
-    case 'g':
-        return "GET";
-    case 'h':
-        return "BINGET";
-    case 'i':
-        return "INST";
-    case 'j':
-        return "LONG_BINGET";
-    case 'l':
-        return "LIST";
-    case ']':
-        return "EMPTY_LIST";
-    case 'o':
-        return "OBJ";
-    case 'p':
-        return "PUT";
-    case 'q':
-        return "BINPUT";
-    case 'r':
-        return "LONG_BINPUT";
-    case 's':
-        return "SETITEM";
-    case 't':
-        return "TUPLE";
-    case ')':
-        return "EMPTY_TUPLE";
-    case 'u':
-        return "SETITEMS";
-    case 'G':
-        return "BINFLOAT";
-    case 'B':
-        return "BINBYTES";
-    case 'C':
-        return "SHORT_BINBYTES";
-    case 0x80:
-        return "PROTO";
-    case 0x81:
-        return "NEWOBJ";
-    case 0x82:
-        return "EXT1";
-    case 0x83:
-        return "EXT2";
-    case 0x84:
-        return "EXT4";
-    case 0x85:
-        return "TUPLE1";
-    case 0x86:
-        return "TUPLE2";
-    case 0x87:
-        return "TUPLE3";
-    case 0x88:
-        return "NEWTRUE";
-    case 0x89:
-        return "NEWFALSE";
-    case 0x8a:
-        return "LONG1";
-    case 0x8b:
-        return "LONG4";
-    case 0x8c:
-        return "SHORT_BINUNICODE";
-    case 0x8d:
-        return "BINUNICODE8";
-    case 0x8e:
-        return "BINBYTES8";
-    case 0x8f:
-        return "EMPTY_SET";
-    case 0x90:
-        return "ADDITEMS";
-    case 0x91:
-        return "FROZENSET";
-    case 0x92:
-        return "NEWOBJ_EX";
-    case 0x93:
-        return "STACK_GLOBAL";
-    case 0x94:
-        return "MEMOIZE";
-    case 0x95:
-        return "FRAME";
-    case 0x96:
-        return "BYTEARRAY8";
-    case 0x97:
-        return "NEXT_BUFFER";
-    case 0x98:
-        return "READONLY_BUFFER";
-    default:
-        return NULL;
-    }
+    return op_names[op];
 }
 
 static const char *type_names[] = {
@@ -987,10 +920,144 @@ static int start(pk_parser *p)
     return 0;
 }
 
-/* The opcode loop. Returns 0 at STOP (root set), 1 with a streamed batch pending, or < 0. */
+static int truncated(pk_parser *p, uint8_t op, size_t need, size_t left)
+{
+    return fail(p, AS_TRACE_ECORRUPT, "truncated pickle: %s needs %zu argument bytes, %zu left",
+                op_name(op), need, left);
+}
+
+/* FRAME: a length prefix only; checked when it is short enough to hold in the window (the
+ * check may refill it, moving the opcode to *at). */
+static int op_frame(pk_parser *p, size_t *at, size_t *left)
+{
+    int rc;
+    if (*left < 8)
+        return truncated(p, 0x95, 8, *left);
+    uint64_t flen = rd_le(p->w + *at + 1, 8);
+    if (flen > *left - 8 && p->in && flen <= PK_FRAME_CHECK) {
+        if ((rc = refill(p, 9 + (size_t)flen)))
+            return rc;
+        *at = p->wp, *left = p->wn - *at - 1;
+    }
+    if (flen > *left - 8 && (!p->in || flen <= PK_FRAME_CHECK))
+        return fail(p, AS_TRACE_ECORRUPT, "truncated pickle: FRAME of %llu bytes, %zu left",
+                    (unsigned long long)flen, *left - 8);
+    return 0;
+}
+
+/* NONE, NEWTRUE, NEWFALSE, BINFLOAT (big-endian IEEE 754) and the EMPTY_ containers: one
+ * new value pushed. */
+static int op_value(pk_parser *p, uint8_t op, const uint8_t *arg, size_t left, size_t *argn)
+{
+    as_pk_ref r = AS_PK_NIL;
+    int rc;
+    uint8_t t = op == 'N'   ? AS_PK_NONE
+                : op == 'G' ? AS_PK_FLOAT
+                : op == ']' ? AS_PK_LIST
+                : op == '}' ? AS_PK_DICT
+                : op == ')' ? AS_PK_TUPLE
+                            : AS_PK_BOOL;
+    if (op == 'G' && left < 8)
+        return truncated(p, op, 8, left);
+    if ((rc = new_node(p, t, &r)))
+        return rc;
+    if (op == 'G') {
+        uint64_t u = 0;
+        for (int i = 0; i < 8; i++)
+            u = u << 8 | arg[i];
+        memcpy(&p->pk->nodes[r].u.f, &u, sizeof u);
+        *argn = 8;
+    } else if (t == AS_PK_BOOL) {
+        p->pk->nodes[r].u.i = op == 0x88;
+    }
+    return push(p, r);
+}
+
+/* SHORT_BINUNICODE, BINUNICODE, BINUNICODE8 and the BINBYTES: a length, then the bytes
+ * (new_string moves the window past them). */
+static int op_string(pk_parser *p, uint8_t op, size_t at, const uint8_t *arg, size_t left)
+{
+    as_pk_ref r = AS_PK_NIL;
+    int rc;
+    int hl = (op == 0x8c || op == 'C') ? 1 : (op == 'X' || op == 'B') ? 4 : 8;
+    if (left < (size_t)hl)
+        return truncated(p, op, (size_t)hl, left);
+    uint64_t n = rd_le(arg, hl);
+    p->wp = at + 1 + (size_t)hl;
+    if ((rc = new_string(p, op, n, &r)))
+        return rc;
+    return push(p, r);
+}
+
+/* APPEND (list item) and SETITEM (dict key value); an APPEND to a trace list is a streamed
+ * batch of one (1). */
+static int op_append(pk_parser *p, uint8_t op, size_t at)
+{
+    int rc;
+    size_t k = op == 'a' ? 1 : 2;
+    if (avail(p) < k + 1)
+        return underflow(p, op, k + 1);
+    as_pk_ref c = p->stack[p->nstack - k - 1];
+    if ((rc = check_target(p, op, c, op == 'a' ? AS_PK_LIST : AS_PK_DICT)))
+        return rc;
+    if (op == 'a' && p->streaming && trace_list(p, p->nstack - 2)) {
+        p->wp = at + 1;
+        return start_batch(p, op, c, p->nstack - 1, NULL);
+    }
+    if (op == 's' && (rc = check_keys(p, op, &p->stack[p->nstack - 2], 2)))
+        return rc;
+    if ((rc = add_items(p, c, &p->stack[p->nstack - k], k)))
+        return rc;
+    p->nstack -= k;
+    return 0;
+}
+
+/* TUPLE1, TUPLE2, TUPLE3. */
+static int op_tuple_n(pk_parser *p, uint8_t op)
+{
+    as_pk_ref r = AS_PK_NIL;
+    int rc;
+    size_t n = (size_t)(op - 0x84);
+    if (avail(p) < n)
+        return underflow(p, op, n);
+    if ((rc = new_node(p, AS_PK_TUPLE, &r)) || (rc = add_items(p, r, &p->stack[p->nstack - n], n)))
+        return rc;
+    p->nstack -= n;
+    return push(p, r);
+}
+
+/* MEMOIZE, BINPUT, LONG_BINPUT, BINGET, LONG_BINGET. */
+static inline int op_memo(pk_parser *p, uint8_t op, const uint8_t *arg, size_t left, size_t *argn)
+{
+    if (op == 0x94)
+        return memo_put(p, op, p->memo_len);
+    int hl = (op == 'q' || op == 'h') ? 1 : 4;
+    if (left < (size_t)hl)
+        return truncated(p, op, (size_t)hl, left);
+    uint64_t idx = rd_le(arg, hl);
+    *argn = (size_t)hl;
+    return (op == 'q' || op == 'r') ? memo_put(p, op, idx) : memo_get(p, op, idx);
+}
+
+/* Every opcode that is not plain data, or not an opcode at all. */
+static int op_refused(pk_parser *p, uint8_t op)
+{
+    const char *name = op_name(op);
+    if (op == 0x80)
+        return fail(p, AS_TRACE_ECORRUPT, "PROTO opcode after the start of the pickle");
+    if (name)
+        return fail(p, AS_TRACE_EFORMAT,
+                    "opcode %s (0x%02x) refused: only plain data (numbers, strings, lists, "
+                    "tuples, dicts) is read",
+                    name, op);
+    return fail(p, AS_TRACE_ECORRUPT, "invalid pickle opcode 0x%02x", op);
+}
+
+/* The opcode loop. Returns 0 at STOP (root set), 1 with a streamed batch pending, or < 0.
+ * The window holds 16 bytes at each opcode if the input does, more than any fixed
+ * argument, so a short one means the input ended. */
 static int run(pk_parser *p)
 {
-    as_pk *pk = p->pk;
     int rc;
     for (;;) {
         if (p->wn - p->wp < 16 && (rc = refill(p, 16)))
@@ -1003,169 +1070,67 @@ static int run(pk_parser *p)
         size_t left = p->wn - at - 1; /* argument bytes available after the opcode */
         const uint8_t *arg = p->w + at + 1;
         size_t argn = 0; /* fixed argument length consumed */
-        as_pk_ref r = AS_PK_NIL;
-
-/* Checks that the opcode's next n argument bytes exist (the window holds 16 if the input
- * does, more than any fixed argument). */
-#define NEED(n)                                                                                    \
-    do {                                                                                           \
-        if (left < (size_t)(n))                                                                    \
-            return fail(p, AS_TRACE_ECORRUPT,                                                      \
-                        "truncated pickle: %s needs %llu argument bytes, "                         \
-                        "%zu left",                                                                \
-                        op_name(op), (unsigned long long)(n), left);                               \
-    } while (0)
-
         switch (op) {
-        case 0x95: { /* FRAME: a length prefix only; checked when it is short enough to hold */
-            NEED(8);
-            uint64_t flen = rd_le(arg, 8);
-            if (flen > left - 8 && p->in && flen <= PK_FRAME_CHECK) {
-                if ((rc = refill(p, 9 + (size_t)flen)))
-                    return rc;
-                at = p->wp, left = p->wn - at - 1;
-            }
-            if (flen > left - 8 && (!p->in || flen <= PK_FRAME_CHECK))
-                return fail(p, AS_TRACE_ECORRUPT, "truncated pickle: FRAME of %llu bytes, %zu left",
-                            (unsigned long long)flen, left - 8);
+        case 0x95: /* FRAME */
+            rc = op_frame(p, &at, &left);
             argn = 8;
             break;
-        }
         case '.': /* STOP */
             return op_stop(p, left);
-        case 'N':  /* NONE */
-        case 0x88: /* NEWTRUE */
-        case 0x89: /* NEWFALSE */
-            if ((rc = new_node(p, op == 'N' ? AS_PK_NONE : AS_PK_BOOL, &r)))
-                return rc;
-            pk->nodes[r].u.i = op == 0x88;
-            if ((rc = push(p, r)))
-                return rc;
+        case 'N':
+        case 0x88:
+        case 0x89:
+        case 'G':
+        case ']':
+        case '}':
+        case ')':
+            rc = op_value(p, op, arg, left, &argn);
             break;
-        case 'J':  /* BININT */
-        case 'K':  /* BININT1 */
-        case 'M':  /* BININT2 */
-        case 0x8a: /* LONG1 */
-        case 0x8b: /* LONG4 */
-            if ((rc = op_int(p, op, arg, left, &argn)))
-                return rc;
+        case 'J':
+        case 'K':
+        case 'M':
+        case 0x8a:
+        case 0x8b: /* BININT*, LONG1, LONG4 */
+            rc = op_int(p, op, arg, left, &argn);
             break;
-        case 'G': { /* BINFLOAT: big-endian IEEE 754 double */
-            NEED(8);
-            uint64_t u = 0;
-            for (int i = 0; i < 8; i++)
-                u = u << 8 | arg[i];
-            argn = 8;
-            if ((rc = new_node(p, AS_PK_FLOAT, &r)))
+        case 0x8c:
+        case 'X':
+        case 0x8d:
+        case 'C':
+        case 'B':
+        case 0x8e:
+            if ((rc = op_string(p, op, at, arg, left)))
                 return rc;
-            memcpy(&pk->nodes[r].u.f, &u, sizeof u);
-            if ((rc = push(p, r)))
-                return rc;
+            continue; /* the window moved past the bytes */
+        case '(':     /* MARK */
+            rc = push_mark(p);
             break;
+        case 'a':
+        case 's': /* APPEND, SETITEM */
+            rc = op_append(p, op, at);
+            break;
+        case 'e':
+        case 'u':
+        case 't': /* APPENDS, SETITEMS, TUPLE */
+            rc = op_fill(p, op, at);
+            break;
+        case 0x85:
+        case 0x86:
+        case 0x87: /* TUPLE1..3 */
+            rc = op_tuple_n(p, op);
+            break;
+        case 0x94:
+        case 'q':
+        case 'r':
+        case 'h':
+        case 'j': /* the memo */
+            rc = op_memo(p, op, arg, left, &argn);
+            break;
+        default:
+            return op_refused(p, op);
         }
-        case 0x8c: /* SHORT_BINUNICODE */
-        case 'X':  /* BINUNICODE */
-        case 0x8d: /* BINUNICODE8 */
-        case 'C':  /* SHORT_BINBYTES */
-        case 'B':  /* BINBYTES */
-        case 0x8e: /* BINBYTES8 */
-        {
-            int hl = (op == 0x8c || op == 'C') ? 1 : (op == 'X' || op == 'B') ? 4 : 8;
-            NEED(hl);
-            uint64_t n = rd_le(arg, hl);
-            p->wp = at + 1 + (size_t)hl;
-            if ((rc = new_string(p, op, n, &r)) || (rc = push(p, r)))
-                return rc;
-            continue; /* new_string moved the window past the bytes */
-        }
-        case ']': /* EMPTY_LIST */
-        case '}': /* EMPTY_DICT */
-        case ')': /* EMPTY_TUPLE */
-            if ((rc = new_node(p,
-                               op == ']'   ? AS_PK_LIST
-                               : op == '}' ? AS_PK_DICT
-                                           : AS_PK_TUPLE,
-                               &r)))
-                return rc;
-            if ((rc = push(p, r)))
-                return rc;
-            break;
-        case '(': /* MARK */
-            if ((rc = push_mark(p)))
-                return rc;
-            break;
-        case 'a': /* APPEND: list item -> list */
-        case 's': /* SETITEM: dict key value -> dict */
-        {
-            size_t k = op == 'a' ? 1 : 2;
-            if (avail(p) < k + 1)
-                return underflow(p, op, k + 1);
-            as_pk_ref c = p->stack[p->nstack - k - 1];
-            if ((rc = check_target(p, op, c, op == 'a' ? AS_PK_LIST : AS_PK_DICT)))
-                return rc;
-            if (op == 'a' && p->streaming && trace_list(p, p->nstack - 2)) {
-                p->wp = at + 1;
-                return start_batch(p, op, c, p->nstack - 1, NULL);
-            }
-            if (op == 's' && (rc = check_keys(p, op, &p->stack[p->nstack - 2], 2)))
-                return rc;
-            if ((rc = add_items(p, c, &p->stack[p->nstack - k], k)))
-                return rc;
-            p->nstack -= k;
-            break;
-        }
-        case 'e': /* APPENDS: list MARK items -> list */
-        case 'u': /* SETITEMS: dict MARK k v ... -> dict */
-        case 't': /* TUPLE: MARK items -> tuple */
-            if ((rc = op_fill(p, op, at)) != 0)
-                return rc;
-            break;
-        case 0x85: /* TUPLE1 */
-        case 0x86: /* TUPLE2 */
-        case 0x87: /* TUPLE3 */
-        {
-            size_t n = (size_t)(op - 0x84);
-            if (avail(p) < n)
-                return underflow(p, op, n);
-            if ((rc = new_node(p, AS_PK_TUPLE, &r)) ||
-                (rc = add_items(p, r, &p->stack[p->nstack - n], n)))
-                return rc;
-            p->nstack -= n;
-            if ((rc = push(p, r)))
-                return rc;
-            break;
-        }
-        case 0x94: /* MEMOIZE */
-            if ((rc = memo_put(p, op, p->memo_len)))
-                return rc;
-            break;
-        case 'q': /* BINPUT */
-        case 'r': /* LONG_BINPUT */
-        case 'h': /* BINGET */
-        case 'j': /* LONG_BINGET */
-        {
-            int hl = (op == 'q' || op == 'h') ? 1 : 4;
-            NEED(hl);
-            uint64_t idx = rd_le(arg, hl);
-            argn = (size_t)hl;
-            rc = (op == 'q' || op == 'r') ? memo_put(p, op, idx) : memo_get(p, op, idx);
-            if (rc)
-                return rc;
-            break;
-        }
-        case 0x80:
-            return fail(p, AS_TRACE_ECORRUPT, "PROTO opcode after the start of the pickle");
-        default: {
-            const char *name = op_name(op);
-            if (name)
-                return fail(p, AS_TRACE_EFORMAT,
-                            "opcode %s (0x%02x) refused: only plain data (numbers, strings, "
-                            "lists, tuples, dicts) is read",
-                            name, op);
-            return fail(p, AS_TRACE_ECORRUPT, "invalid pickle opcode 0x%02x", op);
-        }
-        }
-#undef NEED
+        if (rc)
+            return rc; /* an error, or 1: a streamed batch to hand out (wp already past) */
         p->wp = at + 1 + argn;
     }
 }
