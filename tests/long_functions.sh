@@ -11,7 +11,7 @@
 set -eu
 limit=${1:-120}
 LEFT="sim/cmd_run.c:as_cmd_run replay/replay_main.c:main
-  sim/cmd_mincap.c:as_cmd_mincap sim/cmd_plot.c:as_cmd_plot traces/rmm.c:parse_row
+  sim/cmd_mincap.c:as_cmd_mincap sim/cmd_plot.c:as_cmd_plot
   fuzz/fuzz_ops.c:mutate_one sim/cmd_compare.c:as_cmd_compare"
 LEFT=$(echo $LEFT)
 bad=0

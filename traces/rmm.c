@@ -376,6 +376,88 @@ static int bad_row(rmm_st *s, as_trace_error *err, const char *at, const char *f
 
 #define FIELD_TEXT(f) (int)((f)->e - (f)->b > 40 ? 40 : (f)->e - (f)->b), (f)->b
 
+/* The row's time (time of day with midnight wraps, or cnmem's seconds) into *tp, and
+ * cnmem's device, which must stay the same. 0 or < 0 (bad_row/fail_at). */
+static int row_time(rmm_st *s, const field *f, int64_t *tp, as_trace_error *err)
+{
+    int64_t t = AS_TIME_NONE;
+    if (s->col[C_TIME] >= 0) {
+        const field *ft = &f[s->col[C_TIME]];
+        int64_t us;
+        if ((s->cnmem ? parse_secs(ft, &us) : parse_hms(ft, &us)) < 0)
+            return bad_row(s, err, ft->b,
+                           s->cnmem ? "bad time '%.*s' (expected seconds)"
+                                    : "bad time '%.*s' (expected HH:MM:SS.ffffff)",
+                           FIELD_TEXT(ft));
+        if (!s->cnmem) {
+            /* Wall-clock time of day: a jump back by more than 12 h is midnight. */
+            if (s->last_time != AS_TIME_NONE && us + s->day * DAY_US < s->last_time - DAY_US / 2)
+                s->day++;
+            t = us + s->day * DAY_US;
+        } else {
+            t = us;
+        }
+        s->last_time = t;
+    }
+    if (s->cnmem && s->col[C_DEVICE] >= 0) {
+        uint64_t dev;
+        const field *fd = &f[s->col[C_DEVICE]];
+        if (parse_dec(fd, &dev) < 0)
+            return bad_row(s, err, fd->b, "bad device id '%.*s'", FIELD_TEXT(fd));
+        if (s->cnmem_device < 0)
+            s->cnmem_device = (int64_t)dev;
+        else if ((uint64_t)s->cnmem_device != dev)
+            return fail_at(s, err, AS_TRACE_EINVAL, fd->b,
+                           "device %llu after device %lld: one trace is one device (split the "
+                           "log by Device ID)",
+                           (unsigned long long)dev, (long long)s->cnmem_device);
+    }
+    *tp = t;
+    return 0;
+}
+
+/* An allocate row at ptr (le: the live block already there, if any). 0 with ev filled, or
+ * < 0. */
+static int row_alloc(rmm_st *s, as_live_ent *le, uint64_t ptr, uint64_t size, uint64_t stream,
+                     int64_t t, const field *fp, const field *fs, as_event *ev, as_trace_error *err)
+{
+    if (size == 0 || size > AS_MAX_ALLOC_SIZE)
+        return bad_row(s, err, fs->b, "allocate of %" PRIu64 " bytes at 0x%" PRIx64, size, ptr);
+    if (le) {
+        int r = bad_row(s, err, fp->b,
+                        "allocate at 0x%" PRIx64 ", which is still allocated (since an "
+                        "earlier row; missing free?)",
+                        ptr);
+        if (r < 0)
+            return r;
+        /* lenient: the old block must have been freed without a log line */
+        ev->op = AS_OP_FREE;
+        ev->id = le->out_id;
+        as_live_remove(&s->ptrs, le);
+        s->have_pending = 1;
+        s->pending = (as_event){
+            .op = AS_OP_ALLOC, .id = s->next_id++, .size = size, .stream = stream, .time_us = t};
+        le = as_live_insert(&s->ptrs, ptr);
+        if (!le)
+            return fail_at(s, err, AS_TRACE_ENOMEM, NULL, "out of memory");
+        le->out_id = s->pending.id;
+        le->size = size;
+        le->stream = stream;
+        return 0;
+    }
+    le = as_live_insert(&s->ptrs, ptr);
+    if (!le)
+        return fail_at(s, err, AS_TRACE_ENOMEM, NULL, "out of memory");
+    le->out_id = s->next_id;
+    le->size = size;
+    le->stream = stream;
+    ev->op = AS_OP_ALLOC;
+    ev->id = s->next_id++;
+    ev->size = size;
+    ev->stream = stream;
+    return 0;
+}
+
 /* Parses the current row into ev. 0 = an event, 1 = nothing to emit (skipped), < 0. */
 static int parse_row(rmm_st *s, as_event *ev, as_trace_error *err)
 {
@@ -415,37 +497,9 @@ static int parse_row(rmm_st *s, as_event *ev, as_trace_error *err)
                            FIELD_TEXT(fst));
     }
     int64_t t = AS_TIME_NONE;
-    if (s->col[C_TIME] >= 0) {
-        const field *ft = &f[s->col[C_TIME]];
-        int64_t us;
-        if ((s->cnmem ? parse_secs(ft, &us) : parse_hms(ft, &us)) < 0)
-            return bad_row(s, err, ft->b,
-                           s->cnmem ? "bad time '%.*s' (expected seconds)"
-                                    : "bad time '%.*s' (expected HH:MM:SS.ffffff)",
-                           FIELD_TEXT(ft));
-        if (!s->cnmem) {
-            /* Wall-clock time of day: a jump back by more than 12 h is midnight. */
-            if (s->last_time != AS_TIME_NONE && us + s->day * DAY_US < s->last_time - DAY_US / 2)
-                s->day++;
-            t = us + s->day * DAY_US;
-        } else {
-            t = us;
-        }
-        s->last_time = t;
-    }
-    if (s->cnmem && s->col[C_DEVICE] >= 0) {
-        uint64_t dev;
-        const field *fd = &f[s->col[C_DEVICE]];
-        if (parse_dec(fd, &dev) < 0)
-            return bad_row(s, err, fd->b, "bad device id '%.*s'", FIELD_TEXT(fd));
-        if (s->cnmem_device < 0)
-            s->cnmem_device = (int64_t)dev;
-        else if ((uint64_t)s->cnmem_device != dev)
-            return fail_at(s, err, AS_TRACE_EINVAL, fd->b,
-                           "device %llu after device %lld: one trace is one device (split the "
-                           "log by Device ID)",
-                           (unsigned long long)dev, (long long)s->cnmem_device);
-    }
+    int rc = row_time(s, f, &t, err);
+    if (rc)
+        return rc;
     ev->time_us = t;
     if (act == FAILURE || (act == ALLOCATE && ptr == 0 && size > 0)) {
         /* The real allocator could not serve this request: keep where it happened. */
@@ -463,46 +517,8 @@ static int parse_row(rmm_st *s, as_event *ev, as_trace_error *err)
         return 1;
     }
     as_live_ent *le = as_live_find(&s->ptrs, ptr);
-    if (act == ALLOCATE) {
-        if (size == 0 || size > AS_MAX_ALLOC_SIZE)
-            return bad_row(s, err, fs->b, "allocate of %" PRIu64 " bytes at 0x%" PRIx64, size, ptr);
-        if (le) {
-            int r = bad_row(s, err, fp->b,
-                            "allocate at 0x%" PRIx64 ", which is still allocated (since an "
-                            "earlier row; missing free?)",
-                            ptr);
-            if (r < 0)
-                return r;
-            /* lenient: the old block must have been freed without a log line */
-            ev->op = AS_OP_FREE;
-            ev->id = le->out_id;
-            as_live_remove(&s->ptrs, le);
-            s->have_pending = 1;
-            s->pending = (as_event){.op = AS_OP_ALLOC,
-                                    .id = s->next_id++,
-                                    .size = size,
-                                    .stream = stream,
-                                    .time_us = t};
-            le = as_live_insert(&s->ptrs, ptr);
-            if (!le)
-                return fail_at(s, err, AS_TRACE_ENOMEM, NULL, "out of memory");
-            le->out_id = s->pending.id;
-            le->size = size;
-            le->stream = stream;
-            return 0;
-        }
-        le = as_live_insert(&s->ptrs, ptr);
-        if (!le)
-            return fail_at(s, err, AS_TRACE_ENOMEM, NULL, "out of memory");
-        le->out_id = s->next_id;
-        le->size = size;
-        le->stream = stream;
-        ev->op = AS_OP_ALLOC;
-        ev->id = s->next_id++;
-        ev->size = size;
-        ev->stream = stream;
-        return 0;
-    }
+    if (act == ALLOCATE)
+        return row_alloc(s, le, ptr, size, stream, t, fp, fs, ev, err);
     /* free */
     if (!le)
         return bad_row(s, err, fp->b, "free of 0x%" PRIx64 ", which is not allocated", ptr);
