@@ -31,6 +31,7 @@
 #include "gen.h"
 #include "policy.h"
 #include "trace.h"
+#include "tune.h"
 
 /* A transformer step is about 747 events with the generator's defaults. */
 #define STEPS_10M "steps=13500"
@@ -151,6 +152,28 @@ out:
     as_trace_close(rd);
     if (sp == &spec)
         as_policy_spec_free(&spec);
+}
+
+/* allocsim tune's search at one capacity, no curves: every setting of the space (all), or
+ * the default alone (one run, the ratio's unit); an OOM is a result here. */
+static int open_path(void *user, as_trace_reader **out, as_trace_error *err)
+{
+    const char *const *path = user;
+    return as_trace_open(*path, NULL, out, err);
+}
+
+static void tune_run(const char *path, int all, uint64_t cap, bench_res *r)
+{
+    char *one[] = {(char *)""};
+    as_tune_opts o = {.capacity = cap, .threads = 1};
+    as_tune_result res;
+    as_trace_error err;
+    if (as_tune(open_path, &path, all ? NULL : one, all ? 0 : 1, &o, &res, &err, r->msg,
+                sizeof r->msg) == 0) {
+        r->ok = 1;
+        r->events = res.events * res.n;
+        as_tune_result_free(&res);
+    }
 }
 
 /* ---- the measuring process -------------------------------------------------------------- */
@@ -528,6 +551,38 @@ static void pickle_rows(const char *dir)
         (unsigned long long)r.events, mb, rp, (double)kp / 1024, rn, (double)kn / 1024);
 }
 
+/* allocsim tune on each shared snapshot at a card where the default runs out: the 252
+ * settings at the usable size (one decode, one thread, no curves) against one run. */
+static void tune_rows(const char *dir)
+{
+    static const struct {
+        const char *snap, *card;
+        uint64_t cap;
+    } tc[] = {
+        {"tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst", "9.6GB", 8812000000ull},
+        {"tests/data/torch-2.11-h200/moe_like.pickle.zst", "12GB", 11212000000ull},
+        {"tests/data/torch-2.11-h200-llama/llama_accum_ckpt.pickle.zst", "8GiB", 7801934592ull},
+    };
+    printf("\ntune, 252 settings at the usable size of a card (- 788 MB outside), one thread, no "
+           "curves; CPU s\n");
+    for (size_t i = 0; i < sizeof tc / sizeof tc[0]; i++) {
+        char nat[512];
+        const char *b = strrchr(tc[i].snap, '/');
+        snprintf(nat, sizeof nat, "%s/tune-%s", dir, b + 1);
+        as_trace_error err;
+        struct stat sb;
+        if (stat(nat, &sb) != 0 &&
+            as_trace_convert(tc[i].snap, nat, AS_FMT_NATIVE, NULL, NULL, NULL, &err)) {
+            fprintf(stderr, "allocsim-bench: %s: %s\n", tc[i].snap, err.msg);
+            continue;
+        }
+        double r1, rn, one = measure(self_exe, 2, nat, NULL, tc[i].cap, &r1);
+        double all = measure(self_exe, 3, nat, NULL, tc[i].cap, &rn);
+        printf("  %-28s %-6s tune %6.2f s, one run %6.3f s: %5.0fx one run for 252\n", b + 1,
+               tc[i].card, all, one, one > 0 ? all / one : 0);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = "build/bench", *commit = NULL;
@@ -539,6 +594,8 @@ int main(int argc, char **argv)
         const char *spec = strcmp(argv[5], "-") ? argv[5] : NULL;
         if (atoi(argv[2]) == 0)
             decode_file(argv[4], &x);
+        else if (atoi(argv[2]) >= 2)
+            tune_run(argv[4], atoi(argv[2]) == 3, cap, &x);
         else
             engine_run(argv[4], spec, cap, &x);
         return write(atoi(argv[3]), &x, sizeof x) == (ssize_t)sizeof x ? 0 : 1;
@@ -595,5 +652,6 @@ int main(int argc, char **argv)
     if (!quick)
         rss_rows(p1, t[0].path);
     pickle_rows(dir);
+    tune_rows(dir);
     return 0;
 }
