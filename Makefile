@@ -11,7 +11,7 @@ CSTD     := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith \
             -Wcast-qual -Wvla -Wno-missing-field-initializers
 # Tests and fuzz harnesses see everything; each library folder gets its own path below.
-INC      := -I. -Isim -Itraces -Ipolicies -Isim/base
+INC      := -I. -Isim/cli -Isim -Itraces -Ipolicies -Isim/base
 CFLAGS   ?= -O2 -g
 ALL_CFLAGS = $(CSTD) $(WARN) $(INC) $(CFLAGS) -pthread -MMD -MP
 LDLIBS   := -ljansson -lzstd -lm -pthread
@@ -23,10 +23,12 @@ else
 Q := @
 endif
 
-# Library sources: everything in sim/base/, traces/, policies/ and sim/ except programs
-# (*_main.c).
-LIB_SRC  := $(sort $(wildcard sim/base/*.c traces/*.c policies/*.c sim/*.c))
-LIB_SRC  := $(filter-out %_main.c sim/main.c,$(LIB_SRC))
+# Library sources: everything in sim/base/, traces/, policies/ and sim/ (CORE_SRC), and the
+# command layer in sim/cli/ (CLI_SRC) except programs (main.c, *_main.c). LIB_SRC is what
+# allocsim, the tests and the fuzzers link: both.
+CORE_SRC := $(sort $(wildcard sim/base/*.c traces/*.c policies/*.c sim/*.c))
+CLI_SRC  := $(filter-out %_main.c sim/cli/main.c,$(sort $(wildcard sim/cli/*.c)))
+LIB_SRC  := $(CORE_SRC) $(CLI_SRC)
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 # Test-only sources: helpers in tests/ and fuzz harnesses (linked so that `make test`
 # replays the committed corpora). Programs (*_main.c) are excluded.
@@ -51,18 +53,22 @@ TSAN_LIB  := $(call objs,$(TSAN_DIR),$(LIB_SRC))
 #   sim/base   nothing in the project
 #   traces     traces, sim/base
 #   policies   policies, sim/base
-#   sim        sim, traces, policies, sim/base
-#   replay     replay, sim, traces, policies, sim/base
+#   sim        sim, traces, policies, sim/base (the library: never sim/cli)
+#   sim/cli    sim/cli, sim, traces, policies, sim/base (the commands)
+#   replay     replay, sim, traces, policies, sim/base, and sim/cli until replay_main.c
+#              runs through the library's run driver alone (issue 13)
 #   tests fuzz everything (INC above)
 INC_base     := -Isim/base
 INC_traces   := -Itraces $(INC_base)
 INC_policies := -Ipolicies $(INC_base)
 INC_sim      := -Isim -Itraces -Ipolicies $(INC_base)
-INC_replay   := -Ireplay $(INC_sim)
+INC_cli      := -Isim/cli $(INC_sim)
+INC_replay   := -Ireplay $(INC_sim) -Isim/cli
 OBJ_DIRS     := $(BUILD)/obj $(DBG_DIR)/obj $(ASAN_DIR)/obj $(TSAN_DIR)/obj
 # Pattern-specific: the shorter stem wins, so sim/base/ is not compiled as sim/.
 $(foreach d,$(OBJ_DIRS),$(d)/sim/%.o): INC := $(INC_sim)
 $(foreach d,$(OBJ_DIRS),$(d)/sim/base/%.o): INC := $(INC_base)
+$(foreach d,$(OBJ_DIRS),$(d)/sim/cli/%.o): INC := $(INC_cli)
 $(foreach d,$(OBJ_DIRS),$(d)/traces/%.o): INC := $(INC_traces)
 $(foreach d,$(OBJ_DIRS),$(d)/policies/%.o): INC := $(INC_policies)
 $(BUILD)/replay/%.o: INC := $(INC_replay)
@@ -73,11 +79,11 @@ $(BUILD)/replay/%.o: INC := $(INC_replay)
 ## all: build build/allocsim (release, -O2)
 all: $(BUILD)/allocsim
 
-$(BUILD)/allocsim: $(BUILD)/obj/sim/main.o $(REL_LIB)
+$(BUILD)/allocsim: $(BUILD)/obj/sim/cli/main.o $(REL_LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/allocsim-bench: $(BUILD)/obj/sim/bench_main.o $(REL_LIB)
+$(BUILD)/allocsim-bench: $(BUILD)/obj/sim/cli/bench_main.o $(REL_LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -136,11 +142,11 @@ $(TSAN_DIR)/run-tests: $(TEST_OBJ_TSAN) $(TSAN_LIB)
 	$(Q)$(CC) $(TSAN_FLAGS) -o $@ $^ $(TEST_LDLIBS)
 
 # The sanitizer suites run the CLI tests against an allocsim built the same way.
-$(ASAN_DIR)/allocsim: $(ASAN_DIR)/obj/sim/main.o $(ASAN_LIB)
+$(ASAN_DIR)/allocsim: $(ASAN_DIR)/obj/sim/cli/main.o $(ASAN_LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(SAN_FLAGS) -o $@ $^ $(LDLIBS)
 
-$(TSAN_DIR)/allocsim: $(TSAN_DIR)/obj/sim/main.o $(TSAN_LIB)
+$(TSAN_DIR)/allocsim: $(TSAN_DIR)/obj/sim/cli/main.o $(TSAN_LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(TSAN_FLAGS) -o $@ $^ $(LDLIBS)
 

@@ -18,10 +18,13 @@ DEPS_TABLE := \
   policies:policy.h:yes     policies:error.h:yes      policies:trace.h:no \
   policies:engine.h:no      policies:simdev.h:no      policies:report.h:no \
   sim:engine.h:yes          sim:trace.h:yes           sim:policy.h:yes \
-  sim:cuda_device.h:no      sim:util.h:no \
+  sim:cuda_device.h:no      sim:util.h:no             sim:cli.h:no \
+  sim:progress.h:no         sim:outfile.h:no \
+  cli:cli.h:yes             cli:engine.h:yes          cli:report.h:yes \
+  cli:cuda_device.h:no      cli:util.h:no \
   replay:engine.h:yes       replay:cuda_device.h:yes  replay:util.h:no \
   replay:fuzz/fuzz.h:no
-DEPS_LIBDIRS := sim/base traces policies sim replay
+DEPS_LIBDIRS := sim/base traces policies sim sim/cli replay
 # README.md's layout table must say for these what their INC_* paths allow.
 DEPS_DOCDIRS := $(DEPS_LIBDIRS)
 
@@ -33,7 +36,8 @@ check-deps:
 	bad=0; for row in $(DEPS_TABLE); do \
 	  dir=$${row%%:*}; rest=$${row#*:}; hdr=$${rest%%:*}; want=$${rest#*:}; \
 	  case $$dir in base) inc="$(INC_base)";; traces) inc="$(INC_traces)";; \
-	    policies) inc="$(INC_policies)";; sim) inc="$(INC_sim)";; replay) inc="$(INC_replay)";; esac; \
+	    policies) inc="$(INC_policies)";; sim) inc="$(INC_sim)";; cli) inc="$(INC_cli)";; \
+	    replay) inc="$(INC_replay)";; esac; \
 	  printf '#include "%s"\n' "$$hdr" > $$probe; \
 	  if $(CC) $(CSTD) $$inc -fsyntax-only $$probe >/dev/null 2>&1; then got=yes; else got=no; fi; \
 	  if [ "$$got" != "$$want" ]; then \
@@ -51,7 +55,8 @@ check-deps:
 	done; \
 	for d in $(DEPS_DOCDIRS); do \
 	  case $$d in sim/base) inc="$(INC_base)";; traces) inc="$(INC_traces)";; \
-	    policies) inc="$(INC_policies)";; sim) inc="$(INC_sim)";; replay) inc="$(INC_replay)";; esac; \
+	    policies) inc="$(INC_policies)";; sim) inc="$(INC_sim)";; sim/cli) inc="$(INC_cli)";; \
+	    replay) inc="$(INC_replay)";; esac; \
 	  make_says=$$(for i in $$inc; do f=$${i#-I}; [ "$$f" = "$$d" ] || echo "$$f"; done | sort | tr '\n' ' '); \
 	  readme_says=$$(grep "^| \`$$d/\` |" README.md | awk -F'|' '{print $$(NF-1)}' | \
 	    sed 's/nothing else//; s/[`,]/ /g' | tr ' ' '\n' | grep . | sort | tr '\n' ' '); \
