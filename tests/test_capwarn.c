@@ -55,6 +55,15 @@ static void test_bare_small_number(void)
     /* With a unit, or from 1 MiB up, the number is what was meant: no warning. */
     CU_ASSERT_EQUAL(run("-c 80G -c 1048576 -c 1M -c 2MiB -c none"), 0);
     CU_ASSERT_STRING_EQUAL(err, "");
+    /* tune's card given as bytes reads the same way. */
+    char args[1024];
+    snprintf(args, sizeof args, "tune --device 24 --outside none '%s'", trace);
+    tu_run_allocsim(args, out, sizeof out, err, sizeof err);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(err, "allocsim: --device 24: read as 24 bytes; did you mean 24G?\n"));
+    snprintf(args, sizeof args, "tune --device 24G --outside none '%s'", trace);
+    tu_run_allocsim(args, out, sizeof out, err, sizeof err);
+    CU_ASSERT_PTR_NULL(strstr(err, "read as"));
     tu_rm(trace);
 }
 

@@ -209,17 +209,22 @@ int as_cli_parse_capacity(const char *cmd, const char *text, uint64_t *out)
                             "-c %s: not a capacity (bytes with an optional unit: 80G, 80GB, "
                             "80GiB, 141e9, or none)",
                             text);
-    /* A bare number under 1 MiB is probably a missing unit; a short one most likely G. */
-    if (text[strspn(text, "0123456789")] == 0 && *out < (1u << 20)) {
-        char b[32];
-        as_fmt_bytes(b, sizeof b, *out);
-        if (*out < 10000)
-            as_cli_msg("-c %s: read as %s bytes; did you mean %sG?", text, text, text);
-        else
-            as_cli_msg("-c %s: read as %s bytes (%s); add a unit (K, M, G) if more was meant", text,
-                       text, b);
-    }
+    as_cli_warn_bare("-c", text, *out);
     return 0;
+}
+
+void as_cli_warn_bare(const char *opt, const char *text, uint64_t bytes)
+{
+    /* A bare number under 1 MiB is probably a missing unit; a short one most likely G. */
+    if (text[strspn(text, "0123456789")] != 0 || bytes >= (1u << 20))
+        return;
+    char b[32];
+    as_fmt_bytes(b, sizeof b, bytes);
+    if (bytes < 10000)
+        as_cli_msg("%s %s: read as %s bytes; did you mean %sG?", opt, text, text, text);
+    else
+        as_cli_msg("%s %s: read as %s bytes (%s); add a unit (K, M, G) if more was meant", opt,
+                   text, text, b);
 }
 
 void as_cli_warn_small_caps(const as_report *rep)

@@ -93,6 +93,9 @@ int as_cli_spool_native(const char *path, char *tmp, size_t n, int *slot);
  * is refused in favour of 'none'), or a warning when a bare number under 1 MiB is probably
  * a missing unit ("-c 80: read as 80 bytes; did you mean 80G?"). Returns 0 or 2. */
 int as_cli_parse_capacity(const char *cmd, const char *text, uint64_t *out);
+/* The warning above for option opt's TEXT read as `bytes`, when TEXT is a bare number under
+ * 1 MiB; nothing otherwise. */
+void as_cli_warn_bare(const char *opt, const char *text, uint64_t bytes);
 /* One warning per trace of the report whose runs have a capacity below its smallest
  * request: each fails at its first allocation. */
 void as_cli_warn_small_caps(const as_report *rep);

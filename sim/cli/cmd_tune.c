@@ -82,6 +82,8 @@ int as_cli_device(const char *cmd, const char *card, const char *outside, int to
     char why[256], a[32], b[32], c[32];
     if (as_device_model_parse(card, outside, &d, why, sizeof why))
         return as_cli_usage(cmd, "%s", why);
+    if (!d.card)
+        as_cli_warn_bare("--device", card, d.total);
     as_fmt_bytes(a, sizeof a, d.total);
     as_fmt_bytes(b, sizeof b, d.outside);
     as_fmt_bytes(c, sizeof c, d.usable);
