@@ -174,12 +174,6 @@ int as_cli_parse_spec(const char *cmd, const char *text, as_policy_spec *out)
     char why[512];
     if (as_policy_spec_parse(text, out, why, sizeof why) == 0)
         return 0;
-    if (!as_policy_find("torch") &&
-        (strncmp(text, "torch", 5) == 0 && (text[5] == 0 || text[5] == ',')))
-        return as_cli_usage(cmd,
-                            "-p %s: policy 'torch' is not available yet; name another "
-                            "policy (see 'allocsim policies')",
-                            text);
     return as_cli_usage(cmd, "-p %s: %s", text, why);
 }
 

@@ -599,15 +599,8 @@ int as_cmd_run(int argc, char **argv)
         ret = as_cli_usage(cmd, "no trace given");
         goto done;
     }
-    if (np == 0) {
-        if (!as_policy_find("torch")) {
-            ret = as_cli_usage(cmd, "no -p given and the default policy 'torch' is not "
-                                    "available yet; name one with -p (see 'allocsim "
-                                    "policies')");
-            goto done;
-        }
+    if (np == 0)
         ptext[np++] = "torch";
-    }
     for (size_t i = 0; i < ncard; i++) /* a card is its usable memory */
         if ((ret = as_cli_device(cmd, cards[i], outside, fmt == AS_REPORT_TABLE && !out_path,
                                  &caps[card_slot[i]])))

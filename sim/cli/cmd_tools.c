@@ -9,16 +9,10 @@
 #include <string.h>
 
 #include "cli.h"
+#include "gen.h"
 #include "info.h"
 #include "outfile.h"
 #include "report.h"
-
-#if defined(__has_include)
-#if __has_include("gen.h")
-#include "gen.h"
-#define HAVE_GEN 1
-#endif
-#endif
 
 /* Output format from --text/--native, else from the name (*.txt is text). */
 static as_trace_fmt out_format(const char *path, int forced)
@@ -33,7 +27,6 @@ static void name_output(as_trace_error *err, const as_out *o)
         snprintf(err->path, sizeof err->path, "%s", as_out_name(o));
 }
 
-#ifdef HAVE_GEN
 /* Copies every event of rd into output o (as_out_open_named). */
 static int copy_trace(as_trace_reader *rd, const char *in_path, const as_out *o, as_trace_fmt fmt)
 {
@@ -58,7 +51,6 @@ static int copy_trace(as_trace_reader *rd, const char *in_path, const as_out *o,
         return as_cli_trace_fail(&cerr, as_out_name(o));
     return AS_EXIT_OK;
 }
-#endif
 
 /* ---- convert ------------------------------------------------------------------------------ */
 
@@ -135,12 +127,6 @@ static const char gen_help[] =
 
 int as_cmd_gen(int argc, char **argv)
 {
-#ifndef HAVE_GEN
-    (void)argc;
-    (void)argv;
-    as_cli_msg("gen: the workload generators are not available in this build yet");
-    return AS_EXIT_USAGE;
-#else
     static const struct option opts[] = {
         {"output", required_argument, NULL, 'o'},
         {"text", no_argument, NULL, 't'},
@@ -197,7 +183,6 @@ int as_cmd_gen(int argc, char **argv)
         ret = as_out_commit(o, copy_trace(rd, kind, o, out_format(outp, forced)));
     as_trace_close(rd);
     return ret;
-#endif
 }
 
 /* ---- policies ----------------------------------------------------------------------------- */
@@ -326,8 +311,6 @@ int as_cmd_policies(int argc, char **argv)
         for (size_t k = 0; k < l[i]->n_knobs; k++)
             knob_line(l[i], k, w, tsv);
     }
-    if (!tsv && !as_policy_find("torch"))
-        printf("\n(torch, the default policy, is not available in this build yet)\n");
     return AS_EXIT_OK;
 }
 
