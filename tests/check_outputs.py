@@ -97,6 +97,8 @@ def json_type_ok(v, t):
         return v is None or isinstance(v, str)
     if t == "object":
         return isinstance(v, dict)
+    if t == "object?":
+        return v is None or isinstance(v, dict)
     if t == "array":
         return isinstance(v, list)
     return False
@@ -191,7 +193,7 @@ def checked():
     allocsim = os.path.abspath(sys.argv[1])
     doc = documented()
     for kind in ("trace", "run", "timeline", "segments", "segmap", "mincap", "mincap-csv",
-                 "info", "compare"):
+                 "info", "compare", "tune", "tune-setting"):
         check(kind in doc, "REPORT.md", f"no <!-- fields: {kind} --> table")
     with tempfile.TemporaryDirectory(prefix="allocsim-check-") as tmp:
         txt = os.path.join(tmp, "t.txt")
@@ -253,6 +255,19 @@ def checked():
             check_object(f"mincap -f json: mincap[{i}]", m, doc["mincap"])
         with open(mc) as f:
             check_csv("mincap --csv", f.read(), doc["mincap-csv"])
+        tj = json.loads(run(allocsim, "tune", "--device", "1GB", "--outside", "0", "-p",
+                            "default", "-p", "expandable_segments:True", "-p",
+                            "garbage_collection_threshold:0.8", "-f", "json", txt))
+        check_head("tune -f json", tj)
+        for i, t in enumerate(tj["traces"]):
+            check_object(f"tune -f json: traces[{i}]", t, doc["tune"])
+            check(len(t["settings"]) == 3, "tune -f json", "not one entry per -p")
+            for k, x in enumerate(t["settings"]):
+                check_object(f"tune -f json: settings[{k}]", x, doc["tune-setting"])
+                check(x["rank"] == k + 1, "tune -f json", f"settings[{k}].rank = {x['rank']}")
+                if x["curve"] is not None:
+                    check(x["curve"]["hi"] <= t["usable"], "tune -f json",
+                          f"settings[{k}]: the curve passes the card")
         ij = json.loads(run(allocsim, "info", "-f", "json", traces[-1]))
         check_head("info -f json", ij)
         check_object("info -f json: traces[0]", ij["traces"][0], doc["trace"] + doc["info"])
