@@ -145,10 +145,23 @@ static void cards_model_arithmetic(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(why, "leaves nothing"));
 }
 
+/* run -c CARD and --device: the runs' capacity is total - outside, exactly, and the three
+ * numbers are printed (stderr when the report is CSV). */
+static void cards_run_capacity(void)
+{
+    char args[1024], out[8192], err[4096];
+    const char *t = tu_path("traces/samples/handwritten.txt");
+    snprintf(args, sizeof args, "-c t4 --outside nccl --device 9GB -f csv %s", t);
+    CU_ASSERT_EQUAL_FATAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, ",14540721216,")); /* 15843721216 - 1303000000 */
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, ",7697000000,"));  /* 9e9 - 1303000000 */
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "usable       14540721216 B"));
+    snprintf(args, sizeof args, "-c h100 %s", t); /* not a preset: a usage error */
+    CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 2);
+}
+
 CU_TestInfo test_cards[] = {
-    {"match_table", cards_match_table},
-    {"h200_measured", cards_h200_measured},
-    {"names", cards_names},
-    {"model_arithmetic", cards_model_arithmetic},
-    CU_TEST_INFO_NULL,
+    {"run_capacity", cards_run_capacity},         {"match_table", cards_match_table},
+    {"h200_measured", cards_h200_measured},       {"names", cards_names},
+    {"model_arithmetic", cards_model_arithmetic}, CU_TEST_INFO_NULL,
 };
