@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "fuzz/fuzz_ops.h"
-#include "tests/policy_harness.h"
+#include "fuzz/policy_harness.h"
 
 #define NBUCKETS 1024 /* score * 32, so ratios up to 32 */
 

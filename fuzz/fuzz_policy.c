@@ -8,7 +8,7 @@
  * `fuzz.capacity=BYTES|none` (default none). So any crash file replays with
  *   allocsim -p "$(SPEC)" -c BYTES --keep-going --check FILE
  * and shows the same results. After each event the reference model of
- * tests/policy_model.h (shared with the conformance suite) checks: check() passes, no two
+ * fuzz/policy_model.h (shared with the conformance suite) checks: check() passes, no two
  * blocks overlap and every block lies inside a walked segment, the live blocks are exactly
  * the model's, stats match the model and the device, reserved >= allocated >= requested.
  * At the end everything is freed, empty_cache must return all memory and fini leaves the
@@ -22,7 +22,7 @@
 
 #include "engine.h"
 #include "fuzz/fuzz_ops.h"
-#include "tests/policy_model.h"
+#include "fuzz/policy_model.h"
 
 #define MAX_EVENTS 20000u
 

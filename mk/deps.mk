@@ -53,6 +53,9 @@ check-deps:
 	      { echo "check-deps: $$f includes another folder's $$h"; bad=1; }; \
 	  done; \
 	done; \
+	tinc=$$(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"tests/' fuzz/*.c fuzz/*.h); \
+	if [ -n "$$tinc" ]; then echo "check-deps: fuzz/ includes tests/ (the shared models live in fuzz/):"; \
+	  echo "$$tinc"; bad=1; fi; \
 	for d in $(DEPS_DOCDIRS); do \
 	  case $$d in sim/base) inc="$(INC_base)";; traces) inc="$(INC_traces)";; \
 	    policies) inc="$(INC_policies)";; sim) inc="$(INC_sim)";; sim/cli) inc="$(INC_cli)";; \

@@ -6,7 +6,7 @@
  */
 #include <CUnit/CUnit.h>
 
-#include "policy_harness.h"
+#include "fuzz/policy_harness.h"
 
 #define MIB PH_MIB
 #define KIB 1024ull

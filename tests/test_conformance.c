@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "knobs.h"
-#include "policy_model.h"
+#include "fuzz/policy_model.h"
 #include "util.h"
 
 #define MIB PH_MIB

@@ -4,7 +4,7 @@
  */
 #include <CUnit/CUnit.h>
 
-#include "policy_harness.h"
+#include "fuzz/policy_harness.h"
 
 #define MIB PH_MIB
 #define BASE AS_SIMDEV_BASE

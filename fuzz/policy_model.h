@@ -13,13 +13,13 @@
  * free bytes, segments, device calls) and reserved >= allocated >= requested. A broken
  * invariant returns -1 with a one-line reason in pm->err; nothing here aborts.
  */
-#ifndef AS_TESTS_POLICY_MODEL_H
-#define AS_TESTS_POLICY_MODEL_H
+#ifndef AS_FUZZ_POLICY_MODEL_H
+#define AS_FUZZ_POLICY_MODEL_H
 
 #include <inttypes.h>
 #include <stdarg.h>
 
-#include "policy_harness.h"
+#include "fuzz/policy_harness.h"
 
 /* PM_SYNCED: a pending block that the policy completed by itself (torch's sync_frees:
  * empty_cache and the last OOM retry wait for pending frees). It is gone from the walk

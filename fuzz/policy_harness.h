@@ -4,8 +4,8 @@
  * check (printing the violation), close. Shared by the policy suites; static inline so
  * that it needs no build rule.
  */
-#ifndef AS_TESTS_POLICY_HARNESS_H
-#define AS_TESTS_POLICY_HARNESS_H
+#ifndef AS_FUZZ_POLICY_HARNESS_H
+#define AS_FUZZ_POLICY_HARNESS_H
 
 #include <stdio.h>
 #include <stdlib.h>
