@@ -548,6 +548,8 @@ static int64_t try_allocate_expandable_block(torch_state *t, pool *pl, uint64_t 
     }
     while (t->b[c].size < size) {
         uint32_t nx = t->b[c].next;
+        if (!nx) /* larger than a whole expandable segment: no mapping can hold it */
+            return 0;
         uint64_t rem = size - t->b[c].size;
         c = map_block(t, nx, rem < t->b[nx].size ? rem : t->b[nx].size);
         if (c <= 0)

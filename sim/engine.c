@@ -109,7 +109,23 @@ struct as_engine {
     pthread_t *th;
     unsigned nth;
     uint64_t fed; /* events handed to the runs (on_runs) */
+    /* as_engine_run_events: the events come from this array instead of a reader */
+    const as_event *mem;
+    size_t mem_n, mem_pos;
 };
+
+/* The next events from the reader, or from the in-memory array (as_trace_next_batch's
+ * contract: AS_TRACE_EOF once the last one has been handed out). */
+static int next_batch(as_engine *e, as_trace_reader *rd, as_event *buf, size_t cap, size_t *got)
+{
+    if (!e->mem)
+        return as_trace_next_batch(rd, buf, cap, got);
+    size_t k = e->mem_n - e->mem_pos < cap ? e->mem_n - e->mem_pos : cap;
+    memcpy(buf, e->mem + e->mem_pos, k * sizeof *buf);
+    e->mem_pos += k;
+    *got = k;
+    return e->mem_pos == e->mem_n ? AS_TRACE_EOF : 0;
+}
 
 static double now_s(void)
 {
@@ -594,7 +610,7 @@ static int decode(as_engine *e, as_trace_reader *rd, eng_ev *buf, size_t *n, as_
     while (k < BATCH) {
         size_t got = 0;
         uint64_t before = e->sum.events;
-        rc = as_trace_next_batch(rd, buf + k, BATCH - k, &got);
+        rc = next_batch(e, rd, buf + k, BATCH - k, &got);
         for (size_t i = 0; i < got; i++) {
             if (summary_event(e, &buf[k + i])) {
                 *n = k + i;
@@ -613,7 +629,7 @@ static int decode(as_engine *e, as_trace_reader *rd, eng_ev *buf, size_t *n, as_
             *n = 0;
             return AS_ENGINE_EBUDGET;
         }
-        if (e->o.on_progress && (before >> 20) != (e->sum.events >> 20)) {
+        if (rd && e->o.on_progress && (before >> 20) != (e->sum.events >> 20)) {
             uint64_t done, total;
             as_trace_reader_progress(rd, &done, &total);
             e->o.on_progress(e->o.user, e->sum.events, done, total);
@@ -623,7 +639,7 @@ static int decode(as_engine *e, as_trace_reader *rd, eng_ev *buf, size_t *n, as_
     }
     *n = k;
     if (rc < 0 && err) {
-        const as_trace_error *re = as_trace_reader_error(rd);
+        const as_trace_error *re = rd ? as_trace_reader_error(rd) : NULL;
         if (re)
             *err = *re;
         else {
@@ -844,7 +860,7 @@ int as_engine_run(as_engine *e, as_trace_reader *rd, as_trace_error *err)
         if ((rc = after_batch(e)))
             goto out;
         e->fed += n[cur];
-        if (e->o.on_runs)
+        if (e->o.on_runs && rd)
             report_runs(e, rd);
         if (e->o.stop && *e->o.stop) {
             stopped = 1;
@@ -890,6 +906,15 @@ out:
     free(buf[0]);
     free(buf[1]);
     return rc;
+}
+
+int as_engine_run_events(as_engine *e, const as_event *evs, size_t n, as_trace_error *err)
+{
+    static const as_event none;
+    e->mem = n ? evs : &none;
+    e->mem_n = n;
+    e->mem_pos = 0;
+    return as_engine_run(e, NULL, err);
 }
 
 int as_engine_scan(as_engine *e, as_trace_reader *rd, as_trace_error *err)

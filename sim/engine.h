@@ -176,6 +176,10 @@ int as_engine_add_run(as_engine *e, const as_policy_spec *spec, uint64_t capacit
  * A run that hits an OOM stops (unless keep_going) while the others go on. Returns
  * AS_ENGINE_STOPPED (> 0, a result) when *opts.stop was set. */
 int as_engine_run(as_engine *e, as_trace_reader *r, as_trace_error *err);
+/* As as_engine_run, over events already decoded into memory (evs[0..n), borrowed): no
+ * reader, no progress callbacks (on_progress, on_runs). Its state lives in the process's
+ * memory alone, so a run may fork (sim/curve.h). */
+int as_engine_run_events(as_engine *e, const as_event *evs, size_t n, as_trace_error *err);
 /* Decodes the whole trace for the summary alone, no runs (for sizing groups of runs by
  * peak_live before running them). Returns 0, a trace error (err filled) or
  * AS_ENGINE_STOPPED. */

@@ -12,6 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include "curve.h"
+#include "grow.h"
 #include "report.h"
 
 #define DEFAULT_BATCH 64u
@@ -22,11 +26,108 @@ static void set_why(char *why, size_t n, const char *fmt, const char *a, const c
         snprintf(why, n, fmt, a, b);
 }
 
-/* One pass: runs spec at caps[0..n) over a fresh reader; fills pts. */
+/* The trace decoded into memory for curve mode. */
+typedef struct mem_trace {
+    as_event *ev;
+    size_t n;
+    int pinned;          /* the policy read the capacity at once: passes instead */
+    unsigned pass_batch; /* runs per pass then (the memory budget's batch) */
+} mem_trace;
+
+static as_mincap_point point_of(const as_run_result *r, uint64_t cap)
+{
+    return (as_mincap_point){
+        .capacity = cap,
+        .completed = r->completed,
+        .oom_event = r->completed ? AS_NONE : r->oom_event,
+        .oom_alloc = r->completed ? AS_NONE : r->oom_alloc,
+        .allocs = r->completed ? r->allocs : (r->oom_alloc == AS_NONE ? r->allocs : r->oom_alloc),
+        .peak_requested = r->peak_requested,
+        .peak_reserved = r->peak_reserved,
+    };
+}
+
+/* Decodes the whole trace into mt when it takes at most `limit` bytes (0: no limit).
+ * Returns 0 (mt->ev NULL when it does not fit), or a trace error (err filled). */
+static int load_events(as_trace_open_fn open, void *ou, uint64_t limit, mem_trace *mt,
+                       as_trace_error *err)
+{
+    as_trace_reader *rd = NULL;
+    size_t cap = 0;
+    *mt = (mem_trace){0};
+    int rc = open(ou, &rd, err);
+    while (rc == 0) {
+        if (mt->n == cap && (as_grow((void **)&mt->ev, &cap, mt->n + 4096, sizeof *mt->ev, 4096) ||
+                             (limit && cap * sizeof *mt->ev > limit))) {
+            free(mt->ev); /* too large for the budget (or the host): passes instead */
+            *mt = (mem_trace){0};
+            break;
+        }
+        size_t got = 0;
+        rc = as_trace_next_batch(rd, mt->ev + mt->n, cap - mt->n, &got);
+        for (size_t i = 0; i < got; i++)
+            mt->ev[mt->n + i].label = NULL; /* valid until the next read; no run needs it */
+        mt->n += got;
+    }
+    if (rc < 0 && err) {
+        const as_trace_error *re = as_trace_reader_error(rd);
+        if (re)
+            *err = *re;
+    }
+    if (rd)
+        as_trace_close(rd);
+    if (rc == AS_TRACE_EOF)
+        return 0;
+    free(mt->ev);
+    *mt = (mem_trace){0};
+    return rc < 0 ? rc : 0;
+}
+
+/* caps[0..n) as one curve over the decoded trace; fills pts. Returns as as_curve_run. */
+static int run_curve(const mem_trace *mt, const as_policy_spec *spec, const as_mincap_opts *o,
+                     const uint64_t *caps, size_t n, as_mincap_point *pts, char *why,
+                     size_t why_len)
+{
+    as_run_result *res = malloc(n * sizeof *res);
+    if (!res) {
+        set_why(why, why_len, "out of host memory for %s%s", "the sweep", "");
+        return AS_ENOMEM;
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    as_curve_opts co = {.procs = o->threads  ? o->threads
+                                 : cores > 0 ? (unsigned)cores
+                                             : 1,
+                        .stop = o->stop};
+    int rc = as_curve_run(spec, caps, n, mt->ev, mt->n, &co, res, why, why_len);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        pts[i] = point_of(&res[i], caps[i]);
+    free(res);
+    return rc;
+}
+
+/* One pass: runs spec at caps[0..n) over a fresh reader (or, with mt, as a curve); fills
+ * pts. */
 static int run_pass(as_trace_open_fn open, void *ou, const as_policy_spec *spec,
                     const as_mincap_opts *o, const uint64_t *caps, size_t n, as_mincap_point *pts,
-                    as_trace_summary *sum, as_trace_error *err, char *why, size_t why_len)
+                    as_trace_summary *sum, as_trace_error *err, char *why, size_t why_len,
+                    mem_trace *mt)
 {
+    if (mt && mt->ev && !mt->pinned) {
+        int rc = run_curve(mt, spec, o, caps, n, pts, why, why_len);
+        if (rc != AS_CURVE_PINNED)
+            return rc;
+        mt->pinned = 1; /* nothing to share: one run per capacity from now on */
+    }
+    if (mt && mt->ev) {
+        for (size_t i = 0; i < n; i += mt->pass_batch) {
+            size_t k = n - i < mt->pass_batch ? n - i : mt->pass_batch;
+            int rc =
+                run_pass(open, ou, spec, o, caps + i, k, pts + i, NULL, err, why, why_len, NULL);
+            if (rc)
+                return rc;
+        }
+        return 0;
+    }
     as_engine *e = NULL;
     as_trace_reader *rd = NULL;
     as_engine_opts eo = {
@@ -52,19 +153,8 @@ static int run_pass(as_trace_open_fn open, void *ou, const as_policy_spec *spec,
             set_why(why, why_len, "%s%s", as_engine_errmsg(e), "");
         goto out;
     }
-    for (size_t i = 0; i < n; i++) {
-        const as_run_result *r = as_engine_result(e, (unsigned)i);
-        pts[i] = (as_mincap_point){
-            .capacity = caps[i],
-            .completed = r->completed,
-            .oom_event = r->completed ? AS_NONE : r->oom_event,
-            .oom_alloc = r->completed ? AS_NONE : r->oom_alloc,
-            .allocs =
-                r->completed ? r->allocs : (r->oom_alloc == AS_NONE ? r->allocs : r->oom_alloc),
-            .peak_requested = r->peak_requested,
-            .peak_reserved = r->peak_reserved,
-        };
-    }
+    for (size_t i = 0; i < n; i++)
+        pts[i] = point_of(as_engine_result(e, (unsigned)i), caps[i]);
     if (sum)
         *sum = *as_engine_summary(e);
 out:
@@ -136,7 +226,7 @@ static int analyse(as_mincap_result *m)
  * New points go in front of m->points; m->lo moves down. */
 static int probe_below(as_trace_open_fn open, void *ou, const as_policy_spec *spec,
                        const as_mincap_opts *o, as_mincap_result *m, uint64_t *caps, unsigned batch,
-                       as_trace_error *err, char *why, size_t why_len)
+                       as_trace_error *err, char *why, size_t why_len, mem_trace *mt)
 {
     const uint64_t step = m->step;
     const uint64_t below = o->below ? o->below : AS_MINCAP_BELOW;
@@ -168,7 +258,7 @@ static int probe_below(as_trace_open_fn open, void *ou, const as_policy_spec *sp
         }
         for (size_t i = 0; i < n; i++)
             caps[i] = top - (uint64_t)(n - 1 - i) * step;
-        int rc = run_pass(open, ou, spec, o, caps, n, np, NULL, err, why, why_len);
+        int rc = run_pass(open, ou, spec, o, caps, n, np, NULL, err, why, why_len, mt);
         if (rc) {
             free(np);
             return rc;
@@ -216,7 +306,8 @@ int as_mincap(as_trace_open_fn open, void *open_user, const as_policy_spec *spec
         why[0] = 0;
 
     const uint64_t none = AS_CAPACITY_NONE;
-    int rc = run_pass(open, open_user, spec, o, &none, 1, &up, &sum, err, why, why_len);
+    mem_trace mt = {0};
+    int rc = run_pass(open, open_user, spec, o, &none, 1, &up, &sum, err, why, why_len, NULL);
     if (rc)
         goto fail;
     m.passes = 1;
@@ -252,6 +343,16 @@ int as_mincap(as_trace_open_fn open, void *open_user, const as_policy_spec *spec
         if (fit < batch)
             batch = fit ? (unsigned)fit : 1;
     }
+    if (!o->exact_passes) {
+        /* a quarter of the budget for the events (0: no budget, no limit) */
+        rc = load_events(open, open_user, o->memory ? o->memory / 4 + !(o->memory / 4) : 0,
+                         &mt, err);
+        if (rc)
+            goto fail;
+        mt.pass_batch = batch;
+        if (mt.ev && batch < m.npoints)
+            batch = m.npoints > UINT32_MAX ? UINT32_MAX : (unsigned)m.npoints; /* one curve */
+    }
     m.points = calloc(m.npoints, sizeof *m.points);
     caps = malloc(batch * sizeof *caps); /* a pass's capacities, here and in probe_below */
     if (!m.points || !caps) {
@@ -265,7 +366,8 @@ int as_mincap(as_trace_open_fn open, void *open_user, const as_policy_spec *spec
         size_t n = m.npoints - done < batch ? m.npoints - done : batch;
         for (size_t i = 0; i < n; i++)
             caps[i] = m.lo + (uint64_t)(done + i) * step;
-        rc = run_pass(open, open_user, spec, o, caps, n, m.points + done, NULL, err, why, why_len);
+        rc = run_pass(open, open_user, spec, o, caps, n, m.points + done, NULL, err, why, why_len,
+                      &mt);
         if (rc)
             goto fail;
         m.passes++;
@@ -274,7 +376,7 @@ int as_mincap(as_trace_open_fn open, void *open_user, const as_policy_spec *spec
             o->on_progress(o->user, done, m.npoints);
     }
     if (spec->policy->flags & AS_POLICY_F_LIMITS_ITSELF) {
-        rc = probe_below(open, open_user, spec, o, &m, caps, batch, err, why, why_len);
+        rc = probe_below(open, open_user, spec, o, &m, caps, batch, err, why, why_len, &mt);
         if (rc)
             goto fail;
     }
@@ -284,10 +386,12 @@ int as_mincap(as_trace_open_fn open, void *open_user, const as_policy_spec *spec
         goto fail;
     }
     free(caps);
+    free(mt.ev);
     *out = m;
     return 0;
 fail:
     free(caps);
+    free(mt.ev);
     as_mincap_result_free(&m);
     return rc;
 }

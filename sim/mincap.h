@@ -64,6 +64,11 @@ typedef struct as_mincap_opts {
      * AS_ENGINE_STOPPED) and the progress within a pass (user as above). */
     const volatile sig_atomic_t *stop;
     void (*on_runs)(void *user, const as_engine_progress *p);
+    /* 1: one run per capacity, `batch` runs per decode (the method above); 0: curve mode
+     * (curve.h) when the trace's events fit in a quarter of `memory`: the trace is
+     * decoded into memory once and the grid's runs share their common prefix, forking
+     * where a capacity decision splits them; the results are the same. */
+    int exact_passes;
 } as_mincap_opts;
 
 /* The outcome at one capacity of the sweep. */

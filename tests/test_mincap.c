@@ -96,8 +96,9 @@ static void mincap_torch_nonmonotone(void)
     write_trace(nonmono, sizeof nonmono / sizeof nonmono[0], path);
     /* 96 capacities from peak requested to the uncapped peak (13 full passes of 7 and a
      * partial one); torch enforces its limit itself, so 64 MiB under the minimum are run
-     * too: 116..178 MiB, 32 capacities in 5 more passes. */
-    as_mincap_opts o = {.batch = 7};
+     * too: 116..178 MiB, 32 capacities in 5 more passes (one run per capacity: curve mode,
+     * the default, makes one pass of the grid and one per probe step). */
+    as_mincap_opts o = {.batch = 7, .exact_passes = 1};
     as_mincap_result m;
     as_trace_error err;
     char why[300];

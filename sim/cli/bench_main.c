@@ -29,6 +29,7 @@
 
 #include "engine.h"
 #include "gen.h"
+#include "mincap.h"
 #include "policy.h"
 #include "trace.h"
 #include "tune.h"
@@ -174,6 +175,29 @@ static void tune_run(const char *path, int all, uint64_t cap, bench_res *r)
         r->events = res.events * res.n;
         as_tune_result_free(&res);
     }
+}
+
+/* A whole mincap curve of one setting, single-threaded: curve mode (kind 4) or one run per
+ * capacity (kind 5); r->events = the capacities answered. */
+static void mincap_run(const char *path, const char *spec_text, int passes, bench_res *r)
+{
+    as_policy_spec spec;
+    char why[300];
+    as_trace_error err;
+    as_mincap_result m = {0};
+    as_mincap_opts o = {.threads = 1, .exact_passes = passes, .memory = 2ull << 30};
+    if (as_policy_spec_parse(spec_text, &spec, why, sizeof why)) {
+        snprintf(r->msg, sizeof r->msg, "%s", why);
+        return;
+    }
+    if (as_mincap(open_path, &path, &spec, &o, &m, &err, why, sizeof why) == 0) {
+        r->events = m.npoints;
+        r->ok = 1;
+    } else {
+        snprintf(r->msg, sizeof r->msg, "%s", why[0] ? why : err.msg);
+    }
+    as_mincap_result_free(&m);
+    as_policy_spec_free(&spec);
 }
 
 /* ---- the measuring process -------------------------------------------------------------- */
@@ -514,6 +538,38 @@ static int unzstd(const char *in, const char *out)
     return ok && r == 0 ? 0 : -1;
 }
 
+/* mincap, the whole curve of one setting on the shared snapshots, one core: CPU time of
+ * the whole process (its forks included) in curve mode, beside one run per capacity and
+ * beside a single uncapped run, as ratios. */
+static void mincap_rows(void)
+{
+    static const char *const snaps[] = {
+        "tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst",
+        "tests/data/torch-2.11-h200/moe_like.pickle.zst",
+        "tests/data/torch-2.11-h200-llama/llama_accum_ckpt.pickle.zst",
+    };
+    static const char *const specs[] = {"torch", "expandable_segments:True",
+                                        "max_split_size_mb:128"};
+    printf("\nmincap, whole curve of one setting (CPU s, one core; x = times one uncapped run):\n");
+    for (size_t i = 0; i < sizeof snaps / sizeof *snaps; i++)
+        for (size_t k = 0; k < sizeof specs / sizeof *specs; k++) {
+            bench_res r, q;
+            double rate;
+            double one = measure(self_exe, 1, snaps[i], specs[k], AS_CAPACITY_NONE, &rate);
+            double cs = measure_once(self_exe, 4, snaps[i], specs[k], 0, &r, NULL);
+            double ps = measure_once(self_exe, 5, snaps[i], specs[k], 0, &q, NULL);
+            if (one <= 0 || cs < 0 || ps < 0 || !r.ok || !q.ok) {
+                fprintf(stderr, "allocsim-bench: mincap %s on %s: %s\n", specs[k], snaps[i],
+                        !r.ok ? r.msg : q.msg);
+                continue;
+            }
+            const char *base = strrchr(snaps[i], '/') + 1;
+            printf("  %-28s %-26s %5llu caps: curve %6.2f s (%5.0fx), one run per capacity "
+                   "%6.2f s (%5.0fx), single run %.3f s\n",
+                   base, specs[k], (unsigned long long)r.events, cs, cs / one, ps, ps / one, one);
+        }
+}
+
 /* Snapshot import: a long real pickle (traces/long_snapshot.py: the llama snapshot 8 times,
  * about 600 k events, as a user's plain pickle) decoded whole in a fresh process, next to
  * the same events in the native format. */
@@ -592,10 +648,13 @@ int main(int argc, char **argv)
         bench_res x = {0};
         uint64_t cap = strtoull(argv[6], NULL, 10);
         const char *spec = strcmp(argv[5], "-") ? argv[5] : NULL;
-        if (atoi(argv[2]) == 0)
+        int kind = atoi(argv[2]);
+        if (kind == 0)
             decode_file(argv[4], &x);
-        else if (atoi(argv[2]) >= 2)
-            tune_run(argv[4], atoi(argv[2]) == 3, cap, &x);
+        else if (kind >= 4)
+            mincap_run(argv[4], spec, kind == 5, &x);
+        else if (kind >= 2)
+            tune_run(argv[4], kind == 3, cap, &x);
         else
             engine_run(argv[4], spec, cap, &x);
         return write(atoi(argv[3]), &x, sizeof x) == (ssize_t)sizeof x ? 0 : 1;
@@ -653,5 +712,6 @@ int main(int argc, char **argv)
         rss_rows(p1, t[0].path);
     pickle_rows(dir);
     tune_rows(dir);
+    mincap_rows();
     return 0;
 }

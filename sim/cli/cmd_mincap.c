@@ -42,7 +42,10 @@ static const char usage_text[] =
     "  --memory BYTES      host memory for one decode's runs (default 2G)\n"
     "  --step BYTES        grid step (default 2MiB; coarser is faster but not exact);\n"
     "                      at most 16384 capacities per policy\n"
-    "  -j, --threads N     engine threads (default: one per core)\n"
+    "  -j, --threads N     engine threads, or curve processes (default: one per core)\n"
+    "  --exact-passes      one run per capacity, --batch runs per decode, instead of\n"
+    "                      the default curve mode (one run forking where the capacity\n"
+    "                      decides; the same results)\n"
     "  --max BYTES         sweep no higher than this (default: the uncapped peak reserved,\n"
     "                      or the card's usable memory with --device)\n"
     "  --device CARD       a card (sim/CARDS.md) or its bytes: --max is its usable memory\n"
@@ -289,7 +292,8 @@ enum {
     OPT_MAX,
     OPT_DEVICE,
     OPT_OUTSIDE,
-    OPT_SHARD
+    OPT_SHARD,
+    OPT_PASSES
 };
 
 static const struct option mincap_opts[] = {
@@ -299,6 +303,7 @@ static const struct option mincap_opts[] = {
     {"batch", required_argument, NULL, OPT_BATCH},
     {"step", required_argument, NULL, OPT_STEP},
     {"memory", required_argument, NULL, OPT_MEMORY},
+    {"exact-passes", no_argument, NULL, OPT_PASSES},
     {"threads", required_argument, NULL, 'j'},
     {"max", required_argument, NULL, OPT_MAX},
     {"device", required_argument, NULL, OPT_DEVICE},
@@ -344,6 +349,9 @@ int as_cmd_mincap(int argc, char **argv)
             break;
         case OPT_CSV:
             csv_path = optarg;
+            break;
+        case OPT_PASSES:
+            o.exact_passes = 1;
             break;
         case OPT_BATCH:
         case 'j':
