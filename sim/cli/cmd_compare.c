@@ -188,9 +188,11 @@ static int seg_cell(const seg_log *pl, const seg_log *ml, uint64_t run, char *bu
     return 0;
 }
 
-int as_cmd_compare(int argc, char **argv)
+/* The command line: -1 to go on (the options and the two files filled), else the exit
+ * status (--help, or a usage error). */
+static int compare_args(int argc, char **argv, const char **fmt, const char **pseg,
+                        const char **mseg, const char *files[2])
 {
-    const char *fmt = "table", *pseg = NULL, *mseg = NULL, *files[2] = {NULL, NULL};
     int nfiles = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -201,12 +203,12 @@ int as_cmd_compare(int argc, char **argv)
                    "error, and whether the device event sequences agree.\n");
             return AS_EXIT_OK;
         } else if (strcmp(argv[i], "-f") == 0 && i + 1 < argc) {
-            fmt = argv[++i];
-            if (strcmp(fmt, "table") && strcmp(fmt, "csv"))
-                return as_cli_usage("compare", "-f %s: table or csv", fmt);
+            *fmt = argv[++i];
+            if (strcmp(*fmt, "table") && strcmp(*fmt, "csv"))
+                return as_cli_usage("compare", "-f %s: table or csv", *fmt);
         } else if (strcmp(argv[i], "--segments") == 0 && i + 2 < argc) {
-            pseg = argv[++i];
-            mseg = argv[++i];
+            *pseg = argv[++i];
+            *mseg = argv[++i];
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return as_cli_usage("compare", "unknown or incomplete option '%s'", argv[i]);
         } else if (nfiles < 2) {
@@ -217,6 +219,15 @@ int as_cmd_compare(int argc, char **argv)
     }
     if (nfiles != 2)
         return as_cli_usage("compare", "needs PREDICTED.json and MEASURED.json");
+    return -1;
+}
+
+int as_cmd_compare(int argc, char **argv)
+{
+    const char *fmt = "table", *pseg = NULL, *mseg = NULL, *files[2] = {NULL, NULL};
+    int st = compare_args(argc, argv, &fmt, &pseg, &mseg, files);
+    if (st >= 0)
+        return st;
 
     json_t *pj = NULL, *mj = NULL;
     seg_log pl = {0}, ml = {0};
