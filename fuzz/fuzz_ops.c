@@ -17,7 +17,10 @@ uint64_t fz_rand(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-static uint64_t below(uint64_t *rng, uint64_t n) { return n ? fz_rand(rng) % n : 0; }
+static uint64_t below(uint64_t *rng, uint64_t n)
+{
+    return n ? fz_rand(rng) % n : 0;
+}
 
 int fz_push(fz_trace *t, fz_op op)
 {
@@ -66,7 +69,7 @@ int fz_parse(const uint8_t *data, size_t size, fz_trace *t)
     while ((rc = as_trace_next(r, &e)) == 0) {
         if (e.op == AS_OP_MARK)
             continue;
-        fz_op o = { .op = (uint8_t)e.op, .tag = (uint32_t)e.id };
+        fz_op o = {.op = (uint8_t)e.op, .tag = (uint32_t)e.id};
         if (e.id > UINT32_MAX / 2) {
             rc = AS_TRACE_ENOMEM;
             break;
@@ -140,7 +143,8 @@ size_t fz_write_text(const fz_trace *t, uint8_t *out, size_t cap)
             return 0;
         for (const char *v = t->meta.kv[i].value; *v; v++) {
             unsigned char c = (unsigned char)*v;
-            if (c == '\\' || c == '#' || c < 0x20 || c == 0x7f || (c == ' ' && (v == t->meta.kv[i].value || !v[1])))
+            if (c == '\\' || c == '#' || c < 0x20 || c == 0x7f ||
+                (c == ' ' && (v == t->meta.kv[i].value || !v[1])))
                 n = snprintf(line, sizeof line, "\\x%02x", c);
             else
                 n = snprintf(line, sizeof line, "%c", c);
@@ -211,7 +215,10 @@ uint64_t fz_size(uint64_t *rng, const fz_params *p)
 }
 
 /* A position in the list, biased to the end where growth happens. */
-static size_t pos(uint64_t *rng, const fz_trace *t) { return (size_t)below(rng, t->n + 1); }
+static size_t pos(uint64_t *rng, const fz_trace *t)
+{
+    return (size_t)below(rng, t->n + 1);
+}
 
 /* The tag of an allocation before position p, or UINT32_MAX. */
 static uint32_t alloc_before(uint64_t *rng, const fz_trace *t, size_t p)
@@ -226,10 +233,105 @@ static uint32_t alloc_before(uint64_t *rng, const fz_trace *t, size_t p)
 
 static fz_op new_alloc(fz_trace *t, uint64_t *rng, const fz_params *p)
 {
-    fz_op o = { .op = AS_OP_ALLOC, .tag = t->next_tag, .size = fz_size(rng, p) };
+    fz_op o = {.op = AS_OP_ALLOC, .tag = t->next_tag, .size = fz_size(rng, p)};
     if (p->streams && below(rng, 4) == 0)
         o.stream = below(rng, 4);
     return o;
+}
+
+/* Changes one allocation's size: a step up or down, or a fresh draw. */
+static void mut_resize(fz_trace *t, uint64_t *rng, const fz_params *p)
+{
+    for (int tries = 0; tries < 8 && t->n; tries++) {
+        fz_op *o = &t->ops[below(rng, t->n)];
+        if (o->op != AS_OP_ALLOC)
+            continue;
+        uint64_t step = p->unit ? p->unit : 1 + o->size / 16;
+        switch (below(rng, 4)) {
+        case 0:
+            o->size += step;
+            break;
+        case 1:
+            o->size = o->size > step ? o->size - step : o->size;
+            break;
+        default:
+            o->size = fz_size(rng, p);
+            break;
+        }
+        if (p->unit && o->size > p->unit * p->nmax)
+            o->size = p->unit * p->nmax;
+        break;
+    }
+}
+
+/* Duplicates a run with fresh tags. */
+static void mut_duplicate(fz_trace *t, uint64_t *rng, const fz_params *p)
+{
+    if (!t->n)
+        return;
+    size_t k = below(rng, t->n);
+    size_t len = 1 + below(rng, 32);
+    if (k + len > t->n)
+        len = t->n - k;
+    if (t->n + len > p->max_ops)
+        return;
+    uint32_t base = t->next_tag, lo = UINT32_MAX;
+    for (size_t i = k; i < k + len; i++)
+        if (t->ops[i].op == AS_OP_ALLOC && t->ops[i].tag < lo)
+            lo = t->ops[i].tag;
+    size_t dst = k + len;
+    for (size_t i = 0; i < len; i++) {
+        fz_op o = t->ops[k + i];
+        if (lo != UINT32_MAX && o.op != AS_OP_EMPTY_CACHE && o.tag >= lo)
+            o.tag = base + (o.tag - lo);
+        if (o.tag > UINT32_MAX / 4)
+            return;
+        if (insert_at(t, dst + i, o))
+            return;
+    }
+}
+
+/* Allocates k equal blocks at at, then frees every other one (Robson's holes). */
+static void mut_burst(fz_trace *t, uint64_t *rng, const fz_params *p, size_t at)
+{
+    size_t k = 2 + below(rng, 30);
+    if (t->n + k + k / 2 > p->max_ops)
+        return;
+    fz_op a = new_alloc(t, rng, p);
+    uint32_t first = t->next_tag;
+    for (size_t i = 0; i < k; i++) {
+        a.tag = first + (uint32_t)i;
+        if (insert_at(t, at + i, a))
+            return;
+    }
+    size_t q = at + k;
+    for (size_t i = 0; i < k; i += 2)
+        if (insert_at(t, q++, (fz_op){.op = AS_OP_FREE, .tag = first + (uint32_t)i}))
+            return;
+}
+
+/* Frees (each with probability 1/2) what is live at at: the end of an iteration. */
+static void mut_free_live(fz_trace *t, uint64_t *rng, const fz_params *p, size_t at)
+{
+    if (t->n < p->max_ops / 2) {
+        uint8_t *live = calloc(t->next_tag + 1, 1);
+        if (!live)
+            return;
+        /* Before fz_normalize, a free may name a tag not (yet) allocated. */
+        for (size_t i = 0; i < at; i++) {
+            if (t->ops[i].tag >= t->next_tag)
+                continue;
+            if (t->ops[i].op == AS_OP_ALLOC)
+                live[t->ops[i].tag] = 1;
+            else if (t->ops[i].op == AS_OP_FREE)
+                live[t->ops[i].tag] = 0;
+        }
+        size_t q = at;
+        for (uint32_t g = 0; g < t->next_tag && t->n < p->max_ops; g++)
+            if (live[g] && below(rng, 2))
+                insert_at(t, q++, (fz_op){.op = AS_OP_FREE, .tag = g});
+        free(live);
+    }
 }
 
 static void mutate_one(fz_trace *t, uint64_t *rng, const fz_params *p)
@@ -244,7 +346,7 @@ static void mutate_one(fz_trace *t, uint64_t *rng, const fz_params *p)
     case 2: { /* insert a free of an earlier allocation */
         uint32_t tag = alloc_before(rng, t, at);
         if (tag != UINT32_MAX && t->n < p->max_ops)
-            insert_at(t, at, (fz_op){ .op = AS_OP_FREE, .tag = tag });
+            insert_at(t, at, (fz_op){.op = AS_OP_FREE, .tag = tag});
         break;
     }
     case 3: /* delete one, or a run */
@@ -258,26 +360,7 @@ static void mutate_one(fz_trace *t, uint64_t *rng, const fz_params *p)
         }
         break;
     case 4: /* resize an allocation */
-        for (int tries = 0; tries < 8 && t->n; tries++) {
-            fz_op *o = &t->ops[below(rng, t->n)];
-            if (o->op != AS_OP_ALLOC)
-                continue;
-            uint64_t step = p->unit ? p->unit : 1 + o->size / 16;
-            switch (below(rng, 4)) {
-            case 0:
-                o->size += step;
-                break;
-            case 1:
-                o->size = o->size > step ? o->size - step : o->size;
-                break;
-            default:
-                o->size = fz_size(rng, p);
-                break;
-            }
-            if (p->unit && o->size > p->unit * p->nmax)
-                o->size = p->unit * p->nmax;
-            break;
-        }
+        mut_resize(t, rng, p);
         break;
     case 5: /* move one operation */
         if (t->n >= 2) {
@@ -290,78 +373,24 @@ static void mutate_one(fz_trace *t, uint64_t *rng, const fz_params *p)
             t->ops[b] = o;
         }
         break;
-    case 6: { /* duplicate a run with fresh tags: repeats a pattern (a loop iteration) */
-        if (!t->n)
-            break;
-        size_t k = below(rng, t->n);
-        size_t len = 1 + below(rng, 32);
-        if (k + len > t->n)
-            len = t->n - k;
-        if (t->n + len > p->max_ops)
-            break;
-        uint32_t base = t->next_tag, lo = UINT32_MAX;
-        for (size_t i = k; i < k + len; i++)
-            if (t->ops[i].op == AS_OP_ALLOC && t->ops[i].tag < lo)
-                lo = t->ops[i].tag;
-        size_t dst = k + len;
-        for (size_t i = 0; i < len; i++) {
-            fz_op o = t->ops[k + i];
-            if (lo != UINT32_MAX && o.op != AS_OP_EMPTY_CACHE && o.tag >= lo)
-                o.tag = base + (o.tag - lo);
-            if (o.tag > UINT32_MAX / 4)
-                return;
-            if (insert_at(t, dst + i, o))
-                return;
-        }
+    case 6: /* duplicate a run with fresh tags: repeats a pattern (a loop iteration) */
+        mut_duplicate(t, rng, p);
         break;
-    }
-    case 7: { /* a burst: allocate k equal blocks, free every other one (Robson's holes) */
-        size_t k = 2 + below(rng, 30);
-        if (t->n + k + k / 2 > p->max_ops)
-            break;
-        fz_op a = new_alloc(t, rng, p);
-        uint32_t first = t->next_tag;
-        for (size_t i = 0; i < k; i++) {
-            a.tag = first + (uint32_t)i;
-            if (insert_at(t, at + i, a))
-                return;
-        }
-        size_t q = at + k;
-        for (size_t i = 0; i < k; i += 2)
-            if (insert_at(t, q++, (fz_op){ .op = AS_OP_FREE, .tag = first + (uint32_t)i }))
-                return;
+    case 7: /* a burst: allocate k equal blocks, free every other one (Robson's holes) */
+        mut_burst(t, rng, p, at);
         break;
-    }
     case 8: /* free everything live at a point (end of an iteration) */
-        if (t->n < p->max_ops / 2) {
-            uint8_t *live = calloc(t->next_tag + 1, 1);
-            if (!live)
-                break;
-            /* Before fz_normalize, a free may name a tag not (yet) allocated. */
-            for (size_t i = 0; i < at; i++) {
-                if (t->ops[i].tag >= t->next_tag)
-                    continue;
-                if (t->ops[i].op == AS_OP_ALLOC)
-                    live[t->ops[i].tag] = 1;
-                else if (t->ops[i].op == AS_OP_FREE)
-                    live[t->ops[i].tag] = 0;
-            }
-            size_t q = at;
-            for (uint32_t g = 0; g < t->next_tag && t->n < p->max_ops; g++)
-                if (live[g] && below(rng, 2))
-                    insert_at(t, q++, (fz_op){ .op = AS_OP_FREE, .tag = g });
-            free(live);
-        }
+        mut_free_live(t, rng, p, at);
         break;
     case 9: { /* FREE_REQ: a deferred free */
         uint32_t tag = alloc_before(rng, t, at);
         if (tag != UINT32_MAX && t->n < p->max_ops)
-            insert_at(t, at, (fz_op){ .op = AS_OP_FREE_REQ, .tag = tag });
+            insert_at(t, at, (fz_op){.op = AS_OP_FREE_REQ, .tag = tag});
         break;
     }
     default:
         if (t->n < p->max_ops)
-            insert_at(t, at, (fz_op){ .op = AS_OP_EMPTY_CACHE });
+            insert_at(t, at, (fz_op){.op = AS_OP_EMPTY_CACHE});
         break;
     }
 }
@@ -386,9 +415,9 @@ void fz_random(fz_trace *t, uint64_t *rng, const fz_params *p, size_t n)
                 continue;
             uint8_t op = p->extras && u >= 95 ? AS_OP_FREE_REQ : AS_OP_FREE;
             if (p->extras && u == 99)
-                fz_push(t, (fz_op){ .op = AS_OP_EMPTY_CACHE });
+                fz_push(t, (fz_op){.op = AS_OP_EMPTY_CACHE});
             else
-                fz_push(t, (fz_op){ .op = op, .tag = tag });
+                fz_push(t, (fz_op){.op = op, .tag = tag});
         }
     }
     fz_normalize(t);
