@@ -5,6 +5,7 @@
  * document, and tests/test_report_docs.c holds the three to each other.
  */
 #include "report.h"
+#include "text.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -286,11 +287,15 @@ static void write_table(const as_report *r, FILE *f)
         const rep_trace *tr = &r->t[t];
         char pk[32];
         as_fmt_bytes(pk, sizeof pk, tr->sum.peak_requested);
-        fprintf(f, "%s%s: %llu events, %llu allocs, peak requested %s, %llu stream%s%s%s\n",
-                t ? "\n" : "", tr->path, (unsigned long long)tr->sum.events,
-                (unsigned long long)tr->sum.allocs, pk, (unsigned long long)tr->sum.streams,
-                tr->sum.streams == 1 ? "" : "s", tr->format ? ", " : "",
-                tr->format ? tr->format : "");
+        /* The path is the user's, the format name the input's: both may hold controls. */
+        fputs(t ? "\n" : "", f);
+        as_put_safe(f, tr->path);
+        fprintf(f, ": %llu events, %llu allocs, peak requested %s, %llu stream%s%s",
+                (unsigned long long)tr->sum.events, (unsigned long long)tr->sum.allocs, pk,
+                (unsigned long long)tr->sum.streams, tr->sum.streams == 1 ? "" : "s",
+                tr->format ? ", " : "");
+        as_put_safe(f, tr->format ? tr->format : "");
+        fputc('\n', f);
         unsigned n = 0;
         for (unsigned i = 0; i < r->nr; i++)
             if (r->r[i].trace == t)

@@ -522,7 +522,7 @@ static void test_sigint_mincap(void)
 
 /* Input bytes reach the terminal escaped: a file name and metadata holding ESC, BEL, a C1
  * control in UTF-8 and a byte that is not UTF-8, in a message and in `info`; valid UTF-8
- * (é) stays as it is. */
+ * (é) stays as it is; the run table's trace line as well. */
 static void test_terminal_safe(void)
 {
     char d[1024], t[1200];
@@ -538,6 +538,10 @@ static void test_terminal_safe(void)
     CU_ASSERT_PTR_NULL(strchr(out, '\xff'));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "x\\x1b[31m.txt"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "title = \\x1b]0;pwned\\x07 \\xc2\\x9b2J \\xff \xc3\xa9"));
+    /* The run table's trace line names the file too. */
+    CU_ASSERT_EQUAL(sh("@ -p bestfit \"$(printf '%s/x\\033[31m.txt')\"", d), 0);
+    CU_ASSERT_PTR_NULL(strchr(out, '\033'));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "x\\x1b[31m.txt: 2 events"));
     /* A message naming the file, and one quoting a bad line. */
     put(t, "allocsim-text 1\nalloc 0 1M\nfree \033]0;x\007\n");
     CU_ASSERT_EQUAL(sh("@ -p bestfit \"$(printf '%s/x\\033[31m.txt')\"", d), 1);
@@ -605,7 +609,10 @@ static void test_sigint_plot(void)
         setpgid(0, 0);
         int fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         dup2(fe, 2);
-        execl(bin(), bin(), "plot", "capacity", "-o", png, "-p", "torch",
+        /* bfc reads its capacity at once (its preallocated fraction), so mincap runs it
+         * one capacity per run, seconds of work; torch alone is one fast curve now, done
+         * before the signal could come. */
+        execl(bin(), bin(), "plot", "capacity", "-o", png, "-p", "torch", "-p", "bfc",
               tu_path("traces/samples/transformer_gpt2.zst"), (char *)NULL);
         _exit(127);
     }
