@@ -795,6 +795,46 @@ int as_engine_walk_after(as_engine *e, unsigned run_index, uint64_t event)
     return 0;
 }
 
+/* The worker threads beside this one (pick_threads; none on one core). *started is set
+ * once the lock and conditions exist, for stop_workers. */
+static int start_workers(as_engine *e, int *started)
+{
+    unsigned threads = pick_threads(e);
+    e->nth = 0;
+    if (threads <= 1)
+        return 0;
+    e->th = calloc(threads - 1, sizeof *e->th);
+    if (!e->th || pthread_mutex_init(&e->mu, NULL) || pthread_cond_init(&e->go, NULL) ||
+        pthread_cond_init(&e->done, NULL)) {
+        snprintf(e->msg, sizeof e->msg, "cannot set up threads");
+        return AS_ENGINE_ENOMEM;
+    }
+    *started = 1;
+    for (unsigned t = 0; t + 1 < threads; t++) {
+        if (pthread_create(&e->th[t], NULL, worker, e))
+            break;
+        e->nth++;
+    }
+    return 0;
+}
+
+static void stop_workers(as_engine *e, int started)
+{
+    if (started) {
+        pthread_mutex_lock(&e->mu);
+        e->quit = 1;
+        pthread_cond_broadcast(&e->go);
+        pthread_mutex_unlock(&e->mu);
+        for (unsigned t = 0; t < e->nth; t++)
+            pthread_join(e->th[t], NULL);
+        pthread_mutex_destroy(&e->mu);
+        pthread_cond_destroy(&e->go);
+        pthread_cond_destroy(&e->done);
+    }
+    free(e->th);
+    e->th = NULL;
+}
+
 int as_engine_run(as_engine *e, as_trace_reader *rd, as_trace_error *err)
 {
     if (err) { /* a code here means the trace failed, 0 that the engine or a run did */
@@ -822,23 +862,8 @@ int as_engine_run(as_engine *e, as_trace_reader *rd, as_trace_error *err)
         }
     }
 
-    unsigned threads = pick_threads(e);
-    e->nth = 0;
-    if (threads > 1) {
-        e->th = calloc(threads - 1, sizeof *e->th);
-        if (!e->th || pthread_mutex_init(&e->mu, NULL) || pthread_cond_init(&e->go, NULL) ||
-            pthread_cond_init(&e->done, NULL)) {
-            rc = AS_ENGINE_ENOMEM;
-            snprintf(e->msg, sizeof e->msg, "cannot set up threads");
-            goto out;
-        }
-        started = 1;
-        for (unsigned t = 0; t + 1 < threads; t++) {
-            if (pthread_create(&e->th[t], NULL, worker, e))
-                break;
-            e->nth++;
-        }
-    }
+    if ((rc = start_workers(e, &started)))
+        goto out;
 
     size_t n[2] = {0, 0};
     int cur = 0;
@@ -890,19 +915,7 @@ int as_engine_run(as_engine *e, as_trace_reader *rd, as_trace_error *err)
         snprintf(e->msg, sizeof e->msg, "%s", err ? err->msg : "trace error");
     }
 out:
-    if (started) {
-        pthread_mutex_lock(&e->mu);
-        e->quit = 1;
-        pthread_cond_broadcast(&e->go);
-        pthread_mutex_unlock(&e->mu);
-        for (unsigned t = 0; t < e->nth; t++)
-            pthread_join(e->th[t], NULL);
-        pthread_mutex_destroy(&e->mu);
-        pthread_cond_destroy(&e->go);
-        pthread_cond_destroy(&e->done);
-    }
-    free(e->th);
-    e->th = NULL;
+    stop_workers(e, started);
     free(buf[0]);
     free(buf[1]);
     return rc;
