@@ -146,8 +146,65 @@ static void repo_no_machine_paths(void)
     CU_ASSERT_EQUAL(hits, 0);
 }
 
+/* The packages after "apt-get install -y" on the first line of text that holds both it and
+ * `until` (a word that ends the list, e.g. "make test"), sorted and space-joined into out. */
+static int apt_packages(const char *text, const char *until, char *out, size_t n)
+{
+    const char *key = "apt-get install -y ";
+    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        const char *e = strchr(l, '\n');
+        size_t len = e ? (size_t)(e - l) : strlen(l);
+        char line[1024];
+        if (len >= sizeof line)
+            continue;
+        memcpy(line, l, len);
+        line[len] = 0;
+        char *k = strstr(line, key);
+        if (!k || (until && !strstr(line, until)))
+            continue;
+        char *words[64], *save = NULL;
+        int nw = 0;
+        for (char *w = strtok_r(k + strlen(key), " ", &save); w && nw < 64;
+             w = strtok_r(NULL, " ", &save)) {
+            if (!strcmp(w, "&&"))
+                break;
+            words[nw++] = w;
+        }
+        for (int i = 1; i < nw; i++) /* insertion sort: a few words */
+            for (int j = i; j > 0 && strcmp(words[j - 1], words[j]) > 0; j--) {
+                char *t = words[j];
+                words[j] = words[j - 1];
+                words[j - 1] = t;
+            }
+        out[0] = 0;
+        for (int i = 0; i < nw; i++)
+            snprintf(out + strlen(out), n - strlen(out), "%s%s", i ? " " : "", words[i]);
+        return nw;
+    }
+    return 0;
+}
+
+/* The README's test command installs exactly what CI installs (CI runs the README's test
+ * command on a fresh machine: a package only .ci/run names would hide a broken README). */
+static void repo_readme_installs_what_ci_does(void)
+{
+    size_t n1 = 0, n2 = 0;
+    char *readme = slurp(tu_path("README.md"), &n1), *ci = slurp(tu_path(".ci/run"), &n2);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(readme);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ci);
+    char a[2048], b[2048];
+    CU_ASSERT(apt_packages(readme, "&& make test", a, sizeof a) > 0);
+    CU_ASSERT(apt_packages(ci, NULL, b, sizeof b) > 0);
+    if (strcmp(a, b))
+        fprintf(stderr, "\n  README installs: %s\n  .ci/run installs: %s\n", a, b);
+    CU_ASSERT_STRING_EQUAL(a, b);
+    free(readme);
+    free(ci);
+}
+
 CU_TestInfo test_repo[] = {
     {"pattern_catches", repo_pattern_catches},
     {"no_machine_paths", repo_no_machine_paths},
+    {"readme_installs_what_ci_does", repo_readme_installs_what_ci_does},
     CU_TEST_INFO_NULL,
 };
