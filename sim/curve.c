@@ -95,6 +95,10 @@ static int split(curve *c, size_t k)
     int keep = token && (c->nkids < c->capkids || !as_grow((void **)&c->kids, &c->capkids,
                                                            c->nkids + 1, sizeof *c->kids, 16));
     c->split_once = 1;
+    /* Output the caller buffered (the start of a JSON report) would otherwise be in the
+     * child's copy of the buffer too and could come out twice: ThreadSanitizer's _exit
+     * flushes it. */
+    fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
         if (token)
