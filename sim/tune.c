@@ -257,6 +257,33 @@ static int run_all(as_trace_open_fn open, void *ou, const as_tune_opts *o, as_po
     return 0;
 }
 
+/* The curve of one item under mo: fills its curve fields and adds the decodes. */
+static int curve_of(as_trace_open_fn open, void *ou, const as_mincap_opts *mo, as_tune_item *it,
+                    as_tune_result *out, as_trace_error *err, char *why, size_t why_len)
+{
+    as_policy_spec spec;
+    if (as_policy_spec_parse(it->conf[0] ? it->conf : "torch", &spec, why, why_len))
+        return AS_EINVAL;
+    as_mincap_result m;
+    int rc = as_mincap(open, ou, &spec, mo, &m, err, why, why_len);
+    as_policy_spec_free(&spec);
+    if (rc)
+        return rc;
+    it->has_curve = 1;
+    it->min_capacity = m.min_capacity;
+    it->fits_from = m.fits_from;
+    it->gaps = m.gaps;
+    it->ngaps = m.ngaps;
+    it->curve_lo = m.lo;
+    it->curve_hi = m.hi;
+    it->curve_points = m.npoints;
+    out->decodes += m.passes;
+    m.gaps = NULL;
+    m.ngaps = 0;
+    as_mincap_result_free(&m);
+    return 0;
+}
+
 /* Curves of the best `curves` fitting settings with distinct outcomes at the card. */
 static int run_curves(as_trace_open_fn open, void *ou, const as_tune_opts *o, as_tune_result *out,
                       as_trace_error *err, char *why, size_t why_len)
@@ -279,31 +306,31 @@ static int run_curves(as_trace_open_fn open, void *ou, const as_tune_opts *o, as
         }
         if (dup)
             continue;
-        as_policy_spec spec;
-        if (as_policy_spec_parse(it->conf[0] ? it->conf : "torch", &spec, why, why_len))
-            return AS_EINVAL;
         if (o->on_progress)
             o->on_progress(o->user, it->conf[0] ? it->conf : "default", done, o->curves);
-        as_mincap_result m;
-        int rc = as_mincap(open, ou, &spec, &mo, &m, err, why, why_len);
-        as_policy_spec_free(&spec);
+        int rc = curve_of(open, ou, &mo, it, out, err, why, why_len);
         if (rc)
             return rc;
-        it->has_curve = 1;
-        it->min_capacity = m.min_capacity;
-        it->fits_from = m.fits_from;
-        it->gaps = m.gaps;
-        it->ngaps = m.ngaps;
-        it->curve_lo = m.lo;
-        it->curve_hi = m.hi;
-        it->curve_points = m.npoints;
-        out->decodes += m.passes;
-        m.gaps = NULL;
-        m.ngaps = 0;
-        as_mincap_result_free(&m);
         done++;
     }
     return 0;
+}
+
+/* Nothing fits at the card: the best setting's curve without the card's cap says how far it
+ * is from fitting (min_capacity). Only that is reported, not the failing ranges above it; a
+ * grid over max_points leaves the miss unknown. */
+static int miss_curve(as_trace_open_fn open, void *ou, const as_tune_opts *o, as_tune_result *out,
+                      as_trace_error *err, char *why, size_t why_len)
+{
+    as_mincap_opts mo = {.threads = o->threads, .memory = o->memory, .max_points = o->max_points};
+    as_tune_item *b = &out->items[0];
+    int rc = curve_of(open, ou, &mo, b, out, err, why, why_len);
+    if (rc == AS_MINCAP_ETOOMANY)
+        return 0;
+    free(b->gaps);
+    b->gaps = NULL;
+    b->ngaps = 0;
+    return rc;
 }
 
 int as_tune(as_trace_open_fn open, void *open_user, char **confs, size_t nconfs,
@@ -354,6 +381,9 @@ int as_tune(as_trace_open_fn open, void *open_user, char **confs, size_t nconfs,
     if (opts->curves && (rc = run_curves(open, open_user, opts, out, err, why, why_len)))
         goto done;
     as_tune_rank_curves(out->items, out->n);
+    if (opts->curves && out->n && !out->items[0].completed &&
+        (rc = miss_curve(open, open_user, opts, out, err, why, why_len)))
+        goto done;
 done:
     for (size_t i = 0; i < nspecs; i++)
         as_policy_spec_free(&specs[i]);

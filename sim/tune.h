@@ -21,7 +21,9 @@
  * the smallest capacity from which every capacity up to the card fits (the room the
  * setting really has), ties as in 3; and room within AS_TUNE_ROOM_TIE of the most is a
  * tie too: of those, the default, then the simpler, then the cheaper in device time
- * leads. The recommendation is the first setting.
+ * leads. The recommendation is the first setting. When none fits at the card, the first
+ * one's curve without the card's cap says how far it misses (min_capacity; max_points caps
+ * that grid, and past it the miss stays unknown).
  *
  * Invariant: nothing here prints; results are exact engine runs.
  */
@@ -63,6 +65,7 @@ typedef struct as_tune_opts {
     unsigned curves;         /* settings whose curves are run (default set by the caller) */
     uint64_t curve_max;      /* top of the curves; 0 = capacity */
     unsigned shard, nshards; /* run only items with index % nshards == shard (0-based) */
+    uint64_t max_points;     /* most capacities of the nothing-fits curve; 0 = no limit */
     void (*on_progress)(void *user, const char *what, uint64_t done, uint64_t total);
     void *user;
 } as_tune_opts;

@@ -417,34 +417,10 @@ static int tune_one(const char *cmd, tune_args *ta, unsigned index, const char *
     o.capacity = usable;
     o.curves = ta->curves;
     o.on_progress = ta->fmt == FMT_TABLE ? on_progress : NULL;
+    o.max_points = AS_CLI_MAX_CAPACITIES;
     double t0 = now_s();
     int rc = as_tune(open_trace, &oc, ta->nconfs ? ta->confs : NULL, ta->nconfs, &o, &r, &err, why,
                      sizeof why);
-    /* Nothing fits: how far is the best from fitting (its curve without the card's cap). */
-    if (rc == 0 && r.n && !r.items[0].completed && ta->curves) {
-        as_policy_spec sp;
-        as_mincap_result m;
-        as_mincap_opts mo = {
-            .threads = o.threads, .memory = o.memory, .max_points = AS_CLI_MAX_CAPACITIES};
-        as_tune_item *b = &r.items[0];
-        if ((rc = as_policy_spec_parse(b->conf[0] ? b->conf : "torch", &sp, why, sizeof why)) ==
-            0) {
-            rc = as_mincap(open_trace, &oc, &sp, &mo, &m, &err, why, sizeof why);
-            as_policy_spec_free(&sp);
-            if (rc == 0) {
-                b->has_curve = 1;
-                b->min_capacity = m.min_capacity;
-                b->fits_from = m.fits_from;
-                b->curve_lo = m.lo;
-                b->curve_hi = m.hi;
-                b->curve_points = m.npoints;
-                r.decodes += m.passes;
-                as_mincap_result_free(&m);
-            } else if (rc == AS_MINCAP_ETOOMANY) {
-                rc = 0; /* the miss stays unknown */
-            }
-        }
-    }
     if (spooled[0])
         unlink(spooled);
     as_out_tmp_del(slot);
