@@ -160,9 +160,9 @@ static inline int as_maxsplit_fits(uint64_t cand, uint64_t req, uint64_t maxspli
     return cand < req + tolerance;
 }
 /* Blocks of at least maxsplit bytes are handed out whole. */
-static inline int as_maxsplit_may_split(uint64_t blk, uint64_t maxsplit)
+static inline int as_maxsplit_may_split(uint64_t size, uint64_t maxsplit)
 {
-    return !maxsplit || blk < maxsplit;
+    return !maxsplit || size < maxsplit;
 }
 
 /* ---- an intrusive treap over free blocks ------------------------------------------------ */

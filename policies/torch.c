@@ -28,11 +28,11 @@
  * computes it, so a device carrying many capacities at once splits them only where the
  * answer differs; only total_mem above an H200's reads the number itself.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common.h"
 #include "knobs.h"
 #include "policy.h"
 #include "torch_fset.h"
@@ -1042,19 +1042,6 @@ static void torch_stats(const void *st, as_policy_stats *out)
 
 /* ---- check and walk ----------------------------------------------------------------- */
 
-static int fail(as_check_failure *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int fail(as_check_failure *out, const char *fmt, ...)
-{
-    if (out) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(out->msg, sizeof out->msg, fmt, ap);
-        va_end(ap);
-    }
-    return AS_POLICY_ECHECK;
-}
-
 /* Verifies one stream's unmapped set: address order, heap priorities (through
  * as_bt_*), parent links, membership. Adds its node count to *n. */
 static int check_unmapped(const torch_state *t, const fset *f, uint8_t small, int64_t *n,
@@ -1065,21 +1052,22 @@ static int check_unmapped(const torch_state *t, const fset *f, uint8_t small, in
         uint32_t root = f->s[k].unmapped, prev = 0;
         int64_t c = 0;
         if (root && b[root].p)
-            return fail(out, "unmapped treap root has a parent");
+            return as_check_fail(out, "unmapped treap root has a parent");
         for (uint32_t i = as_bt_min(b, root); i; i = as_bt_next(b, i)) {
             if (++c > (int64_t)t->nb)
-                return fail(out, "treap walk does not end");
+                return as_check_fail(out, "treap walk does not end");
             if (b[i].in != IN_UNMAPPED || b[i].state != B_FREE || b[i].mapped || b[i].sx != k ||
                 t->s[b[i].seg].small != small || !t->s[b[i].seg].live)
-                return fail(out, "block 0x%llx is in an unmapped set it does not belong to",
-                            (unsigned long long)b[i].addr);
+                return as_check_fail(out,
+                                     "block 0x%llx is in an unmapped set it does not belong to",
+                                     (unsigned long long)b[i].addr);
             if (prev && b[prev].addr >= b[i].addr)
-                return fail(out, "unmapped set out of order at 0x%llx",
-                            (unsigned long long)b[i].addr);
+                return as_check_fail(out, "unmapped set out of order at 0x%llx",
+                                     (unsigned long long)b[i].addr);
             for (int side = 0; side < 2; side++) {
                 uint32_t ch = side ? b[i].r : b[i].l;
                 if (ch && b[ch].p != i)
-                    return fail(out, "unmapped treap parent link broken");
+                    return as_check_fail(out, "unmapped treap parent link broken");
             }
             prev = i;
         }
@@ -1149,7 +1137,7 @@ static int check_segment(const torch_state *t, uint32_t si, uint64_t *acc, as_ch
         else if (at + b[i].size > s->addr + s->size)
             why = "block runs past its segment";
         if (why)
-            return fail(out, "%s at 0x%llx", why, (unsigned long long)b[i].addr);
+            return as_check_fail(out, "%s at 0x%llx", why, (unsigned long long)b[i].addr);
         acc[0] += b[i].state == B_FREE;
         acc[1] += b[i].state != B_FREE ? b[i].size : 0;
         acc[2] += b[i].state != B_FREE ? b[i].size : 0;
@@ -1159,13 +1147,13 @@ static int check_segment(const torch_state *t, uint32_t si, uint64_t *acc, as_ch
         last = i;
     }
     if (at != s->addr + s->size)
-        return fail(out, "blocks of segment 0x%llx sum to %llu, not %llu",
-                    (unsigned long long)s->addr, (unsigned long long)(at - s->addr),
-                    (unsigned long long)s->size);
+        return as_check_fail(out, "blocks of segment 0x%llx sum to %llu, not %llu",
+                             (unsigned long long)s->addr, (unsigned long long)(at - s->addr),
+                             (unsigned long long)s->size);
     if (s->expandable && mapped != s->mapped)
-        return fail(out, "expandable segment 0x%llx maps %llu but its blocks cover %llu",
-                    (unsigned long long)s->addr, (unsigned long long)s->mapped,
-                    (unsigned long long)mapped);
+        return as_check_fail(out, "expandable segment 0x%llx maps %llu but its blocks cover %llu",
+                             (unsigned long long)s->addr, (unsigned long long)s->mapped,
+                             (unsigned long long)mapped);
     acc[4] += s->expandable ? mapped : s->size;
     return 0;
 }
@@ -1185,14 +1173,15 @@ static int torch_check(const void *st, as_check_failure *out)
     uint32_t ns;
     uint32_t *v = sorted_segments(t, &ns);
     if (!v)
-        return fail(out, "no host memory for the check");
+        return as_check_fail(out, "no host memory for the check");
     /* free blocks, allocated bytes, active bytes, pending blocks, reserved bytes */
     uint64_t acc[5] = {0}, prev_end = 0, nseg = 0, nexp = 0;
     int rc = 0;
     for (uint32_t k = 0; k < ns && !rc; k++) {
         const seg *s = &t->s[v[k]];
         if (s->addr < prev_end)
-            rc = fail(out, "segment 0x%llx overlaps the one before", (unsigned long long)s->addr);
+            rc = as_check_fail(out, "segment 0x%llx overlaps the one before",
+                               (unsigned long long)s->addr);
         else
             rc = check_segment(t, v[k], acc, out);
         prev_end = s->addr + s->size;
@@ -1203,24 +1192,24 @@ static int torch_check(const void *st, as_check_failure *out)
     if (rc)
         return rc;
     if ((int64_t)acc[0] != in_trees)
-        return fail(out, "free sets hold %lld blocks, the chains %llu free ones",
-                    (long long)in_trees, (unsigned long long)acc[0]);
+        return as_check_fail(out, "free sets hold %lld blocks, the chains %llu free ones",
+                             (long long)in_trees, (unsigned long long)acc[0]);
     if (acc[4] != t->reserved)
-        return fail(out, "segments hold %llu bytes, accounting says %llu",
-                    (unsigned long long)acc[4], (unsigned long long)t->reserved);
+        return as_check_fail(out, "segments hold %llu bytes, accounting says %llu",
+                             (unsigned long long)acc[4], (unsigned long long)t->reserved);
     if (t->dev->ops->reserved && t->dev->ops->reserved(t->dev->ctx) != acc[4])
-        return fail(out, "the device holds %llu bytes, the segments %llu",
-                    (unsigned long long)t->dev->ops->reserved(t->dev->ctx),
-                    (unsigned long long)acc[4]);
+        return as_check_fail(out, "the device holds %llu bytes, the segments %llu",
+                             (unsigned long long)t->dev->ops->reserved(t->dev->ctx),
+                             (unsigned long long)acc[4]);
     if (acc[1] != t->allocated || acc[2] != t->active)
-        return fail(out, "allocated/active bytes %llu/%llu, accounting %llu/%llu",
-                    (unsigned long long)acc[1], (unsigned long long)acc[2],
-                    (unsigned long long)t->allocated, (unsigned long long)t->active);
+        return as_check_fail(out, "allocated/active bytes %llu/%llu, accounting %llu/%llu",
+                             (unsigned long long)acc[1], (unsigned long long)acc[2],
+                             (unsigned long long)t->allocated, (unsigned long long)t->active);
     if (acc[3] != t->npending || nseg != t->nsegments || nexp != t->nexp_live)
-        return fail(out, "pending or segment counts disagree with the chains");
+        return as_check_fail(out, "pending or segment counts disagree with the chains");
     for (uint32_t k = 0; k < t->npending; k++)
         if (t->b[t->pending[k]].state != B_PENDING || t->b[t->pending[k]].pidx != k)
-            return fail(out, "pending list broken at %u", k);
+            return as_check_fail(out, "pending list broken at %u", k);
     return 0;
 }
 

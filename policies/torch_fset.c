@@ -9,10 +9,11 @@
  */
 #include "torch_fset.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common.h"
 
 /* ---- treaps with parent links ------------------------------------------------------- */
 
@@ -487,19 +488,6 @@ uint32_t as_tfs_next_all(const blk *b, const fset *f, uint32_t x)
 
 /* ---- check -------------------------------------------------------------------------- */
 
-static int fail(as_check_failure *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int fail(as_check_failure *out, const char *fmt, ...)
-{
-    if (out) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(out->msg, sizeof out->msg, fmt, ap);
-        va_end(ap);
-    }
-    return AS_ECHECK;
-}
-
 /* One bin: its list's links and order, or its treap's; every block of this bin and slot. */
 static int check_bin(const blk *b, const bchunk *c, unsigned j, unsigned bin, uint32_t k,
                      uint32_t nb, uint8_t small, int64_t *n, as_check_failure *out)
@@ -508,30 +496,31 @@ static int check_bin(const blk *b, const bchunk *c, unsigned j, unsigned bin, ui
     uint32_t h = c->head[j], cnt = 0, prev = 0;
     uint32_t x = treap ? as_bt_min(b, h) : h;
     if (treap && b[h].p)
-        return fail(out, "free set: treap root of bin %u has a parent", bin);
+        return as_check_fail(out, "free set: treap root of bin %u has a parent", bin);
     while (x) {
         if (x >= nb || ++cnt > nb)
-            return fail(out, "free set: bin %u's blocks are broken or cyclic", bin);
+            return as_check_fail(out, "free set: bin %u's blocks are broken or cyclic", bin);
         if (b[x].in != IN_BLOCKS || b[x].state != B_FREE || !b[x].mapped || b[x].small != small ||
             as_tfs_bin(b[x].size) != bin || b[x].bin != bin || b[x].sx != k)
-            return fail(out, "block 0x%llx filed under the wrong bin, stream or set",
-                        (unsigned long long)b[x].addr);
+            return as_check_fail(out, "block 0x%llx filed under the wrong bin, stream or set",
+                                 (unsigned long long)b[x].addr);
         if (prev && !tfs_key_lt(b, prev, x))
-            return fail(out, "free set out of order at 0x%llx", (unsigned long long)b[x].addr);
+            return as_check_fail(out, "free set out of order at 0x%llx",
+                                 (unsigned long long)b[x].addr);
         if (!treap && (b[b[x].r].l != x || b[b[x].l].r != x))
-            return fail(out, "free set: list links broken at 0x%llx",
-                        (unsigned long long)b[x].addr);
+            return as_check_fail(out, "free set: list links broken at 0x%llx",
+                                 (unsigned long long)b[x].addr);
         for (int side = 0; treap && side < 2; side++) {
             uint32_t ch = side ? b[x].r : b[x].l;
             if (ch && (b[ch].p != x || prio_of(ch) > prio_of(x)))
-                return fail(out, "free set: treap heap order or parent link broken");
+                return as_check_fail(out, "free set: treap heap order or parent link broken");
         }
         prev = x;
         x = treap ? as_bt_next(b, x) : (b[x].r == h ? 0 : b[x].r);
     }
     if (cnt != c->cnt[j] || (treap && cnt <= LIST_BACK) || (!treap && cnt > LIST_MAX))
-        return fail(out, "free set: bin %u holds %u blocks, counts %u (%s)", bin, cnt, c->cnt[j],
-                    treap ? "treap" : "list");
+        return as_check_fail(out, "free set: bin %u holds %u blocks, counts %u (%s)", bin, cnt,
+                             c->cnt[j], treap ? "treap" : "list");
     *n += cnt;
     return 0;
 }
@@ -542,31 +531,32 @@ static int check_slot(const blk *b, const fset *f, uint32_t k, uint32_t nb, uint
     const sidx *ix = &f->s[k];
     for (unsigned w = 0; w < NWORDS; w++) {
         if (((ix->summary >> w) & 1) != (ix->words[w] != 0))
-            return fail(out, "free-set summary bitmap wrong at word %u", w);
+            return as_check_fail(out, "free-set summary bitmap wrong at word %u", w);
         if (!ix->chunk[w]) {
             if (ix->words[w])
-                return fail(out, "free set: word %u has blocks and no chunk", w);
+                return as_check_fail(out, "free set: word %u has blocks and no chunk", w);
             continue;
         }
         if (ix->chunk[w] >= f->nc)
-            return fail(out, "free set: bad chunk %u", ix->chunk[w]);
+            return as_check_fail(out, "free set: bad chunk %u", ix->chunk[w]);
         const bchunk *c = &f->c[ix->chunk[w]];
         for (unsigned j = 0; j < 64; j++) {
             if (((ix->words[w] >> j) & 1) != (c->head[j] != 0))
-                return fail(out, "free-set bitmap wrong at bin %u", w * 64 + j);
+                return as_check_fail(out, "free-set bitmap wrong at bin %u", w * 64 + j);
             if (c->head[j]) {
                 int rc = check_bin(b, c, j, w * 64 + j, k, nb, small, n, out);
                 if (rc)
                     return rc;
             } else if (c->cnt[j] || (c->treap >> j & 1)) {
-                return fail(out, "free set: empty bin %u counts blocks", w * 64 + j);
+                return as_check_fail(out, "free set: empty bin %u counts blocks", w * 64 + j);
             }
         }
     }
     uint32_t last = as_tfs_last_of(b, f, k);
     if (ix->max != (last ? b[last].size : 0) || f->tree[f->tcap + k] != ix->max)
-        return fail(out, "free set: stream 0x%llx's largest block is not its recorded maximum",
-                    (unsigned long long)ix->stream);
+        return as_check_fail(out,
+                             "free set: stream 0x%llx's largest block is not its recorded maximum",
+                             (unsigned long long)ix->stream);
     return 0;
 }
 
@@ -576,8 +566,8 @@ int as_tfs_check(const blk *b, const fset *f, uint32_t nb, uint8_t small, int64_
     uint64_t m = 0;
     for (uint32_t k = 0; k < f->n; k++) {
         if (hash_find(f, f->s[k].stream) != (int64_t)k)
-            return fail(out, "free set: stream 0x%llx does not hash to its slot",
-                        (unsigned long long)f->s[k].stream);
+            return as_check_fail(out, "free set: stream 0x%llx does not hash to its slot",
+                                 (unsigned long long)f->s[k].stream);
         int rc = check_slot(b, f, k, nb, small, n, out);
         if (rc)
             return rc;
@@ -585,9 +575,9 @@ int as_tfs_check(const blk *b, const fset *f, uint32_t nb, uint8_t small, int64_
     }
     for (uint32_t i = 0; i + 1 < f->nord; i++)
         if (f->s[f->ord[i]].stream >= f->s[f->ord[i + 1]].stream || f->pos[f->ord[i]] != i)
-            return fail(out, "free-set streams out of order");
+            return as_check_fail(out, "free-set streams out of order");
     if (as_tfs_largest(f) != m)
-        return fail(out, "free set: the largest block is %llu, the tree says %llu",
-                    (unsigned long long)m, (unsigned long long)as_tfs_largest(f));
+        return as_check_fail(out, "free set: the largest block is %llu, the tree says %llu",
+                             (unsigned long long)m, (unsigned long long)as_tfs_largest(f));
     return 0;
 }
