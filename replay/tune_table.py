@@ -38,8 +38,7 @@ def measured(name, which):
 
 
 def simulate(exe, trace, cap, conf):
-    spec = "torch" if conf == "torch" else conf
-    out = subprocess.run([exe, "-f", "csv", "-q", "-p", spec, "-c", str(cap), trace], cwd=ROOT,
+    out = subprocess.run([exe, "-f", "csv", "-q", "-p", conf, "-c", str(cap), trace], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
     row = next(csv.DictReader(io.StringIO(out)))
     oom = None if row["completed"] == "1" else int(row["oom_alloc"])
