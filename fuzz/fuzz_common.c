@@ -50,8 +50,8 @@ static void decoded_free(decoded *d)
 
 static int known_code(int rc)
 {
-    return rc == AS_TRACE_EIO || rc == AS_TRACE_EFORMAT || rc == AS_TRACE_ECORRUPT ||
-           rc == AS_TRACE_EINVAL || rc == AS_TRACE_ENOMEM || rc == AS_TRACE_EUSAGE;
+    return rc == AS_EIO || rc == AS_EFORMAT || rc == AS_ECORRUPT || rc == AS_EINVAL ||
+           rc == AS_ENOMEM || rc == AS_EUSAGE;
 }
 
 static void keep(decoded *d, const as_event *e)

@@ -63,7 +63,7 @@ int fz_parse(const uint8_t *data, size_t size, fz_trace *t)
         return rc;
     if (as_meta_copy(&t->meta, as_trace_reader_meta(r)) != 0) {
         as_trace_close(r);
-        return AS_TRACE_ENOMEM;
+        return AS_ENOMEM;
     }
     as_event e;
     while ((rc = as_trace_next(r, &e)) == 0) {
@@ -71,7 +71,7 @@ int fz_parse(const uint8_t *data, size_t size, fz_trace *t)
             continue;
         fz_op o = {.op = (uint8_t)e.op, .tag = (uint32_t)e.id};
         if (e.id > UINT32_MAX / 2) {
-            rc = AS_TRACE_ENOMEM;
+            rc = AS_ENOMEM;
             break;
         }
         if (e.op == AS_OP_ALLOC) {
@@ -79,7 +79,7 @@ int fz_parse(const uint8_t *data, size_t size, fz_trace *t)
             o.stream = e.stream;
         }
         if (fz_push(t, o)) {
-            rc = AS_TRACE_ENOMEM;
+            rc = AS_ENOMEM;
             break;
         }
     }

@@ -22,7 +22,7 @@ int as_check_fail(as_check_failure *f, const char *fmt, ...)
         vsnprintf(f->msg, sizeof f->msg, fmt, ap);
         va_end(ap);
     }
-    return AS_POLICY_ECHECK;
+    return AS_ECHECK;
 }
 
 uint64_t as_segment_size(uint64_t rounded, uint64_t segment)
@@ -157,7 +157,7 @@ int as_heap_init(as_heap *h, const as_device *dev, const as_index_ops *ix)
         free(h->b);
         free(h->s);
         memset(h, 0, sizeof *h);
-        return AS_POLICY_ENOMEM;
+        return AS_ENOMEM;
     }
     /* Slot 0 of each arena is the nil sentinel. */
     h->b[0] = (as_blk){.state = AS_BLK_DEAD};
@@ -184,18 +184,18 @@ int as_heap_grow(as_heap *h, uint64_t size, uint32_t *blk)
     /* Host nodes first, so that a failure never leaves device memory unaccounted. */
     uint32_t bi = blk_new(h);
     if (!bi)
-        return AS_POLICY_ENOMEM;
+        return AS_ENOMEM;
     uint32_t si = seg_new(h);
     if (!si) {
         blk_put(h, bi);
-        return AS_POLICY_ENOMEM;
+        return AS_ENOMEM;
     }
     uint64_t addr = 0;
     int rc = h->dev->ops->reserve(h->dev->ctx, size, &addr);
     if (rc != AS_DEV_OK) {
         blk_put(h, bi);
         seg_put(h, si);
-        return rc == AS_DEV_OOM ? AS_POLICY_OOM : AS_POLICY_EDEVICE;
+        return rc == AS_DEV_OOM ? AS_POLICY_OOM : AS_EDEVICE;
     }
     h->dev_reserves++;
     h->reserved += size;
@@ -222,7 +222,7 @@ int as_heap_split(as_heap *h, uint32_t b, uint64_t size, uint32_t *tail)
 {
     uint32_t t = blk_new(h);
     if (!t)
-        return AS_POLICY_ENOMEM;
+        return AS_ENOMEM;
     as_blk *x = &h->b[b], *y = &h->b[t];
     y->addr = x->addr + size;
     y->size = x->size - size;
@@ -327,11 +327,11 @@ int as_heap_free(as_heap *h, uint64_t handle, unsigned flags, int coalesce, uint
     uint32_t b = as_heap_lookup(h, handle);
     *blk = AS_NIL;
     if (!b)
-        return AS_POLICY_EINVAL;
+        return AS_EINVAL;
     as_blk *x = &h->b[b];
     if (flags & AS_FREE_PENDING) {
         if (x->state != AS_BLOCK_ALLOCATED)
-            return AS_POLICY_EINVAL;
+            return AS_EINVAL;
         x->state = AS_BLOCK_PENDING;
         return 0;
     }
@@ -387,10 +387,10 @@ int as_heap_release_seg(as_heap *h, uint32_t si)
 {
     as_seg *s = &h->s[si];
     if (s->head == AS_NIL || s->nused)
-        return AS_POLICY_EINVAL;
+        return AS_EINVAL;
     int rc = h->dev->ops->release(h->dev->ctx, s->addr, s->size);
     if (rc != AS_DEV_OK)
-        return AS_POLICY_EDEVICE;
+        return AS_EDEVICE;
     h->dev_releases++;
     h->reserved -= s->size;
     for (uint32_t b = s->head; b;) {
@@ -591,7 +591,7 @@ int as_heap_walk(const as_heap *h, as_walk_fn fn, void *user)
 {
     uint32_t *v = malloc(((size_t)h->nsegs + 1) * sizeof *v);
     if (!v)
-        return AS_POLICY_ENOMEM;
+        return AS_ENOMEM;
     size_t n = 0;
     for (uint32_t si = 1; si < h->ns; si++)
         if (h->s[si].head != AS_NIL)
@@ -1233,7 +1233,7 @@ int as_btree_grow_reserve(as_btree *t, unsigned inserts)
         return 0;
     uint64_t want = (uint64_t)t->nn + need;
     if (want > UINT32_MAX)
-        return AS_POLICY_ENOMEM;
+        return AS_ENOMEM;
     if (want > t->cap) {
         uint64_t nc = t->cap ? (uint64_t)t->cap * 2 : 16;
         while (nc < want)
@@ -1242,7 +1242,7 @@ int as_btree_grow_reserve(as_btree *t, unsigned inserts)
             nc = UINT32_MAX;
         as_btnode *nd = realloc(t->nd, (size_t)nc * sizeof *nd);
         if (!nd)
-            return AS_POLICY_ENOMEM;
+            return AS_ENOMEM;
         t->nd = nd;
         t->cap = (uint32_t)nc;
     }

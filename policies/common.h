@@ -97,7 +97,7 @@ int as_heap_init(as_heap *h, const as_device *dev, const as_index_ops *ix);
 void as_heap_fini(as_heap *h);
 
 /* Reserves a segment of `size` (a granularity multiple) and makes one free, indexed block
- * spanning it. 0, AS_POLICY_OOM, AS_POLICY_ENOMEM or AS_POLICY_EDEVICE. */
+ * spanning it. 0, AS_POLICY_OOM, AS_ENOMEM or AS_EDEVICE. */
 int as_heap_grow(as_heap *h, uint64_t size, uint32_t *blk);
 /* Hands out the free block b for req: takes it out of the index, splits off the tail
  * beyond `size` as a new free block when `split` (and size < b's size), and fills out. */
@@ -223,7 +223,7 @@ typedef struct as_btree {
 void as_btree_init(as_btree *t);
 void as_btree_fini(as_btree *t);
 /* Makes sure the next `inserts` insertions need no host memory (the index callbacks cannot
- * fail): 0 or AS_POLICY_ENOMEM. */
+ * fail): 0 or AS_ENOMEM. */
 int as_btree_grow_reserve(as_btree *t, unsigned inserts);
 static inline int as_btree_reserve(as_btree *t, unsigned inserts)
 {

@@ -32,7 +32,6 @@
 enum {
     AS_DEV_OK = 0,
     AS_DEV_OOM = 1,
-    AS_DEV_EINVAL = AS_EINVAL, /* older name, kept while policies/torch.c is being edited */
 };
 
 #define AS_DEV_GRANULARITY (2ull << 20) /* 2 MiB: cudaMalloc and cuMem page granularity */

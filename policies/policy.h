@@ -28,12 +28,6 @@
 enum {
     AS_POLICY_OK = 0,
     AS_POLICY_OOM = 1,
-    /* Older names, kept while policies/common.c and torch.c are being edited; new code
-     * uses the AS_E* names. */
-    AS_POLICY_EINVAL = AS_EINVAL,
-    AS_POLICY_ENOMEM = AS_ENOMEM,
-    AS_POLICY_EDEVICE = AS_EDEVICE,
-    AS_POLICY_ECHECK = AS_ECHECK,
 };
 
 /* ---- Knobs ------------------------------------------------------------------------ */

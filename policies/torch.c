@@ -360,7 +360,7 @@ static int scratch_push(torch_state *t, uint32_t v)
         uint32_t nc = t->scratch_cap ? t->scratch_cap * 2 : 64;
         uint32_t *n = realloc(t->scratch, (size_t)nc * sizeof *n);
         if (!n)
-            return AS_POLICY_ENOMEM;
+            return AS_ENOMEM;
         t->scratch = n;
         t->scratch_cap = nc;
     }
@@ -372,7 +372,7 @@ static int scratch_push(torch_state *t, uint32_t v)
 
 static int dev_err(int rc)
 {
-    return rc == AS_DEV_EINVAL ? AS_POLICY_EINVAL : AS_POLICY_EDEVICE;
+    return rc == AS_EINVAL ? AS_EINVAL : AS_EDEVICE;
 }
 
 /* release_block: cudaFree of a whole free non-expandable segment. */
@@ -412,14 +412,14 @@ static int64_t map_block(torch_state *t, uint32_t i, uint64_t size)
     if (len < b[i].size) {
         uint32_t r = split_after(t, i, len);
         if (!r)
-            return AS_POLICY_ENOMEM;
+            return AS_ENOMEM;
         b = t->b;
         b[r].mapped = 0;
         insert_unmapped(t, r);
     }
     uint32_t x = merge_neighbours(t, i);
     if (insert_free(t, x))
-        return AS_POLICY_ENOMEM;
+        return AS_ENOMEM;
     t->reserved += len;
     t->s[t->b[x].seg].mapped += len;
     t->dev_reserves++;
@@ -448,12 +448,12 @@ static int64_t unmap_block(torch_state *t, uint32_t i)
     if (before) {
         u = split_after(t, i, before);
         if (!u || insert_free(t, i))
-            return AS_POLICY_ENOMEM;
+            return AS_ENOMEM;
     }
     if (after) {
         uint32_t a = split_after(t, u, ulen);
         if (!a || insert_free(t, a))
-            return AS_POLICY_ENOMEM;
+            return AS_ENOMEM;
     }
     b = t->b;
     b[u].mapped = 0;
@@ -512,7 +512,7 @@ static int64_t find_expandable_block(torch_state *t, pool *pl, uint64_t stream, 
     uint32_t si = seg_new(t);
     uint32_t n = si ? node_new(t) : 0;
     if (!n)
-        return AS_POLICY_ENOMEM;
+        return AS_ENOMEM;
     t->s[si].addr = addr;
     t->s[si].size = vsize;
     t->s[si].stream = stream;
@@ -594,7 +594,7 @@ static int alloc_block(torch_state *t, params *p, int retry)
     uint32_t si = seg_new(t);
     uint32_t n = si ? node_new(t) : 0;
     if (!n)
-        return AS_POLICY_ENOMEM;
+        return AS_ENOMEM;
     t->s[si].addr = addr;
     t->s[si].size = p->alloc_size;
     t->s[si].stream = p->stream;
@@ -869,18 +869,18 @@ static int torch_init(void *st, const as_knob_value *cfg, const as_device *dev)
     t->dev = dev;
     int64_t ms = cfg[K_MAXSPLIT].i, ls = cfg[K_LARGE_SEGMENT].i;
     if (ls <= 10 || ms < 0 || cfg[K_MAX_NON_SPLIT].i < 0)
-        return AS_POLICY_EINVAL;
+        return AS_EINVAL;
     t->large_seg = (uint64_t)ls * AS_MIB;
     /* PyTorch refuses max_split_size_mb below large_segment_size (20 MiB). */
     if (ms > 0 && ms < ls)
-        return AS_POLICY_EINVAL;
+        return AS_EINVAL;
     t->max_split =
         ms > 0 && (uint64_t)ms < UINT64_MAX / AS_MIB ? (uint64_t)ms * AS_MIB : UINT64_MAX;
     t->max_non_split = (uint64_t)cfg[K_MAX_NON_SPLIT].i * AS_MIB;
     for (int k = 0; k < AS_DIV_INTERVALS; k++) {
         uint32_t d = cfg[K_ROUNDUP].div[k];
         if (d & (d - 1))
-            return AS_POLICY_EINVAL; /* 0 or a power of two */
+            return AS_EINVAL; /* 0 or a power of two */
         t->div[k] = d;
         if (d > 1)
             t->use_div = 1;
@@ -888,15 +888,15 @@ static int torch_init(void *st, const as_knob_value *cfg, const as_device *dev)
     t->expandable = cfg[K_EXPANDABLE].i != 0;
     /* Large segments and expandable pages are whole device pages. */
     if (t->large_seg % AS_DEV_GRANULARITY)
-        return AS_POLICY_EINVAL;
+        return AS_EINVAL;
     t->sync_frees = cfg[K_SYNC_FREES].i != 0;
     t->gc = cfg[K_GC].f;
     if (!(t->gc >= 0.0 && t->gc < 1.0))
-        return AS_POLICY_EINVAL;
+        return AS_EINVAL;
     int unlimited, bigger;
     if (as_dev_cap_at_least(dev, AS_CAPACITY_NONE, &unlimited) ||
         as_dev_cap_at_least(dev, DEFAULT_TOTAL_MEM + 1, &bigger))
-        return AS_POLICY_EDEVICE;
+        return AS_EDEVICE;
     t->limited = !unlimited;
     /* Total device memory sizes each expandable segment's VA range (1.125x), and the size
      * of the unmapped tail enters get_free_block's expandable best fit. A capacity below
@@ -912,7 +912,7 @@ static int torch_alloc(void *st, const as_request *req, as_block *out)
 {
     torch_state *t = st;
     if (req->size == 0)
-        return AS_POLICY_EINVAL;
+        return AS_EINVAL;
     if (req->size > (1ull << 50)) /* no device holds 1 PiB; keeps round_size from overflowing */
         return AS_POLICY_OOM;
     params p = {.stream = req->stream};
@@ -920,7 +920,7 @@ static int torch_alloc(void *st, const as_request *req, as_block *out)
     p.pl = &t->pools[p.size <= SMALL_SIZE];
     fset *fs = &p.pl->blocks;
     if (!(fs->n && fs->s[fs->last].stream == p.stream) && as_tfs_slot(fs, p.stream) < 0)
-        return AS_POLICY_ENOMEM; /* insert_free relies on the slot */
+        return AS_ENOMEM; /* insert_free relies on the slot */
 
     int found = get_free_block(t, &p), rc = 0, in_set = found;
     if (!found) {
@@ -954,13 +954,13 @@ static int torch_alloc(void *st, const as_request *req, as_block *out)
     if (split) {
         uint32_t r = split_after(t, i, p.size);
         if (!r)
-            return AS_POLICY_ENOMEM;
+            return AS_ENOMEM;
         b = t->b;
         b[r].gc_base = p.pl->calls;
         b[r].in = IN_BLOCKS;
         /* The remainder takes the block's place in the free set, or goes in anew. */
         if (in_set ? as_tfs_replace(b, fs, i, had, r) : as_tfs_insert(b, fs, r))
-            return AS_POLICY_ENOMEM;
+            return AS_ENOMEM;
         b[i].in = IN_NONE;
     } else if (in_set) {
         as_tfs_erase(b, fs, i);
@@ -988,17 +988,17 @@ static int torch_free(void *st, uint64_t handle, unsigned flags)
             t->early_done--;
             return 0;
         }
-        return AS_POLICY_EINVAL;
+        return AS_EINVAL;
     }
     blk *b = &t->b[i];
     if (flags & AS_FREE_PENDING) {
         if (b->state != B_ALLOC)
-            return AS_POLICY_EINVAL;
+            return AS_EINVAL;
         if (t->npending == t->pcap) {
             uint32_t nc = t->pcap ? t->pcap * 2 : 64;
             uint32_t *n = realloc(t->pending, (size_t)nc * sizeof *n);
             if (!n)
-                return AS_POLICY_ENOMEM;
+                return AS_ENOMEM;
             t->pending = n;
             t->pcap = nc;
         }
@@ -1220,7 +1220,7 @@ static int torch_walk(const void *st, as_walk_fn fn, void *user)
     uint32_t ns;
     uint32_t *v = sorted_segments(t, &ns);
     if (!v)
-        return AS_POLICY_ENOMEM;
+        return AS_ENOMEM;
     int rc = 0;
     for (uint32_t k = 0; k < ns && !rc; k++) {
         const seg *s = &t->s[v[k]];

@@ -171,7 +171,7 @@ static void on_dev(void *user, const as_dev_event *ev)
     if (!r->e->o.on_segment)
         return;
     if (grow((void **)&r->segs, &r->capseg, r->nseg + 1, sizeof *r->segs)) {
-        run_fail(r, AS_ENGINE_ENOMEM, "out of host memory for the segment log");
+        run_fail(r, AS_ENOMEM, "out of host memory for the segment log");
         return;
     }
     r->segs[r->nseg++] =
@@ -185,7 +185,7 @@ static void sample(run *r, uint64_t event, int64_t time_us)
     if (!r->e->o.on_sample || r->last_sample == event)
         return;
     if (grow((void **)&r->smp, &r->capsmp, r->nsmp + 1, sizeof *r->smp)) {
-        run_fail(r, AS_ENGINE_ENOMEM, "out of host memory for the timeline");
+        run_fail(r, AS_ENOMEM, "out of host memory for the timeline");
         return;
     }
     r->smp[r->nsmp++] = (as_timeline_sample){
@@ -215,7 +215,7 @@ static int walk_item(void *user, const as_walk_item *it)
 {
     run *r = user;
     if (grow((void **)&r->walks, &r->capwalk, r->nwalk + 1, sizeof *r->walks)) {
-        run_fail(r, AS_ENGINE_ENOMEM, "out of host memory for the segment map");
+        run_fail(r, AS_ENOMEM, "out of host memory for the segment map");
         return 1;
     }
     r->walks[r->nwalk++] =
@@ -237,7 +237,7 @@ static void check_now(run *r)
     as_check_failure f = {{0}};
     if (r->pol->check && r->pol->check(r->st, &f)) {
         f.msg[sizeof f.msg - 1] = 0;
-        run_fail(r, AS_ENGINE_ECHECK, "check failed: %s", f.msg[0] ? f.msg : "(no message)");
+        run_fail(r, AS_ECHECK, "check failed: %s", f.msg[0] ? f.msg : "(no message)");
         return;
     }
     as_policy_stats s = {0};
@@ -245,11 +245,10 @@ static void check_now(run *r)
     /* A policy may complete pending frees by itself (torch's sync_frees: empty_cache and
      * the last OOM retry wait for them), so the pending bytes are an upper bound. */
     if (s.allocated < r->allocated || s.allocated > r->allocated + r->pending)
-        run_fail(r, AS_ENGINE_ECHECK,
-                 "policy reports %llu bytes allocated, its blocks add up to %llu",
+        run_fail(r, AS_ECHECK, "policy reports %llu bytes allocated, its blocks add up to %llu",
                  (unsigned long long)s.allocated, (unsigned long long)(r->allocated + r->pending));
     else if (r->log_ok && s.reserved != r->reserved)
-        run_fail(r, AS_ENGINE_ECHECK, "policy reports %llu bytes reserved, the device holds %llu",
+        run_fail(r, AS_ECHECK, "policy reports %llu bytes reserved, the device holds %llu",
                  (unsigned long long)s.reserved, (unsigned long long)r->reserved);
 }
 
@@ -336,12 +335,12 @@ static void run_batch(run *r, const eng_ev *ev, size_t n)
             rc = palloc(st, &rq, &b);
             if (rc == AS_POLICY_OK) {
                 if (b.size < x->size && r->e->o.check) {
-                    run_fail(r, AS_ENGINE_ECHECK, "block of %llu bytes for a %llu-byte request",
+                    run_fail(r, AS_ECHECK, "block of %llu bytes for a %llu-byte request",
                              (unsigned long long)b.size, (unsigned long long)x->size);
                     return;
                 }
                 if (as_idring_put(&r->live, x->id, b.handle, b.size)) {
-                    run_fail(r, AS_ENGINE_ENOMEM, "out of host memory for the live table");
+                    run_fail(r, AS_ENOMEM, "out of host memory for the live table");
                     return;
                 }
                 r->requested += x->size;
@@ -395,8 +394,7 @@ static void run_batch(run *r, const eng_ev *ev, size_t n)
             break;
         }
         if (rc != 0) {
-            run_fail(r, AS_ENGINE_EPOLICY, "policy %s returned %d on %s of id %llu", r->pol->name,
-                     rc,
+            run_fail(r, AS_EPOLICY, "policy %s returned %d on %s of id %llu", r->pol->name, rc,
                      x->op == AS_OP_ALLOC         ? "alloc"
                      : x->op == AS_OP_EMPTY_CACHE ? "empty_cache"
                                                   : "free",
@@ -446,7 +444,7 @@ static int run_start(run *r)
     if (o->factory) {
         if (o->factory->create(o->factory->user, r->capacity, &r->dev, &r->fdev) || !r->dev.ops ||
             r->dev.ops->abi != AS_DEVICE_ABI) {
-            run_fail(r, AS_ENGINE_EDEVICE, "the device factory failed");
+            run_fail(r, AS_EDEVICE, "the device factory failed");
             return r->err;
         }
         if (o->factory->set_log) {
@@ -461,7 +459,7 @@ static int run_start(run *r)
             as_simdev_default_params(&p);
         as_simdev_set_capacity(&p, r->capacity, r->pol->flags);
         if (as_simdev_create(&p, &r->sim)) {
-            run_fail(r, AS_ENGINE_EDEVICE, "cannot create the simulated device");
+            run_fail(r, AS_EDEVICE, "cannot create the simulated device");
             return r->err;
         }
         r->dev = *as_simdev_device(r->sim);
@@ -470,12 +468,12 @@ static int run_start(run *r)
     }
     r->st = calloc(1, r->pol->state_size ? r->pol->state_size : 1);
     if (!r->st) {
-        run_fail(r, AS_ENGINE_ENOMEM, "out of host memory for the policy state");
+        run_fail(r, AS_ENOMEM, "out of host memory for the policy state");
         return r->err;
     }
     int rc = r->pol->init(r->st, r->spec->values, &r->dev);
     if (rc) {
-        run_fail(r, AS_ENGINE_EPOLICY, "policy %s: init returned %d", r->pol->name, rc);
+        run_fail(r, AS_EPOLICY, "policy %s: init returned %d", r->pol->name, rc);
         return r->err;
     }
     r->inited = 1;
@@ -601,7 +599,7 @@ static int summary_event(as_engine *e, const as_event *ev)
 }
 
 /* Decodes up to BATCH events (fewer at the end). Returns 0 (more may follow),
- * AS_TRACE_EOF, AS_ENGINE_EBUDGET (past opts.max_live: *n = 0, the batch is not to be
+ * AS_TRACE_EOF, AS_ELIMIT (past opts.max_live: *n = 0, the batch is not to be
  * run), or < 0 with *err filled; the events before an error are in buf. */
 static int decode(as_engine *e, as_trace_reader *rd, eng_ev *buf, size_t *n, as_trace_error *err)
 {
@@ -616,18 +614,18 @@ static int decode(as_engine *e, as_trace_reader *rd, eng_ev *buf, size_t *n, as_
                 *n = k + i;
                 if (err) {
                     memset(err, 0, sizeof *err);
-                    err->code = AS_TRACE_ENOMEM;
+                    err->code = AS_ENOMEM;
                     err->offset = UINT64_MAX;
                     err->event = e->sum.events;
                     snprintf(err->msg, sizeof err->msg, "out of host memory");
                 }
-                return AS_TRACE_ENOMEM;
+                return AS_ENOMEM;
             }
         }
         k += got;
         if (e->o.max_live && e->sum.peak_live > e->o.max_live) {
             *n = 0;
-            return AS_ENGINE_EBUDGET;
+            return AS_ELIMIT;
         }
         if (rd && e->o.on_progress && (before >> 20) != (e->sum.events >> 20)) {
             uint64_t done, total;
@@ -746,7 +744,7 @@ int as_engine_create(const as_engine_opts *opts, as_engine **out)
     *out = NULL;
     as_engine *e = calloc(1, sizeof *e);
     if (!e)
-        return AS_ENGINE_ENOMEM;
+        return AS_ENOMEM;
     if (opts)
         e->o = *opts;
     if (e->o.timeline_every == 0)
@@ -760,18 +758,18 @@ int as_engine_add_run(as_engine *e, const as_policy_spec *spec, uint64_t capacit
     if (e->ran || !spec || !spec->policy || spec->policy->abi != AS_POLICY_ABI ||
         !spec->policy->init || !spec->policy->alloc || !spec->policy->free ||
         !spec->policy->stats || (spec->policy->n_knobs && !spec->values))
-        return AS_ENGINE_EUSAGE;
+        return AS_EUSAGE;
     if (e->nruns == e->capruns) {
         unsigned nc = e->capruns ? e->capruns * 2 : 8;
         run **nr = realloc(e->runs, nc * sizeof *nr);
         if (!nr)
-            return AS_ENGINE_ENOMEM;
+            return AS_ENOMEM;
         e->runs = nr;
         e->capruns = nc;
     }
     run *r = calloc(1, sizeof *r);
     if (!r)
-        return AS_ENGINE_ENOMEM;
+        return AS_ENOMEM;
     r->e = e;
     r->index = e->nruns;
     r->spec = spec;
@@ -790,7 +788,7 @@ int as_engine_add_run(as_engine *e, const as_policy_spec *spec, uint64_t capacit
 int as_engine_walk_after(as_engine *e, unsigned run_index, uint64_t event)
 {
     if (run_index >= e->nruns || e->ran)
-        return AS_ENGINE_EUSAGE;
+        return AS_EUSAGE;
     e->runs[run_index]->walk_event = event;
     return 0;
 }
@@ -807,7 +805,7 @@ static int start_workers(as_engine *e, int *started)
     if (!e->th || pthread_mutex_init(&e->mu, NULL) || pthread_cond_init(&e->go, NULL) ||
         pthread_cond_init(&e->done, NULL)) {
         snprintf(e->msg, sizeof e->msg, "cannot set up threads");
-        return AS_ENGINE_ENOMEM;
+        return AS_ENOMEM;
     }
     *started = 1;
     for (unsigned t = 0; t + 1 < threads; t++) {
@@ -843,13 +841,13 @@ int as_engine_run(as_engine *e, as_trace_reader *rd, as_trace_error *err)
     }
     if (e->ran || e->nruns == 0) {
         snprintf(e->msg, sizeof e->msg, "%s", e->ran ? "engine already ran" : "no runs");
-        return AS_ENGINE_EUSAGE;
+        return AS_EUSAGE;
     }
     e->ran = 1;
     int rc = 0, trc = 0, started = 0, stopped = 0;
     eng_ev *buf[2] = {malloc(BATCH * sizeof(eng_ev)), malloc(BATCH * sizeof(eng_ev))};
     if (!buf[0] || !buf[1]) {
-        rc = AS_ENGINE_ENOMEM;
+        rc = AS_ENOMEM;
         snprintf(e->msg, sizeof e->msg, "out of host memory");
         goto out;
     }
@@ -893,7 +891,7 @@ int as_engine_run(as_engine *e, as_trace_reader *rd, as_trace_error *err)
         }
         cur = !cur;
     }
-    if (trc == AS_ENGINE_EBUDGET) {
+    if (trc == AS_ELIMIT) {
         rc = trc;
         snprintf(e->msg, sizeof e->msg,
                  "more than %llu allocations live at once (the memory budget's limit)",
@@ -934,13 +932,13 @@ int as_engine_scan(as_engine *e, as_trace_reader *rd, as_trace_error *err)
 {
     if (e->ran || e->nruns) {
         snprintf(e->msg, sizeof e->msg, "%s", e->ran ? "engine already ran" : "scan with runs");
-        return AS_ENGINE_EUSAGE;
+        return AS_EUSAGE;
     }
     e->ran = 1;
     eng_ev *buf = malloc(BATCH * sizeof *buf);
     if (!buf) {
         snprintf(e->msg, sizeof e->msg, "out of host memory");
-        return AS_ENGINE_ENOMEM;
+        return AS_ENOMEM;
     }
     uint64_t max_live = e->o.max_live;
     e->o.max_live = 0;

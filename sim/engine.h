@@ -25,16 +25,8 @@
 /* Errors are codes of the one error space (error.h): AS_EPOLICY (a policy returned an
  * error, not an OOM: a bug), AS_ECHECK (check() failed in a checked run), AS_EDEVICE (the
  * device factory failed), AS_ENOMEM (host memory ran out), AS_EUSAGE (API misuse: no runs,
- * run called twice, bad spec), or the trace's own code. */
-enum {
-    /* Older names, kept while engine.c is being edited; new code uses the AS_E* names. */
-    AS_ENGINE_EPOLICY = AS_EPOLICY,
-    AS_ENGINE_ECHECK = AS_ECHECK,
-    AS_ENGINE_EDEVICE = AS_EDEVICE,
-    AS_ENGINE_ENOMEM = AS_ENOMEM,
-    AS_ENGINE_EUSAGE = AS_EUSAGE,
-    AS_ENGINE_EBUDGET = AS_ELIMIT, /* more allocations live at once than opts.max_live allows */
-};
+ * run called twice, bad spec), AS_ELIMIT (more allocations live at once than opts.max_live
+ * allows), or the trace's own code. */
 
 /* Host memory of one run, for memory budgets (as_engine_run_bytes): measured with
  * /usr/bin/time -v over 2,000 runs of a 10-allocation trace (segfit 85 KB a run, the others
@@ -143,7 +135,7 @@ typedef struct as_engine_opts {
     void (*on_walk)(void *user, unsigned run, uint64_t event, uint64_t alloc, const char *why,
                     const as_walk_item *item);
     int walk_at_oom;
-    /* Memory budget (addition): 0 = none; else as_engine_run stops with AS_ENGINE_EBUDGET,
+    /* Memory budget (addition): 0 = none; else as_engine_run stops with AS_ELIMIT,
      * before the runs see it, at the first batch in which the trace has more allocations
      * live at once. The runs' results are then void (the callbacks saw the batches before). */
     uint64_t max_live;

@@ -249,7 +249,7 @@ static int probe_below(as_trace_open_fn open, void *ou, const as_policy_spec *sp
             if (why && why_len)
                 snprintf(why, why_len, "more than %llu capacities to probe below the lowest fit",
                          (unsigned long long)o->max_points);
-            return AS_MINCAP_ETOOMANY;
+            return AS_ELIMIT;
         }
         as_mincap_point *np = malloc((m->npoints + n) * sizeof *np);
         if (!np) {
@@ -335,7 +335,7 @@ int as_mincap(as_trace_open_fn open, void *open_user, const as_policy_spec *spec
     m.npoints = (size_t)((m.hi - m.lo) / step + 1);
     if (o->max_points > 1 && m.npoints > o->max_points) {
         too_many(why, why_len, &m, o->max_points);
-        rc = AS_MINCAP_ETOOMANY;
+        rc = AS_ELIMIT;
         goto fail;
     }
     if (o->memory) { /* a pass's runs within the budget */

@@ -41,10 +41,6 @@
 /* Opens a fresh reader over the same trace for each pass. Returns 0 or < 0 (err filled). */
 typedef int (*as_trace_open_fn)(void *user, as_trace_reader **out, as_trace_error *err);
 
-/* as_mincap's refusal of a grid larger than opts.max_points (why says how large, and a
- * step that would fit). */
-#define AS_MINCAP_ETOOMANY (-30)
-
 typedef struct as_mincap_opts {
     unsigned batch; /* capacities per pass (one decode each); 0 = 64 */
     /* Host memory for one pass's runs; 0 = no limit. The batch shrinks to fit it, by the
@@ -105,8 +101,10 @@ typedef struct as_mincap_result {
     uint64_t below;   /* self_limited: the lowest capacity run, else 0 */
 } as_mincap_result;
 
-/* Runs the search for one policy spec. Returns 0, a trace error (< 0, err filled) or an
- * engine error (< 0, why filled with the engine's message). */
+/* Runs the search for one policy spec. Returns 0, a trace error (< 0, err filled), an
+ * engine error (< 0, why filled with the engine's message) or AS_ELIMIT: the grid is larger
+ * than opts.max_points (why says how large, and a step that would fit; the engine runs set
+ * no max_live, so AS_ELIMIT means only this). */
 int as_mincap(as_trace_open_fn open, void *open_user, const as_policy_spec *spec,
               const as_mincap_opts *opts, as_mincap_result *out, as_trace_error *err, char *why,
               size_t why_len);

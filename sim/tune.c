@@ -191,7 +191,7 @@ static int run_group(as_trace_open_fn open, void *ou, const as_tune_opts *o, as_
     if ((rc = open(ou, &rd, err)))
         goto done;
     if ((rc = as_engine_run(e, rd, err))) {
-        if (rc != AS_ENGINE_EBUDGET && (!err || err->code == 0))
+        if (rc != AS_ELIMIT && (!err || err->code == 0))
             set_why(why, why_len, "%s%s", as_engine_errmsg(e), "");
         goto done;
     }
@@ -233,7 +233,7 @@ static int run_all(as_trace_open_fn open, void *ou, const as_tune_opts *o, as_po
             max_live = (o->memory / n - per0) / AS_ENGINE_RUN_PER_LIVE;
     }
     int rc = run_group(open, ou, o, specs, out->items, n, max_live, out, err, why, why_len);
-    if (rc != AS_ENGINE_EBUDGET)
+    if (rc != AS_ELIMIT)
         return rc;
     /* The trace outgrew the budget: size groups by its peak live allocations. */
     as_engine *e = NULL;
@@ -325,7 +325,7 @@ static int miss_curve(as_trace_open_fn open, void *ou, const as_tune_opts *o, as
     as_mincap_opts mo = {.threads = o->threads, .memory = o->memory, .max_points = o->max_points};
     as_tune_item *b = &out->items[0];
     int rc = curve_of(open, ou, &mo, b, out, err, why, why_len);
-    if (rc == AS_MINCAP_ETOOMANY)
+    if (rc == AS_ELIMIT)
         return 0;
     free(b->gaps);
     b->gaps = NULL;

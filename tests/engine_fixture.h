@@ -9,7 +9,7 @@
  * free keeps the segment in a cache that a later request of the same segment size
  * reuses, empty_cache() releases the cache, and an allocation the device refuses first
  * releases the cache and retries (as PyTorch does). Knob fail_size makes alloc() of that
- * exact size return AS_POLICY_EINVAL (a policy bug), knob lie makes stats() report one
+ * exact size return AS_EINVAL (a policy bug), knob lie makes stats() report one
  * byte too many allocated once there are three blocks (a broken invariant).
  */
 #ifndef AS_TESTS_ENGINE_FIXTURE_H
@@ -26,7 +26,7 @@ void tf_spec(as_policy_spec *s, int cache, int64_t fail_size, int lie);
 void tf_spec_free(as_policy_spec *s);
 
 /* A reader over a copy of evs (MARK labels are "m"); after `fail_after` events (if
- * not UINT64_MAX) the source fails with AS_TRACE_ECORRUPT. */
+ * not UINT64_MAX) the source fails with AS_ECORRUPT. */
 as_trace_reader *tf_reader(const as_event *evs, size_t n, uint64_t fail_after);
 
 /* Shorthands for building event arrays. */

@@ -102,7 +102,7 @@ static void max_live_stops(void)
         CU_ASSERT(as_engine_add_run(e, &sp, 40ull << 20) == 1);
         CU_ASSERT_FATAL(as_trace_open(tu_path(HAND), NULL, &rd, &te) == 0);
         int rc = as_engine_run(e, rd, &te);
-        CU_ASSERT_EQUAL(rc, lim == 4 ? AS_ENGINE_EBUDGET : 0);
+        CU_ASSERT_EQUAL(rc, lim == 4 ? AS_ELIMIT : 0);
         if (lim == 4) {
             CU_ASSERT_PTR_NOT_NULL(strstr(as_engine_errmsg(e), "more than 4 allocations"));
         } else {

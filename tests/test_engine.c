@@ -84,7 +84,7 @@ static int tfp_alloc(void *st, const as_request *rq, as_block *out)
 {
     tf_state *s = st;
     if (s->fail_size && rq->size == (uint64_t)s->fail_size)
-        return AS_POLICY_EINVAL;
+        return AS_EINVAL;
     uint64_t blk = (rq->size + 511) / 512 * 512;
     uint64_t seg = (blk + TF_MIB * 2 - 1) / (TF_MIB * 2) * (TF_MIB * 2);
     uint64_t addr = 0;
@@ -105,7 +105,7 @@ static int tfp_alloc(void *st, const as_request *rq, as_block *out)
         if (rc == AS_DEV_OOM)
             return AS_POLICY_OOM;
         if (rc)
-            return AS_POLICY_EDEVICE;
+            return AS_EDEVICE;
         s->reserved += seg;
     }
     size_t h;
@@ -113,7 +113,7 @@ static int tfp_alloc(void *st, const as_request *rq, as_block *out)
         h = s->fr[--s->nfr];
     } else {
         if (tf_grow((void **)&s->b, &s->capb, s->nb + 1, sizeof *s->b))
-            return AS_POLICY_ENOMEM;
+            return AS_ENOMEM;
         h = s->nb++;
     }
     s->b[h] = (tf_blk){.addr = addr, .seg = seg, .blk = blk, .id = rq->id, .used = 1};
@@ -127,24 +127,24 @@ static int tfp_free(void *st, uint64_t h, unsigned flags)
 {
     tf_state *s = st;
     if (h >= s->nb || !s->b[h].used)
-        return AS_POLICY_EINVAL;
+        return AS_EINVAL;
     if (flags & AS_FREE_PENDING)
         return 0; /* stays allocated (and reserved) until the FREE */
     tf_blk *b = &s->b[h];
     if (s->cache) {
         if (tf_grow((void **)&s->c, &s->capc, s->nc + 1, sizeof *s->c))
-            return AS_POLICY_ENOMEM;
+            return AS_ENOMEM;
         s->c[s->nc++] = (tf_seg){b->addr, b->seg};
     } else {
         if (s->dev->ops->release(s->dev->ctx, b->addr, b->seg))
-            return AS_POLICY_EDEVICE;
+            return AS_EDEVICE;
         s->reserved -= b->seg;
     }
     s->allocated -= b->blk;
     s->live--;
     b->used = 0;
     if (tf_grow((void **)&s->fr, &s->capfr, s->nfr + 1, sizeof *s->fr))
-        return AS_POLICY_ENOMEM;
+        return AS_ENOMEM;
     s->fr[s->nfr++] = h;
     return 0;
 }
@@ -194,7 +194,7 @@ static int tf_check(const void *st, as_check_failure *f)
         r += s->c[i].seg;
     if (a != s->allocated || r != s->reserved) {
         snprintf(f->msg, sizeof f->msg, "tf: counters disagree");
-        return AS_POLICY_ECHECK;
+        return AS_ECHECK;
     }
     return 0;
 }
@@ -280,11 +280,11 @@ static int tf_src_next(void *st, as_event *ev, as_trace_error *err)
     tf_src *s = st;
     if (s->i == s->fail_after) {
         memset(err, 0, sizeof *err);
-        err->code = AS_TRACE_ECORRUPT;
+        err->code = AS_ECORRUPT;
         err->offset = s->i;
         err->event = s->i;
         snprintf(err->msg, sizeof err->msg, "tf: injected corruption");
-        return AS_TRACE_ECORRUPT;
+        return AS_ECORRUPT;
     }
     if (s->i >= s->n)
         return AS_TRACE_EOF;
@@ -650,7 +650,7 @@ static void test_errors(void)
 
     /* A policy error (not an OOM) names the run, event and allocation. */
     tf_spec(&sp, 0, 666, 0);
-    CU_ASSERT_EQUAL(tf_run(t, NEV(t), &o, &sp, &cap, 1, &e), AS_ENGINE_EPOLICY);
+    CU_ASSERT_EQUAL(tf_run(t, NEV(t), &o, &sp, &cap, 1, &e), AS_EPOLICY);
     CU_ASSERT_PTR_NOT_NULL(strstr(as_engine_errmsg(e), "event 1 (alloc 1)"));
     CU_ASSERT_PTR_NOT_NULL(strstr(as_engine_errmsg(e), "run 0"));
     as_engine_destroy(e);
@@ -659,7 +659,7 @@ static void test_errors(void)
     /* stats() that disagree with the blocks handed out fail a checked run at the event
      * where a third block is live: e6 (ids 2, 3 and 4). */
     tf_spec(&sp, 0, 0, 1);
-    CU_ASSERT_EQUAL(tf_run(t, NEV(t), &o, &sp, &cap, 1, &e), AS_ENGINE_ECHECK);
+    CU_ASSERT_EQUAL(tf_run(t, NEV(t), &o, &sp, &cap, 1, &e), AS_ECHECK);
     CU_ASSERT_PTR_NOT_NULL(strstr(as_engine_errmsg(e), "event 6"));
     as_engine_destroy(e);
     /* Unchecked, the same run completes. */
@@ -675,13 +675,13 @@ static void test_errors(void)
     as_trace_reader *rd = tf_reader(t, NEV(t), 3);
     as_trace_error err;
     memset(&err, 0, sizeof err);
-    CU_ASSERT_EQUAL(as_engine_run(e, rd, &err), AS_TRACE_ECORRUPT);
-    CU_ASSERT_EQUAL(err.code, AS_TRACE_ECORRUPT);
+    CU_ASSERT_EQUAL(as_engine_run(e, rd, &err), AS_ECORRUPT);
+    CU_ASSERT_EQUAL(err.code, AS_ECORRUPT);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "injected"));
     CU_ASSERT_EQUAL(as_engine_summary(e)->events, 3);
     /* Running twice, or adding a run afterwards, is misuse. */
-    CU_ASSERT_EQUAL(as_engine_run(e, rd, &err), AS_ENGINE_EUSAGE);
-    CU_ASSERT_EQUAL(as_engine_add_run(e, &sp, cap), AS_ENGINE_EUSAGE);
+    CU_ASSERT_EQUAL(as_engine_run(e, rd, &err), AS_EUSAGE);
+    CU_ASSERT_EQUAL(as_engine_add_run(e, &sp, cap), AS_EUSAGE);
     as_trace_close(rd);
     as_engine_destroy(e);
     tf_spec_free(&sp);
@@ -719,7 +719,7 @@ static void test_walk_hook(void)
     CU_ASSERT_EQUAL_FATAL(as_engine_create(&o, &e), 0);
     CU_ASSERT_EQUAL(as_engine_add_run(e, &sp, 6 * TF_MIB), 0);
     CU_ASSERT_EQUAL(as_engine_walk_after(e, 0, 3), 0);
-    CU_ASSERT_EQUAL(as_engine_walk_after(e, 1, 3), AS_ENGINE_EUSAGE);
+    CU_ASSERT_EQUAL(as_engine_walk_after(e, 1, 3), AS_EUSAGE);
     as_trace_reader *rd = tf_reader(oom_trace, NEV(oom_trace), UINT64_MAX);
     as_trace_error err;
     CU_ASSERT_EQUAL(as_engine_run(e, rd, &err), 0);

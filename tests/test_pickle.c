@@ -106,12 +106,12 @@ static void pickle_wide_ints_refused(void)
     as_pk_error e;
     /* pickle.dumps(2**64, 2): 0 PROTO 2, 2 LONG1 (9 bytes), 13 STOP */
     static const char b[] = "\x80\x02\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01\x2e";
-    CU_ASSERT_EQUAL(parse_err(LIT(b), NULL, &e), AS_TRACE_EFORMAT);
+    CU_ASSERT_EQUAL(parse_err(LIT(b), NULL, &e), AS_EFORMAT);
     CU_ASSERT_EQUAL(e.offset, 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "64 bits"));
     /* Hand-made LONG4 with a negative length. */
     static const char n[] = "\x80\x02\x8b\xff\xff\xff\xff\x2e";
-    CU_ASSERT_EQUAL(parse_err(LIT(n), NULL, &e), AS_TRACE_ECORRUPT);
+    CU_ASSERT_EQUAL(parse_err(LIT(n), NULL, &e), AS_ECORRUPT);
     CU_ASSERT_EQUAL(e.offset, 2);
 }
 
@@ -398,13 +398,13 @@ static void pickle_refused_opcodes(void)
         as_pk_error e;
         int rc = parse_err(b, sizeof b, NULL, &e);
         CU_ASSERT_EQUAL(e.offset, 2);
-        CU_ASSERT(rc == AS_TRACE_EFORMAT || rc == AS_TRACE_ECORRUPT);
+        CU_ASSERT(rc == AS_EFORMAT || rc == AS_ECORRUPT);
         for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
             char want[40];
             snprintf(want, sizeof want, "opcode %s ", named[i]);
             if (strstr(e.msg, want)) {
                 seen[i]++;
-                CU_ASSERT_EQUAL(rc, AS_TRACE_EFORMAT);
+                CU_ASSERT_EQUAL(rc, AS_EFORMAT);
             }
         }
         refused++;
@@ -422,7 +422,7 @@ static void pickle_refused_opcodes(void)
                                "\x71\x00\x58\x0a\x00\x00\x00\x65\x63\x68\x6f\x20\x70\x77\x6e\x65"
                                "\x64\x71\x01\x85\x71\x02\x52\x71\x03\x2e";
     as_pk_error e;
-    CU_ASSERT_EQUAL(parse_err(LIT(evil), NULL, &e), AS_TRACE_EFORMAT);
+    CU_ASSERT_EQUAL(parse_err(LIT(evil), NULL, &e), AS_EFORMAT);
     CU_ASSERT_EQUAL(e.offset, 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "GLOBAL"));
 }
@@ -438,32 +438,31 @@ static void pickle_bad_structure(void)
         const char *what;
     } cases[] = {
 #define C(s, code, off, what) {s, sizeof(s) - 1, code, off, what}
-        C("", AS_TRACE_EFORMAT, 0, "PROTO"),
-        C("\x80\x01\x4e\x2e", AS_TRACE_EFORMAT, 0, "protocol 1"),
-        C("\x80\x06\x4e\x2e", AS_TRACE_EFORMAT, 0, "protocol 6"),
-        C("(lp0\n.", AS_TRACE_EFORMAT, 0, "PROTO"),                       /* protocol 0 */
-        C("\x80\x02\x4e\x4e\x2e", AS_TRACE_ECORRUPT, 4, "2 values"),      /* STOP, 2 items */
-        C("\x80\x02\x2e", AS_TRACE_ECORRUPT, 2, "0 values"),              /* STOP, empty */
-        C("\x80\x02\x28\x4e\x2e", AS_TRACE_ECORRUPT, 4, "MARK"),          /* open MARK */
-        C("\x80\x02\x4e\x2e\x4e", AS_TRACE_ECORRUPT, 3, "trailing"),
-        C("\x80\x02\x4e\x80\x02\x2e", AS_TRACE_ECORRUPT, 3, "PROTO"),
-        C("\x80\x02\x4e", AS_TRACE_ECORRUPT, 3, "STOP"),
-        C("\x80\x02\x4b\x01\x61\x2e", AS_TRACE_ECORRUPT, 4, "APPEND"),    /* no list */
-        C("\x80\x02\x5d\x28\x4b\x01\x61\x2e", AS_TRACE_ECORRUPT, 6, "above the mark"),
-        C("\x80\x02\x7d\x4b\x01\x61\x2e", AS_TRACE_EFORMAT, 5, "dict"),   /* APPEND to dict */
-        C("\x80\x02\x5d\x28\x4b\x01\x4b\x02\x75\x2e", AS_TRACE_EFORMAT, 8, "list"),
-        C("\x80\x02\x7d\x28\x4b\x01\x75\x2e", AS_TRACE_ECORRUPT, 6, "odd"),
-        C("\x80\x02\x7d\x5d\x4b\x01\x73\x2e", AS_TRACE_ECORRUPT, 6, "unhashable"),
-        C("\x80\x02\x4b\x01\x65\x2e", AS_TRACE_ECORRUPT, 4, "without a MARK"),
-        C("\x80\x02\x28\x4b\x01\x65\x2e", AS_TRACE_ECORRUPT, 5, "no list"),
-        C("\x80\x02\x68\x00\x2e", AS_TRACE_ECORRUPT, 2, "never set"),     /* BINGET unset */
-        C("\x80\x02\x71\x00\x2e", AS_TRACE_ECORRUPT, 2, "needs 1"),       /* BINPUT, empty */
-        C("\x80\x02\x28\x94\x4e\x2e", AS_TRACE_ECORRUPT, 3, "MEMOIZE"),   /* above fence */
-        C("\x80\x02\x4b\x01\x86\x2e", AS_TRACE_ECORRUPT, 4, "TUPLE2"),
-        C("\x80\x04\x95\xff\x00\x00\x00\x00\x00\x00\x00\x4e\x2e", AS_TRACE_ECORRUPT, 2, "FRAME"),
-        C("\x80\x04\x8d\x00\x00\x00\x00\x00\x00\x00\x80\x2e", AS_TRACE_ECORRUPT, 2,
-          "BINUNICODE8"),
-        C("\x80\x02\x58\xff\xff\xff\xff\x61\x2e", AS_TRACE_ECORRUPT, 2, "BINUNICODE"),
+        C("", AS_EFORMAT, 0, "PROTO"),
+        C("\x80\x01\x4e\x2e", AS_EFORMAT, 0, "protocol 1"),
+        C("\x80\x06\x4e\x2e", AS_EFORMAT, 0, "protocol 6"),
+        C("(lp0\n.", AS_EFORMAT, 0, "PROTO"),                  /* protocol 0 */
+        C("\x80\x02\x4e\x4e\x2e", AS_ECORRUPT, 4, "2 values"), /* STOP, 2 items */
+        C("\x80\x02\x2e", AS_ECORRUPT, 2, "0 values"),         /* STOP, empty */
+        C("\x80\x02\x28\x4e\x2e", AS_ECORRUPT, 4, "MARK"),     /* open MARK */
+        C("\x80\x02\x4e\x2e\x4e", AS_ECORRUPT, 3, "trailing"),
+        C("\x80\x02\x4e\x80\x02\x2e", AS_ECORRUPT, 3, "PROTO"),
+        C("\x80\x02\x4e", AS_ECORRUPT, 3, "STOP"),
+        C("\x80\x02\x4b\x01\x61\x2e", AS_ECORRUPT, 4, "APPEND"), /* no list */
+        C("\x80\x02\x5d\x28\x4b\x01\x61\x2e", AS_ECORRUPT, 6, "above the mark"),
+        C("\x80\x02\x7d\x4b\x01\x61\x2e", AS_EFORMAT, 5, "dict"), /* APPEND to dict */
+        C("\x80\x02\x5d\x28\x4b\x01\x4b\x02\x75\x2e", AS_EFORMAT, 8, "list"),
+        C("\x80\x02\x7d\x28\x4b\x01\x75\x2e", AS_ECORRUPT, 6, "odd"),
+        C("\x80\x02\x7d\x5d\x4b\x01\x73\x2e", AS_ECORRUPT, 6, "unhashable"),
+        C("\x80\x02\x4b\x01\x65\x2e", AS_ECORRUPT, 4, "without a MARK"),
+        C("\x80\x02\x28\x4b\x01\x65\x2e", AS_ECORRUPT, 5, "no list"),
+        C("\x80\x02\x68\x00\x2e", AS_ECORRUPT, 2, "never set"),   /* BINGET unset */
+        C("\x80\x02\x71\x00\x2e", AS_ECORRUPT, 2, "needs 1"),     /* BINPUT, empty */
+        C("\x80\x02\x28\x94\x4e\x2e", AS_ECORRUPT, 3, "MEMOIZE"), /* above fence */
+        C("\x80\x02\x4b\x01\x86\x2e", AS_ECORRUPT, 4, "TUPLE2"),
+        C("\x80\x04\x95\xff\x00\x00\x00\x00\x00\x00\x00\x4e\x2e", AS_ECORRUPT, 2, "FRAME"),
+        C("\x80\x04\x8d\x00\x00\x00\x00\x00\x00\x00\x80\x2e", AS_ECORRUPT, 2, "BINUNICODE8"),
+        C("\x80\x02\x58\xff\xff\xff\xff\x61\x2e", AS_ECORRUPT, 2, "BINUNICODE"),
 #undef C
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -540,7 +539,7 @@ static void pickle_bombs(void)
     b[0] = 0x80, b[1] = 2;
     memset(b + 2, '(', n);
     b[n + 2] = '.';
-    CU_ASSERT_EQUAL(parse_err(b, n + 3, NULL, &e), AS_TRACE_ENOMEM);
+    CU_ASSERT_EQUAL(parse_err(b, n + 3, NULL, &e), AS_ENOMEM);
     CU_ASSERT_EQUAL(e.offset, 2 + 4096);
     free(b);
 
@@ -555,22 +554,22 @@ static void pickle_bombs(void)
     CU_ASSERT_EQUAL(as_pk_node_count(pk), n);
     as_pk_free(pk);
     as_pk_limits lim = {.max_stack = 1000};
-    CU_ASSERT_EQUAL(parse_err(b, 2 * n + 2, &lim, &e), AS_TRACE_ENOMEM);
+    CU_ASSERT_EQUAL(parse_err(b, 2 * n + 2, &lim, &e), AS_ENOMEM);
     CU_ASSERT_EQUAL(e.offset, 2 + 1000);
     free(b);
 
     /* Memo bomb: LONG_BINPUT 0xfffffff0 must not allocate 16 GiB. */
     static const char mb[] = "\x80\x02\x4e\x72\xf0\xff\xff\xff\x2e";
-    CU_ASSERT_EQUAL(parse_err(LIT(mb), NULL, &e), AS_TRACE_ENOMEM);
+    CU_ASSERT_EQUAL(parse_err(LIT(mb), NULL, &e), AS_ENOMEM);
     CU_ASSERT_EQUAL(e.offset, 3);
 
     /* Node limit. */
     static const char nl[] = "\x80\x02\x5d\x28\x4b\x01\x4b\x02\x4b\x03\x65\x2e";
     lim = (as_pk_limits){.max_nodes = 3};
-    CU_ASSERT_EQUAL(parse_err(LIT(nl), &lim, &e), AS_TRACE_ENOMEM);
+    CU_ASSERT_EQUAL(parse_err(LIT(nl), &lim, &e), AS_ENOMEM);
     CU_ASSERT_EQUAL(e.offset, 8);
     lim = (as_pk_limits){.max_input = 5};
-    CU_ASSERT_EQUAL(parse_err(LIT(nl), &lim, &e), AS_TRACE_ENOMEM);
+    CU_ASSERT_EQUAL(parse_err(LIT(nl), &lim, &e), AS_ENOMEM);
 
     /* "Billion laughs": level k is a 2-tuple of level k-1 twice (through the memo), 40
      * levels: 2^40 leaves logically, but a tree of 41 nodes in linear memory. */

@@ -70,29 +70,28 @@ static void reader_validation(void)
     as_trace_error err;
     uint64_t n;
     /* ALLOC ids are ordinals */
-    CU_ASSERT_EQUAL(text_case("alloc 0 1\nalloc 2 1\n", &err, &n), AS_TRACE_EINVAL);
+    CU_ASSERT_EQUAL(text_case("alloc 0 1\nalloc 2 1\n", &err, &n), AS_EINVAL);
     CU_ASSERT_EQUAL(err.event, 1);
     CU_ASSERT_EQUAL(err.line, 3);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "ordinal 1"));
     /* zero and absurd sizes */
-    CU_ASSERT_EQUAL(text_case("alloc 0 0\n", &err, &n), AS_TRACE_EINVAL);
+    CU_ASSERT_EQUAL(text_case("alloc 0 0\n", &err, &n), AS_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "zero size"));
     CU_ASSERT_EQUAL(err.offset, 16);
     CU_ASSERT_EQUAL(text_case("alloc 0 256TiB\n", &err, &n), AS_TRACE_EOF);
-    CU_ASSERT_EQUAL(text_case("alloc 0 257TiB\n", &err, &n), AS_TRACE_EINVAL);
+    CU_ASSERT_EQUAL(text_case("alloc 0 257TiB\n", &err, &n), AS_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "absurd"));
     /* unknown id, double free, FREE_REQ twice, free after FREE_REQ+FREE */
-    CU_ASSERT_EQUAL(text_case("alloc 0 1\nfree 1\n", &err, &n), AS_TRACE_EINVAL);
+    CU_ASSERT_EQUAL(text_case("alloc 0 1\nfree 1\n", &err, &n), AS_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "unknown id"));
-    CU_ASSERT_EQUAL(text_case("alloc 0 1\nfree 0\nfree 0\n", &err, &n), AS_TRACE_EINVAL);
+    CU_ASSERT_EQUAL(text_case("alloc 0 1\nfree 0\nfree 0\n", &err, &n), AS_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "double free"));
     CU_ASSERT_EQUAL(err.line, 4);
     CU_ASSERT_EQUAL(err.event, 2);
     CU_ASSERT_EQUAL(n, 2);
-    CU_ASSERT_EQUAL(text_case("alloc 0 1\nfree_req 0\nfree_req 0\n", &err, &n), AS_TRACE_EINVAL);
+    CU_ASSERT_EQUAL(text_case("alloc 0 1\nfree_req 0\nfree_req 0\n", &err, &n), AS_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "twice"));
-    CU_ASSERT_EQUAL(text_case("alloc 0 1\nfree_req 0\nfree 0\nfree_req 0\n", &err, &n),
-                    AS_TRACE_EINVAL);
+    CU_ASSERT_EQUAL(text_case("alloc 0 1\nfree_req 0\nfree 0\nfree_req 0\n", &err, &n), AS_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "double free"));
     /* allowed: FREE without FREE_REQ, live memory at the end */
     CU_ASSERT_EQUAL(text_case("alloc 0 1\nalloc 1 1\nfree 0\n", &err, &n), AS_TRACE_EOF);
@@ -170,26 +169,26 @@ static void reader_detect_by_content(void)
     }
     /* errors in zstd-wrapped text are located in the decompressed text */
     p = write_zstd_text(".bin", "allocsim-text 1\nalloc 0 1\nfree 3\n");
-    CU_ASSERT_EQUAL(drain(p, NULL, &err, &n, NULL), AS_TRACE_EINVAL);
+    CU_ASSERT_EQUAL(drain(p, NULL, &err, &n, NULL), AS_EINVAL);
     CU_ASSERT_EQUAL(err.line, 3);
     CU_ASSERT_EQUAL(err.offset, 26);
     tu_rm(p);
     /* unrecognised content, empty input, zstd of garbage */
     p = tu_write_tmp(".zst", "hello world\n");
-    CU_ASSERT_EQUAL(drain(p, NULL, &err, &n, NULL), AS_TRACE_EFORMAT);
+    CU_ASSERT_EQUAL(drain(p, NULL, &err, &n, NULL), AS_EFORMAT);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "not a recognised"));
     tu_rm(p);
     p = tu_write_tmp(".zst", "");
-    CU_ASSERT_EQUAL(drain(p, NULL, &err, &n, NULL), AS_TRACE_EFORMAT);
+    CU_ASSERT_EQUAL(drain(p, NULL, &err, &n, NULL), AS_EFORMAT);
     tu_rm(p);
     p = write_zstd_text(".zst", "\x01\x02\x03 binary junk");
-    CU_ASSERT_EQUAL(drain(p, NULL, &err, &n, NULL), AS_TRACE_EFORMAT);
+    CU_ASSERT_EQUAL(drain(p, NULL, &err, &n, NULL), AS_EFORMAT);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "zstd-compressed"));
     tu_rm(p);
     /* a zstd magic followed by junk: corrupt zstd, not "unrecognised" */
     static const uint8_t junk[] = {0x28, 0xB5, 0x2F, 0xFD, 0xFF, 0xFF, 0xFF, 0xFF, 0, 1, 2, 3};
     p = write_file(".bin", junk, sizeof junk);
-    CU_ASSERT_EQUAL(drain(p, NULL, &err, &n, NULL), AS_TRACE_ECORRUPT);
+    CU_ASSERT_EQUAL(drain(p, NULL, &err, &n, NULL), AS_ECORRUPT);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "zstd"));
     tu_rm(p);
 }
@@ -198,17 +197,16 @@ static void reader_unreadable(void)
 {
     as_trace_error err;
     uint64_t n;
-    CU_ASSERT_EQUAL(drain("/nonexistent/allocsim/trace.zst", NULL, &err, &n, NULL), AS_TRACE_EIO);
+    CU_ASSERT_EQUAL(drain("/nonexistent/allocsim/trace.zst", NULL, &err, &n, NULL), AS_EIO);
     CU_ASSERT_STRING_EQUAL(err.path, "/nonexistent/allocsim/trace.zst");
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "No such file"));
-    CU_ASSERT_EQUAL(drain("/tmp", NULL, &err, &n, NULL), AS_TRACE_EIO);
+    CU_ASSERT_EQUAL(drain("/tmp", NULL, &err, &n, NULL), AS_EIO);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "directory"));
     /* writing where it cannot */
     as_trace_writer *w;
     CU_ASSERT_EQUAL(as_trace_writer_open("/nonexistent/x.zst", AS_FMT_NATIVE, NULL, &w, &err),
-                    AS_TRACE_EIO);
-    CU_ASSERT_EQUAL(as_trace_writer_open("/tmp/x", AS_FMT_TORCH_PICKLE, NULL, &w, &err),
-                    AS_TRACE_EUSAGE);
+                    AS_EIO);
+    CU_ASSERT_EQUAL(as_trace_writer_open("/tmp/x", AS_FMT_TORCH_PICKLE, NULL, &w, &err), AS_EUSAGE);
 }
 
 static void reader_writer_validates(void)
@@ -221,24 +219,23 @@ static void reader_writer_validates(void)
     as_event f = {.op = AS_OP_FREE, .id = 0, .time_us = AS_TIME_NONE};
     CU_ASSERT_EQUAL(as_trace_write(w, &a), 0);
     CU_ASSERT_EQUAL(as_trace_write(w, &f), 0);
-    CU_ASSERT_EQUAL(as_trace_write(w, &f), AS_TRACE_EINVAL); /* double free */
-    CU_ASSERT_EQUAL(as_trace_write(w, &a), AS_TRACE_EINVAL); /* sticky */
+    CU_ASSERT_EQUAL(as_trace_write(w, &f), AS_EINVAL); /* double free */
+    CU_ASSERT_EQUAL(as_trace_write(w, &a), AS_EINVAL); /* sticky */
     CU_ASSERT_PTR_NOT_NULL(as_trace_writer_error(w));
     CU_ASSERT_EQUAL(as_trace_writer_error(w)->event, 2);
-    CU_ASSERT_EQUAL(as_trace_writer_close(w, &err), AS_TRACE_EINVAL);
+    CU_ASSERT_EQUAL(as_trace_writer_close(w, &err), AS_EINVAL);
     CU_ASSERT_EQUAL(err.event, 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "double free"));
     /* convert refuses to overwrite its input */
     const char *t = tu_write_tmp(".txt", "allocsim-text 1\nalloc 0 1\n");
-    CU_ASSERT_EQUAL(as_trace_convert(t, t, AS_FMT_NATIVE, NULL, NULL, NULL, &err), AS_TRACE_EUSAGE);
+    CU_ASSERT_EQUAL(as_trace_convert(t, t, AS_FMT_NATIVE, NULL, NULL, NULL, &err), AS_EUSAGE);
     uint64_t n = 0;
     CU_ASSERT_EQUAL(drain(t, NULL, &err, &n, NULL), AS_TRACE_EOF); /* input untouched */
     CU_ASSERT_EQUAL(n, 1);
     /* and a failed conversion leaves no partial output */
     const char *bad = tu_write_tmp(".txt", "allocsim-text 1\nalloc 0 1\nfree 9\n");
     const char *out = tu_tmp(".zst");
-    CU_ASSERT_EQUAL(as_trace_convert(bad, out, AS_FMT_NATIVE, NULL, NULL, NULL, &err),
-                    AS_TRACE_EINVAL);
+    CU_ASSERT_EQUAL(as_trace_convert(bad, out, AS_FMT_NATIVE, NULL, NULL, NULL, &err), AS_EINVAL);
     CU_ASSERT_EQUAL(err.line, 3);
     FILE *fo = fopen(out, "rb");
     CU_ASSERT_PTR_NULL(fo);
@@ -249,7 +246,7 @@ static void reader_writer_validates(void)
     if (full) {
         fclose(full);
         CU_ASSERT_EQUAL(as_trace_convert(t, "/dev/full", AS_FMT_TEXT, NULL, NULL, NULL, &err),
-                        AS_TRACE_EIO);
+                        AS_EIO);
         CU_ASSERT_STRING_EQUAL(err.path, "/dev/full");
         CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "write failed"));
     }
@@ -304,7 +301,7 @@ static void reader_from_source(void)
     CU_ASSERT_EQUAL(n, 7); /* the 8th is invalid: the 7 before it come first */
     CU_ASSERT_EQUAL(evs[5].op, AS_OP_FREE);
     CU_ASSERT_EQUAL(evs[5].size, 104); /* filled from the allocation */
-    CU_ASSERT_EQUAL(as_trace_next_batch(r, evs, 16, &n), AS_TRACE_EINVAL);
+    CU_ASSERT_EQUAL(as_trace_next_batch(r, evs, 16, &n), AS_EINVAL);
     CU_ASSERT_EQUAL(n, 0);
     const as_trace_error *e = as_trace_reader_error(r);
     CU_ASSERT_PTR_NOT_NULL_FATAL(e);
@@ -425,7 +422,7 @@ static void reader_live_table_model(void)
     CU_ASSERT_EQUAL(wrong, 0);
     CU_ASSERT_EQUAL(count_wrong, 0);
     CU_ASSERT_EQUAL(total, n - 1);
-    CU_ASSERT_EQUAL(rc, AS_TRACE_EINVAL);
+    CU_ASSERT_EQUAL(rc, AS_EINVAL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(as_trace_reader_error(r));
     CU_ASSERT_PTR_NOT_NULL(strstr(as_trace_reader_error(r)->msg, "double free"));
     CU_ASSERT(max_table > 1024 * 32); /* the hash map was used: ids outlived the ring */
@@ -445,7 +442,7 @@ static void reader_live_table_model(void)
     CU_ASSERT_EQUAL_FATAL(as_trace_reader_from_source(&arr_ops, a, NULL, "model", &r), 0);
     while ((rc = as_trace_next_batch(r, out, 512, &got)) == 0)
         ;
-    CU_ASSERT_EQUAL(rc, AS_TRACE_EINVAL);
+    CU_ASSERT_EQUAL(rc, AS_EINVAL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(as_trace_reader_error(r));
     CU_ASSERT_PTR_NOT_NULL(strstr(as_trace_reader_error(r)->msg, "requested twice"));
     as_trace_close(r);
@@ -596,7 +593,7 @@ static void reader_memory_and_stdin(void)
         err = *as_trace_reader_error(r);
         as_trace_close(r);
     }
-    CU_ASSERT_EQUAL(rc, AS_TRACE_ECORRUPT);
+    CU_ASSERT_EQUAL(rc, AS_ECORRUPT);
     CU_ASSERT_STRING_EQUAL(err.path, "memz");
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "truncated zstd"));
     free(z);
@@ -638,8 +635,8 @@ static void reader_names_and_meta(void)
     CU_ASSERT_STRING_EQUAL(as_strerror(AS_TRACE_EOF), "unknown error"); /* a result */
     as_meta m = {0}, c = {0};
     CU_ASSERT_EQUAL(as_meta_set(&m, "a.b-c_1", "x"), 0);
-    CU_ASSERT_EQUAL(as_meta_set(&m, "bad key", "x"), AS_TRACE_EUSAGE);
-    CU_ASSERT_EQUAL(as_meta_set(&m, "", "x"), AS_TRACE_EUSAGE);
+    CU_ASSERT_EQUAL(as_meta_set(&m, "bad key", "x"), AS_EUSAGE);
+    CU_ASSERT_EQUAL(as_meta_set(&m, "", "x"), AS_EUSAGE);
     CU_ASSERT_EQUAL(as_meta_set(&m, "z", "1"), 0);
     CU_ASSERT_EQUAL(as_meta_set(&m, "a.b-c_1", "y"), 0); /* replaces, keeps its place */
     CU_ASSERT_EQUAL(m.n, 2);
@@ -663,7 +660,7 @@ static void reader_zstd_messages(void)
     uint8_t z[64];
     size_t zn = ZSTD_compress(z, sizeof z, "", 0, 1);
     const char *p = write_file(".zst", z, zn);
-    CU_ASSERT_EQUAL(drain(p, NULL, &err, &n, NULL), AS_TRACE_EFORMAT);
+    CU_ASSERT_EQUAL(drain(p, NULL, &err, &n, NULL), AS_EFORMAT);
     CU_ASSERT_STRING_EQUAL(err.msg, "empty input (a zstd stream with no content): not a trace");
     tu_rm(p);
 
@@ -685,7 +682,7 @@ static void reader_zstd_messages(void)
     }
     buf[9000] ^= 0xff;
     p = write_file(".zst", buf, len);
-    CU_ASSERT_EQUAL(drain(p, NULL, &err, &n, NULL), AS_TRACE_ECORRUPT);
+    CU_ASSERT_EQUAL(drain(p, NULL, &err, &n, NULL), AS_ECORRUPT);
     char want[96];
     snprintf(want, sizeof want, "in the block at compressed bytes %llu to %llu",
              (unsigned long long)bs, (unsigned long long)be);
@@ -699,14 +696,14 @@ static void reader_zstd_messages(void)
     static const uint8_t w31[] = {0x28, 0xB5, 0x2F, 0xFD, 0x00, (31 - 10) << 3, 0x11, 0, 0,
                                   0x80, 0x04};
     p = write_file(".zst", w31, sizeof w31);
-    CU_ASSERT_EQUAL(drain(p, NULL, &err, &n, NULL), AS_TRACE_ENOMEM);
+    CU_ASSERT_EQUAL(drain(p, NULL, &err, &n, NULL), AS_ENOMEM);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "2048 MiB window"));
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "ALLOCSIM_ZSTD_WINDOW_LOG=31"));
     as_reader_opts o = {.zstd_window_log = 31};
     CU_ASSERT_NOT_EQUAL(drain(p, &o, &err, &n, NULL), 0);
     CU_ASSERT_PTR_NULL(strstr(err.msg, "window"));
     o.zstd_window_log = 40;
-    CU_ASSERT_EQUAL(drain(p, &o, &err, &n, NULL), AS_TRACE_EUSAGE);
+    CU_ASSERT_EQUAL(drain(p, &o, &err, &n, NULL), AS_EUSAGE);
     tu_rm(p);
 }
 

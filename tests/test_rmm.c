@@ -337,7 +337,7 @@ static void rmm_refuses_other_csv(void)
     const char *p = tu_write_tmp(".csv", "Thread,Time,Verb,Address\n1,2,3,4\n");
     as_trace_reader *r = NULL;
     as_trace_error err;
-    CU_ASSERT_EQUAL(as_trace_open(p, NULL, &r, &err), AS_TRACE_EFORMAT);
+    CU_ASSERT_EQUAL(as_trace_open(p, NULL, &r, &err), AS_EFORMAT);
     CU_ASSERT_PTR_NULL(r);
     tu_rm(p);
 }

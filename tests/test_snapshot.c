@@ -608,7 +608,7 @@ static void snapshot_bad_frees(void)
     pw_end(&w);
     const char *path = write_file(&w, 0);
     got *g = malloc(sizeof *g);
-    CU_ASSERT_EQUAL(read_all(path, 0, g), AS_TRACE_EINVAL);
+    CU_ASSERT_EQUAL(read_all(path, 0, g), AS_EINVAL);
     CU_ASSERT_EQUAL(g->err.offset, dbl);
     CU_ASSERT_PTR_NOT_NULL(strstr(g->err.msg, "device_traces[0][2]"));
     CU_ASSERT_PTR_NOT_NULL(strstr(g->err.msg, "double free"));
@@ -634,7 +634,7 @@ static void snapshot_bad_frees(void)
     dict_close(&w);
     pw_end(&w);
     path = write_file(&w, 0);
-    CU_ASSERT_EQUAL(read_all(path, 0, g), AS_TRACE_EINVAL);
+    CU_ASSERT_EQUAL(read_all(path, 0, g), AS_EINVAL);
     CU_ASSERT_EQUAL(g->err.offset, again);
     CU_ASSERT_PTR_NOT_NULL(strstr(g->err.msg, "still live"));
     tu_rm(path);
@@ -651,7 +651,7 @@ static void snapshot_bad_input(void)
     list_open(&w), pw_int(&w, 1), list_close(&w);
     pw_end(&w);
     const char *path = write_file(&w, 0);
-    CU_ASSERT_EQUAL(read_all(path, 0, g), AS_TRACE_EFORMAT);
+    CU_ASSERT_EQUAL(read_all(path, 0, g), AS_EFORMAT);
     CU_ASSERT_PTR_NOT_NULL(strstr(g->err.msg, "not a torch memory snapshot"));
     tu_rm(path);
 
@@ -660,7 +660,7 @@ static void snapshot_bad_input(void)
     dict_open(&w), pw_str(&w, "device_traces"), pw_int(&w, 3), dict_close(&w);
     pw_end(&w);
     path = write_file(&w, 0);
-    CU_ASSERT_EQUAL(read_all(path, 0, g), AS_TRACE_ECORRUPT);
+    CU_ASSERT_EQUAL(read_all(path, 0, g), AS_ECORRUPT);
     CU_ASSERT_PTR_NOT_NULL(strstr(g->err.msg, "device_traces"));
     tu_rm(path);
 
@@ -672,7 +672,7 @@ static void snapshot_bad_input(void)
     list_close(&w), list_close(&w), dict_close(&w);
     pw_end(&w);
     path = write_file(&w, 0);
-    CU_ASSERT_EQUAL(read_all(path, 0, g), AS_TRACE_ECORRUPT);
+    CU_ASSERT_EQUAL(read_all(path, 0, g), AS_ECORRUPT);
     CU_ASSERT_EQUAL(g->err.offset, at);
     CU_ASSERT_PTR_NOT_NULL(strstr(g->err.msg, "action"));
     CU_ASSERT_EQUAL(read_all(path, 1, g), 0); /* lenient: skipped */
@@ -689,7 +689,7 @@ static void snapshot_bad_input(void)
     list_close(&w), list_close(&w), dict_close(&w);
     pw_end(&w);
     path = write_file(&w, 0);
-    CU_ASSERT_EQUAL(read_all(path, 0, g), AS_TRACE_EINVAL);
+    CU_ASSERT_EQUAL(read_all(path, 0, g), AS_EINVAL);
     CU_ASSERT_EQUAL(read_all(path, 1, g), 0);
     CU_ASSERT_EQUAL_FATAL(g->n, 1);
     CHECK_EV(g, 0, AS_OP_ALLOC, 0, 8, 0);
@@ -703,14 +703,14 @@ static void snapshot_bad_input(void)
     w.b[13] = 'c';
     w.n++;
     path = write_file(&w, 0);
-    CU_ASSERT_EQUAL(read_all(path, 0, g), AS_TRACE_EFORMAT);
+    CU_ASSERT_EQUAL(read_all(path, 0, g), AS_EFORMAT);
     CU_ASSERT_EQUAL(g->err.offset, 13);
     CU_ASSERT_PTR_NOT_NULL(strstr(g->err.msg, "GLOBAL"));
     tu_rm(path);
     build_basic(&w, 2); /* protocol 2 has no FRAME, so the cut shows as a missing STOP */
     w.n /= 2;
     path = write_file(&w, 1);
-    CU_ASSERT_EQUAL(read_all(path, 0, g), AS_TRACE_ECORRUPT);
+    CU_ASSERT_EQUAL(read_all(path, 0, g), AS_ECORRUPT);
     CU_ASSERT_PTR_NOT_NULL(strstr(g->err.msg, "truncated"));
     CU_ASSERT(g->err.offset <= w.n);
     tu_rm(path);
@@ -754,7 +754,7 @@ static void snapshot_repetition_bomb(void)
     CU_ASSERT_FATAL(w.n < sizeof w.b);
     const char *path = write_file(&w, 0);
     got *g = malloc(sizeof *g);
-    CU_ASSERT_EQUAL(read_all(path, 0, g), AS_TRACE_ENOMEM);
+    CU_ASSERT_EQUAL(read_all(path, 0, g), AS_ENOMEM);
     CU_ASSERT_PTR_NOT_NULL(strstr(g->err.msg, "repetitive"));
     tu_rm(path);
     free(g);
@@ -1091,7 +1091,7 @@ static void snapshot_from_a_pipe(void)
     CU_ASSERT_EQUAL(n, want_n);
     CU_ASSERT_EQUAL(g->hash, want);
     o.max_pickle_buffered = 50;
-    CU_ASSERT_EQUAL(read_piped(path, &o, g, &n), AS_TRACE_EIO);
+    CU_ASSERT_EQUAL(read_piped(path, &o, g, &n), AS_EIO);
     CU_ASSERT_PTR_NOT_NULL(strstr(g->err.msg, "read twice"));
     free(g);
 }

@@ -168,42 +168,41 @@ static void text_errors(void)
 {
     as_trace_error err;
     /* Offsets are bytes from the start of the file to the offending token. */
-    CU_ASSERT_EQUAL(text_err("allocsim-text 2\n", &err), AS_TRACE_EFORMAT);
+    CU_ASSERT_EQUAL(text_err("allocsim-text 2\n", &err), AS_EFORMAT);
     CU_ASSERT_EQUAL(err.line, 1);
     CU_ASSERT_EQUAL(err.offset, 14);
-    CU_ASSERT_EQUAL(text_err("allocsim-text x\n", &err), AS_TRACE_EFORMAT);
+    CU_ASSERT_EQUAL(text_err("allocsim-text x\n", &err), AS_EFORMAT);
     CU_ASSERT_EQUAL(err.offset, 14);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "not a number"));
-    CU_ASSERT_EQUAL(text_err("allocsim-text 99999999999999999999999\n", &err), AS_TRACE_EFORMAT);
+    CU_ASSERT_EQUAL(text_err("allocsim-text 99999999999999999999999\n", &err), AS_EFORMAT);
     CU_ASSERT_EQUAL(err.offset, 14);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "version 99999999999999999999999 is out of range"));
     /* "allocsim-text 1\n" is 16 bytes; line 2 starts at 16, "alloc 0 " is 8 bytes */
-    CU_ASSERT_EQUAL(text_err("allocsim-text 1\nalloc 0 12Q\n", &err), AS_TRACE_ECORRUPT);
+    CU_ASSERT_EQUAL(text_err("allocsim-text 1\nalloc 0 12Q\n", &err), AS_ECORRUPT);
     CU_ASSERT_EQUAL(err.line, 2);
     CU_ASSERT_EQUAL(err.offset, 24);
     CU_ASSERT_EQUAL(err.event, 0);
-    CU_ASSERT_EQUAL(text_err("allocsim-text 1\nalloc 0 1\nfrob 3\n", &err), AS_TRACE_ECORRUPT);
+    CU_ASSERT_EQUAL(text_err("allocsim-text 1\nalloc 0 1\nfrob 3\n", &err), AS_ECORRUPT);
     CU_ASSERT_EQUAL(err.line, 3);
     CU_ASSERT_EQUAL(err.offset, 26);
     CU_ASSERT_EQUAL(err.event, 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "frob"));
-    CU_ASSERT_EQUAL(text_err("allocsim-text 1\nalloc 0 1\nmeta a=b\n", &err), AS_TRACE_ECORRUPT);
+    CU_ASSERT_EQUAL(text_err("allocsim-text 1\nalloc 0 1\nmeta a=b\n", &err), AS_ECORRUPT);
     CU_ASSERT_EQUAL(err.line, 3);
-    CU_ASSERT_EQUAL(text_err("allocsim-text 1\nalloc 0 1 s=0xZZ\n", &err), AS_TRACE_ECORRUPT);
+    CU_ASSERT_EQUAL(text_err("allocsim-text 1\nalloc 0 1 s=0xZZ\n", &err), AS_ECORRUPT);
     CU_ASSERT_EQUAL(err.offset, 28);
     CU_ASSERT_EQUAL(text_err("allocsim-text 1\nalloc 0 1 t=9223372036854775808\n", &err),
-                    AS_TRACE_ECORRUPT);
-    CU_ASSERT_EQUAL(text_err("allocsim-text 1\nalloc 0 18446744073709551616\n", &err),
-                    AS_TRACE_ECORRUPT);
-    CU_ASSERT_EQUAL(text_err("allocsim-text 1\nalloc 0 16777216T\n", &err), AS_TRACE_ECORRUPT);
-    CU_ASSERT_EQUAL(text_err("allocsim-text 1\nalloc 0 1 x=1\n", &err), AS_TRACE_ECORRUPT);
-    CU_ASSERT_EQUAL(text_err("allocsim-text 1\nfree\n", &err), AS_TRACE_ECORRUPT);
-    CU_ASSERT_EQUAL(text_err("allocsim-text 1\nmeta bad key=1\n", &err), AS_TRACE_ECORRUPT);
+                    AS_ECORRUPT);
+    CU_ASSERT_EQUAL(text_err("allocsim-text 1\nalloc 0 18446744073709551616\n", &err), AS_ECORRUPT);
+    CU_ASSERT_EQUAL(text_err("allocsim-text 1\nalloc 0 16777216T\n", &err), AS_ECORRUPT);
+    CU_ASSERT_EQUAL(text_err("allocsim-text 1\nalloc 0 1 x=1\n", &err), AS_ECORRUPT);
+    CU_ASSERT_EQUAL(text_err("allocsim-text 1\nfree\n", &err), AS_ECORRUPT);
+    CU_ASSERT_EQUAL(text_err("allocsim-text 1\nmeta bad key=1\n", &err), AS_ECORRUPT);
     CU_ASSERT_EQUAL(err.line, 2);
-    CU_ASSERT_EQUAL(text_err("allocsim-text 1\nmark a\\q\n", &err), AS_TRACE_ECORRUPT);
+    CU_ASSERT_EQUAL(text_err("allocsim-text 1\nmark a\\q\n", &err), AS_ECORRUPT);
     CU_ASSERT_EQUAL(err.offset, 22);
     /* Semantic errors found by the reader still name the event's line and byte. */
-    CU_ASSERT_EQUAL(text_err("allocsim-text 1\n# c\nalloc 0 1\n  free 1\n", &err), AS_TRACE_EINVAL);
+    CU_ASSERT_EQUAL(text_err("allocsim-text 1\n# c\nalloc 0 1\n  free 1\n", &err), AS_EINVAL);
     CU_ASSERT_EQUAL(err.line, 4);
     CU_ASSERT_EQUAL(err.offset, 32);
     CU_ASSERT_EQUAL(err.event, 1);
@@ -211,7 +210,7 @@ static void text_errors(void)
     /* A 300-byte label is refused (the limit is 255). */
     char big[400] = "allocsim-text 1\nmark ";
     memset(big + strlen(big), 'x', 300);
-    CU_ASSERT_EQUAL(text_err(big, &err), AS_TRACE_ECORRUPT);
+    CU_ASSERT_EQUAL(text_err(big, &err), AS_ECORRUPT);
 }
 
 static void text_escapes_lossless(void)
@@ -273,7 +272,7 @@ static void text_stream_limit(void)
             CU_ASSERT(bn == len && memcmp(b, t, len) == 0);
             free(b);
         } else {
-            CU_ASSERT_EQUAL(rc, AS_TRACE_ENOMEM);
+            CU_ASSERT_EQUAL(rc, AS_ENOMEM);
             CU_ASSERT_EQUAL(err.line, n + 1); /* the 65,536th non-default stream */
             CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "more than 65536 distinct streams"));
         }

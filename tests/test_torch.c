@@ -336,7 +336,7 @@ static void torch_retry_no_research(void)
     CU_ASSERT_EQUAL(al(&f, 5 * MIB, &c), 0);
     CU_ASSERT_EQUAL(c.addr, a.addr);
     /* A genuine double free is still an error. */
-    CU_ASSERT_EQUAL(as_policy_torch.free(f.st, a.handle, AS_FREE_COMPLETE), AS_POLICY_EINVAL);
+    CU_ASSERT_EQUAL(as_policy_torch.free(f.st, a.handle, AS_FREE_COMPLETE), AS_EINVAL);
     stop(&f);
 
     /* Without sync_frees (the default) a pending block waits for its FREE: same OOM, and
@@ -444,18 +444,18 @@ static void torch_knob_validation(void)
     fix f;
     defaults(&f);
     f.v[K_MAXSPLIT].i = 10; /* below large_segment_size (20 MiB): PyTorch refuses */
-    CU_ASSERT_EQUAL(start(&f, AS_CAPACITY_NONE), AS_POLICY_EINVAL);
+    CU_ASSERT_EQUAL(start(&f, AS_CAPACITY_NONE), AS_EINVAL);
     free(f.st);
     as_simdev_destroy(f.sd);
     defaults(&f);
     f.v[K_GC].f = 1.0; /* must be inside (0, 1) */
-    CU_ASSERT_EQUAL(start(&f, AS_CAPACITY_NONE), AS_POLICY_EINVAL);
+    CU_ASSERT_EQUAL(start(&f, AS_CAPACITY_NONE), AS_EINVAL);
     free(f.st);
     as_simdev_destroy(f.sd);
     defaults(&f);
     for (int k = 0; k < AS_DIV_INTERVALS; k++)
         f.v[K_ROUNDUP].div[k] = 3; /* not a power of two */
-    CU_ASSERT_EQUAL(start(&f, AS_CAPACITY_NONE), AS_POLICY_EINVAL);
+    CU_ASSERT_EQUAL(start(&f, AS_CAPACITY_NONE), AS_EINVAL);
     free(f.st);
     as_simdev_destroy(f.sd);
     /* roundup 4: 5,000,000 B -> next quarter of [4, 8) MiB = 5 MiB. */

@@ -549,7 +549,7 @@ static int ad_va_release(void *c, uint64_t addr, uint64_t size)
             d->va[k][1] = d->va[d->nva][1];
             return AS_DEV_OK;
         }
-    return AS_DEV_EINVAL;
+    return AS_EINVAL;
 }
 
 static int ad_map(void *c, uint64_t addr, uint64_t size)

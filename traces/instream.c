@@ -107,7 +107,7 @@ static int raw_fill(as_instream *in)
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
-            return stream_fail(in, AS_TRACE_EIO, "read failed: %s", strerror(errno));
+            return stream_fail(in, AS_EIO, "read failed: %s", strerror(errno));
         if (r == 0)
             in->raw_eof = 1;
         in->raw_len += (size_t)r;
@@ -133,7 +133,7 @@ static int window_reserve(as_instream *in, size_t want)
         ncap *= 2;
     uint8_t *nb = realloc(in->buf, ncap);
     if (!nb)
-        return stream_fail(in, AS_TRACE_ENOMEM, "out of memory for the input buffer");
+        return stream_fail(in, AS_ENOMEM, "out of memory for the input buffer");
     in->buf = nb;
     in->cap = ncap;
     return 0;
@@ -194,7 +194,7 @@ static int zstd_fail(as_instream *in, size_t r, size_t ipos)
             want = fh.windowSize;
         while (log > 10 && want && (1ull << (log - 1)) >= want)
             log--;
-        return stream_fail(in, AS_TRACE_ENOMEM,
+        return stream_fail(in, AS_ENOMEM,
                            "zstd frame needs a %llu MiB window (zstd --long?), above the "
                            "limit of %u MiB: allow it with ALLOCSIM_ZSTD_WINDOW_LOG=%d, or "
                            "recompress without --long",
@@ -202,10 +202,10 @@ static int zstd_fail(as_instream *in, size_t r, size_t ipos)
     }
     uint64_t a = in->raw_done, b = in->raw_done + (ipos - in->raw_pos), bs, be;
     if (find_block(in, a, &bs, &be) == 0)
-        return stream_fail(in, AS_TRACE_ECORRUPT,
+        return stream_fail(in, AS_ECORRUPT,
                            "corrupt zstd data in the block at compressed bytes %llu to %llu: %s",
                            (unsigned long long)bs, (unsigned long long)be, ZSTD_getErrorName(r));
-    return stream_fail(in, AS_TRACE_ECORRUPT,
+    return stream_fail(in, AS_ECORRUPT,
                        "corrupt zstd data between compressed bytes %llu and %llu: %s",
                        (unsigned long long)(a > in->frame_start + IN_ZFEED ? a - IN_ZFEED : 0),
                        (unsigned long long)b, ZSTD_getErrorName(r));
@@ -239,7 +239,7 @@ static int window_fill(as_instream *in)
                 return in->err.code;
             if (in->raw_pos == in->raw_len && in->raw_eof) {
                 if (in->zret != 0)
-                    return stream_fail(in, AS_TRACE_ECORRUPT,
+                    return stream_fail(in, AS_ECORRUPT,
                                        "truncated zstd stream (ends inside a frame, after "
                                        "%llu compressed bytes)",
                                        (unsigned long long)in->raw_done);
@@ -376,7 +376,7 @@ static int stream_init(as_instream *in, as_trace_error *err)
         in->raw_cap = IN_CHUNK;
         in->raw = malloc(in->raw_cap);
         if (!in->raw)
-            return as_trace_set_error(err, AS_TRACE_ENOMEM, in->path, 0, 0, "out of memory");
+            return as_trace_set_error(err, AS_ENOMEM, in->path, 0, 0, "out of memory");
     }
     /* Sniff the zstd magic on the raw bytes. */
     while (in->raw_len - in->raw_pos < 4 && !in->raw_eof)
@@ -393,7 +393,7 @@ static int stream_init(as_instream *in, as_trace_error *err)
          ((h[0] & 0xF0) == 0x50 && h[1] == 0x2A && h[2] == 0x4D && h[3] == 0x18))) {
         in->zd = ZSTD_createDStream();
         if (!in->zd)
-            return as_trace_set_error(err, AS_TRACE_ENOMEM, in->path, 0, 0, "out of memory");
+            return as_trace_set_error(err, AS_ENOMEM, in->path, 0, 0, "out of memory");
         ZSTD_initDStream(in->zd);
         /* Frames may ask for big windows (--long): the reader's option decides. */
         in->wlog = AS_ZSTD_WINDOW_LOG_DEFAULT;
@@ -408,7 +408,7 @@ int as_instream_open(const char *path, as_instream **out, as_trace_error *err)
     *out = NULL;
     as_instream *in = calloc(1, sizeof *in);
     if (!in)
-        return as_trace_set_error(err, AS_TRACE_ENOMEM, path, 0, 0, "out of memory");
+        return as_trace_set_error(err, AS_ENOMEM, path, 0, 0, "out of memory");
     snprintf(in->path, sizeof in->path, "%s", path);
     if (strcmp(path, "-") == 0) {
         in->fd = 0;
@@ -416,7 +416,7 @@ int as_instream_open(const char *path, as_instream **out, as_trace_error *err)
     } else {
         in->fd = open(path, O_RDONLY | O_CLOEXEC);
         if (in->fd < 0) {
-            int rc = as_trace_set_error(err, AS_TRACE_EIO, path, UINT64_MAX, 0, "cannot open: %s",
+            int rc = as_trace_set_error(err, AS_EIO, path, UINT64_MAX, 0, "cannot open: %s",
                                         strerror(errno));
             free(in);
             return rc;
@@ -425,7 +425,7 @@ int as_instream_open(const char *path, as_instream **out, as_trace_error *err)
         struct stat sb;
         if (fstat(in->fd, &sb) == 0) {
             if (S_ISDIR(sb.st_mode)) {
-                int rc = as_trace_set_error(err, AS_TRACE_EIO, path, UINT64_MAX, 0,
+                int rc = as_trace_set_error(err, AS_EIO, path, UINT64_MAX, 0,
                                             "cannot read: is a directory");
                 as_instream_close(in);
                 return rc;
@@ -449,7 +449,7 @@ int as_instream_open_mem(const void *data, size_t n, const char *name, as_instre
     *out = NULL;
     as_instream *in = calloc(1, sizeof *in);
     if (!in)
-        return as_trace_set_error(err, AS_TRACE_ENOMEM, name, 0, 0, "out of memory");
+        return as_trace_set_error(err, AS_ENOMEM, name, 0, 0, "out of memory");
     snprintf(in->path, sizeof in->path, "%s", name ? name : "<memory>");
     in->fd = -1;
     in->mem = data;
@@ -469,11 +469,11 @@ int as_instream_open_mem(const void *data, size_t n, const char *name, as_instre
 int as_instream_set_window_log(as_instream *in, int log, as_trace_error *err)
 {
     if (log < 10 || log > 31)
-        return as_trace_set_error(err, AS_TRACE_EUSAGE, in->path, UINT64_MAX, 0,
+        return as_trace_set_error(err, AS_EUSAGE, in->path, UINT64_MAX, 0,
                                   "zstd window log %d is out of range (10 to 31)", log);
     in->wlog = log;
     if (in->zd && ZSTD_isError(ZSTD_DCtx_setParameter(in->zd, ZSTD_d_windowLogMax, log)))
-        return as_trace_set_error(err, AS_TRACE_EUSAGE, in->path, UINT64_MAX, 0,
+        return as_trace_set_error(err, AS_EUSAGE, in->path, UINT64_MAX, 0,
                                   "zstd refuses window log %d", log);
     return 0;
 }
@@ -492,7 +492,7 @@ int as_instream_rewind(as_instream *in, as_trace_error *err)
     }
     if (!in->mem) {
         if (lseek(in->fd, 0, SEEK_SET) != 0)
-            return as_trace_set_error(err, AS_TRACE_EIO, in->path, UINT64_MAX, 0,
+            return as_trace_set_error(err, AS_EIO, in->path, UINT64_MAX, 0,
                                       "this input must be read twice (a long snapshot) and "
                                       "cannot be: %s; give it as a file",
                                       errno == ESPIPE ? "it is a pipe" : strerror(errno));

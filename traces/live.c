@@ -108,7 +108,7 @@ int as_validate(as_validator *v, as_event *ev, char *msg, size_t cap)
         e = live_insert(&v->live, ev->id);
         if (!e) {
             snprintf(msg, cap, "out of memory for the live-allocation table");
-            return AS_TRACE_ENOMEM;
+            return AS_ENOMEM;
         }
         e->size = ev->size;
         e->stream = ev->stream;
@@ -163,7 +163,7 @@ int as_validate(as_validator *v, as_event *ev, char *msg, size_t cap)
         break;
     default:
         snprintf(msg, cap, "unknown event op %d", (int)ev->op);
-        return AS_TRACE_EINVAL;
+        return AS_EINVAL;
     }
     v->events++;
     return 0;
@@ -172,5 +172,5 @@ bad:
         v->warnings++;
         return 1;
     }
-    return AS_TRACE_EINVAL;
+    return AS_EINVAL;
 }

@@ -221,17 +221,16 @@ static int pgrow_slow(pk_parser *p, void **arr, size_t *cap, size_t need, size_t
     size_t nc = *cap ? *cap : 64;
     while (nc < need) {
         if (nc > SIZE_MAX / 4 / elem)
-            return fail(p, AS_TRACE_ENOMEM, "pickle too large: %s overflow", what);
+            return fail(p, AS_ENOMEM, "pickle too large: %s overflow", what);
         nc *= 2;
     }
     uint64_t delta = (uint64_t)(nc - *cap) * elem;
     if (p->mem + delta > p->lim.max_memory)
-        return fail(p, AS_TRACE_ENOMEM,
-                    "parsing needs more than %llu MiB of memory (for %s; the limit)",
+        return fail(p, AS_ENOMEM, "parsing needs more than %llu MiB of memory (for %s; the limit)",
                     (unsigned long long)(p->lim.max_memory >> 20), what);
     void *n = realloc(*arr, nc * elem);
     if (!n)
-        return fail(p, AS_TRACE_ENOMEM, "out of host memory for %s", what);
+        return fail(p, AS_ENOMEM, "out of host memory for %s", what);
     *arr = n;
     *cap = nc;
     p->mem += delta;
@@ -265,7 +264,7 @@ static inline int new_node(pk_parser *p, uint8_t type, as_pk_ref *out)
     as_pk *pk = p->pk;
     if (pk->nnodes >= pk->capnodes || pk->nnodes + pk->ninodes - 3 >= p->lim.max_nodes) {
         if (pk->nnodes + pk->ninodes - 3 >= p->lim.max_nodes)
-            return fail(p, AS_TRACE_ENOMEM, "more than %llu values (limit)",
+            return fail(p, AS_ENOMEM, "more than %llu values (limit)",
                         (unsigned long long)p->lim.max_nodes);
         int rc = pgrow(p, (void **)&pk->nodes, &pk->capnodes, pk->nnodes + 1, sizeof *pk->nodes,
                        "values");
@@ -283,7 +282,7 @@ static inline int new_node(pk_parser *p, uint8_t type, as_pk_ref *out)
 static int push_slow(pk_parser *p, as_pk_ref r)
 {
     if (p->nstack >= p->lim.max_stack)
-        return fail(p, AS_TRACE_ENOMEM, "unpickling stack deeper than %llu (limit)",
+        return fail(p, AS_ENOMEM, "unpickling stack deeper than %llu (limit)",
                     (unsigned long long)p->lim.max_stack);
     int rc =
         pgrow(p, (void **)&p->stack, &p->capstack, p->nstack + 1, sizeof *p->stack, "the stack");
@@ -313,7 +312,7 @@ static size_t avail(const pk_parser *p)
 
 static int underflow(pk_parser *p, uint8_t op, size_t need)
 {
-    return fail(p, AS_TRACE_ECORRUPT, "%s needs %zu value%s on the stack above the mark, has %zu",
+    return fail(p, AS_ECORRUPT, "%s needs %zu value%s on the stack above the mark, has %zu",
                 op_name(op), need, need == 1 ? "" : "s", avail(p));
 }
 
@@ -325,19 +324,19 @@ static int add_items(pk_parser *p, as_pk_ref c, const as_pk_ref *items, size_t n
     if (n == 0)
         return 0;
     if (ibit(c)) /* a memo reference to a container dropped with its batch */
-        return fail(p, AS_TRACE_EFORMAT,
+        return fail(p, AS_EFORMAT,
                     "adding items to a container that was streamed and dropped (a memo "
                     "reference back into the trace) is not supported");
     pk_node *node = &pk->nodes[c];
     if ((uint64_t)node->a + n > 0xFFFFFFFEull)
-        return fail(p, AS_TRACE_ENOMEM, "container with more than 2^32 items");
+        return fail(p, AS_ENOMEM, "container with more than 2^32 items");
     if (p->nmarks && c < p->marks[p->nmarks - 1].nodes && c < p->marks[p->nmarks - 1].low)
         p->marks[p->nmarks - 1].low = c;
     uint32_t head = node->u.head;
     int extend = head != AS_PK_NIL && (size_t)head + 2 + pk->cells[head + 1] == pk->ncells;
     size_t need = pk->ncells + n + (extend ? 0 : 2);
     if (need > 0xFFFFFFFEull)
-        return fail(p, AS_TRACE_ENOMEM, "pickle too large: more than 2^32 container cells");
+        return fail(p, AS_ENOMEM, "pickle too large: more than 2^32 container cells");
     int rc =
         pgrow(p, (void **)&pk->cells, &pk->capcells, need, sizeof *pk->cells, "container items");
     if (rc)
@@ -393,7 +392,7 @@ static int check_keys(pk_parser *p, uint8_t op, const as_pk_ref *kv, size_t n)
     for (size_t i = 0; i < n; i += 2) {
         uint8_t t = nd(p->pk, kv[i])->type;
         if (t == AS_PK_LIST || t == AS_PK_DICT)
-            return fail(p, AS_TRACE_ECORRUPT, "%s: unhashable dict key (a %s)", op_name(op),
+            return fail(p, AS_ECORRUPT, "%s: unhashable dict key (a %s)", op_name(op),
                         as_pk_type_name(t));
     }
     return 0;
@@ -410,7 +409,7 @@ static inline int memo_put(pk_parser *p, uint8_t op, uint64_t idx)
     if (bound > p->lim.max_memo)
         bound = p->lim.max_memo;
     if (idx >= bound)
-        return fail(p, AS_TRACE_ENOMEM, "%s: memo index %llu beyond the limit %llu", op_name(op),
+        return fail(p, AS_ENOMEM, "%s: memo index %llu beyond the limit %llu", op_name(op),
                     (unsigned long long)idx, (unsigned long long)bound);
     size_t old = p->capmemo;
     int rc = pgrow(p, (void **)&p->memo, &p->capmemo, (size_t)idx + 1, sizeof *p->memo, "the memo");
@@ -433,7 +432,7 @@ static inline int memo_put(pk_parser *p, uint8_t op, uint64_t idx)
 static int memo_get(pk_parser *p, uint8_t op, uint64_t idx)
 {
     if (idx >= p->capmemo || p->memo[idx] == AS_PK_NIL)
-        return fail(p, AS_TRACE_ECORRUPT, "%s: memo key %llu was never set", op_name(op),
+        return fail(p, AS_ECORRUPT, "%s: memo key %llu was never set", op_name(op),
                     (unsigned long long)idx);
     return push(p, p->memo[idx]);
 }
@@ -494,7 +493,7 @@ static int refill(pk_parser *p, size_t need)
     p->wn = (size_t)got;
     if (p->wbase + p->wn > p->lim.max_input) {
         p->pos = p->lim.max_input;
-        return fail(p, AS_TRACE_ENOMEM,
+        return fail(p, AS_ENOMEM,
                     "decompressed pickle longer than %llu bytes (the limit on its size)",
                     (unsigned long long)p->lim.max_input);
     }
@@ -513,7 +512,7 @@ static int take(pk_parser *p, uint8_t *dst, uint64_t n, uint8_t op)
             if (rc)
                 return rc;
             if ((k = p->wn - p->wp) == 0)
-                return fail(p, AS_TRACE_ECORRUPT, "truncated pickle: %s of %llu bytes, %llu left",
+                return fail(p, AS_ECORRUPT, "truncated pickle: %s of %llu bytes, %llu left",
                             op_name(op), (unsigned long long)n, (unsigned long long)done);
         }
         if (k > n - done)
@@ -532,11 +531,11 @@ static int new_string(pk_parser *p, uint8_t op, uint64_t n, as_pk_ref *r)
     int is_str = op == 0x8c || op == 'X' || op == 0x8d;
     size_t left = p->wn - p->wp;
     if (n > left && (!p->in || n > p->lim.max_input - (p->wbase + p->wp)))
-        return fail(p, AS_TRACE_ECORRUPT, "truncated pickle: %s of %llu bytes, %zu left",
-                    op_name(op), (unsigned long long)n, left);
+        return fail(p, AS_ECORRUPT, "truncated pickle: %s of %llu bytes, %zu left", op_name(op),
+                    (unsigned long long)n, left);
     if (n > 0xFFFFFFFEull)
-        return fail(p, AS_TRACE_ENOMEM, "%s of %llu bytes: strings up to 4 GiB are read",
-                    op_name(op), (unsigned long long)n);
+        return fail(p, AS_ENOMEM, "%s of %llu bytes: strings up to 4 GiB are read", op_name(op),
+                    (unsigned long long)n);
     int rc = new_node(p, is_str ? AS_PK_STR : AS_PK_BYTES, r);
     if (rc ||
         (rc = pgrow(p, (void **)&pk->bytes, &pk->capbytes, pk->nbytes + (size_t)n, 1, "strings")))
@@ -630,7 +629,7 @@ static int intern(pk_parser *p, as_pk_ref r, as_pk_ref *out)
         j = (j + 1) & (pk->capihash - 1);
     }
     if (pk->nnodes + pk->ninodes - 3 >= p->lim.max_nodes)
-        return fail(p, AS_TRACE_ENOMEM, "more than %llu values (limit)",
+        return fail(p, AS_ENOMEM, "more than %llu values (limit)",
                     (unsigned long long)p->lim.max_nodes);
     if ((rc = pgrow(p, (void **)&pk->inodes, &pk->capinodes, pk->ninodes + 1, sizeof *pk->inodes,
                     "the memo")))
@@ -742,7 +741,7 @@ static pk_mark pop_mark(pk_parser *p)
 static int push_mark(pk_parser *p)
 {
     if (p->nmarks >= p->lim.max_marks)
-        return fail(p, AS_TRACE_ENOMEM, "MARKs nested deeper than %llu (limit)",
+        return fail(p, AS_ENOMEM, "MARKs nested deeper than %llu (limit)",
                     (unsigned long long)p->lim.max_marks);
     int rc = pgrow(p, (void **)&p->marks, &p->capmarks, p->nmarks + 1, sizeof *p->marks, "marks");
     if (rc)
@@ -761,7 +760,7 @@ static int check_target(pk_parser *p, uint8_t op, as_pk_ref c, uint8_t want)
 {
     uint8_t t = nd(p->pk, c)->type;
     if (t != want)
-        return fail(p, AS_TRACE_EFORMAT, "%s onto a %s (only a %s is supported)", op_name(op),
+        return fail(p, AS_EFORMAT, "%s onto a %s (only a %s is supported)", op_name(op),
                     as_pk_type_name(t), as_pk_type_name(want));
     return 0;
 }
@@ -785,9 +784,9 @@ static int op_int(pk_parser *p, uint8_t op, const uint8_t *arg, size_t left, siz
         int hl = (int)need;
         int64_t n = op == 0x8a ? arg[0] : (int32_t)(uint32_t)rd_le(arg, 4);
         if (n < 0)
-            return fail(p, AS_TRACE_ECORRUPT, "LONG4 with negative length %lld", (long long)n);
+            return fail(p, AS_ECORRUPT, "LONG4 with negative length %lld", (long long)n);
         if (n > 8)
-            return fail(p, AS_TRACE_EFORMAT,
+            return fail(p, AS_EFORMAT,
                         "%s of %lld bytes: integers wider than 64 bits are not supported",
                         op_name(op), (long long)n);
         need = (size_t)(hl + n);
@@ -805,7 +804,7 @@ static int op_int(pk_parser *p, uint8_t op, const uint8_t *arg, size_t left, siz
     p->pk->nodes[r].u.i = v;
     return push(p, r);
 truncated:
-    return fail(p, AS_TRACE_ECORRUPT, "truncated pickle: %s needs %zu argument bytes, %zu left",
+    return fail(p, AS_ECORRUPT, "truncated pickle: %s needs %zu argument bytes, %zu left",
                 op_name(op), need, left);
 }
 
@@ -813,17 +812,17 @@ truncated:
 static int op_stop(pk_parser *p, size_t left)
 {
     if (p->nmarks)
-        return fail(p, AS_TRACE_ECORRUPT, "STOP with %zu MARK%s still open", p->nmarks,
+        return fail(p, AS_ECORRUPT, "STOP with %zu MARK%s still open", p->nmarks,
                     p->nmarks == 1 ? "" : "s");
     if (p->nstack != 1)
-        return fail(p, AS_TRACE_ECORRUPT, "STOP with %zu values on the stack (needs 1)", p->nstack);
+        return fail(p, AS_ECORRUPT, "STOP with %zu values on the stack (needs 1)", p->nstack);
     p->wp++;
     int rc = refill(p, 1);
     if (rc)
         return rc;
     left = p->wn - p->wp;
     if (left)
-        return fail(p, AS_TRACE_ECORRUPT, "%s%zu bytes of trailing data after STOP",
+        return fail(p, AS_ECORRUPT, "%s%zu bytes of trailing data after STOP",
                     p->in ? "at least " : "", left);
     p->pk->root = p->stack[0];
     p->done = 1;
@@ -868,7 +867,7 @@ static int op_fill(pk_parser *p, uint8_t op, size_t at)
     int rc;
     as_pk_ref r = AS_PK_NIL;
     if (!p->nmarks)
-        return fail(p, AS_TRACE_ECORRUPT, "%s without a MARK", op_name(op));
+        return fail(p, AS_ECORRUPT, "%s without a MARK", op_name(op));
     size_t m = p->marks[p->nmarks - 1].stack;
     size_t n = p->nstack - m;
     if (op == 't') {
@@ -881,7 +880,7 @@ static int op_fill(pk_parser *p, uint8_t op, size_t at)
     }
     size_t fence = p->nmarks > 1 ? p->marks[p->nmarks - 2].stack : 0;
     if (m < 1 || m - 1 < fence) /* the container must sit just below the mark */
-        return fail(p, AS_TRACE_ECORRUPT, "%s with no %s below its MARK", op_name(op),
+        return fail(p, AS_ECORRUPT, "%s with no %s below its MARK", op_name(op),
                     op == 'e' ? "list" : "dict");
     as_pk_ref c = p->stack[m - 1];
     if ((rc = check_target(p, op, c, op == 'e' ? AS_PK_LIST : AS_PK_DICT)))
@@ -893,7 +892,7 @@ static int op_fill(pk_parser *p, uint8_t op, size_t at)
         return n ? 1 : end_batch(p); /* 1: run returns, the batch is handed out */
     }
     if (op == 'u' && (n % 2))
-        return fail(p, AS_TRACE_ECORRUPT, "odd number of items (%zu) for SETITEMS", n);
+        return fail(p, AS_ECORRUPT, "odd number of items (%zu) for SETITEMS", n);
     if (op == 'u' && (rc = check_keys(p, op, &p->stack[m], n)))
         return rc;
     pop_mark(p);
@@ -911,10 +910,9 @@ static int start(pk_parser *p)
         return rc;
     p->pos = 0;
     if (p->wn < 2 || p->w[0] != 0x80)
-        return fail(p, AS_TRACE_EFORMAT, "not a pickle of protocol 2 or later (no PROTO opcode)");
+        return fail(p, AS_EFORMAT, "not a pickle of protocol 2 or later (no PROTO opcode)");
     if (p->w[1] < 2 || p->w[1] > 5)
-        return fail(p, AS_TRACE_EFORMAT, "pickle protocol %u is not supported (2 to 5 are)",
-                    p->w[1]);
+        return fail(p, AS_EFORMAT, "pickle protocol %u is not supported (2 to 5 are)", p->w[1]);
     p->pk->protocol = p->w[1];
     p->wp = 2;
     return 0;
@@ -922,7 +920,7 @@ static int start(pk_parser *p)
 
 static int truncated(pk_parser *p, uint8_t op, size_t need, size_t left)
 {
-    return fail(p, AS_TRACE_ECORRUPT, "truncated pickle: %s needs %zu argument bytes, %zu left",
+    return fail(p, AS_ECORRUPT, "truncated pickle: %s needs %zu argument bytes, %zu left",
                 op_name(op), need, left);
 }
 
@@ -940,7 +938,7 @@ static int op_frame(pk_parser *p, size_t *at, size_t *left)
         *at = p->wp, *left = p->wn - *at - 1;
     }
     if (flen > *left - 8 && (!p->in || flen <= PK_FRAME_CHECK))
-        return fail(p, AS_TRACE_ECORRUPT, "truncated pickle: FRAME of %llu bytes, %zu left",
+        return fail(p, AS_ECORRUPT, "truncated pickle: FRAME of %llu bytes, %zu left",
                     (unsigned long long)flen, *left - 8);
     return 0;
 }
@@ -1044,13 +1042,13 @@ static int op_refused(pk_parser *p, uint8_t op)
 {
     const char *name = op_name(op);
     if (op == 0x80)
-        return fail(p, AS_TRACE_ECORRUPT, "PROTO opcode after the start of the pickle");
+        return fail(p, AS_ECORRUPT, "PROTO opcode after the start of the pickle");
     if (name)
-        return fail(p, AS_TRACE_EFORMAT,
+        return fail(p, AS_EFORMAT,
                     "opcode %s (0x%02x) refused: only plain data (numbers, strings, lists, "
                     "tuples, dicts) is read",
                     name, op);
-    return fail(p, AS_TRACE_ECORRUPT, "invalid pickle opcode 0x%02x", op);
+    return fail(p, AS_ECORRUPT, "invalid pickle opcode 0x%02x", op);
 }
 
 /* The opcode loop. Returns 0 at STOP (root set), 1 with a streamed batch pending, or < 0.
@@ -1065,7 +1063,7 @@ static int run(pk_parser *p)
         size_t at = p->wp;
         p->pos = p->wbase + at;
         if (at >= p->wn)
-            return fail(p, AS_TRACE_ECORRUPT, "truncated pickle: no STOP opcode before the end");
+            return fail(p, AS_ECORRUPT, "truncated pickle: no STOP opcode before the end");
         uint8_t op = p->w[at];
         size_t left = p->wn - at - 1; /* argument bytes available after the opcode */
         const uint8_t *arg = p->w + at + 1;
@@ -1143,7 +1141,7 @@ static int parser_init(pk_parser *p, const as_pk_limits *lim, as_pk_error *err)
     p->err = err;
     p->pk = calloc(1, sizeof *p->pk);
     if (!p->pk)
-        return fail(p, AS_TRACE_ENOMEM, "out of host memory");
+        return fail(p, AS_ENOMEM, "out of host memory");
     p->pk->root = AS_PK_NIL;
     /* The dropped-container markers, one per type, are inodes 0..2. */
     int rc =
@@ -1179,7 +1177,7 @@ int as_pk_parse(const uint8_t *buf, size_t len, const as_pk_limits *lim, as_pk *
     if ((rc = parser_init(&p, lim, err)))
         goto out;
     if (len > p.lim.max_input) {
-        rc = fail(&p, AS_TRACE_ENOMEM, "pickle of %zu bytes exceeds the limit of %llu", len,
+        rc = fail(&p, AS_ENOMEM, "pickle of %zu bytes exceeds the limit of %llu", len,
                   (unsigned long long)p.lim.max_input);
         goto out;
     }
@@ -1202,8 +1200,8 @@ int as_pk_stream_open(as_instream *in, const as_pk_limits *lim, as_pk_stream **o
     as_pk_stream *ps = calloc(1, sizeof *ps);
     if (!ps) {
         if (err)
-            *err = (as_pk_error){.code = AS_TRACE_ENOMEM, .msg = "out of host memory"};
-        return AS_TRACE_ENOMEM;
+            *err = (as_pk_error){.code = AS_ENOMEM, .msg = "out of host memory"};
+        return AS_ENOMEM;
     }
     pk_parser *p = &ps->p;
     p->in = in;

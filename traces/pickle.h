@@ -61,8 +61,8 @@ typedef struct as_pk_limits {
 #define AS_PK_DEFAULT_MAX_MEMORY (1ull << 30)
 
 typedef struct as_pk_error {
-    int code;        /* AS_TRACE_ECORRUPT (malformed/truncated), AS_TRACE_EFORMAT (refused
-                        opcode or protocol), AS_TRACE_ENOMEM (host memory or a limit) */
+    int code;        /* AS_ECORRUPT (malformed/truncated), AS_EFORMAT (refused
+                        opcode or protocol), AS_ENOMEM (host memory or a limit) */
     uint64_t offset; /* byte offset of the opcode at fault in the pickle */
     char msg[192];
 } as_pk_error;

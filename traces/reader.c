@@ -57,7 +57,7 @@ static int reader_fail(as_trace_reader *r, const as_trace_error *e)
     const as_trace_error *se = r->in ? as_instream_error(r->in) : NULL;
     r->err = se ? *se : *e;
     if (r->err.code >= 0)
-        r->err.code = AS_TRACE_ECORRUPT;
+        r->err.code = AS_ECORRUPT;
     if (!r->err.path[0])
         snprintf(r->err.path, sizeof r->err.path, "%s", r->name);
     r->err.event = r->in_events;
@@ -83,7 +83,7 @@ static int count_stream(as_trace_reader *r, uint64_t stream, char *msg, size_t c
         uint64_t *ns = calloc(nc, sizeof *ns); /* value + 1; 0 = empty */
         if (!ns) {
             snprintf(msg, cap, "out of memory for the stream table");
-            return AS_TRACE_ENOMEM;
+            return AS_ENOMEM;
         }
         for (size_t i = 0; i < r->scap; i++) {
             if (!r->sset[i])
@@ -123,7 +123,7 @@ full : {
              "ALLOC on stream 0x%llx: more than %d distinct streams (the limit of every "
              "trace format, the default stream 0 included)",
              (unsigned long long)stream, AS_MAX_STREAMS);
-    return AS_TRACE_ENOMEM;
+    return AS_ENOMEM;
 }
 }
 
@@ -227,7 +227,7 @@ int as_trace_next_batch(as_trace_reader *r, as_event *evs, size_t cap, size_t *n
 {
     *n = 0;
     if (cap == 0)
-        return AS_TRACE_EUSAGE;
+        return AS_EUSAGE;
     /* Hand out what as_trace_next decoded ahead first, so the two calls can be mixed. */
     while (r->ahead_pos < r->ahead_n && *n < cap) {
         evs[(*n)++] = r->ahead[r->ahead_pos++];
@@ -328,7 +328,7 @@ static int set_batched(as_trace_reader *r)
     if (r->batched) {
         r->ahead = malloc(BATCH * sizeof *r->ahead);
         if (!r->ahead)
-            return AS_TRACE_ENOMEM;
+            return AS_ENOMEM;
     }
     return 0;
 }
@@ -358,11 +358,10 @@ static int reader_start(as_trace_reader *r, as_trace_reader **out, as_trace_erro
             snprintf(hex + 3 * i, sizeof hex - 3 * (size_t)i, "%02x ", h[i]);
         const char *z = as_instream_is_zstd(r->in) ? "zstd-compressed, " : "";
         if (n)
-            rc = as_trace_set_error(err, AS_TRACE_EFORMAT, r->name, 0, 0,
+            rc = as_trace_set_error(err, AS_EFORMAT, r->name, 0, 0,
                                     "not a recognised trace format (%scontent starts: %s)", z, hex);
         else
-            rc = as_trace_set_error(err, AS_TRACE_EFORMAT, r->name, 0, 0,
-                                    "empty input%s: not a trace",
+            rc = as_trace_set_error(err, AS_EFORMAT, r->name, 0, 0, "empty input%s: not a trace",
                                     *z ? " (a zstd stream with no content)" : "");
         goto out;
     }
@@ -399,10 +398,10 @@ int as_trace_open(const char *path, const as_reader_opts *opts, as_trace_reader 
         err = &tmp;
     *out = NULL;
     if (!path)
-        return as_trace_set_error(err, AS_TRACE_EUSAGE, "", UINT64_MAX, 0, "no path given");
+        return as_trace_set_error(err, AS_EUSAGE, "", UINT64_MAX, 0, "no path given");
     as_trace_reader *r = reader_new(path, opts);
     if (!r)
-        return as_trace_set_error(err, AS_TRACE_ENOMEM, path, 0, 0, "out of memory");
+        return as_trace_set_error(err, AS_ENOMEM, path, 0, 0, "out of memory");
     int rc = as_instream_open(path, &r->in, err);
     if (rc == 0)
         rc = as_instream_set_window_log(r->in, r->opts.zstd_window_log, err);
@@ -423,10 +422,10 @@ int as_trace_open_mem(const void *data, size_t n, const char *name, const as_rea
     if (!name)
         name = "<memory>";
     if (!data && n)
-        return as_trace_set_error(err, AS_TRACE_EUSAGE, name, UINT64_MAX, 0, "no data");
+        return as_trace_set_error(err, AS_EUSAGE, name, UINT64_MAX, 0, "no data");
     as_trace_reader *r = reader_new(name, opts);
     if (!r)
-        return as_trace_set_error(err, AS_TRACE_ENOMEM, name, 0, 0, "out of memory");
+        return as_trace_set_error(err, AS_ENOMEM, name, 0, 0, "out of memory");
     int rc = as_instream_open_mem(data ? data : "", n, name, &r->in, err);
     if (rc == 0)
         rc = as_instream_set_window_log(r->in, r->opts.zstd_window_log, err);
@@ -444,13 +443,13 @@ int as_trace_reader_from_source(const as_source_ops *ops, void *st, const as_met
     if (!ops || !ops->next) {
         if (ops && ops->close && st)
             ops->close(st);
-        return AS_TRACE_EUSAGE;
+        return AS_EUSAGE;
     }
     as_trace_reader *r = reader_new(name, NULL);
     if (!r) {
         if (ops->close && st)
             ops->close(st);
-        return AS_TRACE_ENOMEM;
+        return AS_ENOMEM;
     }
     r->ops = ops;
     r->st = st;
@@ -458,7 +457,7 @@ int as_trace_reader_from_source(const as_source_ops *ops, void *st, const as_met
     /* A wrapped source is read through next, one event at a time (batched stays 0). */
     if (as_meta_copy(&r->meta, meta) < 0) {
         as_trace_close(r);
-        return AS_TRACE_ENOMEM;
+        return AS_ENOMEM;
     }
     *out = r;
     return 0;

@@ -88,7 +88,7 @@ static int peek_line(rmm_st *s, as_trace_error *err)
     s->lp = l.p;
     if (rc == AS_INLINE_TOO_LONG) {
         s->line++;
-        return fail_at(s, err, AS_TRACE_ECORRUPT, NULL, "line longer than %u bytes", RMM_MAX_LINE);
+        return fail_at(s, err, AS_ECORRUPT, NULL, "line longer than %u bytes", RMM_MAX_LINE);
     }
     s->llen = l.len;
     s->lconsume = l.consume;
@@ -96,7 +96,7 @@ static int peek_line(rmm_st *s, as_trace_error *err)
         s->llen--;
     s->line++;
     if (rc == AS_INLINE_NUL)
-        return fail_at(s, err, AS_TRACE_ECORRUPT, l.nul, "NUL byte in a CSV log");
+        return fail_at(s, err, AS_ECORRUPT, l.nul, "NUL byte in a CSV log");
     return 0;
 }
 
@@ -195,7 +195,7 @@ static int rmm_open(as_instream *in, const as_reader_opts *opts, as_meta *meta, 
     *stp = NULL;
     rmm_st *s = calloc(1, sizeof *s);
     if (!s)
-        return as_instream_fail(in, err, AS_TRACE_ENOMEM, "out of memory");
+        return as_instream_fail(in, err, AS_ENOMEM, "out of memory");
     s->in = in;
     s->meta = meta;
     s->lenient = opts && opts->lenient;
@@ -204,7 +204,7 @@ static int rmm_open(as_instream *in, const as_reader_opts *opts, as_meta *meta, 
     int rc = peek_line(s, err);
     if (rc) {
         if (rc == AS_TRACE_EOF)
-            rc = fail_at(s, err, AS_TRACE_EFORMAT, NULL, "empty RMM log");
+            rc = fail_at(s, err, AS_EFORMAT, NULL, "empty RMM log");
         goto bad;
     }
     const char *b = s->lp, *e = s->lp + s->llen;
@@ -214,12 +214,12 @@ static int rmm_open(as_instream *in, const as_reader_opts *opts, as_meta *meta, 
     int n = split(b, e, f, RMM_MAX_FIELDS);
     int kind = n > 0 ? header_kind(f, n) : 0;
     if (n < 0) {
-        rc = fail_at(s, err, AS_TRACE_EFORMAT, b, "RMM log header with %zu fields (at most %d)",
+        rc = fail_at(s, err, AS_EFORMAT, b, "RMM log header with %zu fields (at most %d)",
                      count_fields(b, e), RMM_MAX_FIELDS);
         goto bad;
     }
     if (!kind) {
-        rc = fail_at(s, err, AS_TRACE_EFORMAT, b,
+        rc = fail_at(s, err, AS_EFORMAT, b,
                      "not an RMM log header (want Thread,Time,Action,Pointer,Size,Stream)");
         goto bad;
     }
@@ -234,8 +234,8 @@ static int rmm_open(as_instream *in, const as_reader_opts *opts, as_meta *meta, 
             if (!field_is(&f[i], names[c].name))
                 continue;
             if (s->col[names[c].col] >= 0) {
-                rc = fail_at(s, err, AS_TRACE_EFORMAT, f[i].b, "column '%s' appears twice",
-                             names[c].name);
+                rc =
+                    fail_at(s, err, AS_EFORMAT, f[i].b, "column '%s' appears twice", names[c].name);
                 goto bad;
             }
             s->col[names[c].col] = i;
@@ -245,14 +245,14 @@ static int rmm_open(as_instream *in, const as_reader_opts *opts, as_meta *meta, 
     /* The counts (rmm.allocate_failures, ...) are added when they first happen: written
      * here as 0 they would be copied into a converted file's header as if final. */
     if (as_meta_set(meta, "source", s->cnmem ? "rmm-cnmem-csv" : "rmm-csv") < 0) {
-        rc = fail_at(s, err, AS_TRACE_ENOMEM, NULL, "out of memory");
+        rc = fail_at(s, err, AS_ENOMEM, NULL, "out of memory");
         goto bad;
     }
     *stp = s;
     return 0;
 bad:
     free(s);
-    return rc < 0 ? rc : AS_TRACE_EFORMAT;
+    return rc < 0 ? rc : AS_EFORMAT;
 }
 
 /* ---- fields ------------------------------------------------------------------------ */
@@ -364,7 +364,7 @@ static int bad_row(rmm_st *s, as_trace_error *err, const char *at, const char *f
     vsnprintf(m, sizeof m, fmt, ap);
     va_end(ap);
     if (!s->lenient)
-        return fail_at(s, err, AS_TRACE_EINVAL, at, "%s", m);
+        return fail_at(s, err, AS_EINVAL, at, "%s", m);
     if (s->warnings++ == 0) {
         char first[256];
         snprintf(first, sizeof first, "line %llu: %s", (unsigned long long)s->line, m);
@@ -407,7 +407,7 @@ static int row_time(rmm_st *s, const field *f, int64_t *tp, as_trace_error *err)
         if (s->cnmem_device < 0)
             s->cnmem_device = (int64_t)dev;
         else if ((uint64_t)s->cnmem_device != dev)
-            return fail_at(s, err, AS_TRACE_EINVAL, fd->b,
+            return fail_at(s, err, AS_EINVAL, fd->b,
                            "device %llu after device %lld: one trace is one device (split the "
                            "log by Device ID)",
                            (unsigned long long)dev, (long long)s->cnmem_device);
@@ -439,7 +439,7 @@ static int row_alloc(rmm_st *s, as_live_ent *le, uint64_t ptr, uint64_t size, ui
             .op = AS_OP_ALLOC, .id = s->next_id++, .size = size, .stream = stream, .time_us = t};
         le = as_live_insert(&s->ptrs, ptr);
         if (!le)
-            return fail_at(s, err, AS_TRACE_ENOMEM, NULL, "out of memory");
+            return fail_at(s, err, AS_ENOMEM, NULL, "out of memory");
         le->out_id = s->pending.id;
         le->size = size;
         le->stream = stream;
@@ -447,7 +447,7 @@ static int row_alloc(rmm_st *s, as_live_ent *le, uint64_t ptr, uint64_t size, ui
     }
     le = as_live_insert(&s->ptrs, ptr);
     if (!le)
-        return fail_at(s, err, AS_TRACE_ENOMEM, NULL, "out of memory");
+        return fail_at(s, err, AS_ENOMEM, NULL, "out of memory");
     le->out_id = s->next_id;
     le->size = size;
     le->stream = stream;

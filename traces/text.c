@@ -71,13 +71,13 @@ static int peek_line(text_st *s, as_trace_error *err)
     s->lp = l.p;
     if (rc == AS_INLINE_TOO_LONG) {
         s->line++;
-        return fail_at(s, err, AS_TRACE_ECORRUPT, NULL, "line longer than %u bytes", TEXT_MAX_LINE);
+        return fail_at(s, err, AS_ECORRUPT, NULL, "line longer than %u bytes", TEXT_MAX_LINE);
     }
     s->llen = l.len;
     s->lconsume = l.consume;
     s->line++;
     if (rc == AS_INLINE_NUL)
-        return fail_at(s, err, AS_TRACE_ECORRUPT, l.nul, "NUL byte in a text trace");
+        return fail_at(s, err, AS_ECORRUPT, l.nul, "NUL byte in a text trace");
     return 0;
 }
 
@@ -270,27 +270,27 @@ static int parse_meta(text_st *s, as_meta *meta, const char *p, const char *e, a
         p++;
     const char *eq = memchr(p, '=', (size_t)(e - p));
     if (!eq)
-        return fail_at(s, err, AS_TRACE_ECORRUPT, p, "meta needs KEY=VALUE");
+        return fail_at(s, err, AS_ECORRUPT, p, "meta needs KEY=VALUE");
     char key[128];
     if ((size_t)(eq - p) >= sizeof key)
-        return fail_at(s, err, AS_TRACE_ECORRUPT, p, "meta key too long");
+        return fail_at(s, err, AS_ECORRUPT, p, "meta key too long");
     memcpy(key, p, (size_t)(eq - p));
     key[eq - p] = 0;
     if (!as_meta_key_ok(key))
-        return fail_at(s, err, AS_TRACE_ECORRUPT, p,
+        return fail_at(s, err, AS_ECORRUPT, p,
                        "bad meta key '%s' (allowed: letters, digits, _ . -)", key);
     if (meta->n >= 4096 && !as_meta_get(meta, key))
-        return fail_at(s, err, AS_TRACE_ECORRUPT, p, "more than 4096 metadata keys");
+        return fail_at(s, err, AS_ECORRUPT, p, "more than 4096 metadata keys");
     size_t cap = (size_t)(e - eq);
     char *val = malloc(cap);
     if (!val)
-        return fail_at(s, err, AS_TRACE_ENOMEM, p, "out of memory");
+        return fail_at(s, err, AS_ENOMEM, p, "out of memory");
     const char *bad = NULL;
     int rc = 0;
     if (unescape(eq + 1, e, val, cap, &bad) < 0)
-        rc = fail_at(s, err, AS_TRACE_ECORRUPT, bad, "bad escape in meta value");
+        rc = fail_at(s, err, AS_ECORRUPT, bad, "bad escape in meta value");
     else if (as_meta_set(meta, key, val) < 0)
-        rc = fail_at(s, err, AS_TRACE_ENOMEM, p, "out of memory");
+        rc = fail_at(s, err, AS_ENOMEM, p, "out of memory");
     free(val);
     return rc;
 }
@@ -302,7 +302,7 @@ static int text_open(as_instream *in, const as_reader_opts *opts, as_meta *meta,
     *stp = NULL;
     text_st *s = calloc(1, sizeof *s);
     if (!s)
-        return as_instream_fail(in, err, AS_TRACE_ENOMEM, "out of memory");
+        return as_instream_fail(in, err, AS_ENOMEM, "out of memory");
     s->in = in;
     int rc = peek_line(s, err);
     if (rc)
@@ -311,12 +311,12 @@ static int text_open(as_instream *in, const as_reader_opts *opts, as_meta *meta,
     line_body(s, &p, &e);
     p += bom_len(p, (size_t)(e - p));
     if (!next_tok(&p, e, &tb, &te) || !tok_is(tb, te, TEXT_MAGIC)) {
-        rc = fail_at(s, err, AS_TRACE_EFORMAT, tb, "not an allocsim text trace");
+        rc = fail_at(s, err, AS_EFORMAT, tb, "not an allocsim text trace");
         goto bad;
     }
     uint64_t ver = 0;
     if (!next_tok(&p, e, &tb, &te)) {
-        rc = fail_at(s, err, AS_TRACE_EFORMAT, tb, "missing version after '%s'", TEXT_MAGIC);
+        rc = fail_at(s, err, AS_EFORMAT, tb, "missing version after '%s'", TEXT_MAGIC);
         goto bad;
     }
     if (parse_exact_u64(tb, te, 0, &ver) < 0) {
@@ -324,23 +324,23 @@ static int text_open(as_instream *in, const as_reader_opts *opts, as_meta *meta,
         while (d < te && *d >= '0' && *d <= '9')
             d++;
         if (d == te) /* all digits: too many of them */
-            rc = fail_at(s, err, AS_TRACE_EFORMAT, tb,
+            rc = fail_at(s, err, AS_EFORMAT, tb,
                          "text format version %.*s%s is out of range (this build reads %d)",
                          (int)(te - tb > 24 ? 24 : te - tb), tb, te - tb > 24 ? "..." : "",
                          TEXT_VERSION);
         else
-            rc = fail_at(s, err, AS_TRACE_EFORMAT, tb,
+            rc = fail_at(s, err, AS_EFORMAT, tb,
                          "the text format version after '%s' is not a number", TEXT_MAGIC);
         goto bad;
     }
     if (ver != TEXT_VERSION) {
-        rc = fail_at(s, err, AS_TRACE_EFORMAT, tb,
+        rc = fail_at(s, err, AS_EFORMAT, tb,
                      "unsupported text format version %llu (this build reads %d)",
                      (unsigned long long)ver, TEXT_VERSION);
         goto bad;
     }
     if (next_tok(&p, e, &tb, &te)) {
-        rc = fail_at(s, err, AS_TRACE_EFORMAT, tb, "unexpected text after the version");
+        rc = fail_at(s, err, AS_EFORMAT, tb, "unexpected text after the version");
         goto bad;
     }
     consume_line(s);
@@ -369,7 +369,7 @@ static int text_open(as_instream *in, const as_reader_opts *opts, as_meta *meta,
     return 0;
 bad:
     free(s);
-    return rc < 0 ? rc : AS_TRACE_EFORMAT;
+    return rc < 0 ? rc : AS_EFORMAT;
 }
 
 /* Optional trailing "s=STREAM" / "t=TIME_US" parameters. */
@@ -381,15 +381,15 @@ static int parse_params(text_st *s, const char *p, const char *e, int allow_stre
     while (next_tok(&p, e, &tb, &te)) {
         if (te - tb > 2 && tb[0] == 's' && tb[1] == '=' && allow_stream && !seen_s) {
             if (parse_exact_u64(tb + 2, te, 1, &ev->stream) < 0)
-                return fail_at(s, err, AS_TRACE_ECORRUPT, tb + 2, "bad stream (decimal or 0x hex)");
+                return fail_at(s, err, AS_ECORRUPT, tb + 2, "bad stream (decimal or 0x hex)");
             seen_s = 1;
         } else if (te - tb > 2 && tb[0] == 't' && tb[1] == '=' && !seen_t) {
             if (parse_i64(tb + 2, te, &ev->time_us) < 0 || ev->time_us == AS_TIME_NONE)
-                return fail_at(s, err, AS_TRACE_ECORRUPT, tb + 2,
+                return fail_at(s, err, AS_ECORRUPT, tb + 2,
                                "bad time (signed decimal microseconds)");
             seen_t = 1;
         } else {
-            return fail_at(s, err, AS_TRACE_ECORRUPT, tb, "unexpected '%.*s'",
+            return fail_at(s, err, AS_ECORRUPT, tb, "unexpected '%.*s'",
                            (int)(te - tb > 40 ? 40 : te - tb), tb);
         }
     }
@@ -418,17 +418,16 @@ static int text_next(void *stp, as_event *ev, as_trace_error *err)
     if (tok_is(tb, te, "alloc")) {
         ev->op = AS_OP_ALLOC;
         if (!next_tok(&p, e, &tb, &te) || parse_exact_u64(tb, te, 0, &ev->id) < 0)
-            return fail_at(s, err, AS_TRACE_ECORRUPT, tb == kw ? te : tb,
-                           "alloc needs an id (decimal)");
+            return fail_at(s, err, AS_ECORRUPT, tb == kw ? te : tb, "alloc needs an id (decimal)");
         if (!next_tok(&p, e, &tb, &te) || parse_size(tb, te, &ev->size) < 0)
-            return fail_at(s, err, AS_TRACE_ECORRUPT, tb,
+            return fail_at(s, err, AS_ECORRUPT, tb,
                            "alloc needs a size (bytes, or with K/M/G/T or KiB/MiB/GiB/TiB)");
         rc = parse_params(s, p, e, 1, ev, err);
     } else if (tok_is(tb, te, "free") || tok_is(tb, te, "free_req")) {
         ev->op = te - tb == 4 ? AS_OP_FREE : AS_OP_FREE_REQ;
         if (!next_tok(&p, e, &tb, &te) || parse_exact_u64(tb, te, 0, &ev->id) < 0)
-            return fail_at(s, err, AS_TRACE_ECORRUPT, tb == kw ? te : tb,
-                           "%s needs an id (decimal)", ev->op == AS_OP_FREE ? "free" : "free_req");
+            return fail_at(s, err, AS_ECORRUPT, tb == kw ? te : tb, "%s needs an id (decimal)",
+                           ev->op == AS_OP_FREE ? "free" : "free_req");
         rc = parse_params(s, p, e, 0, ev, err);
     } else if (tok_is(tb, te, "empty_cache")) {
         ev->op = AS_OP_EMPTY_CACHE;
@@ -443,7 +442,7 @@ static int text_next(void *stp, as_event *ev, as_trace_error *err)
         if (q > p && e - q > 2 && q[0] == 't' && q[1] == '=' &&
             parse_i64(q + 2, e, &ev->time_us) == 0) {
             if (ev->time_us == AS_TIME_NONE)
-                return fail_at(s, err, AS_TRACE_ECORRUPT, q + 2, "bad time");
+                return fail_at(s, err, AS_ECORRUPT, q + 2, "bad time");
             e = q;
             while (e > p && is_blank(e[-1]))
                 e--;
@@ -453,17 +452,17 @@ static int text_next(void *stp, as_event *ev, as_trace_error *err)
         const char *bad = NULL;
         long n = unescape(p, e, s->label, sizeof s->label, &bad);
         if (n == -2)
-            return fail_at(s, err, AS_TRACE_ECORRUPT, bad, "mark label longer than %d bytes",
+            return fail_at(s, err, AS_ECORRUPT, bad, "mark label longer than %d bytes",
                            AS_MAX_LABEL);
         if (n < 0)
-            return fail_at(s, err, AS_TRACE_ECORRUPT, bad, "bad escape in mark label");
+            return fail_at(s, err, AS_ECORRUPT, bad, "bad escape in mark label");
         ev->label = s->label;
         rc = 0;
     } else if (tok_is(tb, te, "meta")) {
-        return fail_at(s, err, AS_TRACE_ECORRUPT, tb,
+        return fail_at(s, err, AS_ECORRUPT, tb,
                        "meta after the first event (metadata belongs in the header)");
     } else {
-        return fail_at(s, err, AS_TRACE_ECORRUPT, tb,
+        return fail_at(s, err, AS_ECORRUPT, tb,
                        "unknown record '%.*s' (expected alloc, free, free_req, empty_cache, "
                        "mark or meta)",
                        (int)(te - tb > 32 ? 32 : te - tb), tb);
@@ -553,7 +552,7 @@ static int text_w_open(as_outfile *o, const as_meta *meta, void **stp, as_trace_
     *stp = NULL;
     text_w *w = calloc(1, sizeof *w);
     if (!w)
-        return as_trace_set_error(err, AS_TRACE_ENOMEM, o->path, UINT64_MAX, 0, "out of memory");
+        return as_trace_set_error(err, AS_ENOMEM, o->path, UINT64_MAX, 0, "out of memory");
     w->o = o;
     static const char head[] = TEXT_MAGIC " 1\n";
     int rc = as_outfile_write(o, head, sizeof head - 1, err);
@@ -562,7 +561,7 @@ static int text_w_open(as_outfile *o, const as_meta *meta, void **stp, as_trace_
         size_t klen = strlen(meta->kv[i].key);
         char *line = malloc(klen + 4 * strlen(v) + 8);
         if (!line) {
-            rc = as_trace_set_error(err, AS_TRACE_ENOMEM, o->path, UINT64_MAX, 0, "out of memory");
+            rc = as_trace_set_error(err, AS_ENOMEM, o->path, UINT64_MAX, 0, "out of memory");
             break;
         }
         char *p = put_str(line, "meta ");

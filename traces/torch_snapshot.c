@@ -171,7 +171,7 @@ static int bfail(snap_build *b, int code, uint64_t off, const char *fmt, ...)
 
 static int oom(snap_build *b)
 {
-    return bfail(b, AS_TRACE_ENOMEM, UINT64_MAX, "out of host memory importing the snapshot");
+    return bfail(b, AS_ENOMEM, UINT64_MAX, "out of host memory importing the snapshot");
 }
 
 static uint64_t hash64(uint64_t x)
@@ -234,7 +234,7 @@ static int charge(snap_build *b, uint64_t n)
 
 static int over_budget(snap_build *b)
 {
-    return bfail(b, AS_TRACE_ENOMEM, UINT64_MAX,
+    return bfail(b, AS_ENOMEM, UINT64_MAX,
                  "snapshot too repetitive: more than %" PRIu64 " dict items visited (limit)",
                  b->budget);
 }
@@ -318,11 +318,11 @@ static int entry_fields(snap_build *b, as_pk_ref e, uint64_t index, snap_entry *
             return 0;
         }
         if (as_pk_streamed(pk, e))
-            return bfail(b, AS_TRACE_EFORMAT, off,
+            return bfail(b, AS_EFORMAT, off,
                          "device_traces[%u][%" PRIu64 "] refers back to an earlier entry (a "
                          "memo reference), which is not supported",
                          b->device, index);
-        return bfail(b, AS_TRACE_ECORRUPT, off,
+        return bfail(b, AS_ECORRUPT, off,
                      "device_traces[%u][%" PRIu64 "] is a %s, not a trace entry dict", b->device,
                      index, as_pk_type_name(as_pk_type_of(pk, e)));
     }
@@ -351,8 +351,8 @@ static int entry_fields(snap_build *b, as_pk_ref e, uint64_t index, snap_entry *
             b->warnings++;
             return 0;
         }
-        return bfail(b, AS_TRACE_ECORRUPT, off,
-                     "device_traces[%u][%" PRIu64 "] has no 'action' string", b->device, index);
+        return bfail(b, AS_ECORRUPT, off, "device_traces[%u][%" PRIu64 "] has no 'action' string",
+                     b->device, index);
     }
     int name = lookup(b, act, 0);
     x->act = (uint8_t)(name >= 0 && name < 3 ? name : ACT_OTHER);
@@ -375,7 +375,7 @@ static int entry_fields(snap_build *b, as_pk_ref e, uint64_t index, snap_entry *
             b->warnings++;
             return 0;
         }
-        return bfail(b, AS_TRACE_ECORRUPT, off,
+        return bfail(b, AS_ECORRUPT, off,
                      "device_traces[%u][%" PRIu64 "] (%s) has no integer 'addr'", b->device, index,
                      act_names[x->act]);
     }
@@ -452,7 +452,7 @@ static int bad_entry(snap_build *b, const snap_entry *x, const char *what)
         b->warnings++;
         return 1;
     }
-    return bfail(b, AS_TRACE_EINVAL, x->off, "%s: %s", where(b, x, w, sizeof w), what);
+    return bfail(b, AS_EINVAL, x->off, "%s: %s", where(b, x, w, sizeof w), what);
 }
 
 /* Turns entry x into events. nxt is the next alloc/free entry (NULL at the end); a
@@ -839,17 +839,16 @@ static int check_root(snap_build *b, as_pk_ref *traces, as_pk_ref *segments, cha
     *traces = as_pk_dict_get(pk, root, "device_traces");
     *segments = as_pk_dict_get(pk, root, "segments");
     if (as_pk_type_of(pk, root) != AS_PK_DICT || (*traces == AS_PK_NIL && *segments == AS_PK_NIL))
-        return bfail(b, AS_TRACE_EFORMAT, as_pk_offset(pk, root),
+        return bfail(b, AS_EFORMAT, as_pk_offset(pk, root),
                      "pickle is not a torch memory snapshot (top level: %s without "
                      "'device_traces' or 'segments')",
                      as_pk_type_name(as_pk_type_of(pk, root)));
     if (*traces != AS_PK_NIL && as_pk_type_of(pk, *traces) != AS_PK_LIST)
-        return bfail(b, AS_TRACE_ECORRUPT, as_pk_offset(pk, *traces),
+        return bfail(b, AS_ECORRUPT, as_pk_offset(pk, *traces),
                      "'device_traces' is a %s, not a list",
                      as_pk_type_name(as_pk_type_of(pk, *traces)));
     if (*segments != AS_PK_NIL && as_pk_type_of(pk, *segments) != AS_PK_LIST)
-        return bfail(b, AS_TRACE_ECORRUPT, as_pk_offset(pk, *segments),
-                     "'segments' is a %s, not a list",
+        return bfail(b, AS_ECORRUPT, as_pk_offset(pk, *segments), "'segments' is a %s, not a list",
                      as_pk_type_name(as_pk_type_of(pk, *segments)));
     /* Device: the first with a non-empty trace (0 when none has one). */
     as_pk_iter it;
@@ -867,17 +866,17 @@ static int check_root(snap_build *b, as_pk_ref *traces, as_pk_ref *segments, cha
             tj += (size_t)snprintf(traced + tj, tn - tj, "%s%u", tj ? "," : "", d);
     }
     if (first != AS_PK_NIL && as_pk_type_of(pk, first) != AS_PK_LIST)
-        return bfail(b, AS_TRACE_ECORRUPT, as_pk_offset(pk, first),
+        return bfail(b, AS_ECORRUPT, as_pk_offset(pk, first),
                      "device_traces[%u] is a %s, not a list", fd,
                      as_pk_type_name(as_pk_type_of(pk, first)));
     if (first == AS_PK_NIL || as_pk_streamed(pk, first) == 1) {
         if (b->chosen >= 0 && (first == AS_PK_NIL || (unsigned)b->chosen != fd))
-            return bfail(b, AS_TRACE_EFORMAT, as_pk_offset(pk, *traces),
+            return bfail(b, AS_EFORMAT, as_pk_offset(pk, *traces),
                          "device_traces is laid out in a way this reader cannot stream");
         return 0;
     }
     if (b->chosen >= 0) /* device fd's list was kept whole, but a later one streamed */
-        return bfail(b, AS_TRACE_EFORMAT, as_pk_offset(pk, first),
+        return bfail(b, AS_EFORMAT, as_pk_offset(pk, first),
                      "device_traces is laid out in a way this reader cannot stream");
     b->chosen = (int)fd;
     b->device = fd;
@@ -1002,7 +1001,7 @@ static int torch_open(as_instream *in, const as_reader_opts *opts, as_meta *meta
     *stp = NULL;
     if (!b || !st) {
         free(b), free(st);
-        return as_instream_fail(in, err, AS_TRACE_ENOMEM, "out of host memory");
+        return as_instream_fail(in, err, AS_ENOMEM, "out of host memory");
     }
     *b = (snap_build){.in = in,
                       .err = err,
@@ -1066,7 +1065,7 @@ static int pass2_fill(snap_state *st, as_trace_error *err)
             if (b->nev)
                 break;
             if (b->emitted != b->pass2_events)
-                return bfail(b, AS_TRACE_EIO, UINT64_MAX,
+                return bfail(b, AS_EIO, UINT64_MAX,
                              "the snapshot changed while it was read (%" PRIu64
                              " events, then %" PRIu64 ")",
                              b->pass2_events, b->emitted);

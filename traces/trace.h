@@ -27,14 +27,6 @@
 enum {
     AS_TRACE_OK = 0,
     AS_TRACE_EOF = 1,
-    /* The readers' older names, kept while those files are being edited; new code uses
-     * the AS_E* names. */
-    AS_TRACE_EIO = AS_EIO,
-    AS_TRACE_EFORMAT = AS_EFORMAT,
-    AS_TRACE_ECORRUPT = AS_ECORRUPT,
-    AS_TRACE_EINVAL = AS_EINVAL,
-    AS_TRACE_ENOMEM = AS_ENOMEM,
-    AS_TRACE_EUSAGE = AS_EUSAGE,
 };
 
 typedef enum as_op {
@@ -170,7 +162,7 @@ int as_trace_copy(as_trace_reader *r, as_trace_writer *w, uint64_t *events,
                   as_trace_error *err);
 /* Opens in (any format, detected by content), writes out ("-" = stdout) as fmt with the
  * input's metadata (pairs in extra, if any, added or replacing), and closes both. Refuses
- * (AS_TRACE_EUSAGE) to write over the input itself; removes a partial output file on
+ * (AS_EUSAGE) to write over the input itself; removes a partial output file on
  * failure. *events (may be NULL) is the count converted. */
 int as_trace_convert(const char *in, const char *out, as_trace_fmt fmt,
                      const as_reader_opts *opts, const as_meta *extra, uint64_t *events,

@@ -467,7 +467,7 @@ int as_cmd_mincap(int argc, char **argv)
             }
             break;
         }
-        if (rc == AS_MINCAP_ETOOMANY) {
+        if (rc == AS_ELIMIT) {
             status = as_cli_usage(cmd, "%s: %s: %s", trace, specs[k].text, why);
             goto out;
         }

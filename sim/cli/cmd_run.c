@@ -261,7 +261,7 @@ static int run_group(run_set *rs, run_ctx *ctx, size_t r0, size_t n, uint64_t ma
             as_runlog_discard(ctx->timeline, base_run);
         if (ctx->segmap)
             as_segmap_drop_from(ctx->segmap, base_run);
-        if (rc == AS_ENGINE_EBUDGET && max_live)
+        if (rc == AS_ELIMIT && max_live)
             *budget_hit = 1;
         else if (rc == AS_ENGINE_STOPPED)
             ret = AS_EXIT_SIGNAL;

@@ -110,7 +110,7 @@ int as_cmd_convert(int argc, char **argv)
                     : as_trace_convert(in, as_out_path(o), out_format(outp, forced), NULL, NULL,
                                        NULL, &err);
     name_output(&err, o);
-    if (rc == AS_TRACE_EUSAGE)
+    if (rc == AS_EUSAGE)
         ret = as_cli_usage("convert", "%s", err.msg);
     else if (rc < 0)
         ret = as_cli_trace_fail(&err, in);
@@ -174,7 +174,7 @@ int as_cmd_gen(int argc, char **argv)
     memset(&err, 0, sizeof err);
     err.offset = err.event = UINT64_MAX;
     int rc = as_gen_open(kind, argc - optind - 1, argv + optind + 1, &rd, &err);
-    if (rc == AS_TRACE_EUSAGE)
+    if (rc == AS_EUSAGE)
         return as_cli_usage("gen", "%s", err.msg);
     if (rc < 0)
         return as_cli_trace_fail(&err, kind);
