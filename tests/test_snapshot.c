@@ -587,6 +587,123 @@ static void snapshot_devices(void)
     free(g);
 }
 
+/* Two devices traced, each with a segment of its own at the dump: device 1's trace is
+ * three entries (an alloc, its free, a second alloc still live) and device 0's two (an
+ * alloc and a free of a block allocated before the trace, so a prehistoric block). */
+static void build_two_devices(pw *w, int proto)
+{
+    pw_begin(w, proto);
+    dict_open(w);
+    pw_str(w, "segments"), list_open(w);
+    segment(w, 0, 0x10000, 0x200000, 0, 1, (int64_t)0x10000, (int64_t)512, "active_allocated");
+    segment(w, 1, 0x90000, 0x200000, 0, 1, (int64_t)0x90200, (int64_t)1024, "active_allocated");
+    list_close(w);
+    pw_str(w, "device_traces"), list_open(w);
+    list_open(w);
+    entry(w, "alloc", 0x10000, 500, 0, 1);
+    entry(w, "free_completed", 0x10400, 700, 0, 2);
+    list_close(w);
+    list_open(w);
+    entry(w, "alloc", 0x90000, 512, 0, 3);
+    entry(w, "free_completed", 0x90000, 512, 0, 4);
+    entry(w, "alloc", 0x90200, 1000, 0, 5);
+    list_close(w);
+    list_close(w);
+    dict_close(w);
+    pw_end(w);
+}
+
+static int read_device(const char *path, int set, unsigned dev, got *g)
+{
+    memset(g, 0, sizeof *g);
+    as_trace_reader *r = NULL;
+    as_reader_opts o = {.device_set = set, .device = dev};
+    g->rc = as_trace_open(path, &o, &r, &g->err);
+    if (g->rc)
+        return g->rc;
+    const as_meta *m = as_trace_reader_meta(r);
+    size_t j = 0;
+    for (size_t i = 0; i < m->n && j < sizeof g->meta; i++)
+        j += (size_t)snprintf(g->meta + j, sizeof g->meta - j, "%s=%s\n", m->kv[i].key,
+                              m->kv[i].value);
+    as_event e;
+    while ((g->rc = as_trace_next(r, &e)) == 0 && g->n < 64)
+        g->ev[g->n++] = e;
+    g->rc = g->rc == AS_TRACE_EOF ? 0 : g->rc;
+    as_trace_close(r);
+    return g->rc;
+}
+
+/* The command line: info lists the devices, and every command takes --snapshot-device. */
+static void device_cli(const char *tmp)
+{
+    static char out[8192], err[2048], args[1200], path[1024];
+    snprintf(path, sizeof path, "%s", tmp); /* tu_tmp's buffer is reused by tu_run_allocsim */
+    snprintf(args, sizeof args, "info '%s'", path);
+    CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "traces 2 devices: 0 (2 entries), 1 (3 entries); pick "
+                                       "one (allocsim: --snapshot-device N)"));
+    snprintf(args, sizeof args, "info --snapshot-device 1 '%s'", path);
+    CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\ndevices: 0 (2 trace entries), 1 (3 trace entries, "
+                                       "read)\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "events: 3 (alloc 2, free 1,"));
+    snprintf(args, sizeof args, "run --snapshot-device cuda:0 -f csv '%s'", path);
+    CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
+    snprintf(args, sizeof args, "mincap --snapshot-device 3 '%s'", path);
+    CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "device 3: the snapshot's device_traces has 2 devices"));
+    snprintf(args, sizeof args, "convert --snapshot-device x '%s' -", path);
+    CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 2);
+    snprintf(args, sizeof args, "convert --snapshot-device 0 '%s' - --text", path);
+    CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "device=0"));
+}
+
+static void snapshot_device_choice(void)
+{
+    static pw w;
+    got *g = malloc(sizeof *g);
+    for (int proto = 2; proto <= 4; proto += 2) {
+        build_two_devices(&w, proto);
+        const char *path = write_file(&w, proto == 4);
+        /* No choice: refused, naming both devices and their entry counts. */
+        CU_ASSERT_EQUAL(read_device(path, 0, 0, g), AS_EINVAL);
+        CU_ASSERT_PTR_NOT_NULL(strstr(g->err.msg, "traces 2 devices: 0 (2 entries), 1 (3 "
+                                                  "entries)"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(g->err.msg, "--snapshot-device"));
+        /* Device 1: its three entries are ALLOC, FREE, ALLOC; nothing of device 0. */
+        CU_ASSERT_EQUAL_FATAL(read_device(path, 1, 1, g), 0);
+        CU_ASSERT_EQUAL_FATAL(g->n, 3);
+        CHECK_EV(g, 0, AS_OP_ALLOC, 0, 512, 0);
+        CU_ASSERT_EQUAL(g->ev[1].op, AS_OP_FREE);
+        CHECK_EV(g, 2, AS_OP_ALLOC, 1, 1000, 0);
+        CU_ASSERT(has_meta(g, "device=1"));
+        CU_ASSERT(has_meta(g, "prehistoric_allocs=0"));
+        CU_ASSERT(has_meta(g, "torch.device_entries=0:2,1:3"));
+        CU_ASSERT(has_meta(g, "torch.segments_at_dump=1"));
+        /* Device 0: its free of 0x10400 was allocated before the trace (one prehistoric
+         * ALLOC first), and the block at 0x10000 is live at the dump as the trace says. */
+        CU_ASSERT_EQUAL_FATAL(read_device(path, 1, 0, g), 0);
+        CU_ASSERT_EQUAL_FATAL(g->n, 3);
+        CHECK_EV(g, 0, AS_OP_ALLOC, 0, 700, 0);
+        CHECK_EV(g, 1, AS_OP_ALLOC, 1, 500, 0);
+        CU_ASSERT_EQUAL(g->ev[2].op, AS_OP_FREE);
+        CU_ASSERT_EQUAL(g->ev[2].id, 0);
+        CU_ASSERT(has_meta(g, "device=0"));
+        CU_ASSERT(has_meta(g, "prehistoric_allocs=1"));
+        CU_ASSERT(has_meta(g, "torch.state_mismatches=0"));
+        /* A device the snapshot does not have. */
+        CU_ASSERT_EQUAL(read_device(path, 1, 2, g), AS_EINVAL);
+        CU_ASSERT_PTR_NOT_NULL(strstr(g->err.msg, "device 2: the snapshot's device_traces has "
+                                                  "2 devices (0..1)"));
+        if (proto == 4)
+            device_cli(path);
+        tu_rm(path);
+    }
+    free(g);
+}
+
 static void snapshot_bad_frees(void)
 {
     /* A double free: an error in strict mode naming the entry's byte offset; skipped (one
@@ -1103,6 +1220,7 @@ CU_TestInfo test_snapshot[] = {
     {"handmade_basic", snapshot_handmade_basic},
     {"prehistoric", snapshot_prehistoric},
     {"devices", snapshot_devices},
+    {"device_choice", snapshot_device_choice},
     {"bad_frees", snapshot_bad_frees},
     {"bad_input", snapshot_bad_input},
     {"truncated_everywhere", snapshot_truncated_everywhere},

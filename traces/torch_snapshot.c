@@ -12,7 +12,9 @@
  * dict item it visits against a budget of 64 per input byte, since memo references can
  * make a small pickle describe a huge structure.
  *
- * Mapping, for device_traces[d] (d = the first device with a non-empty trace):
+ * Mapping, for device_traces[d]: d is the device the reader was asked for (as_reader_opts
+ * device_set/device), else the one device with a non-empty trace; a snapshot tracing several
+ * is refused with the list of its devices and their entry counts (pick_device).
  *   alloc          -> ALLOC (the entry's unrounded size, the raw cudaStream_t value);
  *   free_requested -> FREE when the next alloc/free_requested/free_completed entry of the
  *                     trace is the free_completed of the same address (the free had no
@@ -116,8 +118,13 @@ struct snap_build {
     int lenient;
     int pass; /* 1: counting (and buffering while the events fit); 2: emitting */
     unsigned device;
-    int chosen;     /* the device whose entries are read: the first with any, -1 before */
-    snap_entry cur; /* the alloc/free entry waiting for the next one (free pairing) */
+    int chosen;   /* the device whose entries are read: the first with any, -1 before */
+    int want_set; /* the caller named the device (as_reader_opts.device_set) */
+    unsigned want;
+    uint64_t *dev_entries; /* pass 1: trace entries per device_traces index */
+    size_t ndev_entries, capdev;
+    unsigned ndevices; /* lists in device_traces */
+    snap_entry cur;    /* the alloc/free entry waiting for the next one (free pairing) */
     int have_cur;
     /* Keys and action names are mostly shared (memoized) strings, so the same few refs come
      * back for every entry: remember what each means instead of comparing strings. */
@@ -327,8 +334,8 @@ static int entry_fields(snap_build *b, as_pk_ref e, uint64_t index, snap_entry *
                      index, as_pk_type_name(as_pk_type_of(pk, e)));
     }
     *x = (snap_entry){.off = off, .index = index, .time_us = AS_TIME_NONE};
-    as_pk_ref f[KEY_OTHER + 1] = {AS_PK_NIL, AS_PK_NIL, AS_PK_NIL, AS_PK_NIL, AS_PK_NIL,
-                                  AS_PK_NIL}; /* by KEY_*: the last value set wins */
+    as_pk_ref f[KEY_OTHER + 1] = {AS_PK_NIL, AS_PK_NIL, AS_PK_NIL, AS_PK_NIL,
+                                  AS_PK_NIL, AS_PK_NIL}; /* by KEY_*: the last value set wins */
     const as_pk_ref *kv;
     size_t nkv = as_pk_items(pk, e, &kv);
     if (charge(b, (nkv != SIZE_MAX ? nkv / 2 : as_pk_len(pk, e)) + 1))
@@ -344,8 +351,8 @@ static int entry_fields(snap_build *b, as_pk_ref e, uint64_t index, snap_entry *
         while (as_pk_iter_next_pair(&it, &k, &v))
             f[lookup(b, k, 1)] = v;
     }
-    as_pk_ref act = f[KEY_ACTION], addr = f[KEY_ADDR], size = f[KEY_SIZE],
-              stream = f[KEY_STREAM], time = f[KEY_TIME];
+    as_pk_ref act = f[KEY_ACTION], addr = f[KEY_ADDR], size = f[KEY_SIZE], stream = f[KEY_STREAM],
+              time = f[KEY_TIME];
     if (as_pk_type_of(pk, act) != AS_PK_STR) {
         if (b->lenient) {
             b->warnings++;
@@ -802,6 +809,23 @@ static as_pk_limits snap_limits(const as_reader_opts *opts)
     return l;
 }
 
+/* Pass 1 counts the entries of every device (n more for device d), for the choice of the
+ * device and for `info`. */
+static int count_entry(snap_build *b, unsigned d, uint64_t n)
+{
+    if (b->pass != 1)
+        return 0;
+    if (d >= b->ndev_entries) {
+        if (grow((void **)&b->dev_entries, &b->capdev, (size_t)d + 1, sizeof *b->dev_entries))
+            return oom(b);
+        memset(b->dev_entries + b->ndev_entries, 0,
+               ((size_t)d + 1 - b->ndev_entries) * sizeof *b->dev_entries);
+        b->ndev_entries = (size_t)d + 1;
+    }
+    b->dev_entries[d] += n;
+    return 0;
+}
+
 /* One pass over the pickle: every entry of the chosen device through the state machine.
  * At the end the tree (segments, settings) is complete in b->pk. */
 static int read_pass(snap_build *b, const as_reader_opts *opts)
@@ -815,7 +839,9 @@ static int read_pass(snap_build *b, const as_reader_opts *opts)
         return bfail(b, perr.code, perr.offset, "pickle: %s", perr.msg);
     b->pk = as_pk_stream_tree(b->ps);
     while ((rc = as_pk_stream_next(b->ps, &it, &perr)) == 1) {
-        if (b->chosen < 0) {
+        if ((rc = count_entry(b, it.device, 1)) < 0)
+            return rc;
+        if (b->chosen < 0 && (!b->want_set || it.device == b->want)) {
             b->chosen = (int)it.device;
             b->device = it.device;
         }
@@ -830,9 +856,8 @@ static int read_pass(snap_build *b, const as_reader_opts *opts)
 
 /* After the parse: the root's shape, and the chosen device's list when it was kept as a
  * tree (a layout other than Python's pickler, whose trace lists stream). *traces and
- * *segments are set; traced lists the devices with entries. */
-static int check_root(snap_build *b, as_pk_ref *traces, as_pk_ref *segments, char *traced,
-                      size_t tn)
+ * *segments are set. */
+static int check_root(snap_build *b, as_pk_ref *traces, as_pk_ref *segments)
 {
     const as_pk *pk = b->pk;
     as_pk_ref root = as_pk_root(pk);
@@ -850,29 +875,34 @@ static int check_root(snap_build *b, as_pk_ref *traces, as_pk_ref *segments, cha
     if (*segments != AS_PK_NIL && as_pk_type_of(pk, *segments) != AS_PK_LIST)
         return bfail(b, AS_ECORRUPT, as_pk_offset(pk, *segments), "'segments' is a %s, not a list",
                      as_pk_type_name(as_pk_type_of(pk, *segments)));
-    /* Device: the first with a non-empty trace (0 when none has one). */
+    /* Device: the one asked for, else the first with a non-empty trace (0 when none has
+     * one; pick_device refuses a snapshot that traces several). Lists kept whole (not
+     * streamed) are counted here. */
     as_pk_iter it;
     as_pk_ref t, first = AS_PK_NIL;
     unsigned d = 0, fd = 0;
-    size_t tj = 0;
-    traced[0] = 0;
+    int rc;
     as_pk_iter_init(&it, pk, *traces);
     for (; as_pk_iter_next(&it, &t); d++) {
-        if (as_pk_len(pk, t) == 0)
+        size_t len = as_pk_len(pk, t);
+        if (as_pk_streamed(pk, t) != 1 && (rc = count_entry(b, d, len)) < 0)
+            return rc;
+        if (len == 0 && !(b->want_set && d == b->want))
             continue;
-        if (first == AS_PK_NIL)
+        if (first == AS_PK_NIL && (!b->want_set || d == b->want))
             first = t, fd = d;
-        if (tj < tn - 16)
-            tj += (size_t)snprintf(traced + tj, tn - tj, "%s%u", tj ? "," : "", d);
     }
+    b->ndevices = d;
     if (first != AS_PK_NIL && as_pk_type_of(pk, first) != AS_PK_LIST)
         return bfail(b, AS_ECORRUPT, as_pk_offset(pk, first),
                      "device_traces[%u] is a %s, not a list", fd,
                      as_pk_type_name(as_pk_type_of(pk, first)));
-    if (first == AS_PK_NIL || as_pk_streamed(pk, first) == 1) {
+    if (first == AS_PK_NIL || as_pk_streamed(pk, first) == 1 || as_pk_len(pk, first) == 0) {
         if (b->chosen >= 0 && (first == AS_PK_NIL || (unsigned)b->chosen != fd))
             return bfail(b, AS_EFORMAT, as_pk_offset(pk, *traces),
                          "device_traces is laid out in a way this reader cannot stream");
+        if (b->chosen < 0 && b->want_set)
+            b->device = b->want; /* a device with no trace: its state alone */
         return 0;
     }
     if (b->chosen >= 0) /* device fd's list was kept whole, but a later one streamed */
@@ -881,10 +911,43 @@ static int check_root(snap_build *b, as_pk_ref *traces, as_pk_ref *segments, cha
     b->chosen = (int)fd;
     b->device = fd;
     as_pk_iter_init(&it, pk, first);
-    int rc;
     for (uint64_t i = 0; as_pk_iter_next(&it, &t); i++)
         if ((rc = feed(b, t, i)) < 0)
             return rc;
+    return 0;
+}
+
+/* "0 (34500 entries), 1 (120 entries)": the devices with a trace, for messages and meta. */
+static void device_list(const snap_build *b, char *out, size_t n)
+{
+    size_t j = 0;
+    out[0] = 0;
+    for (size_t d = 0; d < b->ndev_entries && j + 48 < n; d++)
+        if (b->dev_entries[d])
+            j += (size_t)snprintf(out + j, n - j, "%s%zu (%" PRIu64 " entr%s)", j ? ", " : "", d,
+                                  b->dev_entries[d], b->dev_entries[d] == 1 ? "y" : "ies");
+}
+
+/* The device read must be the one asked for, and it must exist; without a choice, a
+ * snapshot whose trace covers several devices is refused: their events are separate
+ * allocators, and mixing them up would simulate neither. */
+static int pick_device(snap_build *b)
+{
+    char list[200];
+    unsigned traced = 0;
+    for (size_t d = 0; d < b->ndev_entries; d++)
+        traced += b->dev_entries[d] != 0;
+    device_list(b, list, sizeof list);
+    if (b->want_set && b->ndevices && b->want >= b->ndevices)
+        return bfail(b, AS_EINVAL, UINT64_MAX,
+                     "device %u: the snapshot's device_traces has %u device%s (0..%u)%s%s", b->want,
+                     b->ndevices, b->ndevices == 1 ? "" : "s", b->ndevices - 1,
+                     traced ? ", traced: " : ", none traced", list);
+    if (!b->want_set && traced > 1)
+        return bfail(b, AS_EINVAL, UINT64_MAX,
+                     "the snapshot traces %u devices: %s; pick one (allocsim: --snapshot-device "
+                     "N)",
+                     traced, list);
     return 0;
 }
 
@@ -892,9 +955,9 @@ static int check_root(snap_build *b, as_pk_ref *traces, as_pk_ref *segments, cha
 static int finish_pass1(snap_build *b, as_meta *meta)
 {
     as_pk_ref traces, segments;
-    char traced[256];
+    char list[400];
     int rc;
-    if ((rc = check_root(b, &traces, &segments, traced, sizeof traced)) || (rc = feed_end(b)))
+    if ((rc = check_root(b, &traces, &segments)) || (rc = pick_device(b)) || (rc = feed_end(b)))
         return rc;
     uint64_t nseg = 0, reserved = 0, allocated = 0;
     if ((rc = final_segments(b, segments, &nseg, &reserved, &allocated)))
@@ -902,8 +965,22 @@ static int finish_pass1(snap_build *b, as_meta *meta)
     if ((rc = write_meta(b, meta, as_pk_root(b->pk), as_pk_len(b->pk, traces), nseg, reserved,
                          allocated, segments != AS_PK_NIL)))
         return rc;
-    /* Devices whose trace was not imported are worth knowing about. */
-    if (as_meta_set(meta, "torch.traced_devices", traced[0] ? traced : "none") < 0)
+    /* Devices whose trace was not imported are worth knowing about: "0,1", and with their
+     * entry counts. */
+    size_t j = 0;
+    list[0] = 0;
+    for (size_t d = 0; d < b->ndev_entries && j + 24 < sizeof list; d++)
+        if (b->dev_entries[d])
+            j += (size_t)snprintf(list + j, sizeof list - j, "%s%zu", j ? "," : "", d);
+    if (as_meta_set(meta, "torch.traced_devices", list[0] ? list : "none") < 0)
+        return oom(b);
+    j = 0;
+    list[0] = 0;
+    for (size_t d = 0; d < b->ndev_entries && j + 32 < sizeof list; d++)
+        if (b->dev_entries[d])
+            j += (size_t)snprintf(list + j, sizeof list - j, "%s%zu:%" PRIu64, j ? "," : "", d,
+                                  b->dev_entries[d]);
+    if (list[0] && as_meta_set(meta, "torch.device_entries", list) < 0)
         return oom(b);
     if (b->npre)
         qsort(b->pre, b->npre, sizeof *b->pre, cmp_pre);
@@ -990,6 +1067,7 @@ static void build_free(snap_build *b)
     free(b->ev);
     free(b->pre);
     free(b->map.slots);
+    free(b->dev_entries);
 }
 
 static int torch_open(as_instream *in, const as_reader_opts *opts, as_meta *meta, void **stp,
@@ -1014,6 +1092,11 @@ static int torch_open(as_instream *in, const as_reader_opts *opts, as_meta *meta
         b->buffer_max = opts->max_pickle_buffered;
     else if (!as_instream_rewindable(in))
         b->buffer_max = UINT64_MAX; /* a pipe cannot be read twice: keep every event */
+    if (opts && opts->device_set) {
+        b->want_set = 1;
+        b->want = opts->device;
+        b->device = opts->device;
+    }
     memset(b->cache_ref, 0xff, sizeof b->cache_ref);
     if ((rc = read_pass(b, opts)) || (rc = finish_pass1(b, meta)))
         goto fail;

@@ -107,6 +107,10 @@ typedef struct as_reader_opts {
     uint64_t max_pickle_memory; /* snapshot pickles: parser memory (0: 1 GiB) */
     uint64_t max_pickle_buffered; /* snapshot pickles: events kept from the first pass; a
                                      longer trace is read twice (0: 2^20) */
+    /* Snapshot pickles: read device_traces[device] when device_set; otherwise the one
+     * device with a trace (a snapshot tracing several is an error that lists them). */
+    int device_set;
+    unsigned device;
 } as_reader_opts;
 
 #define AS_ZSTD_WINDOW_LOG_DEFAULT 27 /* 128 MiB: zstd up to level 19 and --long=27 */

@@ -121,12 +121,40 @@ int as_cli_trace_fail(const as_trace_error *e, const char *fallback_path)
     return AS_EXIT_INPUT;
 }
 
+/* The command line's reader options: one command runs at a time (as_cli_main resets them,
+ * so nothing survives from one call to the next). */
+static as_reader_opts reader_opts;
+
+const as_reader_opts *as_cli_reader_opts(void)
+{
+    return &reader_opts;
+}
+
+void as_cli_reset_reader_opts(void)
+{
+    memset(&reader_opts, 0, sizeof reader_opts);
+}
+
+int as_cli_snapshot_device(const char *cmd, const char *text)
+{
+    uint64_t d;
+    const char *num = strncmp(text, "cuda:", 5) == 0 ? text + 5 : text;
+    if (as_cli_parse_u64(num, &d) || d > 65535)
+        return as_cli_usage(cmd,
+                            "--snapshot-device %s: a device index of the snapshot (0, 1, ... "
+                            "or cuda:N; allocsim info lists them)",
+                            text);
+    reader_opts.device_set = 1;
+    reader_opts.device = (unsigned)d;
+    return 0;
+}
+
 int as_cli_open_trace(const char *path, as_trace_reader **out)
 {
     as_trace_error err;
     memset(&err, 0, sizeof err);
     err.offset = err.event = UINT64_MAX;
-    if (as_trace_open(path, NULL, out, &err) < 0)
+    if (as_trace_open(path, &reader_opts, out, &err) < 0)
         return as_cli_trace_fail(&err, path);
     return 0;
 }

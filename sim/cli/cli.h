@@ -74,8 +74,17 @@ int as_cli_write_status(int failed, const char *path, int ret);
 /* Prints a trace error as "allocsim: FILE: byte B (line L, event E): MESSAGE" and returns
  * AS_EXIT_INPUT. */
 int as_cli_trace_fail(const as_trace_error *e, const char *fallback_path);
-/* Opens a trace, printing the error on failure. Returns 0 or AS_EXIT_INPUT. */
+/* Opens a trace with as_cli_reader_opts(), printing the error on failure. Returns 0 or
+ * AS_EXIT_INPUT. */
 int as_cli_open_trace(const char *path, as_trace_reader **out);
+/* The reader options of this command line: every trace a command opens is read with them
+ * (--snapshot-device N). Reset by as_cli_main at each call. */
+const as_reader_opts *as_cli_reader_opts(void);
+void as_cli_reset_reader_opts(void);
+/* --snapshot-device N, the getopt value every command gives it, and its parser: N is the
+ * index in a snapshot's device_traces (cuda:N is accepted too). Returns 0 or 2. */
+#define AS_CLI_OPT_SNAPSHOT_DEVICE 0x5d0
+int as_cli_snapshot_device(const char *cmd, const char *text);
 /* Parses a -p SPEC, printing why on failure (with a hint when the default policy 'torch'
  * is meant but not registered). Returns 0 or AS_EXIT_USAGE. */
 int as_cli_parse_spec(const char *cmd, const char *text, as_policy_spec *out);

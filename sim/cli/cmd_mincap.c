@@ -50,6 +50,7 @@ static const char usage_text[] =
     "                      or the card's usable memory with --device)\n"
     "  --device CARD       a card (sim/CARDS.md) or its bytes: --max is its usable memory\n"
     "  --outside BYTES     memory outside the allocator (as for run; default train)\n"
+    "  --snapshot-device N  which device of a multi-device snapshot (as for run)\n"
     "  --shard I/N         only the policies at positions k (0-based, in -p order) with\n"
     "                      k % N == I - 1; -f jsonl writes one line per policy for\n"
     "                      'allocsim merge'\n"
@@ -64,7 +65,7 @@ typedef struct open_ctx {
 static int open_trace(void *user, as_trace_reader **out, as_trace_error *err)
 {
     const open_ctx *c = user;
-    return as_trace_open(c->path, NULL, out, err);
+    return as_trace_open(c->path, as_cli_reader_opts(), out, err);
 }
 
 /* Every pass decodes the trace again. A PyTorch pickle or a text trace is slow to parse,
@@ -310,6 +311,7 @@ static const struct option mincap_opts[] = {
     {"outside", required_argument, NULL, OPT_OUTSIDE},
     {"shard", required_argument, NULL, OPT_SHARD},
     {"quiet", no_argument, NULL, 'q'},
+    {"snapshot-device", required_argument, NULL, AS_CLI_OPT_SNAPSHOT_DEVICE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -382,6 +384,10 @@ int as_cmd_mincap(int argc, char **argv)
             break;
         case OPT_OUTSIDE:
             outside = optarg;
+            break;
+        case AS_CLI_OPT_SNAPSHOT_DEVICE:
+            if (as_cli_snapshot_device(cmd, optarg))
+                return AS_EXIT_USAGE;
             break;
         case OPT_SHARD:
             if (as_cli_parse_shard(optarg, &shard, &nshards))

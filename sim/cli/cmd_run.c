@@ -43,6 +43,8 @@ static const char run_help[] =
     "      --outside BYTES   memory outside the allocator (CUDA context, cuBLAS, NCCL), or\n"
     "                        a preset (context, cublas, nccl, train, none); default train,\n"
     "                        788 MB: a real training process's at its end (sim/CARDS.md)\n"
+    "      --snapshot-device N  which device of a multi-device snapshot (allocsim info\n"
+    "                        lists them; one tracing several devices needs it)\n"
     "  -f, --format FMT      table (default), csv, json, or jsonl (one line per trace)\n"
     "      --shard I/N       only the traces at positions k (0-based, in the order given)\n"
     "                        with k % N == I - 1; 'allocsim merge' joins the shards' jsonl\n"
@@ -111,6 +113,7 @@ static const struct option run_opts[] = {
     {"outside", required_argument, NULL, OPT_OUTSIDE},
     {"shard", required_argument, NULL, OPT_SHARD},
     {"quiet", no_argument, NULL, 'q'},
+    {"snapshot-device", required_argument, NULL, AS_CLI_OPT_SNAPSHOT_DEVICE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -353,7 +356,7 @@ out:
 static int native_file(const char *path)
 {
     as_trace_reader *rd = NULL;
-    if (!strcmp(path, "-") || as_trace_open(path, NULL, &rd, NULL) < 0)
+    if (!strcmp(path, "-") || as_trace_open(path, as_cli_reader_opts(), &rd, NULL) < 0)
         return 0;
     int native = as_trace_reader_format(rd) == AS_FMT_NATIVE;
     as_trace_close(rd);
@@ -567,6 +570,10 @@ int as_cmd_run(int argc, char **argv)
             break;
         case OPT_OUTSIDE:
             outside = optarg;
+            break;
+        case AS_CLI_OPT_SNAPSHOT_DEVICE:
+            if ((ret = as_cli_snapshot_device(cmd, optarg)))
+                goto done;
             break;
         case OPT_SHARD:
             if (as_cli_parse_shard(optarg, &shard, &nshards)) {

@@ -55,13 +55,14 @@ static int copy_trace(as_trace_reader *rd, const char *in_path, const as_out *o,
 /* ---- convert ------------------------------------------------------------------------------ */
 
 static const char convert_help[] =
-    "usage: allocsim convert IN OUT [--text | --native] [--repeat N]\n"
+    "usage: allocsim convert IN OUT [--text | --native] [--repeat N] [--snapshot-device N]\n"
     "\n"
     "Reads IN in any format allocsim knows (recognised by content) and writes OUT in the\n"
     "native format (a zstd stream) or, with --text or an OUT ending in .txt, the text\n"
     "format. '-' is stdin/stdout. The round trip is lossless.\n"
     "--repeat N writes IN N times in a row as one trace (ids and times follow on; what\n"
-    "is live at the end of a pass is freed there): long benchmark traces from snapshots.\n";
+    "is live at the end of a pass is freed there): long benchmark traces from snapshots.\n"
+    "--snapshot-device N reads that device of a multi-device snapshot.\n";
 
 int as_cmd_convert(int argc, char **argv)
 {
@@ -69,6 +70,7 @@ int as_cmd_convert(int argc, char **argv)
         {"text", no_argument, NULL, 't'},
         {"native", no_argument, NULL, 'n'},
         {"repeat", required_argument, NULL, 'r'},
+        {"snapshot-device", required_argument, NULL, AS_CLI_OPT_SNAPSHOT_DEVICE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -88,6 +90,10 @@ int as_cmd_convert(int argc, char **argv)
             if (as_cli_parse_u64(optarg, &repeat) || repeat == 0 || repeat > 1000000)
                 return as_cli_usage("convert", "--repeat %s: a count from 1 to 1000000", optarg);
             break;
+        case AS_CLI_OPT_SNAPSHOT_DEVICE:
+            if (as_cli_snapshot_device("convert", optarg))
+                return AS_EXIT_USAGE;
+            break;
         case 'h':
             fputs(convert_help, stdout);
             return AS_EXIT_OK;
@@ -106,9 +112,9 @@ int as_cmd_convert(int argc, char **argv)
     memset(&err, 0, sizeof err);
     err.offset = err.event = UINT64_MAX;
     int rc = repeat ? as_trace_repeat(in, as_out_path(o), out_format(outp, forced),
-                                      (unsigned)repeat, NULL, NULL, &err)
-                    : as_trace_convert(in, as_out_path(o), out_format(outp, forced), NULL, NULL,
-                                       NULL, &err);
+                                      (unsigned)repeat, as_cli_reader_opts(), NULL, &err)
+                    : as_trace_convert(in, as_out_path(o), out_format(outp, forced),
+                                       as_cli_reader_opts(), NULL, NULL, &err);
     name_output(&err, o);
     if (rc == AS_EUSAGE)
         ret = as_cli_usage("convert", "%s", err.msg);
@@ -412,17 +418,44 @@ static void info_json(const char *path, const as_trace_reader *rd, const as_trac
     printf("}]}\n");
 }
 
+/* A snapshot's devices with their trace entries, and the one read: "devices: 0 (6860
+ * trace entries, read)". The reader's metadata holds both (torch.device_entries "0:6860",
+ * device). */
+static void print_devices(const as_meta *m)
+{
+    const char *list = m ? as_meta_get(m, "torch.device_entries") : NULL;
+    const char *dev = m ? as_meta_get(m, "device") : NULL;
+    if (!list || !dev)
+        return;
+    fputs("devices:", stdout);
+    for (const char *p = list; *p;) {
+        unsigned long long d, n;
+        int used = 0;
+        if (sscanf(p, "%llu:%llu%n", &d, &n, &used) != 2 || used <= 0)
+            break;
+        char idx[24];
+        snprintf(idx, sizeof idx, "%llu", d);
+        printf("%s %llu (%llu trace entr%s%s)", p == list ? "" : ",", d, n, n == 1 ? "y" : "ies",
+               strcmp(idx, dev) ? "" : ", read");
+        p += used;
+        p += *p == ',';
+    }
+    putchar('\n');
+}
+
 static const char info_help[] =
-    "usage: allocsim info [-f text|json] TRACE\n"
+    "usage: allocsim info [-f text|json] [--snapshot-device N] TRACE\n"
     "\n"
     "Counts, streams, peak requested memory (an allocation stops counting at its FREE_REQ),\n"
     "histograms of request sizes and of lifetimes (events from ALLOC to FREE), and the\n"
-    "trace's source and metadata.\n";
+    "trace's source and metadata. For a snapshot, its devices and their trace entries;\n"
+    "--snapshot-device N reads device N (one tracing several devices needs it).\n";
 
 int as_cmd_info(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"format", required_argument, NULL, 'f'},
+        {"snapshot-device", required_argument, NULL, AS_CLI_OPT_SNAPSHOT_DEVICE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -435,6 +468,10 @@ int as_cmd_info(int argc, char **argv)
             if (strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0)
                 return as_cli_usage("info", "-f %s: the format is text or json", optarg);
             json = strcmp(optarg, "json") == 0;
+            break;
+        case AS_CLI_OPT_SNAPSHOT_DEVICE:
+            if (as_cli_snapshot_device("info", optarg))
+                return AS_EXIT_USAGE;
             break;
         case 'h':
             fputs(info_help, stdout);
@@ -480,6 +517,7 @@ int as_cmd_info(int argc, char **argv)
     fputs("source: ", stdout);
     as_cli_put_safe(stdout, src ? src : "(unknown)");
     putchar('\n');
+    print_devices(m);
     if (m && m->n) {
         printf("metadata:\n");
         for (size_t i = 0; i < m->n; i++) {

@@ -42,6 +42,7 @@ static const char usage_text[] =
     "  --outside BYTES     memory outside the allocator, or a preset (none, context,\n"
     "                      cublas, cublas-bf16, nccl, train-start, train); default train,\n"
     "                      788 MB (sim/CARDS.md)\n"
+    "  --snapshot-device N  which device of a multi-device snapshot (as for run)\n"
     "  -p CONF             try only these settings (repeatable; PYTORCH_CUDA_ALLOC_CONF text,\n"
     "                      'default' for none)\n"
     "  --curves N          capacity curves for the N best distinct settings (default 8)\n"
@@ -71,6 +72,7 @@ static const struct option tune_opts[] = {
     {"threads", required_argument, NULL, 'j'},
     {"memory", required_argument, NULL, OPT_MEMORY},
     {"cards", no_argument, NULL, OPT_CARDS},
+    {"snapshot-device", required_argument, NULL, AS_CLI_OPT_SNAPSHOT_DEVICE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -128,7 +130,7 @@ typedef struct open_ctx {
 static int open_trace(void *user, as_trace_reader **out, as_trace_error *err)
 {
     const open_ctx *c = user;
-    return as_trace_open(c->path, NULL, out, err);
+    return as_trace_open(c->path, as_cli_reader_opts(), out, err);
 }
 
 static void on_progress(void *user, const char *what, uint64_t done, uint64_t total)
@@ -466,6 +468,10 @@ static int parse_args(int argc, char **argv, tune_args *ta)
             break;
         case OPT_OUTSIDE:
             ta->outside = optarg;
+            break;
+        case AS_CLI_OPT_SNAPSHOT_DEVICE:
+            if (as_cli_snapshot_device("tune", optarg))
+                return AS_EXIT_USAGE;
             break;
         case 'p':
             if (ta->nconfs == MAX_CONFS)

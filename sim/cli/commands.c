@@ -87,6 +87,7 @@ static int dispatch(int argc, char **argv)
 int as_cli_main(int argc, char **argv)
 {
     getopt_reset();
+    as_cli_reset_reader_opts();
     int ret = dispatch(argc, argv);
     as_out_cleanup(); /* temporary files a failure path left registered */
     as_out_graceful(0);
