@@ -168,7 +168,7 @@ static void text_errors(void)
 {
     as_trace_error err;
     /* Offsets are bytes from the start of the file to the offending token. */
-    CU_ASSERT_EQUAL(text_err("allocsim-text 2\n", &err), AS_EFORMAT);
+    CU_ASSERT_EQUAL(text_err("allocsim-text 3\n", &err), AS_EFORMAT);
     CU_ASSERT_EQUAL(err.line, 1);
     CU_ASSERT_EQUAL(err.offset, 14);
     CU_ASSERT_EQUAL(text_err("allocsim-text x\n", &err), AS_EFORMAT);

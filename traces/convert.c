@@ -97,7 +97,7 @@ int as_trace_convert(const char *in, const char *out, as_trace_fmt fmt, const as
         as_trace_set_error(err, rc, out, UINT64_MAX, 0, "bad or oversized metadata");
         goto out;
     }
-    rc = as_trace_writer_open(out, fmt, &meta, &w, err);
+    rc = as_trace_writer_open_sites(out, fmt, &meta, as_trace_reader_sites(r), &w, err);
     if (rc < 0) {
         removable = 0; /* not ours: it was never created, or is the one we failed on */
         goto out;

@@ -19,7 +19,11 @@
 #include "trace_internal.h"
 
 static const uint8_t native_magic[8] = {0x8A, 'A', 'S', 'T', 0x0D, 0x0A, 0x1A, 0x0A};
-#define NATIVE_VERSION 1 /* written; readable: 1 */
+#define NATIVE_VERSION 2 /* written; readable: 1, 2 */
+/* Version 2's per-allocation columns (FORMAT.md): declared once in the header, then one
+ * length per declared column in every block header. */
+enum { COL_SITE = 1, COL_POOL_RESERVED = 2 };
+#define MAX_COLUMNS 16
 
 /* Structure column tags: kind in the low 2 bits, argument v in the high 6. */
 enum { K_ALLOC = 0, K_FREE = 1, K_FREE_REQ = 2, K_SPECIAL = 3 };
@@ -72,6 +76,12 @@ typedef struct native_st {
     uint32_t nev, done;
     char label[AS_MAX_LABEL + 1];
     uint64_t last_off; /* offset of the last event decoded */
+    /* version 2: the site table, the declared per-allocation columns, and the current
+     * block's site column (COL_SITE) */
+    as_sites *sites;
+    unsigned ncols;
+    int site_col; /* index of COL_SITE among the declared columns, or -1 */
+    size_t col_len[MAX_COLUMNS], k_off, k_len, k_pos; /* k_off: from the block's S start */
 } native_st;
 
 static int native_probe(const uint8_t *head, size_t n)
@@ -193,6 +203,109 @@ static int rd_string(native_st *s, char **out, uint64_t max, const char *what, a
     return 0;
 }
 
+/* Version 2's site table: F frames (line, file, name), then K sites (stacks of frame
+ * numbers). Interned in order, so site k of the file is site k of the table; a repeated
+ * stack would shift the numbering and is refused. Memory follows the bytes read. */
+static int rd_frames(native_st *s, uint32_t *nframes, as_trace_error *err)
+{
+    uint64_t nf;
+    int rc = rd_varint(s, &nf, "frame count", err);
+    if (rc < 0)
+        return rc;
+    if (nf > AS_MAX_SITES)
+        return nfail(s, err, AS_ECORRUPT, as_instream_offset(s->in), "absurd frame count %llu",
+                     (unsigned long long)nf);
+    for (uint64_t i = 0; i < nf; i++) {
+        uint64_t off = as_instream_offset(s->in), line;
+        char *file = NULL, *name = NULL;
+        uint32_t fid;
+        if ((rc = rd_varint(s, &line, "frame line", err)) < 0 ||
+            (rc = rd_string(s, &file, AS_MAX_FRAME_STR, "frame file name", err)) < 0 ||
+            (rc = rd_string(s, &name, AS_MAX_FRAME_STR, "frame function name", err)) < 0) {
+            free(file);
+            return rc;
+        }
+        if (line > UINT32_MAX)
+            rc = nfail(s, err, AS_ECORRUPT, off, "frame %llu: line %llu out of range",
+                       (unsigned long long)i, (unsigned long long)line);
+        else if (as_sites_intern_frame(s->sites, &(as_frame){file, name, (uint32_t)line}, &fid) < 0)
+            rc = nfail(s, err, AS_ENOMEM, off, "out of memory for the site table");
+        else if (fid != i)
+            rc = nfail(s, err, AS_ECORRUPT, off, "frame %llu repeats frame %u",
+                       (unsigned long long)i, fid);
+        free(file);
+        free(name);
+        if (rc < 0)
+            return rc;
+    }
+    *nframes = (uint32_t)nf;
+    return 0;
+}
+
+static int rd_sites(native_st *s, as_trace_error *err)
+{
+    uint32_t nf = 0, ids[AS_MAX_STACK];
+    uint64_t nk, n;
+    int rc;
+    if ((rc = rd_frames(s, &nf, err)) < 0 || (rc = rd_varint(s, &nk, "site count", err)) < 0)
+        return rc;
+    if (nk > AS_MAX_SITES)
+        return nfail(s, err, AS_ECORRUPT, as_instream_offset(s->in), "absurd site count %llu",
+                     (unsigned long long)nk);
+    for (uint64_t k = 1; k <= nk; k++) {
+        uint64_t off = as_instream_offset(s->in);
+        if ((rc = rd_varint(s, &n, "site stack length", err)) < 0)
+            return rc;
+        if (n == 0 || n > AS_MAX_STACK)
+            return nfail(s, err, AS_ECORRUPT, off, "site %llu has %llu frames (1..%d)",
+                         (unsigned long long)k, (unsigned long long)n, AS_MAX_STACK);
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t f;
+            if ((rc = rd_varint(s, &f, "site frame number", err)) < 0)
+                return rc;
+            if (f >= nf)
+                return nfail(s, err, AS_ECORRUPT, off, "site %llu names frame %llu of %u",
+                             (unsigned long long)k, (unsigned long long)f, nf);
+            ids[i] = (uint32_t)f;
+        }
+        uint32_t got;
+        if (as_sites_intern_ids(s->sites, ids, (size_t)n, &got) < 0)
+            return nfail(s, err, AS_ENOMEM, off, "out of memory for the site table");
+        if (got != k)
+            return nfail(s, err, AS_ECORRUPT, off, "site %llu repeats site %u",
+                         (unsigned long long)k, got);
+    }
+    return 0;
+}
+
+/* Version 2's per-allocation columns: their ids, each known to this build and given once. */
+static int rd_columns(native_st *s, as_trace_error *err)
+{
+    uint64_t nc, id;
+    uint64_t off = as_instream_offset(s->in);
+    int rc = rd_varint(s, &nc, "column count", err);
+    if (rc < 0)
+        return rc;
+    if (nc > MAX_COLUMNS)
+        return nfail(s, err, AS_ECORRUPT, off, "%llu per-allocation columns (at most %d)",
+                     (unsigned long long)nc, MAX_COLUMNS);
+    for (unsigned i = 0; i < nc; i++) {
+        off = as_instream_offset(s->in);
+        if ((rc = rd_varint(s, &id, "column id", err)) < 0)
+            return rc;
+        if (id != COL_SITE)
+            return nfail(s, err, AS_EFORMAT, off,
+                         "per-allocation column %llu is unknown to this build (a newer allocsim "
+                         "wrote it)",
+                         (unsigned long long)id);
+        if (s->site_col >= 0)
+            return nfail(s, err, AS_ECORRUPT, off, "the site column is declared twice");
+        s->site_col = (int)i;
+    }
+    s->ncols = (unsigned)nc;
+    return 0;
+}
+
 static int native_open(as_instream *in, const as_reader_opts *opts, as_meta *meta, void **stp,
                        as_trace_error *err)
 {
@@ -212,9 +325,9 @@ static int native_open(as_instream *in, const as_reader_opts *opts, as_meta *met
     uint64_t voff = as_instream_offset(in);
     if ((rc = rd_varint(s, &ver, "header version", err)) < 0)
         goto bad;
-    if (ver != 1) {
+    if (ver != 1 && ver != 2) {
         rc = nfail(s, err, AS_EFORMAT, voff,
-                   "unsupported native format version %llu (this build reads 1)",
+                   "unsupported native format version %llu (this build reads 1 and 2)",
                    (unsigned long long)ver);
         goto bad;
     }
@@ -258,6 +371,13 @@ static int native_open(as_instream *in, const as_reader_opts *opts, as_meta *met
         if (rc < 0)
             goto bad;
     }
+    s->site_col = -1;
+    if (as_sites_new(&s->sites) < 0) {
+        rc = nfail(s, err, AS_ENOMEM, 0, "out of memory");
+        goto bad;
+    }
+    if (s->version >= 2 && ((rc = rd_sites(s, err)) < 0 || (rc = rd_columns(s, err)) < 0))
+        goto bad;
     s->streams_cap = 16;
     s->streams = calloc(s->streams_cap, sizeof *s->streams);
     if (!s->streams) {
@@ -268,6 +388,7 @@ static int native_open(as_instream *in, const as_reader_opts *opts, as_meta *met
     *stp = s;
     return 0;
 bad:
+    as_sites_free(s->sites);
     free(s);
     return rc;
 }
@@ -277,7 +398,7 @@ static int block_begin(native_st *s, as_trace_error *err)
 {
     const void *pv;
     s->block_off = as_instream_offset(s->in);
-    long n = as_instream_peek(s->in, &pv, 30);
+    long n = as_instream_peek(s->in, &pv, 30 + 10 * MAX_COLUMNS);
     if (n < 0)
         return nfail(s, err, (int)n, s->block_off, "read failed");
     if (n == 0)
@@ -323,10 +444,27 @@ static int block_begin(native_st *s, as_trace_error *err)
     s->hdr_len = k1 + k2 + k3;
     s->s_len = (size_t)sl;
     s->t_len = (size_t)tl;
+    size_t cols = 0;
+    for (unsigned i = 0; i < s->ncols; i++) { /* version 2: the columns' lengths */
+        uint64_t cl;
+        size_t kc = varint_slow(p + s->hdr_len, end, &cl);
+        if (!kc)
+            goto badhdr;
+        if (cl > BLOCK_MAX_BYTES)
+            return nfail(s, err, AS_ECORRUPT, s->block_off,
+                         "corrupt block header (column %u of %llu bytes)", i,
+                         (unsigned long long)cl);
+        s->hdr_len += kc;
+        s->col_len[i] = (size_t)cl;
+        if ((int)i == s->site_col)
+            s->k_off = s->s_len + s->t_len + cols, s->k_len = (size_t)cl;
+        cols += (size_t)cl;
+    }
+    s->k_pos = 0;
     s->nev = (uint32_t)nev;
     s->done = 0;
     s->s_pos = s->t_pos = 0;
-    size_t total = s->hdr_len + s->s_len + s->t_len;
+    size_t total = s->hdr_len + s->s_len + s->t_len + cols;
     n = as_instream_peek(s->in, &pv, total);
     if (n < 0)
         return nfail(s, err, (int)n, s->block_off, "read failed");
@@ -338,7 +476,17 @@ static int block_begin(native_st *s, as_trace_error *err)
     return 0;
 badhdr:
     return nfail(s, err, AS_ECORRUPT, s->block_off,
-                 n < 30 ? "truncated or corrupt block header" : "corrupt varint in a block header");
+                 n < 30 + 10 * MAX_COLUMNS ? "truncated or corrupt block header"
+                                           : "corrupt varint in a block header");
+}
+
+/* The block's bytes after its header: columns S and T, then the per-allocation ones. */
+static size_t block_body(const native_st *s)
+{
+    size_t n = s->s_len + s->t_len;
+    for (unsigned i = 0; i < s->ncols; i++)
+        n += s->col_len[i];
+    return n;
 }
 
 static int block_end(native_st *s, as_trace_error *err)
@@ -347,7 +495,11 @@ static int block_end(native_st *s, as_trace_error *err)
         return nfail(s, err, AS_ECORRUPT, s->block_off + s->hdr_len + s->s_pos,
                      "block has %zu stray bytes after its %u events",
                      (s->s_len - s->s_pos) + (s->t_len - s->t_pos), s->nev);
-    as_instream_skip(s->in, s->hdr_len + s->s_len + s->t_len);
+    if (s->k_pos != s->k_len)
+        return nfail(s, err, AS_ECORRUPT, s->block_off + s->hdr_len + s->k_off + s->k_pos,
+                     "site column has %zu stray bytes after the block's allocations",
+                     s->k_len - s->k_pos);
+    as_instream_skip(s->in, s->hdr_len + block_body(s));
     s->in_block = 0;
     return 0;
 }
@@ -357,6 +509,7 @@ static int block_end(native_st *s, as_trace_error *err)
 typedef struct ncur {
     const uint8_t *sb, *se, *sp; /* structure column: begin, end, position */
     const uint8_t *tb, *te, *tp; /* time column */
+    const uint8_t *kb, *ke, *kp; /* site column (kb == NULL: none) */
     uint64_t base;               /* stream offset of sb */
     uint64_t nalloc, cur_stream;
     int64_t prev_time;
@@ -380,12 +533,33 @@ static int bad_tag(native_st *s, const ncur *c, const uint8_t *ev_start, as_trac
                  "unknown record tag 0x%02x", *ev_start);
 }
 
+/* An ALLOC's site from the site column (version 2 files with frames). */
+static int decode_site(native_st *s, ncur *c, as_event *ev, as_trace_error *err)
+{
+    uint64_t v;
+    uint64_t off = s->block_off + s->hdr_len + s->k_off + (uint64_t)(c->kp - c->kb);
+    size_t used = varint(c->kp, c->ke, &v);
+    if (!used)
+        return nfail(s, err, AS_ECORRUPT, off,
+                     c->kp >= c->ke ? "site column shorter than the block's allocations"
+                                    : "corrupt varint in the site column");
+    if (v > as_sites_count(s->sites))
+        return nfail(s, err, AS_ECORRUPT, off, "site %llu past the site table (%u sites)",
+                     (unsigned long long)v, as_sites_count(s->sites));
+    c->kp += used;
+    ev->site = (uint32_t)v;
+    return 0;
+}
+
 AS_HOT int decode_alloc(native_st *s, ncur *c, as_event *ev, unsigned arg, const uint8_t *ev_start,
                         as_trace_error *err)
 {
     ev->op = AS_OP_ALLOC;
     ev->id = c->nalloc++;
     ev->stream = c->cur_stream;
+    int krc;
+    if (c->kb && (krc = decode_site(s, c, ev, err)) < 0)
+        return krc;
     if (arg < SIZE_SLOTS) {
         ev->size = s->size_cache[arg];
         if (!ev->size)
@@ -559,7 +733,7 @@ static int decode_block(native_st *s, as_validator *vd, as_event *evs, size_t ca
                         int *stop, int *unchecked, as_trace_error *err)
 {
     const void *pv;
-    size_t total = s->hdr_len + s->s_len + s->t_len;
+    size_t total = s->hdr_len + block_body(s);
     /* The window still holds the block (nothing else reads the stream); peek again for its
      * address, which a compaction may have moved. */
     if (as_instream_peek(s->in, &pv, total) < (long)total)
@@ -576,6 +750,9 @@ static int decode_block(native_st *s, as_validator *vd, as_event *evs, size_t ca
     c.cur_stream = s->cur_stream;
     c.prev_time = s->prev_time;
     c.has_time = s->t_len > 0;
+    c.kb = s->site_col >= 0 ? c.sb + s->k_off : NULL;
+    c.ke = c.kb ? c.kb + s->k_len : NULL;
+    c.kp = c.kb ? c.kb + s->k_pos : NULL;
     uint32_t done = s->done;
     size_t kk = *k, lim = kk + (cap - kk < s->nev - done ? cap - kk : s->nev - done);
     int rc = 0;
@@ -588,6 +765,7 @@ static int decode_block(native_st *s, as_validator *vd, as_event *evs, size_t ca
         }
         unsigned tag = *c.sp++;
         ev->label = NULL;
+        ev->site = 0;
         if ((tag & 3) == K_ALLOC)
             rc = decode_alloc(s, &c, ev, tag >> 2, ev_start, err);
         else if ((tag & 3) != K_SPECIAL)
@@ -619,6 +797,8 @@ static int decode_block(native_st *s, as_validator *vd, as_event *evs, size_t ca
     }
     s->s_pos = (size_t)(c.sp - c.sb);
     s->t_pos = (size_t)(c.tp - c.tb);
+    if (c.kb)
+        s->k_pos = (size_t)(c.kp - c.kb);
     s->nevents += done - s->done;
     s->done = done;
     s->nalloc = c.nalloc;
@@ -685,7 +865,13 @@ static void native_close(void *st)
     if (!s)
         return;
     free(s->streams);
+    as_sites_free(s->sites);
     free(s);
+}
+
+static const as_sites *native_sites(const void *st)
+{
+    return ((const native_st *)st)->sites;
 }
 
 const as_source_ops as_src_native = {
@@ -698,6 +884,7 @@ const as_source_ops as_src_native = {
     .next_batch = native_next_batch,
     .last_offset = native_last_offset,
     .close = native_close,
+    .sites = native_sites,
 };
 
 /* ---- encoding --------------------------------------------------------------------- */
@@ -728,6 +915,8 @@ typedef struct native_w {
     ZSTD_CCtx *cc;
     buf zout;      /* compressed bytes on their way to the file */
     buf hdr, s, t; /* block header, structure and time columns */
+    buf k;         /* the site column (has_sites: the trace has a site table) */
+    int has_sites;
     uint32_t nev;
     int any_time;
     uint64_t size_cache[SIZE_SLOTS];
@@ -774,13 +963,17 @@ static int flush_block(native_w *w, as_trace_error *err)
     put_varint(&w->hdr, w->nev);
     put_varint(&w->hdr, w->s.len);
     put_varint(&w->hdr, w->any_time ? w->t.len : 0);
+    if (w->has_sites)
+        put_varint(&w->hdr, w->k.len);
     int rc = zwrite(w, w->hdr.p, w->hdr.len, ZSTD_e_continue, err);
     if (!rc)
         rc = zwrite(w, w->s.p, w->s.len, ZSTD_e_continue, err);
     if (!rc && w->any_time)
         rc = zwrite(w, w->t.p, w->t.len, ZSTD_e_continue, err);
+    if (!rc && w->has_sites && w->k.len)
+        rc = zwrite(w, w->k.p, w->k.len, ZSTD_e_continue, err);
     w->nev = 0;
-    w->s.len = w->t.len = 0;
+    w->s.len = w->t.len = w->k.len = 0;
     w->any_time = 0;
     return rc;
 }
@@ -863,6 +1056,11 @@ static int nw_write(void *st, const as_event *ev, as_trace_error *err)
             put_varint(s, ev->size);
             w->size_cache[slot] = ev->size;
         }
+        if (w->has_sites) {
+            if (buf_reserve(&w->k, 10) < 0)
+                return nw_oom(w, err);
+            put_varint(&w->k, ev->site);
+        }
         w->nalloc++;
         break;
     }
@@ -927,12 +1125,55 @@ static void nw_free(native_w *w)
     free(w->hdr.p);
     free(w->s.p);
     free(w->t.p);
+    free(w->k.p);
     free(w->skeys);
     free(w->sidx);
     free(w);
 }
 
-static int nw_open(as_outfile *o, const as_meta *meta, void **stp, as_trace_error *err)
+/* Version 2's site table and column list, after the metadata (FORMAT.md). */
+static int put_sites(buf *h, const as_sites *sites)
+{
+    uint32_t nf = as_sites_nframes(sites), nk = as_sites_count(sites);
+    if (buf_reserve(h, 40) < 0)
+        return -1;
+    put_varint(h, nf);
+    for (uint32_t f = 0; f < nf; f++) {
+        as_frame fr;
+        as_sites_frame(sites, f, &fr);
+        size_t fl = strlen(fr.filename), nl = strlen(fr.name);
+        if (buf_reserve(h, 40 + fl + nl) < 0)
+            return -1;
+        put_varint(h, fr.line);
+        put_varint(h, fl);
+        memcpy(h->p + h->len, fr.filename, fl);
+        h->len += fl;
+        put_varint(h, nl);
+        memcpy(h->p + h->len, fr.name, nl);
+        h->len += nl;
+    }
+    if (buf_reserve(h, 10) < 0)
+        return -1;
+    put_varint(h, nk);
+    for (uint32_t k = 1; k <= nk; k++) {
+        const uint32_t *ids;
+        size_t n = as_sites_stack(sites, k, &ids);
+        if (buf_reserve(h, 10 + 5 * n) < 0)
+            return -1;
+        put_varint(h, n);
+        for (size_t i = 0; i < n; i++)
+            put_varint(h, ids[i]);
+    }
+    if (buf_reserve(h, 20) < 0)
+        return -1;
+    put_varint(h, nk ? 1 : 0); /* per-allocation columns: the site column when there are sites */
+    if (nk)
+        put_varint(h, COL_SITE);
+    return 0;
+}
+
+static int nw_open(as_outfile *o, const as_meta *meta, const as_sites *sites, void **stp,
+                   as_trace_error *err)
 {
     *stp = NULL;
     native_w *w = calloc(1, sizeof *w);
@@ -973,6 +1214,11 @@ static int nw_open(as_outfile *o, const as_meta *meta, void **stp, as_trace_erro
         memcpy(h->p + h->len, meta->kv[i].value, vl);
         h->len += vl;
     }
+    if (put_sites(h, sites) < 0) {
+        rc = nw_oom(w, err);
+        goto bad;
+    }
+    w->has_sites = as_sites_count(sites) > 0;
     if ((rc = zwrite(w, h->p, h->len, ZSTD_e_continue, err)) < 0)
         goto bad;
     *stp = w;

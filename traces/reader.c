@@ -34,6 +34,7 @@ struct as_trace_reader {
     void *st;
     as_instream *in; /* NULL for wrapped sources */
     as_meta meta;
+    as_sites *no_sites; /* the empty table of a format without frames */
     as_trace_fmt fmt;
     char name[256];
     as_validator v;
@@ -259,6 +260,12 @@ const as_meta *as_trace_reader_meta(const as_trace_reader *r)
 {
     return &r->meta;
 }
+const as_sites *as_trace_reader_sites(const as_trace_reader *r)
+{
+    const as_sites *s = r->ops && r->ops->sites && r->st ? r->ops->sites(r->st) : NULL;
+    return s ? s : r->no_sites;
+}
+
 as_trace_fmt as_trace_reader_format(const as_trace_reader *r)
 {
     return r->fmt;
@@ -300,6 +307,7 @@ void as_trace_close(as_trace_reader *r)
         r->ops->close(r->st);
     as_instream_close(r->in);
     as_meta_free(&r->meta);
+    as_sites_free(r->no_sites);
     as_live_free(&r->v.live);
     free(r->sset);
     free(r->ahead);
@@ -311,6 +319,10 @@ static as_trace_reader *reader_new(const char *name, const as_reader_opts *opts)
     as_trace_reader *r = calloc(1, sizeof *r);
     if (!r)
         return NULL;
+    if (as_sites_new(&r->no_sites) < 0) {
+        free(r);
+        return NULL;
+    }
     snprintf(r->name, sizeof r->name, "%s", name ? name : "");
     r->v.lenient = opts ? opts->lenient : 0;
     if (opts)

@@ -113,7 +113,7 @@ static int one_pass(rep *r, const char *in, const as_reader_opts *opts, int last
 
 /* Opens the input once for its metadata, adds repeat = N. */
 static int repeat_meta(const char *in, const as_reader_opts *opts, unsigned n, as_meta *meta,
-                       as_trace_error *err)
+                       as_sites *sites, as_trace_error *err)
 {
     as_trace_reader *rd;
     int rc = as_trace_open(in, opts, &rd, err);
@@ -124,10 +124,11 @@ static int repeat_meta(const char *in, const as_reader_opts *opts, unsigned n, a
     rc = as_meta_copy(meta, as_trace_reader_meta(rd));
     if (rc >= 0)
         rc = as_meta_set(meta, "repeat", v);
+    if (rc >= 0) /* every pass names the same sites: the table once */
+        rc = as_sites_copy(sites, as_trace_reader_sites(rd));
     as_trace_close(rd);
     if (rc < 0)
-        return as_trace_set_error(err, AS_ENOMEM, in, UINT64_MAX, 0,
-                                  "bad or oversized metadata");
+        return as_trace_set_error(err, AS_ENOMEM, in, UINT64_MAX, 0, "bad or oversized metadata");
     return 0;
 }
 
@@ -161,9 +162,15 @@ int as_trace_repeat(const char *in, const char *out, as_trace_fmt fmt, unsigned 
         snprintf(part, pl, "-");
     as_meta meta = {0};
     rep r = {.first_in = AS_TIME_NONE, .last_out = AS_TIME_NONE};
-    int rc = repeat_meta(in, opts, n, &meta, err);
+    as_sites *sites = NULL;
+    int rc = as_sites_new(&sites);
+    if (rc < 0)
+        rc = as_trace_set_error(err, AS_ENOMEM, in, UINT64_MAX, 0, "out of memory");
     if (rc >= 0)
-        rc = as_trace_writer_open(part, fmt, &meta, &r.w, err);
+        rc = repeat_meta(in, opts, n, &meta, sites, err);
+    if (rc >= 0)
+        rc = as_trace_writer_open_sites(part, fmt, &meta, sites, &r.w, err);
+    as_sites_free(sites);
     for (unsigned k = 0; rc >= 0 && k < n; k++)
         rc = one_pass(&r, in, opts, k + 1 == n, err);
     if (r.w) {

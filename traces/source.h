@@ -57,6 +57,8 @@ typedef struct as_source_ops {
      * unchecked (or decoded without a validator): the one the reader reports on. */
     uint64_t (*last_offset)(const void *st);
     void (*close)(void *st);
+    /* Optional (NULL: no frames): the call-site table, complete once open returned. */
+    const as_sites *(*sites)(const void *st);
 } as_source_ops;
 
 /* Wraps an already-open decoder state (a workload generator, for instance) in a reader,

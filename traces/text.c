@@ -21,7 +21,7 @@
 #include "trace_internal.h"
 
 #define TEXT_MAGIC "allocsim-text"
-#define TEXT_VERSION 1
+#define TEXT_VERSION 2 /* readable: 1, 2; written: 2 when there are sites, else 1 */
 #define TEXT_MAX_LINE (64u << 10)
 
 typedef struct text_st {
@@ -34,6 +34,8 @@ typedef struct text_st {
     size_t llen;     /* without the newline */
     size_t lconsume; /* bytes to skip, newline included */
     uint64_t loff;   /* stream offset of the line start */
+    unsigned version;
+    as_sites *sites; /* version 2: the frame and site lines of the header */
 } text_st;
 
 /* ---- lexing ----------------------------------------------------------------------- */
@@ -227,6 +229,9 @@ static long unescape(const char *b, const char *e, char *dst, size_t cap, const 
             case 't':
                 c = '\t';
                 break;
+            case '-': /* the empty string, written as a token of its own */
+                *bad = NULL;
+                continue;
             case 'x': {
                 if (e - p < 3 || hexval(p[1]) < 0 || hexval(p[2]) < 0)
                     return -1;
@@ -295,6 +300,85 @@ static int parse_meta(text_st *s, as_meta *meta, const char *p, const char *e, a
     return rc;
 }
 
+/* One escaped token into dst (cap bytes): 0, or < 0 with err filled. */
+static int token_str(text_st *s, const char *tb, const char *te, char *dst, size_t cap,
+                     const char *what, as_trace_error *err)
+{
+    const char *bad = NULL;
+    long n = unescape(tb, te, dst, cap, &bad);
+    if (n == -2)
+        return fail_at(s, err, AS_ECORRUPT, bad, "%s longer than %d bytes", what,
+                       (int)cap - 1);
+    if (n < 0)
+        return fail_at(s, err, AS_ECORRUPT, bad, "bad escape in %s", what);
+    return 0;
+}
+
+/* frame ID LINE FILE NAME: frame ID (0, 1, ... in order) of the site table. */
+static int parse_frame(text_st *s, const char *p, const char *e, as_trace_error *err)
+{
+    const char *tb, *te, *ib;
+    uint64_t id, line;
+    char file[AS_MAX_FRAME_STR + 1], name[AS_MAX_FRAME_STR + 1];
+    int rc;
+    if (!next_tok(&p, e, &tb, &te) || parse_exact_u64(tb, te, 0, &id) < 0)
+        return fail_at(s, err, AS_ECORRUPT, p, "frame needs an id (decimal)");
+    ib = tb;
+    if (id != as_sites_nframes(s->sites))
+        return fail_at(s, err, AS_ECORRUPT, ib, "frame %llu out of order (expected %u)",
+                       (unsigned long long)id, as_sites_nframes(s->sites));
+    if (!next_tok(&p, e, &tb, &te) || parse_exact_u64(tb, te, 0, &line) < 0 || line > UINT32_MAX)
+        return fail_at(s, err, AS_ECORRUPT, p, "frame needs a line number (decimal)");
+    if (!next_tok(&p, e, &tb, &te))
+        return fail_at(s, err, AS_ECORRUPT, p, "frame needs a file name");
+    if ((rc = token_str(s, tb, te, file, sizeof file, "frame file name", err)) < 0)
+        return rc;
+    if (!next_tok(&p, e, &tb, &te))
+        return fail_at(s, err, AS_ECORRUPT, p, "frame needs a function name");
+    if ((rc = token_str(s, tb, te, name, sizeof name, "frame function name", err)) < 0)
+        return rc;
+    if (next_tok(&p, e, &tb, &te))
+        return fail_at(s, err, AS_ECORRUPT, tb, "unexpected text after the frame");
+    uint32_t fid;
+    if (as_sites_intern_frame(s->sites, &(as_frame){file, name, (uint32_t)line}, &fid) < 0)
+        return fail_at(s, err, AS_ENOMEM, ib, "out of memory for the site table");
+    if (fid != id)
+        return fail_at(s, err, AS_ECORRUPT, ib, "frame %llu repeats frame %u",
+                       (unsigned long long)id, fid);
+    return 0;
+}
+
+/* site ID FRAME...: site ID (1, 2, ... in order), its frames innermost first. */
+static int parse_site(text_st *s, const char *p, const char *e, as_trace_error *err)
+{
+    const char *tb, *te, *ib;
+    uint64_t id, f;
+    uint32_t ids[AS_MAX_STACK], got;
+    size_t n = 0;
+    if (!next_tok(&p, e, &tb, &te) || parse_exact_u64(tb, te, 0, &id) < 0)
+        return fail_at(s, err, AS_ECORRUPT, p, "site needs an id (decimal)");
+    ib = tb;
+    if (id != (uint64_t)as_sites_count(s->sites) + 1)
+        return fail_at(s, err, AS_ECORRUPT, ib, "site %llu out of order (expected %u)",
+                       (unsigned long long)id, as_sites_count(s->sites) + 1);
+    while (next_tok(&p, e, &tb, &te)) {
+        if (parse_exact_u64(tb, te, 0, &f) < 0 || f >= as_sites_nframes(s->sites))
+            return fail_at(s, err, AS_ECORRUPT, tb, "not a frame id defined above");
+        if (n == AS_MAX_STACK)
+            return fail_at(s, err, AS_ECORRUPT, tb, "more than %d frames in a site",
+                           AS_MAX_STACK);
+        ids[n++] = (uint32_t)f;
+    }
+    if (!n)
+        return fail_at(s, err, AS_ECORRUPT, p, "site needs at least one frame id");
+    if (as_sites_intern_ids(s->sites, ids, n, &got) < 0)
+        return fail_at(s, err, AS_ENOMEM, ib, "out of memory for the site table");
+    if (got != id)
+        return fail_at(s, err, AS_ECORRUPT, ib, "site %llu repeats site %u",
+                       (unsigned long long)id, got);
+    return 0;
+}
+
 static int text_open(as_instream *in, const as_reader_opts *opts, as_meta *meta, void **stp,
                      as_trace_error *err)
 {
@@ -333,10 +417,15 @@ static int text_open(as_instream *in, const as_reader_opts *opts, as_meta *meta,
                          "the text format version after '%s' is not a number", TEXT_MAGIC);
         goto bad;
     }
-    if (ver != TEXT_VERSION) {
+    if (ver != 1 && ver != TEXT_VERSION) {
         rc = fail_at(s, err, AS_EFORMAT, tb,
-                     "unsupported text format version %llu (this build reads %d)",
+                     "unsupported text format version %llu (this build reads 1 and %d)",
                      (unsigned long long)ver, TEXT_VERSION);
+        goto bad;
+    }
+    s->version = (unsigned)ver;
+    if (as_sites_new(&s->sites) < 0) {
+        rc = fail_at(s, err, AS_ENOMEM, tb, "out of memory");
         goto bad;
     }
     if (next_tok(&p, e, &tb, &te)) {
@@ -356,11 +445,14 @@ static int text_open(as_instream *in, const as_reader_opts *opts, as_meta *meta,
             consume_line(s);
             continue;
         }
-        if (!tok_is(tb, te, "meta")) {
+        int fr = tok_is(tb, te, "frame"), si = tok_is(tb, te, "site");
+        if (!tok_is(tb, te, "meta") && !((fr || si) && s->version >= 2)) {
             s->line--; /* next() peeks this line again */
             break;
         }
-        rc = parse_meta(s, meta, p, e, err);
+        rc = fr   ? parse_frame(s, p, e, err)
+             : si ? parse_site(s, p, e, err)
+                  : parse_meta(s, meta, p, e, err);
         if (rc < 0)
             goto bad;
         consume_line(s);
@@ -368,6 +460,7 @@ static int text_open(as_instream *in, const as_reader_opts *opts, as_meta *meta,
     *stp = s;
     return 0;
 bad:
+    as_sites_free(s->sites);
     free(s);
     return rc < 0 ? rc : AS_EFORMAT;
 }
@@ -377,9 +470,18 @@ static int parse_params(text_st *s, const char *p, const char *e, int allow_stre
                         as_trace_error *err)
 {
     const char *tb, *te;
-    int seen_s = 0, seen_t = 0;
+    int seen_s = 0, seen_t = 0, seen_k = 0;
     while (next_tok(&p, e, &tb, &te)) {
-        if (te - tb > 2 && tb[0] == 's' && tb[1] == '=' && allow_stream && !seen_s) {
+        if (te - tb > 5 && memcmp(tb, "site=", 5) == 0 && allow_stream && !seen_k) {
+            uint64_t k;
+            if (parse_exact_u64(tb + 5, te, 0, &k) < 0 || k > as_sites_count(s->sites))
+                return fail_at(s, err, AS_ECORRUPT, tb + 5,
+                               "site %.*s is not in the site table (%u sites)",
+                               (int)(te - tb - 5 > 20 ? 20 : te - tb - 5), tb + 5,
+                               as_sites_count(s->sites));
+            ev->site = (uint32_t)k;
+            seen_k = 1;
+        } else if (te - tb > 2 && tb[0] == 's' && tb[1] == '=' && allow_stream && !seen_s) {
             if (parse_exact_u64(tb + 2, te, 1, &ev->stream) < 0)
                 return fail_at(s, err, AS_ECORRUPT, tb + 2, "bad stream (decimal or 0x hex)");
             seen_s = 1;
@@ -411,6 +513,7 @@ static int text_next(void *stp, as_event *ev, as_trace_error *err)
     }
     as_instream_mark_event(s->in, s->loff + (uint64_t)(tb - s->lp), s->line);
     ev->id = ev->size = ev->stream = 0;
+    ev->site = 0;
     ev->time_us = AS_TIME_NONE;
     ev->label = NULL;
     const char *kw = tb;
@@ -458,9 +561,12 @@ static int text_next(void *stp, as_event *ev, as_trace_error *err)
             return fail_at(s, err, AS_ECORRUPT, bad, "bad escape in mark label");
         ev->label = s->label;
         rc = 0;
-    } else if (tok_is(tb, te, "meta")) {
+    } else if (tok_is(tb, te, "meta") || tok_is(tb, te, "frame") || tok_is(tb, te, "site")) {
+        if (s->version < 2 && *tb != 'm')
+            return fail_at(s, err, AS_ECORRUPT, tb,
+                           "frame and site lines need text format version 2");
         return fail_at(s, err, AS_ECORRUPT, tb,
-                       "meta after the first event (metadata belongs in the header)");
+                       "%.*s after the first event (it belongs in the header)", (int)(te - tb), tb);
     } else {
         return fail_at(s, err, AS_ECORRUPT, tb,
                        "unknown record '%.*s' (expected alloc, free, free_req, empty_cache, "
@@ -476,7 +582,15 @@ static int text_next(void *stp, as_event *ev, as_trace_error *err)
 
 static void text_close(void *st)
 {
-    free(st);
+    text_st *s = st;
+    if (s)
+        as_sites_free(s->sites);
+    free(s);
+}
+
+static const as_sites *text_sites(const void *st)
+{
+    return ((const text_st *)st)->sites;
 }
 
 const as_source_ops as_src_text = {
@@ -487,6 +601,7 @@ const as_source_ops as_src_text = {
     .next = text_next,
     .warnings = NULL,
     .close = text_close,
+    .sites = text_sites,
 };
 
 /* ---- writing ---------------------------------------------------------------------- */
@@ -547,15 +662,76 @@ static size_t escape(const char *s, char *dst, size_t force)
     return k;
 }
 
-static int text_w_open(as_outfile *o, const as_meta *meta, void **stp, as_trace_error *err)
+/* A frame's string as one token: escaped, blanks included; the empty string as \-. */
+static char *put_token(char *p, const char *str)
+{
+    if (!*str)
+        return put_str(p, "\\-");
+    char *q = p;
+    p += escape(str, p, SIZE_MAX);
+    for (char *r = q; r < p; r++) /* inner blanks too: a token has none */
+        if (*r == ' ' || *r == '\t') {
+            char c = *r;
+            memmove(r + 4, r + 1, (size_t)(p - r - 1));
+            memcpy(r, c == ' ' ? "\\x20" : "\\x09", 4);
+            p += 3;
+            r += 3;
+        }
+    return p;
+}
+
+/* Version 2's header lines: every frame, then every site (FORMAT.md). */
+static int put_sites(as_outfile *o, const as_sites *sites, as_trace_error *err)
+{
+    char *line = malloc(64 + 2 * 4 * (size_t)(AS_MAX_FRAME_STR + 1) * 2);
+    int rc = 0;
+    if (!line)
+        return as_trace_set_error(err, AS_ENOMEM, o->path, UINT64_MAX, 0, "out of memory");
+    for (uint32_t f = 0; rc == 0 && f < as_sites_nframes(sites); f++) {
+        as_frame fr;
+        as_sites_frame(sites, f, &fr);
+        char *p = put_str(line, "frame ");
+        p = put_u64(p, f);
+        *p++ = ' ';
+        p = put_u64(p, fr.line);
+        *p++ = ' ';
+        p = put_token(p, fr.filename);
+        *p++ = ' ';
+        p = put_token(p, fr.name);
+        *p++ = '\n';
+        rc = as_outfile_write(o, line, (size_t)(p - line), err);
+    }
+    for (uint32_t k = 1; rc == 0 && k <= as_sites_count(sites); k++) {
+        const uint32_t *ids;
+        size_t n = as_sites_stack(sites, k, &ids);
+        char head[40];
+        int hl = snprintf(head, sizeof head, "site %u", k);
+        rc = as_outfile_write(o, head, (size_t)hl, err);
+        for (size_t i = 0; rc == 0 && i < n; i++) {
+            char t[16];
+            t[0] = ' ';
+            char *e = put_u64(t + 1, ids[i]);
+            rc = as_outfile_write(o, t, (size_t)(e - t), err);
+        }
+        if (rc == 0)
+            rc = as_outfile_write(o, "\n", 1, err);
+    }
+    free(line);
+    return rc;
+}
+
+static int text_w_open(as_outfile *o, const as_meta *meta, const as_sites *sites, void **stp,
+                       as_trace_error *err)
 {
     *stp = NULL;
     text_w *w = calloc(1, sizeof *w);
     if (!w)
         return as_trace_set_error(err, AS_ENOMEM, o->path, UINT64_MAX, 0, "out of memory");
     w->o = o;
-    static const char head[] = TEXT_MAGIC " 1\n";
-    int rc = as_outfile_write(o, head, sizeof head - 1, err);
+    /* Version 1 when there is no site table: such a file reads in older builds too. */
+    int v2 = as_sites_count(sites) > 0;
+    const char *head = v2 ? TEXT_MAGIC " 2\n" : TEXT_MAGIC " 1\n";
+    int rc = as_outfile_write(o, head, strlen(head), err);
     for (size_t i = 0; rc == 0 && meta && i < meta->n; i++) {
         const char *v = meta->kv[i].value;
         size_t klen = strlen(meta->kv[i].key);
@@ -572,6 +748,8 @@ static int text_w_open(as_outfile *o, const as_meta *meta, void **stp, as_trace_
         rc = as_outfile_write(o, line, (size_t)(p - line), err);
         free(line);
     }
+    if (rc == 0 && v2)
+        rc = put_sites(o, sites, err);
     if (rc < 0) {
         free(w);
         return rc;
@@ -625,6 +803,10 @@ static int text_w_write(void *stp, const as_event *ev, as_trace_error *err)
         p = put_u64(p, ev->size);
         if (ev->stream)
             p += sprintf(p, " s=0x%llx", (unsigned long long)ev->stream);
+        if (ev->site) {
+            p = put_str(p, " site=");
+            p = put_u64(p, ev->site);
+        }
         break;
     case AS_OP_FREE:
     case AS_OP_FREE_REQ:

@@ -44,6 +44,8 @@ typedef enum as_op {
 
 typedef struct as_event {
     as_op op;
+    uint32_t site;   /* ALLOC: its call site in the reader's site table (1..), 0 = unknown;
+                        else 0 (fits the padding after op: the event stays 48 bytes) */
     uint64_t id;     /* ALLOC: its ordinal; FREE/FREE_REQ: the ordinal it frees; else 0 */
     uint64_t size;   /* ALLOC: unrounded bytes requested (1..AS_MAX_ALLOC_SIZE); FREE*: the
                         size of the allocation it frees (filled by the reader); else 0 */
@@ -52,6 +54,53 @@ typedef struct as_event {
     int64_t time_us; /* microseconds since an arbitrary origin, or AS_TIME_NONE */
     const char *label; /* MARK only: NUL-terminated, valid until the next read */
 } as_event;
+
+/* ---- Call sites --------------------------------------------------------------------- */
+
+/* A stack frame as PyTorch records it: {filename, line, name}. */
+typedef struct as_frame {
+    const char *filename; /* NUL-terminated, non-empty in practice */
+    const char *name;     /* function name (Python), or a C++ symbol with stacks="all" */
+    uint32_t line;
+} as_frame;
+
+/* A per-trace table of call sites (sites.c): each site is a stack of frames, innermost
+ * first; strings, frames and stacks are each stored once (memory follows the distinct
+ * content, never the number of ALLOCs). Sites are numbered 1..count in the order first
+ * interned; 0 means "unknown" (no frames were recorded). */
+typedef struct as_sites as_sites;
+
+#define AS_MAX_STACK 4096         /* frames in one site's stack */
+#define AS_MAX_SITES (1u << 30)   /* sites, frames and strings in one table, each */
+#define AS_MAX_FRAME_STR 4096     /* bytes in a frame's file or function name */
+
+int as_sites_new(as_sites **out);
+void as_sites_free(as_sites *s);
+/* Interns frames[0..n) (innermost first): *site is its number (an existing one when the
+ * same stack was interned before); n == 0 gives site 0. AS_EINVAL for n > AS_MAX_STACK or
+ * a NULL string, AS_ENOMEM. */
+int as_sites_intern(as_sites *s, const as_frame *frames, size_t n, uint32_t *site);
+/* The two steps of as_sites_intern, for decoders that read a frame table first: a frame's
+ * number (0..nframes-1), then a stack of frame numbers. */
+int as_sites_intern_frame(as_sites *s, const as_frame *f, uint32_t *fid);
+int as_sites_intern_ids(as_sites *s, const uint32_t *fids, size_t n, uint32_t *site);
+uint32_t as_sites_count(const as_sites *s);   /* sites: 1..count (0 for NULL) */
+uint32_t as_sites_nframes(const as_sites *s); /* distinct frames: 0..nframes-1 */
+/* Frame fid's strings (valid until the table changes). AS_EINVAL when out of range. */
+int as_sites_frame(const as_sites *s, uint32_t fid, as_frame *out);
+/* Site's stack: its frame numbers, innermost first, and their count (0 for site 0 or out of
+ * range). Valid until the table changes. */
+size_t as_sites_stack(const as_sites *s, uint32_t site, const uint32_t **fids);
+size_t as_sites_memory(const as_sites *s); /* host bytes held */
+/* Appends every site of src to dst (src's numbering is kept when dst starts empty). */
+int as_sites_copy(as_sites *dst, const as_sites *src);
+/* 1 for a frame of PyTorch's own code: a Python file inside the torch package, or one of
+ * the C++/interpreter frames memory_viz's frameFilter hides (see FORMAT.md). */
+int as_frame_is_internal(const as_frame *f);
+/* The frame that names a site for people: its innermost frame outside PyTorch's own code
+ * (as_frame_is_internal), or the innermost when every frame is internal. Returns that
+ * frame's depth (0 = innermost), or -1 for site 0 / unknown. */
+int as_sites_user_frame(const as_sites *s, uint32_t site, as_frame *out);
 
 /* Metadata: ordered key=value pairs from the header (source, device, total_memory,
  * framework, allocator_config, ...). Keys and values are NUL-terminated UTF-8 without
@@ -134,6 +183,10 @@ int as_trace_next(as_trace_reader *r, as_event *ev);
 int as_trace_next_batch(as_trace_reader *r, as_event *evs, size_t cap, size_t *n);
 const as_trace_error *as_trace_reader_error(const as_trace_reader *r);
 const as_meta *as_trace_reader_meta(const as_trace_reader *r);
+/* The trace's call-site table, complete from open to close (every format keeps it in the
+ * header, and the snapshot importer reads the whole pickle at open). Never NULL: a trace
+ * without frames has an empty table. ALLOC events name sites 1..as_sites_count. */
+const as_sites *as_trace_reader_sites(const as_trace_reader *r);
 as_trace_fmt as_trace_reader_format(const as_trace_reader *r);
 uint64_t as_trace_reader_warnings(const as_trace_reader *r); /* lenient skips so far */
 /* Bytes of input consumed so far and the total when known (else 0): for progress. */
@@ -151,6 +204,11 @@ typedef struct as_trace_writer as_trace_writer;
  * events it is given the same way a reader does. */
 int as_trace_writer_open(const char *path, as_trace_fmt fmt, const as_meta *meta,
                          as_trace_writer **out, as_trace_error *err);
+/* The same with a call-site table (copied; NULL or empty: none). The writer refuses an
+ * ALLOC whose site is past the table (EINVAL), and sites on any other event. */
+int as_trace_writer_open_sites(const char *path, as_trace_fmt fmt, const as_meta *meta,
+                               const as_sites *sites, as_trace_writer **out,
+                               as_trace_error *err);
 int as_trace_write(as_trace_writer *w, const as_event *ev);
 /* The writer's first error (path, event index, message), or NULL while there is none. */
 const as_trace_error *as_trace_writer_error(const as_trace_writer *w);

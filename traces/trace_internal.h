@@ -87,8 +87,9 @@ int as_outfile_write(as_outfile *o, const void *p, size_t n, as_trace_error *err
 int as_outfile_flush(as_outfile *o, as_trace_error *err);
 
 typedef struct as_format_writer {
-    /* Writes the header. */
-    int (*open)(as_outfile *o, const as_meta *meta, void **st, as_trace_error *err);
+    /* Writes the header (metadata and the call-site table, which outlives the writer). */
+    int (*open)(as_outfile *o, const as_meta *meta, const as_sites *sites, void **st,
+                as_trace_error *err);
     int (*write)(void *st, const as_event *ev, as_trace_error *err);
     /* Flushes and writes the trailer; st is freed even on error. */
     int (*close)(void *st, as_trace_error *err);

@@ -23,6 +23,8 @@ struct as_trace_writer {
     const as_format_writer *fw;
     void *st;
     as_validator v;
+    as_sites *sites; /* the table given at open (a copy), never NULL */
+    uint32_t nsites;
     int rc;
     as_trace_error err;
 };
@@ -68,6 +70,12 @@ int as_outfile_write(as_outfile *o, const void *p, size_t n, as_trace_error *err
 int as_trace_writer_open(const char *path, as_trace_fmt fmt, const as_meta *meta,
                          as_trace_writer **out, as_trace_error *err)
 {
+    return as_trace_writer_open_sites(path, fmt, meta, NULL, out, err);
+}
+
+int as_trace_writer_open_sites(const char *path, as_trace_fmt fmt, const as_meta *meta,
+                               const as_sites *sites, as_trace_writer **out, as_trace_error *err)
+{
     *out = NULL;
     const as_format_writer *fw = fmt == AS_FMT_NATIVE ? &as_native_writer
                                  : fmt == AS_FMT_TEXT ? &as_text_writer
@@ -80,8 +88,8 @@ int as_trace_writer_open(const char *path, as_trace_fmt fmt, const as_meta *meta
                                   as_trace_fmt_name(fmt));
     for (size_t i = 0; meta && i < meta->n; i++)
         if (!as_meta_key_ok(meta->kv[i].key) || !meta->kv[i].value)
-            return as_trace_set_error(err, AS_EUSAGE, path, UINT64_MAX, 0,
-                                      "bad metadata key '%s'", meta->kv[i].key);
+            return as_trace_set_error(err, AS_EUSAGE, path, UINT64_MAX, 0, "bad metadata key '%s'",
+                                      meta->kv[i].key);
     as_trace_writer *w = calloc(1, sizeof *w);
     if (!w)
         return as_trace_set_error(err, AS_ENOMEM, path, UINT64_MAX, 0, "out of memory");
@@ -90,10 +98,11 @@ int as_trace_writer_open(const char *path, as_trace_fmt fmt, const as_meta *meta
     w->o.cap = OUT_BUF;
     w->o.buf = malloc(w->o.cap);
     int rc;
-    if (!w->o.buf) {
+    if (!w->o.buf || as_sites_new(&w->sites) < 0 || (sites && as_sites_copy(w->sites, sites) < 0)) {
         rc = as_trace_set_error(err, AS_ENOMEM, path, UINT64_MAX, 0, "out of memory");
         goto bad;
     }
+    w->nsites = as_sites_count(w->sites);
     if (strcmp(path, "-") == 0) {
         w->o.fd = 1;
     } else {
@@ -105,7 +114,7 @@ int as_trace_writer_open(const char *path, as_trace_fmt fmt, const as_meta *meta
         }
         w->o.own_fd = 1;
     }
-    rc = fw->open(&w->o, meta, &w->st, err);
+    rc = fw->open(&w->o, meta, w->sites, &w->st, err);
     if (rc < 0)
         goto bad;
     *out = w;
@@ -114,6 +123,7 @@ bad:
     if (w->o.own_fd)
         close(w->o.fd);
     free(w->o.buf);
+    as_sites_free(w->sites);
     free(w);
     return rc;
 }
@@ -126,6 +136,14 @@ int as_trace_write(as_trace_writer *w, const as_event *ev)
     char msg[256];
     uint64_t idx = w->v.events;
     int rc = as_validate(&w->v, &e, msg, sizeof msg);
+    if (rc == 0 && e.site && (e.op != AS_OP_ALLOC || e.site > w->nsites)) {
+        rc = AS_EINVAL;
+        if (e.op != AS_OP_ALLOC)
+            snprintf(msg, sizeof msg, "a site (%u) on an event other than ALLOC", e.site);
+        else
+            snprintf(msg, sizeof msg, "ALLOC %llu names site %u, past the site table (%u sites)",
+                     (unsigned long long)e.id, e.site, w->nsites);
+    }
     if (rc < 0) {
         as_trace_set_error(&w->err, rc, w->o.path, UINT64_MAX, 0, "%s", msg);
         w->err.event = idx;
@@ -158,11 +176,12 @@ int as_trace_writer_close(as_trace_writer *w, as_trace_error *err)
     if (!rc && (rc2 = as_outfile_flush(&w->o, &w->err)) < 0)
         rc = rc2;
     if (w->o.own_fd && close(w->o.fd) < 0 && !rc)
-        rc = as_trace_set_error(&w->err, AS_EIO, w->o.path, w->o.written, 0,
-                                "close failed: %s", strerror(errno));
+        rc = as_trace_set_error(&w->err, AS_EIO, w->o.path, w->o.written, 0, "close failed: %s",
+                                strerror(errno));
     if (rc && err)
         *err = w->err;
     as_live_free(&w->v.live);
+    as_sites_free(w->sites);
     free(w->o.buf);
     free(w);
     return rc;

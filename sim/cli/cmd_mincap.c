@@ -98,7 +98,8 @@ static int spool_native(const char *path, char *tmp, size_t n, int *slot, as_tra
     }
     close(fd);
     *slot = as_out_tmp_add(tmp); /* removed on every exit path, signals included */
-    if (as_trace_writer_open(tmp, AS_FMT_NATIVE, as_trace_reader_meta(rd), &w, &err)) {
+    if (as_trace_writer_open_sites(tmp, AS_FMT_NATIVE, as_trace_reader_meta(rd),
+                                   as_trace_reader_sites(rd), &w, &err)) {
         rc = as_cli_trace_fail(&err, tmp);
         goto fail;
     }

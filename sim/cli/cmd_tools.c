@@ -34,7 +34,8 @@ static int copy_trace(as_trace_reader *rd, const char *in_path, const as_out *o,
     as_trace_error err;
     memset(&err, 0, sizeof err);
     err.offset = err.event = UINT64_MAX;
-    if (as_trace_writer_open(as_out_path(o), fmt, as_trace_reader_meta(rd), &w, &err) < 0) {
+    if (as_trace_writer_open_sites(as_out_path(o), fmt, as_trace_reader_meta(rd),
+                                   as_trace_reader_sites(rd), &w, &err) < 0) {
         name_output(&err, o);
         return as_cli_trace_fail(&err, as_out_name(o));
     }
