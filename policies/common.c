@@ -1,6 +1,6 @@
 /*
- * common.c - the heap (block arena, segments, chains, accounting), the free-block treap
- * and the shared rules of common.h.
+ * common.c - the heap (block arena, segments, chains, accounting), the free-block indexes
+ * (binned size index, B+ tree, pairing heaps) and the shared rules of common.h.
  *
  * Block and segment nodes live in growable arrays indexed by uint32 (0 = nil) so that a
  * node costs no host allocation per event once the arrays have grown; recycled nodes go
@@ -621,424 +621,25 @@ int as_heap_walk(const as_heap *h, as_walk_fn fn, void *user)
     return rc;
 }
 
-/* ---- treap ---------------------------------------------------------------------------- */
-
-/* Each operation is written once as an always-inlined body taking the mode, and the public
- * functions pick the body once: each mode gets its own copy with the key test and the
- * subtree-max upkeep resolved at compile time (the treaps are the policies' hot path). */
-#define AS_HOT static inline __attribute__((always_inline))
-
-static inline uint32_t prio_of(uint32_t i)
-{
-    /* A fixed hash of the node index: deterministic, and random enough for balance. */
-    i ^= i >> 16;
-    i *= 0x7feb352dU;
-    i ^= i >> 15;
-    i *= 0x846ca68bU;
-    i ^= i >> 16;
-    return i;
-}
-
-#define PRIO(B, i) ((B)[i].prio)
-
-static inline int key_less(const as_blk *B, as_treap_mode m, uint32_t a, uint32_t b)
-{
-    if (m == AS_TREAP_SIZE && B[a].size != B[b].size)
-        return B[a].size < B[b].size;
-    return B[a].addr < B[b].addr;
-}
-
-/* Is the key (size, addr) below node n's key? */
-AS_HOT int key_below(const as_blk *B, as_treap_mode m, uint64_t size, uint64_t addr, uint32_t n)
-{
-    if (m == AS_TREAP_SIZE && size != B[n].size)
-        return size < B[n].size;
-    return addr < B[n].addr;
-}
-
-/* The subtree max of t from its own size and its children's maxima. */
-static inline uint64_t aug_of(const as_blk *B, uint32_t t)
-{
-    uint64_t mx = B[t].size;
-    uint32_t l = B[t].l, r = B[t].r;
-    if (l && B[l].aug > mx)
-        mx = B[l].aug;
-    if (r && B[r].aug > mx)
-        mx = B[r].aug;
-    return mx;
-}
-
-/* Recomputes t's subtree max; returns whether it changed. */
-static inline int upd(as_blk *B, uint32_t t)
-{
-    uint64_t mx = aug_of(B, t);
-    int changed = B[t].aug != mx;
-    B[t].aug = mx;
-    return changed;
-}
-
-/* Points the link that held `old` (in its parent, or the root) at `nw`. */
-static inline void relink(as_blk *B, as_treap *t, uint32_t parent, uint32_t old, uint32_t nw)
-{
-    if (!parent)
-        t->root = nw;
-    else if (B[parent].l == old)
-        B[parent].l = nw;
-    else
-        B[parent].r = nw;
-    if (nw)
-        B[nw].up = parent;
-}
-
-/* Lifts x above its parent p. In address trees x takes over p's subtree, so it inherits
- * p's maximum, and only p's is recomputed. */
-AS_HOT void rotate_up(as_blk *B, as_treap *t, as_treap_mode m, uint32_t x)
-{
-    uint32_t p = B[x].up, g = B[p].up;
-    if (B[p].l == x) {
-        uint32_t c = B[x].r;
-        B[p].l = c;
-        if (c)
-            B[c].up = p;
-        B[x].r = p;
-    } else {
-        uint32_t c = B[x].l;
-        B[p].r = c;
-        if (c)
-            B[c].up = p;
-        B[x].l = p;
-    }
-    B[p].up = x;
-    relink(B, t, g, p, x);
-    if (m == AS_TREAP_ADDR) {
-        B[x].aug = B[p].aug;
-        B[p].aug = aug_of(B, p);
-    }
-}
-
-/* Walks from n to the root recomputing subtree maxima, stopping once one is unchanged (then
- * every maximum above it is unchanged too). */
-static void fix_up(as_blk *B, uint32_t n)
-{
-    for (; n; n = B[n].up)
-        if (!upd(B, n))
-            break;
-}
-
-AS_HOT void insert_m(as_heap *h, as_treap *t, as_treap_mode m, uint32_t b)
-{
-    as_blk *B = h->b;
-    uint64_t size = B[b].size, addr = B[b].addr;
-    uint32_t prio = prio_of(b);
-    B[b].l = B[b].r = AS_NIL;
-    B[b].aug = size;
-    B[b].prio = prio;
-    t->n++;
-    uint32_t n = t->root, parent = AS_NIL;
-    int left = 0;
-    while (n) {
-        /* Every node passed gains b in its subtree: raise the maxima on the way down, so
-         * that nothing above b's final place needs fixing afterwards (rotations keep it). */
-        if (m == AS_TREAP_ADDR)
-            B[n].aug = B[n].aug < size ? size : B[n].aug;
-        parent = n;
-        uint32_t l = B[n].l, r = B[n].r;
-        left = key_below(B, m, size, addr, n);
-        n = left ? l : r;
-    }
-    B[b].up = parent;
-    if (!parent)
-        t->root = b;
-    else if (left)
-        B[parent].l = b;
-    else
-        B[parent].r = b;
-    while (B[b].up && prio > PRIO(B, B[b].up))
-        rotate_up(B, t, m, b);
-}
-
-AS_HOT void remove_m(as_heap *h, as_treap *t, as_treap_mode m, uint32_t b)
-{
-    as_blk *B = h->b;
-    /* Rotate b down (its higher-priority child up) until it has at most one child; each
-     * child lifted takes over b's subtree, b still in it, so every maximum stays correct for
-     * the tree with b until b is cut out. */
-    for (;;) {
-        uint32_t l = B[b].l, r = B[b].r;
-        if (!l || !r)
-            break;
-        uint32_t c = PRIO(B, l) > PRIO(B, r) ? l : r;
-        if (m == AS_TREAP_ADDR) {
-            uint64_t a = B[b].aug;
-            rotate_up(B, t, AS_TREAP_SIZE, c); /* the links only */
-            B[c].aug = a;
-            B[b].aug = aug_of(B, b);
-        } else {
-            rotate_up(B, t, m, c);
-        }
-    }
-    uint32_t c = B[b].l ? B[b].l : B[b].r, parent = B[b].up;
-    relink(B, t, parent, b, c);
-    B[b].l = B[b].r = B[b].up = AS_NIL;
-    t->n--;
-    if (m == AS_TREAP_ADDR)
-        fix_up(B, parent);
-}
-
-void as_treap_insert(as_heap *h, as_treap *t, uint32_t b)
-{
-    if (t->mode == AS_TREAP_ADDR)
-        insert_m(h, t, AS_TREAP_ADDR, b);
-    else
-        insert_m(h, t, AS_TREAP_SIZE, b);
-}
-
-void as_treap_remove(as_heap *h, as_treap *t, uint32_t b)
-{
-    if (t->mode == AS_TREAP_ADDR)
-        remove_m(h, t, AS_TREAP_ADDR, b);
-    else
-        remove_m(h, t, AS_TREAP_SIZE, b);
-}
-
-void as_treap_replace(as_heap *h, as_treap *t, uint32_t old, uint32_t nw)
-{
-    as_blk *B = h->b;
-    uint32_t l = B[old].l, r = B[old].r;
-    B[nw].l = l;
-    B[nw].r = r;
-    B[nw].prio = B[old].prio;
-    if (l)
-        B[l].up = nw;
-    if (r)
-        B[r].up = nw;
-    relink(B, t, B[old].up, old, nw);
-    B[old].l = B[old].r = B[old].up = AS_NIL;
-    if (t->mode == AS_TREAP_ADDR) {
-        uint64_t was = B[old].aug;
-        B[nw].aug = aug_of(B, nw);
-        if (B[nw].aug != was)
-            fix_up(B, B[nw].up);
-    }
-}
-
-void as_treap_resized(as_heap *h, as_treap *t, uint32_t b)
-{
-    if (t->mode == AS_TREAP_ADDR) {
-        upd(h->b, b);
-        fix_up(h->b, h->b[b].up);
-    }
-}
-
-void as_treap_grown(as_heap *h, as_treap *t, uint32_t b)
-{
-    if (t->mode != AS_TREAP_ADDR)
-        return;
-    uint64_t size = h->b[b].size;
-    for (uint32_t n = b; n && h->b[n].aug < size; n = h->b[n].up)
-        h->b[n].aug = size;
-}
-
-uint32_t as_treap_find(const as_heap *h, const as_treap *t, uint64_t want)
-{
-    /* Written so that the direction at each level is a conditional move, not a branch: the
-     * directions are data, and mispredicting half of them cost more than the rest. */
-    const as_blk *B = h->b;
-    uint32_t n = t->root;
-    if (t->mode == AS_TREAP_SIZE) {
-        uint32_t best = AS_NIL;
-        while (n) {
-            uint32_t l = B[n].l, r = B[n].r;
-            uint32_t ge = -(uint32_t)(B[n].size >= want);
-            best = (n & ge) | (best & ~ge);
-            n = (l & ge) | (r & ~ge);
-        }
-        return best;
-    }
-    if (!n || B[n].aug < want)
-        return AS_NIL;
-    for (;;) {
-        /* The subtree at n holds a fit: in its left subtree if that one's max fits, else n
-         * itself if it fits, else in its right subtree. */
-        uint32_t l = B[n].l, r = B[n].r;
-        if (l && B[l].aug >= want)
-            n = l;
-        else if (B[n].size >= want)
-            return n;
-        else
-            n = r;
-    }
-}
-
-uint64_t as_treap_max(const as_heap *h, const as_treap *t)
-{
-    uint32_t n = t->root;
-    if (!n)
-        return 0;
-    if (t->mode == AS_TREAP_ADDR)
-        return h->b[n].aug;
-    while (h->b[n].r)
-        n = h->b[n].r;
-    return h->b[n].size;
-}
-
-static int tcheck(const as_heap *h, const as_treap *t, uint32_t n, uint32_t lo, uint32_t hi,
-                  uint64_t *count, uint64_t *mx, as_check_failure *f)
-{
-    const as_blk *B = h->b;
-    if (!n) {
-        *mx = 0;
-        return 0;
-    }
-    if (n >= h->nb || ++*count > h->nb)
-        return as_check_fail(f, "free index: bad or cyclic node %u", n);
-    if (B[n].state != AS_BLOCK_FREE || !B[n].indexed)
-        return as_check_fail(f, "free index holds block %#llx which is not free",
-                             (unsigned long long)B[n].addr);
-    if ((lo && !key_less(B, t->mode, lo, n)) || (hi && !key_less(B, t->mode, n, hi)))
-        return as_check_fail(f, "free index out of order at block %#llx",
-                             (unsigned long long)B[n].addr);
-    uint32_t l = B[n].l, r = B[n].r;
-    if ((l && PRIO(B, l) > PRIO(B, n)) || (r && PRIO(B, r) > PRIO(B, n)))
-        return as_check_fail(f, "free index heap order broken at block %#llx",
-                             (unsigned long long)B[n].addr);
-    if ((l && B[l].up != n) || (r && B[r].up != n))
-        return as_check_fail(f, "free index parent link broken at block %#llx",
-                             (unsigned long long)B[n].addr);
-    uint64_t ml, mr;
-    int rc = tcheck(h, t, l, lo, n, count, &ml, f);
-    if (!rc)
-        rc = tcheck(h, t, r, n, hi, count, &mr, f);
-    if (rc)
-        return rc;
-    uint64_t m = B[n].size;
-    if (ml > m)
-        m = ml;
-    if (mr > m)
-        m = mr;
-    if (t->mode == AS_TREAP_ADDR && B[n].aug != m)
-        return as_check_fail(f, "free index subtree max wrong at block %#llx",
-                             (unsigned long long)B[n].addr);
-    *mx = m;
-    return 0;
-}
-
-int as_treap_check(const as_heap *h, const as_treap *t, as_check_failure *f)
-{
-    uint64_t count = 0, mx;
-    if (t->root && h->b[t->root].up != AS_NIL)
-        return as_check_fail(f, "free index root has a parent");
-    int rc = tcheck(h, t, t->root, AS_NIL, AS_NIL, &count, &mx, f);
-    if (rc)
-        return rc;
-    if (count != t->n)
-        return as_check_fail(f, "free index holds %llu blocks, counts %llu",
-                             (unsigned long long)count, (unsigned long long)t->n);
-    return 0;
-}
-
 /* ---- binned size index ------------------------------------------------------------------ */
+
+#define OSET_NODE as_blk
+#define OSET(name) ob_##name
+#include "oset.h"
 
 void as_bins_init(as_bins *bins)
 {
     memset(bins, 0, sizeof *bins);
 }
 
-/* A bin as a treap: bins keep only the root, for a small cache footprint. */
-static inline as_treap bin_view(uint32_t root)
-{
-    return (as_treap){.root = root, .mode = AS_TREAP_SIZE, .n = 1};
-}
-
-static inline int size_addr_lt(const as_blk *B, uint32_t x, uint32_t y)
-{
-    return B[x].size < B[y].size || (B[x].size == B[y].size && B[x].addr < B[y].addr);
-}
-
-/* x into the circular (size, addr) list at head (l: previous, r: next); the new head. */
-AS_HOT uint32_t bl_insert(as_blk *B, uint32_t head, uint32_t x)
-{
-    if (!head) {
-        B[x].l = B[x].r = x;
-        return x;
-    }
-    uint32_t before = head;
-    if (size_addr_lt(B, x, B[head].l)) /* else it goes last, the common case */
-        while (!size_addr_lt(B, x, before))
-            before = B[before].r;
-    uint32_t p = B[before].l;
-    B[x].l = p;
-    B[x].r = before;
-    B[p].r = x;
-    B[before].l = x;
-    return before == head && size_addr_lt(B, x, head) ? x : head;
-}
-
-AS_HOT uint32_t bl_erase(as_blk *B, uint32_t head, uint32_t x)
-{
-    uint32_t l = B[x].l, r = B[x].r;
-    B[x].l = B[x].r = AS_NIL;
-    if (r == x)
-        return AS_NIL;
-    B[l].r = r;
-    B[r].l = l;
-    return head == x ? r : head;
-}
-
-/* A list bin over its limit becomes a treap, a treap at AS_BIN_BACK a list again. */
-static void bin_to_treap(as_heap *h, as_bins *bins, unsigned fl, unsigned sl)
-{
-    as_blk *B = h->b;
-    uint32_t head = bins->root[fl][sl], x = head;
-    as_treap t = {.mode = AS_TREAP_SIZE};
-    do {
-        uint32_t nx = B[x].r;
-        insert_m(h, &t, AS_TREAP_SIZE, x);
-        x = nx;
-    } while (x != head);
-    bins->root[fl][sl] = t.root;
-    bins->treap[fl] |= 1u << sl;
-}
-
-static void bin_to_list(as_heap *h, as_bins *bins, unsigned fl, unsigned sl)
-{
-    as_blk *B = h->b;
-    uint32_t v[AS_BIN_BACK + 1], n = 0;
-    uint32_t x = bins->root[fl][sl];
-    /* In order, without parent links: push left spines on a stack (the treap is small). */
-    uint32_t stack[64], sp = 0;
-    while ((x || sp) && n < AS_BIN_BACK + 1) {
-        while (x && sp < 64) {
-            stack[sp++] = x;
-            x = B[x].l;
-        }
-        x = stack[--sp];
-        v[n++] = x;
-        x = B[x].r;
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        B[v[i]].l = v[(i + n - 1) % n];
-        B[v[i]].r = v[(i + 1) % n];
-        B[v[i]].up = AS_NIL;
-    }
-    bins->root[fl][sl] = n ? v[0] : AS_NIL;
-    bins->treap[fl] &= ~(1u << sl);
-}
-
 void as_bins_insert(as_heap *h, as_bins *bins, uint32_t b)
 {
     unsigned fl, sl;
     as_tlsf_class(h->b[b].size, AS_BINS_SL, 0, &fl, &sl);
-    uint32_t *root = &bins->root[fl][sl];
-    if (__builtin_expect(bins->treap[fl] >> sl & 1, 0)) {
-        as_treap t = bin_view(*root);
-        insert_m(h, &t, AS_TREAP_SIZE, b);
-        *root = t.root;
-    } else {
-        *root = bl_insert(h->b, *root, b);
-        if (__builtin_expect(bins->cnt[fl][sl] == AS_BIN_LIST, 0))
-            bin_to_treap(h, bins, fl, sl);
-    }
+    int treap = bins->treap[fl] >> sl & 1;
+    if (__builtin_expect(
+            ob_bin_insert(h->b, &bins->root[fl][sl], bins->cnt[fl][sl], treap, b) != treap, 0))
+        bins->treap[fl] ^= 1u << sl;
     bins->cnt[fl][sl]++;
     bins->slmap[fl] |= 1u << sl;
     bins->flmap |= 1ull << fl;
@@ -1047,18 +648,17 @@ void as_bins_insert(as_heap *h, as_bins *bins, uint32_t b)
 
 void as_bins_remove(as_heap *h, as_bins *bins, uint32_t b)
 {
+    as_bins_remove_as(h, bins, b, h->b[b].size);
+}
+
+void as_bins_remove_as(as_heap *h, as_bins *bins, uint32_t b, uint64_t size)
+{
     unsigned fl, sl;
-    as_tlsf_class(h->b[b].size, AS_BINS_SL, 0, &fl, &sl);
+    as_tlsf_class(size, AS_BINS_SL, 0, &fl, &sl);
     uint32_t *root = &bins->root[fl][sl];
-    if (__builtin_expect(bins->treap[fl] >> sl & 1, 0)) {
-        as_treap t = bin_view(*root);
-        remove_m(h, &t, AS_TREAP_SIZE, b);
-        *root = t.root;
-        if (bins->cnt[fl][sl] == AS_BIN_BACK + 1)
-            bin_to_list(h, bins, fl, sl);
-    } else {
-        *root = bl_erase(h->b, *root, b);
-    }
+    int treap = bins->treap[fl] >> sl & 1;
+    if (__builtin_expect(ob_bin_erase(h->b, root, bins->cnt[fl][sl], treap, b) != treap, 0))
+        bins->treap[fl] ^= 1u << sl;
     bins->cnt[fl][sl]--;
     bins->n--;
     if (!*root) {
@@ -1068,42 +668,14 @@ void as_bins_remove(as_heap *h, as_bins *bins, uint32_t b)
     }
 }
 
-/* The smallest (size, addr) of bin (fl, sl), and its largest. */
-static inline uint32_t bin_min(const as_heap *h, const as_bins *bins, unsigned fl, unsigned sl)
-{
-    uint32_t n = bins->root[fl][sl];
-    if (bins->treap[fl] >> sl & 1)
-        while (h->b[n].l)
-            n = h->b[n].l;
-    return n;
-}
-
-static inline uint32_t bin_max(const as_heap *h, const as_bins *bins, unsigned fl, unsigned sl)
-{
-    uint32_t n = bins->root[fl][sl];
-    if (!(bins->treap[fl] >> sl & 1))
-        return h->b[n].l;
-    while (h->b[n].r)
-        n = h->b[n].r;
-    return n;
-}
-
 uint32_t as_bins_find(const as_heap *h, const as_bins *bins, uint64_t want)
 {
     unsigned fl, sl;
     as_tlsf_class(want ? want : 1, AS_BINS_SL, 0, &fl, &sl);
     if (bins->slmap[fl] >> sl & 1) {
-        uint32_t n = bins->root[fl][sl];
-        if (__builtin_expect(bins->treap[fl] >> sl & 1, 0)) {
-            as_treap t = bin_view(n);
-            uint32_t b = as_treap_find(h, &t, want);
-            if (b)
-                return b;
-        } else if (h->b[h->b[n].l].size >= want) { /* the bin's largest fits: scan */
-            while (h->b[n].size < want)
-                n = h->b[n].r;
-            return n;
-        }
+        uint32_t b = ob_bin_lower_bound(h->b, bins->root[fl][sl], bins->treap[fl] >> sl & 1, want);
+        if (b)
+            return b;
     }
     uint32_t m = sl + 1 < 32 ? bins->slmap[fl] & (~0u << (sl + 1)) : 0;
     if (!m) {
@@ -1114,7 +686,8 @@ uint32_t as_bins_find(const as_heap *h, const as_bins *bins, uint64_t want)
         m = bins->slmap[fl];
     }
     /* Every block of a higher bin fits: take that bin's smallest. */
-    return bin_min(h, bins, fl, (unsigned)__builtin_ctz(m));
+    sl = (unsigned)__builtin_ctz(m);
+    return ob_bin_min(h->b, bins->root[fl][sl], bins->treap[fl] >> sl & 1);
 }
 
 uint64_t as_bins_max(const as_heap *h, const as_bins *bins)
@@ -1123,66 +696,32 @@ uint64_t as_bins_max(const as_heap *h, const as_bins *bins)
         return 0;
     unsigned fl = as_log2_floor(bins->flmap);
     unsigned sl = as_log2_floor(bins->slmap[fl]);
-    return h->b[bin_max(h, bins, fl, sl)].size;
+    return h->b[ob_bin_max(h->b, bins->root[fl][sl], bins->treap[fl] >> sl & 1)].size;
 }
 
-static uint64_t tcount(const as_heap *h, uint32_t n, uint64_t limit)
-{
-    uint64_t c = 0;
-    /* Bounded so that a cyclic (broken) tree cannot hang check(). */
-    while (n && c <= limit) {
-        c += 1 + tcount(h, h->b[n].l, limit);
-        n = h->b[n].r;
-    }
-    return c;
-}
-
-/* A list bin: links, (size, addr) order, membership; its length in *n. */
-static int check_list(const as_heap *h, uint32_t head, uint64_t *n, as_check_failure *f)
-{
-    const as_blk *B = h->b;
-    uint64_t c = 0;
-    uint32_t x = head;
-    do {
-        if (x == AS_NIL || x >= h->nb || ++c > h->nb)
-            return as_check_fail(f, "free index: a bin's list is broken or cyclic");
-        if (B[x].state != AS_BLOCK_FREE || !B[x].indexed)
-            return as_check_fail(f, "free index holds block %#llx which is not free",
-                                 (unsigned long long)B[x].addr);
-        if (B[B[x].r].l != x || (B[x].r != head && !size_addr_lt(B, x, B[x].r)))
-            return as_check_fail(f, "free index: bin list out of order or mislinked at %#llx",
-                                 (unsigned long long)B[x].addr);
-        x = B[x].r;
-    } while (x != head);
-    *n = c;
-    return 0;
-}
-
+/* One non-empty bin: its structure, membership, class and count. */
 static int check_bin(const as_heap *h, const as_bins *bins, unsigned fl, unsigned sl,
                      as_check_failure *f)
 {
+    const as_blk *B = h->b;
     uint32_t root = bins->root[fl][sl];
     int treap = bins->treap[fl] >> sl & 1;
     uint64_t c = 0;
-    if (treap) {
-        as_treap t = bin_view(root);
-        t.n = c = tcount(h, root, h->nb);
-        int rc = as_treap_check(h, &t, f);
-        if (rc)
-            return rc;
-    } else {
-        int rc = check_list(h, root, &c, f);
-        if (rc)
-            return rc;
+    const char *why = ob_bin_check(B, h->nb, root, treap, &c);
+    if (why)
+        return as_check_fail(f, "free index: bin (%u,%u): %s", fl, sl, why);
+    for (uint32_t x = ob_bin_min(B, root, treap); x; x = ob_bin_next(B, root, treap, x)) {
+        unsigned cf, cs;
+        as_tlsf_class(B[x].size, AS_BINS_SL, 0, &cf, &cs);
+        if (B[x].state != AS_BLOCK_FREE || !B[x].indexed)
+            return as_check_fail(f, "free index holds block %#llx which is not free",
+                                 (unsigned long long)B[x].addr);
+        if (cf != fl || cs != sl)
+            return as_check_fail(f, "bin (%u,%u) holds a block of another class", fl, sl);
     }
-    if (c != bins->cnt[fl][sl] || (treap ? c <= AS_BIN_BACK : c > AS_BIN_LIST))
+    if (c != bins->cnt[fl][sl] || (treap ? c <= OSET_LIST_BACK : c > OSET_LIST_MAX))
         return as_check_fail(f, "bin (%u,%u) holds %llu blocks, counts %u (%s)", fl, sl,
                              (unsigned long long)c, bins->cnt[fl][sl], treap ? "treap" : "list");
-    unsigned cf, cs, hf, hs;
-    as_tlsf_class(h->b[bin_min(h, bins, fl, sl)].size, AS_BINS_SL, 0, &cf, &cs);
-    as_tlsf_class(h->b[bin_max(h, bins, fl, sl)].size, AS_BINS_SL, 0, &hf, &hs);
-    if (cf != fl || cs != sl || hf != fl || hs != sl)
-        return as_check_fail(f, "bin (%u,%u) holds a block of another class", fl, sl);
     return 0;
 }
 
@@ -1291,18 +830,23 @@ static inline unsigned bt_slot(const as_btnode *x, uint32_t c)
     return i;
 }
 
-/* Node i's lowest address or largest size changed: carry it up while the parent's copy
- * differs. */
-static void bt_fix_up(as_btree *t, uint32_t i)
+/* In node i, an entry whose size (or child's largest size) was o is now v (0: it was
+ * removed), and the node's lowest address may have changed: carry both up while a
+ * parent's copy differs. A node's largest size is recomputed only when its largest entry
+ * shrank; otherwise it is the larger of v and the parent's copy. */
+static void bt_changed(as_btree *t, uint32_t i, uint64_t o, uint64_t v)
 {
     for (uint32_t p = t->nd[i].parent; p; i = p, p = t->nd[p].parent) {
-        as_btnode *x = &t->nd[i], *y = &t->nd[p];
+        as_btnode *y = &t->nd[p];
         unsigned s = bt_slot(y, i);
-        uint64_t k = x->key[0], m = bt_max(x);
-        if (y->key[s] == k && y->max[s] == m)
+        uint64_t was = y->max[s], k = t->nd[i].key[0];
+        uint64_t m = v >= was ? v : o < was ? was : bt_max(&t->nd[i]);
+        if (y->key[s] == k && m == was)
             break;
         y->key[s] = k;
         y->max[s] = m;
+        o = was;
+        v = m;
     }
 }
 
@@ -1394,10 +938,12 @@ void as_btree_remove(as_heap *h, as_btree *t, uint32_t b)
     h->b[b].up = AS_NIL;
     t->n--;
     uint32_t c = b;
+    uint64_t gone;
     for (;;) {
         as_btnode *x = &t->nd[i];
         unsigned s = bt_slot(x, c);
         unsigned m = x->n - s - 1;
+        gone = x->max[s];
         memmove(x->key + s, x->key + s + 1, m * sizeof *x->key);
         memmove(x->max + s, x->max + s + 1, m * sizeof *x->max);
         memmove(x->child + s, x->child + s + 1, m * sizeof *x->child);
@@ -1415,7 +961,7 @@ void as_btree_remove(as_heap *h, as_btree *t, uint32_t b)
         t->depth = 0;
         return;
     }
-    bt_fix_up(t, i);
+    bt_changed(t, i, gone, 0);
     while (!t->nd[t->root].leaf && t->nd[t->root].n == 1) {
         uint32_t r = t->root;
         t->root = t->nd[r].child[0];
@@ -1430,12 +976,13 @@ void as_btree_replace(as_heap *h, as_btree *t, uint32_t old, uint32_t nw)
     uint32_t i = h->b[old].up;
     as_btnode *x = &t->nd[i];
     unsigned s = bt_slot(x, old);
+    uint64_t was = x->max[s];
     x->child[s] = nw;
     x->key[s] = h->b[nw].addr;
     x->max[s] = h->b[nw].size;
     h->b[nw].up = i;
     h->b[old].up = AS_NIL;
-    bt_fix_up(t, i);
+    bt_changed(t, i, was, x->max[s]);
 }
 
 void as_btree_resized(as_heap *h, as_btree *t, uint32_t b)
@@ -1443,9 +990,10 @@ void as_btree_resized(as_heap *h, as_btree *t, uint32_t b)
     uint32_t i = h->b[b].up;
     as_btnode *x = &t->nd[i];
     unsigned s = bt_slot(x, b);
+    uint64_t was = x->max[s];
     x->key[s] = h->b[b].addr;
     x->max[s] = h->b[b].size;
-    bt_fix_up(t, i);
+    bt_changed(t, i, was, x->max[s]);
 }
 
 uint32_t as_btree_find(const as_heap *h, const as_btree *t, uint64_t want)

@@ -1,10 +1,10 @@
 /*
  * common.h - the machinery the split/coalesce policies share, written once: a block
  * arena with generation-checked handles, the segment table (device reservations), the
- * physical block chains with split and merge, byte accounting, an intrusive treap over
- * free blocks (size-ordered, or address-ordered with a subtree max for first fit), a binned
- * (size, addr) index for best fit, the segment-size, maxsplit and release-on-OOM rules, and
- * generic check() and walk().
+ * physical block chains with split and merge, byte accounting, the free-block indexes (a
+ * binned (size, addr) index for best fit over oset.h's bins, an address-ordered B+ tree for
+ * first fit, pairing heaps by size), the segment-size, maxsplit and release-on-OOM rules,
+ * and generic check() and walk().
  *
  * Invariant (checked by as_heap_check): the blocks of each live segment tile it exactly,
  * in address order along next/prev; every free block is in the policy's free index and no
@@ -28,17 +28,12 @@
 typedef struct as_blk {
     uint64_t addr, size;
     union {
-        struct {               /* while free: the index's links */
-            uint64_t aug;      /* subtree max size in address treaps */
-            uint32_t l, r;     /* treap children or list neighbours */
-            uint32_t up, prio; /* treap parent and priority */
-        };
-        struct {            /* while free, beside list links l and r: a pairing heap (as_pheap) */
-            uint32_t hprev; /* left sibling, or the parent for a first child */
-            uint32_t hnext; /* right sibling */
-            uint32_t pad_lr_[2]; /* l, r */
-            uint32_t hchild;     /* leftmost child (in place of up) */
-            uint32_t pad_prio_;
+        struct {             /* while free: the index's links */
+            uint32_t l, r;   /* bin list neighbours or treap children (oset.h) */
+            uint32_t up;     /* treap parent, or B+ tree leaf */
+            uint32_t hprev;  /* beside l and r, a pairing heap (as_pheap): left sibling, */
+            uint32_t hnext;  /* or the parent for a first child; right sibling; */
+            uint32_t hchild; /* leftmost child */
         };
         struct { /* while allocated or pending: for walk() */
             uint64_t id, stream;
@@ -165,34 +160,6 @@ static inline int as_maxsplit_may_split(uint64_t size, uint64_t maxsplit)
     return !maxsplit || size < maxsplit;
 }
 
-/* ---- an intrusive treap over free blocks ------------------------------------------------ */
-
-typedef enum as_treap_mode {
-    AS_TREAP_SIZE, /* key (size, addr): best fit */
-    AS_TREAP_ADDR, /* key addr, with the subtree max size: first fit */
-} as_treap_mode;
-
-typedef struct as_treap {
-    uint32_t root;
-    as_treap_mode mode;
-    uint64_t n;
-} as_treap;
-
-void as_treap_insert(as_heap *h, as_treap *t, uint32_t b);
-void as_treap_remove(as_heap *h, as_treap *t, uint32_t b);
-/* SIZE: the smallest (size, addr) with size >= want. ADDR: the lowest address with
- * size >= want. AS_NIL when none. */
-uint32_t as_treap_find(const as_heap *h, const as_treap *t, uint64_t want);
-/* nw (not in the tree) takes old's place; its key must order exactly where old's did. */
-void as_treap_replace(as_heap *h, as_treap *t, uint32_t old, uint32_t nw);
-/* b's size changed but not its place in the order (address trees): fix the maxima. */
-void as_treap_resized(as_heap *h, as_treap *t, uint32_t b);
-/* The same when b only grew: maxima are raised until one is already large enough. */
-void as_treap_grown(as_heap *h, as_treap *t, uint32_t b);
-uint64_t as_treap_max(const as_heap *h, const as_treap *t); /* largest size, 0 when empty */
-/* Treap order and heap property, and that it holds exactly n indexed nodes. */
-int as_treap_check(const as_heap *h, const as_treap *t, as_check_failure *f);
-
 /* ---- an address-ordered B+ tree over free blocks: first fit -------------------------------
  * Leaves hold up to AS_BT_FAN free blocks in address order, with a copy of each one's
  * address and size; an inner node holds, per child, the lowest address and the largest
@@ -258,18 +225,14 @@ int as_pheap_check(const as_heap *h, uint32_t root, uint64_t n, as_check_failure
 
 /* ---- a binned size index: exact best fit over short sorted bins -------------------------
  * Free blocks are binned by their TLSF class (32 classes per power of two), and bitmaps say
- * which bins are non-empty. A bin is a circular list sorted by (size, addr) while it holds
- * up to AS_BIN_LIST blocks (real size mixes keep nearly every bin there: a search is a
- * bitmap test, a look at the bin's largest block and a short scan), and a (size, addr)
- * treap beyond that, until it is down to AS_BIN_BACK (crowded bins stay O(log n)). Because
- * bins partition the sizes in order, "the lowest bin at or above the request's bin, lower
- * bound inside it" is the global smallest (size, addr) that fits: the same answer as one
- * big tree. */
+ * which bins are non-empty. Each bin is an oset.h bin (a short sorted list, a treap when
+ * crowded): a search is a bitmap test, a look at the bin's largest block and a short scan.
+ * Because bins partition the sizes in order, "the lowest bin at or above the request's
+ * bin, lower bound inside it" is the global smallest (size, addr) that fits: the same
+ * answer as one big tree. */
 
 #define AS_BINS_SL 5
 #define AS_BINS_FL 64
-#define AS_BIN_LIST 16
-#define AS_BIN_BACK 8
 
 typedef struct as_bins {
     uint64_t flmap;
@@ -283,8 +246,11 @@ typedef struct as_bins {
 void as_bins_init(as_bins *bins);
 void as_bins_insert(as_heap *h, as_bins *bins, uint32_t b);
 void as_bins_remove(as_heap *h, as_bins *bins, uint32_t b);
+/* The same for a block filed under `size`, which its size has since left. */
+void as_bins_remove_as(as_heap *h, as_bins *bins, uint32_t b, uint64_t size);
+/* The smallest (size, addr) with size >= want, AS_NIL when none. */
 uint32_t as_bins_find(const as_heap *h, const as_bins *bins, uint64_t want);
-uint64_t as_bins_max(const as_heap *h, const as_bins *bins);
+uint64_t as_bins_max(const as_heap *h, const as_bins *bins); /* largest size, 0 when empty */
 int as_bins_check(const as_heap *h, const as_bins *bins, as_check_failure *f);
 
 /* ---- misc -------------------------------------------------------------------------------- */

@@ -4,19 +4,19 @@
  * A rounded request takes the free block with the lowest address that fits. Free blocks
  * sit in an address-ordered B+ tree whose inner nodes carry the largest size below each
  * child, so the lowest fitting address is found in O(log n) (descend into the first child
- * that can fit; common.h). With maxsplit, oversize blocks (>= maxsplit) are kept apart in a size-ordered
- * treap: requests below maxsplit never see them, and oversize requests take the smallest
- * that fits within the tolerance (as PyTorch does), since "lowest address among blocks in
- * [req, req + tolerance)" has no O(log n) index. Segments, splitting, coalescing and
- * release follow bestfit. Invariant: as_heap_check; each free block is in exactly the tree
- * its size selects.
+ * that can fit; common.h). With maxsplit, oversize blocks (>= maxsplit) are kept apart in
+ * a binned (size, addr) index (as_bins, bestfit's): requests below maxsplit never see
+ * them, and oversize requests take the smallest that fits within the tolerance (as
+ * PyTorch does), since "lowest address among blocks in [req, req + tolerance)" has no
+ * O(log n) index. Segments, splitting, coalescing and release follow bestfit. Invariant:
+ * as_heap_check; each free block is in exactly the index its size selects.
  */
 #include "common.h"
 
 typedef struct firstfit {
     as_heap h;
-    as_btree byaddr;   /* blocks below maxsplit (all blocks when maxsplit is off) */
-    as_treap oversize; /* blocks of maxsplit bytes or more, by size */
+    as_btree byaddr;  /* blocks below maxsplit (all blocks when maxsplit is off) */
+    as_bins oversize; /* blocks of maxsplit bytes or more, by (size, addr) */
     uint64_t round, maxsplit, segment;
     int64_t release;
     uint32_t div[AS_DIV_INTERVALS];
@@ -41,17 +41,17 @@ static void ix_insert(as_heap *h, uint32_t b)
 {
     firstfit *s = (firstfit *)h;
     if (oversize(s, h->b[b].size))
-        as_treap_insert(h, &s->oversize, b);
+        as_bins_insert(h, &s->oversize, b);
     else
         as_btree_insert(h, &s->byaddr, b);
 }
 
-/* Takes b out of the tree its size `as_size` selected when it went in (both follow links
- * from b, so b's current key does not matter). */
+/* Takes b out of the index its size `as_size` selected when it went in, b's size may have
+ * changed since (the B+ tree follows b's leaf link, the bins look up as_size's bin). */
 static void remove_as(firstfit *s, uint32_t b, uint64_t as_size)
 {
     if (oversize(s, as_size))
-        as_treap_remove(&s->h, &s->oversize, b);
+        as_bins_remove_as(&s->h, &s->oversize, b, as_size);
     else
         as_btree_remove(&s->h, &s->byaddr, b);
 }
@@ -100,7 +100,7 @@ static int ff_init(void *st, const as_knob_value *cfg, const as_device *dev)
     if (rc)
         return rc;
     as_btree_init(&s->byaddr);
-    s->oversize = (as_treap){.mode = AS_TREAP_SIZE};
+    as_bins_init(&s->oversize);
     s->round = round;
     s->maxsplit = (uint64_t)cfg[K_MAXSPLIT].i * AS_MIB;
     s->segment = (uint64_t)cfg[K_SEGMENT].i * AS_MIB;
@@ -123,7 +123,7 @@ static int ff_alloc(void *st, const as_request *req, as_block *out)
     if (!s->maxsplit || size < s->maxsplit) {
         b = as_btree_find(&s->h, &s->byaddr, size);
     } else {
-        b = as_treap_find(&s->h, &s->oversize, size);
+        b = as_bins_find(&s->h, &s->oversize, size);
         if (b && !as_maxsplit_fits(s->h.b[b].size, size, s->maxsplit, s->segment))
             b = AS_NIL;
     }
@@ -157,7 +157,7 @@ static void ff_stats(const void *st, as_policy_stats *out)
 {
     const firstfit *s = st;
     as_heap_stats(&s->h, out);
-    uint64_t a = as_btree_max(&s->byaddr), o = as_treap_max(&s->h, &s->oversize);
+    uint64_t a = as_btree_max(&s->byaddr), o = as_bins_max(&s->h, &s->oversize);
     out->largest_free = a > o ? a : o;
 }
 
@@ -168,7 +168,7 @@ static int ff_check(const void *st, as_check_failure *f)
     if (!rc)
         rc = as_btree_check(&s->h, &s->byaddr, f);
     if (!rc)
-        rc = as_treap_check(&s->h, &s->oversize, f);
+        rc = as_bins_check(&s->h, &s->oversize, f);
     if (rc)
         return rc;
     if (s->byaddr.n + s->oversize.n != s->h.nfree)

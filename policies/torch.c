@@ -268,7 +268,7 @@ static inline int insert_free(torch_state *t, uint32_t i)
 
 static void insert_unmapped(torch_state *t, uint32_t i)
 {
-    as_bt_insert(t->b, &pool_of(t, i)->blocks.s[t->b[i].sx].unmapped, 1, i);
+    tfs_treap_insert(t->b, &pool_of(t, i)->blocks.s[t->b[i].sx].unmapped, 1, i);
     t->b[i].in = IN_UNMAPPED;
 }
 
@@ -278,7 +278,7 @@ static inline void erase_any(torch_state *t, uint32_t i)
     if (t->b[i].in == IN_BLOCKS)
         as_tfs_erase(t->b, &pl->blocks, i);
     else if (t->b[i].in == IN_UNMAPPED)
-        as_bt_erase(t->b, &pl->blocks.s[t->b[i].sx].unmapped, i);
+        tfs_treap_erase(t->b, &pl->blocks.s[t->b[i].sx].unmapped, i);
     t->b[i].in = IN_NONE;
 }
 
@@ -490,7 +490,7 @@ static int64_t find_expandable_block(torch_state *t, pool *pl, uint64_t stream, 
 {
     blk *b = t->b;
     int64_t k = as_tfs_find(&pl->blocks, stream);
-    for (uint32_t it = as_bt_min(b, pl->blocks.s[k].unmapped); it; it = as_bt_next(b, it)) {
+    for (uint32_t it = tfs_treap_min(b, pl->blocks.s[k].unmapped); it; it = tfs_treap_next(b, it)) {
         uint32_t c = it;
         if (allocatable(b, b[c].prev))
             c = b[c].prev;
@@ -1042,36 +1042,26 @@ static void torch_stats(const void *st, as_policy_stats *out)
 
 /* ---- check and walk ----------------------------------------------------------------- */
 
-/* Verifies one stream's unmapped set: address order, heap priorities (through
- * as_bt_*), parent links, membership. Adds its node count to *n. */
+/* Verifies one stream's unmapped set: its structure (an oset.h address treap), then
+ * membership. Adds its node count to *n. */
 static int check_unmapped(const torch_state *t, const fset *f, uint8_t small, int64_t *n,
                           as_check_failure *out)
 {
     const blk *b = t->b;
     for (uint32_t k = 0; k < f->n; k++) {
-        uint32_t root = f->s[k].unmapped, prev = 0;
-        int64_t c = 0;
-        if (root && b[root].p)
-            return as_check_fail(out, "unmapped treap root has a parent");
-        for (uint32_t i = as_bt_min(b, root); i; i = as_bt_next(b, i)) {
-            if (++c > (int64_t)t->nb)
-                return as_check_fail(out, "treap walk does not end");
+        uint32_t root = f->s[k].unmapped;
+        uint64_t c = 0;
+        const char *why = tfs_bin_check(b, t->nb + 1, root, 2, &c);
+        if (why)
+            return as_check_fail(out, "unmapped set: %s", why);
+        for (uint32_t i = tfs_treap_min(b, root); i; i = tfs_treap_next(b, i)) {
             if (b[i].in != IN_UNMAPPED || b[i].state != B_FREE || b[i].mapped || b[i].sx != k ||
                 t->s[b[i].seg].small != small || !t->s[b[i].seg].live)
                 return as_check_fail(out,
                                      "block 0x%llx is in an unmapped set it does not belong to",
                                      (unsigned long long)b[i].addr);
-            if (prev && b[prev].addr >= b[i].addr)
-                return as_check_fail(out, "unmapped set out of order at 0x%llx",
-                                     (unsigned long long)b[i].addr);
-            for (int side = 0; side < 2; side++) {
-                uint32_t ch = side ? b[i].r : b[i].l;
-                if (ch && b[ch].p != i)
-                    return as_check_fail(out, "unmapped treap parent link broken");
-            }
-            prev = i;
         }
-        *n += c;
+        *n += (int64_t)c;
     }
     return 0;
 }

@@ -1,7 +1,7 @@
 /*
  * torch_fset.c - the slow paths of torch's free sets (torch_fset.h): slots and their
- * stream hash, chunks, list <-> treap conversion of crowded bins, the max tree over the
- * slots, whole-set walks in (stream, size, addr) order, the treaps, and the check.
+ * stream hash, chunks, the max tree over the slots, whole-set walks in (stream, size, addr)
+ * order, and the check.
  *
  * Invariant: as in torch_fset.h; everything here is either amortised O(1) per event
  * (conversions, chunks, a slot's new maximum: O(log slots)) or a walk that the policy
@@ -14,152 +14,6 @@
 #include <string.h>
 
 #include "common.h"
-
-/* ---- treaps with parent links ------------------------------------------------------- */
-
-/* A fixed hash of the node index as its priority: deterministic, distinct per node. */
-static inline uint32_t prio_of(uint32_t i)
-{
-    i ^= i >> 16;
-    i *= 0x7feb352dU;
-    i ^= i >> 15;
-    i *= 0x846ca68bU;
-    i ^= i >> 16;
-    return i;
-}
-
-static inline int key_less(int by_addr, const blk *a, uint64_t size, uint64_t addr)
-{
-    if (!by_addr && a->size != size)
-        return a->size < size;
-    return a->addr < addr;
-}
-
-static inline void replace_child(blk *b, uint32_t *root, uint32_t parent, uint32_t old, uint32_t nw)
-{
-    if (!parent)
-        *root = nw;
-    else if (b[parent].l == old)
-        b[parent].l = nw;
-    else
-        b[parent].r = nw;
-    if (nw)
-        b[nw].p = parent;
-}
-
-static void rotate_up(blk *b, uint32_t *root, uint32_t x)
-{
-    uint32_t p = b[x].p, g = b[p].p;
-    if (b[p].l == x) {
-        b[p].l = b[x].r;
-        if (b[x].r)
-            b[b[x].r].p = p;
-        b[x].r = p;
-    } else {
-        b[p].r = b[x].l;
-        if (b[x].l)
-            b[b[x].l].p = p;
-        b[x].l = p;
-    }
-    b[p].p = x;
-    replace_child(b, root, g, p, x);
-}
-
-void as_bt_insert(blk *b, uint32_t *root, int by_addr, uint32_t x)
-{
-    uint32_t y = 0, cur = *root;
-    int left = 0;
-    while (cur) {
-        y = cur;
-        left = !key_less(by_addr, &b[cur], b[x].size, b[x].addr);
-        cur = left ? b[cur].l : b[cur].r;
-    }
-    b[x].l = b[x].r = 0;
-    b[x].p = y;
-    if (!y)
-        *root = x;
-    else if (left)
-        b[y].l = x;
-    else
-        b[y].r = x;
-    uint32_t px = prio_of(x);
-    while (b[x].p && prio_of(b[x].p) < px)
-        rotate_up(b, root, x);
-}
-
-void as_bt_erase(blk *b, uint32_t *root, uint32_t x)
-{
-    while (b[x].l && b[x].r)
-        rotate_up(b, root, prio_of(b[x].l) > prio_of(b[x].r) ? b[x].l : b[x].r);
-    replace_child(b, root, b[x].p, x, b[x].l ? b[x].l : b[x].r);
-    b[x].l = b[x].r = b[x].p = 0;
-}
-
-uint32_t as_bt_next(const blk *b, uint32_t i)
-{
-    if (b[i].r)
-        return as_bt_min(b, b[i].r);
-    uint32_t p = b[i].p;
-    while (p && b[p].r == i) {
-        i = p;
-        p = b[p].p;
-    }
-    return p;
-}
-
-uint32_t as_bt_prev(const blk *b, uint32_t i)
-{
-    if (b[i].l)
-        return as_bt_max(b, b[i].l);
-    uint32_t p = b[i].p;
-    while (p && b[p].l == i) {
-        i = p;
-        p = b[p].p;
-    }
-    return p;
-}
-
-uint32_t as_bt_lower_bound(const blk *b, uint32_t root, int by_addr, uint64_t size, uint64_t addr)
-{
-    uint32_t i = root, best = 0;
-    while (i) {
-        if (key_less(by_addr, &b[i], size, addr)) {
-            i = b[i].r;
-        } else {
-            best = i;
-            i = b[i].l;
-        }
-    }
-    return best;
-}
-
-/* ---- crowded bins ------------------------------------------------------------------- */
-
-void as_tfs_to_treap(blk *b, bchunk *c, unsigned j)
-{
-    uint32_t head = c->head[j], x = head, root = 0;
-    do {
-        uint32_t nx = b[x].r;
-        as_bt_insert(b, &root, 0, x);
-        x = nx;
-    } while (x != head);
-    c->head[j] = root;
-    c->treap |= 1ull << j;
-}
-
-void as_tfs_to_list(blk *b, bchunk *c, unsigned j)
-{
-    uint32_t v[LIST_BACK + 1], n = 0;
-    for (uint32_t x = as_bt_min(b, c->head[j]); x && n < LIST_BACK + 1; x = as_bt_next(b, x))
-        v[n++] = x;
-    for (uint32_t i = 0; i < n; i++) {
-        b[v[i]].l = v[(i + n - 1) % n];
-        b[v[i]].r = v[(i + 1) % n];
-        b[v[i]].p = 0;
-    }
-    c->head[j] = n ? v[0] : 0;
-    c->treap &= ~(1ull << j);
-}
 
 /* ---- slots -------------------------------------------------------------------------- */
 
@@ -307,47 +161,12 @@ void as_tfs_max_changed(const blk *b, fset *f, uint32_t k)
     as_tfs_max_changed_to(f, k, x ? b[x].size : 0);
 }
 
-/* The insertions as_tfs_insert does not do inline: a slot's first block in a word (its
- * chunk), a treap bin, a list bin at its limit (it becomes a treap). */
+/* A slot's first block in a word of bins: its chunk, then the insertion. */
 int as_tfs_insert_slow(blk *b, fset *f, uint32_t x)
 {
-    uint32_t k = b[x].sx;
-    unsigned bin = as_tfs_bin(b[x].size), w = bin >> 6, j = bin & 63;
-    if (!f->s[k].chunk[w]) {
-        int rc = as_tfs_chunk(f, k, w);
-        if (rc)
-            return rc;
-    }
-    sidx *ix = &f->s[k];
-    bchunk *c = &f->c[ix->chunk[w]];
-    b[x].bin = (uint16_t)bin;
-    if (c->treap >> j & 1) {
-        as_bt_insert(b, &c->head[j], 0, x);
-    } else {
-        c->head[j] = tfs_list_insert(b, c->head[j], x);
-        if (c->cnt[j] == LIST_MAX)
-            as_tfs_to_treap(b, c, j);
-    }
-    c->cnt[j]++;
-    ix->words[w] |= 1ull << j;
-    ix->summary |= 1ull << w;
-    if (b[x].size > ix->max)
-        as_tfs_max_changed_to(f, k, b[x].size);
-    return 0;
-}
-
-/* Erase from a treap bin (which becomes a list again at LIST_BACK blocks). */
-void as_tfs_erase_slow(blk *b, fset *f, uint32_t x, uint64_t size)
-{
-    uint32_t k = b[x].sx;
-    sidx *ix = &f->s[k];
-    unsigned bin = b[x].bin, w = bin >> 6, j = bin & 63;
-    bchunk *c = &f->c[ix->chunk[w]];
-    as_bt_erase(b, &c->head[j], x);
-    if (--c->cnt[j] == LIST_BACK)
-        as_tfs_to_list(b, c, j);
-    if (size == ix->max)
-        as_tfs_max_changed(b, f, k);
+    unsigned w = as_tfs_bin(b[x].size) >> 6;
+    int rc = as_tfs_chunk(f, b[x].sx, w);
+    return rc ? rc : as_tfs_insert(b, f, x);
 }
 
 void as_tfs_fini(fset *f)
@@ -408,7 +227,7 @@ uint32_t as_tfs_first_of(const blk *b, const fset *f, uint32_t k)
 {
     const sidx *ix = &f->s[k];
     unsigned bin = as_tfs_bin_next(ix, 0);
-    return bin < NBINS ? tfs_bin_min(b, tfs_chunk(f, ix, bin), bin & 63) : 0;
+    return bin < NBINS ? tfs_chunk_min(b, tfs_chunk(f, ix, bin), bin & 63) : 0;
 }
 
 uint32_t as_tfs_last_of(const blk *b, const fset *f, uint32_t k)
@@ -418,7 +237,7 @@ uint32_t as_tfs_last_of(const blk *b, const fset *f, uint32_t k)
         return 0;
     unsigned w = 63u - (unsigned)__builtin_clzll(ix->summary);
     unsigned j = 63u - (unsigned)__builtin_clzll(ix->words[w]);
-    return tfs_bin_max(b, &f->c[ix->chunk[w]], j);
+    return tfs_chunk_max(b, &f->c[ix->chunk[w]], j);
 }
 
 /* After x, the rest of x's treap bin, else the next non-empty bin's smallest. */
@@ -427,12 +246,12 @@ uint32_t as_tfs_next_bin(const blk *b, const fset *f, uint32_t x)
     const sidx *ix = &f->s[b[x].sx];
     unsigned bin = b[x].bin;
     if (tfs_chunk(f, ix, bin)->treap >> (bin & 63) & 1) {
-        uint32_t n = as_bt_next(b, x);
+        uint32_t n = tfs_treap_next(b, x);
         if (n)
             return n;
     }
     bin = as_tfs_bin_next(ix, bin + 1);
-    return bin < NBINS ? tfs_bin_min(b, tfs_chunk(f, ix, bin), bin & 63) : 0;
+    return bin < NBINS ? tfs_chunk_min(b, tfs_chunk(f, ix, bin), bin & 63) : 0;
 }
 
 /* Last non-empty bin <= from (from < NBINS), or NBINS when none. */
@@ -454,12 +273,12 @@ uint32_t as_tfs_prev_bin(const blk *b, const fset *f, uint32_t x)
     const sidx *ix = &f->s[b[x].sx];
     unsigned bin = b[x].bin;
     if (tfs_chunk(f, ix, bin)->treap >> (bin & 63) & 1) {
-        uint32_t n = as_bt_prev(b, x);
+        uint32_t n = tfs_treap_prev(b, x);
         if (n)
             return n;
     }
     bin = bin ? bin_prev(ix, bin - 1) : NBINS;
-    return bin < NBINS ? tfs_bin_max(b, tfs_chunk(f, ix, bin), bin & 63) : 0;
+    return bin < NBINS ? tfs_chunk_max(b, tfs_chunk(f, ix, bin), bin & 63) : 0;
 }
 
 /* Whole-set order (call as_tfs_order first): the first block, and the one after x. */
@@ -488,40 +307,26 @@ uint32_t as_tfs_next_all(const blk *b, const fset *f, uint32_t x)
 
 /* ---- check -------------------------------------------------------------------------- */
 
-/* One bin: its list's links and order, or its treap's; every block of this bin and slot. */
+/* One bin: its structure (oset.h), then every block of this bin, slot and set. */
 static int check_bin(const blk *b, const bchunk *c, unsigned j, unsigned bin, uint32_t k,
                      uint32_t nb, uint8_t small, int64_t *n, as_check_failure *out)
 {
     int treap = c->treap >> j & 1;
-    uint32_t h = c->head[j], cnt = 0, prev = 0;
-    uint32_t x = treap ? as_bt_min(b, h) : h;
-    if (treap && b[h].p)
-        return as_check_fail(out, "free set: treap root of bin %u has a parent", bin);
-    while (x) {
-        if (x >= nb || ++cnt > nb)
-            return as_check_fail(out, "free set: bin %u's blocks are broken or cyclic", bin);
+    uint32_t h = c->head[j];
+    uint64_t cnt = 0;
+    const char *why = tfs_bin_check(b, nb, h, treap, &cnt);
+    if (why)
+        return as_check_fail(out, "free set: bin %u: %s", bin, why);
+    for (uint32_t x = tfs_bin_min(b, h, treap); x; x = tfs_bin_next(b, h, treap, x)) {
         if (b[x].in != IN_BLOCKS || b[x].state != B_FREE || !b[x].mapped || b[x].small != small ||
             as_tfs_bin(b[x].size) != bin || b[x].bin != bin || b[x].sx != k)
             return as_check_fail(out, "block 0x%llx filed under the wrong bin, stream or set",
                                  (unsigned long long)b[x].addr);
-        if (prev && !tfs_key_lt(b, prev, x))
-            return as_check_fail(out, "free set out of order at 0x%llx",
-                                 (unsigned long long)b[x].addr);
-        if (!treap && (b[b[x].r].l != x || b[b[x].l].r != x))
-            return as_check_fail(out, "free set: list links broken at 0x%llx",
-                                 (unsigned long long)b[x].addr);
-        for (int side = 0; treap && side < 2; side++) {
-            uint32_t ch = side ? b[x].r : b[x].l;
-            if (ch && (b[ch].p != x || prio_of(ch) > prio_of(x)))
-                return as_check_fail(out, "free set: treap heap order or parent link broken");
-        }
-        prev = x;
-        x = treap ? as_bt_next(b, x) : (b[x].r == h ? 0 : b[x].r);
     }
-    if (cnt != c->cnt[j] || (treap && cnt <= LIST_BACK) || (!treap && cnt > LIST_MAX))
-        return as_check_fail(out, "free set: bin %u holds %u blocks, counts %u (%s)", bin, cnt,
-                             c->cnt[j], treap ? "treap" : "list");
-    *n += cnt;
+    if (cnt != c->cnt[j] || (treap && cnt <= OSET_LIST_BACK) || (!treap && cnt > OSET_LIST_MAX))
+        return as_check_fail(out, "free set: bin %u holds %llu blocks, counts %u (%s)", bin,
+                             (unsigned long long)cnt, c->cnt[j], treap ? "treap" : "list");
+    *n += (int64_t)cnt;
     return 0;
 }
 

@@ -7,10 +7,11 @@
  * A pool's free set has one slot per stream seen (slots are stable; a hash finds a
  * stream's slot, and `ord` lists the slots by stream value for whole-set walks). A slot
  * cuts sizes into NBINS bins, 16 per power of two and monotone in size; two bitmap levels
- * find the next non-empty bin in O(1). A bin is a circular list sorted by (size, addr)
- * while it holds up to LIST_MAX blocks (real size mixes keep almost every bin there: a
- * lookup is a bitmap test, a look at the bin's last block and a short scan), and a treap
- * beyond that (crowded bins stay O(log n)), until it is down to LIST_BACK. Bin heads live
+ * find the next non-empty bin in O(1). A bin is an oset.h bin: a circular list sorted by
+ * (size, addr) while it holds up to OSET_LIST_MAX blocks (real size mixes keep almost
+ * every bin there: a lookup is a bitmap test, a look at the bin's last block and a short
+ * scan), a treap beyond that (crowded bins stay O(log n)). The unmapped ranges of a
+ * stream are an oset.h address treap. Bin heads live
  * in 64-bin chunks that a slot takes on first use, so a stream costs 200 bytes until its
  * blocks need more. Each slot keeps the size of its largest free block, and a max tree
  * over the slots gives the pool's largest free block in O(1) (statistics never walk the
@@ -39,7 +40,7 @@ typedef struct blk {
     uint32_t prev, next; /* segment chain; 0 = none */
     uint32_t l, r;       /* in a set: list neighbours, or treap children */
     union {
-        uint32_t p;    /* in a treap: the parent */
+        uint32_t up;   /* in a treap: the parent */
         uint32_t pidx; /* pending: index in the pending list */
     };
     uint32_t seg; /* segment index (its stream is the segment's) */
@@ -54,8 +55,10 @@ _Static_assert(sizeof(blk) == 64, "a block node is one cache line");
 
 #define NBINS 1024
 #define NWORDS (NBINS / 64)
-#define LIST_MAX 32  /* a bin's list becomes a treap when a block more would exceed this */
-#define LIST_BACK 16 /* and a treap a list again when it is down to this many */
+
+#define OSET_NODE blk
+#define OSET(name) tfs_##name
+#include "oset.h"
 
 typedef struct bchunk {
     uint32_t head[64]; /* list: the smallest block; treap: the root; 0 = empty */
@@ -94,8 +97,6 @@ int64_t as_tfs_slot(fset *f, uint64_t stream);
 int64_t as_tfs_find_slow(fset *f, uint64_t stream);
 /* A chunk for word w of slot k: 0 or AS_ENOMEM. */
 int as_tfs_chunk(fset *f, uint32_t k, unsigned w);
-void as_tfs_to_treap(blk *b, bchunk *c, unsigned k);
-void as_tfs_to_list(blk *b, bchunk *c, unsigned k);
 void as_tfs_max_changed(const blk *b, fset *f, uint32_t k);
 void as_tfs_max_changed_to(fset *f, uint32_t k, uint64_t m);
 int as_tfs_insert_slow(blk *b, fset *f, uint32_t x);
@@ -113,32 +114,9 @@ uint32_t as_tfs_prev_bin(const blk *b, const fset *f, uint32_t x);
 int as_tfs_check(const blk *b, const fset *f, uint32_t nb, uint8_t small, int64_t *n,
                  as_check_failure *out);
 
-/* Treaps (crowded bins by (size, addr); unmapped ranges by address). */
-void as_bt_insert(blk *b, uint32_t *root, int by_addr, uint32_t x);
-void as_bt_erase(blk *b, uint32_t *root, uint32_t x);
-uint32_t as_bt_next(const blk *b, uint32_t i);
-uint32_t as_bt_prev(const blk *b, uint32_t i);
-/* First node with key >= (size, addr) (by_addr: addr >= addr), or 0. */
-uint32_t as_bt_lower_bound(const blk *b, uint32_t root, int by_addr, uint64_t size, uint64_t addr);
-
-static inline uint32_t as_bt_min(const blk *b, uint32_t i)
-{
-    while (i && b[i].l)
-        i = b[i].l;
-    return i;
-}
-
-static inline uint32_t as_bt_max(const blk *b, uint32_t i)
-{
-    while (i && b[i].r)
-        i = b[i].r;
-    return i;
-}
-
 /* ---- inline fast paths ----------------------------------------------------------------- */
 
-/* Forced: at -O2 gcc keeps these out of line, and their calls cost more than their work. */
-#define TFS_HOT static inline __attribute__((always_inline))
+#define TFS_HOT OSET_HOT
 
 /* A size's bin: 16 per power of two. Block sizes are multiples of 512 (kMinBlockSize),
  * so the 4 bits below the leading one always exist. */
@@ -146,11 +124,6 @@ TFS_HOT unsigned as_tfs_bin(uint64_t size)
 {
     unsigned fl = 63u - (unsigned)__builtin_clzll(size);
     return fl * 16u + (unsigned)((size >> (fl - 4)) & 15u);
-}
-
-TFS_HOT int tfs_key_lt(const blk *b, uint32_t x, uint32_t y)
-{
-    return b[x].size < b[y].size || (b[x].size == b[y].size && b[x].addr < b[y].addr);
 }
 
 /* The slot of `stream`, or -1. */
@@ -166,39 +139,6 @@ static inline bchunk *tfs_chunk(const fset *f, const sidx *ix, unsigned bin)
     return &f->c[ix->chunk[bin >> 6]];
 }
 
-/* List insert of x into the circular list at head; returns the new head. */
-TFS_HOT uint32_t tfs_list_insert(blk *b, uint32_t head, uint32_t x)
-{
-    if (!head) {
-        b[x].l = b[x].r = x;
-        return x;
-    }
-    uint32_t tail = b[head].l, before;
-    if (!tfs_key_lt(b, x, tail)) {
-        before = head; /* after the tail: the common case of a growing bin */
-    } else {
-        before = head;
-        while (!tfs_key_lt(b, x, before))
-            before = b[before].r;
-    }
-    uint32_t p = b[before].l;
-    b[x].l = p;
-    b[x].r = before;
-    b[p].r = x;
-    b[before].l = x;
-    return before == head && tfs_key_lt(b, x, head) ? x : head;
-}
-
-TFS_HOT uint32_t tfs_list_erase(blk *b, uint32_t head, uint32_t x)
-{
-    uint32_t l = b[x].l, r = b[x].r;
-    if (r == x)
-        return 0;
-    b[l].r = r;
-    b[r].l = l;
-    return head == x ? r : head;
-}
-
 /* The pool's max tree gets slot k's new maximum m (one slot: the root is its leaf). */
 TFS_HOT void tfs_push_max(fset *f, uint32_t k, uint64_t m)
 {
@@ -209,8 +149,8 @@ TFS_HOT void tfs_push_max(fset *f, uint32_t k, uint64_t m)
         as_tfs_max_changed_to(f, k, m);
 }
 
-/* Puts free block x into the set (its slot b[x].sx exists): 0 or AS_ENOMEM. The
- * common case, a list bin with room, is inline; the rest is as_tfs_insert_slow's. */
+/* Puts free block x into the set (its slot b[x].sx exists): 0 or AS_ENOMEM. A bin
+ * chunk's first use is as_tfs_insert_slow's. */
 TFS_HOT int as_tfs_insert(blk *b, fset *f, uint32_t x)
 {
     uint32_t k = b[x].sx;
@@ -220,10 +160,10 @@ TFS_HOT int as_tfs_insert(blk *b, fset *f, uint32_t x)
     if (__builtin_expect(!ci, 0))
         return as_tfs_insert_slow(b, f, x);
     bchunk *c = &f->c[ci];
-    if (__builtin_expect((c->treap >> j & 1) || c->cnt[j] == LIST_MAX, 0))
-        return as_tfs_insert_slow(b, f, x);
     b[x].bin = (uint16_t)bin;
-    c->head[j] = tfs_list_insert(b, c->head[j], x);
+    int treap = c->treap >> j & 1;
+    if (__builtin_expect(tfs_bin_insert(b, &c->head[j], c->cnt[j], treap, x) != treap, 0))
+        c->treap ^= 1ull << j;
     c->cnt[j]++;
     ix->words[w] |= 1ull << j;
     ix->summary |= 1ull << w;
@@ -239,13 +179,11 @@ TFS_HOT void as_tfs_erase_at(blk *b, fset *f, uint32_t x, uint64_t size)
     sidx *ix = &f->s[k];
     unsigned bin = b[x].bin, w = bin >> 6, j = bin & 63;
     bchunk *c = &f->c[ix->chunk[w]];
-    if (__builtin_expect(c->treap >> j & 1, 0)) {
-        as_tfs_erase_slow(b, f, x, size);
-        return;
-    }
-    c->head[j] = tfs_list_erase(b, c->head[j], x);
+    int treap = c->treap >> j & 1;
+    if (__builtin_expect(tfs_bin_erase(b, &c->head[j], c->cnt[j], treap, x) != treap, 0))
+        c->treap ^= 1ull << j;
     c->cnt[j]--;
-    b[x].l = b[x].r = b[x].p = 0;
+    b[x].up = 0;
     if (!c->head[j]) {
         ix->words[w] &= ~(1ull << j);
         if (!ix->words[w])
@@ -275,8 +213,7 @@ TFS_HOT int as_tfs_replace(blk *b, fset *f, uint32_t old, uint64_t old_size, uin
         return as_tfs_insert(b, f, nw);
     }
     uint32_t h = tfs_list_erase(b, c->head[j], old);
-    if (old != nw)
-        b[old].l = b[old].r = b[old].p = 0;
+    b[old].up = 0;
     b[nw].bin = (uint16_t)bin;
     c->head[j] = tfs_list_insert(b, h, nw);
     if (b[nw].size > ix->max)
@@ -302,14 +239,14 @@ static inline unsigned as_tfs_bin_next(const sidx *ix, unsigned from)
     return (w << 6) | (unsigned)__builtin_ctzll(ix->words[w]);
 }
 
-static inline uint32_t tfs_bin_min(const blk *b, const bchunk *c, unsigned j)
+static inline uint32_t tfs_chunk_min(const blk *b, const bchunk *c, unsigned j)
 {
-    return c->treap >> j & 1 ? as_bt_min(b, c->head[j]) : c->head[j];
+    return tfs_bin_min(b, c->head[j], c->treap >> j & 1);
 }
 
-static inline uint32_t tfs_bin_max(const blk *b, const bchunk *c, unsigned j)
+static inline uint32_t tfs_chunk_max(const blk *b, const bchunk *c, unsigned j)
 {
-    return c->treap >> j & 1 ? as_bt_max(b, c->head[j]) : b[c->head[j]].l;
+    return tfs_bin_max(b, c->head[j], c->treap >> j & 1);
 }
 
 /* The smallest block of the stream with size >= size (lowest address among equals), or
@@ -323,19 +260,12 @@ TFS_HOT uint32_t as_tfs_lower_bound(const blk *b, fset *f, uint64_t stream, uint
     unsigned bin = as_tfs_bin(size), j = bin & 63;
     if (ix->words[bin >> 6] >> j & 1) {
         const bchunk *c = tfs_chunk(f, ix, bin);
-        uint32_t h = c->head[j];
-        if (__builtin_expect(c->treap >> j & 1, 0)) {
-            uint32_t x = as_bt_lower_bound(b, h, 0, size, 0);
-            if (x)
-                return x;
-        } else if (b[b[h].l].size >= size) { /* the bin's largest fits: scan */
-            while (b[h].size < size)
-                h = b[h].r;
-            return h;
-        }
+        uint32_t x = tfs_bin_lower_bound(b, c->head[j], c->treap >> j & 1, size);
+        if (x)
+            return x;
     }
     bin = as_tfs_bin_next(ix, bin + 1);
-    return bin < NBINS ? tfs_bin_min(b, tfs_chunk(f, ix, bin), bin & 63) : 0;
+    return bin < NBINS ? tfs_chunk_min(b, tfs_chunk(f, ix, bin), bin & 63) : 0;
 }
 
 /* The next block of the same stream in (size, addr) order, or 0. */

@@ -1,9 +1,9 @@
 /*
  * test_index.c - the free-block indexes of policies/common.h (the address-ordered B+ tree,
- * the treap in both orders, the binned size index, the pairing heap by size) against a naive
- * reference: random
- * inserts, removes, resizes and replacements, with every answer of find and max compared
- * to a scan of all blocks, and each index's own check() run as it goes.
+ * the binned size index, whose crowded bins are oset.h treaps, the pairing heap by size)
+ * against a naive reference: random inserts, removes, resizes and replacements, with every
+ * answer of find and max compared to a scan of all blocks, and each index's own check() run
+ * as it goes.
  */
 #include <CUnit/CUnit.h>
 #include <stdlib.h>
@@ -14,13 +14,12 @@
 
 enum { NB = 1500, OPS = 30000 };
 
-typedef enum { IX_BTREE, IX_TREAP_ADDR, IX_TREAP_SIZE, IX_BINS, IX_PHEAP } ix_kind;
+typedef enum { IX_BTREE, IX_BINS, IX_PHEAP } ix_kind;
 
 typedef struct ix {
     ix_kind kind;
     as_heap h;
     as_btree bt;
-    as_treap tr;
     as_bins bins;
     uint32_t ph; /* pairing heap root */
     int in[NB + 1], nin;
@@ -57,10 +56,6 @@ static void op_insert(ix *x, uint32_t b)
         CU_ASSERT_FATAL(as_btree_reserve(&x->bt, 1) == 0);
         as_btree_insert(&x->h, &x->bt, b);
         break;
-    case IX_TREAP_ADDR:
-    case IX_TREAP_SIZE:
-        as_treap_insert(&x->h, &x->tr, b);
-        break;
     case IX_BINS:
         as_bins_insert(&x->h, &x->bins, b);
         break;
@@ -79,10 +74,6 @@ static void op_remove(ix *x, uint32_t b)
     case IX_BTREE:
         as_btree_remove(&x->h, &x->bt, b);
         break;
-    case IX_TREAP_ADDR:
-    case IX_TREAP_SIZE:
-        as_treap_remove(&x->h, &x->tr, b);
-        break;
     case IX_BINS:
         as_bins_remove(&x->h, &x->bins, b);
         break;
@@ -100,9 +91,6 @@ static uint32_t op_find(ix *x, uint64_t want)
     switch (x->kind) {
     case IX_BTREE:
         return as_btree_find(&x->h, &x->bt, want);
-    case IX_TREAP_ADDR:
-    case IX_TREAP_SIZE:
-        return as_treap_find(&x->h, &x->tr, want);
     case IX_PHEAP:
         return AS_NIL; /* no search: only the max is compared */
     default:
@@ -115,9 +103,6 @@ static uint64_t op_max(ix *x)
     switch (x->kind) {
     case IX_BTREE:
         return as_btree_max(&x->bt);
-    case IX_TREAP_ADDR:
-    case IX_TREAP_SIZE:
-        return as_treap_max(&x->h, &x->tr);
     case IX_PHEAP:
         return x->ph ? x->h.b[x->ph].size : 0;
     default:
@@ -130,9 +115,6 @@ static int op_check(ix *x, as_check_failure *f)
     switch (x->kind) {
     case IX_BTREE:
         return as_btree_check(&x->h, &x->bt, f);
-    case IX_TREAP_ADDR:
-    case IX_TREAP_SIZE:
-        return as_treap_check(&x->h, &x->tr, f);
     case IX_PHEAP:
         return as_pheap_check(&x->h, x->ph, (uint64_t)x->nin, f);
     default:
@@ -153,7 +135,7 @@ static uint32_t naive_find(const ix *x, uint64_t want)
             continue;
         if (!best)
             best = b;
-        else if (x->kind == IX_BTREE || x->kind == IX_TREAP_ADDR) {
+        else if (x->kind == IX_BTREE) {
             if (B[b].addr < B[best].addr)
                 best = b;
         } else if (B[b].size < B[best].size ||
@@ -173,11 +155,6 @@ static uint64_t naive_max(const ix *x)
     return m;
 }
 
-static int addr_ordered(const ix *x)
-{
-    return x->kind == IX_BTREE || x->kind == IX_TREAP_ADDR;
-}
-
 static void run_index(ix_kind kind, const char *name)
 {
     ix *x = calloc(1, sizeof *x);
@@ -194,11 +171,11 @@ static void run_index(ix_kind kind, const char *name)
     for (uint32_t b = 1; b <= NB; b++)
         x->h.b[b].state = AS_BLOCK_FREE;
     as_btree_init(&x->bt);
-    x->tr = (as_treap){.mode = kind == IX_TREAP_SIZE ? AS_TREAP_SIZE : AS_TREAP_ADDR};
     as_bins_init(&x->bins);
     as_blk *B = x->h.b;
     as_check_failure f = {{0}};
     unsigned fails = 0;
+    int saw_treap = 0; /* the bins test must reach crowded (treap) bins */
     for (int op = 0; op < OPS && fails < 5; op++) {
         uint32_t b = 1 + (uint32_t)rnd(x, NB);
         /* Grow to about 2/3 full, then churn around it (phases of mostly inserts, then
@@ -213,31 +190,32 @@ static void run_index(ix_kind kind, const char *name)
             op_remove(x, b);
         } else if (x->in[b] && r < 80) {
             /* A size change in place (coalescing, or a split shrinking the block). */
-            if (addr_ordered(x)) {
+            if (kind == IX_BTREE) {
+                B[b].size = rnd_size(x);
+                as_btree_resized(&x->h, &x->bt, b);
+            } else if (kind == IX_BINS && r < 70) {
+                /* Out of the bin it was filed in after the size has changed (firstfit's
+                 * oversize blocks). */
                 uint64_t old = B[b].size;
                 B[b].size = rnd_size(x);
-                if (kind == IX_BTREE)
-                    as_btree_resized(&x->h, &x->bt, b);
-                else if (B[b].size >= old)
-                    as_treap_grown(&x->h, &x->tr, b);
-                else
-                    as_treap_resized(&x->h, &x->tr, b);
+                as_bins_remove_as(&x->h, &x->bins, b, old);
+                x->h.b[b].indexed = 0;
+                x->in[b] = 0;
+                x->nin--;
+                op_insert(x, b);
             } else {
                 op_remove(x, b);
                 B[b].size = rnd_size(x);
                 op_insert(x, b);
             }
-        } else if (x->in[b] && addr_ordered(x)) {
+        } else if (x->in[b] && kind == IX_BTREE) {
             /* A split's tail taking the block's place: same address order, new node. */
             uint32_t nw = 1 + (uint32_t)rnd(x, NB);
             if (x->in[nw])
                 continue;
             B[nw].addr = B[b].addr;
             B[nw].size = rnd_size(x);
-            if (kind == IX_BTREE)
-                as_btree_replace(&x->h, &x->bt, b, nw);
-            else
-                as_treap_replace(&x->h, &x->tr, b, nw);
+            as_btree_replace(&x->h, &x->bt, b, nw);
             B[b].indexed = 0;
             x->in[b] = 0;
             B[b].addr = fresh_addr(x, b);
@@ -252,6 +230,8 @@ static void run_index(ix_kind kind, const char *name)
                 CU_FAIL("find disagrees with the naive search");
             }
         }
+        for (unsigned fl = 0; kind == IX_BINS && fl < AS_BINS_FL; fl++)
+            saw_treap |= x->bins.treap[fl] != 0;
         if (op_max(x) != naive_max(x)) {
             fails++;
             CU_FAIL("max disagrees with the naive scan");
@@ -262,6 +242,8 @@ static void run_index(ix_kind kind, const char *name)
         }
     }
     CU_ASSERT_EQUAL(op_check(x, &f), 0);
+    if (kind == IX_BINS)
+        CU_ASSERT(saw_treap);
     /* Empty it completely: the B+ tree collapses back to nothing. */
     for (uint32_t b = 1; b <= NB; b++)
         if (x->in[b])
@@ -281,14 +263,6 @@ static void index_btree(void)
 {
     run_index(IX_BTREE, "index_btree");
 }
-static void index_treap_addr(void)
-{
-    run_index(IX_TREAP_ADDR, "index_treap_addr");
-}
-static void index_treap_size(void)
-{
-    run_index(IX_TREAP_SIZE, "index_treap_size");
-}
 static void index_bins(void)
 {
     run_index(IX_BINS, "index_bins");
@@ -301,8 +275,6 @@ static void index_pheap(void)
 
 CU_TestInfo test_index[] = {
     {"btree_vs_naive", index_btree},
-    {"treap_addr_vs_naive", index_treap_addr},
-    {"treap_size_vs_naive", index_treap_size},
     {"bins_vs_naive", index_bins},
     {"pheap_vs_naive", index_pheap},
     CU_TEST_INFO_NULL,
