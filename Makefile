@@ -55,15 +55,15 @@ TSAN_LIB  := $(call objs,$(TSAN_DIR),$(LIB_SRC))
 #   policies   policies, sim/base
 #   sim        sim, traces, policies, sim/base (the library: never sim/cli)
 #   sim/cli    sim/cli, sim, traces, policies, sim/base (the commands)
-#   replay     replay, sim, traces, policies, sim/base, and sim/cli until replay_main.c
-#              runs through the library's run driver alone (issue 13)
+#   replay     replay, sim, traces, policies, sim/base (allocsim-replay is the library's
+#              run driver, sim/driver.h, over the CUDA device; never sim/cli)
 #   tests fuzz everything (INC above)
 INC_base     := -Isim/base
 INC_traces   := -Itraces $(INC_base)
 INC_policies := -Ipolicies $(INC_base)
 INC_sim      := -Isim -Itraces -Ipolicies $(INC_base)
 INC_cli      := -Isim/cli $(INC_sim)
-INC_replay   := -Ireplay $(INC_sim) -Isim/cli
+INC_replay   := -Ireplay $(INC_sim)
 OBJ_DIRS     := $(BUILD)/obj $(DBG_DIR)/obj $(ASAN_DIR)/obj $(TSAN_DIR)/obj
 # Pattern-specific: the shorter stem wins, so sim/base/ is not compiled as sim/.
 $(foreach d,$(OBJ_DIRS),$(d)/sim/%.o): INC := $(INC_sim)

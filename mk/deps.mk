@@ -18,12 +18,14 @@ DEPS_TABLE := \
   policies:policy.h:yes     policies:error.h:yes      policies:trace.h:no \
   policies:engine.h:no      policies:simdev.h:no      policies:report.h:no \
   sim:engine.h:yes          sim:trace.h:yes           sim:policy.h:yes \
-  sim:cuda_device.h:no      sim:util.h:no             sim:cli.h:no \
-  sim:progress.h:no         sim:outfile.h:no \
+  sim:driver.h:yes          sim:cuda_device.h:no      sim:util.h:no \
+  sim:cli.h:no              sim:progress.h:no         sim:outfile.h:no \
+  traces:driver.h:no        policies:driver.h:no \
   cli:cli.h:yes             cli:engine.h:yes          cli:report.h:yes \
-  cli:cuda_device.h:no      cli:util.h:no \
-  replay:engine.h:yes       replay:cuda_device.h:yes  replay:util.h:no \
-  replay:fuzz/fuzz.h:no
+  cli:driver.h:yes          cli:cuda_device.h:no      cli:util.h:no \
+  replay:engine.h:yes       replay:driver.h:yes       replay:cuda_device.h:yes \
+  replay:cli.h:no           replay:outfile.h:no       replay:progress.h:no \
+  replay:util.h:no          replay:fuzz/fuzz.h:no
 DEPS_LIBDIRS := sim/base traces policies sim sim/cli replay
 # README.md's layout table must say for these what their INC_* paths allow.
 DEPS_DOCDIRS := $(DEPS_LIBDIRS)

@@ -5,10 +5,13 @@
  *                   [--segments F] [--latency F] [--no-sync] TRACE...
  *   allocsim-replay --async [--release-threshold N]... [-c CAP]... [--pool F] ... TRACE...
  *
- * Every -p crossed with every -c is one run, exactly as `allocsim run` numbers them, with
- * the same policy code; only the device differs: a CUDA device (cuda_device.c) whose
- * capacity the driver enforces. The runs go one at a time, each with its own engine
- * (the ballast of two devices cannot coexist), so each trace is read once per run.
+ * Every -p crossed with every -c is one run, exactly as `allocsim run` numbers them: this
+ * is the library's run driver (sim/driver.h) with the same policy code; only the device
+ * differs, a CUDA device (cuda_device.c) whose capacity the GPU's driver enforces. The runs
+ * go one at a time (max_group 1), each with its own engine (the ballast of two devices
+ * cannot coexist), so each trace is read once per run. This file is the program's command
+ * layer: it alone prints and exits, as sim/cli/ does for allocsim, whose helpers it may not
+ * include (the Makefile gives replay/ no -Isim/cli).
  * The JSON report is allocsim's, marked "measured": true at the top; --segments is
  * allocsim's CSV with the real addresses; --latency has every successful device call
  * with its measured time: run,alloc,event,action,size,ns.
@@ -21,16 +24,23 @@
 #include <cuda_runtime_api.h>
 #include <errno.h>
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zstd.h>
 
 #include "async_pool.h"
-#include "cli.h"
 #include "cuda_device.h"
 #include "cuda_driver.h"
+#include "driver.h"
 #include "engine.h"
 #include "report.h"
+#include "text.h"
+#include "units.h"
+
+enum { EXIT_OK_ = 0, EXIT_INPUT = 1, EXIT_USAGE = 2 };
+static const char prog[] = "allocsim-replay";
 
 static const char help[] =
     "usage: allocsim-replay [options] TRACE...\n"
@@ -65,8 +75,15 @@ static const char help[] =
     "Exit status: 0 when it ran (OOMs included), 1 bad input, I/O or CUDA failure (no\n"
     "driver included), 2 usage.\n";
 
-enum { OPT_SEGMENTS = 256, OPT_LATENCY, OPT_NOSYNC, OPT_DEVICE, OPT_ASYNC, OPT_THRESHOLD,
-       OPT_POOL };
+enum {
+    OPT_SEGMENTS = 256,
+    OPT_LATENCY,
+    OPT_NOSYNC,
+    OPT_DEVICE,
+    OPT_ASYNC,
+    OPT_THRESHOLD,
+    OPT_POOL
+};
 static const struct option opts[] = {
     {"policy", required_argument, NULL, 'p'},
     {"capacity", required_argument, NULL, 'c'},
@@ -91,12 +108,63 @@ typedef struct ctx {
     FILE *lat;
     unsigned run; /* report index of the run in progress */
     uint64_t effective, probed;
-    int async;               /* --async: the factory makes as_asyncpool devices */
-    int limits_itself;       /* the run's policy applies the capacity itself */
-    uint64_t threshold;      /* the release threshold of the run being created */
-    as_asyncpool *pool;      /* the async run in progress */
+    int async;          /* --async: the factory makes as_asyncpool devices */
+    int limits_itself;  /* the run's policy applies the capacity itself */
+    uint64_t threshold; /* the release threshold of the run being created */
+    as_asyncpool *pool; /* the async run in progress */
     FILE *poolf;
+    const uint64_t *thr; /* --async: run i's threshold is thr[i / ncap] */
+    size_t ncap;
 } ctx;
+
+/* ---- messages ---------------------------------------------------------------------------- */
+
+static void msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void msg(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    as_put_safe_v(stderr, "allocsim-replay: ", fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+/* A usage error: the message and a pointer to --help; returns 2. */
+static int usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    as_put_safe_v(stderr, "allocsim-replay: ", fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry '%s --help'.\n", prog);
+    return EXIT_USAGE;
+}
+
+static int no_memory(void)
+{
+    msg("out of host memory");
+    return EXIT_INPUT;
+}
+
+/* fopen(path, "w"), or the message. 0 or EXIT_INPUT. */
+static int create(const char *path, FILE **out)
+{
+    if ((*out = fopen(path, "w")))
+        return 0;
+    msg("%s: cannot create: %s", path, strerror(errno));
+    return EXIT_INPUT;
+}
+
+/* The status after closing output path (failed: it failed), naming only the first. */
+static int write_status(int failed, const char *path, int ret)
+{
+    if (failed && !ret) {
+        msg("%s: write failed", path);
+        return EXIT_INPUT;
+    }
+    return ret;
+}
 
 /* ---- the device factory ---------------------------------------------------------------- */
 
@@ -104,8 +172,10 @@ static int f_create(void *user, uint64_t capacity, as_device *out, void **handle
 {
     ctx *c = user;
     if (c->async) {
-        as_asyncpool_params ap = { .capacity = capacity, .release_threshold = c->threshold,
-                                   .device = c->p.device, .no_sync = c->p.no_sync };
+        as_asyncpool_params ap = {.capacity = capacity,
+                                  .release_threshold = c->threshold,
+                                  .device = c->p.device,
+                                  .no_sync = c->p.no_sync};
         as_asyncpool *a;
         int rc = as_asyncpool_create(&ap, &a, c->why, sizeof c->why);
         if (rc)
@@ -165,87 +235,78 @@ static void f_set_log(void *user, void *handle, as_dev_log_fn fn, void *log_user
         as_cudadev_set_log(handle, fn, log_user);
 }
 
+/* ---- the driver's hooks ------------------------------------------------------------------ */
+
+/* Before each run (a group of one): the device the factory makes next. */
+static int on_group(void *user, const as_driver_group *g)
+{
+    ctx *c = user;
+    c->threshold = c->async ? c->thr[g->r0 / c->ncap] : 0;
+    c->limits_itself = !c->async && (g->spec->policy->flags & AS_POLICY_F_LIMITS_ITSELF);
+    c->why[0] = 0;
+    c->run = g->report_base;
+    return 0;
+}
+
+/* The pool's own figures after an --async run: a line on stderr, a row of --pool. */
+static void pool_done(ctx *c, const as_driver_group *g, const as_run_result *res)
+{
+    as_asyncpool_stats st;
+    as_asyncpool_stats_get(c->pool, &st);
+    fprintf(stderr,
+            "allocsim-replay:   pool: reserved high %llu, used high %llu, %llu grows, "
+            "%llu trims, %llu OOM retries, %llu streams\n",
+            (unsigned long long)st.reserved_high, (unsigned long long)st.used_high,
+            (unsigned long long)st.grows, (unsigned long long)st.trims,
+            (unsigned long long)st.oom_retries, (unsigned long long)st.streams);
+    if (c->poolf)
+        fprintf(c->poolf, "%u,\"%s\",%llu,%llu,%d,%lld,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n",
+                c->run, g->spec->text, (unsigned long long)g->cap, (unsigned long long)c->probed,
+                res->completed, res->oom_alloc == AS_NONE ? -1LL : (long long)res->oom_alloc,
+                (unsigned long long)res->peak_reserved, (unsigned long long)st.reserved_high,
+                (unsigned long long)st.used_high, (unsigned long long)st.reserved_end,
+                (unsigned long long)st.grows, (unsigned long long)st.trims,
+                (unsigned long long)st.oom_retries, (unsigned long long)st.streams);
+}
+
+/* After each run: what the GPU did, on stderr. */
+static void on_group_done(void *user, const as_driver_group *g, const as_engine *e)
+{
+    ctx *c = user;
+    const as_run_result *res = as_engine_result(e, 0);
+    fprintf(stderr, "allocsim-replay: %s %s cap %llu (%s %llu): %s, peak reserved %llu\n", g->path,
+            g->spec->text, (unsigned long long)g->cap,
+            c->limits_itself ? "policy-enforced, no ballast" : "driver-enforced",
+            (unsigned long long)(c->limits_itself ? g->cap : c->probed),
+            res->completed ? "completed" : "OOM", (unsigned long long)res->peak_reserved);
+    if (c->async && c->pool)
+        pool_done(c, g, res);
+}
+
+/* A failure: the driver's message, and what the device said of it. */
+static void on_fail(void *user, const as_driver_fail *f)
+{
+    ctx *c = user;
+    const char *pe = c->async && c->pool ? as_asyncpool_errmsg(c->pool) : "";
+    if (f->usage)
+        usage("%s", f->msg);
+    else
+        msg("%s%s%s%s%s", f->msg, c->why[0] ? ": " : "", c->why, pe[0] ? ": " : "", pe);
+}
+
+static void on_note(void *user, const char *text)
+{
+    (void)user;
+    msg("%s", text);
+}
+
 static void on_segment(void *user, const as_seg_record *r)
 {
     ctx *c = user;
-    if (c->segs)
-        as_runlog_segment(c->segs, r);
     if (c->lat)
-        fprintf(c->lat, "%u,%llu,%llu,%s,%llu,%.0f\n", c->run, (unsigned long long)r->alloc,
-                (unsigned long long)r->event, as_dev_action_name(r->dev.action),
-                (unsigned long long)r->dev.size, r->dev.cost_ns);
-}
-
-/* ---- one run --------------------------------------------------------------------------- */
-
-static int one_run(const char *path, ctx *c, const as_policy_spec *spec, uint64_t cap,
-                   as_report *rep, int *trace_idx)
-{
-    as_trace_reader *rd = NULL;
-    as_engine *e = NULL;
-    as_device_factory fac = { .create = f_create, .destroy = f_destroy, .counters = f_counters,
-                              .set_log = f_set_log, .user = c };
-    as_engine_opts o = { .threads = 1, .on_segment = on_segment, .user = c, .factory = &fac };
-    int ret = as_cli_open_trace(path, &rd);
-    if (ret)
-        return ret;
-    ret = AS_EXIT_INPUT;
-    c->why[0] = 0;
-    if (as_engine_create(&o, &e) || as_engine_add_run(e, spec, cap) < 0) {
-        as_cli_msg("out of host memory");
-        goto out;
-    }
-    c->run = as_report_nruns(rep);
-    if (c->segs)
-        as_runlog_set_base(c->segs, c->run);
-    as_trace_error err;
-    memset(&err, 0, sizeof err);
-    err.offset = err.event = UINT64_MAX;
-    int rc = as_engine_run(e, rd, &err);
-    if (rc < 0 && err.code < 0) { /* the trace failed, not the engine */
-        ret = as_cli_trace_fail(&err, path);
-        goto out;
-    }
-    if (rc < 0) {
-        const char *pe = c->async && c->pool ? as_asyncpool_errmsg(c->pool) : "";
-        as_cli_msg("%s: %s, capacity %llu: %s%s%s%s%s", path, spec->text,
-                   (unsigned long long)cap, as_engine_errmsg(e), c->why[0] ? ": " : "", c->why,
-                   pe[0] ? ": " : "", pe);
-        goto out;
-    }
-    if (as_report_add_engine(rep, trace_idx, path, rd, e)) { /* e has the one run */
-        as_cli_msg("out of host memory");
-        goto out;
-    }
-    const as_run_result *res = as_engine_result(e, 0);
-    fprintf(stderr, "allocsim-replay: %s %s cap %llu (%s %llu): %s, peak reserved %llu\n", path,
-            spec->text, (unsigned long long)cap,
-            c->limits_itself ? "policy-enforced, no ballast" : "driver-enforced",
-            (unsigned long long)(c->limits_itself ? cap : c->probed),
-            res->completed ? "completed" : "OOM", (unsigned long long)res->peak_reserved);
-    if (c->async && c->pool) {
-        as_asyncpool_stats st;
-        as_asyncpool_stats_get(c->pool, &st);
-        fprintf(stderr, "allocsim-replay:   pool: reserved high %llu, used high %llu, %llu grows, "
-                        "%llu trims, %llu OOM retries, %llu streams\n",
-                (unsigned long long)st.reserved_high, (unsigned long long)st.used_high,
-                (unsigned long long)st.grows, (unsigned long long)st.trims,
-                (unsigned long long)st.oom_retries, (unsigned long long)st.streams);
-        if (c->poolf)
-            fprintf(c->poolf, "%u,\"%s\",%llu,%llu,%d,%lld,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n",
-                    c->run, spec->text, (unsigned long long)cap, (unsigned long long)c->probed,
-                    res->completed,
-                    res->oom_alloc == AS_NONE ? -1LL : (long long)res->oom_alloc,
-                    (unsigned long long)res->peak_reserved, (unsigned long long)st.reserved_high,
-                    (unsigned long long)st.used_high, (unsigned long long)st.reserved_end,
-                    (unsigned long long)st.grows, (unsigned long long)st.trims,
-                    (unsigned long long)st.oom_retries, (unsigned long long)st.streams);
-    }
-    ret = AS_EXIT_OK;
-out:
-    as_engine_destroy(e); /* frees the device, its segments and its ballast */
-    as_trace_close(rd);
-    return ret;
+        fprintf(c->lat, "%u,%llu,%llu,%s,%llu,%.0f\n", c->run + r->run,
+                (unsigned long long)r->alloc, (unsigned long long)r->event,
+                as_dev_action_name(r->dev.action), (unsigned long long)r->dev.size, r->dev.cost_ns);
 }
 
 /* The report with "measured": true as its first member. */
@@ -273,187 +334,250 @@ static int write_report(const as_report *rep, FILE *out, as_report_fmt fmt)
     return rc ? rc : (ferror(out) ? -EIO : 0);
 }
 
-int main(int argc, char **argv)
+/* ---- the command line -------------------------------------------------------------------- */
+
+typedef struct args {
+    const char **ptext;
+    size_t np;
+    uint64_t *caps, *thr;
+    size_t ncap, nthr;
+    const char *out_path, *seg_path, *lat_path, *pool_path;
+    as_report_fmt fmt;
+    int done; /* --help or --version was printed */
+} args;
+
+static void version(void)
 {
-    const char *out_path = NULL, *seg_path = NULL, *lat_path = NULL, *pool_path = NULL;
-    const char **ptext = calloc((size_t)argc + 1, sizeof *ptext);
-    uint64_t *caps = calloc((size_t)argc + 1, sizeof *caps);
-    uint64_t *thr = calloc((size_t)argc + 1, sizeof *thr);
-    as_policy_spec *specs = NULL;
-    size_t np = 0, ncap = 0, nspec = 0, nthr = 0;
-    as_report_fmt fmt = AS_REPORT_TABLE;
-    as_report *rep = NULL;
-    ctx c = { .p = { .capacity = AS_CAPACITY_NONE } };
-    FILE *out = stdout;
-    int ret = AS_EXIT_OK, ch;
-    const char *cmd = "allocsim-replay";
-    if (!ptext || !caps || !thr) {
-        as_cli_msg("out of host memory");
-        ret = AS_EXIT_INPUT;
-        goto done;
+    /* The zstd library actually loaded, and the headers built against when they differ. */
+    printf("%s %s\nzstd %s", prog, AS_VERSION, ZSTD_versionString());
+    if (ZSTD_versionNumber() != ZSTD_VERSION_NUMBER)
+        printf(" (built with %s)", ZSTD_VERSION_STRING);
+    printf("\nCUDA runtime %d.%d (static)\n", CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
+}
+
+/* -c TEXT, as allocsim reads it (the same words for a bad one, the same warning). */
+static int capacity(const char *text, uint64_t *out)
+{
+    char why[512];
+    int rc = as_parse_capacity(text, out);
+    if (rc) {
+        as_capacity_why(rc, "-c", text, why, sizeof why);
+        return usage("%s", why);
     }
+    if (as_bare_number_note("-c", text, *out, why, sizeof why))
+        msg("%s", why);
+    return 0;
+}
+
+static int option(int ch, char **argv, args *a, ctx *c)
+{
+    uint64_t d;
+    switch (ch) {
+    case 'p':
+        a->ptext[a->np++] = optarg;
+        return 0;
+    case 'c':
+        return capacity(optarg, &a->caps[a->ncap++]);
+    case 'f':
+        if (as_report_fmt_parse(optarg, &a->fmt) || a->fmt == AS_REPORT_JSONL)
+            return usage("-f %s: table, csv or json", optarg);
+        return 0;
+    case 'o':
+        a->out_path = optarg;
+        return 0;
+    case OPT_SEGMENTS:
+        a->seg_path = optarg;
+        return 0;
+    case OPT_LATENCY:
+        a->lat_path = optarg;
+        return 0;
+    case OPT_NOSYNC:
+        c->p.no_sync = 1;
+        return 0;
+    case OPT_ASYNC:
+        c->async = 1;
+        return 0;
+    case OPT_THRESHOLD:
+        if (strcmp(optarg, "max") == 0)
+            a->thr[a->nthr++] = UINT64_MAX;
+        else if (as_parse_count(optarg, &a->thr[a->nthr++]))
+            return usage("--release-threshold %s: bytes or max", optarg);
+        return 0;
+    case OPT_POOL:
+        a->pool_path = optarg;
+        return 0;
+    case OPT_DEVICE:
+        if (as_parse_count(optarg, &d) || d > 64)
+            return usage("--device %s: a device ordinal", optarg);
+        c->p.device = (int)d;
+        return 0;
+    case 'h':
+        fputs(help, stdout);
+        a->done = 1;
+        return 0;
+    case 'V':
+        version();
+        a->done = 1;
+        return 0;
+    case ':':
+        return usage("option '%s' needs a value", argv[optind - 1]);
+    default:
+        return usage("unknown option '%s'", argv[optind - 1]);
+    }
+}
+
+/* The command line into a and c: 0 or an exit status (a->done: nothing more to do). */
+static int parse(int argc, char **argv, args *a, ctx *c)
+{
+    a->ptext = calloc((size_t)argc + 1, sizeof *a->ptext);
+    a->caps = calloc((size_t)argc + 1, sizeof *a->caps);
+    a->thr = calloc((size_t)argc + 1, sizeof *a->thr);
+    if (!a->ptext || !a->caps || !a->thr)
+        return no_memory();
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, ":p:c:f:o:hV", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'p':
-            ptext[np++] = optarg;
-            break;
-        case 'c':
-            if ((ret = as_cli_parse_capacity(cmd, optarg, &caps[ncap++])))
-                goto done;
-            break;
-        case 'f':
-            if (as_report_fmt_parse(optarg, &fmt)) {
-                ret = as_cli_usage(cmd, "-f %s: table, csv or json", optarg);
-                goto done;
-            }
-            break;
-        case 'o':
-            out_path = optarg;
-            break;
-        case OPT_SEGMENTS:
-            seg_path = optarg;
-            break;
-        case OPT_LATENCY:
-            lat_path = optarg;
-            break;
-        case OPT_NOSYNC:
-            c.p.no_sync = 1;
-            break;
-        case OPT_ASYNC:
-            c.async = 1;
-            break;
-        case OPT_THRESHOLD:
-            if (strcmp(optarg, "max") == 0)
-                thr[nthr++] = UINT64_MAX;
-            else if (as_cli_parse_u64(optarg, &thr[nthr++])) {
-                ret = as_cli_usage(cmd, "--release-threshold %s: bytes or max", optarg);
-                goto done;
-            }
-            break;
-        case OPT_POOL:
-            pool_path = optarg;
-            break;
-        case OPT_DEVICE: {
-            uint64_t d;
-            if (as_cli_parse_u64(optarg, &d) || d > 64) {
-                ret = as_cli_usage(cmd, "--device %s: a device ordinal", optarg);
-                goto done;
-            }
-            c.p.device = (int)d;
-            break;
-        }
-        case 'h':
-            fputs(help, stdout);
-            goto done;
-        case 'V':
-            as_cli_version("allocsim-replay");
-            printf("CUDA runtime %d.%d (static)\n", CUDART_VERSION / 1000,
-                   CUDART_VERSION % 1000 / 10);
-            goto done;
-        case ':':
-        default:
-            ret = as_cli_bad_option(cmd, ch, argv);
-            goto done;
+    int ch, ret = 0;
+    while (!ret && !a->done && (ch = getopt_long(argc, argv, ":p:c:f:o:hV", opts, NULL)) != -1)
+        ret = option(ch, argv, a, c);
+    if (ret || a->done)
+        return ret;
+    if (optind >= argc)
+        return usage("no trace given");
+    if (c->async && a->np)
+        return usage("--async replays the CUDA pool itself: no -p");
+    if (!c->async && (a->nthr || a->pool_path))
+        return usage("--release-threshold and --pool need --async");
+    return 0;
+}
+
+/* The runs' specs: -p (default torch), or with --async one per release threshold. */
+static int make_specs(args *a, ctx *c, as_policy_spec **specs, size_t *nspec)
+{
+    char why[512];
+    if (c->async && a->nthr == 0)
+        a->thr[a->nthr++] = 0;
+    if (a->np == 0 && !c->async)
+        a->ptext[a->np++] = "torch";
+    if (a->ncap == 0)
+        a->caps[a->ncap++] = AS_CAPACITY_NONE;
+    size_t np = c->async ? a->nthr : a->np;
+    if (!(*specs = calloc(np, sizeof **specs)))
+        return no_memory();
+    for (; *nspec < np; (*nspec)++) {
+        if (c->async) {
+            if (as_asyncpool_spec(a->thr[*nspec], &(*specs)[*nspec]))
+                return no_memory();
+        } else if (as_policy_spec_parse(a->ptext[*nspec], &(*specs)[*nspec], why, sizeof why)) {
+            return usage("-p %s: %s", a->ptext[*nspec], why);
         }
     }
-    if (optind >= argc) {
-        ret = as_cli_usage(cmd, "no trace given");
-        goto done;
-    }
-    if (c.async && np) {
-        ret = as_cli_usage(cmd, "--async replays the CUDA pool itself: no -p");
-        goto done;
-    }
-    if (!c.async && (nthr || pool_path)) {
-        ret = as_cli_usage(cmd, "--release-threshold and --pool need --async");
-        goto done;
-    }
-    if (c.async && nthr == 0)
-        thr[nthr++] = 0;
-    if (np == 0 && !c.async)
-        ptext[np++] = "torch";
-    if (ncap == 0)
-        caps[ncap++] = AS_CAPACITY_NONE;
-    if (c.async)
-        np = nthr;
-    if (!(specs = calloc(np, sizeof *specs))) {
-        as_cli_msg("out of host memory");
-        ret = AS_EXIT_INPUT;
-        goto done;
-    }
-    for (; nspec < np; nspec++) {
-        if (c.async) {
-            if (as_asyncpool_spec(thr[nspec], &specs[nspec])) {
-                as_cli_msg("out of host memory");
-                ret = AS_EXIT_INPUT;
-                goto done;
-            }
-            continue;
-        }
-        if ((ret = as_cli_parse_spec(cmd, ptext[nspec], &specs[nspec])))
-            goto done;
-    }
+    c->thr = a->thr;
+    c->ncap = a->ncap;
+    return 0;
+}
+
+/* The CUDA driver, then the logs (created before any run). 0 or an exit status. */
+static int open_logs(const args *a, ctx *c)
+{
     char why[512];
     if (as_cu_load(why, sizeof why)) {
         fprintf(stderr,
                 "allocsim-replay: cannot load the NVIDIA CUDA driver (%s): it replays "
                 "on a GPU; 'allocsim run' simulates the same runs without one\n",
                 why);
-        ret = AS_EXIT_INPUT;
-        goto done;
+        return EXIT_INPUT;
     }
-    int orc;
-    if (seg_path && (orc = as_runlog_open(seg_path, AS_RUNLOG_SEGMENTS, &c.segs))) {
-        ret = as_cli_cannot_create(seg_path, -orc);
-        goto done;
+    int orc, ret;
+    if (a->seg_path && (orc = as_runlog_open(a->seg_path, AS_RUNLOG_SEGMENTS, &c->segs))) {
+        msg("%s: cannot create: %s", a->seg_path, strerror(-orc));
+        return EXIT_INPUT;
     }
-    if (lat_path) {
-        if ((ret = as_cli_create(lat_path, &c.lat)))
-            goto done;
-        fputs("run,alloc,event,action,size,ns\n", c.lat);
+    if (a->lat_path) {
+        if ((ret = create(a->lat_path, &c->lat)))
+            return ret;
+        fputs("run,alloc,event,action,size,ns\n", c->lat);
     }
-    if (pool_path) {
-        if ((ret = as_cli_create(pool_path, &c.poolf)))
-            goto done;
+    if (a->pool_path) {
+        if ((ret = create(a->pool_path, &c->poolf)))
+            return ret;
         fputs("run,policy,capacity,probed,completed,oom_alloc,peak_reserved,reserved_high,"
               "used_high,reserved_end,grows,trims,oom_retries,streams\n",
-              c.poolf);
+              c->poolf);
     }
+    return 0;
+}
+
+/* Every run through the driver, on the GPU, into rep. 0 or an exit status. */
+static int replay(const args *a, ctx *c, const as_policy_spec *specs, size_t nspec, char **traces,
+                  unsigned ntr, as_report *rep)
+{
+    as_device_factory fac = {.create = f_create,
+                             .destroy = f_destroy,
+                             .counters = f_counters,
+                             .set_log = f_set_log,
+                             .user = c};
+    as_driver_opts d = {
+        .specs = specs,
+        .nspec = nspec,
+        .caps = a->caps,
+        .ncap = a->ncap,
+        .engine = {.threads = 1, .factory = &fac},
+        .max_group = 1, /* one device at a time: its ballast fills the GPU */
+        .segs = c->segs,
+        .seg_name = a->seg_path,
+        .user = c,
+        .on_group = on_group,
+        .on_group_done = on_group_done,
+        .on_segment = c->lat ? on_segment : NULL,
+        .on_fail = on_fail,
+        .on_note = on_note,
+    };
+    as_driver_result res = {.units = calloc(ntr, sizeof *res.units)};
+    if (!res.units)
+        return no_memory();
+    int rc = as_driver_run(&d, traces, ntr, rep, &res);
+    free(res.units);
+    return rc ? EXIT_INPUT : 0;
+}
+
+int main(int argc, char **argv)
+{
+    args a = {.fmt = AS_REPORT_TABLE};
+    ctx c = {.p = {.capacity = AS_CAPACITY_NONE}};
+    as_policy_spec *specs = NULL;
+    size_t nspec = 0;
+    as_report *rep = NULL;
+    FILE *out = stdout;
+    char msgbuf[1024];
+    int ret = parse(argc, argv, &a, &c);
+    if (ret || a.done || (ret = make_specs(&a, &c, &specs, &nspec)) || (ret = open_logs(&a, &c)))
+        goto done;
     if (as_report_create(&rep)) {
-        as_cli_msg("out of host memory");
-        ret = AS_EXIT_INPUT;
+        ret = no_memory();
         goto done;
     }
-    for (int t = optind; t < argc; t++) {
-        int trace_idx = -1;
-        for (size_t i = 0; i < nspec; i++)
-            for (size_t j = 0; j < ncap; j++) {
-                c.threshold = c.async ? thr[i] : 0;
-                c.limits_itself = !c.async && (specs[i].policy->flags & AS_POLICY_F_LIMITS_ITSELF);
-                if ((ret = one_run(argv[t], &c, &specs[i], caps[j], rep, &trace_idx)))
-                    goto done;
-            }
-    }
-    as_cli_warn_small_caps(rep);
-    if (out_path && (ret = as_cli_create(out_path, &out)))
+    if ((ret = replay(&a, &c, specs, nspec, argv + optind, (unsigned)(argc - optind), rep)))
         goto done;
-    ret = as_cli_write_status(write_report(rep, out, fmt), out_path ? out_path : "stdout", ret);
+    for (unsigned t = 0; t < as_report_ntraces(rep); t++)
+        if (as_driver_small_caps(rep, t, msgbuf, sizeof msgbuf))
+            msg("%s", msgbuf);
+    if (a.out_path && (ret = create(a.out_path, &out)))
+        goto done;
+    ret = write_status(write_report(rep, out, a.fmt), a.out_path ? a.out_path : "stdout", ret);
 done:
     if (c.segs)
-        ret = as_cli_write_status(as_runlog_close(c.segs), seg_path, ret);
+        ret = write_status(as_runlog_close(c.segs), a.seg_path, ret);
     if (c.poolf)
-        ret = as_cli_write_status(fclose(c.poolf), pool_path, ret);
+        ret = write_status(fclose(c.poolf), a.pool_path, ret);
     if (c.lat)
-        ret = as_cli_write_status(fclose(c.lat), lat_path, ret);
+        ret = write_status(fclose(c.lat), a.lat_path, ret);
     if (out != stdout)
-        ret = as_cli_write_status(fclose(out), out_path, ret);
+        ret = write_status(fclose(out), a.out_path, ret);
     as_report_destroy(rep);
     for (size_t i = 0; i < nspec; i++)
         as_policy_spec_free(&specs[i]);
     free(specs);
-    free(caps);
-    free(thr);
-    free(ptext);
+    free(a.caps);
+    free(a.thr);
+    free(a.ptext);
     return ret;
 }

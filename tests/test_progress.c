@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "driver.h"
 #include "engine.h"
 #include "progress.h"
 
@@ -112,19 +113,19 @@ static void test_engine_fraction(void)
     /* 3 runs, 1 done after 10 events (handled 10), 2 at event 100 of 400. */
     as_engine_progress p = {
         .events = 100, .decoded = 100, .runs = 3, .runs_done = 1, .run_events = 210};
-    double f = as_progress_engine_frac(&p, 400);
+    double f = as_driver_engine_frac(&p, 400);
     CU_ASSERT_DOUBLE_EQUAL(f, 210.0 / (210.0 + 2 * 300.0), 1e-12);
     /* The length from the bytes read when it is unknown: a quarter read -> 400 events. */
     p.bytes_done = 250;
     p.bytes_total = 1000;
-    CU_ASSERT_DOUBLE_EQUAL(as_progress_engine_frac(&p, 0), f, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(as_driver_engine_frac(&p, 0), f, 1e-12);
     /* Nothing to go on: 0, not a guess. */
     p.bytes_total = 0;
-    CU_ASSERT_DOUBLE_EQUAL(as_progress_engine_frac(&p, 0), 0, 0);
+    CU_ASSERT_DOUBLE_EQUAL(as_driver_engine_frac(&p, 0), 0, 0);
     /* Every run done: all the work is done. */
     as_engine_progress q = {
         .events = 100, .decoded = 100, .runs = 2, .runs_done = 2, .run_events = 30};
-    CU_ASSERT_DOUBLE_EQUAL(as_progress_engine_frac(&q, 400), 1.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(as_driver_engine_frac(&q, 400), 1.0, 1e-12);
 }
 
 CU_TestInfo test_progress[] = {

@@ -182,6 +182,11 @@ int as_trace_next(as_trace_reader *r, as_event *ev);
  * next read. Calls may be mixed freely with as_trace_next. */
 int as_trace_next_batch(as_trace_reader *r, as_event *evs, size_t cap, size_t *n);
 const as_trace_error *as_trace_reader_error(const as_trace_reader *r);
+/* e as one line, "FILE: byte B, line L, event E: MESSAGE" (the parts known; FILE is
+ * fallback_path when e names none, "-" when neither does; MESSAGE as_strerror's words when
+ * e has none), into buf of n bytes (truncated, always terminated). */
+void as_trace_error_text(const as_trace_error *e, const char *fallback_path, char *buf,
+                         size_t n);
 const as_meta *as_trace_reader_meta(const as_trace_reader *r);
 /* The trace's call-site table, complete from open to close (every format keeps it in the
  * header, and the snapshot importer reads the whole pickle at open). Never NULL: a trace

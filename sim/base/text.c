@@ -5,6 +5,7 @@
 #include "text.h"
 
 #include <stddef.h>
+#include <stdlib.h>
 
 /* Length of the valid UTF-8 sequence at s that is not a C1 control (U+0080-U+009F, which
  * some terminals obey like ESC), or 0. Overlong forms and surrogates are not valid. */
@@ -48,4 +49,19 @@ void as_put_safe(FILE *f, const char *text)
         fwrite(s, 1, n, f);
         s += n;
     }
+}
+
+void as_put_safe_v(FILE *f, const char *prefix, const char *fmt, va_list ap)
+{
+    char small[1024], *b = small;
+    va_list aq;
+    va_copy(aq, ap);
+    int k = vsnprintf(small, sizeof small, fmt, ap);
+    if (k >= (int)sizeof small && (b = malloc((size_t)k + 1)))
+        vsnprintf(b, (size_t)k + 1, fmt, aq);
+    va_end(aq);
+    fputs(prefix, f);
+    as_put_safe(f, b ? b : small);
+    if (b != small)
+        free(b);
 }

@@ -116,6 +116,48 @@ int as_parse_capacity(const char *s, uint64_t *out)
     return 0;
 }
 
+void as_capacity_why(int rc, const char *opt, const char *text, char *why, size_t n)
+{
+    if (rc == -ERANGE)
+        snprintf(why, n,
+                 "%s %s: 2^64-1 bytes is the value that means no limit, not a capacity; write "
+                 "%s none for no limit",
+                 opt, text, opt);
+    else
+        snprintf(why, n,
+                 "%s %s: not a capacity (bytes with an optional unit: 80G, 80GB, 80GiB, 141e9, "
+                 "or none)",
+                 opt, text);
+}
+
+int as_bare_number_note(const char *opt, const char *text, uint64_t bytes, char *note, size_t n)
+{
+    /* A bare number under 1 MiB is probably a missing unit; a short one most likely G. */
+    if (text[strspn(text, "0123456789")] != 0 || bytes >= (1u << 20))
+        return 0;
+    char b[32];
+    as_fmt_bytes(b, sizeof b, bytes);
+    if (bytes < 10000)
+        snprintf(note, n, "%s %s: read as %s bytes; did you mean %sG?", opt, text, text, text);
+    else
+        snprintf(note, n, "%s %s: read as %s bytes (%s); add a unit (K, M, G) if more was meant",
+                 opt, text, text, b);
+    return 1;
+}
+
+int as_parse_count(const char *s, uint64_t *out)
+{
+    if (!s || *s < '0' || *s > '9')
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
 void as_fmt_bytes(char *buf, size_t n, uint64_t b)
 {
     if (b < 1024)

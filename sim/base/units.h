@@ -28,6 +28,17 @@ int as_parse_bytes(const char *s, uint64_t *out);
 /* As as_parse_bytes, plus "none"/"unlimited" -> AS_CAPACITY_NONE. 2^64-1 bytes, the value
  * that means no limit, is refused with -ERANGE rather than read silently as "none". */
 int as_parse_capacity(const char *s, uint64_t *out);
+/* What is wrong with option opt's text that as_parse_capacity refused with rc, in words for
+ * a usage error ("-c 80X: not a capacity (bytes with an optional unit: ...)"), into why. */
+void as_capacity_why(int rc, const char *opt, const char *text, char *why, size_t n);
+/* The warning for option opt's text read as `bytes` when text is a bare number under 1 MiB,
+ * probably a missing unit ("-c 80: read as 80 bytes; did you mean 80G?"): 1 with note
+ * filled, else 0. */
+int as_bare_number_note(const char *opt, const char *text, uint64_t bytes, char *note, size_t n);
+/* A whole string of decimal digits as an unsigned count: 0, or -1 (empty, a sign, another
+ * character, past 2^64 - 1). */
+int as_parse_count(const char *s, uint64_t *out);
+
 /* "512 B", "1.5 KiB", "20.0 MiB", "79.65 GiB" (binary units, rounded). */
 void as_fmt_bytes(char *buf, size_t n, uint64_t bytes);
 /* A capacity: "none"; exact when a whole number of GiB or MiB ("80 GiB", "8600 MiB"; KiB

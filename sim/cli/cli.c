@@ -12,6 +12,7 @@
 #include <string.h>
 #include <zstd.h>
 
+#include "driver.h"
 #include "report.h"
 #include "text.h"
 
@@ -23,17 +24,7 @@ void as_cli_put_safe(FILE *f, const char *text)
 /* "allocsim: " and the formatted message, escaped (as_cli_put_safe), on stderr. */
 static void vmsg(const char *fmt, va_list ap)
 {
-    char small[1024], *b = small;
-    va_list aq;
-    va_copy(aq, ap);
-    int k = vsnprintf(small, sizeof small, fmt, ap);
-    if (k >= (int)sizeof small && (b = malloc((size_t)k + 1)))
-        vsnprintf(b, (size_t)k + 1, fmt, aq);
-    va_end(aq);
-    fputs("allocsim: ", stderr);
-    as_cli_put_safe(stderr, b ? b : small);
-    if (b != small)
-        free(b);
+    as_put_safe_v(stderr, "allocsim: ", fmt, ap);
 }
 
 void as_cli_msg(const char *fmt, ...)
@@ -101,23 +92,9 @@ int as_cli_write_status(int failed, const char *path, int ret)
 
 int as_cli_trace_fail(const as_trace_error *e, const char *fallback_path)
 {
-    const char *path = e->path[0] ? e->path : fallback_path ? fallback_path : "-";
-    char where[160] = "";
-    size_t k = 0;
-    if (e->offset != UINT64_MAX)
-        k += (size_t)snprintf(where + k, sizeof where - k, "byte %llu",
-                              (unsigned long long)e->offset);
-    if (e->line && k < sizeof where)
-        k += (size_t)snprintf(where + k, sizeof where - k, "%sline %llu", k ? ", " : "",
-                              (unsigned long long)e->line);
-    if (e->event != UINT64_MAX && k < sizeof where)
-        k += (size_t)snprintf(where + k, sizeof where - k, "%sevent %llu", k ? ", " : "",
-                              (unsigned long long)e->event);
-    const char *msg = e->msg[0] ? e->msg : as_strerror(e->code);
-    if (where[0])
-        as_cli_msg("%s: %s: %s", path, where, msg);
-    else
-        as_cli_msg("%s: %s", path, msg);
+    char msg[1024];
+    as_trace_error_text(e, fallback_path, msg, sizeof msg);
+    as_cli_msg("%s", msg);
     return AS_EXIT_INPUT;
 }
 
@@ -169,70 +146,32 @@ int as_cli_parse_spec(const char *cmd, const char *text, as_policy_spec *out)
 
 int as_cli_parse_u64(const char *s, uint64_t *out)
 {
-    if (!s || *s < '0' || *s > '9')
-        return -1;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end)
-        return -1;
-    *out = v;
-    return 0;
+    return as_parse_count(s, out);
 }
 
 int as_cli_parse_capacity(const char *cmd, const char *text, uint64_t *out)
 {
+    char why[512];
     int rc = as_parse_capacity(text, out);
-    if (rc == -ERANGE)
-        return as_cli_usage(cmd,
-                            "-c %s: 2^64-1 bytes is the value that means no limit, not a "
-                            "capacity; write -c none for no limit",
-                            text);
-    if (rc)
-        return as_cli_usage(cmd,
-                            "-c %s: not a capacity (bytes with an optional unit: 80G, 80GB, "
-                            "80GiB, 141e9, or none)",
-                            text);
+    if (rc) {
+        as_capacity_why(rc, "-c", text, why, sizeof why);
+        return as_cli_usage(cmd, "%s", why);
+    }
     as_cli_warn_bare("-c", text, *out);
     return 0;
 }
 
 void as_cli_warn_bare(const char *opt, const char *text, uint64_t bytes)
 {
-    /* A bare number under 1 MiB is probably a missing unit; a short one most likely G. */
-    if (text[strspn(text, "0123456789")] != 0 || bytes >= (1u << 20))
-        return;
-    char b[32];
-    as_fmt_bytes(b, sizeof b, bytes);
-    if (bytes < 10000)
-        as_cli_msg("%s %s: read as %s bytes; did you mean %sG?", opt, text, text, text);
-    else
-        as_cli_msg("%s %s: read as %s bytes (%s); add a unit (K, M, G) if more was meant", opt,
-                   text, text, b);
+    char note[512];
+    if (as_bare_number_note(opt, text, bytes, note, sizeof note))
+        as_cli_msg("%s", note);
 }
 
 void as_cli_warn_small_caps(const as_report *rep)
 {
-    unsigned nt = as_report_ntraces(rep), nr = as_report_nruns(rep);
-    for (unsigned t = 0; t < nt; t++) {
-        const char *path;
-        uint64_t runs = 0, below = 0, min = as_report_trace(rep, t, &path)->min_request;
-        for (unsigned i = 0; i < nr && min; i++) {
-            unsigned rt;
-            const as_run_result *r = as_report_run(rep, i, &rt);
-            if (rt == t && r->capacity != AS_CAPACITY_NONE && r->capacity < min) {
-                runs++;
-                below = r->capacity > below ? r->capacity : below;
-            }
-        }
-        if (!runs)
-            continue;
-        char a[32], b[32];
-        as_fmt_bytes(a, sizeof a, below);
-        as_fmt_bytes(b, sizeof b, min);
-        as_cli_msg("%s: %llu run%s at a capacity %s%s, below the trace's smallest request "
-                   "(%s): %s at the first allocation",
-                   path, (unsigned long long)runs, runs == 1 ? "" : "s",
-                   runs == 1 ? "of " : "up to ", a, b, runs == 1 ? "it fails" : "they fail");
-    }
+    char msg[1024];
+    for (unsigned t = 0; t < as_report_ntraces(rep); t++)
+        if (as_driver_small_caps(rep, t, msg, sizeof msg))
+            as_cli_msg("%s", msg);
 }

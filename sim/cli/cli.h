@@ -27,15 +27,9 @@ enum {
  * call again in the same process (sim/commands.c). */
 int as_cli_main(int argc, char **argv);
 
-/* Host memory for the runs in flight of `run` and `mincap` (--memory): runs that do not
- * fit at once are fed in groups (engine.h's AS_ENGINE_RUN_* say what a run costs). */
-#define AS_CLI_MEMORY_DEFAULT (2ull << 30)
 /* Capacities of one `run` (every -c and --sweep) and of one `mincap` grid: a guard against
  * "--sweep 20M:100000M:1M" (99,981 runs of one spec), 32 GiB in 2 MiB steps. */
 #define AS_CLI_MAX_CAPACITIES 16384
-/* Runs per group with --segments or --timeline: each run in flight spools its rows to a
- * temporary file of its own. */
-#define AS_RUN_LOG_GROUP 256
 
 int as_cmd_run(int argc, char **argv);
 int as_cmd_convert(int argc, char **argv);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "driver.h"
 #include "mincap.h"
 #include "outfile.h"
 #include "progress.h"
@@ -147,7 +148,7 @@ static void on_runs(void *user, const as_engine_progress *e)
     progress_ctx *p = user;
     if (!p->total || e->runs == 1) /* the uncapped pass, before the grid is known */
         return;
-    double f = ((double)p->done + as_progress_engine_frac(e, 0) * e->runs) / (double)p->total;
+    double f = ((double)p->done + as_driver_engine_frac(e, 0) * e->runs) / (double)p->total;
     as_progress_show(&p->prog, p->done + e->runs_done, p->total, f);
 }
 
@@ -326,7 +327,7 @@ int as_cmd_mincap(int argc, char **argv)
     int json = 0, quiet = 0, interrupted = 0, c;
     unsigned k_done = 0, shard = 0, nshards = 1, printed = 0;
     const char *device = NULL, *outside = NULL;
-    as_mincap_opts o = {.memory = AS_CLI_MEMORY_DEFAULT, .max_points = AS_CLI_MAX_CAPACITIES};
+    as_mincap_opts o = {.memory = AS_DRIVER_MEMORY_DEFAULT, .max_points = AS_CLI_MAX_CAPACITIES};
     int status = AS_EXIT_OK;
     uint64_t v;
 

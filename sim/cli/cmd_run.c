@@ -3,19 +3,14 @@
  * every -c is one run; each trace is decoded once and feeds all of its runs; one report
  * covers every trace. An OOM is a result (exit 0).
  */
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "cards.h"
 #include "cli.h"
-#include "engine.h"
+#include "driver.h"
 #include "mincap.h"
 #include "outfile.h"
 #include "progress.h"
@@ -118,636 +113,366 @@ static const struct option run_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
-typedef struct run_ctx {
+/* The command line of one `run`, as read. */
+typedef struct run_args {
+    const char **ptext; /* -p, in order */
+    size_t np;
+    uint64_t *caps; /* -c and --sweep, in order; a card's slot is filled once all is read */
+    size_t ncap, capcap;
+    const char **cards; /* -c CARD, --device: resolved with --outside */
+    size_t *card_slot, ncard;
+    const char *outside;
+    unsigned shard, nshards;
+    const char *out_path, *seg_path, *tl_path, *segmap_path;
+    as_report_fmt fmt;
+    uint64_t tl_every, threads, budget;
+    int keep, check, quiet, skip_bad, help;
+} run_args;
+
+/* The outputs of one `run` and the progress line, for the driver's hooks. */
+typedef struct run_out {
+    as_out *out, *seg, *tl, *map;
     as_runlog *segs, *timeline;
-    const char *seg_path, *tl_path;
     as_segmap *segmap;
-    const char *trace;
-    /* The progress line: runs of earlier traces and groups, this group's, and the weights
-     * (input sizes) of the traces done, this one and all, for the fraction done. */
     as_progress prog;
-    uint64_t runs_total, runs_before; /* runs_before: of earlier traces */
-    size_t group_r0, group_n, trace_runs;
-    uint64_t trace_events; /* this trace's length once a group has decoded it, else 0 */
-    double w_before, w_cur, w_total;
-} run_ctx;
-
-static void cb_segment(void *user, const as_seg_record *r)
-{
-    as_runlog_segment(((run_ctx *)user)->segs, r);
-}
-
-static void cb_sample(void *user, const as_timeline_sample *s)
-{
-    as_runlog_sample(((run_ctx *)user)->timeline, s);
-}
-
-/* The engine's report after each batch: runs done over every trace, and the fraction of
- * all the work (this group's fraction within the trace, the trace's within all). */
-static void cb_runs(void *user, const as_engine_progress *p)
-{
-    run_ctx *c = user;
-    double g = as_progress_engine_frac(p, c->trace_events);
-    double t =
-        c->trace_runs ? ((double)c->group_r0 + g * (double)c->group_n) / (double)c->trace_runs : 0;
-    double f = c->w_total > 0 ? (c->w_before + c->w_cur * t) / c->w_total : 0;
-    as_progress_show(&c->prog, c->runs_before + c->group_r0 + p->runs_done, c->runs_total, f);
-}
-
-static void progress_clear(run_ctx *c)
-{
-    as_progress_clear(&c->prog);
-}
-
-/* The runs of one trace: spec-major (run i is specs[i / ncap] at caps[i % ncap]), fed in
- * groups of runs that fit the memory budget, each group over its own decode of the trace. */
-typedef struct run_set {
-    const char *path;
-    const as_engine_opts *base;
-    const as_policy_spec *specs;
-    const uint64_t *caps;
-    size_t ncap, nruns;
-    int trace;   /* the report's index of the trace, -1 until the first group is added */
-    size_t step; /* at most this many runs per group (RUN_STEP for a native file) */
-} run_set;
-
-/* Runs per decode of a native trace file, however many fit the budget: runs then finish
- * (and an interrupt keeps them) group by group, every few seconds, for a decode that costs
- * about 1% of the runs' work (decoding is some 100 times faster than a run). Other formats
- * decode slower and stdin can be read only once: they go in as few groups as fit. */
-#ifndef RUN_STEP
-#define RUN_STEP 32
-#endif
-
-static int engine_fail(const char *path, int rc, const as_trace_error *err, const as_engine *e)
-{
-    if (rc < 0 && err->code < 0) /* the trace failed, not the engine */
-        return as_cli_trace_fail(err, path);
-    as_cli_msg("%s: %s", path, as_engine_errmsg(e));
-    return AS_EXIT_INPUT;
-}
-
-/* The --segment-map pass for runs [r0, r0 + n) that engine e ran. */
-static int segmap_group(const run_set *rs, run_ctx *ctx, const as_engine *e, size_t r0, size_t n,
-                        unsigned base_run)
-{
-    as_trace_reader *rd2 = NULL;
-    as_trace_error err = {.offset = UINT64_MAX, .event = UINT64_MAX};
-    char why[400];
-    int ret = as_cli_open_trace(rs->path, &rd2);
-    if (ret)
-        return ret;
-    int rc = as_segmap_pass(ctx->segmap, e, rd2, rs->base, rs->specs, rs->caps, rs->ncap, r0, n,
-                            base_run, &err, why, sizeof why);
-    as_trace_close(rd2);
-    if (rc == AS_ENGINE_STOPPED)
-        return AS_EXIT_SIGNAL;
-    if (rc < 0 && why[0]) {
-        as_cli_msg("%s: %s", rs->path, why);
-        return AS_EXIT_INPUT;
-    }
-    if (rc < 0 && err.code < 0) /* the trace failed */
-        return as_cli_trace_fail(&err, rs->path);
-    if (rc < 0) {
-        as_cli_msg("%s: segment map: %s", rs->path, strerror(-rc));
-        return AS_EXIT_INPUT;
-    }
-    return AS_EXIT_OK;
-}
-
-/* One decode of the trace feeding runs [r0, r0 + n); adds them to the report. With max_live
- * set, *budget_hit says the trace outgrew it (nothing added: run again in groups). */
-static int run_group(run_set *rs, run_ctx *ctx, size_t r0, size_t n, uint64_t max_live,
-                     as_report *rep, int *budget_hit)
-{
-    as_trace_reader *rd = NULL;
-    as_engine *e = NULL;
-    as_engine_opts o = *rs->base;
-    o.max_live = max_live;
-    int ret = as_cli_open_trace(rs->path, &rd);
-    if (ret)
-        return ret;
-    if (as_engine_create(&o, &e)) {
-        as_cli_msg("out of host memory");
-        ret = AS_EXIT_INPUT;
-        goto out;
-    }
-    for (size_t i = r0; i < r0 + n; i++) {
-        const as_policy_spec *sp = &rs->specs[i / rs->ncap];
-        if (as_engine_add_run(e, sp, rs->caps[i % rs->ncap]) < 0) {
-            as_cli_msg("cannot add run %s at capacity %llu", sp->text,
-                       (unsigned long long)rs->caps[i % rs->ncap]);
-            ret = AS_EXIT_INPUT;
-            goto out;
-        }
-    }
-    unsigned base_run = as_report_nruns(rep);
-    if (ctx->segs)
-        as_runlog_set_base(ctx->segs, base_run);
-    if (ctx->timeline)
-        as_runlog_set_base(ctx->timeline, base_run);
-    ctx->group_r0 = r0;
-    ctx->group_n = n;
-    as_trace_error err = {.offset = UINT64_MAX, .event = UINT64_MAX};
-    int rc = as_engine_run(e, rd, &err);
-    if (rc == 0)
-        ctx->trace_events = as_engine_summary(e)->events;
-    if (rc == 0 && ctx->segmap)
-        ret = segmap_group(rs, ctx, e, r0, n, base_run);
-    progress_clear(ctx);
-    /* A group counts whole or not at all: one that failed, was interrupted (or its segment
-     * map was) or outgrew the budget is void, and the rows it logged go too. */
-    if (rc != 0 || ret) {
-        if (ctx->segs)
-            as_runlog_discard(ctx->segs, base_run);
-        if (ctx->timeline)
-            as_runlog_discard(ctx->timeline, base_run);
-        if (ctx->segmap)
-            as_segmap_drop_from(ctx->segmap, base_run);
-        if (rc == AS_ELIMIT && max_live)
-            *budget_hit = 1;
-        else if (rc == AS_ENGINE_STOPPED)
-            ret = AS_EXIT_SIGNAL;
-        else if (rc < 0)
-            ret = engine_fail(rs->path, rc, &err, e);
-        goto out;
-    }
-    if (as_report_add_engine(rep, &rs->trace, rs->path, rd, e)) {
-        as_cli_msg("out of host memory");
-        ret = AS_EXIT_INPUT;
-        goto out;
-    }
-    /* The group's rows are complete: out of their spool files into the output. */
-    unsigned done = as_report_nruns(rep);
-    if (ctx->segs && as_runlog_flush(ctx->segs, done)) {
-        ret = as_cli_write_status(1, ctx->seg_path, AS_EXIT_OK);
-        goto out;
-    }
-    if (ctx->timeline && as_runlog_flush(ctx->timeline, done)) {
-        ret = as_cli_write_status(1, ctx->tl_path, AS_EXIT_OK);
-        goto out;
-    }
-    if (r0 + n == rs->nruns && as_trace_reader_warnings(rd))
-        as_cli_msg("%s: %llu malformed records skipped", rs->path,
-                   (unsigned long long)as_trace_reader_warnings(rd));
-out:
-    as_engine_destroy(e);
-    as_trace_close(rd);
-    return ret;
-}
-
-/* Runs in flight with --segments/--timeline: each holds a spool file per log, so at most
- * AS_RUN_LOG_GROUP and what the open-files limit leaves (64 kept for everything else). */
-static size_t log_group(const run_ctx *ctx)
-{
-    unsigned logs = (ctx->segs != NULL) + (ctx->timeline != NULL);
-    struct rlimit rl;
-    size_t g = AS_RUN_LOG_GROUP;
-    if (logs && getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
-        size_t room = rl.rlim_cur > 64 + logs ? (size_t)(rl.rlim_cur - 64) / logs : 1;
-        if (room < g)
-            g = room;
-    }
-    return logs ? g : SIZE_MAX;
-}
-
-/* Runs per group within the budget, from the trace's peak live allocations (one decode of
- * the trace without runs). 0 or an exit status. */
-static int group_size(const run_set *rs, run_ctx *ctx, uint64_t budget, size_t *group)
-{
-    as_trace_reader *rd = NULL;
-    as_engine *e = NULL;
-    as_trace_error err = {.offset = UINT64_MAX, .event = UINT64_MAX};
-    int ret = as_cli_open_trace(rs->path, &rd);
-    if (ret)
-        return ret;
-    as_engine_opts o = {.stop = rs->base->stop};
-    if (as_engine_create(&o, &e)) {
-        as_cli_msg("out of host memory");
-        ret = AS_EXIT_INPUT;
-        goto out;
-    }
-    int rc = as_engine_scan(e, rd, &err);
-    progress_clear(ctx);
-    if (rc == AS_ENGINE_STOPPED) {
-        ret = AS_EXIT_SIGNAL;
-        goto out;
-    }
-    if (rc < 0) {
-        ret = engine_fail(rs->path, rc, &err, e);
-        goto out;
-    }
-    int logs = ctx->segs || ctx->timeline;
-    uint64_t per = as_engine_run_bytes(as_engine_summary(e)->peak_live, logs);
-    uint64_t g = budget / per;
-    if (g > log_group(ctx))
-        g = log_group(ctx);
-    if (g > rs->step)
-        g = rs->step;
-    *group = g < 1 ? 1 : g > rs->nruns ? rs->nruns : (size_t)g;
-    ctx->trace_events = as_engine_summary(e)->events;
-out:
-    as_engine_destroy(e);
-    as_trace_close(rd);
-    return ret;
-}
-
-/* 1 when path is a file in the native format (cheap to decode again). */
-static int native_file(const char *path)
-{
-    as_trace_reader *rd = NULL;
-    if (!strcmp(path, "-") || as_trace_open(path, as_cli_reader_opts(), &rd, NULL) < 0)
-        return 0;
-    int native = as_trace_reader_format(rd) == AS_FMT_NATIVE;
-    as_trace_close(rd);
-    return native;
-}
-
-/* Runs one trace; adds its trace entry and runs to the report. The runs go in one pass
- * when they fit the budget (engine stops at max_live if the trace proves too big), else
- * in groups (a decode of the trace each, plus one to size them). */
-static int run_trace(const char *path, const as_engine_opts *base, run_ctx *ctx,
-                     const as_policy_spec *specs, size_t nspec, const uint64_t *caps, size_t ncap,
-                     uint64_t budget, as_report *rep)
-{
-    run_set rs = {path, base, specs, caps, ncap, nspec * ncap, -1, SIZE_MAX};
-    if (native_file(path))
-        rs.step = RUN_STEP;
-    int logs = ctx->segs || ctx->timeline;
-    uint64_t per0 = as_engine_run_bytes(0, logs), max_live = 0;
-    int grouped = rs.nruns > 1 &&
-                  (rs.nruns > log_group(ctx) || budget / rs.nruns <= per0 || rs.nruns > rs.step);
-    if (rs.nruns > 1 && !grouped)
-        max_live = (budget / rs.nruns - per0) / AS_ENGINE_RUN_PER_LIVE;
-    ctx->trace = path;
-    ctx->prog.label = path;
-    ctx->trace_runs = rs.nruns;
-    ctx->trace_events = 0;
-    if (!grouped) {
-        int hit = 0, ret = run_group(&rs, ctx, 0, rs.nruns, max_live, rep, &hit);
-        if (ret || !hit)
-            return ret;
-    }
-    if (strcmp(path, "-") == 0) {
-        char b[32];
-        as_fmt_bytes(b, sizeof b, budget);
-        return as_cli_usage("run",
-                            "-: %zu runs of this trace do not fit --memory %s at once, and "
-                            "standard input can be read only once: give the trace as a file, "
-                            "or a larger --memory",
-                            rs.nruns, b);
-    }
-    size_t group = 1;
-    int ret = group_size(&rs, ctx, budget, &group);
-    for (size_t r0 = 0; !ret && r0 < rs.nruns; r0 += group) {
-        int hit = 0;
-        size_t n = rs.nruns - r0 < group ? rs.nruns - r0 : group;
-        ret = run_group(&rs, ctx, r0, n, 0, rep, &hit);
-    }
-    return ret;
-}
-
-/* Before any run of several traces: opens and decodes each one (decoding is far cheaper
- * than a run), so that a bad trace costs no simulation. Standard input can be read only
- * once: it is checked as it runs. Without skip_bad the first bad trace is the answer (its
- * message, exit 1); with it, each bad one is named and marked. 0 or an exit status. */
-static int check_traces(char **paths, int n, int skip_bad, unsigned char *bad, unsigned *nbad)
-{
-    as_event *evs = malloc(4096 * sizeof *evs);
-    if (!evs) {
-        as_cli_msg("out of host memory");
-        return AS_EXIT_INPUT;
-    }
-    int ret = 0;
-    for (int i = 0; i < n && !as_out_stop && (!ret || skip_bad); i++) {
-        if (!strcmp(paths[i], "-"))
-            continue;
-        as_trace_reader *rd = NULL;
-        size_t got;
-        int rc = 0;
-        if ((ret = as_cli_open_trace(paths[i], &rd)) == 0) {
-            while (!as_out_stop && (rc = as_trace_next_batch(rd, evs, 4096, &got)) == 0)
-                ;
-            if (rc < 0)
-                ret = as_cli_trace_fail(as_trace_reader_error(rd), paths[i]);
-        }
-        as_trace_close(rd);
-        if (ret) {
-            bad[i] = 1;
-            (*nbad)++;
-        }
-    }
-    free(evs);
-    if (ret && !skip_bad)
-        return ret;
-    return as_out_stop ? AS_EXIT_SIGNAL : 0;
-}
-
-/* A trace's share of the work for the progress line: its size (1 for stdin). */
-static double trace_weight(const char *path)
-{
-    struct stat st;
-    return strcmp(path, "-") && stat(path, &st) == 0 && st.st_size > 0 ? (double)st.st_size : 1;
-}
+    int usage; /* the driver's failure was a usage error */
+} run_out;
 
 /* --sweep LO:HI:STEP (or -c LO..HI/STEP): appends the capacities. 0 or an exit status. */
-static int add_sweep(const char *cmd, const char *text, uint64_t **caps, size_t *ncap,
-                     size_t *capcap)
+static int add_sweep(const char *cmd, const char *text, run_args *a)
 {
     uint64_t *sw = NULL;
     size_t nsw = 0;
     char why[300];
     if (as_sweep_parse(text, AS_CLI_MAX_CAPACITIES, &sw, &nsw, why, sizeof why))
         return as_cli_usage(cmd, "%s", why);
-    uint64_t *nc = realloc(*caps, (*capcap + nsw) * sizeof *nc);
+    uint64_t *nc = realloc(a->caps, (a->capcap + nsw) * sizeof *nc);
     if (!nc) {
         free(sw);
         as_cli_msg("out of host memory");
         return AS_EXIT_INPUT;
     }
-    *caps = nc;
-    *capcap += nsw;
-    memcpy(nc + *ncap, sw, nsw * sizeof *sw);
-    *ncap += nsw;
+    a->caps = nc;
+    a->capcap += nsw;
+    memcpy(nc + a->ncap, sw, nsw * sizeof *sw);
+    a->ncap += nsw;
     free(sw);
     return AS_EXIT_OK;
 }
 
-int as_cmd_run(int argc, char **argv)
+/* -c CAP: a sweep, a card (resolved with --outside once all is read) or bytes. */
+static int add_capacity(const char *cmd, const char *text, run_args *a)
 {
-    const char *cmd = "run";
-    as_policy_spec *specs = NULL;
-    uint64_t *caps = NULL;
-    size_t nspec = 0, ncap = 0;
-    const char **ptext = calloc((size_t)argc + 1, sizeof *ptext);
-    const char **cards = calloc((size_t)argc + 1, sizeof *cards); /* -c CARD, --device */
-    size_t *card_slot = calloc((size_t)argc + 1, sizeof *card_slot), ncard = 0;
-    const char *outside = NULL;
-    unsigned shard = 0, nshards = 1, *units = calloc((size_t)argc + 1, sizeof *units), nunits = 0;
-    const char *out_path = NULL, *seg_path = NULL, *tl_path = NULL, *segmap_path = NULL;
-    size_t capcap = (size_t)argc + 1;
-    as_report_fmt fmt = AS_REPORT_TABLE;
-    uint64_t tl_every = DEFAULT_TIMELINE_EVERY, threads = 0, budget = AS_CLI_MEMORY_DEFAULT;
-    int keep = 0, check = 0, quiet = 0, ret = AS_EXIT_OK, c, interrupted = 0, skip_bad = 0;
-    unsigned char *bad = NULL; /* per trace: it failed (--skip-bad) */
-    unsigned nbad = 0;
-    size_t np = 0;
-    run_ctx ctx = {0};
-    as_report *rep = NULL;
-    as_out *out = NULL, *seg_out = NULL, *tl_out = NULL, *segmap_out = NULL;
+    if (strstr(text, "..")) /* -c LO..HI/STEP is a sweep */
+        return add_sweep(cmd, text, a);
+    if (as_card_find(text)) {
+        a->card_slot[a->ncard] = a->ncap++;
+        a->cards[a->ncard++] = text;
+        return AS_EXIT_OK;
+    }
+    return as_cli_parse_capacity(cmd, text, &a->caps[a->ncap++]);
+}
 
-    caps = calloc((size_t)argc + 1, sizeof *caps);
-    if (!ptext || !caps || !cards || !card_slot || !units) {
+/* One option of getopt_long's: 0 or an exit status. */
+static int run_option(const char *cmd, int c, char **argv, run_args *a)
+{
+    switch (c) {
+    case 'p':
+        a->ptext[a->np++] = optarg;
+        return 0;
+    case 'c':
+        return add_capacity(cmd, optarg, a);
+    case 'f':
+        if (as_report_fmt_parse(optarg, &a->fmt))
+            return as_cli_usage(cmd, "-f %s: the format is table, csv, json or jsonl", optarg);
+        return 0;
+    case 'o':
+        a->out_path = optarg;
+        return 0;
+    case OPT_TIMELINE:
+        a->tl_path = optarg;
+        return 0;
+    case OPT_SEGMENTS:
+        a->seg_path = optarg;
+        return 0;
+    case OPT_SEGMAP:
+        a->segmap_path = optarg;
+        return 0;
+    case OPT_SWEEP:
+        return add_sweep(cmd, optarg, a);
+    case OPT_TL_EVERY:
+        if (as_cli_parse_u64(optarg, &a->tl_every) || a->tl_every == 0)
+            return as_cli_usage(cmd, "--timeline-every %s: a positive count", optarg);
+        return 0;
+    case OPT_THREADS:
+        if (as_cli_parse_u64(optarg, &a->threads) || a->threads == 0 || a->threads > 1024)
+            return as_cli_usage(cmd, "--threads %s: a count from 1 to 1024", optarg);
+        return 0;
+    case OPT_MEMORY:
+        if (as_parse_bytes(optarg, &a->budget))
+            return as_cli_usage(cmd, "--memory %s: bytes with an optional unit (2G, 512MiB)",
+                                optarg);
+        return 0;
+    case OPT_DEVICE:
+        a->card_slot[a->ncard] = a->ncap++;
+        a->cards[a->ncard++] = optarg;
+        return 0;
+    case OPT_OUTSIDE:
+        a->outside = optarg;
+        return 0;
+    case AS_CLI_OPT_SNAPSHOT_DEVICE:
+        return as_cli_snapshot_device(cmd, optarg);
+    case OPT_SHARD:
+        if (as_cli_parse_shard(optarg, &a->shard, &a->nshards))
+            return as_cli_usage(cmd, "--shard %s: I/N with 1 <= I <= N", optarg);
+        return 0;
+    case OPT_KEEP:
+        a->keep = 1;
+        return 0;
+    case OPT_SKIP_BAD:
+        a->skip_bad = 1;
+        return 0;
+    case OPT_CHECK:
+        a->check = 1;
+        return 0;
+    case 'q':
+        a->quiet = 1;
+        return 0;
+    case 'h':
+        a->help = 1;
+        return 0;
+    default:
+        return as_cli_bad_option(cmd, c, argv);
+    }
+}
+
+/* Reads the command line into a (its arrays sized for argc). 0 or an exit status; a->help
+ * when --help was printed. */
+static int run_parse(const char *cmd, int argc, char **argv, run_args *a)
+{
+    size_t n = (size_t)argc + 1;
+    a->fmt = AS_REPORT_TABLE;
+    a->tl_every = DEFAULT_TIMELINE_EVERY;
+    a->budget = AS_DRIVER_MEMORY_DEFAULT;
+    a->nshards = 1;
+    a->capcap = n;
+    a->ptext = calloc(n, sizeof *a->ptext);
+    a->caps = calloc(n, sizeof *a->caps);
+    a->cards = calloc(n, sizeof *a->cards);
+    a->card_slot = calloc(n, sizeof *a->card_slot);
+    if (!a->ptext || !a->caps || !a->cards || !a->card_slot) {
         as_cli_msg("out of host memory");
-        ret = AS_EXIT_INPUT;
-        goto done;
+        return AS_EXIT_INPUT;
     }
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":p:c:f:o:qh", run_opts, NULL)) != -1) {
-        switch (c) {
-        case 'p':
-            ptext[np++] = optarg;
-            break;
-        case 'c':
-            if (strstr(optarg, "..")) { /* -c LO..HI/STEP is a sweep */
-                if ((ret = add_sweep(cmd, optarg, &caps, &ncap, &capcap)))
-                    goto done;
-                break;
-            }
-            if (as_card_find(optarg)) { /* resolved with --outside below */
-                card_slot[ncard] = ncap++;
-                cards[ncard++] = optarg;
-                break;
-            }
-            if ((ret = as_cli_parse_capacity(cmd, optarg, &caps[ncap++])))
-                goto done;
-            break;
-        case 'f':
-            if (as_report_fmt_parse(optarg, &fmt)) {
-                ret = as_cli_usage(cmd, "-f %s: the format is table, csv, json or jsonl", optarg);
-                goto done;
-            }
-            break;
-        case 'o':
-            out_path = optarg;
-            break;
-        case OPT_TIMELINE:
-            tl_path = optarg;
-            break;
-        case OPT_SEGMENTS:
-            seg_path = optarg;
-            break;
-        case OPT_SEGMAP:
-            segmap_path = optarg;
-            break;
-        case OPT_SWEEP:
-            if ((ret = add_sweep(cmd, optarg, &caps, &ncap, &capcap)))
-                goto done;
-            break;
-        case OPT_TL_EVERY:
-            if (as_cli_parse_u64(optarg, &tl_every) || tl_every == 0) {
-                ret = as_cli_usage(cmd, "--timeline-every %s: a positive count", optarg);
-                goto done;
-            }
-            break;
-        case OPT_THREADS:
-            if (as_cli_parse_u64(optarg, &threads) || threads == 0 || threads > 1024) {
-                ret = as_cli_usage(cmd, "--threads %s: a count from 1 to 1024", optarg);
-                goto done;
-            }
-            break;
-        case OPT_MEMORY:
-            if (as_parse_bytes(optarg, &budget)) {
-                ret = as_cli_usage(cmd, "--memory %s: bytes with an optional unit (2G, 512MiB)",
-                                   optarg);
-                goto done;
-            }
-            break;
-        case OPT_DEVICE:
-            card_slot[ncard] = ncap++;
-            cards[ncard++] = optarg;
-            break;
-        case OPT_OUTSIDE:
-            outside = optarg;
-            break;
-        case AS_CLI_OPT_SNAPSHOT_DEVICE:
-            if ((ret = as_cli_snapshot_device(cmd, optarg)))
-                goto done;
-            break;
-        case OPT_SHARD:
-            if (as_cli_parse_shard(optarg, &shard, &nshards)) {
-                ret = as_cli_usage(cmd, "--shard %s: I/N with 1 <= I <= N", optarg);
-                goto done;
-            }
-            break;
-        case OPT_KEEP:
-            keep = 1;
-            break;
-        case OPT_SKIP_BAD:
-            skip_bad = 1;
-            break;
-        case OPT_CHECK:
-            check = 1;
-            break;
-        case 'q':
-            quiet = 1;
-            break;
-        case 'h':
+    int c, ret = 0;
+    while (!ret && !a->help && (c = getopt_long(argc, argv, ":p:c:f:o:qh", run_opts, NULL)) != -1)
+        ret = run_option(cmd, c, argv, a);
+    if (ret || a->help) {
+        if (a->help)
             fputs(run_help, stdout);
-            goto done;
-        case ':':
-        default:
-            ret = as_cli_bad_option(cmd, c, argv);
-            goto done;
-        }
+        return ret;
     }
-    if (optind >= argc) {
-        ret = as_cli_usage(cmd, "no trace given");
-        goto done;
-    }
-    if (np == 0)
-        ptext[np++] = "torch";
-    for (size_t i = 0; i < ncard; i++) /* a card is its usable memory */
-        if ((ret = as_cli_device(cmd, cards[i], outside, fmt == AS_REPORT_TABLE && !out_path,
-                                 &caps[card_slot[i]])))
-            goto done;
-    if (ncap == 0)
-        caps[ncap++] = AS_CAPACITY_NONE;
-    if (ncap > AS_CLI_MAX_CAPACITIES) {
-        ret = as_cli_usage(cmd,
-                           "%zu capacities from -c and --sweep, more than the %d allowed: use a "
-                           "coarser sweep step",
-                           ncap, AS_CLI_MAX_CAPACITIES);
-        goto done;
-    }
-    specs = calloc(np, sizeof *specs);
-    if (!specs) {
-        as_cli_msg("out of host memory");
-        ret = AS_EXIT_INPUT;
-        goto done;
-    }
-    for (; nspec < np; nspec++)
-        if ((ret = as_cli_parse_spec(cmd, ptext[nspec], &specs[nspec])))
-            goto done;
+    if (optind >= argc)
+        return as_cli_usage(cmd, "no trace given");
+    return 0;
+}
 
-    ctx.seg_path = seg_path;
-    ctx.tl_path = tl_path;
-    /* Every output is checked against the inputs and opened (as a temporary file beside
-     * it) before any work, so a mistake costs nothing and a failure destroys nothing. */
-    const char *outs[] = {out_path ? out_path : "-", seg_path, tl_path, segmap_path};
-    if ((ret = as_out_check(cmd, outs, 4, (const char *const *)argv + optind,
-                            (size_t)(argc - optind))))
-        goto done;
-    if ((ret = as_out_open(out_path, &out)) ||
-        (seg_path && (ret = as_out_open(seg_path, &seg_out))) ||
-        (tl_path && (ret = as_out_open(tl_path, &tl_out))) ||
-        (segmap_path && (ret = as_out_open(segmap_path, &segmap_out))))
-        goto done;
-    if ((seg_out && as_runlog_open_stream(as_out_file(seg_out), AS_RUNLOG_SEGMENTS, &ctx.segs)) ||
-        (tl_out && as_runlog_open_stream(as_out_file(tl_out), AS_RUNLOG_TIMELINE, &ctx.timeline)) ||
-        (segmap_out && as_segmap_open_stream(as_out_file(segmap_out), &ctx.segmap)) ||
-        as_report_create(&rep)) {
+/* The runs' specs and capacities: the defaults, each card's usable memory, the limit on
+ * capacities, every -p parsed. 0 or an exit status. */
+static int run_resolve(const char *cmd, run_args *a, as_policy_spec **specs, size_t *nspec)
+{
+    int ret;
+    if (a->np == 0)
+        a->ptext[a->np++] = "torch";
+    for (size_t i = 0; i < a->ncard; i++) /* a card is its usable memory */
+        if ((ret = as_cli_device(cmd, a->cards[i], a->outside,
+                                 a->fmt == AS_REPORT_TABLE && !a->out_path,
+                                 &a->caps[a->card_slot[i]])))
+            return ret;
+    if (a->ncap == 0)
+        a->caps[a->ncap++] = AS_CAPACITY_NONE;
+    if (a->ncap > AS_CLI_MAX_CAPACITIES)
+        return as_cli_usage(cmd,
+                            "%zu capacities from -c and --sweep, more than the %d allowed: use a "
+                            "coarser sweep step",
+                            a->ncap, AS_CLI_MAX_CAPACITIES);
+    if (!(*specs = calloc(a->np, sizeof **specs))) {
         as_cli_msg("out of host memory");
-        ret = AS_EXIT_INPUT;
-        goto done;
+        return AS_EXIT_INPUT;
     }
-    as_progress_start(&ctx.prog, quiet, "runs");
-    unsigned mine = 0;
-    for (int i = optind; i < argc; i++)
-        if ((unsigned)(i - optind) % nshards == shard) { /* this shard's traces */
-            mine++;
-            ctx.w_total += trace_weight(argv[i]);
-        }
-    ctx.runs_total = (uint64_t)nspec * ncap * mine;
-    as_engine_opts o = {
-        .threads = (unsigned)threads,
-        .keep_going = keep,
-        .check = check,
-        .timeline_every = ctx.timeline ? tl_every : 0,
-        .on_segment = ctx.segs ? cb_segment : NULL,
-        .on_sample = ctx.timeline ? cb_sample : NULL,
-        .on_runs = ctx.prog.on ? cb_runs : NULL,
-        .stop = &as_out_stop,
-        .user = &ctx,
+    for (; *nspec < a->np; (*nspec)++)
+        if ((ret = as_cli_parse_spec(cmd, a->ptext[*nspec], &(*specs)[*nspec])))
+            return ret;
+    return 0;
+}
+
+/* Every output is checked against the inputs and opened (as a temporary file beside it)
+ * before any work, so a mistake costs nothing and a failure destroys nothing. */
+static int run_open(const char *cmd, const run_args *a, char **traces, int ntr, run_out *ro)
+{
+    const char *outs[] = {a->out_path ? a->out_path : "-", a->seg_path, a->tl_path, a->segmap_path};
+    int ret = as_out_check(cmd, outs, 4, (const char *const *)traces, (size_t)ntr);
+    if (ret || (ret = as_out_open(a->out_path, &ro->out)) ||
+        (a->seg_path && (ret = as_out_open(a->seg_path, &ro->seg))) ||
+        (a->tl_path && (ret = as_out_open(a->tl_path, &ro->tl))) ||
+        (a->segmap_path && (ret = as_out_open(a->segmap_path, &ro->map))))
+        return ret;
+    if ((ro->seg && as_runlog_open_stream(as_out_file(ro->seg), AS_RUNLOG_SEGMENTS, &ro->segs)) ||
+        (ro->tl && as_runlog_open_stream(as_out_file(ro->tl), AS_RUNLOG_TIMELINE, &ro->timeline)) ||
+        (ro->map && as_segmap_open_stream(as_out_file(ro->map), &ro->segmap))) {
+        as_cli_msg("out of host memory");
+        return AS_EXIT_INPUT;
+    }
+    return 0;
+}
+
+static void on_progress(void *user, const as_driver_progress *p)
+{
+    run_out *ro = user;
+    if (p->clear) {
+        as_progress_clear(&ro->prog);
+        return;
+    }
+    ro->prog.label = p->label;
+    as_progress_show(&ro->prog, p->done, p->total, p->frac);
+}
+
+static void on_fail(void *user, const as_driver_fail *f)
+{
+    run_out *ro = user;
+    as_progress_clear(&ro->prog);
+    ro->usage = f->usage;
+    if (f->usage)
+        as_cli_usage("run", "%s", f->msg);
+    else
+        as_cli_msg("%s", f->msg);
+}
+
+static void on_note(void *user, const char *msg)
+{
+    as_progress_clear(&((run_out *)user)->prog);
+    as_cli_msg("%s", msg);
+}
+
+/* The driver over the traces, into rep; units (one per trace) get the report's traces'
+ * positions. 0 or an exit status; *interrupted when a signal stopped the work after some
+ * runs had finished (the report holds those). */
+static int run_traces(const run_args *a, const as_policy_spec *specs, size_t nspec, char **traces,
+                      int ntr, run_out *ro, as_report *rep, as_driver_result *res, int *interrupted)
+{
+    as_driver_opts d = {
+        .specs = specs,
+        .nspec = nspec,
+        .caps = a->caps,
+        .ncap = a->ncap,
+        .reader = as_cli_reader_opts(),
+        .engine = {.threads = (unsigned)a->threads,
+                   .keep_going = a->keep,
+                   .check = a->check,
+                   .timeline_every = a->tl_every,
+                   .stop = &as_out_stop},
+        .budget = a->budget,
+        .segs = ro->segs,
+        .timeline = ro->timeline,
+        .seg_name = a->seg_path,
+        .tl_name = a->tl_path,
+        .segmap = ro->segmap,
+        .skip_bad = a->skip_bad,
+        .shard = a->shard,
+        .nshards = a->nshards,
+        .user = ro,
+        .on_progress = ro->prog.on ? on_progress : NULL,
+        .on_fail = on_fail,
+        .on_note = on_note,
     };
     /* From here a first Ctrl-C stops the work after its current batch: the groups of runs
      * that finished are written, whole, and the command exits 130. */
     as_out_graceful(1);
-    int ntr = argc - optind;
-    if (!(bad = calloc((size_t)ntr, 1))) {
-        as_cli_msg("out of host memory");
-        ret = AS_EXIT_INPUT;
-        goto done;
-    }
-    if (ntr > 1)
-        ret = check_traces(argv + optind, ntr, skip_bad, bad, &nbad);
-    for (int i = 0; i < ntr && !ret; i++) {
-        if ((unsigned)i % nshards != shard)
-            continue; /* another shard's trace */
-        ctx.w_cur = trace_weight(argv[optind + i]);
-        unsigned before = as_report_ntraces(rep);
-        if (!bad[i])
-            ret = run_trace(argv[optind + i], &o, &ctx, specs, nspec, caps, ncap, budget, rep);
-        if (as_report_ntraces(rep) > before) /* the report's trace is unit i */
-            units[nunits++] = (unsigned)i;
-        if (ret == AS_EXIT_INPUT && skip_bad) { /* named; its runs are not in the report */
-            bad[i] = 1;
-            nbad++;
-            ret = AS_EXIT_OK;
-        }
-        ctx.runs_before += (uint64_t)nspec * ncap;
-        ctx.w_before += ctx.w_cur;
-    }
-    progress_clear(&ctx);
+    int rc = as_driver_run(&d, traces, (unsigned)ntr, rep, res);
+    as_progress_clear(&ro->prog);
+    int ret = rc == AS_ENGINE_STOPPED ? AS_EXIT_SIGNAL
+              : rc < 0                ? (ro->usage ? AS_EXIT_USAGE : AS_EXIT_INPUT)
+                                      : AS_EXIT_OK;
     if (ret == AS_EXIT_SIGNAL || as_out_stop) {
-        interrupted = 1;
+        *interrupted = 1;
         ret = AS_EXIT_OK;
         if (!as_report_nruns(rep)) { /* nothing finished: the old files are worth more */
             as_cli_msg("interrupted before any run finished; no output written");
             ret = AS_EXIT_SIGNAL;
         }
     }
-    if (ret)
-        goto done;
-    as_cli_warn_small_caps(rep);
-    ret = as_cli_write_status(
-        fmt == AS_REPORT_JSONL
-            ? as_report_write_jsonl(rep, as_out_file(out), units, (unsigned)(argc - optind))
-            : as_report_write(rep, as_out_file(out), fmt),
-        as_out_name(out), ret);
-done:
-    /* Each output is renamed into place only when it and everything before it succeeded. */
-    if (ctx.segs)
-        ret = as_cli_write_status(as_runlog_close(ctx.segs), seg_path, ret);
-    if (ctx.timeline)
-        ret = as_cli_write_status(as_runlog_close(ctx.timeline), tl_path, ret);
-    if (ctx.segmap)
-        ret = as_cli_write_status(as_segmap_close(ctx.segmap), segmap_path, ret);
-    ret = as_out_commit(seg_out, ret);
-    ret = as_out_commit(tl_out, ret);
-    ret = as_out_commit(segmap_out, ret);
-    ret = as_out_commit(out, ret);
-    if (nbad && !ret && !interrupted) {
+    return ret;
+}
+
+/* Closes the logs and renames each output into place only when it and everything before it
+ * succeeded; then the messages about skipped traces and an interrupt. The final status. */
+static int run_close(const run_args *a, run_out *ro, int ret, int interrupted, int ntr,
+                     const as_driver_result *res, const as_report *rep)
+{
+    if (ro->segs)
+        ret = as_cli_write_status(as_runlog_close(ro->segs), a->seg_path, ret);
+    if (ro->timeline)
+        ret = as_cli_write_status(as_runlog_close(ro->timeline), a->tl_path, ret);
+    if (ro->segmap)
+        ret = as_cli_write_status(as_segmap_close(ro->segmap), a->segmap_path, ret);
+    ret = as_out_commit(ro->seg, ret);
+    ret = as_out_commit(ro->tl, ret);
+    ret = as_out_commit(ro->map, ret);
+    ret = as_out_commit(ro->out, ret);
+    if (res->nbad && !ret && !interrupted) {
         as_cli_msg("%u of %d traces could not be read (named above); the report holds the "
                    "others",
-                   nbad, argc - optind);
+                   res->nbad, ntr);
         ret = AS_EXIT_INPUT;
     }
     if ((interrupted || as_out_stop) && !ret) { /* a signal during the writing counts too */
         as_cli_msg("interrupted: %u of %llu runs had finished; the outputs hold those",
-                   rep ? as_report_nruns(rep) : 0, (unsigned long long)ctx.runs_total);
+                   rep ? as_report_nruns(rep) : 0, (unsigned long long)res->runs_total);
         ret = AS_EXIT_SIGNAL;
     }
+    return ret;
+}
+
+int as_cmd_run(int argc, char **argv)
+{
+    const char *cmd = "run";
+    run_args a = {0};
+    run_out ro = {0};
+    as_policy_spec *specs = NULL;
+    size_t nspec = 0;
+    as_report *rep = NULL;
+    as_driver_result res = {0};
+    int interrupted = 0, ret = run_parse(cmd, argc, argv, &a);
+    char **traces = argv + optind;
+    int ntr = argc - optind;
+    if (ret || a.help || (ret = run_resolve(cmd, &a, &specs, &nspec)) ||
+        (ret = run_open(cmd, &a, traces, ntr, &ro)))
+        goto done;
+    if (as_report_create(&rep) || !(res.units = calloc((size_t)ntr, sizeof *res.units))) {
+        as_cli_msg("out of host memory");
+        ret = AS_EXIT_INPUT;
+        goto done;
+    }
+    as_progress_start(&ro.prog, a.quiet, "runs");
+    if ((ret = run_traces(&a, specs, nspec, traces, ntr, &ro, rep, &res, &interrupted)))
+        goto done;
+    as_cli_warn_small_caps(rep);
+    FILE *f = as_out_file(ro.out);
+    int failed = a.fmt == AS_REPORT_JSONL ? as_report_write_jsonl(rep, f, res.units, (unsigned)ntr)
+                                          : as_report_write(rep, f, a.fmt);
+    ret = as_cli_write_status(failed, as_out_name(ro.out), ret);
+done:
+    ret = run_close(&a, &ro, ret, interrupted, ntr, &res, rep);
     as_report_destroy(rep);
     for (size_t i = 0; i < nspec; i++)
         as_policy_spec_free(&specs[i]);
     free(specs);
-    free(caps);
-    free(cards);
-    free(card_slot);
-    free(units);
-    free(ptext);
-    free(bad);
+    free(a.caps);
+    free(a.cards);
+    free(a.card_slot);
+    free(a.ptext);
+    free(res.units);
     return ret;
 }

@@ -21,6 +21,7 @@
 
 #include "cards.h"
 #include "cli.h"
+#include "driver.h"
 #include "outfile.h"
 #include "report.h"
 #include "tune.h"
@@ -545,7 +546,7 @@ int as_cmd_tune(int argc, char **argv)
     ta->curves = DEFAULT_CURVES;
     ta->top = DEFAULT_TOP;
     ta->nshards = 1;
-    ta->o.memory = AS_CLI_MEMORY_DEFAULT;
+    ta->o.memory = AS_DRIVER_MEMORY_DEFAULT;
     if ((st = parse_args(argc, argv, ta))) {
         free(ta);
         return st < 0 ? AS_EXIT_OK : st;

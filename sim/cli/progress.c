@@ -65,20 +65,3 @@ void as_progress_clear(as_progress *p)
         fputs("\r\033[K", stderr);
     p->shown = 0;
 }
-
-double as_progress_engine_frac(const as_engine_progress *e, uint64_t events_total)
-{
-    double total = (double)events_total;
-    if (!events_total) {
-        if (!e->bytes_total || !e->bytes_done)
-            return 0;
-        total = (double)e->decoded * (double)e->bytes_total / (double)e->bytes_done;
-    }
-    if (total < (double)e->events)
-        total = (double)e->events;
-    /* Runs still going handle every event left; finished ones are done. */
-    double active = (double)(e->runs - e->runs_done);
-    double left = active * (total - (double)e->events);
-    double done = (double)e->run_events;
-    return done + left > 0 ? done / (done + left) : 0;
-}
