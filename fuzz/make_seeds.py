@@ -46,6 +46,17 @@ shared = ev("alloc", 0x5000, 256)
 w("fuzz/corpus/pickle/memo.pickle", pickle.dumps(snap([[shared, shared, ev("free_completed", 0x5000, 256)]]), protocol=4))
 w("fuzz/corpus/pickle/annotations.pickle",
   pickle.dumps({"segments": [], "device_traces": [basic[:3]], "external_annotations": [{"stage": "x"}]}, protocol=4))
+# entries laid out as torch 2.11 writes them (the pickle VM's fast path): keys in one order,
+# fresh strings, frames lists of {filename, line, name} dicts (empty, one, several)
+def tev(action, addr, i, nframes):
+    frames = [{"filename": "/opt/model.py", "line": 100 + i + k, "name": "forward"}
+              for k in range(nframes)]
+    return dict(ev(action, addr, 256 + i, 0, 1000 + i), compile_context="N" + "/A",
+                user_metadata="", frames=frames)
+w("fuzz/corpus/pickle/torch_entries.pickle",
+  pickle.dumps(snap([[tev("alloc", 0x7000 + 0x200 * i, i, i % 4) for i in range(20)] +
+                     [tev("free_completed", 0x7000 + 0x200 * i, i, 0) for i in range(6)]],
+                    seg, settings), protocol=4))
 w("fuzz/corpus/pickle/bad_type.pickle", pickle.dumps({"device_traces": 3}, protocol=4))
 w("fuzz/corpus/pickle/floats_big.pickle",
   pickle.dumps(snap([[ev("alloc", 2**63, 2**47, 2**64 - 1, -5), ev("free_completed", 2**63, 2**47, 0, 1.5)]]), protocol=5))

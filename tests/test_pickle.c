@@ -6,6 +6,7 @@
  * corruption), and one real snapshot against golden values read with Python's pickle.
  */
 #include <CUnit/CUnit.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -719,6 +720,194 @@ static void pickle_real_snapshot(void)
     free(buf);
 }
 
+/* ---- the fast path against the general VM ------------------------------------------ */
+
+/* A text dump of the value tree under r: every value's type, offset and content, items in
+ * order; at most max values (memo references can make a small tree a huge one). */
+typedef struct dump {
+    char *s;
+    size_t n, cap, left;
+} dump;
+
+static void dput(dump *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void dput(dump *d, const char *fmt, ...)
+{
+    char tmp[160];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (k < 0)
+        return;
+    if (d->n + (size_t)k + 1 > d->cap) {
+        d->cap = (d->n + (size_t)k + 1) * 2;
+        d->s = realloc(d->s, d->cap);
+    }
+    memcpy(d->s + d->n, tmp, (size_t)k + 1);
+    d->n += (size_t)k;
+}
+
+static void dump_tree(dump *d, const as_pk *pk, as_pk_ref r)
+{
+    as_pk_ref *todo = malloc(sizeof *todo * 4096);
+    size_t nt = 0;
+    todo[nt++] = r;
+    while (nt && d->left) {
+        r = todo[--nt];
+        d->left--;
+        as_pk_type t = as_pk_type_of(pk, r);
+        dput(d, "%s@%llu/%d/%d:", as_pk_type_name(t), (unsigned long long)as_pk_offset(pk, r),
+             as_pk_streamed(pk, r), as_pk_interned(pk, r));
+        int64_t i;
+        double f;
+        const char *s;
+        size_t n;
+        if (t == AS_PK_STR || t == AS_PK_BYTES) {
+            as_pk_str(pk, r, &s, &n);
+            dput(d, "%zu:%.*s;", n, (int)(n > 64 ? 64 : n), s);
+        } else if (t == AS_PK_INT || t == AS_PK_BOOL) {
+            as_pk_int(pk, r, &i);
+            dput(d, "%lld;", (long long)i);
+        } else if (t == AS_PK_FLOAT) {
+            as_pk_float(pk, r, &f);
+            dput(d, "%a;", f);
+        } else if (t == AS_PK_LIST || t == AS_PK_TUPLE || t == AS_PK_DICT) {
+            dput(d, "%zu[", as_pk_len(pk, r));
+            as_pk_iter it;
+            as_pk_ref k, v;
+            as_pk_ref items[2048];
+            size_t m = 0;
+            as_pk_iter_init(&it, pk, r);
+            if (t == AS_PK_DICT) {
+                while (m + 2 <= 2048 && as_pk_iter_next_pair(&it, &k, &v))
+                    items[m++] = k, items[m++] = v;
+            } else {
+                while (m < 2048 && as_pk_iter_next(&it, &k))
+                    items[m++] = k;
+            }
+            while (m-- > 0 && nt < 4096) /* pushed last first: visited in order */
+                todo[nt++] = items[m];
+        }
+    }
+    free(todo);
+}
+
+/* as_pk_parse with and without the fast path: the same result, error or tree. */
+static int parse_both_same(const uint8_t *b, size_t n, const as_pk_limits *lim)
+{
+    as_pk_limits l[2] = {{0}, {0}};
+    if (lim)
+        l[0] = l[1] = *lim;
+    l[1].vm_only = 1;
+    as_pk *pk[2] = {NULL, NULL};
+    as_pk_error e[2];
+    int rc[2];
+    dump d[2] = {{.left = 200000}, {.left = 200000}};
+    for (int k = 0; k < 2; k++) {
+        memset(&e[k], 0, sizeof e[k]);
+        rc[k] = as_pk_parse(b, n, &l[k], &pk[k], &e[k]);
+        dput(&d[k], "rc %d at %llu: %s\n", rc[k], (unsigned long long)e[k].offset,
+             rc[k] ? e[k].msg : "");
+        if (!rc[k])
+            dump_tree(&d[k], pk[k], as_pk_root(pk[k]));
+        as_pk_free(pk[k]);
+    }
+    int same = d[0].n == d[1].n && memcmp(d[0].s, d[1].s, d[0].n) == 0;
+    if (!same)
+        fprintf(stderr, "\nfast: %.300s\nvm:   %.300s\n", d[0].s, d[1].s);
+    free(d[0].s), free(d[1].s);
+    CU_ASSERT(same);
+    return rc[0];
+}
+
+/* as_pk_stream with and without the fast path: the same items, in the same batches, the
+ * same final tree or error. */
+static void stream_both_same(const uint8_t *b, size_t n)
+{
+    dump d[2] = {{.left = 2000000}, {.left = 2000000}};
+    for (int k = 0; k < 2; k++) {
+        as_pk_stream *ps = NULL;
+        as_pk_error e = {0};
+        as_pk_limits lim = {.vm_only = k};
+        int rc = as_pk_stream_open_mem(b, n, &lim, &ps, &e);
+        as_pk_item it;
+        while (!rc && (rc = as_pk_stream_next(ps, &it, &e)) == 1) {
+            dput(&d[k], "%u/%llu g%llu @%llu ", it.device, (unsigned long long)it.index,
+                 (unsigned long long)as_pk_stream_generation(ps),
+                 (unsigned long long)as_pk_stream_offset(ps));
+            dump_tree(&d[k], as_pk_stream_tree(ps), it.ref);
+            rc = 0;
+        }
+        dput(&d[k], "\nrc %d at %llu: %s\n", rc, (unsigned long long)e.offset, rc ? e.msg : "");
+        if (rc == 0 && ps)
+            dump_tree(&d[k], as_pk_stream_tree(ps), as_pk_root(as_pk_stream_tree(ps)));
+        as_pk_stream_close(ps);
+    }
+    int same = d[0].n == d[1].n && memcmp(d[0].s, d[1].s, d[0].n) == 0;
+    if (!same) {
+        size_t i = 0;
+        while (i < d[0].n && i < d[1].n && d[0].s[i] == d[1].s[i])
+            i++;
+        i = i > 100 ? i - 100 : 0;
+        fprintf(stderr, "\nstreams differ: fast ...%.300s\nvm   ...%.300s\n", d[0].s + i,
+                d[1].s + i);
+    }
+    free(d[0].s), free(d[1].s);
+    CU_ASSERT(same);
+}
+
+static void pickle_fast_path_same_as_vm(void)
+{
+    /* Every real snapshot, whole and streamed; then a prefix of the one with stack frames,
+     * corrupted at random and parsed under tight limits: the fast path must give the VM's
+     * tree, items, error code, offset and message every time. */
+    static const char *const snaps[] = {
+        "tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst",
+        "tests/data/torch-2.11-h200/moe_like.pickle.zst",
+        "tests/data/torch-2.11-h200-streams/streams2_default.pickle.zst",
+        "tests/data/torch-2.11-h200-pools/graph_probe.pickle.zst",
+    };
+    for (size_t i = 0; i < sizeof snaps / sizeof snaps[0]; i++) {
+        size_t len = 0;
+        uint8_t *buf = load_zst(tu_path(snaps[i]), &len);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+        CU_ASSERT_EQUAL(parse_both_same(buf, len, NULL), 0);
+        stream_both_same(buf, len);
+        free(buf);
+    }
+    size_t len = 0;
+    uint8_t *buf = load_zst(tu_path(snaps[0]), &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+    CU_ASSERT_EQUAL_FATAL(buf[2], 0x95); /* FRAME */
+    const size_t n = 24000; /* entries with frames start at byte 1290 */
+    static const as_pk_limits lims[] = {
+        {0},
+        {.max_nodes = 700},
+        {.max_stack = 40},
+        {.max_marks = 3},
+        {.max_memo = 300},
+        {.max_memory = 40000},
+    };
+    uint64_t st = tu_seed("pickle_fast_path_same_as_vm");
+    uint8_t *c = malloc(n);
+    for (int round = 0; round < 600; round++) {
+        memcpy(c, buf, n);
+        int flips = (int)(tu_rand(&st) % 4);
+        for (int f = 0; f < flips; f++)
+            c[1290 + tu_rand(&st) % (n - 1290)] = (uint8_t)tu_rand(&st);
+        size_t cut = n - (size_t)(tu_rand(&st) % 64); /* ends anywhere in an entry */
+        uint64_t flen = cut - 11; /* the first FRAME (at 2) ends at the cut, not past it */
+        for (int k = 0; k < 8; k++)
+            c[3 + k] = (uint8_t)(flen >> (8 * k));
+        parse_both_same(c, cut, &lims[round % (sizeof lims / sizeof lims[0])]);
+        if (round % 50 == 0)
+            stream_both_same(c, cut);
+    }
+    free(c);
+    free(buf);
+}
+
 CU_TestInfo test_pickle[] = {
     {"ints", pickle_ints},
     {"wide_ints_refused", pickle_wide_ints_refused},
@@ -734,5 +923,6 @@ CU_TestInfo test_pickle[] = {
     {"bombs", pickle_bombs},
     {"random_corruption", pickle_random_corruption},
     {"real_snapshot", pickle_real_snapshot},
+    {"fast_path_same_as_vm", pickle_fast_path_same_as_vm},
     CU_TEST_INFO_NULL,
 };

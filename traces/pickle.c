@@ -21,94 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pickle_internal.h"
 #include "trace.h"
 #include "trace_internal.h"
-
-#define PK_HARD_MAX_NODES 0x7FFFFFFEull /* refs are 31 bits; AS_PK_NIL stays free */
-#define AS_PK_IBIT 0x80000000u          /* ref into the interned table */
-#define PK_WINDOW (64u << 10)           /* bytes asked of the instream at a time */
-#define PK_MEMO_SLACK 4096u             /* memo indices allowed past the bytes read */
-#define PK_FRAME_CHECK (16u << 20)      /* a FRAME up to this long is checked for truncation */
-
-enum { PKF_TRACE = 1, PKF_DROPPED = 2 }; /* pk_node.flags */
-
-typedef struct pk_node {
-    uint8_t type;
-    uint8_t flags;
-    uint16_t dev; /* PKF_TRACE: the device index */
-    uint32_t a;   /* STR/BYTES: length; containers: item cells (dict: 2 per pair), or the
-                     items handed out for a streamed list */
-    uint64_t off; /* input offset of the opcode (STR/BYTES: of the bytes) */
-    union {
-        int64_t i;
-        double f;
-        uint64_t data; /* STR/BYTES: offset in the byte pool */
-        uint32_t head; /* first chunk (the newest one while parsing), or AS_PK_NIL */
-    } u;
-} pk_node;
-
-_Static_assert(sizeof(pk_node) == 24, "pk_node is meant to stay 24 bytes");
-
-struct as_pk {
-    int protocol;
-    as_pk_ref root;
-    pk_node *nodes;
-    size_t nnodes, capnodes;
-    uint32_t *cells;
-    size_t ncells, capcells;
-    uint8_t *bytes;
-    size_t nbytes, capbytes;
-    /* interned values: memoized strings and numbers that outlived their batch, and one
-     * dropped-container marker per type (inodes[0..2]) */
-    pk_node *inodes;
-    size_t ninodes, capinodes;
-    uint8_t *ibytes;
-    size_t nibytes, capibytes;
-    uint32_t *ihash; /* open addressing: inode index + 1, 0 = empty */
-    size_t capihash;
-};
-
-/* Where the pools ended when a MARK was pushed, and the oldest container written since. */
-typedef struct pk_mark {
-    size_t stack, nodes, cells, bytes, dirty;
-    uint32_t low; /* lowest container ref that got items above this mark (UINT32_MAX: none) */
-} pk_mark;
-
-/* Parser state. For as_pk_parse it lives on the stack; for as_pk_stream it persists. */
-typedef struct pk_parser {
-    as_pk *pk;
-    as_pk_limits lim;
-    as_pk_error *err;
-    uint64_t pos; /* offset of the current opcode */
-    /* input window: w[wp..wn) unread; wbase = offset of w[0]; in == NULL: all in memory */
-    as_instream *in;
-    const uint8_t *w;
-    size_t wn, wp;
-    uint64_t wbase;
-    uint64_t mem; /* bytes of every pool's capacity, against lim.max_memory */
-    as_pk_ref *stack;
-    size_t nstack, capstack;
-    size_t stack_room; /* min(capstack, max_stack): push's one check */
-    pk_mark *marks;
-    size_t nmarks, capmarks;
-    as_pk_ref *memo; /* AS_PK_NIL = unset */
-    size_t capmemo, memo_len;
-    uint32_t *dirty; /* memo indices set while a MARK was open, newest last */
-    size_t ndirty, capdirty;
-    int streaming;
-    /* a streamed batch being handed out: stack[pend_m .. pend_m + pend_n) */
-    uint8_t pend_op;
-    size_t pend_m, pend_n, pend_i;
-    as_pk_ref pend_list;
-    pk_mark pend_mark;
-    int done;
-    uint64_t generation; /* cut-backs so far */
-} pk_parser;
-
-struct as_pk_stream {
-    pk_parser p;
-    as_pk_error err;
-};
 
 /* Opcode names, for messages (NULL: not a pickle opcode). */
 static const char *const op_names[256] = {
@@ -241,17 +156,6 @@ static inline int pgrow(pk_parser *p, void **arr, size_t *cap, size_t need, size
                         const char *what)
 {
     return need <= *cap ? 0 : pgrow_slow(p, arr, cap, need, elem, what);
-}
-
-static inline int ibit(as_pk_ref r)
-{
-    return (r & AS_PK_IBIT) != 0;
-}
-
-/* The node behind r (main arena or interned table); r must be valid. */
-static inline pk_node *nd(const as_pk *pk, as_pk_ref r)
-{
-    return ibit(r) ? &pk->inodes[r & ~AS_PK_IBIT] : &pk->nodes[r];
 }
 
 static inline const uint8_t *str_bytes(const as_pk *pk, as_pk_ref r, const pk_node *n)
@@ -703,7 +607,7 @@ static int is_device_traces(const pk_parser *p, size_t i)
 /* Whether the list at stack[i], about to get items, is root["device_traces"][d]: either
  * the next single APPEND to the list below it, or an item of the APPENDS batch above
  * the MARK just above that list. Sets PKF_TRACE and the device on it. */
-static int trace_list(pk_parser *p, size_t i)
+int as_pk_vm_trace_list(pk_parser *p, size_t i)
 {
     as_pk *pk = p->pk;
     as_pk_ref l = p->stack[i];
@@ -862,7 +766,7 @@ static int end_batch(pk_parser *p)
 
 /* APPENDS, SETITEMS and TUPLE: the items above the innermost MARK go into the container
  * below it (or a new tuple). APPENDS onto a trace list starts a streamed batch instead. */
-static int op_fill(pk_parser *p, uint8_t op, size_t at)
+int as_pk_vm_fill(pk_parser *p, uint8_t op, size_t at)
 {
     int rc;
     as_pk_ref r = AS_PK_NIL;
@@ -885,7 +789,7 @@ static int op_fill(pk_parser *p, uint8_t op, size_t at)
     as_pk_ref c = p->stack[m - 1];
     if ((rc = check_target(p, op, c, op == 'e' ? AS_PK_LIST : AS_PK_DICT)))
         return rc;
-    if (op == 'e' && p->streaming && trace_list(p, m - 1)) {
+    if (op == 'e' && p->streaming && as_pk_vm_trace_list(p, m - 1)) {
         pk_mark mk = p->marks[--p->nmarks];
         p->wp = at + 1;
         start_batch(p, op, c, m, &mk);
@@ -989,7 +893,7 @@ static int op_string(pk_parser *p, uint8_t op, size_t at, const uint8_t *arg, si
 
 /* APPEND (list item) and SETITEM (dict key value); an APPEND to a trace list is a streamed
  * batch of one (1). */
-static int op_append(pk_parser *p, uint8_t op, size_t at)
+int as_pk_vm_append(pk_parser *p, uint8_t op, size_t at)
 {
     int rc;
     size_t k = op == 'a' ? 1 : 2;
@@ -998,7 +902,7 @@ static int op_append(pk_parser *p, uint8_t op, size_t at)
     as_pk_ref c = p->stack[p->nstack - k - 1];
     if ((rc = check_target(p, op, c, op == 'a' ? AS_PK_LIST : AS_PK_DICT)))
         return rc;
-    if (op == 'a' && p->streaming && trace_list(p, p->nstack - 2)) {
+    if (op == 'a' && p->streaming && as_pk_vm_trace_list(p, p->nstack - 2)) {
         p->wp = at + 1;
         return start_batch(p, op, c, p->nstack - 1, NULL);
     }
@@ -1058,6 +962,8 @@ static int run(pk_parser *p)
 {
     int rc;
     for (;;) {
+        if (p->fast && (rc = as_pk_fast_run(p)) != 0)
+            return rc;
         if (p->wn - p->wp < 16 && (rc = refill(p, 16)))
             return rc;
         size_t at = p->wp;
@@ -1105,12 +1011,12 @@ static int run(pk_parser *p)
             break;
         case 'a':
         case 's': /* APPEND, SETITEM */
-            rc = op_append(p, op, at);
+            rc = as_pk_vm_append(p, op, at);
             break;
         case 'e':
         case 'u':
         case 't': /* APPENDS, SETITEMS, TUPLE */
-            rc = op_fill(p, op, at);
+            rc = as_pk_vm_fill(p, op, at);
             break;
         case 0x85:
         case 0x86:
@@ -1138,6 +1044,7 @@ static int run(pk_parser *p)
 static int parser_init(pk_parser *p, const as_pk_limits *lim, as_pk_error *err)
 {
     set_limits(&p->lim, lim);
+    p->fast = !p->lim.vm_only;
     p->err = err;
     p->pk = calloc(1, sizeof *p->pk);
     if (!p->pk)
@@ -1256,6 +1163,28 @@ out:
     return rc;
 }
 
+int as_pk_stream_open_mem(const uint8_t *buf, size_t len, const as_pk_limits *lim,
+                          as_pk_stream **out, as_pk_error *err)
+{
+    as_instream *in = NULL;
+    as_trace_error te;
+    int rc = as_instream_open_mem(buf, len, "pickle", &in, &te);
+    *out = NULL;
+    if (rc) {
+        if (err) {
+            *err = (as_pk_error){.code = rc};
+            snprintf(err->msg, sizeof err->msg, "%.*s", (int)sizeof err->msg - 1, te.msg);
+        }
+        return rc;
+    }
+    if ((rc = as_pk_stream_open(in, lim, out, err))) {
+        as_instream_close(in);
+        return rc;
+    }
+    (*out)->own = in;
+    return 0;
+}
+
 uint64_t as_pk_stream_generation(const as_pk_stream *ps)
 {
     return ps->p.generation;
@@ -1276,6 +1205,7 @@ void as_pk_stream_close(as_pk_stream *ps)
     if (!ps)
         return;
     parser_free(&ps->p);
+    as_instream_close(ps->own);
     free(ps);
 }
 

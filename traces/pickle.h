@@ -55,6 +55,8 @@ typedef struct as_pk_limits {
     uint64_t max_memo;   /* memo index bound (default 2^26; never above the bytes read) */
     uint64_t max_memory; /* host bytes of parser state: values, items, strings, memo,
                             stack (default 1 GiB) */
+    int vm_only;         /* 1: the general opcode loop alone, without its fast path for
+                            trace entries (the tests compare the two) */
 } as_pk_limits;
 
 #define AS_PK_DEFAULT_MAX_INPUT (16ull << 30)
@@ -89,6 +91,10 @@ typedef struct as_pk_item {
 /* Starts reading a pickle from in (which must outlive the stream). */
 int as_pk_stream_open(struct as_instream *in, const as_pk_limits *lim, as_pk_stream **out,
                       as_pk_error *err);
+/* The same over a memory buffer buf[0..len) (tests, fuzzers), which must outlive the
+ * stream; the stream owns the instream it reads through. */
+int as_pk_stream_open_mem(const uint8_t *buf, size_t len, const as_pk_limits *lim,
+                          as_pk_stream **out, as_pk_error *err);
 /* Parses on to the next trace entry: 1 with *item, 0 at STOP (the pickle is complete and
  * nothing follows it), or < 0 with *err filled. */
 int as_pk_stream_next(as_pk_stream *ps, as_pk_item *item, as_pk_error *err);

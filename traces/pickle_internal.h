@@ -1,0 +1,129 @@
+/*
+ * pickle_internal.h - the pickle reader's state, shared by the general VM (pickle.c) and
+ * its fast path for the opcodes trace entries are made of (pickle_fast.c); internal to
+ * traces/. Invariant: the fast path changes this state only as the VM's own opcode would,
+ * so either may run the next opcode.
+ */
+#ifndef AS_TRACES_PICKLE_INTERNAL_H
+#define AS_TRACES_PICKLE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pickle.h"
+#include "trace_internal.h"
+
+#define PK_HARD_MAX_NODES 0x7FFFFFFEull /* refs are 31 bits; AS_PK_NIL stays free */
+#define AS_PK_IBIT 0x80000000u          /* ref into the interned table */
+#define PK_WINDOW (64u << 10)           /* bytes asked of the instream at a time */
+#define PK_MEMO_SLACK 4096u             /* memo indices allowed past the bytes read */
+#define PK_FRAME_CHECK (16u << 20)      /* a FRAME up to this long is checked for truncation */
+
+enum { PKF_TRACE = 1, PKF_DROPPED = 2 }; /* pk_node.flags */
+
+typedef struct pk_node {
+    uint8_t type;
+    uint8_t flags;
+    uint16_t dev; /* PKF_TRACE: the device index */
+    uint32_t a;   /* STR/BYTES: length; containers: item cells (dict: 2 per pair), or the
+                     items handed out for a streamed list */
+    uint64_t off; /* input offset of the opcode (STR/BYTES: of the bytes) */
+    union {
+        int64_t i;
+        double f;
+        uint64_t data; /* STR/BYTES: offset in the byte pool */
+        uint32_t head; /* first chunk (the newest one while parsing), or AS_PK_NIL */
+    } u;
+} pk_node;
+
+_Static_assert(sizeof(pk_node) == 24, "pk_node is meant to stay 24 bytes");
+
+struct as_pk {
+    int protocol;
+    as_pk_ref root;
+    pk_node *nodes;
+    size_t nnodes, capnodes;
+    uint32_t *cells;
+    size_t ncells, capcells;
+    uint8_t *bytes;
+    size_t nbytes, capbytes;
+    /* interned values: memoized strings and numbers that outlived their batch, and one
+     * dropped-container marker per type (inodes[0..2]) */
+    pk_node *inodes;
+    size_t ninodes, capinodes;
+    uint8_t *ibytes;
+    size_t nibytes, capibytes;
+    uint32_t *ihash; /* open addressing: inode index + 1, 0 = empty */
+    size_t capihash;
+};
+
+/* Where the pools ended when a MARK was pushed, and the oldest container written since. */
+typedef struct pk_mark {
+    size_t stack, nodes, cells, bytes, dirty;
+    uint32_t low; /* lowest container ref that got items above this mark (UINT32_MAX: none) */
+} pk_mark;
+
+/* Parser state. For as_pk_parse it lives on the stack; for as_pk_stream it persists. */
+typedef struct pk_parser {
+    as_pk *pk;
+    as_pk_limits lim;
+    as_pk_error *err;
+    uint64_t pos; /* offset of the current opcode */
+    /* input window: w[wp..wn) unread; wbase = offset of w[0]; in == NULL: all in memory */
+    as_instream *in;
+    const uint8_t *w;
+    size_t wn, wp;
+    uint64_t wbase;
+    uint64_t mem; /* bytes of every pool's capacity, against lim.max_memory */
+    as_pk_ref *stack;
+    size_t nstack, capstack;
+    size_t stack_room; /* min(capstack, max_stack): push's one check */
+    pk_mark *marks;
+    size_t nmarks, capmarks;
+    as_pk_ref *memo; /* AS_PK_NIL = unset */
+    size_t capmemo, memo_len;
+    uint32_t *dirty; /* memo indices set while a MARK was open, newest last */
+    size_t ndirty, capdirty;
+    int streaming;
+    int fast; /* the fast path runs what it can (0: the general VM alone) */
+    /* a streamed batch being handed out: stack[pend_m .. pend_m + pend_n) */
+    uint8_t pend_op;
+    size_t pend_m, pend_n, pend_i;
+    as_pk_ref pend_list;
+    pk_mark pend_mark;
+    int done;
+    uint64_t generation; /* cut-backs so far */
+} pk_parser;
+
+struct as_pk_stream {
+    pk_parser p;
+    as_pk_error err;
+    as_instream *own; /* as_pk_stream_open_mem's instream, closed with the stream */
+};
+
+static inline int ibit(as_pk_ref r)
+{
+    return (r & AS_PK_IBIT) != 0;
+}
+
+/* The node behind r (main arena or interned table); r must be valid. */
+static inline pk_node *nd(const as_pk *pk, as_pk_ref r)
+{
+    return ibit(r) ? &pk->inodes[r & ~AS_PK_IBIT] : &pk->nodes[r];
+}
+
+/* The VM's opcodes that the fast path hands on (pickle.c): each does exactly what the
+ * general loop does for the opcode at offset at of the window (p->pos already set), and
+ * returns 0, 1 (a streamed batch to hand out, p->wp already past) or < 0 (the error). */
+int as_pk_vm_fill(pk_parser *p, uint8_t op, size_t at); /* APPENDS, SETITEMS */
+/* Whether the list at stack[i], about to get items, is root["device_traces"][d] (whose
+ * items are streamed): 1 or 0; it marks the list so when it is. */
+int as_pk_vm_trace_list(pk_parser *p, size_t i);
+int as_pk_vm_append(pk_parser *p, uint8_t op, size_t at); /* APPEND, SETITEM */
+
+/* The fast path (pickle_fast.c): runs opcodes from p->wp while they are of the kinds trace
+ * entries use and the window holds them. 0 at the first opcode it leaves to the VM (p->wp
+ * is there), 1 with a streamed batch, or < 0. */
+int as_pk_fast_run(pk_parser *p);
+
+#endif
