@@ -383,7 +383,7 @@ static int row_time(rmm_st *s, const field *f, int64_t *tp, as_trace_error *err)
     int64_t t = AS_TIME_NONE;
     if (s->col[C_TIME] >= 0) {
         const field *ft = &f[s->col[C_TIME]];
-        int64_t us;
+        int64_t us = 0; /* set by the parser on success (gcc -Og cannot see it) */
         if ((s->cnmem ? parse_secs(ft, &us) : parse_hms(ft, &us)) < 0)
             return bad_row(s, err, ft->b,
                            s->cnmem ? "bad time '%.*s' (expected seconds)"
@@ -433,11 +433,11 @@ static int row_alloc(rmm_st *s, as_live_ent *le, uint64_t ptr, uint64_t size, ui
         /* lenient: the old block must have been freed without a log line */
         ev->op = AS_OP_FREE;
         ev->id = le->out_id;
-        as_live_remove(&s->ptrs, le);
+        as_live_del(&s->ptrs, le);
         s->have_pending = 1;
         s->pending = (as_event){
             .op = AS_OP_ALLOC, .id = s->next_id++, .size = size, .stream = stream, .time_us = t};
-        le = as_live_insert(&s->ptrs, ptr);
+        le = as_live_add(&s->ptrs, ptr);
         if (!le)
             return fail_at(s, err, AS_ENOMEM, NULL, "out of memory");
         le->out_id = s->pending.id;
@@ -445,7 +445,7 @@ static int row_alloc(rmm_st *s, as_live_ent *le, uint64_t ptr, uint64_t size, ui
         le->stream = stream;
         return 0;
     }
-    le = as_live_insert(&s->ptrs, ptr);
+    le = as_live_add(&s->ptrs, ptr);
     if (!le)
         return fail_at(s, err, AS_ENOMEM, NULL, "out of memory");
     le->out_id = s->next_id;
@@ -516,7 +516,7 @@ static int parse_row(rmm_st *s, as_event *ev, as_trace_error *err)
         set_count(s, "rmm.null_pointer_rows", s->null_rows);
         return 1;
     }
-    as_live_ent *le = as_live_find(&s->ptrs, ptr);
+    as_live_ent *le = as_live_get(&s->ptrs, ptr);
     if (act == ALLOCATE)
         return row_alloc(s, le, ptr, size, stream, t, fp, fs, ev, err);
     /* free */
@@ -533,7 +533,7 @@ static int parse_row(rmm_st *s, as_event *ev, as_trace_error *err)
     }
     ev->op = AS_OP_FREE;
     ev->id = le->out_id;
-    as_live_remove(&s->ptrs, le);
+    as_live_del(&s->ptrs, le);
     return 0;
 }
 
