@@ -256,6 +256,11 @@ const as_trace_error *as_trace_reader_error(const as_trace_reader *r)
     return r->rc < 0 ? &r->err : NULL;
 }
 
+const as_snapshot_record *as_trace_reader_snapshot(const as_trace_reader *r)
+{
+    return r && r->ops->record ? r->ops->record(r->st) : NULL;
+}
+
 const as_meta *as_trace_reader_meta(const as_trace_reader *r)
 {
     return &r->meta;

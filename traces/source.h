@@ -59,6 +59,8 @@ typedef struct as_source_ops {
     void (*close)(void *st);
     /* Optional (NULL: no frames): the call-site table, complete once open returned. */
     const as_sites *(*sites)(const void *st);
+    /* Optional: a snapshot's record (trace.h as_trace_reader_snapshot). */
+    const as_snapshot_record *(*record)(const void *st);
 } as_source_ops;
 
 /* Wraps an already-open decoder state (a workload generator, for instance) in a reader,

@@ -75,6 +75,7 @@ typedef struct snap_ev {
 
 typedef struct pre_block {
     uint64_t addr, size, stream;
+    uint64_t blk; /* its block's size at the dump when live there, else 0 */
     uint32_t idx; /* order of discovery, the provisional id */
 } pre_block;
 
@@ -105,8 +106,10 @@ typedef struct snap_state {
     snap_ev *ev; /* one pass: every event; two passes: a queue of the next few */
     size_t nev, pos;
     uint64_t warnings;
-    snap_build *b;  /* two passes: the second one, reading on demand */
-    size_t pre_out; /* prehistoric ALLOCs handed out so far */
+    snap_build *b;          /* two passes: the second one, reading on demand */
+    size_t pre_out;         /* prehistoric ALLOCs handed out so far */
+    as_snapshot_record rec; /* what the snapshot records beside its events */
+    void *owned[4];         /* rec's arrays */
 } snap_state;
 
 /* Everything the conversion needs; in one pass it is freed before open returns. */
@@ -124,7 +127,16 @@ struct snap_build {
     uint64_t *dev_entries; /* pass 1: trace entries per device_traces index */
     size_t ndev_entries, capdev;
     unsigned ndevices; /* lists in device_traces */
-    snap_entry cur;    /* the alloc/free entry waiting for the next one (free pairing) */
+    /* Pass 1's record (as_snapshot_record): the device's segment entries, its segments and
+     * blocks at the dump. alloc_entries counts the alloc entries read so far. */
+    as_snap_segev *segev;
+    size_t nsegev, capsegev;
+    as_snap_seg *segs;
+    size_t nsegs, capsegs;
+    as_snap_block *blocks;
+    size_t nblocks, capblocks;
+    uint64_t alloc_entries, entries;
+    snap_entry cur; /* the alloc/free entry waiting for the next one (free pairing) */
     int have_cur;
     /* Keys and action names are mostly shared (memoized) strings, so the same few refs come
      * back for every entry: remember what each means instead of comparing strings. */
@@ -313,6 +325,24 @@ static inline int lookup(snap_build *b, as_pk_ref r, int key)
     return v;
 }
 
+/* A segment_alloc/free/map/unmap entry of the device read, for the record (pass 1); one
+ * without integer addr and size is left out. Returns 0 or -1 (host memory). */
+static int record_segev(snap_build *b, int name, as_pk_ref addr, as_pk_ref size, as_pk_ref stream)
+{
+    int64_t a, s, st = 0;
+    if (as_pk_int(b->pk, addr, &a) || as_pk_int(b->pk, size, &s) || s <= 0)
+        return 0;
+    as_pk_int(b->pk, stream, &st);
+    if (grow((void **)&b->segev, &b->capsegev, b->nsegev + 1, sizeof *b->segev))
+        return -1;
+    b->segev[b->nsegev++] = (as_snap_segev){.alloc = b->alloc_entries,
+                                            .addr = (uint64_t)a,
+                                            .size = (uint64_t)s,
+                                            .stream = (uint64_t)st,
+                                            .action = (uint8_t)(name - NAME_SEG_ALLOC)};
+    return 0;
+}
+
 /* Reads trace entry e (device_traces[device][index]) into *x: 1 for an alloc/free entry, 0
  * for another (counted) or one skipped (lenient), < 0 on error. */
 static int entry_fields(snap_build *b, as_pk_ref e, uint64_t index, snap_entry *x)
@@ -368,6 +398,13 @@ static int entry_fields(snap_build *b, as_pk_ref e, uint64_t index, snap_entry *
     else
         b->unknown_actions++;
     int64_t i64;
+    if (b->pass == 1) {
+        b->entries++;
+        b->alloc_entries += name == ACT_ALLOC;
+        if (name >= NAME_SEG_ALLOC && name <= NAME_SEG_UNMAP &&
+            record_segev(b, name, addr, size, stream))
+            return oom(b);
+    }
     if ((name >= NAME_SEG_ALLOC && name <= NAME_SEG_UNMAP) && as_pk_int(pk, size, &i64) == 0 &&
         i64 > 0) {
         if (name == NAME_SEG_ALLOC || name == NAME_SEG_MAP)
@@ -577,6 +614,47 @@ static int feed_end(snap_build *b)
     return rc < 0 ? rc : 0;
 }
 
+/* One segment of the device read at the dump, for the record: its range, stream, pool
+ * (small/large), whether expandable, and its private pool id. 0 or -1 (host memory). */
+static int record_segment(snap_build *b, as_pk_ref seg, uint64_t stream)
+{
+    const as_pk *pk = b->pk;
+    as_snap_seg x = {.stream = stream, .first = b->nblocks};
+    get_u64(b, seg, "address", &x.addr);
+    get_u64(b, seg, "total_size", &x.size);
+    x.small = as_pk_str_eq(pk, dget(b, seg, "segment_type"), "small");
+    int64_t v = 0;
+    x.expandable = as_pk_int(pk, dget(b, seg, "is_expandable"), &v) == 0 && v;
+    as_pk_iter it;
+    as_pk_ref id;
+    as_pk_iter_init(&it, pk, dget(b, seg, "segment_pool_id"));
+    for (int k = 0; k < 2 && as_pk_iter_next(&it, &id); k++)
+        as_pk_int(pk, id, &x.pool[k]);
+    if (grow((void **)&b->segs, &b->capsegs, b->nsegs + 1, sizeof *b->segs))
+        return -1;
+    b->segs[b->nsegs++] = x;
+    return 0;
+}
+
+/* One block of the segment recorded last. 0 or -1 (host memory). */
+static int record_block(snap_build *b, as_pk_ref blk)
+{
+    const as_pk *pk = b->pk;
+    as_snap_block x = {0};
+    if (get_u64(b, blk, "address", &x.addr) || get_u64(b, blk, "size", &x.size))
+        return 0;
+    get_u64(b, blk, "requested_size", &x.requested);
+    as_pk_ref state = dget(b, blk, "state");
+    x.state = as_pk_str_eq(pk, state, "active_allocated")      ? AS_SNAP_ALLOCATED
+              : as_pk_str_eq(pk, state, "active_pending_free") ? AS_SNAP_PENDING
+                                                               : AS_SNAP_INACTIVE;
+    if (grow((void **)&b->blocks, &b->capblocks, b->nblocks + 1, sizeof *b->blocks))
+        return -1;
+    b->blocks[b->nblocks++] = x;
+    b->segs[b->nsegs - 1].nblocks++;
+    return 0;
+}
+
 /* Blocks active in the final `segments` of this device that the trace never touched were
  * allocated before recording and are still live: prehistoric too. Also counts where the
  * final state and the replayed trace disagree. */
@@ -603,10 +681,14 @@ static int final_segments(snap_build *b, as_pk_ref segments, uint64_t *nseg, uin
         if (get_u64(b, seg, "allocated_size", &v) == 0)
             *allocated += v;
         get_u64(b, seg, "stream", &sstream);
+        if (record_segment(b, seg, sstream))
+            return oom(b);
         as_pk_iter_init(&bi, pk, dget(b, seg, "blocks"));
         while (as_pk_iter_next(&bi, &blk)) {
             if (charge(b, 1))
                 return over_budget(b);
+            if (record_block(b, blk))
+                return oom(b);
             as_pk_ref state = dget(b, blk, "state");
             if (!as_pk_str_eq(pk, state, "active_allocated") &&
                 !as_pk_str_eq(pk, state, "active_pending_free"))
@@ -623,6 +705,7 @@ static int final_segments(snap_build *b, as_pk_ref segments, uint64_t *nseg, uin
             if (s->state == ST_EMPTY && size && size <= AS_MAX_ALLOC_SIZE) {
                 if ((rc = add_pre(b, s, addr, size, sstream)))
                     return rc;
+                b->pre[b->npre - 1].blk = b->nblocks ? b->blocks[b->nblocks - 1].size : 0;
                 s->state = ST_FREED; /* so that the count of trace-live blocks skips it */
                 continue;
             }
@@ -1059,6 +1142,47 @@ static int start_pass2(snap_build *b)
     return 0;
 }
 
+/* Pass 1's record moves to the state (it outlives the build), ordinals shifted past the
+ * prehistoric ALLOCs and the prehistoric blocks copied in their id order. */
+static int keep_record(snap_build *b, snap_state *st)
+{
+    as_snap_pre *pre = b->npre ? malloc(b->npre * sizeof *pre) : NULL;
+    if (b->npre && !pre)
+        return oom(b);
+    for (size_t i = 0; i < b->npre; i++)
+        pre[i] = (as_snap_pre){.addr = b->pre[i].addr,
+                               .requested = b->pre[i].size,
+                               .stream = b->pre[i].stream,
+                               .block = b->pre[i].blk};
+    for (size_t i = 0; i < b->nsegev; i++)
+        b->segev[i].alloc += b->npre;
+    as_pk_ref root = as_pk_root(b->pk);
+    st->rec = (as_snapshot_record){
+        .segev = b->segev,
+        .nsegev = b->nsegev,
+        .segs = b->segs,
+        .nsegs = b->nsegs,
+        .blocks = b->blocks,
+        .nblocks = b->nblocks,
+        .pre = pre,
+        .npre = b->npre,
+        .entries = b->entries,
+        .have_segments = as_pk_dict_get(b->pk, root, "segments") != AS_PK_NIL,
+        .have_traces = as_pk_dict_get(b->pk, root, "device_traces") != AS_PK_NIL,
+        .have_settings = as_pk_dict_get(b->pk, root, "allocator_settings") != AS_PK_NIL,
+    };
+    st->owned[0] = b->segev, st->owned[1] = b->segs, st->owned[2] = b->blocks;
+    st->owned[3] = pre;
+    b->segev = NULL, b->segs = NULL, b->blocks = NULL;
+    return 0;
+}
+
+static void free_record(snap_state *st)
+{
+    for (int i = 0; i < 4; i++)
+        free(st->owned[i]);
+}
+
 static void build_free(snap_build *b)
 {
     if (!b)
@@ -1068,6 +1192,9 @@ static void build_free(snap_build *b)
     free(b->pre);
     free(b->map.slots);
     free(b->dev_entries);
+    free(b->segev);
+    free(b->segs);
+    free(b->blocks);
 }
 
 static int torch_open(as_instream *in, const as_reader_opts *opts, as_meta *meta, void **stp,
@@ -1098,7 +1225,7 @@ static int torch_open(as_instream *in, const as_reader_opts *opts, as_meta *meta
         b->device = opts->device;
     }
     memset(b->cache_ref, 0xff, sizeof b->cache_ref);
-    if ((rc = read_pass(b, opts)) || (rc = finish_pass1(b, meta)))
+    if ((rc = read_pass(b, opts)) || (rc = finish_pass1(b, meta)) || (rc = keep_record(b, st)))
         goto fail;
     st->warnings = b->warnings;
     if (!b->overflow) {
@@ -1124,6 +1251,7 @@ static int torch_open(as_instream *in, const as_reader_opts *opts, as_meta *meta
 fail:
     build_free(b);
     free(b);
+    free_record(st);
     free(st);
     return rc;
 }
@@ -1208,7 +1336,13 @@ static void torch_close(void *stp)
     } else {
         free(st->ev);
     }
+    free_record(st);
     free(st);
+}
+
+static const as_snapshot_record *torch_record(const void *stp)
+{
+    return &((const snap_state *)stp)->rec;
 }
 
 const as_source_ops as_src_torch = {
@@ -1219,4 +1353,5 @@ const as_source_ops as_src_torch = {
     .next = torch_next,
     .warnings = torch_warnings,
     .close = torch_close,
+    .record = torch_record,
 };

@@ -192,6 +192,46 @@ const as_meta *as_trace_reader_meta(const as_trace_reader *r);
  * header, and the snapshot importer reads the whole pickle at open). Never NULL: a trace
  * without frames has an empty table. ALLOC events name sites 1..as_sites_count. */
 const as_sites *as_trace_reader_sites(const as_trace_reader *r);
+
+/* What a torch snapshot records beside its events, for `allocsim check` and the
+ * reconstruction of the pool at the trace's start (sim/check.c): the device-level entries
+ * of the trace read, the segments and blocks of that device at the dump, and the blocks
+ * allocated before the trace (the prehistoric ALLOCs, by id). */
+enum { AS_SNAP_SEG_ALLOC, AS_SNAP_SEG_FREE, AS_SNAP_SEG_MAP, AS_SNAP_SEG_UNMAP };
+typedef struct as_snap_segev {
+    uint64_t alloc;              /* the ordinal of the ALLOC being served (or the next) */
+    uint64_t addr, size, stream; /* the entry's */
+    uint8_t action;              /* AS_SNAP_SEG_* */
+} as_snap_segev;
+enum { AS_SNAP_INACTIVE, AS_SNAP_ALLOCATED, AS_SNAP_PENDING };
+typedef struct as_snap_block {
+    uint64_t addr, size, requested;
+    uint8_t state; /* AS_SNAP_* */
+} as_snap_block;
+typedef struct as_snap_seg {
+    uint64_t addr, size, stream;
+    int64_t pool[2]; /* segment_pool_id; (0, 0) the default pool */
+    size_t first, nblocks; /* its blocks: blocks[first .. first + nblocks) */
+    uint8_t small, expandable;
+} as_snap_seg;
+typedef struct as_snap_pre {
+    uint64_t addr, requested, stream;
+    uint64_t block; /* its block's size at the dump when still live there, else 0 */
+} as_snap_pre;
+typedef struct as_snapshot_record {
+    const as_snap_segev *segev;
+    size_t nsegev;
+    const as_snap_seg *segs; /* at the dump, the device read, in address order */
+    size_t nsegs;
+    const as_snap_block *blocks;
+    size_t nblocks;
+    const as_snap_pre *pre; /* prehistoric allocation k is pre[k] */
+    size_t npre;
+    uint64_t entries; /* the device's trace entries */
+    int have_segments, have_traces, have_settings;
+} as_snapshot_record;
+/* The record of a torch snapshot (valid until as_trace_close), or NULL for other formats. */
+const as_snapshot_record *as_trace_reader_snapshot(const as_trace_reader *r);
 as_trace_fmt as_trace_reader_format(const as_trace_reader *r);
 uint64_t as_trace_reader_warnings(const as_trace_reader *r); /* lenient skips so far */
 /* Bytes of input consumed so far and the total when known (else 0): for progress. */

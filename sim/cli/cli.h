@@ -21,6 +21,7 @@ enum {
     AS_EXIT_OK = 0,    /* it ran (an OOM is a result) */
     AS_EXIT_INPUT = 1, /* bad input or I/O: the message names the file and the offset */
     AS_EXIT_USAGE = 2, /* bad command line */
+    AS_EXIT_DIFFERS = 3, /* check: the simulation does not reproduce the recorded run */
 };
 
 /* The whole command: argv as main() gets it; returns the exit status, never exits. Safe to
@@ -41,6 +42,7 @@ int as_cmd_mincap(int argc, char **argv); /* cmd_mincap.c */
 int as_cmd_plot(int argc, char **argv);   /* cmd_plot.c */
 int as_cmd_tune(int argc, char **argv);   /* cmd_tune.c */
 int as_cmd_merge(int argc, char **argv);  /* cmd_merge.c */
+int as_cmd_check(int argc, char **argv);  /* cmd_check.c */
 
 /* Writes text to f with every byte that could drive a terminal escaped as \xHH: control
  * characters but newline and tab, DEL, and bytes that are not valid UTF-8 or that encode a

@@ -24,6 +24,7 @@ typedef struct as_cli_cmd {
 static const as_cli_cmd commands[] = {
     {"run", as_cmd_run, "replay traces through policies at capacities (the default)"},
     {"info", as_cmd_info, "counts, streams, peak, size and lifetime histograms of a trace"},
+    {"check", as_cmd_check, "does the simulation reproduce a snapshot's recorded run?"},
     {"convert", as_cmd_convert, "convert a trace to the native or text format"},
     {"gen", as_cmd_gen, "write a synthetic trace from a workload generator"},
     {"tune", as_cmd_tune, "which PYTORCH_CUDA_ALLOC_CONF fits a card, ranked, and the line to paste"},

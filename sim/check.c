@@ -1,0 +1,896 @@
+/*
+ * check.c - does the simulation reproduce a recorded run (check.h)? The recorded setting,
+ * the pool at the trace's start, a device that answers with the recorded addresses, a
+ * preamble that lays the start pool out through the policy's own calls, and the
+ * comparison of device-level events. Invariant: nothing here prints; the result says what
+ * happened and the caller words it (as_check_line).
+ *
+ * The preamble: every start segment is made by a request that creates exactly it (its own
+ * size, at a moment when no free block of its pool exists, so the device is asked), freed,
+ * and carved again front to back by requests of exactly its blocks' sizes (live blocks
+ * under their prehistoric ids, fillers for the free gaps, freed at the end so that gaps
+ * merge as PyTorch's do). Front splitting and best fit then put every piece where it was;
+ * each address is verified, and a layout the policy would not make is refused, not
+ * approximated.
+ */
+#include "check.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device.h"
+#include "knobs.h"
+
+#define MIB (1ull << 20)
+#define SMALL_SEG (2ull << 20) /* kSmallBuffer: a small-pool segment */
+#define H200_TOTAL 150109880320ull
+
+/* ---- the recorded setting ---------------------------------------------------------- */
+
+/* Appends ",text" (or "text") to spec. */
+static void put(char *spec, size_t n, const char *text)
+{
+    size_t j = strlen(spec);
+    if (j + strlen(text) + 2 < n)
+        snprintf(spec + j, n - j, "%s%s", j ? "," : "", text);
+}
+
+/* The value of key in a PYTORCH_CUDA_ALLOC_CONF string ("k:v,k:[a:b,c:d],..."), copied. */
+static int conf_value(const char *conf, const char *key, char *out, size_t n)
+{
+    size_t kl = strlen(key);
+    for (const char *p = conf; p && *p;) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        const char *colon = strchr(p, ':');
+        if (!colon)
+            return 0;
+        const char *end = colon + 1;
+        int depth = 0;
+        while (*end && (depth || *end != ',')) {
+            depth += *end == '[';
+            depth -= *end == ']';
+            end++;
+        }
+        if ((size_t)(colon - p) == kl && strncmp(p, key, kl) == 0) {
+            snprintf(out, n, "%.*s", (int)(end - colon - 1), colon + 1);
+            return 1;
+        }
+        p = end;
+    }
+    return 0;
+}
+
+int as_recorded_setting(const as_meta *m, char *spec, size_t n, double *fraction, char *why,
+                        size_t why_len)
+{
+    const char *conf = as_meta_get(m, "allocator_config");
+    const char *ms = as_meta_get(m, "torch.max_split_size");
+    const char *ex = as_meta_get(m, "torch.expandable_segments");
+    const char *gc = as_meta_get(m, "torch.garbage_collection_threshold");
+    const char *dv = as_meta_get(m, "torch.roundup_power2_divisions");
+    char v[256], t[300];
+    spec[0] = 0;
+    *fraction = 0;
+    if (!conf && !ms && !ex) {
+        snprintf(why, why_len,
+                 "the snapshot records no allocator_settings (PyTorch before 2.4, or not a "
+                 "torch snapshot): name the setting the job ran with (-p)");
+        return AS_EINVAL;
+    }
+    if (conf && conf_value(conf, "backend", v, sizeof v) && strcmp(v, "native") != 0) {
+        snprintf(why, why_len, "the recording ran backend:%s, not the caching allocator", v);
+        return AS_EINVAL;
+    }
+    long long mss = ms ? strtoll(ms, NULL, 10) : -1;
+    if (mss > 0) {
+        snprintf(t, sizeof t, "max_split_size_mb:%llu", (unsigned long long)mss / MIB);
+        put(spec, n, t);
+    }
+    if (gc && strtod(gc, NULL) > 0) {
+        snprintf(t, sizeof t, "garbage_collection_threshold:%s", gc);
+        put(spec, n, t);
+    }
+    if (ex && strcmp(ex, "True") == 0)
+        put(spec, n, "expandable_segments:True");
+    /* "[1:0,2:0,...]": the list as PYTORCH_CUDA_ALLOC_CONF writes it, when one is not 0. */
+    int divs = 0;
+    for (const char *p = dv ? strchr(dv, ':') : NULL; p; p = strchr(p + 1, ':'))
+        divs |= p[1] != '0';
+    if (divs) {
+        snprintf(t, sizeof t, "roundup_power2_divisions:%s", dv);
+        put(spec, n, t);
+    }
+    static const char *const passed[] = {"large_segment_size_mb", "max_non_split_rounding_mb"};
+    for (size_t k = 0; conf && k < sizeof passed / sizeof passed[0]; k++)
+        if (conf_value(conf, passed[k], v, sizeof v)) {
+            snprintf(t, sizeof t, "%s:%s", passed[k], v);
+            put(spec, n, t);
+        }
+    if (conf && conf_value(conf, "per_process_memory_fraction", v, sizeof v)) {
+        double f = strtod(v, NULL);
+        *fraction = f > 0 && f < 1 ? f : 0;
+    }
+    if (!spec[0])
+        snprintf(spec, n, "torch");
+    return 0;
+}
+
+/* ---- the pool at the trace's start -------------------------------------------------- */
+
+typedef struct sblk {
+    uint64_t addr, size, id; /* id: the prehistoric ordinal, UINT64_MAX for a filler */
+} sblk;
+
+typedef struct sseg {
+    uint64_t addr, size, stream;
+    size_t first, n; /* its live blocks in start.blks */
+    uint8_t small;
+} sseg;
+
+typedef struct start_pool {
+    sseg *segs;
+    size_t nsegs, cap;
+    sblk *blks;
+    size_t nblks;
+} start_pool;
+
+static int cmp_seg(const void *a, const void *b)
+{
+    const sseg *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static int cmp_blk(const void *a, const void *b)
+{
+    const sblk *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static int add_seg(start_pool *p, sseg s)
+{
+    if (p->nsegs == p->cap) {
+        size_t nc = p->cap ? p->cap * 2 : 64;
+        sseg *ns = realloc(p->segs, nc * sizeof *ns);
+        if (!ns)
+            return AS_ENOMEM;
+        p->segs = ns;
+        p->cap = nc;
+    }
+    p->segs[p->nsegs++] = s;
+    return 0;
+}
+
+/* The segments alive at the start: those at the dump, undone backwards through the
+ * trace's segment entries (a segment_alloc had not happened yet, a segment_free's segment
+ * was still there). 1 when expandable memory is involved (not rebuilt), else 0 or < 0. */
+static int start_segments(const as_snapshot_record *rec, start_pool *p)
+{
+    int rc;
+    for (size_t i = 0; i < rec->nsegs; i++) {
+        const as_snap_seg *s = &rec->segs[i];
+        if (s->expandable)
+            return 1;
+        if ((rc = add_seg(
+                 p,
+                 (sseg){.addr = s->addr, .size = s->size, .stream = s->stream, .small = s->small})))
+            return rc;
+    }
+    for (size_t i = rec->nsegev; i-- > 0;) {
+        const as_snap_segev *e = &rec->segev[i];
+        if (e->action == AS_SNAP_SEG_MAP || e->action == AS_SNAP_SEG_UNMAP)
+            return 1;
+        if (e->action == AS_SNAP_SEG_FREE) {
+            if ((rc = add_seg(p, (sseg){.addr = e->addr,
+                                        .size = e->size,
+                                        .stream = e->stream,
+                                        .small = e->size == SMALL_SEG})))
+                return rc;
+            continue;
+        }
+        for (size_t k = 0; k < p->nsegs; k++)
+            if (p->segs[k].addr == e->addr) {
+                p->segs[k] = p->segs[--p->nsegs];
+                break;
+            }
+    }
+    qsort(p->segs, p->nsegs, sizeof *p->segs, cmp_seg);
+    return 0;
+}
+
+/* The segment holding [addr, addr + size), or NULL. */
+static sseg *seg_of(start_pool *p, uint64_t addr, uint64_t size)
+{
+    size_t lo = 0, hi = p->nsegs;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (p->segs[mid].addr + p->segs[mid].size <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < p->nsegs && p->segs[lo].addr <= addr &&
+        addr + size <= p->segs[lo].addr + p->segs[lo].size)
+        return &p->segs[lo];
+    return NULL;
+}
+
+/* The live blocks of the start, placed in their segments (sorted by address), each grown
+ * by an unsplit remainder of at most 1 MiB in a large segment. 0, 1 (not rebuilt: why) or
+ * < 0. */
+static int start_blocks(const as_snapshot_record *rec, const uint32_t *div, start_pool *p,
+                        as_check_start *sum)
+{
+    p->blks = rec->npre ? calloc(rec->npre, sizeof *p->blks) : NULL;
+    if (rec->npre && !p->blks)
+        return AS_ENOMEM;
+    for (size_t k = 0; k < rec->npre; k++) {
+        const as_snap_pre *b = &rec->pre[k];
+        uint64_t size = b->block ? b->block : as_round_size(b->requested, 512, div);
+        sum->sizes_inferred += !b->block;
+        sum->from_dump += b->block != 0;
+        sum->from_frees += !b->block;
+        if (!seg_of(p, b->addr, size)) {
+            snprintf(sum->why, sizeof sum->why,
+                     "the block at %#" PRIx64 " (allocated before the trace) lies in no "
+                     "segment alive at the start",
+                     b->addr);
+            return 1;
+        }
+        p->blks[p->nblks++] = (sblk){.addr = b->addr, .size = size, .id = k};
+    }
+    qsort(p->blks, p->nblks, sizeof *p->blks, cmp_blk);
+    for (size_t k = 0; k < p->nblks; k++) {
+        sblk *b = &p->blks[k];
+        sseg *s = seg_of(p, b->addr, b->size);
+        if (s->n == 0)
+            s->first = k;
+        s->n++;
+        uint64_t end = s->addr + s->size;
+        uint64_t next = k + 1 < p->nblks && p->blks[k + 1].addr < end ? p->blks[k + 1].addr : end;
+        if (next < b->addr + b->size) {
+            snprintf(sum->why, sizeof sum->why,
+                     "blocks allocated before the trace overlap at %#" PRIx64, next);
+            return 1;
+        }
+        if (!s->small && next - (b->addr + b->size) <= MIB)
+            b->size = next - b->addr; /* an unsplit remainder */
+        sum->live++;
+        sum->live_bytes += b->size;
+    }
+    return 0;
+}
+
+/* The pool at the start of rec's trace into *p, summarised in *sum. */
+static int build_start(const as_snapshot_record *rec, const uint32_t *div, start_pool *p,
+                       as_check_start *sum)
+{
+    memset(sum, 0, sizeof *sum);
+    int rc = start_segments(rec, p);
+    if (rc < 0)
+        return rc;
+    if (rc == 1) {
+        sum->possible = rec->npre > 0;
+        snprintf(sum->why, sizeof sum->why,
+                 "expandable segments at the start are not rebuilt (their pages are not in "
+                 "the trace)");
+        return 0;
+    }
+    for (size_t i = 0; i < p->nsegs; i++)
+        sum->reserved += p->segs[i].size;
+    sum->segments = p->nsegs;
+    sum->possible = p->nsegs > 0 || rec->npre > 0;
+    if (!sum->possible)
+        return 0;
+    rc = start_blocks(rec, div, p, sum);
+    if (rc < 0)
+        return rc;
+    sum->reconstructed = rc == 0;
+    return 0;
+}
+
+static void free_start(start_pool *p)
+{
+    free(p->segs);
+    free(p->blks);
+    memset(p, 0, sizeof *p);
+}
+
+void as_check_start_of(const as_trace_reader *r, as_check_start *out)
+{
+    const as_snapshot_record *rec = as_trace_reader_snapshot(r);
+    start_pool p = {0};
+    memset(out, 0, sizeof *out);
+    if (rec && build_start(rec, NULL, &p, out) < 0)
+        snprintf(out->why, sizeof out->why, "out of host memory");
+    free_start(&p);
+}
+
+/* ---- a device at the recorded addresses ------------------------------------------------ */
+
+typedef struct rec_dev {
+    const as_snap_segev *want;
+    size_t n, next;           /* next: where to look for the next segment_alloc */
+    const uint64_t *pre_addr; /* the start segments' addresses, in preamble order */
+    size_t npre_addr, pre_next;
+    uint64_t fresh; /* addresses past everything recorded, for extra segments */
+    uint64_t capacity, reserved, peak, cur_alloc;
+    int log_on;
+    as_check_ev *got;
+    size_t ngot, cap;
+    uint64_t va[64][2];
+    unsigned nva;
+} rec_dev;
+
+static void rd_log(rec_dev *d, int action, uint64_t addr, uint64_t size)
+{
+    if (!d->log_on)
+        return;
+    if (d->reserved > d->peak)
+        d->peak = d->reserved;
+    if (d->ngot == d->cap) {
+        size_t nc = d->cap ? d->cap * 2 : 256;
+        as_check_ev *ng = realloc(d->got, nc * sizeof *ng);
+        if (!ng)
+            return; /* the comparison then sees fewer events: reported, not hidden */
+        d->got = ng;
+        d->cap = nc;
+    }
+    d->got[d->ngot++] = (as_check_ev){d->cur_alloc, addr, size, action};
+}
+
+static int rd_reserve(void *c, uint64_t size, uint64_t *addr)
+{
+    rec_dev *d = c;
+    if (d->pre_next < d->npre_addr) {
+        *addr = d->pre_addr[d->pre_next++];
+    } else {
+        while (d->next < d->n && d->want[d->next].action != AS_SNAP_SEG_ALLOC)
+            d->next++;
+        if (d->next < d->n) {
+            *addr = d->want[d->next++].addr;
+        } else {
+            *addr = d->fresh;
+            d->fresh += as_align_up(size, AS_DEV_GRANULARITY);
+        }
+    }
+    d->reserved += size;
+    rd_log(d, AS_DEV_SEGMENT_ALLOC, *addr, size);
+    return AS_DEV_OK;
+}
+
+static int rd_release(void *c, uint64_t addr, uint64_t size)
+{
+    rec_dev *d = c;
+    d->reserved -= size;
+    rd_log(d, AS_DEV_SEGMENT_FREE, addr, size);
+    return AS_DEV_OK;
+}
+
+/* cuMemAddressReserve as the recorded run answered it: PyTorch maps a new expandable
+ * segment from its start, so the base is the next recorded mapping outside the ranges
+ * held. */
+static int rd_va(void *c, uint64_t size, uint64_t *addr)
+{
+    rec_dev *d = c;
+    if (d->nva == 64)
+        return AS_EINVAL;
+    *addr = d->fresh;
+    for (size_t i = 0; i < d->n; i++) {
+        if (d->want[i].action != AS_SNAP_SEG_MAP)
+            continue;
+        int inside = 0;
+        for (unsigned k = 0; k < d->nva; k++)
+            inside |= d->want[i].addr >= d->va[k][0] && d->want[i].addr < d->va[k][1];
+        if (!inside) {
+            *addr = d->want[i].addr;
+            break;
+        }
+    }
+    if (*addr == d->fresh)
+        d->fresh += as_align_up(size, AS_DEV_GRANULARITY);
+    d->va[d->nva][0] = *addr;
+    d->va[d->nva++][1] = *addr + size;
+    return AS_DEV_OK;
+}
+
+static int rd_va_release(void *c, uint64_t addr, uint64_t size)
+{
+    rec_dev *d = c;
+    (void)size;
+    for (unsigned k = 0; k < d->nva; k++)
+        if (d->va[k][0] == addr) {
+            d->nva--;
+            d->va[k][0] = d->va[d->nva][0];
+            d->va[k][1] = d->va[d->nva][1];
+            return AS_DEV_OK;
+        }
+    return AS_EINVAL;
+}
+
+static int rd_map(void *c, uint64_t addr, uint64_t size)
+{
+    rec_dev *d = c;
+    d->reserved += size;
+    rd_log(d, AS_DEV_SEGMENT_MAP, addr, size);
+    return AS_DEV_OK;
+}
+
+static int rd_unmap(void *c, uint64_t addr, uint64_t size)
+{
+    rec_dev *d = c;
+    d->reserved -= size;
+    rd_log(d, AS_DEV_SEGMENT_UNMAP, addr, size);
+    return AS_DEV_OK;
+}
+
+static uint64_t rd_capacity(void *c)
+{
+    return ((rec_dev *)c)->capacity;
+}
+
+static uint64_t rd_reserved(void *c)
+{
+    return ((rec_dev *)c)->reserved;
+}
+
+static int rd_cap_test(void *c, as_cap_pred pred, const void *arg, int *yes)
+{
+    *yes = pred(arg, rd_capacity(c));
+    return 0;
+}
+
+static const as_device_ops rec_ops = {
+    .abi = AS_DEVICE_ABI,
+    .reserve = rd_reserve,
+    .release = rd_release,
+    .va_reserve = rd_va,
+    .va_release = rd_va_release,
+    .map = rd_map,
+    .unmap = rd_unmap,
+    .capacity = rd_capacity,
+    .cap_test = rd_cap_test,
+    .reserved = rd_reserved,
+};
+
+/* ---- the run -------------------------------------------------------------------------- */
+
+typedef struct run {
+    const as_policy *pol;
+    void *st;
+    uint64_t *handles; /* by allocation id */
+    uint64_t nids;
+    uint64_t *fill; /* the preamble's fillers */
+    size_t nfill, capfill;
+    uint64_t max_split; /* the spec's, in bytes; UINT64_MAX when off */
+    const uint32_t *div;
+} run;
+
+/* One preamble request of exactly `size` bytes on `stream`, which must land at `want`:
+ * live block `id`, or a filler (id UINT64_MAX). 0, 1 (the layout is not the policy's:
+ * why) or < 0. */
+static int place(run *r, uint64_t id, uint64_t size, uint64_t stream, uint64_t want,
+                 as_check_start *sum)
+{
+    if (as_round_size(size, 512, r->div) != size) {
+        snprintf(sum->why, sizeof sum->why,
+                 "a block of %" PRIu64 " B at %#" PRIx64 " is not a size this setting rounds to",
+                 size, want);
+        return 1;
+    }
+    as_request rq = {.id = id == UINT64_MAX ? r->nids : id, .size = size, .stream = stream};
+    as_block b;
+    int rc = r->pol->alloc(r->st, &rq, &b);
+    if (rc)
+        return rc == AS_POLICY_OOM ? AS_EINVAL : rc;
+    if (id != UINT64_MAX) {
+        r->handles[id] = b.handle;
+    } else {
+        if (r->nfill == r->capfill) {
+            size_t nc = r->capfill ? r->capfill * 2 : 256;
+            uint64_t *nf = realloc(r->fill, nc * sizeof *nf);
+            if (!nf)
+                return AS_ENOMEM;
+            r->fill = nf;
+            r->capfill = nc;
+        }
+        r->fill[r->nfill++] = b.handle;
+    }
+    if (b.addr != want || b.size != size) {
+        snprintf(sum->why, sizeof sum->why,
+                 "the policy would not lay out the start pool as recorded (%" PRIu64
+                 " B wanted at %#" PRIx64 ", given at %#" PRIx64 ")",
+                 size, want, b.addr);
+        return 1;
+    }
+    return 0;
+}
+
+/* Fillers for the free gap [from, to) of a segment: pieces the pool takes (at most 1 MiB
+ * in a small segment, below max_split_size in a large one). */
+static int fill_gap(run *r, const sseg *s, uint64_t from, uint64_t to, as_check_start *sum)
+{
+    uint64_t piece = s->small ? MIB : r->max_split != UINT64_MAX ? r->max_split - MIB : to - from;
+    int rc = 0;
+    while (from < to && rc == 0) {
+        uint64_t n = to - from < piece ? to - from : piece;
+        if (!s->small && to - (from + n) > 0 && to - (from + n) <= MIB)
+            n = to - from - 2 * MIB; /* leave the last piece large enough for the pool */
+        rc = place(r, UINT64_MAX, n, s->stream, from, sum);
+        from += n;
+    }
+    return rc;
+}
+
+/* One start segment through the policy (see the top of the file). */
+static int build_segment(run *r, const start_pool *p, const sseg *s, as_check_start *sum)
+{
+    int rc;
+    if (!s->small) { /* a request of its own size makes it; freed, it is one free block */
+        if (r->max_split != UINT64_MAX && s->size >= r->max_split) {
+            if (s->n == 0 || (s->n == 1 && p->blks[s->first].addr == s->addr &&
+                              p->blks[s->first].size == s->size))
+                return place(r, s->n ? p->blks[s->first].id : UINT64_MAX, s->size, s->stream,
+                             s->addr, sum);
+            snprintf(sum->why, sizeof sum->why, "an oversize segment at %#" PRIx64 " is split",
+                     s->addr);
+            return 1;
+        }
+        if ((rc = place(r, UINT64_MAX, s->size, s->stream, s->addr, sum)))
+            return rc;
+        if ((rc = r->pol->free(r->st, r->fill[--r->nfill], AS_FREE_COMPLETE)))
+            return rc;
+    }
+    uint64_t pos = s->addr;
+    for (size_t k = s->first; k < s->first + s->n; k++) {
+        const sblk *b = &p->blks[k];
+        if ((rc = fill_gap(r, s, pos, b->addr, sum)) ||
+            (rc = place(r, b->id, b->size, s->stream, b->addr, sum)))
+            return rc;
+        pos = b->addr + b->size;
+    }
+    return fill_gap(r, s, pos, s->addr + s->size, sum);
+}
+
+/* The preamble: every start segment in address order, then the fillers freed. */
+static int preamble(run *r, const start_pool *p, as_check_start *sum)
+{
+    int rc = 0;
+    for (size_t i = 0; i < p->nsegs && rc == 0; i++)
+        rc = build_segment(r, p, &p->segs[i], sum);
+    while (rc == 0 && r->nfill)
+        rc = r->pol->free(r->st, r->fill[--r->nfill], AS_FREE_COMPLETE);
+    return rc;
+}
+
+typedef struct evbuf {
+    as_event *ev;
+    size_t n, cap;
+    uint64_t allocs;
+} evbuf;
+
+static int load_events(as_trace_reader *rd, evbuf *eb, as_trace_error *err)
+{
+    as_event e;
+    int rc;
+    while ((rc = as_trace_next(rd, &e)) == 0) {
+        if (e.op == AS_OP_MARK)
+            continue; /* labels are not needed, and their text does not outlive the read */
+        if (eb->n == eb->cap) {
+            size_t nc = eb->cap ? eb->cap * 2 : 4096;
+            as_event *ne = realloc(eb->ev, nc * sizeof *ne);
+            if (!ne)
+                return AS_ENOMEM;
+            eb->ev = ne;
+            eb->cap = nc;
+        }
+        eb->ev[eb->n++] = e;
+        eb->allocs += e.op == AS_OP_ALLOC;
+    }
+    if (rc != AS_TRACE_EOF) {
+        *err = *as_trace_reader_error(rd);
+        return rc;
+    }
+    return 0;
+}
+
+/* The trace through the policy from event `from` (the prehistoric ALLOCs before it were
+ * the preamble's), ALLOCs counted from `from` too; stops at the first OOM. */
+static int replay(run *r, rec_dev *d, const evbuf *eb, size_t from, uint64_t *oom)
+{
+    uint64_t k = from;
+    *oom = UINT64_MAX;
+    for (size_t i = from; i < eb->n; i++) {
+        const as_event *e = &eb->ev[i];
+        int rc = 0;
+        d->cur_alloc = k;
+        if (e->op == AS_OP_ALLOC) {
+            as_request rq = {.id = e->id, .size = e->size, .stream = e->stream};
+            as_block b;
+            rc = r->pol->alloc(r->st, &rq, &b);
+            if (rc == AS_POLICY_OOM) {
+                *oom = k;
+                return 0;
+            }
+            if (!rc && e->id < r->nids)
+                r->handles[e->id] = b.handle;
+            k++;
+        } else if (e->op == AS_OP_FREE || e->op == AS_OP_FREE_REQ) {
+            rc = r->pol->free(r->st, r->handles[e->id],
+                              e->op == AS_OP_FREE_REQ ? AS_FREE_PENDING : AS_FREE_COMPLETE);
+        } else if (e->op == AS_OP_EMPTY_CACHE && r->pol->empty_cache) {
+            rc = r->pol->empty_cache(r->st);
+        }
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- comparing, and why it differs ------------------------------------------------------ */
+
+static void compare(const as_snapshot_record *rec, const rec_dev *d, uint64_t start_reserved,
+                    as_check_result *out)
+{
+    out->recorded = rec->nsegev;
+    out->simulated = d->ngot;
+    out->first_diff = SIZE_MAX;
+    uint64_t res = start_reserved;
+    out->rec_peak = res;
+    for (size_t i = 0; i < rec->nsegev; i++) {
+        const as_snap_segev *e = &rec->segev[i];
+        int grow = e->action == AS_SNAP_SEG_ALLOC || e->action == AS_SNAP_SEG_MAP;
+        res = grow ? res + e->size : res - e->size;
+        if (res > out->rec_peak)
+            out->rec_peak = res;
+    }
+    size_t n = rec->nsegev > d->ngot ? rec->nsegev : d->ngot;
+    for (size_t i = 0; i < n; i++) {
+        const as_snap_segev *e = i < rec->nsegev ? &rec->segev[i] : NULL;
+        const as_check_ev *g = i < d->ngot ? &d->got[i] : NULL;
+        if (e && g && e->alloc == g->alloc && e->action == g->action && e->addr == g->addr &&
+            e->size == g->size)
+            continue;
+        out->first_diff = i;
+        out->have_rec = e != NULL;
+        out->have_sim = g != NULL;
+        if (e)
+            out->rec = (as_check_ev){e->alloc, e->addr, e->size, e->action};
+        if (g)
+            out->sim = *g;
+        break;
+    }
+    out->sim_peak = d->peak > d->reserved ? d->peak : d->reserved;
+    out->reproduced = out->first_diff == SIZE_MAX && out->oom_alloc == UINT64_MAX &&
+                      out->rec_peak == out->sim_peak;
+}
+
+/* The likeliest cause of a difference, from what the snapshot holds. */
+static void explain(const as_snapshot_record *rec, const as_meta *m, as_check_result *out)
+{
+    size_t pools = 0;
+    for (size_t i = 0; i < rec->nsegs; i++)
+        pools += rec->segs[i].pool[0] != 0 || rec->segs[i].pool[1] != 0;
+    const char *ooms = as_meta_get(m, "torch.oom_entries");
+    if (pools)
+        snprintf(out->why, sizeof out->why,
+                 "the recording used private pools (%zu segment%s at the dump in CUDA-graph or "
+                 "MemPool pools), which are simulated as the default pool",
+                 pools, pools == 1 ? "" : "s");
+    else if (out->start.possible && !out->start.reconstructed)
+        snprintf(out->why, sizeof out->why, "the pool at the trace's start was not rebuilt: %s",
+                 out->start.why);
+    else if (ooms && strcmp(ooms, "0") != 0)
+        snprintf(out->why, sizeof out->why,
+                 "the recorded run survived %s OOM%s (oom entries) that the simulation does not "
+                 "model",
+                 ooms, strcmp(ooms, "1") ? "s" : "");
+    else if (out->oom_alloc != UINT64_MAX)
+        snprintf(out->why, sizeof out->why,
+                 "the simulation ran out of memory at allocation %" PRIu64
+                 " under the recorded memory fraction",
+                 out->oom_alloc);
+    else if (out->have_rec && out->rec.action == AS_DEV_SEGMENT_FREE &&
+             (!out->have_sim || out->sim.alloc != out->rec.alloc))
+        snprintf(out->why, sizeof out->why,
+                 "the recorded run freed a cached segment the simulation kept (an empty_cache() "
+                 "call, which a snapshot does not record as such)");
+    else
+        snprintf(out->why, sizeof out->why,
+                 "allocsim's torch decided otherwise at this allocation (a PyTorch version "
+                 "whose allocator differs from 2.11, or a difference in allocsim)");
+}
+
+/* ---- as_check ----------------------------------------------------------------------------- */
+
+static int setup(const as_meta *m, as_policy_spec *spec, uint64_t *cap, as_check_result *out,
+                 as_trace_error *err)
+{
+    double fraction;
+    char why[240];
+    if (as_recorded_setting(m, out->spec, sizeof out->spec, &fraction, why, sizeof why) ||
+        as_policy_spec_parse(out->spec, spec, why, sizeof why)) {
+        snprintf(err->msg, sizeof err->msg, "%s", why);
+        return AS_EINVAL;
+    }
+    *cap = fraction > 0 ? (uint64_t)llround(fraction * (double)H200_TOTAL) : AS_CAPACITY_NONE;
+    return 0;
+}
+
+/* Runs the trace (already in eb) from the start pool p through spec on device d. */
+static int simulate(const as_policy_spec *spec, const as_snapshot_record *rec, start_pool *p,
+                    const evbuf *eb, rec_dev *d, as_check_result *out)
+{
+    const as_policy *pol = spec->policy;
+    run r = {.pol = pol, .nids = eb->allocs + 1, .max_split = UINT64_MAX};
+    for (size_t k = 0; k < pol->n_knobs; k++) {
+        if (!strcmp(pol->knobs[k].name, "maxsplit") && spec->values[k].i > 0)
+            r.max_split = (uint64_t)spec->values[k].i * MIB;
+        if (!strcmp(pol->knobs[k].name, "roundup"))
+            r.div = spec->values[k].div;
+    }
+    r.st = calloc(1, pol->state_size);
+    r.handles = calloc(r.nids, sizeof *r.handles);
+    as_device dev = {.ops = &rec_ops, .ctx = d};
+    int rc = !r.st || !r.handles ? AS_ENOMEM : pol->init(r.st, spec->values, &dev);
+    if (rc) {
+        free(r.st);
+        free(r.handles);
+        return rc < 0 ? rc : AS_EINVAL;
+    }
+    size_t from = 0;
+    if (out->start.reconstructed) {
+        rc = preamble(&r, p, &out->start);
+        if (rc == 1) { /* not the policy's layout: start from nothing, and say so */
+            out->start.reconstructed = 0;
+            pol->fini(r.st);
+            memset(r.st, 0, pol->state_size);
+            d->reserved = 0, d->pre_next = d->npre_addr, d->nva = 0;
+            rc = pol->init(r.st, spec->values, &dev);
+        } else {
+            from = rec->npre; /* the prehistoric ALLOCs are the preamble's live blocks */
+        }
+    }
+    d->log_on = 1;
+    d->peak = d->reserved;
+    if (rc == 0)
+        rc = replay(&r, d, eb, from, &out->oom_alloc);
+    d->log_on = 0;
+    pol->fini(r.st);
+    free(r.st);
+    free(r.handles);
+    free(r.fill);
+    return rc < 0 ? rc : 0;
+}
+
+int as_check(const char *path, const as_reader_opts *opts, as_check_result *out,
+             as_trace_error *err)
+{
+    as_trace_reader *rd = NULL;
+    as_policy_spec spec = {0};
+    start_pool p = {0};
+    evbuf eb = {0};
+    uint64_t *addrs = NULL;
+    rec_dev d = {0};
+    memset(out, 0, sizeof *out);
+    out->oom_alloc = UINT64_MAX;
+    int rc = as_trace_open(path, opts, &rd, err);
+    if (rc < 0)
+        return rc;
+    const as_snapshot_record *rec = as_trace_reader_snapshot(rd);
+    const as_meta *m = as_trace_reader_meta(rd);
+    snprintf(err->path, sizeof err->path, "%s", path);
+    err->offset = err->event = UINT64_MAX;
+    err->line = 0;
+    if (!rec || (rc = setup(m, &spec, &d.capacity, out, err))) {
+        if (!rec)
+            snprintf(err->msg, sizeof err->msg,
+                     "not a torch snapshot: only a snapshot records the run to check against");
+        rc = AS_EINVAL;
+        goto out;
+    }
+    if (rec->nsegev == 0) {
+        snprintf(err->msg, sizeof err->msg,
+                 "the snapshot's trace has no segment entries to check against (record with "
+                 "torch.cuda.memory._record_memory_history(max_entries=...) before the job "
+                 "allocates its memory)");
+        rc = AS_EINVAL;
+        goto out;
+    }
+    size_t divk = 0;
+    while (divk < spec.policy->n_knobs && strcmp(spec.policy->knobs[divk].name, "roundup"))
+        divk++;
+    const uint32_t *div = divk < spec.policy->n_knobs ? spec.values[divk].div : NULL;
+    if ((rc = build_start(rec, div, &p, &out->start)) < 0 || (rc = load_events(rd, &eb, err)))
+        goto out;
+    addrs = malloc((p.nsegs + 1) * sizeof *addrs);
+    if (!addrs) {
+        rc = AS_ENOMEM;
+        goto out;
+    }
+    uint64_t top = 0;
+    for (size_t i = 0; i < p.nsegs; i++)
+        addrs[i] = p.segs[i].addr;
+    for (size_t i = 0; i < rec->nsegev; i++)
+        if (rec->segev[i].addr + rec->segev[i].size > top)
+            top = rec->segev[i].addr + rec->segev[i].size;
+    for (size_t i = 0; i < rec->nsegs; i++)
+        if (rec->segs[i].addr + rec->segs[i].size > top)
+            top = rec->segs[i].addr + rec->segs[i].size;
+    d.want = rec->segev;
+    d.n = rec->nsegev;
+    d.pre_addr = addrs;
+    d.npre_addr = out->start.reconstructed ? p.nsegs : 0;
+    d.fresh = as_align_up(top + (1ull << 30), 1ull << 30);
+    if ((rc = simulate(&spec, rec, &p, &eb, &d, out)))
+        goto out;
+    uint64_t start_res = 0; /* what the trace's segment entries do not explain */
+    for (size_t i = 0; i < rec->nsegs; i++)
+        start_res += rec->segs[i].size;
+    for (size_t i = 0; i < rec->nsegev; i++) {
+        int grow =
+            rec->segev[i].action == AS_SNAP_SEG_ALLOC || rec->segev[i].action == AS_SNAP_SEG_MAP;
+        start_res = grow ? start_res - rec->segev[i].size : start_res + rec->segev[i].size;
+    }
+    compare(rec, &d, start_res, out);
+    if (!out->reproduced)
+        explain(rec, m, out);
+out:
+    free(addrs);
+    free(d.got);
+    free(eb.ev);
+    free_start(&p);
+    as_policy_spec_free(&spec);
+    as_trace_close(rd);
+    return rc < 0 ? rc : 0;
+}
+
+/* ---- the line -------------------------------------------------------------------------- */
+
+static const char *act(int a)
+{
+    return as_dev_action_name((as_dev_action)a);
+}
+
+void as_check_line(const as_check_result *r, char *buf, size_t n)
+{
+    char start[200] = "";
+    if (r->start.reconstructed)
+        snprintf(start, sizeof start,
+                 ", from the pool rebuilt at the trace's start (%" PRIu64 " segments, %" PRIu64
+                 " blocks live)",
+                 r->start.segments, r->start.live);
+    if (r->reproduced) {
+        snprintf(buf, n,
+                 "reproduced: all %zu segment events at their recorded addresses and the peak "
+                 "reserved (%" PRIu64 " B) under the recorded setting (%s)%s",
+                 r->recorded, r->rec_peak, r->spec, start);
+        return;
+    }
+    char rec[120] = "none", sim[120] = "none";
+    if (r->have_rec)
+        snprintf(rec, sizeof rec, "%s of %" PRIu64 " B at %#" PRIx64 " (allocation %" PRIu64 ")",
+                 act(r->rec.action), r->rec.size, r->rec.addr, r->rec.alloc);
+    if (r->have_sim)
+        snprintf(sim, sizeof sim, "%s of %" PRIu64 " B at %#" PRIx64 " (allocation %" PRIu64 ")",
+                 act(r->sim.action), r->sim.size, r->sim.addr, r->sim.alloc);
+    if (r->first_diff == SIZE_MAX) {
+        snprintf(buf, n,
+                 "differs: the %zu segment events match, but peak reserved %" PRIu64
+                 " B was recorded and %" PRIu64 " B simulated (%s); what-if peaks are not "
+                 "checked against this recording",
+                 r->recorded, r->rec_peak, r->sim_peak, r->why);
+        return;
+    }
+    uint64_t at = r->have_rec ? r->rec.alloc : r->sim.alloc;
+    if (r->have_rec && r->have_sim && r->sim.alloc < at)
+        at = r->sim.alloc;
+    snprintf(buf, n,
+             "differs at segment event %zu of %zu: recorded %s, simulated %s, under the "
+             "recorded setting (%s)%s; %s; what-if results past allocation %" PRIu64
+             " are not checked against this recording",
+             r->first_diff, r->recorded, rec, sim, r->spec, start, r->why, at);
+}

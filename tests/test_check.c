@@ -1,0 +1,143 @@
+/*
+ * test_check.c - `allocsim check` (sim/check.c): every shared snapshot against its own
+ * recorded run. The golden numbers are the recordings': the peak reserved each recording
+ * run's memory_stats() reported (the *.meta.json and *.stats.json beside the snapshots,
+ * the streams README's table), the segment entries the snapshot holds (its metadata's
+ * action counts), and for the pools snapshot its README's account (23 segment events,
+ * peak 780,140,544 B, differing from the 14th on, because of its private pools).
+ */
+#include <CUnit/CUnit.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "jsonin.h"
+#include "trace.h"
+#include "util.h"
+
+/* The recorded run's peak reserved, from the JSON file beside the snapshot. */
+static uint64_t json_peak(const char *rel, const char *key)
+{
+    json_t *root;
+    char why[300];
+    uint64_t v = 0;
+    if (as_json_load(tu_path(rel), &root, why, sizeof why)) {
+        fprintf(stderr, "\n  %s", why);
+        return 0;
+    }
+    CU_ASSERT_EQUAL(as_json_u64(root, key, &v), 1);
+    json_decref(root);
+    return v;
+}
+
+/* segment_* entries of the snapshot, from its metadata ("torch.actions"). */
+static uint64_t seg_entries(const char *path)
+{
+    as_trace_reader *r;
+    as_trace_error err;
+    uint64_t n = 0;
+    if (as_trace_open(path, NULL, &r, &err))
+        return 0;
+    const char *a = as_meta_get(as_trace_reader_meta(r), "torch.actions");
+    for (const char *p = a; p && (p = strstr(p, "segment_")); p++) {
+        const char *c = strchr(p, ':');
+        n += c ? strtoull(c + 1, NULL, 10) : 0;
+    }
+    as_trace_close(r);
+    return n;
+}
+
+static void one(const char *rel, uint64_t peak, int reproduced, as_check_result *r)
+{
+    as_trace_error err;
+    const char *path = tu_path(rel);
+    CU_ASSERT_EQUAL_FATAL(as_check(path, NULL, r, &err), 0);
+    char line[1200];
+    as_check_line(r, line, sizeof line);
+    if (r->reproduced != reproduced)
+        fprintf(stderr, "\n  check %s: %s", rel, line);
+    CU_ASSERT_EQUAL(r->reproduced, reproduced);
+    CU_ASSERT_EQUAL(r->recorded, seg_entries(path));
+    CU_ASSERT_EQUAL(r->rec_peak, peak);
+    CU_ASSERT_EQUAL(strncmp(line, reproduced ? "reproduced: " : "differs ", 8), 0);
+}
+
+static void check_shared(void)
+{
+    as_check_result r;
+    one("tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst",
+        json_peak("tests/data/torch-2.11-h200/resnet_varbatch.meta.json", "peak_reserved"), 1, &r);
+    CU_ASSERT_EQUAL(r.sim_peak, r.rec_peak);
+    CU_ASSERT_STRING_EQUAL(r.spec, "torch");
+    CU_ASSERT_FALSE(r.start.possible);
+    one("tests/data/torch-2.11-h200/moe_like.pickle.zst",
+        json_peak("tests/data/torch-2.11-h200/moe_like.meta.json", "peak_reserved"), 1, &r);
+    one("tests/data/torch-2.11-h200-llama/llama_accum_ckpt.pickle.zst",
+        json_peak("tests/data/torch-2.11-h200-llama/llama_accum_ckpt.meta.json", "peak_reserved"),
+        1, &r);
+    one("tests/data/torch-2.11-h200-streams/streams2_default.pickle.zst", 18708692992ull, 1, &r);
+    one("tests/data/torch-2.11-h200-streams/streams2_expandable_segments_True.pickle.zst",
+        15386804224ull, 1, &r);
+    CU_ASSERT_STRING_EQUAL(r.spec, "expandable_segments:True");
+    /* The pools snapshot: its private pools are not simulated yet (issue 16). */
+    one("tests/data/torch-2.11-h200-pools/graph_probe.pickle.zst", 780140544ull, 0, &r);
+    CU_ASSERT_EQUAL(r.recorded, 23);
+    CU_ASSERT_EQUAL(r.first_diff, 13);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.why, "private pools"));
+}
+
+/* Recorded after the model was built and three steps ran: the trace frees blocks it never
+ * allocated, in segments it never made. Rebuilt, the pool at its start has the 48 segments
+ * of the dump (memory_stats' segment.all.current) less the 11 the trace makes, and the
+ * run reproduces every segment event and the recording's own peak. */
+static void check_midrun(void)
+{
+    as_check_result r;
+    const char *dir = "tests/data/torch-2.11-h200-midrun/";
+    char p[200], s[200];
+    snprintf(p, sizeof p, "%smidrun.pickle.zst", dir);
+    snprintf(s, sizeof s, "%smidrun.stats.json", dir);
+    one(p, json_peak(s, "reserved_bytes.all.peak"), 1, &r);
+    uint64_t segs = json_peak(s, "segment.all.current");
+    CU_ASSERT_EQUAL(r.start.segments, segs - r.recorded);
+    CU_ASSERT(r.start.possible && r.start.reconstructed);
+    CU_ASSERT(r.start.live > 0);
+    CU_ASSERT_EQUAL(r.start.live, r.start.from_frees + r.start.from_dump);
+    CU_ASSERT_EQUAL(r.sim_peak, r.rec_peak);
+    /* With expandable segments the start is not rebuilt, and check says so. */
+    snprintf(p, sizeof p, "%smidrun_expandable.pickle.zst", dir);
+    snprintf(s, sizeof s, "%smidrun_expandable.stats.json", dir);
+    one(p, json_peak(s, "reserved_bytes.all.peak"), 0, &r);
+    CU_ASSERT(r.start.possible && !r.start.reconstructed);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.why, "expandable segments at the start"));
+}
+
+/* The command: one line per snapshot, exit 0 reproduced, 3 differs, 1 bad input, 2 usage. */
+static void check_cli(void)
+{
+    static char out[8192], err[4096], args[1024];
+    snprintf(args, sizeof args, "check '%s'",
+             tu_path("tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst"));
+    CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "resnet_varbatch.pickle.zst: reproduced: all 126 "));
+    CU_ASSERT_EQUAL(strchr(out, '\n') - out + 1, (long)strlen(out)); /* one line */
+    snprintf(args, sizeof args, "check '%s' '%s'",
+             tu_path("tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst"),
+             tu_path("tests/data/torch-2.11-h200-pools/graph_probe.pickle.zst"));
+    CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 3);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(out, "graph_probe.pickle.zst: differs at segment event 13 of 23"));
+    snprintf(args, sizeof args, "check '%s'", tu_path("tests/data/native_v1.zst"));
+    CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "not a torch snapshot"));
+    CU_ASSERT_EQUAL(tu_run_allocsim("check", out, sizeof out, err, sizeof err), 2);
+}
+
+CU_TestInfo test_check[] = {
+    {"shared_snapshots", check_shared},
+    {"midrun", check_midrun},
+    {"cli", check_cli},
+    CU_TEST_INFO_NULL,
+};
