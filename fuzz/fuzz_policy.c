@@ -100,6 +100,8 @@ static void play(const trace_buf *t, const char *spec, uint64_t cap, outcome *o)
     as_simdev_default_params(&dp);
     if (pm_open(&r, spec, cap, (int)dp.placement))
         die(spec, cap, 0, "init refused a spec that the parser accepted (printed above)");
+    if (ph_plan(&r.t, t->ev, t->n))
+        die(spec, cap, 0, "an offline policy refused the plan of a valid trace");
     uint64_t requested = 0; /* as the engine counts it: a FREE_REQ ends the request */
     for (size_t i = 0; i < t->n; i++) {
         const as_event *e = &t->ev[i];

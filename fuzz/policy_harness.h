@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lifetimes.h"
 #include "policy.h"
 #include "simdev.h"
 
@@ -54,6 +55,22 @@ static inline int ph_open_placed(ph *t, const char *spec, uint64_t capacity, int
         return -1;
     }
     return 0;
+}
+
+/* An offline policy (as_policy_offline) is given the lifetimes of evs[0..n), the events
+ * the caller then replays, as the engine gives them; an online one is left alone. Returns
+ * 0, or the plan's or the host's error. */
+static inline int ph_plan(ph *t, const as_event *evs, size_t n)
+{
+    if (!as_policy_offline(t->p))
+        return 0;
+    as_lifetime *lt;
+    size_t nl;
+    int rc = as_lifetimes_of(evs, n, &lt, &nl);
+    if (rc == 0)
+        rc = t->p->plan(t->st, lt, nl);
+    free(lt);
+    return rc;
 }
 
 /* Low first-fit placement: tests work addresses out upward from AS_SIMDEV_BASE. */

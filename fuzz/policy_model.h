@@ -259,7 +259,7 @@ static inline int pm_grow(pm *r, uint64_t id)
 static inline int pm_alloc(pm *r, uint64_t size, uint64_t stream, int *served)
 {
     uint64_t id;
-    as_block b;
+    as_block b = {0};
     if (pm_grow(r, r->t.next_id))
         return -1;
     int rc = ph_alloc_id(&r->t, size, stream, &id, &b);

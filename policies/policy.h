@@ -23,7 +23,11 @@
 
 #include "device.h"
 
-#define AS_POLICY_ABI 1
+/* The version of as_policy and of every type in this header and device.h. Raised whenever
+ * any of them changes layout or meaning; a plug-in built against another version is
+ * refused (policies/README.md, "Bring your own policy"). 2: the plan slot (offline
+ * policies) and as_lifetime. */
+#define AS_POLICY_ABI 2
 
 enum {
     AS_POLICY_OK = 0,
@@ -33,25 +37,25 @@ enum {
 /* ---- Knobs ------------------------------------------------------------------------ */
 
 typedef enum as_knob_type {
-    AS_KNOB_INT,    /* integer in [min, max] */
-    AS_KNOB_BOOL,   /* true/false, True/False, 1/0, on/off */
-    AS_KNOB_FLOAT,  /* real in [fmin, fmax] */
-    AS_KNOB_SIZE,   /* bytes; accepts units (512, 2K, 2MiB, 1G) */
-    AS_KNOB_ENUM,   /* one of the '|'-separated words in choices; value is the index */
-    AS_KNOB_DIVS,   /* PyTorch roundup_power2_divisions: an int, or [MiB:n,...,>:n] */
+    AS_KNOB_INT,   /* integer in [min, max] */
+    AS_KNOB_BOOL,  /* true/false, True/False, 1/0, on/off */
+    AS_KNOB_FLOAT, /* real in [fmin, fmax] */
+    AS_KNOB_SIZE,  /* bytes; accepts units (512, 2K, 2MiB, 1G) */
+    AS_KNOB_ENUM,  /* one of the '|'-separated words in choices; value is the index */
+    AS_KNOB_DIVS,  /* PyTorch roundup_power2_divisions: an int, or [MiB:n,...,>:n] */
 } as_knob_type;
 
 #define AS_DIV_INTERVALS 16 /* intervals [1 MiB * 2^k, 2 MiB * 2^k), k = 0..15 */
 
 typedef struct as_knob {
-    const char *name;    /* canonical short name: round, roundup, maxsplit, segment, ... */
-    const char *alias;   /* PYTORCH_CUDA_ALLOC_CONF key, or NULL */
+    const char *name;  /* canonical short name: round, roundup, maxsplit, segment, ... */
+    const char *alias; /* PYTORCH_CUDA_ALLOC_CONF key, or NULL */
     as_knob_type type;
-    const char *unit;    /* "bytes", "MiB", "" ... for `allocsim policies` */
-    int64_t def, min, max; /* INT, BOOL, SIZE, ENUM (index); max may be INT64_MAX */
+    const char *unit;        /* "bytes", "MiB", "" ... for `allocsim policies` */
+    int64_t def, min, max;   /* INT, BOOL, SIZE, ENUM (index); max may be INT64_MAX */
     double fdef, fmin, fmax; /* FLOAT */
-    const char *choices; /* ENUM: "none|oom|always" */
-    const char *help;    /* one line */
+    const char *choices;     /* ENUM: "none|oom|always" */
+    const char *help;        /* one line */
     unsigned char fmax_open; /* FLOAT: fmax itself is refused, [fmin, fmax) */
     int64_t multiple;        /* INT: a value must be a multiple of this (0 = any) */
 } as_knob;
@@ -85,13 +89,13 @@ typedef struct as_block {
 enum { AS_FREE_COMPLETE = 0, AS_FREE_PENDING = 1 };
 
 typedef struct as_policy_stats {
-    uint64_t allocated; /* sum of as_block.size over blocks not yet freed (pending incl.) */
-    uint64_t reserved;  /* bytes held from the device (segments + mapped pages) */
+    uint64_t allocated;    /* sum of as_block.size over blocks not yet freed (pending incl.) */
+    uint64_t reserved;     /* bytes held from the device (segments + mapped pages) */
     uint64_t free_bytes;   /* free bytes inside reserved memory */
     uint64_t largest_free; /* largest free block usable by some request */
     uint64_t segments;     /* live device reservations (or mapped ranges) */
     uint64_t device_reserves, device_releases; /* reserve/map and release/unmap calls */
-    uint64_t retries;      /* policy-specific: e.g. PyTorch num_alloc_retries */
+    uint64_t retries;                          /* policy-specific: e.g. PyTorch num_alloc_retries */
 } as_policy_stats;
 
 typedef enum as_walk_kind { AS_WALK_SEGMENT, AS_WALK_BLOCK } as_walk_kind;
@@ -106,9 +110,9 @@ typedef struct as_walk_item {
     as_walk_kind kind;
     uint64_t addr, size;
     uint64_t stream;
-    as_block_state state;  /* blocks only */
-    uint64_t id;           /* allocation id for allocated/pending blocks, else UINT64_MAX */
-    const char *pool;      /* "small", "large", or NULL */
+    as_block_state state; /* blocks only */
+    uint64_t id;          /* allocation id for allocated/pending blocks, else UINT64_MAX */
+    const char *pool;     /* "small", "large", or NULL */
 } as_walk_item;
 
 /* Return non-zero to stop the walk (walk() then returns that value). Segments are
@@ -118,6 +122,19 @@ typedef int (*as_walk_fn)(void *user, const as_walk_item *item);
 typedef struct as_check_failure {
     char msg[200];
 } as_check_failure;
+
+/* ---- Offline policies --------------------------------------------------------------- */
+
+#define AS_LIFETIME_OPEN UINT64_MAX /* as_lifetime.end of an allocation never freed */
+
+/* One ALLOC of the whole trace, for plan(). start is the 0-based trace position of the
+ * ALLOC, end that of its FREE: the block is occupied over [start, end), a FREE_REQ in
+ * between does not end it (the memory is not reusable before the FREE). */
+typedef struct as_lifetime {
+    uint64_t size; /* unrounded bytes requested */
+    uint64_t stream;
+    uint64_t start, end; /* end: AS_LIFETIME_OPEN when the trace ends with it live */
+} as_lifetime;
 
 /* ---- The table -------------------------------------------------------------------- */
 
@@ -143,7 +160,17 @@ typedef struct as_policy {
     int (*walk)(const void *st, as_walk_fn fn, void *user);
     /* Releases host memory. Device memory still held is released through dev. */
     void (*fini)(void *st);
+    /* Offline policies only (NULL for every online one): called once, after init and
+     * before the first event, with every ALLOC of the trace in order (lt[k] is the
+     * allocation with id k). lt is valid during the call only. 0 or < 0. */
+    int (*plan)(void *st, const as_lifetime *lt, size_t n);
 } as_policy;
+
+/* A policy that sees the whole trace ahead (`allocsim policies` marks it offline). */
+static inline int as_policy_offline(const as_policy *p)
+{
+    return p->plan != NULL;
+}
 
 /* The policy applies the run's capacity itself, as an allocator-level limit read through
  * dev->ops->capacity (PyTorch's set_per_process_memory_fraction: a new segment is refused

@@ -26,6 +26,7 @@
 
 #include "grow.h"
 #include "idmap.h"
+#include "lifetimes.h"
 
 #define BATCH 4096u              /* events per batch: 160 KiB per buffer */
 #define STATS_EVERY 65536u       /* external fragmentation sampled this often (events) */
@@ -112,6 +113,11 @@ struct as_engine {
     /* as_engine_run_events: the events come from this array instead of a reader */
     const as_event *mem;
     size_t mem_n, mem_pos;
+    /* Offline runs (a policy with plan) need the whole trace before the first event: the
+     * reader's events are read into own first and fed from there; mem_rc is the reader's
+     * error after the last of them (0: the trace ended). */
+    as_event *own;
+    int mem_rc;
 };
 
 /* The next events from the reader, or from the in-memory array (as_trace_next_batch's
@@ -124,7 +130,9 @@ static int next_batch(as_engine *e, as_trace_reader *rd, as_event *buf, size_t c
     memcpy(buf, e->mem + e->mem_pos, k * sizeof *buf);
     e->mem_pos += k;
     *got = k;
-    return e->mem_pos == e->mem_n ? AS_TRACE_EOF : 0;
+    if (e->mem_pos < e->mem_n)
+        return 0;
+    return e->mem_rc ? e->mem_rc : AS_TRACE_EOF;
 }
 
 static double now_s(void)
@@ -737,6 +745,62 @@ static int after_batch(as_engine *e)
     return 0;
 }
 
+/* ---- offline runs ------------------------------------------------------------------- */
+
+/* The whole trace into e->own (MARK labels dropped: no run reads them). A reader error
+ * ends it; the events before it are kept and the error comes after them (mem_rc). */
+static int preload(as_engine *e, as_trace_reader *rd)
+{
+    size_t n = 0, cap = 0, got = 0;
+    int rc = 0;
+    while (rc == 0) {
+        if (as_grow((void **)&e->own, &cap, n + BATCH, sizeof *e->own, 4 * BATCH)) {
+            snprintf(e->msg, sizeof e->msg, "out of host memory for the whole trace");
+            return AS_ENOMEM;
+        }
+        got = 0;
+        rc = as_trace_next_batch(rd, e->own + n, BATCH, &got);
+        for (size_t i = n; i < n + got; i++)
+            e->own[i].label = NULL;
+        n += got;
+    }
+    e->mem = e->own;
+    e->mem_n = n;
+    e->mem_pos = 0;
+    e->mem_rc = rc < 0 ? rc : 0;
+    return 0;
+}
+
+/* Hands every offline run the lifetimes of the whole trace (as_policy.plan). */
+static int plan_offline(as_engine *e, as_trace_reader *rd)
+{
+    int any = 0, rc = 0;
+    for (unsigned i = 0; i < e->nruns; i++)
+        any |= as_policy_offline(e->runs[i]->pol);
+    if (!any)
+        return 0;
+    if (!e->mem && (rc = preload(e, rd)))
+        return rc;
+    as_lifetime *lt = NULL;
+    size_t n = 0;
+    if (as_lifetimes_of(e->mem, e->mem_n, &lt, &n)) {
+        snprintf(e->msg, sizeof e->msg, "out of host memory for the lifetimes");
+        return AS_ENOMEM;
+    }
+    for (unsigned i = 0; i < e->nruns && rc == 0; i++) {
+        run *r = e->runs[i];
+        int prc = as_policy_offline(r->pol) ? r->pol->plan(r->st, lt, n) : 0;
+        if (prc) {
+            run_fail(r, prc == AS_ENOMEM ? AS_ENOMEM : AS_EPOLICY,
+                     "policy %s: plan returned %d", r->pol->name, prc);
+            snprintf(e->msg, sizeof e->msg, "%s", r->msg);
+            rc = r->err;
+        }
+    }
+    free(lt);
+    return rc;
+}
+
 /* ---- public ------------------------------------------------------------------------- */
 
 int as_engine_create(const as_engine_opts *opts, as_engine **out)
@@ -860,7 +924,7 @@ int as_engine_run(as_engine *e, as_trace_reader *rd, as_trace_error *err)
         }
     }
 
-    if ((rc = start_workers(e, &started)))
+    if ((rc = plan_offline(e, rd)) || (rc = start_workers(e, &started)))
         goto out;
 
     size_t n[2] = {0, 0};
@@ -1009,6 +1073,7 @@ void as_engine_destroy(as_engine *e)
         free(r);
     }
     free(e->runs);
+    free(e->own);
     as_idmap_free(&e->sum_pending);
     as_idmap_free(&e->sum_streams);
     free(e);

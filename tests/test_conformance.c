@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "knobs.h"
 #include "fuzz/policy_model.h"
+#include "knobs.h"
 #include "util.h"
 
 #define MIB PH_MIB
@@ -46,6 +46,9 @@ static const char *const named_settings[] = {
     "torch,expandable=true",
     "torch,maxsplit=64,roundup=4,gc=0.5",
     "torch,expandable=true,maxsplit=64",
+    "planned,order=size",
+    "planned,order=length",
+    "planned,order=breadth,round=1",
 };
 
 static int has_knob(const as_policy *p, const char *name)
@@ -91,13 +94,15 @@ static void report(run *r, int rc)
 {
     if (rc == 0 || r->failed)
         return;
-    fprintf(stderr, "\n  [%s] event %" PRIu64 ": %s\n", r->pm.t.spec.text, r->events,
-            r->pm.err);
+    fprintf(stderr, "\n  [%s] event %" PRIu64 ": %s\n", r->pm.t.spec.text, r->events, r->pm.err);
     r->failed = 1;
     CU_FAIL("policy invariant (message above)");
 }
 
-static void verify(run *r) { report(r, pm_verify(&r->pm)); }
+static void verify(run *r)
+{
+    report(r, pm_verify(&r->pm));
+}
 
 /* ---- events ---------------------------------------------------------------------------- */
 
@@ -110,8 +115,8 @@ static void ev_alloc(run *r, uint64_t size, uint64_t stream)
 static void ev_free(run *r, size_t k, int pending_first)
 {
     uint64_t id = r->pm.ids[k];
-    unsigned flags = pending_first && r->pm.m[id].state == PM_LIVE ? AS_FREE_PENDING
-                                                                   : AS_FREE_COMPLETE;
+    unsigned flags =
+        pending_first && r->pm.m[id].state == PM_LIVE ? AS_FREE_PENDING : AS_FREE_COMPLETE;
     report(r, pm_free_id(&r->pm, id, flags));
 }
 
@@ -133,24 +138,46 @@ static uint64_t rand_size(uint64_t *rng)
     return s ? s : 1;
 }
 
-static int play(run *r, const char *spec, uint64_t capacity, int placement, uint64_t seed,
-                unsigned nev)
+/* One random event of the suite's mix, drawn with the generator in the same order for every
+ * policy: an alloc, a free of the k-th live id (a FREE_REQ first when pend), a burst of
+ * five frees and an EMPTY_CACHE, or an EMPTY_CACHE. nlive is the number of live ids. */
+typedef struct draw {
+    enum { D_ALLOC, D_FREE, D_BURST, D_EMPTY } kind;
+    uint64_t size, stream;
+    size_t k[5];
+    int pend;
+} draw;
+
+static draw draw_event(uint64_t *rng, size_t nlive)
 {
-    memset(r, 0, sizeof *r);
-    if (pm_open(&r->pm, spec, capacity, placement)) {
-        CU_FAIL("cannot open policy");
-        return -1;
+    draw d = {.kind = D_EMPTY};
+    uint64_t u = tu_rand(rng) % 100;
+    if (u < 52 || nlive == 0) {
+        d.kind = D_ALLOC;
+        d.size = rand_size(rng);
+        d.stream = tu_rand(rng) % 3;
+    } else if (u < 97) {
+        d.kind = D_FREE;
+        d.k[0] = (size_t)(tu_rand(rng) % nlive);
+        d.pend = u >= 85;
+    } else if (u < 99) {
+        d.kind = D_BURST;
     }
+    return d;
+}
+
+/* Every random event, through the online policy as it comes. */
+static void play_online(run *r, uint64_t seed, unsigned nev)
+{
     uint64_t rng = seed;
     for (unsigned e = 0; e < nev && !r->failed; e++) {
         r->events = e;
-        uint64_t u = tu_rand(&rng) % 100;
-        if (u < 52 || r->pm.nids == 0) {
-            ev_alloc(r, rand_size(&rng), tu_rand(&rng) % 3);
-        } else if (u < 97) {
-            size_t k = (size_t)(tu_rand(&rng) % r->pm.nids);
-            ev_free(r, k, u >= 85);
-        } else if (u < 99) {
+        draw d = draw_event(&rng, r->pm.nids);
+        if (d.kind == D_ALLOC) {
+            ev_alloc(r, d.size, d.stream);
+        } else if (d.kind == D_FREE) {
+            ev_free(r, d.k[0], d.pend);
+        } else if (d.kind == D_BURST) {
             /* A burst of frees, then the program calls empty_cache(). */
             for (int i = 0; i < 5 && r->pm.nids; i++)
                 ev_free(r, (size_t)(tu_rand(&rng) % r->pm.nids), 0);
@@ -160,6 +187,71 @@ static int play(run *r, const char *spec, uint64_t capacity, int placement, uint
         if (!r->failed)
             verify(r);
     }
+}
+
+/* An offline policy needs the whole trace first: the same mix is drawn into a trace over a
+ * model in which every allocation succeeds, planned, then replayed; an allocation the
+ * policy refuses is dead, and its frees are ignored (pm_free_id), as in the engine. */
+static void play_offline(run *r, uint64_t seed, unsigned nev)
+{
+    as_event *ev = calloc(nev * 6 + 1, sizeof *ev);
+    uint64_t *live = calloc(nev + 1, sizeof *live), rng = seed, next = 0;
+    unsigned char *pend = calloc(nev + 1, 1);
+    size_t n = 0, nl = 0;
+    CU_ASSERT_FATAL(ev && live && pend);
+    for (unsigned e = 0; e < nev; e++) {
+        draw d = draw_event(&rng, nl);
+        size_t nk = d.kind == D_FREE ? 1 : 0;
+        if (d.kind == D_ALLOC) {
+            ev[n++] = (as_event){.op = AS_OP_ALLOC, .id = next, .size = d.size, .stream = d.stream};
+            live[nl++] = next++;
+        }
+        if (d.kind == D_BURST)
+            for (; nk < 5 && nk < nl; nk++)
+                d.k[nk] = (size_t)(tu_rand(&rng) % (nl - nk));
+        for (size_t i = 0; i < nk; i++) {
+            uint64_t id = live[d.k[i]];
+            if (d.pend && !pend[id]) { /* the FREE_REQ now, its FREE on a later draw */
+                ev[n++] = (as_event){.op = AS_OP_FREE_REQ, .id = id};
+                pend[id] = 1;
+                continue;
+            }
+            ev[n++] = (as_event){.op = AS_OP_FREE, .id = id};
+            live[d.k[i]] = live[--nl];
+        }
+        if (d.kind == D_BURST || d.kind == D_EMPTY)
+            ev[n++] = (as_event){.op = AS_OP_EMPTY_CACHE};
+    }
+    CU_ASSERT_EQUAL(ph_plan(&r->pm.t, ev, n), 0);
+    for (size_t i = 0; i < n && !r->failed; i++) {
+        r->events = i;
+        if (ev[i].op == AS_OP_ALLOC)
+            ev_alloc(r, ev[i].size, ev[i].stream);
+        else if (ev[i].op == AS_OP_EMPTY_CACHE)
+            report(r, pm_empty_cache(&r->pm));
+        else
+            report(r, pm_free_id(&r->pm, ev[i].id,
+                                 ev[i].op == AS_OP_FREE ? AS_FREE_COMPLETE : AS_FREE_PENDING));
+        if (!r->failed)
+            verify(r);
+    }
+    free(ev);
+    free(live);
+    free(pend);
+}
+
+static int play(run *r, const char *spec, uint64_t capacity, int placement, uint64_t seed,
+                unsigned nev)
+{
+    memset(r, 0, sizeof *r);
+    if (pm_open(&r->pm, spec, capacity, placement)) {
+        CU_FAIL("cannot open policy");
+        return -1;
+    }
+    if (as_policy_offline(r->pm.t.p))
+        play_offline(r, seed, nev);
+    else
+        play_online(r, seed, nev);
     as_policy_stats s = ph_stats(&r->pm.t);
     pm_mix(&r->pm.hash, s.reserved);
     pm_mix(&r->pm.hash, s.device_reserves);
@@ -262,6 +354,34 @@ static void conformance_tables(void)
     }
 }
 
+/* The same for an offline policy, which is told the requests first: the huge ones and a
+ * byte, all live to the end (the byte is served); then alone a 64 TiB one (an OOM). */
+static void extreme_offline(ph *t, const uint64_t *huge, size_t nh)
+{
+    as_event ev[8];
+    size_t n = 0;
+    for (size_t k = 0; k < nh; k++)
+        ev[n] = (as_event){.op = AS_OP_ALLOC, .id = n, .size = huge[k]}, n++;
+    ev[n] = (as_event){.op = AS_OP_ALLOC, .id = n, .size = 1}, n++;
+    CU_ASSERT_EQUAL_FATAL(ph_plan(t, ev, n), 0);
+    as_block b;
+    uint64_t id;
+    for (size_t k = 0; k < nh; k++)
+        CU_ASSERT_EQUAL(ph_alloc_id(t, huge[k], 0, &id, &b), AS_POLICY_OOM);
+    CU_ASSERT_EQUAL(ph_alloc_id(t, 1, 0, &id, &b), 0);
+    CU_ASSERT(b.size >= 1);
+    CU_ASSERT_EQUAL(ph_check(t), 0);
+    char spec[128];
+    snprintf(spec, sizeof spec, "%s", t->spec.text);
+    ph_close(t);
+    CU_ASSERT_FATAL(ph_open(t, spec, 80ull << 30) == 0);
+    ev[0] = (as_event){.op = AS_OP_ALLOC, .id = 0, .size = 1ull << 46};
+    CU_ASSERT_EQUAL_FATAL(ph_plan(t, ev, 1), 0);
+    CU_ASSERT_EQUAL(ph_alloc_id(t, 1ull << 46, 0, &id, &b), AS_POLICY_OOM);
+    CU_ASSERT_EQUAL(ph_check(t), 0);
+    ph_close(t);
+}
+
 /* Requests no device can hold are an OOM, never an overflow or an error: above 1 PiB at
  * any capacity, and 64 TiB on an 80 GiB device. Size 1 works everywhere. */
 static void conformance_extreme_sizes(void)
@@ -274,6 +394,10 @@ static void conformance_extreme_sizes(void)
         CU_ASSERT_FATAL(ph_open(&t, pl[i]->name, 80ull << 30) == 0);
         as_block b;
         uint64_t id;
+        if (as_policy_offline(pl[i])) {
+            extreme_offline(&t, huge, sizeof huge / sizeof huge[0]);
+            continue;
+        }
         for (size_t k = 0; k < sizeof huge / sizeof huge[0]; k++) {
             int rc = ph_alloc_id(&t, huge[k], 0, &id, &b);
             CU_ASSERT_EQUAL(rc, AS_POLICY_OOM);

@@ -309,7 +309,8 @@ int as_cmd_policies(int argc, char **argv)
         if (tsv && !l[i]->n_knobs)
             printf("%s\t\t\t\t\t\t\t\n", l[i]->name);
         if (!tsv)
-            printf("%s%s - %s\n%s", i && !only ? "\n" : "", l[i]->name, l[i]->summary,
+            printf("%s%s%s - %s\n%s", i && !only ? "\n" : "", l[i]->name,
+                   as_policy_offline(l[i]) ? " (offline)" : "", l[i]->summary,
                    l[i]->n_knobs ? "" : "    (no knobs)\n");
         int w = 12;
         for (size_t k = 0; k < l[i]->n_knobs; k++)
