@@ -28,7 +28,10 @@
 #include "idmap.h"
 #include "lifetimes.h"
 
-#define BATCH 4096u              /* events per batch: 160 KiB per buffer */
+#ifndef AS_ENGINE_BATCH
+#define AS_ENGINE_BATCH 4096u /* events per batch: 160 KiB per buffer */
+#endif
+#define BATCH AS_ENGINE_BATCH
 #define STATS_EVERY 65536u       /* external fragmentation sampled this often (events) */
 #define PENDING_BIT (1ull << 63) /* in the map's block-size word */
 
@@ -102,6 +105,7 @@ struct as_engine {
     const eng_ev *cur;
     size_t cur_n;
     atomic_uint next_run;
+    unsigned *order; /* the runs in the order the threads take them: costliest so far first */
     pthread_mutex_t mu;
     pthread_cond_t go, done;
     uint64_t gen;
@@ -662,7 +666,20 @@ static void work(as_engine *e)
 {
     unsigned i;
     while ((i = atomic_fetch_add(&e->next_run, 1)) < e->nruns)
-        run_timed(e->runs[i], e->cur, e->cur_n);
+        run_timed(e->runs[e->order[i]], e->cur, e->cur_n);
+}
+
+/* Longest first: a batch ends when its slowest run does, so the runs that cost most so far
+ * start first and the cheap ones fill in behind them (the order changes little from batch
+ * to batch, so the insertion sort is about one pass). */
+static void order_runs(as_engine *e)
+{
+    for (unsigned i = 1; i < e->nruns; i++) {
+        unsigned x = e->order[i], j = i;
+        for (; j > 0 && e->runs[e->order[j - 1]]->cpu < e->runs[x]->cpu; j--)
+            e->order[j] = e->order[j - 1];
+        e->order[j] = x;
+    }
 }
 
 static void *worker(void *arg)
@@ -688,6 +705,7 @@ static void *worker(void *arg)
 
 static void publish(as_engine *e, const eng_ev *buf, size_t n)
 {
+    order_runs(e); /* the workers are idle: the runs' times are settled */
     pthread_mutex_lock(&e->mu);
     e->cur = buf;
     e->cur_n = n;
@@ -866,8 +884,11 @@ static int start_workers(as_engine *e, int *started)
     if (threads <= 1)
         return 0;
     e->th = calloc(threads - 1, sizeof *e->th);
-    if (!e->th || pthread_mutex_init(&e->mu, NULL) || pthread_cond_init(&e->go, NULL) ||
-        pthread_cond_init(&e->done, NULL)) {
+    e->order = malloc(e->nruns * sizeof *e->order);
+    for (unsigned i = 0; e->order && i < e->nruns; i++)
+        e->order[i] = i;
+    if (!e->th || !e->order || pthread_mutex_init(&e->mu, NULL) ||
+        pthread_cond_init(&e->go, NULL) || pthread_cond_init(&e->done, NULL)) {
         snprintf(e->msg, sizeof e->msg, "cannot set up threads");
         return AS_ENOMEM;
     }
@@ -894,7 +915,9 @@ static void stop_workers(as_engine *e, int started)
         pthread_cond_destroy(&e->done);
     }
     free(e->th);
+    free(e->order);
     e->th = NULL;
+    e->order = NULL;
 }
 
 int as_engine_run(as_engine *e, as_trace_reader *rd, as_trace_error *err)
