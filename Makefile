@@ -79,9 +79,22 @@ $(BUILD)/replay/%.o: INC := $(INC_replay)
 ## all: build build/allocsim (release, -O2)
 all: $(BUILD)/allocsim
 
+# allocsim links statically (a static PIE: its addresses still randomised) where the
+# toolchain has the archives (Debian's libc6-dev, libzstd-dev and libjansson-dev ship them):
+# start-up then maps and binds no shared object, which was most of a short command's CPU time
+# (sim/README.md, Performance). STATIC=0, or a missing archive, links it dynamically like the
+# other programs; the sanitizer builds always are.
+STATIC ?= 1
+STATIC_LIBS := rcrt1.o libc.a libm.a libzstd.a libjansson.a
+ifeq ($(STATIC),1)
+ifeq ($(strip $(foreach a,$(STATIC_LIBS),$(if $(filter $(a),$(shell $(CC) -print-file-name=$(a))),$(a)))),)
+ALLOCSIM_LDFLAGS := -static-pie
+endif
+endif
+
 $(BUILD)/allocsim: $(BUILD)/obj/sim/cli/main.o $(REL_LIB)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(ALLOCSIM_LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/allocsim-bench: $(BUILD)/obj/sim/cli/bench_main.o $(REL_LIB)
 	@echo "  LD      $@"
