@@ -221,13 +221,13 @@ static int bfc_alloc(void *st, const as_request *req, as_block *out)
         return AS_POLICY_OOM;
     uint64_t size = s->h.b[b].size;
     int split = size >= rounded * 2 || size - rounded >= s->max_frag;
-    return as_heap_take(&s->h, b, rounded, split, req, out);
+    return as_heap_take_ix(&s->h, &index_ops, b, rounded, split, req, out);
 }
 
 static int bfc_free(void *st, uint64_t handle, unsigned flags)
 {
     uint32_t b;
-    return as_heap_free(&((bfc *)st)->h, handle, flags, 1, &b);
+    return as_heap_free_ix(&((bfc *)st)->h, &index_ops, handle, flags, 1, &b);
 }
 
 static int bfc_empty_cache(void *st)

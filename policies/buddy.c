@@ -111,18 +111,18 @@ static int bd_alloc(void *st, const as_request *req, as_block *out)
         if (rc)
             return rc;
     }
-    as_heap_unindex(&s->h, b);
+    as_heap_unindex_ix(&s->h, &index_ops, b);
     /* Halve down to order k; each upper half becomes a free block of its order. */
     for (unsigned j = order_of(s->h.b[b].size); j > k; j--) {
         uint32_t tail;
-        int rc = as_heap_split(&s->h, b, 1ull << (j - 1), &tail);
+        int rc = as_heap_split_(&s->h, b, 1ull << (j - 1), &tail);
         if (rc) {
-            as_heap_index(&s->h, b);
+            as_heap_index_ix(&s->h, &index_ops, b);
             return rc;
         }
-        as_heap_index(&s->h, tail);
+        as_heap_index_ix(&s->h, &index_ops, tail);
     }
-    return as_heap_take(&s->h, b, 1ull << k, 0, req, out);
+    return as_heap_take_ix(&s->h, &index_ops, b, 1ull << k, 0, req, out);
 }
 
 static int bd_free(void *st, uint64_t handle, unsigned flags)
@@ -130,10 +130,10 @@ static int bd_free(void *st, uint64_t handle, unsigned flags)
     buddy *s = st;
     as_heap *h = &s->h;
     uint32_t b;
-    int rc = as_heap_free(h, handle, flags, 0, &b);
+    int rc = as_heap_free_ix(h, &index_ops, handle, flags, 0, &b);
     if (rc || !b)
         return rc;
-    as_heap_unindex(h, b);
+    as_heap_unindex_ix(h, &index_ops, b);
     for (;;) {
         const as_blk *x = &h->b[b];
         const as_seg *g = &h->s[x->seg];
@@ -143,12 +143,12 @@ static int bd_free(void *st, uint64_t handle, unsigned flags)
         uint32_t bud = (off & sz) ? x->prev : x->next;
         if (!bud || h->b[bud].state != AS_BLOCK_FREE || h->b[bud].size != sz)
             break;
-        as_heap_unindex(h, bud);
+        as_heap_unindex_ix(h, &index_ops, bud);
         uint32_t left = (off & sz) ? bud : b;
-        as_heap_merge_next(h, left);
+        as_heap_merge_next_(h, left);
         b = left;
     }
-    as_heap_index(h, b);
+    as_heap_index_ix(h, &index_ops, b);
     return as_heap_after_free(h, b, s->release);
 }
 

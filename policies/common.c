@@ -36,39 +36,23 @@ _Static_assert(sizeof(as_blk) == 64, "as_blk is one cache line");
 
 /* ---- nodes ---------------------------------------------------------------------------- */
 
-static uint32_t blk_new(as_heap *h)
+uint32_t as_heap_blk_grow(as_heap *h)
 {
-    uint32_t i;
-    if (h->free_b) {
-        i = h->free_b;
-        h->free_b = h->b[i].l;
-    } else {
-        if (h->nb == h->cap_b) {
-            uint32_t nc = h->cap_b ? h->cap_b * 2 : 256;
-            if (nc <= h->cap_b)
-                return AS_NIL;
-            as_blk *nb = aligned_alloc(64, (size_t)nc * sizeof *nb);
-            if (!nb)
-                return AS_NIL;
-            memcpy(nb, h->b, (size_t)h->nb * sizeof *nb);
-            free(h->b);
-            h->b = nb;
-            h->cap_b = nc;
-        }
-        i = h->nb++;
-        h->b[i].gen = 0;
+    if (h->nb == h->cap_b) {
+        uint32_t nc = h->cap_b ? h->cap_b * 2 : 256;
+        if (nc <= h->cap_b)
+            return AS_NIL;
+        as_blk *nb = aligned_alloc(64, (size_t)nc * sizeof *nb);
+        if (!nb)
+            return AS_NIL;
+        memcpy(nb, h->b, (size_t)h->nb * sizeof *nb);
+        free(h->b);
+        h->b = nb;
+        h->cap_b = nc;
     }
-    uint32_t gen = h->b[i].gen;
-    h->b[i] = (as_blk){.gen = gen, .state = AS_BLOCK_FREE};
+    uint32_t i = h->nb++;
+    h->b[i] = (as_blk){.gen = 0, .state = AS_BLOCK_FREE};
     return i;
-}
-
-static void blk_put(as_heap *h, uint32_t i)
-{
-    h->b[i].state = AS_BLK_DEAD;
-    h->b[i].gen++;
-    h->b[i].l = h->free_b;
-    h->free_b = i;
 }
 
 static uint32_t seg_new(as_heap *h)
@@ -100,46 +84,14 @@ static void seg_put(as_heap *h, uint32_t i)
     h->free_s = i;
 }
 
-static void empty_push(as_heap *h, uint32_t si)
-{
-    as_seg *s = &h->s[si];
-    s->in_empty = 1;
-    s->eprev = AS_NIL;
-    s->enext = h->empty;
-    if (h->empty)
-        h->s[h->empty].eprev = si;
-    h->empty = si;
-}
-
-static void empty_remove(as_heap *h, uint32_t si)
-{
-    as_seg *s = &h->s[si];
-    if (!s->in_empty)
-        return;
-    if (s->eprev)
-        h->s[s->eprev].enext = s->enext;
-    else
-        h->empty = s->enext;
-    if (s->enext)
-        h->s[s->enext].eprev = s->eprev;
-    s->in_empty = 0;
-    s->eprev = s->enext = AS_NIL;
-}
-
 void as_heap_index(as_heap *h, uint32_t b)
 {
-    if (h->ix) {
-        h->ix->insert(h, b);
-        h->b[b].indexed = 1;
-    }
+    as_heap_index_ix(h, h->ix, b);
 }
 
 void as_heap_unindex(as_heap *h, uint32_t b)
 {
-    if (h->ix && h->b[b].indexed) {
-        h->ix->remove(h, b);
-        h->b[b].indexed = 0;
-    }
+    as_heap_unindex_ix(h, h->ix, b);
 }
 
 /* ---- heap ----------------------------------------------------------------------------- */
@@ -182,18 +134,18 @@ void as_heap_fini(as_heap *h)
 int as_heap_grow(as_heap *h, uint64_t size, uint32_t *blk)
 {
     /* Host nodes first, so that a failure never leaves device memory unaccounted. */
-    uint32_t bi = blk_new(h);
+    uint32_t bi = as_heap_blk_new(h);
     if (!bi)
         return AS_ENOMEM;
     uint32_t si = seg_new(h);
     if (!si) {
-        blk_put(h, bi);
+        as_heap_blk_put(h, bi);
         return AS_ENOMEM;
     }
     uint64_t addr = 0;
     int rc = h->dev->ops->reserve(h->dev->ctx, size, &addr);
     if (rc != AS_DEV_OK) {
-        blk_put(h, bi);
+        as_heap_blk_put(h, bi);
         seg_put(h, si);
         return rc == AS_DEV_OOM ? AS_POLICY_OOM : AS_EDEVICE;
     }
@@ -205,7 +157,7 @@ int as_heap_grow(as_heap *h, uint64_t size, uint32_t *blk)
     s->size = size;
     s->head = bi;
     s->nused = 0;
-    empty_push(h, si);
+    as_heap_empty_push(h, si);
     as_blk *x = &h->b[bi];
     x->addr = addr;
     x->size = size;
@@ -220,167 +172,28 @@ int as_heap_grow(as_heap *h, uint64_t size, uint32_t *blk)
 
 int as_heap_split(as_heap *h, uint32_t b, uint64_t size, uint32_t *tail)
 {
-    uint32_t t = blk_new(h);
-    if (!t)
-        return AS_ENOMEM;
-    as_blk *x = &h->b[b], *y = &h->b[t];
-    y->addr = x->addr + size;
-    y->size = x->size - size;
-    y->prev = b;
-    y->next = x->next;
-    y->seg = x->seg;
-    if (x->next)
-        h->b[x->next].prev = t;
-    x->next = t;
-    x->size = size;
-    h->nfree++;
-    *tail = t;
-    return 0;
+    return as_heap_split_(h, b, size, tail);
 }
 
 void as_heap_merge_next(as_heap *h, uint32_t b)
 {
-    as_blk *x = &h->b[b];
-    uint32_t n = x->next;
-    as_blk *y = &h->b[n];
-    x->size += y->size;
-    x->next = y->next;
-    if (y->next)
-        h->b[y->next].prev = b;
-    blk_put(h, n);
-    h->nfree--;
-}
-
-/* n absorbs its free, unindexed predecessor (the survivor is n, now starting lower). */
-static void absorb_prev(as_heap *h, uint32_t n)
-{
-    as_blk *y = &h->b[n];
-    uint32_t b = y->prev;
-    as_blk *x = &h->b[b];
-    y->addr = x->addr;
-    y->size += x->size;
-    y->prev = x->prev;
-    if (x->prev)
-        h->b[x->prev].next = n;
-    else
-        h->s[y->seg].head = n;
-    blk_put(h, b);
-    h->nfree--;
+    as_heap_merge_next_(h, b);
 }
 
 int as_heap_take(as_heap *h, uint32_t b, uint64_t size, int split, const as_request *req,
                  as_block *out)
 {
-    uint32_t tail = AS_NIL;
-    int cut = split && size < h->b[b].size;
-    if (cut && h->ix && h->ix->replace && h->b[b].indexed) {
-        /* The tail takes the block's place in an address-ordered index. */
-        uint64_t old = h->b[b].size;
-        int rc = as_heap_split(h, b, size, &tail);
-        if (rc)
-            return rc;
-        h->ix->replace(h, b, tail, old);
-        h->b[b].indexed = 0;
-        h->b[tail].indexed = 1;
-    } else {
-        as_heap_unindex(h, b);
-        if (cut) {
-            int rc = as_heap_split(h, b, size, &tail);
-            if (rc) {
-                as_heap_index(h, b);
-                return rc;
-            }
-            as_heap_index(h, tail);
-        }
-    }
-    as_blk *x = &h->b[b];
-    x->state = AS_BLOCK_ALLOCATED;
-    x->gen++;
-    x->id = req->id;
-    x->stream = req->stream;
-    h->free_bytes -= x->size;
-    h->allocated += x->size;
-    h->nfree--;
-    as_seg *s = &h->s[x->seg];
-    if (s->nused++ == 0)
-        empty_remove(h, x->seg);
-    out->addr = x->addr;
-    out->size = x->size;
-    out->handle = (uint64_t)x->gen << 32 | b;
-    return 0;
+    return as_heap_take_ix(h, h->ix, b, size, split, req, out);
 }
 
 uint32_t as_heap_lookup(const as_heap *h, uint64_t handle)
 {
-    uint32_t i = (uint32_t)handle;
-    uint32_t gen = (uint32_t)(handle >> 32);
-    if (i == AS_NIL || i >= h->nb)
-        return AS_NIL;
-    const as_blk *x = &h->b[i];
-    if (x->gen != gen || (x->state != AS_BLOCK_ALLOCATED && x->state != AS_BLOCK_PENDING))
-        return AS_NIL;
-    return i;
+    return as_heap_lookup_(h, handle);
 }
 
 int as_heap_free(as_heap *h, uint64_t handle, unsigned flags, int coalesce, uint32_t *blk)
 {
-    uint32_t b = as_heap_lookup(h, handle);
-    *blk = AS_NIL;
-    if (!b)
-        return AS_EINVAL;
-    as_blk *x = &h->b[b];
-    if (flags & AS_FREE_PENDING) {
-        if (x->state != AS_BLOCK_ALLOCATED)
-            return AS_EINVAL;
-        x->state = AS_BLOCK_PENDING;
-        return 0;
-    }
-    x->state = AS_BLOCK_FREE;
-    h->allocated -= x->size;
-    h->free_bytes += x->size;
-    h->nfree++;
-    as_seg *s = &h->s[x->seg];
-    if (--s->nused == 0)
-        empty_push(h, x->seg);
-    if (coalesce && h->ix && h->ix->replace) {
-        /* Address-ordered index: merged blocks keep their neighbour's place. */
-        uint32_t p = x->prev, n = x->next;
-        int pf = p && h->b[p].state == AS_BLOCK_FREE, nf = n && h->b[n].state == AS_BLOCK_FREE;
-        if (pf) {
-            uint64_t old = h->b[p].size;
-            if (nf)
-                as_heap_unindex(h, n);
-            as_heap_merge_next(h, p);
-            if (nf)
-                as_heap_merge_next(h, p);
-            h->ix->resized(h, p, old);
-            *blk = p;
-            return 0;
-        }
-        if (nf) {
-            /* n absorbs b: it keeps its place in the order, only growing downwards. */
-            uint64_t old = h->b[n].size;
-            absorb_prev(h, n);
-            h->ix->resized(h, n, old);
-            *blk = n;
-            return 0;
-        }
-    } else if (coalesce) {
-        uint32_t p = x->prev;
-        if (p && h->b[p].state == AS_BLOCK_FREE) {
-            as_heap_unindex(h, p);
-            as_heap_merge_next(h, p);
-            b = p;
-        }
-        uint32_t n = h->b[b].next;
-        if (n && h->b[n].state == AS_BLOCK_FREE) {
-            as_heap_unindex(h, n);
-            as_heap_merge_next(h, b);
-        }
-    }
-    as_heap_index(h, b);
-    *blk = b;
-    return 0;
+    return as_heap_free_ix(h, h->ix, handle, flags, coalesce, blk);
 }
 
 int as_heap_release_seg(as_heap *h, uint32_t si)
@@ -398,10 +211,10 @@ int as_heap_release_seg(as_heap *h, uint32_t si)
         as_heap_unindex(h, b);
         h->free_bytes -= h->b[b].size;
         h->nfree--;
-        blk_put(h, b);
+        as_heap_blk_put(h, b);
         b = n;
     }
-    empty_remove(h, si);
+    as_heap_empty_remove(h, si);
     h->nsegs--;
     seg_put(h, si);
     return 0;
@@ -623,71 +436,9 @@ int as_heap_walk(const as_heap *h, as_walk_fn fn, void *user)
 
 /* ---- binned size index ------------------------------------------------------------------ */
 
-#define OSET_NODE as_blk
-#define OSET(name) ob_##name
-#include "oset.h"
-
 void as_bins_init(as_bins *bins)
 {
     memset(bins, 0, sizeof *bins);
-}
-
-void as_bins_insert(as_heap *h, as_bins *bins, uint32_t b)
-{
-    unsigned fl, sl;
-    as_tlsf_class(h->b[b].size, AS_BINS_SL, 0, &fl, &sl);
-    int treap = bins->treap[fl] >> sl & 1;
-    if (__builtin_expect(
-            ob_bin_insert(h->b, &bins->root[fl][sl], bins->cnt[fl][sl], treap, b) != treap, 0))
-        bins->treap[fl] ^= 1u << sl;
-    bins->cnt[fl][sl]++;
-    bins->slmap[fl] |= 1u << sl;
-    bins->flmap |= 1ull << fl;
-    bins->n++;
-}
-
-void as_bins_remove(as_heap *h, as_bins *bins, uint32_t b)
-{
-    as_bins_remove_as(h, bins, b, h->b[b].size);
-}
-
-void as_bins_remove_as(as_heap *h, as_bins *bins, uint32_t b, uint64_t size)
-{
-    unsigned fl, sl;
-    as_tlsf_class(size, AS_BINS_SL, 0, &fl, &sl);
-    uint32_t *root = &bins->root[fl][sl];
-    int treap = bins->treap[fl] >> sl & 1;
-    if (__builtin_expect(ob_bin_erase(h->b, root, bins->cnt[fl][sl], treap, b) != treap, 0))
-        bins->treap[fl] ^= 1u << sl;
-    bins->cnt[fl][sl]--;
-    bins->n--;
-    if (!*root) {
-        bins->slmap[fl] &= ~(1u << sl);
-        if (!bins->slmap[fl])
-            bins->flmap &= ~(1ull << fl);
-    }
-}
-
-uint32_t as_bins_find(const as_heap *h, const as_bins *bins, uint64_t want)
-{
-    unsigned fl, sl;
-    as_tlsf_class(want ? want : 1, AS_BINS_SL, 0, &fl, &sl);
-    if (bins->slmap[fl] >> sl & 1) {
-        uint32_t b = ob_bin_lower_bound(h->b, bins->root[fl][sl], bins->treap[fl] >> sl & 1, want);
-        if (b)
-            return b;
-    }
-    uint32_t m = sl + 1 < 32 ? bins->slmap[fl] & (~0u << (sl + 1)) : 0;
-    if (!m) {
-        uint64_t fm = fl + 1 < AS_BINS_FL ? bins->flmap & (~0ull << (fl + 1)) : 0;
-        if (!fm)
-            return AS_NIL;
-        fl = (unsigned)__builtin_ctzll(fm);
-        m = bins->slmap[fl];
-    }
-    /* Every block of a higher bin fits: take that bin's smallest. */
-    sl = (unsigned)__builtin_ctz(m);
-    return ob_bin_min(h->b, bins->root[fl][sl], bins->treap[fl] >> sl & 1);
 }
 
 uint64_t as_bins_max(const as_heap *h, const as_bins *bins)

@@ -94,7 +94,11 @@ void as_heap_fini(as_heap *h);
 /* Reserves a segment of `size` (a granularity multiple) and makes one free, indexed block
  * spanning it. 0, AS_POLICY_OOM, AS_ENOMEM or AS_EDEVICE. */
 int as_heap_grow(as_heap *h, uint64_t size, uint32_t *blk);
-/* Hands out the free block b for req: takes it out of the index, splits off the tail
+/* The per-event functions (take, lookup, free, split, merge_next, index, unindex) are
+ * written once, inline, in common_hot.h; the ones here go through h->ix, and a policy's
+ * hot path calls as_heap_take_ix / as_heap_free_ix with its own const ops instead, which
+ * inlines its index into it.
+ * Hands out the free block b for req: takes it out of the index, splits off the tail
  * beyond `size` as a new free block when `split` (and size < b's size), and fills out. */
 int as_heap_take(as_heap *h, uint32_t b, uint64_t size, int split, const as_request *req,
                  as_block *out);
@@ -244,12 +248,10 @@ typedef struct as_bins {
 } as_bins;
 
 void as_bins_init(as_bins *bins);
-void as_bins_insert(as_heap *h, as_bins *bins, uint32_t b);
-void as_bins_remove(as_heap *h, as_bins *bins, uint32_t b);
-/* The same for a block filed under `size`, which its size has since left. */
-void as_bins_remove_as(as_heap *h, as_bins *bins, uint32_t b, uint64_t size);
-/* The smallest (size, addr) with size >= want, AS_NIL when none. */
-uint32_t as_bins_find(const as_heap *h, const as_bins *bins, uint64_t want);
+/* Inline, in common_hot.h: as_bins_insert(h, bins, b); as_bins_remove(h, bins, b);
+ * as_bins_remove_as(h, bins, b, size), for a block filed under `size`, which its size has
+ * since left; as_bins_find(h, bins, want): the smallest (size, addr) with size >= want,
+ * AS_NIL when none. */
 uint64_t as_bins_max(const as_heap *h, const as_bins *bins); /* largest size, 0 when empty */
 int as_bins_check(const as_heap *h, const as_bins *bins, as_check_failure *f);
 
@@ -289,5 +291,7 @@ static inline void as_tlsf_class(uint64_t size, unsigned sl_log2, int search, un
     *sl =
         (unsigned)(f >= sl_log2 ? (size >> (f - sl_log2)) & mask : (size << (sl_log2 - f)) & mask);
 }
+
+#include "common_hot.h"
 
 #endif

@@ -133,7 +133,7 @@ static int ff_alloc(void *st, const as_request *req, as_block *out)
             return rc;
     }
     int split = as_maxsplit_may_split(s->h.b[b].size, s->maxsplit);
-    return as_heap_take(&s->h, b, size, split, req, out);
+    return as_heap_take_ix(&s->h, &index_ops, b, size, split, req, out);
 }
 
 static int ff_free(void *st, uint64_t handle, unsigned flags)
@@ -142,7 +142,7 @@ static int ff_free(void *st, uint64_t handle, unsigned flags)
     uint32_t b;
     if (as_btree_reserve(&s->byaddr, 1))
         return AS_ENOMEM;
-    int rc = as_heap_free(&s->h, handle, flags, 1, &b);
+    int rc = as_heap_free_ix(&s->h, &index_ops, handle, flags, 1, &b);
     if (rc)
         return rc;
     return as_heap_after_free(&s->h, b, s->release);

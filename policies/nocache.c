@@ -26,14 +26,14 @@ static int nc_alloc(void *st, const as_request *req, as_block *out)
     int rc = as_heap_grow(&s->h, as_align_up(req->size, AS_DEV_GRANULARITY), &b);
     if (rc)
         return rc;
-    return as_heap_take(&s->h, b, s->h.b[b].size, 0, req, out);
+    return as_heap_take_ix(&s->h, NULL, b, s->h.b[b].size, 0, req, out);
 }
 
 static int nc_free(void *st, uint64_t handle, unsigned flags)
 {
     nocache *s = st;
     uint32_t b;
-    int rc = as_heap_free(&s->h, handle, flags, 0, &b);
+    int rc = as_heap_free_ix(&s->h, NULL, handle, flags, 0, &b);
     if (rc || !b)
         return rc;
     return as_heap_release_seg(&s->h, s->h.b[b].seg);

@@ -349,3 +349,6 @@ static inline const char *OSET(bin_check)(const OSET_NODE *b, uint32_t nb, uint3
     *count = c;
     return NULL;
 }
+
+#undef OSET_NODE
+#undef OSET

@@ -181,14 +181,14 @@ static int sf_alloc(void *st, const as_request *req, as_block *out)
         if (rc)
             return rc;
     }
-    return as_heap_take(&s->h, b, size, s->split, req, out);
+    return as_heap_take_ix(&s->h, &index_ops, b, size, s->split, req, out);
 }
 
 static int sf_free(void *st, uint64_t handle, unsigned flags)
 {
     segfit *s = st;
     uint32_t b;
-    int rc = as_heap_free(&s->h, handle, flags, s->coalesce, &b);
+    int rc = as_heap_free_ix(&s->h, &index_ops, handle, flags, s->coalesce, &b);
     if (rc)
         return rc;
     return as_heap_after_free(&s->h, b, s->release);

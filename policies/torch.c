@@ -824,8 +824,9 @@ static int free_block(torch_state *t, uint32_t i)
     t->active -= b[i].size;
     b[i].state = B_FREE;
     uint32_t p = b[i].prev, n = b[i].next;
-    int pf = p && b[p].state == B_FREE && b[p].mapped == b[i].mapped;
-    int nf = n && b[n].state == B_FREE && b[n].mapped == b[i].mapped;
+    /* Without short-circuits (node 0 is readable): one unpredictable branch, not six. */
+    int pf = (p != 0) & (b[p].state == B_FREE) & (b[p].mapped == b[i].mapped);
+    int nf = (n != 0) & (b[n].state == B_FREE) & (b[n].mapped == b[i].mapped);
     if (!b[i].mapped)
         return insert_free(t, merge_neighbours(t, i));
     if (!(pf || nf))
@@ -908,6 +909,35 @@ static int torch_init(void *st, const as_knob_value *cfg, const as_device *dev)
     return 0;
 }
 
+/* No cached block fits: the malloc ladder of a new segment (garbage collection first,
+ * then releasing cached blocks and retrying). Out of line, so that the common path of
+ * torch_alloc keeps its registers. 0 with p->block, AS_POLICY_OOM, or an error. */
+static __attribute__((noinline)) int alloc_new(torch_state *t, params *p)
+{
+    int rc;
+    p->alloc_size = allocation_size(t, p->size);
+    if (gc_active(t) && (rc = garbage_collect(t)))
+        return rc;
+    int found = alloc_block(t, p, 0);
+    if (found == 0) {
+        found = release_available(t, p);
+        if (found > 0)
+            found = alloc_block(t, p, 0);
+    }
+    if (found == 0) {
+        found = release_cached(t);
+        if (found == 0)
+            found = alloc_block(t, p, 1);
+    }
+    if (found < 0)
+        return found;
+    if (!found) {
+        t->ooms++;
+        return AS_POLICY_OOM;
+    }
+    return 0;
+}
+
 static int torch_alloc(void *st, const as_request *req, as_block *out)
 {
     torch_state *t = st;
@@ -922,28 +952,11 @@ static int torch_alloc(void *st, const as_request *req, as_block *out)
     if (!(fs->n && fs->s[fs->last].stream == p.stream) && as_tfs_slot(fs, p.stream) < 0)
         return AS_ENOMEM; /* insert_free relies on the slot */
 
-    int found = get_free_block(t, &p), rc = 0, in_set = found;
-    if (!found) {
-        p.alloc_size = allocation_size(t, p.size);
-        if (gc_active(t) && (rc = garbage_collect(t)))
+    int in_set = get_free_block(t, &p);
+    if (!in_set) {
+        int rc = alloc_new(t, &p);
+        if (rc)
             return rc;
-        found = alloc_block(t, &p, 0);
-        if (found == 0) {
-            found = release_available(t, &p);
-            if (found > 0)
-                found = alloc_block(t, &p, 0);
-        }
-        if (found == 0) {
-            found = release_cached(t);
-            if (found == 0)
-                found = alloc_block(t, &p, 1);
-        }
-        if (found < 0)
-            return found;
-        if (!found) {
-            t->ooms++;
-            return AS_POLICY_OOM;
-        }
     }
 
     uint32_t i = p.block;

@@ -161,9 +161,12 @@ TFS_HOT int as_tfs_insert(blk *b, fset *f, uint32_t x)
         return as_tfs_insert_slow(b, f, x);
     bchunk *c = &f->c[ci];
     b[x].bin = (uint16_t)bin;
-    int treap = c->treap >> j & 1;
-    if (__builtin_expect(tfs_bin_insert(b, &c->head[j], c->cnt[j], treap, x) != treap, 0))
-        c->treap ^= 1ull << j;
+    if (__builtin_expect((c->treap >> j & 1) || c->cnt[j] == OSET_LIST_MAX, 0)) {
+        tfs_bin_insert_treap(b, &c->head[j], c->treap >> j & 1, x);
+        c->treap |= 1ull << j;
+    } else {
+        c->head[j] = tfs_list_insert(b, c->head[j], x);
+    }
     c->cnt[j]++;
     ix->words[w] |= 1ull << j;
     ix->summary |= 1ull << w;
@@ -179,9 +182,12 @@ TFS_HOT void as_tfs_erase_at(blk *b, fset *f, uint32_t x, uint64_t size)
     sidx *ix = &f->s[k];
     unsigned bin = b[x].bin, w = bin >> 6, j = bin & 63;
     bchunk *c = &f->c[ix->chunk[w]];
-    int treap = c->treap >> j & 1;
-    if (__builtin_expect(tfs_bin_erase(b, &c->head[j], c->cnt[j], treap, x) != treap, 0))
-        c->treap ^= 1ull << j;
+    if (__builtin_expect(c->treap >> j & 1, 0)) {
+        if (!tfs_bin_erase_treap(b, &c->head[j], c->cnt[j], x))
+            c->treap &= ~(1ull << j);
+    } else {
+        c->head[j] = tfs_list_erase(b, c->head[j], x);
+    }
     c->cnt[j]--;
     b[x].up = 0;
     if (!c->head[j]) {
@@ -199,23 +205,41 @@ TFS_HOT void as_tfs_erase(blk *b, fset *f, uint32_t x)
 }
 
 /* nw (free, not in the set, of old's stream) takes the place of old, which is filed
- * under old_size: one unlink and one sorted insert when both fall in the same list bin
- * (a split's remainder, a merge's survivor), else an erase and an insert. nw may be old
- * itself, re-keyed after a change of size or address. 0 or AS_ENOMEM. */
+ * under old_size (a split's remainder, a merge's survivor; nw may be old itself, re-keyed
+ * after a change of size or address): one unlink and one sorted insert, with the slot,
+ * both bins and their chunks looked up once. Treap bins, a full list and a chunk's first
+ * use go through erase and insert. 0 or AS_ENOMEM. */
 TFS_HOT int as_tfs_replace(blk *b, fset *f, uint32_t old, uint64_t old_size, uint32_t nw)
 {
     uint32_t k = b[old].sx;
     sidx *ix = &f->s[k];
-    unsigned bin = b[old].bin, j = bin & 63;
-    bchunk *c = &f->c[ix->chunk[bin >> 6]];
-    if (as_tfs_bin(b[nw].size) != bin || (c->treap >> j & 1)) {
+    unsigned ob = b[old].bin, nb = as_tfs_bin(b[nw].size);
+    unsigned ow = ob >> 6, oj = ob & 63, nwd = nb >> 6, nj = nb & 63;
+    uint32_t nci = ix->chunk[nwd];
+    bchunk *oc = &f->c[ix->chunk[ow]], *nc = &f->c[nci];
+    if (__builtin_expect(!nci || ((oc->treap >> oj | nc->treap >> nj) & 1) ||
+                             (ob != nb && nc->cnt[nj] == OSET_LIST_MAX),
+                         0)) {
         as_tfs_erase_at(b, f, old, old_size);
         return as_tfs_insert(b, f, nw);
     }
-    uint32_t h = tfs_list_erase(b, c->head[j], old);
+    uint32_t h = tfs_list_erase(b, oc->head[oj], old);
     b[old].up = 0;
-    b[nw].bin = (uint16_t)bin;
-    c->head[j] = tfs_list_insert(b, h, nw);
+    if (ob != nb) {
+        oc->head[oj] = h;
+        oc->cnt[oj]--;
+        if (!h) {
+            ix->words[ow] &= ~(1ull << oj);
+            if (!ix->words[ow])
+                ix->summary &= ~(1ull << ow);
+        }
+        h = nc->head[nj];
+        nc->cnt[nj]++;
+        ix->words[nwd] |= 1ull << nj;
+        ix->summary |= 1ull << nwd;
+    }
+    b[nw].bin = (uint16_t)nb;
+    nc->head[nj] = tfs_list_insert(b, h, nw);
     if (b[nw].size > ix->max)
         tfs_push_max(f, k, b[nw].size);
     else if (old_size == ix->max && b[nw].size != old_size)
