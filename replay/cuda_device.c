@@ -4,7 +4,8 @@
  * Invariants: `live` holds exactly the cudaMalloc ranges handed out and not yet freed;
  * every page of a va range is either unmapped (handle 0) or backed by its own 2 MiB
  * cuMemCreate handle, mapped and accessible. reserved = sum(live) + mapped pages. The
- * ballast is allocated before any segment and freed after all of them.
+ * ballast is allocated before any segment and freed after all of them; with VMM it holds
+ * physical memory only, so it never takes cudaMalloc's address space.
  */
 #include "cuda_device.h"
 
@@ -38,7 +39,8 @@ struct as_cudadev {
     CUmemAccessDesc access;
     uint64_t page; /* VMM granularity; 0 when the GPU has no VMM */
     struct ballast {
-        void *p;
+        void *p;                        /* cudaMalloc'd (no VMM), or */
+        CUmemGenericAllocationHandle h; /* physical memory only, never mapped */
         uint64_t size;
     } *ballast;
     size_t nballast;
@@ -468,6 +470,19 @@ static const as_device_ops cudadev_ops = {
 
 /* ---- ballast --------------------------------------------------------------------------- */
 
+/* With VMM the ballast is physical memory alone (cuMemCreate, never mapped), so it takes
+ * no address space and cudaMalloc's heap starts every run where a fresh process's does, as
+ * the simulated device's does. A cudaMalloc'd ballast sat at the top of that heap, and the
+ * tail of its last piece's chunk (its size rounded up to 32 MiB) took a run's first
+ * segments whenever they fitted there (replay/PLACEMENT.md section 7). */
+static void ballast_free(struct ballast *b)
+{
+    if (b->h)
+        as_cu.cuMemRelease(b->h);
+    else if (b->p)
+        cudaFree(b->p);
+}
+
 static int ballast_add(as_cudadev *d, uint64_t bytes)
 {
     while (bytes >= AS_DEV_GRANULARITY) {
@@ -479,8 +494,10 @@ static int ballast_add(as_cudadev *d, uint64_t bytes)
             return AS_EDEVICE;
         }
         d->ballast = nb;
-        d->ballast[d->nballast].size = n;
-        int rc = rt_rc(d, cudaMalloc(&d->ballast[d->nballast].p, n), "cudaMalloc(ballast)", n);
+        struct ballast *b = &d->ballast[d->nballast];
+        *b = (struct ballast){.size = n};
+        int rc = d->page ? drv_rc(d, as_cu.cuMemCreate(&b->h, n, &d->prop, 0), "cuMemCreate", n)
+                         : rt_rc(d, cudaMalloc(&b->p, n), "cudaMalloc(ballast)", n);
         if (rc == AS_DEV_OOM && n > AS_DEV_GRANULARITY) {
             /* the driver keeps a little back: take what it gives in smaller steps */
             bytes = n / 2 / AS_DEV_GRANULARITY * AS_DEV_GRANULARITY;
@@ -531,7 +548,7 @@ static int ballast_fill(as_cudadev *d, uint64_t capacity)
             break;
         /* too little: give back the last piece, keeping all of it but 2 MiB */
         struct ballast last = d->ballast[--d->nballast];
-        cudaFree(last.p);
+        ballast_free(&last);
         if (last.size > AS_DEV_GRANULARITY &&
             (rc = ballast_add(d, last.size - AS_DEV_GRANULARITY)))
             return rc;
@@ -628,7 +645,7 @@ void as_cudadev_destroy(as_cudadev *d)
         free(v->page);
     }
     for (size_t i = 0; i < d->nballast; i++)
-        cudaFree(d->ballast[i].p);
+        ballast_free(&d->ballast[i]);
     (void)cudaGetLastError();
     free(d->ballast);
     free(d->live);
