@@ -4,6 +4,8 @@
 Usage:
   placement_model.py [RULE] [-v]            the calibration sequences and the key replays
   placement_model.py CSV RULE [-v]          one calibration csv (step,op,tag,size,addr)
+  placement_model.py --held-out [RULE]      the recordings the rules were not fitted on
+                                            (replay/data/h200-reuse, PLACEMENT.md section 7)
 
 RULE (replay/PLACEMENT.md sections 3 and 6): 'recent', or features joined by '+':
   recent  chunks of roundup(size, 32 MiB), top-down at the top of the highest gap that
@@ -181,9 +183,9 @@ def calib_seq(path):
     return seq
 
 
-def key_seqs():
+def key_seqs(pattern='data/torch-key-replay/*.csv.zst'):
     out = []
-    for f in sorted(glob.glob(os.path.join(HERE, 'data/torch-key-replay/*.csv.zst'))):
+    for f in sorted(glob.glob(os.path.join(HERE, pattern))):
         if 'async' in f:
             continue
         runs = json.load(open(f.replace('.csv.zst', '.json')))['runs']
@@ -204,7 +206,38 @@ def key_seqs():
     return out
 
 
+def reuse_seqs(path):
+    """record_reuse.py's recording: one sequence per process (proc,step,op,size,addr)."""
+    txt = subprocess.run(['zstdcat', path], capture_output=True, text=True, check=True).stdout
+    procs = {}
+    for r in csv.DictReader(io.StringIO(txt)):
+        if r['op'] in ('malloc', 'free'):
+            procs.setdefault(int(r['proc']), []).append(
+                ('a' if r['op'] == 'malloc' else 'f', int(r['addr']), int(r['size'])))
+    return procs
+
+
+def held_out(rule):
+    """Figures on recordings made after the rules were fixed, never used to fit them."""
+    sets = [('llama key replays (PyTorch)', [s for _, _, s in key_seqs(
+                'data/h200-reuse/torch_llama_*.csv.zst')]),
+            ('free/reallocate patterns (cudaMalloc)', list(reuse_seqs(os.path.join(
+                HERE, 'data/h200-reuse/reuse.csv.zst')).values()))]
+    for name, seqs in sets:
+        a = [one_step(rule, s) for s in seqs]
+        b = [free_running(rule, s) for s in seqs]
+        print('%s, %d processes: one-step %d/%d, free-running %d/%d' % (
+            name, len(seqs), sum(x[0] for x in a), sum(x[1] for x in a),
+            sum(x[0] for x in b), sum(x[1] for x in b)))
+
+
 def main():
+    if '--held-out' in sys.argv:
+        rest = [a for a in sys.argv[1:] if a != '--held-out']
+        for rule in rest or ['cuda']:
+            print('rule', rule)
+            held_out(rule)
+        return
     args = [a for a in sys.argv[1:] if a != '-v']
     verbose = '-v' in sys.argv
     if args and args[0].endswith('.csv'):

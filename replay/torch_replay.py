@@ -314,7 +314,10 @@ def one_run(torch, evs, cap, total, is_async, rt, record, label):
     else:
         torch.cuda.set_per_process_memory_fraction(1.0 if cap is None else fraction_for(cap, total))
     if record:
-        torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
+        # --history pytorch: _record_memory_history()'s own defaults (every entry's C++ and
+        # Python stacks), which take far more host memory while the run goes
+        ctx, stk = (None, "python") if cfg_history == "light" else ("all", "all")
+        torch.cuda.memory._record_memory_history(enabled="all", context=ctx, stacks=stk,
                                                  max_entries=1 << 30)
     streams = {0: None}
     live = {}
@@ -415,10 +418,12 @@ def one_run(torch, evs, cap, total, is_async, rt, record, label):
 
 
 cfg_threshold = None
+cfg_history = "light"
 
 
 def worker(args):
-    global cfg_threshold
+    global cfg_threshold, cfg_history
+    cfg_history = args.history
     import torch
     evs, meta = load_trace(args.trace, args.allocsim)
     torch.cuda.init()
@@ -466,6 +471,12 @@ def main():
     ap.add_argument("--allocsim", help="allocsim binary, to convert native traces")
     ap.add_argument("--release-threshold", type=lambda s: int(s, 0),
                     help="cudaMallocAsync pool release threshold (bytes)")
+    ap.add_argument("--history", choices=("light", "pytorch"), default="light",
+                    help="memory history recorded without stacks (light, default) or with "
+                         "PyTorch's defaults (context and stacks 'all')")
+    ap.add_argument("--host-heap", choices=("brk", "default"), default="brk",
+                    help="the worker's host memory from the brk heap alone (default), or "
+                         "Python's and glibc's defaults (mmap'd arenas, as the key's runs had)")
     ap.add_argument("--worker-out", help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.caps = args.cap or ["none"]
@@ -505,6 +516,11 @@ def main():
     for conf in args.conf or ["default"]:
         env = dict(os.environ)
         env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+        if args.host_heap == "brk":
+            # The host's own allocations from the brk heap only, never from mmap: a mapping
+            # made while a run holds segments lands in a gap of cudaMalloc's address space
+            # (PLACEMENT.md section 6a) and, kept, moves the later runs' segments.
+            env.update(PYTHONMALLOC="malloc", MALLOC_MMAP_MAX_="0", MALLOC_ARENA_MAX="1")
         if conf != "default":
             env["PYTORCH_CUDA_ALLOC_CONF"] = conf
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tf:
@@ -518,6 +534,7 @@ def main():
             cmd += ["--allocsim", args.allocsim]
         if args.release_threshold is not None:
             cmd += ["--release-threshold", str(args.release_threshold)]
+        cmd += ["--history", args.history]
         r = subprocess.run(cmd, env=env)
         if r.returncode != 0:
             print(f"torch_replay: config {conf}: worker failed ({r.returncode})", file=sys.stderr)

@@ -392,18 +392,16 @@ static void replay_process(const char *csv, const char *const conf_of_run[], int
  * replay/PLACEMENT.md section 6 place every one of them where the H200's driver did
  * (replay/placement_model.py, an independent implementation, agrees: 13283 free-running);
  * the rules before them placed 5417. */
-static void simdev_key_replay_addresses(void)
+static void torch_recordings(const char *dir, const char *const *stems, size_t nstems,
+                             unsigned *exact, unsigned *total)
 {
-    static const char *const stems[] = {"torch_moe_like_main", "torch_resnet_varbatch_main",
-                                        "torch_resnet_varbatch_more"};
-    unsigned exact = 0, total = 0;
-    for (size_t f = 0; f < sizeof stems / sizeof stems[0]; f++) {
+    for (size_t f = 0; f < nstems; f++) {
         char path[512], why[600];
         json_t *root = NULL;
-        snprintf(path, sizeof path, "replay/data/torch-key-replay/%s.json", stems[f]);
+        snprintf(path, sizeof path, "%s/%s.json", dir, stems[f]);
         if (as_json_load(tu_path(path), &root, why, sizeof why))
             fprintf(stderr, "\n  %s\n", why);
-        snprintf(path, sizeof path, "replay/data/torch-key-replay/%s.csv.zst", stems[f]);
+        snprintf(path, sizeof path, "%s/%s.csv.zst", dir, stems[f]);
         char *csv = read_file(tu_path(path), 1);
         CU_ASSERT_FATAL(root && csv);
         /* the JSON's runs, in order, each with its "conf": one process per conf */
@@ -420,14 +418,106 @@ static void simdev_key_replay_addresses(void)
                 confs[nconfs++] = conf;
         }
         for (int c = 0; c < nconfs; c++)
-            replay_process(csv, conf_of_run, nruns, confs[c], &exact, &total);
+            replay_process(csv, conf_of_run, nruns, confs[c], exact, total);
         json_decref(root);
         free(csv);
     }
+}
+
+static void simdev_key_replay_addresses(void)
+{
+    static const char *const stems[] = {"torch_moe_like_main", "torch_resnet_varbatch_main",
+                                        "torch_resnet_varbatch_more"};
+    unsigned exact = 0, total = 0;
+    torch_recordings("replay/data/torch-key-replay", stems, 3, &exact, &total);
     fprintf(stderr, "\n  simdev on the H200's recorded addresses: %u of %u segments exact\n", exact,
             total);
     CU_ASSERT_EQUAL(total, 13283);
     CU_ASSERT_EQUAL(exact, total);
+}
+
+/* One row of record_reuse.py's CSV (proc,step,op,size,addr) at l + 1; 1 when it is one. */
+static int reuse_row(const char *l, int *proc, char op[16], unsigned long long *size,
+                     unsigned long long *addr)
+{
+    return sscanf(l + 1, "%d,%*u,%15[^,],%llu,%llu", proc, op, size, addr) == 4;
+}
+
+/* One process of record_reuse.py (its rows from *line on), free-running as replay_process
+ * does; *line ends at the next process's first row. */
+static void reuse_process(const char **line, unsigned *exact, unsigned *total)
+{
+    int proc = -1, p, ok = 1;
+    uint64_t rec_top = 0;
+    char op[16];
+    unsigned long long a, sz;
+    for (const char *l = *line; l && l[1] && !rec_top; l = strchr(l + 1, '\n'))
+        if (reuse_row(l, &p, op, &sz, &a) && (proc < 0 || p == proc)) {
+            proc = p;
+            if (!strcmp(op, "malloc") && a % AS_SIMDEV_CHUNK == 0) /* its first chunk's top */
+                rec_top = a + (sz + AS_SIMDEV_CHUNK - 1) / AS_SIMDEV_CHUNK * AS_SIMDEV_CHUNK;
+        }
+    as_simdev *d;
+    CU_ASSERT_FATAL(as_simdev_create(NULL, &d) == 0);
+    const as_device *dv = as_simdev_device(d);
+    rec_seg *live = NULL;
+    size_t nlive = 0, cap = 0;
+    for (const char *l = *line; l && l[1]; l = strchr(l + 1, '\n')) {
+        if (!reuse_row(l, &p, op, &sz, &a))
+            continue;
+        if (p != proc)
+            break;
+        *line = strchr(l + 1, '\n');
+        if (!strcmp(op, "malloc")) {
+            uint64_t s = 0;
+            ok &= dv->ops->reserve(dv->ctx, sz, &s) == 0;
+            (*total)++;
+            *exact += s - AS_SIMDEV_TOP == a - rec_top;
+            if (nlive == cap) {
+                cap = cap ? 2 * cap : 256;
+                live = realloc(live, cap * sizeof *live);
+                CU_ASSERT_FATAL(live != NULL);
+            }
+            live[nlive++] = (rec_seg){a, s, sz};
+        } else if (!strcmp(op, "free")) {
+            for (size_t i = 0; i < nlive; i++)
+                if (live[i].rec == a) {
+                    ok &= dv->ops->release(dv->ctx, live[i].sim, sz) == 0;
+                    live[i] = live[--nlive];
+                    break;
+                }
+        }
+    }
+    CU_ASSERT(ok && rec_top);
+    free(live);
+    as_simdev_destroy(d);
+}
+
+/* Recordings made after the rules were fixed, never used to fit them (replay/PLACEMENT.md
+ * section 7, replay/data/h200-reuse): the llama key's replays through PyTorch (5742
+ * segments in 5 processes with cudaMalloc segments; its expandable configs only map) and
+ * 80 processes of record_reuse.py's free-and-reallocate patterns (24992 cudaMallocs). */
+static void simdev_held_out_addresses(void)
+{
+    static const char *const stems[] = {"torch_llama_0", "torch_llama_1", "torch_llama_2",
+                                        "torch_llama_3", "torch_llama_4", "torch_llama_5",
+                                        "torch_llama_6"};
+    unsigned exact = 0, total = 0, rexact = 0, rtotal = 0, procs = 0;
+    torch_recordings("replay/data/h200-reuse", stems, 7, &exact, &total);
+    char *csv = read_file(tu_path("replay/data/h200-reuse/reuse.csv.zst"), 1);
+    CU_ASSERT_FATAL(csv != NULL);
+    for (const char *line = strchr(csv, '\n'); line && line[1]; procs++)
+        reuse_process(&line, &rexact, &rtotal);
+    free(csv);
+    fprintf(stderr,
+            "\n  simdev, held out: llama replays %u of %u segments exact, free/reallocate "
+            "patterns %u of %u in %u processes\n",
+            exact, total, rexact, rtotal, procs);
+    CU_ASSERT_EQUAL(total, 5742);
+    CU_ASSERT_EQUAL(exact, total);
+    CU_ASSERT_EQUAL(procs, 80);
+    CU_ASSERT_EQUAL(rtotal, 24992);
+    CU_ASSERT_EQUAL(rexact, rtotal);
 }
 
 /* ---- the chunked heap against a straightforward model of the same rules -------------- */
@@ -697,6 +787,7 @@ CU_TestInfo test_simdev[] = {
     {"log", simdev_log},
     {"many_holes", simdev_many_holes},
     {"key_replay_addresses", simdev_key_replay_addresses},
+    {"held_out_addresses", simdev_held_out_addresses},
     {"chunked_matches_model", simdev_chunked_matches_model},
     {"granularity", simdev_granularity},
     CU_TEST_INFO_NULL,

@@ -1,0 +1,102 @@
+"""rawcuda.py - cudaMalloc, cudaFree and cudaMemGetInfo through ctypes, for the recording
+scripts (record_reuse.py, probe_nearfull.py) that must see the driver with nothing between.
+
+No torch: the CUDA runtime is loaded from the toolkit ($CUDA_HOME, /usr/local/cuda) or the
+loader's path. AS_FAKE_CUDA=1 swaps in a small simulated heap (lowest free address, no
+limit but AS_FAKE_CUDA_BYTES) so the scripts can be exercised on a machine without a GPU;
+its addresses mean nothing."""
+import ctypes
+import glob
+import os
+
+MIB = 1 << 20
+
+
+class CudaError(Exception):
+    pass
+
+
+def _load():
+    names = []
+    for root in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if root:
+            names += sorted(glob.glob(os.path.join(root, "lib64", "libcudart.so*")))
+            names += sorted(glob.glob(os.path.join(root, "targets", "*", "lib", "libcudart.so*")))
+    names += ["libcudart.so.13", "libcudart.so.12", "libcudart.so"]
+    for n in names:
+        try:
+            return ctypes.CDLL(n)
+        except OSError:
+            continue
+    raise CudaError("no libcudart found (set CUDA_HOME)")
+
+
+class Cuda:
+    """The real runtime: malloc returns the address or None when refused."""
+
+    def __init__(self):
+        self.rt = _load()
+        for fn in ("cudaMalloc", "cudaFree", "cudaMemGetInfo", "cudaGetLastError",
+                   "cudaDeviceSynchronize", "cudaRuntimeGetVersion", "cudaDriverGetVersion"):
+            getattr(self.rt, fn).restype = ctypes.c_int
+        if self.rt.cudaFree(None) != 0:
+            raise CudaError("cudaFree(NULL) failed: no usable GPU")
+
+    def malloc(self, n):
+        p = ctypes.c_void_p()
+        if self.rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(n)) != 0:
+            self.rt.cudaGetLastError()
+            return None
+        return p.value
+
+    def free(self, a):
+        if self.rt.cudaFree(ctypes.c_void_p(a)) != 0:
+            raise CudaError("cudaFree(%#x) failed" % a)
+
+    def meminfo(self):
+        f, t = ctypes.c_size_t(), ctypes.c_size_t()
+        self.rt.cudaMemGetInfo(ctypes.byref(f), ctypes.byref(t))
+        return f.value, t.value
+
+    def versions(self):
+        r, d = ctypes.c_int(), ctypes.c_int()
+        self.rt.cudaRuntimeGetVersion(ctypes.byref(r))
+        self.rt.cudaDriverGetVersion(ctypes.byref(d))
+        return {"runtime": r.value, "driver": d.value}
+
+
+class FakeCuda:
+    """Lowest-address first fit in 2 MiB pages over AS_FAKE_CUDA_BYTES (default 16 GiB)."""
+
+    def __init__(self):
+        self.total = int(os.environ.get("AS_FAKE_CUDA_BYTES", 16 << 30))
+        self.base = 0x7f0000000000
+        self.live = {}
+
+    def _r2(self, n):
+        return (n + 2 * MIB - 1) // (2 * MIB) * (2 * MIB)
+
+    def malloc(self, n):
+        n = self._r2(n)
+        if sum(self.live.values()) + n > self.total:
+            return None
+        a = self.base
+        for b, s in sorted(self.live.items()):
+            if b - a >= n:
+                break
+            a = max(a, b + s)
+        self.live[a] = n
+        return a
+
+    def free(self, a):
+        del self.live[a]
+
+    def meminfo(self):
+        return self.total - sum(self.live.values()), self.total
+
+    def versions(self):
+        return {"runtime": 0, "driver": 0, "fake": True}
+
+
+def open_cuda():
+    return FakeCuda() if os.environ.get("AS_FAKE_CUDA") else Cuda()
