@@ -1,16 +1,24 @@
 #!/usr/bin/env python3
 """validate.py - does simulated fragmentation predict what the GPU does? (`make validate`)
 
-On the GPU machine, for every trace (the two shared real snapshots and two generated
-workloads) and every policy spec (torch under three PyTorch configs and every other
-registered policy):
+On the GPU machine, for every trace (every real snapshot in tests/data: the resnet, moe
+and llama ones, the two multi-stream recordings and the private-pool probe; and three
+generated workloads, one of them a long KV-cache run near a full device) and every policy
+spec (torch under three PyTorch configs and every other registered policy):
   1. find the OOM frontier with the simulator: the uncapped peak reserved, then the smallest
-     capacity that completes, searched in two passes of many capacities (one allocsim call
-     each, so the trace is decoded once per pass); then five capacities around it;
+     capacity that completes, searched in passes of many capacities (one allocsim call
+     each, so the trace is decoded once per pass); then five capacities around it and four
+     across the whole range (0.6x and 0.85x the frontier, half way to the uncapped peak
+     reserved, and that peak);
   2. predict: allocsim at those capacities (JSON report + --segments);
   3. measure: allocsim-replay with the same policy code over cudaMalloc/cuMem* with the
      capacity enforced by the driver; for the torch configs also PyTorch's own allocator
-     through torch_replay.py (the ground-truth method of tests/data);
+     through torch_replay.py (the ground-truth method of tests/data). Multi-stream traces
+     run in their recorded order of requests and completions: a FREE_REQ then the FREE
+     where the trace completes it (allocsim-replay: the engine's deferred free;
+     torch_replay.py: the tensor dropped at its free_completed). Runs that only limit
+     themselves (torch: PyTorch's memory fraction) go side by side (--jobs); runs whose
+     capacity a ballast enforces go one at a time, alone on the GPU;
   4. compare with `allocsim compare -f csv`, and write summary.json and summary.md;
   5. the stream-ordered pool (allocsim-replay --async, no model to compare with): per trace
      and release threshold (0 and max), the uncapped run, the pool's own OOM frontier
@@ -27,6 +35,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import validate_table  # noqa: E402
+
 MIB2 = 2 << 20
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TORCH_CONFS = ["default", "max_split_size_mb:128", "expandable_segments:True"]
@@ -35,7 +46,24 @@ GEN = {
     "transformer": ["transformer", "seq_dist=uniform", "steps=8", "layers=8"],
     "kvcache": ["kvcache", "requests=40", "layers=4", "output_mean=128", "prompt_mean=256",
                 "max_batch=16"],
+    # 853,990 allocations, 1.0 GiB requested at the peak: the near-full KV-cache case
+    "kvcache_long": ["kvcache", "requests=200", "layers=8", "output_mean=256",
+                     "prompt_mean=512", "max_batch=32"],
 }
+# every real snapshot of tests/data (name: path under the repository)
+REAL = {
+    "resnet_varbatch": "tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst",
+    "moe_like": "tests/data/torch-2.11-h200/moe_like.pickle.zst",
+    "llama_accum_ckpt": "tests/data/torch-2.11-h200-llama/llama_accum_ckpt.pickle.zst",
+    "streams2_default": "tests/data/torch-2.11-h200-streams/streams2_default.pickle.zst",
+    "streams2_expandable": "tests/data/torch-2.11-h200-streams/"
+                           "streams2_expandable_segments_True.pickle.zst",
+    "graph_probe": "tests/data/torch-2.11-h200-pools/graph_probe.pickle.zst",
+}
+DEFAULT_TRACES = ",".join(list(REAL) + list(GEN))
+# the long trace (one device call per event under nocache, buddy's and bfc's frontiers far
+# from the others) runs the policies of the near-full question only
+ONLY = {"kvcache_long": ["torch", "firstfit", "bestfit", "segfit"]}
 
 
 def sh(cmd, **kw):
@@ -86,6 +114,12 @@ def frontier(allocsim, trace, spec):
 
 def caps_around(m):
     return sorted({r2(m * 0.97), r2(m * 0.99), m - MIB2, m, r2(m * 1.02)})
+
+
+def caps_across(m, peak):
+    """Four capacities over the whole range: well below the frontier, just below it, half
+    way to the uncapped peak reserved, and that peak (where every run completes)."""
+    return sorted({r2(m * 0.6), r2(m * 0.85), r2((m + peak) / 2), r2(peak)} - {m})
 
 
 def read_csv_rows(text):
@@ -192,12 +226,91 @@ def async_section(a, replay, traces, plan, out, deadline):
     print("\n".join(lines))
 
 
+def sides_of(a, p, base, trace, allocsim, replay, torch_replay):
+    """The measuring commands of one plan item: (side, parallel-safe, command)."""
+    caps = [str(c) for c in p["caps"]]
+    capargs = sum((["-c", c] for c in caps), [])
+    torch_specs = [spec_of(c) for c in TORCH_CONFS]
+    out = [("replay", p["spec"] in torch_specs,
+            [replay, "-f", "json", "-p", p["spec"], *capargs, "-o", base + ".replay.json",
+             "--segments", base + ".replay.csv", "--latency", base + ".lat.csv", trace])]
+    if p["spec"] in torch_specs and not a.no_pytorch:
+        conf = [c for c in TORCH_CONFS if spec_of(c) == p["spec"]][0]
+        out.append(("pytorch", True,
+                    [sys.executable, torch_replay, trace, "--conf", conf, "--key-protocol",
+                     "--allocsim", allocsim, *sum((["--cap", c] for c in caps), []),
+                     "--json", base + ".pytorch.json", "--segments", base + ".pytorch.csv"]))
+    return out
+
+
+def measure(p, side, cmd, base, allocsim, deadline):
+    left = deadline - time.time()
+    if left < 20:
+        p["measured"][side] = {"skipped": "out of time"}
+        return
+    try:
+        r = sh(cmd, timeout=left - 10)
+    except subprocess.TimeoutExpired:
+        p["measured"][side] = {"error": "timed out"}
+        return
+    with open(base + f".{side}.log", "w") as f:
+        f.write(r.stderr)
+    if r.returncode:
+        p["measured"][side] = {"error": r.stderr.strip()[-400:]}
+        return
+    c = sh([allocsim, "compare", "-f", "csv", "--segments", base + ".pred.csv",
+            base + f".{side}.csv", base + ".pred.json", base + f".{side}.json"])
+    if c.returncode:
+        p["measured"][side] = {"error": "compare: " + c.stderr.strip()}
+        return
+    p["measured"][side] = {"rows": read_csv_rows(c.stdout)}
+    rows = p["measured"][side]["rows"]
+    print(f"[{time.time() - deadline:+.0f}s] {os.path.basename(base)} {side}: "
+          f"{sum(int(x['oom_match']) for x in rows)}/{len(rows)} OOM", flush=True)
+
+
+def run_plan(a, plan, traces, out, allocsim, replay, torch_replay, t0):
+    """Predicts every item, then measures: first the runs that limit themselves (no
+    ballast: torch's memory fraction, PyTorch), --jobs at a time, then the ballast runs
+    one after another, each alone on the GPU."""
+    budget = a.budget - (a.async_budget if not a.no_gpu else 0)
+    deadline = t0 + budget
+    par, seq = [], []
+    for i, p in enumerate(plan):
+        tag = f"{i:02d}_{p['trace']}_{p['spec'].replace(':', '-').replace(',', '-')}"
+        base = os.path.join(out, tag)
+        capargs = sum((["-c", str(c)] for c in p["caps"]), [])
+        r = sh([allocsim, "-q", "-f", "json", "-p", p["spec"], *capargs, "-o", base + ".pred.json",
+                "--segments", base + ".pred.csv", traces[p["trace"]]])
+        p["measured"] = {}
+        if r.returncode:
+            p["error"] = "predict: " + r.stderr.strip()
+            continue
+        if a.no_gpu:
+            p["skipped"] = "no GPU"
+            continue
+        for side, safe, cmd in sides_of(a, p, base, traces[p["trace"]], allocsim, replay,
+                                        torch_replay):
+            (par if safe else seq).append((p, side, cmd, base))
+    print(f"[{time.time()-t0:.0f}s] predicted; {len(par)} side-by-side and {len(seq)} "
+          "ballast measurements", flush=True)
+    with cf.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as ex:
+        list(ex.map(lambda x: measure(x[0], x[1], x[2], x[3], allocsim, deadline), par))
+    for p, side, cmd, base in seq:
+        measure(p, side, cmd, base, allocsim, deadline)
+    return plan
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "validate"))
     ap.add_argument("--budget", type=float, default=560, help="seconds for the whole run")
     ap.add_argument("--no-gpu", action="store_true", help="frontiers and predictions only")
-    ap.add_argument("--traces", default="resnet_varbatch,moe_like,transformer,kvcache")
+    ap.add_argument("--traces", default=DEFAULT_TRACES)
+    ap.add_argument("--jobs", type=int, default=6,
+                    help="runs without a ballast (torch, PyTorch) at a time")
+    ap.add_argument("--across", action=argparse.BooleanOptionalAction, default=True,
+                    help="also four capacities across the whole range (default on)")
     ap.add_argument("--policies", default="",
                     help="the specs to run, separated by ';' (specs hold commas); default all")
     ap.add_argument("--no-pytorch", action="store_true", help="no torch_replay.py runs")
@@ -222,8 +335,10 @@ def main():
                 print(f"validate: gen {name}: {r.stderr.strip()}", file=sys.stderr)
                 continue
             traces[name] = path
+        elif name in REAL:
+            traces[name] = os.path.join(ROOT, REAL[name])
         else:
-            traces[name] = os.path.join(ROOT, "replay", "data", f"{name}.pickle.zst")
+            print(f"validate: no trace '{name}'", file=sys.stderr)
     specs = [spec_of(c) for c in TORCH_CONFS] + others
     if a.policies:
         specs = [s for s in specs if s in a.policies.split(";")]
@@ -233,7 +348,8 @@ def main():
     with cf.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as ex:
         for tn, tp in traces.items():
             for s in specs:
-                jobs[(tn, s)] = ex.submit(frontier, allocsim, tp, s)
+                if s in ONLY.get(tn, [s]):
+                    jobs[(tn, s)] = ex.submit(frontier, allocsim, tp, s)
     plan = []
     for (tn, s), f in jobs.items():
         try:
@@ -241,95 +357,19 @@ def main():
         except Exception as e:  # a failed search is reported, the rest goes on
             print(f"validate: frontier {tn} {s}: {e}", file=sys.stderr)
             continue
+        caps = caps_around(m)
+        if a.across:
+            caps = sorted(set(caps) | set(caps_across(m, peak)))
         plan.append({"trace": tn, "spec": s, "mincap": m, "peak_reserved": peak,
-                     "nonmonotone": nonmono, "caps": caps_around(m)})
+                     "nonmonotone": nonmono, "caps": caps})
     print(f"[{time.time()-t0:.0f}s] frontiers done: {len(plan)} (trace, policy) pairs", flush=True)
-    # the torch configs on the real snapshots first: they matter most
-    plan.sort(key=lambda p: (p["trace"] not in ("resnet_varbatch", "moe_like"),
-                             not p["spec"].startswith(("torch", "max_", "exp"))))
-
-    results = []
-    budget = a.budget - (a.async_budget if not a.no_gpu else 0)
-    for i, p in enumerate(plan):
-        left = budget - (time.time() - t0)
-        tag = f"{i:02d}_{p['trace']}_{p['spec'].replace(':', '-').replace(',', '-')}"
-        base = os.path.join(out, tag)
-        caps = [str(c) for c in p["caps"]]
-        capargs = sum((["-c", c] for c in caps), [])
-        trace = traces[p["trace"]]
-        r = sh([allocsim, "-q", "-f", "json", "-p", p["spec"], *capargs, "-o", base + ".pred.json",
-                "--segments", base + ".pred.csv", trace])
-        if r.returncode:
-            p["error"] = "predict: " + r.stderr.strip()
-            results.append(p)
-            continue
-        p["measured"] = {}
-        if a.no_gpu or left < 30:
-            p["skipped"] = "no GPU" if a.no_gpu else "out of time"
-            results.append(p)
-            continue
-        sides = [("replay", [replay, "-f", "json", "-p", p["spec"], *capargs, "-o",
-                             base + ".replay.json", "--segments", base + ".replay.csv",
-                             "--latency", base + ".lat.csv", trace])]
-        if p["spec"] in [spec_of(c) for c in TORCH_CONFS] and not a.no_pytorch:
-            conf = [c for c in TORCH_CONFS if spec_of(c) == p["spec"]][0]
-            sides.append(("pytorch", [sys.executable, torch_replay, trace, "--conf", conf,
-                                      "--key-protocol", "--allocsim", allocsim,
-                                      *sum((["--cap", c] for c in caps), []),
-                                      "--json", base + ".pytorch.json",
-                                      "--segments", base + ".pytorch.csv"]))
-        for side, cmd in sides:
-            left = budget - (time.time() - t0)
-            if left < 20:
-                p["measured"][side] = {"skipped": "out of time"}
-                continue
-            try:
-                r = sh(cmd, timeout=left - 10)
-            except subprocess.TimeoutExpired:
-                p["measured"][side] = {"error": "timed out"}
-                continue
-            with open(base + f".{side}.log", "w") as f:
-                f.write(r.stderr)
-            if r.returncode:
-                p["measured"][side] = {"error": r.stderr.strip()[-400:]}
-                continue
-            c = sh([allocsim, "compare", "-f", "csv", "--segments", base + ".pred.csv",
-                    base + f".{side}.csv", base + ".pred.json", base + f".{side}.json"])
-            if c.returncode:
-                p["measured"][side] = {"error": "compare: " + c.stderr.strip()}
-                continue
-            p["measured"][side] = {"rows": read_csv_rows(c.stdout)}
-        results.append(p)
-        print(f"[{time.time()-t0:.0f}s] {tag}: " + ", ".join(
-            f"{k}: {sum(int(x['oom_match']) for x in v.get('rows', []))}/{len(v.get('rows', []))} OOM"
-            for k, v in p["measured"].items()), flush=True)
+    # the sequential (ballast) runs: nocache last, it makes one device call per event
+    plan.sort(key=lambda p: (p["spec"] == "nocache", p["trace"], p["spec"]))
+    results = run_plan(a, plan, traces, out, allocsim, replay, torch_replay, t0)
 
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(results, f, indent=1)
-    lines = ["| trace | policy | mincap (sim) | side | runs | OOM exact | peak exact | "
-             "events identical | max abs peak error |", "|---|---|---|---|---|---|---|---|---|"]
-    tot = {}
-    for p in results:
-        for side, v in p.get("measured", {}).items():
-            rows = v.get("rows", [])
-            if not rows:
-                lines.append(f"| {p['trace']} | {p['spec']} | {p['mincap']} | {side} | - | "
-                             f"{v.get('error', v.get('skipped', ''))[:60]} | | | |")
-                continue
-            o = sum(int(x["oom_match"]) for x in rows)
-            pk = sum(int(x["peak_match"]) for x in rows)
-            ev = sum(x["segments"].startswith("same") for x in rows)
-            err = max(abs(float(x["peak_error"])) for x in rows)
-            t = tot.setdefault(side, [0, 0, 0, 0])
-            t[0] += len(rows)
-            t[1] += o
-            t[2] += pk
-            t[3] += ev
-            lines.append(f"| {p['trace']} | {p['spec']} | {p['mincap']} | {side} | {len(rows)} | "
-                         f"{o} | {pk} | {ev} | {100*err:.3f}% |")
-    for side, t in tot.items():
-        lines.append(f"| **all** | | | {side} | {t[0]} | {t[1]} ({100*t[1]/t[0]:.0f}%) | "
-                     f"{t[2]} ({100*t[2]/t[0]:.0f}%) | {t[3]} ({100*t[3]/t[0]:.0f}%) | |")
+    lines = validate_table.table(results)
     with open(os.path.join(out, "summary.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines), flush=True)

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""validate_table.py SUMMARY.json [--totals] - replay/RESULTS.md's tables from what
+`make validate` measured (replay/validate.py's summary.json, plain or zstd'd).
+
+Prints, in Markdown, one row per (trace, policy, side): the runs compared, how many have
+the simulator's OOM allocation, peak reserved and device event sequence exactly, and the
+largest relative peak error; then a total per side. --totals prints the totals alone, with
+the traces, policies and capacities they cover. `make test` regenerates the tables quoted
+in RESULTS.md from the committed summary (tests/docs.py), so they cannot go stale."""
+import json
+import subprocess
+import sys
+
+
+def load(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:4] == b"\x28\xb5\x2f\xfd":
+        data = subprocess.run(["zstd", "-dc"], input=data, capture_output=True,
+                              check=True).stdout
+    return json.loads(data)
+
+
+def side_rows(results):
+    """(trace, spec, mincap, side, rows or error text) in the summary's order."""
+    for p in results:
+        for side, v in p.get("measured", {}).items():
+            yield p, side, v.get("rows") or v.get("error", v.get("skipped", "not run"))
+
+
+def table(results):
+    lines = ["| trace | policy | mincap (sim) | side | runs | OOM exact | peak exact | "
+             "events identical | max abs peak error |", "|---|---|---|---|---|---|---|---|---|"]
+    for p, side, rows in side_rows(results):
+        if isinstance(rows, str):
+            lines.append(f"| {p['trace']} | {p['spec']} | {p['mincap']} | {side} | - | "
+                         f"{rows[:60]} | | | |")
+            continue
+        o, pk, ev, err = count(rows)
+        lines.append(f"| {p['trace']} | {p['spec']} | {p['mincap']} | {side} | {len(rows)} | "
+                     f"{o} | {pk} | {ev} | {100 * err:.3f}% |")
+    return lines + totals(results)
+
+
+def count(rows):
+    return (sum(int(x["oom_match"]) for x in rows), sum(int(x["peak_match"]) for x in rows),
+            sum(x["segments"].startswith("same") for x in rows),
+            max(abs(float(x["peak_error"])) for x in rows))
+
+
+def totals(results, head=False):
+    tot = {}
+    for p, side, rows in side_rows(results):
+        if isinstance(rows, str):
+            continue
+        t = tot.setdefault(side, [0, 0, 0, 0, set(), set()])
+        o, pk, ev, _ = count(rows)
+        t[0] += len(rows)
+        t[1] += o
+        t[2] += pk
+        t[3] += ev
+        t[4].add(p["trace"])
+        t[5].add(p["spec"])
+    lines = []
+    if head:
+        lines = ["| against | traces | policies | runs | OOM allocation exact | "
+                 "peak reserved exact | device events identical |", "|---|---|---|---|---|---|---|"]
+    for side, t in tot.items():
+        pct = [f"{t[k]} ({100 * t[k] / t[0]:.0f}%)" for k in (1, 2, 3)]
+        if head:
+            what = "the same policy on the real device" if side == "replay" else \
+                "PyTorch's own allocator"
+            lines.append(f"| {what} | {len(t[4])} | {len(t[5])} | {t[0]} | " + " | ".join(pct)
+                         + " |")
+        else:
+            lines.append(f"| **all** | | | {side} | {t[0]} | " + " | ".join(pct) + " | |")
+    return lines
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if len(args) != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    res = load(args[0])
+    print("\n".join(totals(res, head=True) if "--totals" in sys.argv else table(res)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
