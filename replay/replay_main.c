@@ -156,14 +156,21 @@ static int create(const char *path, FILE **out)
     return EXIT_INPUT;
 }
 
-/* The status after closing output path (failed: it failed), naming only the first. */
-static int write_status(int failed, const char *path, int ret)
+/* The status after writing output path (rc: 0 or a code of error.h, why its words),
+ * naming only the first failure. */
+static int write_error(int rc, const char *why, const char *path, int ret)
 {
-    if (failed && !ret) {
-        msg("%s: write failed", path);
+    if (rc && !ret) {
+        msg("%s: %s", path, why && why[0] ? why : as_strerror(rc));
         return EXIT_INPUT;
     }
     return ret;
+}
+
+/* The same after closing a stdio stream (failed: fclose failed). */
+static int write_status(int failed, const char *path, int ret)
+{
+    return write_error(failed ? AS_EIO : 0, "write failed", path, ret);
 }
 
 /* ---- the device factory ---------------------------------------------------------------- */
@@ -310,28 +317,32 @@ static void on_segment(void *user, const as_seg_record *r)
 }
 
 /* The report with "measured": true as its first member. */
-static int write_report(const as_report *rep, FILE *out, as_report_fmt fmt)
+static int write_report(const as_report *rep, FILE *out, as_report_fmt fmt, char *why,
+                        size_t why_len)
 {
     if (fmt != AS_REPORT_JSON)
-        return as_report_write(rep, out, fmt);
+        return as_report_write(rep, out, fmt, why, why_len);
     char *buf = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&buf, &len);
     if (!m)
-        return -ENOMEM;
-    int rc = as_report_write(rep, m, fmt);
+        return as_errno_error(errno, "cannot buffer the report", why, why_len);
+    int rc = as_report_write(rep, m, fmt, why, why_len);
     if (fclose(m) && !rc)
-        rc = -EIO;
+        rc = as_errno_error(errno, "cannot buffer the report", why, why_len);
     char *brace = rc ? NULL : strchr(buf, '{');
     if (brace) {
         fwrite(buf, 1, (size_t)(brace - buf) + 1, out);
         fputs("\"measured\": true, ", out);
         fputs(brace + 1, out);
     } else if (!rc) {
-        rc = -EINVAL;
+        rc = AS_EINVAL;
+        snprintf(why, why_len, "the JSON report has no object");
     }
     free(buf);
-    return rc ? rc : (ferror(out) ? -EIO : 0);
+    if (!rc && (fflush(out) || ferror(out)))
+        rc = as_errno_error(errno, "write failed", why, why_len);
+    return rc;
 }
 
 /* ---- the command line -------------------------------------------------------------------- */
@@ -486,9 +497,9 @@ static int open_logs(const args *a, ctx *c)
                 why);
         return EXIT_INPUT;
     }
-    int orc, ret;
-    if (a->seg_path && (orc = as_runlog_open(a->seg_path, AS_RUNLOG_SEGMENTS, &c->segs))) {
-        msg("%s: cannot create: %s", a->seg_path, strerror(-orc));
+    int ret;
+    if (a->seg_path && as_runlog_open(a->seg_path, AS_RUNLOG_SEGMENTS, &c->segs, why, sizeof why)) {
+        msg("%s: %s", a->seg_path, why);
         return EXIT_INPUT;
     }
     if (a->lat_path) {
@@ -562,10 +573,11 @@ int main(int argc, char **argv)
             msg("%s", msgbuf);
     if (a.out_path && (ret = create(a.out_path, &out)))
         goto done;
-    ret = write_status(write_report(rep, out, a.fmt), a.out_path ? a.out_path : "stdout", ret);
+    ret = write_error(write_report(rep, out, a.fmt, msgbuf, sizeof msgbuf), msgbuf,
+                      a.out_path ? a.out_path : "stdout", ret);
 done:
     if (c.segs)
-        ret = write_status(as_runlog_close(c.segs), a.seg_path, ret);
+        ret = write_error(as_runlog_close(c.segs, msgbuf, sizeof msgbuf), msgbuf, a.seg_path, ret);
     if (c.poolf)
         ret = write_status(fclose(c.poolf), a.pool_path, ret);
     if (c.lat)

@@ -154,7 +154,7 @@ static int segmap_group(drv *d, const run_set *rs, const as_engine *e, size_t r0
     if (rc < 0 && err.code < 0) /* the trace failed */
         return trace_fail(d, &err, rs->path);
     if (rc < 0)
-        return fail(d, rc, rs->path, "%s: segment map: %s", rs->path, strerror(-rc));
+        return fail(d, rc, rs->path, "%s: segment map: %s", rs->path, as_strerror(rc));
     return 0;
 }
 
@@ -211,10 +211,12 @@ static int group_keep(drv *d, run_set *rs, as_trace_reader *rd, const as_engine 
     if (as_report_add_engine(d->rep, &rs->trace, rs->path, rd, e))
         return oom(d);
     unsigned done = as_report_nruns(d->rep);
-    if (o->segs && as_runlog_flush(o->segs, done))
-        return fail(d, AS_EIO, o->seg_name, "%s: write failed", o->seg_name);
-    if (o->timeline && as_runlog_flush(o->timeline, done))
-        return fail(d, AS_EIO, o->tl_name, "%s: write failed", o->tl_name);
+    char why[300];
+    int rc;
+    if (o->segs && (rc = as_runlog_flush(o->segs, done, why, sizeof why)))
+        return fail(d, rc, o->seg_name, "%s: %s", o->seg_name, why);
+    if (o->timeline && (rc = as_runlog_flush(o->timeline, done, why, sizeof why)))
+        return fail(d, rc, o->tl_name, "%s: %s", o->tl_name, why);
     if (r0 + n == rs->nruns && as_trace_reader_warnings(rd) && o->on_note) {
         char msg[400];
         snprintf(msg, sizeof msg, "%s: %llu malformed records skipped", rs->path,

@@ -62,7 +62,7 @@ int as_report_fmt_parse(const char *s, as_report_fmt *out)
 int as_report_create(as_report **out)
 {
     *out = calloc(1, sizeof **out);
-    return *out ? 0 : -ENOMEM;
+    return *out ? 0 : AS_ENOMEM;
 }
 
 void as_report_destroy(as_report *r)
@@ -90,7 +90,7 @@ int as_report_add_trace(as_report *r, const char *path, const char *format,
         unsigned nc = r->capt ? r->capt * 2 : 4;
         rep_trace *n = realloc(r->t, nc * sizeof *n);
         if (!n)
-            return -ENOMEM;
+            return AS_ENOMEM;
         r->t = n;
         r->capt = nc;
     }
@@ -103,7 +103,7 @@ int as_report_add_trace(as_report *r, const char *path, const char *format,
     if (!t->path || (format && !t->format) || (meta && as_meta_copy(&t->meta, meta))) {
         free(t->path);
         free(t->format);
-        return -ENOMEM;
+        return AS_ENOMEM;
     }
     return (int)r->nt++;
 }
@@ -111,12 +111,12 @@ int as_report_add_trace(as_report *r, const char *path, const char *format,
 int as_report_add_run(as_report *r, unsigned trace, const as_run_result *res)
 {
     if (trace >= r->nt)
-        return -EINVAL;
+        return AS_EINVAL;
     if (r->nr == r->capr) {
         unsigned nc = r->capr ? r->capr * 2 : 8;
         rep_run *n = realloc(r->r, nc * sizeof *n);
         if (!n)
-            return -ENOMEM;
+            return AS_ENOMEM;
         r->r = n;
         r->capr = nc;
     }
@@ -128,7 +128,7 @@ int as_report_add_run(as_report *r, unsigned trace, const as_run_result *res)
     if (!x->policy || !x->spec) {
         free(x->policy);
         free(x->spec);
-        return -ENOMEM;
+        return AS_ENOMEM;
     }
     x->res.policy = x->policy;
     x->res.spec = x->spec;
@@ -142,11 +142,11 @@ int as_report_add_engine(as_report *r, int *trace, const char *path, const as_tr
         *trace = as_report_add_trace(r, path, as_trace_fmt_name(as_trace_reader_format(rd)),
                                      as_engine_summary(e), as_trace_reader_meta(rd));
         if (*trace < 0)
-            return -ENOMEM;
+            return AS_ENOMEM;
     }
     for (unsigned i = 0; i < as_engine_nruns(e); i++)
         if (as_report_add_run(r, (unsigned)*trace, as_engine_result(e, i)) < 0)
-            return -ENOMEM;
+            return AS_ENOMEM;
     return 0;
 }
 
@@ -628,7 +628,16 @@ static void write_json(const as_report *r, FILE *f)
 
 /* JSON Lines: one object per trace, its runs numbered within it, so that a shard's lines
  * are the unsharded run's lines (sim/REPORT.md, "Shards"). */
-int as_report_write_jsonl(const as_report *r, FILE *f, const unsigned *units, unsigned of)
+/* The end of a report: what reached f is written, or AS_EIO with errno's words in why. */
+static int report_flush(FILE *f, char *why, size_t why_len)
+{
+    if (fflush(f) || ferror(f))
+        return as_errno_error(errno ? errno : EIO, "write failed", why, why_len);
+    return 0;
+}
+
+int as_report_write_jsonl(const as_report *r, FILE *f, const unsigned *units, unsigned of,
+                          char *why, size_t why_len)
 {
     for (unsigned i = 0; i < r->nt; i++) {
         unsigned u = units ? units[i] : i, k = 0;
@@ -645,12 +654,10 @@ int as_report_write_jsonl(const as_report *r, FILE *f, const unsigned *units, un
         }
         fputs("]}\n", f);
     }
-    if (fflush(f) || ferror(f))
-        return -(errno ? errno : EIO);
-    return 0;
+    return report_flush(f, why, why_len);
 }
 
-int as_report_write(const as_report *r, FILE *f, as_report_fmt fmt)
+int as_report_write(const as_report *r, FILE *f, as_report_fmt fmt, char *why, size_t why_len)
 {
     switch (fmt) {
     case AS_REPORT_CSV:
@@ -660,14 +667,12 @@ int as_report_write(const as_report *r, FILE *f, as_report_fmt fmt)
         write_json(r, f);
         break;
     case AS_REPORT_JSONL:
-        return as_report_write_jsonl(r, f, NULL, r->nt);
+        return as_report_write_jsonl(r, f, NULL, r->nt, why, why_len);
     default:
         write_table(r, f);
         break;
     }
-    if (fflush(f) || ferror(f))
-        return -(errno ? errno : EIO);
-    return 0;
+    return report_flush(f, why, why_len);
 }
 
 /* ---- per-run CSV logs ------------------------------------------------------------------- */
@@ -681,14 +686,26 @@ struct as_runlog {
     unsigned nspool;
     unsigned flushed; /* runs below are in out (as_runlog_flush) */
     int header;       /* the header line is in out */
-    int err;
+    int err;          /* the first failure's errno, 0 = none */
+    const char *what; /* and what failed */
 };
 
-int as_runlog_open(const char *path, as_runlog_kind kind, as_runlog **out)
+/* Records the first failure (errno now, or EIO when errno says nothing). */
+static void log_fail(as_runlog *l, const char *what)
 {
+    if (!l->err) {
+        l->err = errno ? errno : EIO;
+        l->what = what;
+    }
+}
+
+int as_runlog_open(const char *path, as_runlog_kind kind, as_runlog **out, char *why,
+                   size_t why_len)
+{
+    *out = NULL;
     FILE *f = fopen(path, "w");
     if (!f)
-        return -errno;
+        return as_errno_error(errno, "cannot create", why, why_len);
     int rc = as_runlog_open_stream(f, kind, out);
     if (rc)
         fclose(f);
@@ -702,7 +719,7 @@ int as_runlog_open_stream(FILE *f, as_runlog_kind kind, as_runlog **out)
     *out = NULL;
     as_runlog *l = calloc(1, sizeof *l);
     if (!l)
-        return -ENOMEM;
+        return AS_ENOMEM;
     l->out = f;
     l->kind = kind;
     *out = l;
@@ -723,6 +740,7 @@ static FILE *spool_for(as_runlog *l, unsigned run)
         FILE **n = realloc(l->spool, nc * sizeof *n);
         if (!n) {
             l->err = ENOMEM;
+            l->what = "out of host memory";
             return NULL;
         }
         memset(n + l->nspool, 0, (nc - l->nspool) * sizeof *n);
@@ -730,7 +748,7 @@ static FILE *spool_for(as_runlog *l, unsigned run)
         l->nspool = nc;
     }
     if (!l->spool[run] && !(l->spool[run] = tmpfile())) {
-        l->err = errno ? errno : EIO;
+        log_fail(l, "cannot create a temporary file");
         return NULL;
     }
     return l->spool[run];
@@ -761,40 +779,46 @@ void as_runlog_sample(void *user, const as_timeline_sample *s)
             (unsigned long long)s->reserved);
 }
 
-/* Appends spool i to the output and closes it. */
-static int spool_out(as_runlog *l, unsigned i)
+/* Appends spool i to the output and closes it; a failure is recorded in l. */
+static void spool_out(as_runlog *l, unsigned i)
 {
     FILE *s = l->spool[i];
-    int err = 0;
     char buf[65536];
     l->spool[i] = NULL;
     if (!s)
-        return 0;
+        return;
     if (fflush(s) || fseek(s, 0, SEEK_SET))
-        err = errno ? errno : EIO;
+        log_fail(l, "temporary file failed");
     size_t n;
-    while (!err && (n = fread(buf, 1, sizeof buf, s)) > 0)
+    while (!l->err && (n = fread(buf, 1, sizeof buf, s)) > 0)
         if (fwrite(buf, 1, n, l->out) != n)
-            err = errno ? errno : EIO;
-    if (!err && ferror(s))
-        err = EIO;
+            log_fail(l, "write failed");
+    if (!l->err && ferror(s)) {
+        errno = EIO;
+        log_fail(l, "temporary file failed");
+    }
     fclose(s);
-    return err;
 }
 
-int as_runlog_flush(as_runlog *l, unsigned upto)
+/* l's first failure as a code of the one error space, worded into why. */
+static int log_error(const as_runlog *l, char *why, size_t why_len)
+{
+    return l->err ? as_errno_error(l->err, l->what, why, why_len) : 0;
+}
+
+int as_runlog_flush(as_runlog *l, unsigned upto, char *why, size_t why_len)
 {
     if (!l->err && !l->header &&
         fputs(l->kind == AS_RUNLOG_SEGMENTS
                   ? "run,alloc,event,action,addr,size\n"
                   : "run,event,alloc,time_us,requested,allocated,reserved\n",
               l->out) < 0)
-        l->err = errno ? errno : EIO;
+        log_fail(l, "write failed");
     l->header = 1;
     for (; l->flushed < upto && l->flushed < l->nspool; l->flushed++) {
         unsigned i = l->flushed;
         if (!l->err) {
-            l->err = spool_out(l, i);
+            spool_out(l, i);
         } else if (l->spool[i]) {
             fclose(l->spool[i]);
             l->spool[i] = NULL;
@@ -802,7 +826,7 @@ int as_runlog_flush(as_runlog *l, unsigned upto)
     }
     if (l->flushed < upto)
         l->flushed = upto;
-    return -l->err;
+    return log_error(l, why, why_len);
 }
 
 void as_runlog_discard(as_runlog *l, unsigned from)
@@ -814,17 +838,17 @@ void as_runlog_discard(as_runlog *l, unsigned from)
     }
 }
 
-int as_runlog_close(as_runlog *l)
+int as_runlog_close(as_runlog *l, char *why, size_t why_len)
 {
     if (!l)
         return 0;
-    as_runlog_flush(l, l->nspool);
-    int err = l->err;
-    if ((fflush(l->out) || ferror(l->out)) && !err)
-        err = errno ? errno : EIO;
-    if (l->own && fclose(l->out) && !err)
-        err = errno ? errno : EIO;
+    as_runlog_flush(l, l->nspool, NULL, 0);
+    if (fflush(l->out) || ferror(l->out))
+        log_fail(l, "write failed");
+    if (l->own && fclose(l->out))
+        log_fail(l, "close failed");
+    int rc = log_error(l, why, why_len);
     free(l->spool);
     free(l);
-    return -err;
+    return rc;
 }

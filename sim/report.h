@@ -6,7 +6,10 @@
  * A report collects traces and runs (copied, so engines can be destroyed) and writes
  * them at the end. The CSV logs spool each run's rows to its own temporary file and
  * concatenate them in run order on close, so the files are grouped by run whatever
- * order the engine delivered the rows in. Nothing here exits; writers return 0 or -errno.
+ * order the engine delivered the rows in. Nothing here exits; every function returns 0 (or
+ * an index) or a code of the one error space (error.h): AS_ENOMEM, AS_EINVAL, and for the
+ * writers AS_EIO with errno's words in a why buffer ("write failed: No space left on
+ * device"), for the caller to put after the file's name.
  */
 #ifndef AS_SIM_REPORT_H
 #define AS_SIM_REPORT_H
@@ -47,7 +50,7 @@ int as_report_add_trace(as_report *r, const char *path, const char *format,
 int as_report_add_run(as_report *r, unsigned trace, const as_run_result *res);
 /* Adds what engine e just ran over trace path (read through rd): the trace, unless *trace
  * already holds its index (>= 0; it is set here otherwise), then every run of e. The one
- * way the front ends fill a report. Returns 0 or -ENOMEM. */
+ * way the front ends fill a report. Returns 0 or AS_ENOMEM. */
 int as_report_add_engine(as_report *r, int *trace, const char *path, const as_trace_reader *rd,
                          const as_engine *e);
 unsigned as_report_nruns(const as_report *r);
@@ -59,10 +62,11 @@ const as_trace_summary *as_report_trace(const as_report *r, unsigned t, const ch
 /* Writes the report as JSON Lines (-f jsonl): one object per trace, {"allocsim", "schema",
  * "command": "run", "unit": units[i] (the trace's position among the command's traces,
  * i when units is NULL), "of": of (how many there are), "trace": {...}, "runs": [...]},
- * runs numbered within their trace. Returns 0 or -errno. */
-int as_report_write_jsonl(const as_report *r, FILE *f, const unsigned *units, unsigned of);
-/* Writes the whole report. Returns 0 or -errno. */
-int as_report_write(const as_report *r, FILE *f, as_report_fmt fmt);
+ * runs numbered within their trace. Returns 0 or AS_EIO (why says how it failed). */
+int as_report_write_jsonl(const as_report *r, FILE *f, const unsigned *units, unsigned of,
+                          char *why, size_t why_len);
+/* Writes the whole report. Returns 0 or AS_EIO (why says how it failed). */
+int as_report_write(const as_report *r, FILE *f, as_report_fmt fmt, char *why, size_t why_len);
 
 /* s as one CSV field, RFC 4180-quoted when it holds a comma, quote, CR or LF; and s as a
  * JSON string literal. Every CSV and JSON writer of the command uses these. */
@@ -86,9 +90,12 @@ void as_report_json_trace_open(FILE *f, unsigned index, const char *file, const 
 typedef enum as_runlog_kind { AS_RUNLOG_SEGMENTS, AS_RUNLOG_TIMELINE } as_runlog_kind;
 typedef struct as_runlog as_runlog;
 
-/* Creates (truncates) path; the header line is written on close. Returns 0 or -errno. */
-int as_runlog_open(const char *path, as_runlog_kind kind, as_runlog **out);
-/* The same on a stream the caller owns: close flushes and checks it but does not close it. */
+/* Creates (truncates) path; the header line is written on close. Returns 0, AS_EIO (why:
+ * "cannot create: ...") or AS_ENOMEM. */
+int as_runlog_open(const char *path, as_runlog_kind kind, as_runlog **out, char *why,
+                   size_t why_len);
+/* The same on a stream the caller owns: close flushes and checks it but does not close it.
+ * Returns 0 or AS_ENOMEM. */
 int as_runlog_open_stream(FILE *f, as_runlog_kind kind, as_runlog **out);
 /* The engine numbers its runs from 0; the report's index of its run 0 goes here. */
 void as_runlog_set_base(as_runlog *l, unsigned run_base);
@@ -97,11 +104,13 @@ void as_runlog_segment(void *user, const as_seg_record *rec);
 void as_runlog_sample(void *user, const as_timeline_sample *s);
 /* Runs below `upto` (report index) are done: writes the header if not yet, and their rows,
  * in run order, and closes their spool files, so that only runs in flight hold one.
- * 0 or -errno. */
-int as_runlog_flush(as_runlog *l, unsigned upto);
+ * Returns 0, AS_EIO or AS_ENOMEM; why (unless NULL) says what failed ("write failed: ...",
+ * "cannot create a temporary file: ..."). The first failure stays: later calls return it. */
+int as_runlog_flush(as_runlog *l, unsigned upto, char *why, size_t why_len);
 /* Drops the rows of runs from `from` on (a pass whose results are void). */
 void as_runlog_discard(as_runlog *l, unsigned from);
-/* Writes the header and every run's rows in run order, closes and frees. 0 or -errno. */
-int as_runlog_close(as_runlog *l);
+/* Writes the header and every run's rows in run order, closes and frees. Returns 0 or the
+ * first failure, as as_runlog_flush. */
+int as_runlog_close(as_runlog *l, char *why, size_t why_len);
 
 #endif

@@ -27,35 +27,27 @@ typedef struct seg_run {
 
 struct as_segmap {
     FILE *f;
-    int own;       /* f is ours to close */
     seg_run *runs; /* indexed by report run number */
     size_t nruns;
     unsigned base; /* report index of the current pass's run 0 */
-    int err;       /* first -errno */
+    int err;       /* the first failure: AS_ENOMEM or AS_EINVAL (a row it could not format) */
 };
+
+/* The words for m->err. */
+static const char *err_words(int err)
+{
+    return err == AS_ENOMEM ? "out of host memory" : "a row could not be formatted";
+}
 
 static const char header[] = "run,when,segment,seg_addr,seg_size,block_addr,block_size,state,"
                              "stream,pool,event,alloc,id\n";
-
-int as_segmap_open(const char *path, as_segmap **out)
-{
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return -errno;
-    int rc = as_segmap_open_stream(f, out);
-    if (rc)
-        fclose(f);
-    else
-        (*out)->own = 1;
-    return rc;
-}
 
 int as_segmap_open_stream(FILE *f, as_segmap **out)
 {
     *out = NULL;
     as_segmap *m = calloc(1, sizeof *m);
     if (!m)
-        return -ENOMEM;
+        return AS_ENOMEM;
     m->f = f;
     *out = m;
     return 0;
@@ -76,7 +68,7 @@ static int need_runs(as_segmap *m, size_t n)
         return 0;
     seg_run *r = realloc(m->runs, n * sizeof *r);
     if (!r)
-        return -ENOMEM;
+        return AS_ENOMEM;
     memset(r + m->nruns, 0, (n - m->nruns) * sizeof *r);
     for (size_t i = m->nruns; i < n; i++)
         r[i].oom = -1;
@@ -98,7 +90,7 @@ static void appendf(as_segmap *m, seg_run *r, const char *fmt, ...)
         int k = vsnprintf(r->buf ? r->buf + r->len : NULL, r->cap - r->len, fmt, ap);
         va_end(ap);
         if (k < 0) {
-            m->err = -EINVAL;
+            m->err = AS_EINVAL;
             return;
         }
         if ((size_t)k < r->cap - r->len) {
@@ -110,7 +102,7 @@ static void appendf(as_segmap *m, seg_run *r, const char *fmt, ...)
             nc *= 2;
         char *nb = realloc(r->buf, nc);
         if (!nb) {
-            m->err = -ENOMEM;
+            m->err = AS_ENOMEM;
             return;
         }
         r->buf = nb;
@@ -139,7 +131,7 @@ static void on_walk(void *user, unsigned run, uint64_t event, uint64_t alloc, co
     as_segmap *m = user;
     size_t idx = (size_t)m->base + run;
     if (m->err || need_runs(m, idx + 1)) {
-        m->err = m->err ? m->err : -ENOMEM;
+        m->err = m->err ? m->err : AS_ENOMEM;
         return;
     }
     seg_run *r = &m->runs[idx];
@@ -210,30 +202,35 @@ int as_segmap_pass(as_segmap *m, const as_engine *first, as_trace_reader *rd,
     rc = as_engine_run(e, rd, err);
     if (rc && (!err || err->code == 0) && why && why_len) /* the engine failed, not the trace */
         snprintf(why, why_len, "segment map: %s", as_engine_errmsg(e));
-    if (!rc && m->err)
+    if (!rc && m->err) {
         rc = m->err;
+        if (why && why_len)
+            snprintf(why, why_len, "segment map: %s", err_words(rc));
+    }
 out:
     as_engine_destroy(e);
     return rc;
 }
 
-int as_segmap_close(as_segmap *m)
+int as_segmap_close(as_segmap *m, char *why, size_t why_len)
 {
     if (!m)
         return 0;
-    int rc = m->err;
-    if (fputs(header, m->f) < 0 && !rc)
-        rc = -EIO;
+    int rc = m->err, werr = 0;
+    if (rc && why && why_len)
+        snprintf(why, why_len, "%s", err_words(rc));
+    if (fputs(header, m->f) < 0)
+        werr = errno ? errno : EIO;
     for (size_t i = 0; i < m->nruns; i++) {
-        if (m->runs[i].len && fwrite(m->runs[i].buf, 1, m->runs[i].len, m->f) != m->runs[i].len &&
-            !rc)
-            rc = -EIO;
+        if (!werr && m->runs[i].len &&
+            fwrite(m->runs[i].buf, 1, m->runs[i].len, m->f) != m->runs[i].len)
+            werr = errno ? errno : EIO;
         free(m->runs[i].buf);
     }
-    if ((fflush(m->f) || ferror(m->f)) && !rc)
-        rc = -(errno ? errno : EIO);
-    if (m->own && fclose(m->f) && !rc)
-        rc = -errno;
+    if (!werr && (fflush(m->f) || ferror(m->f)))
+        werr = errno ? errno : EIO;
+    if (werr && !rc)
+        rc = as_errno_error(werr, "write failed", why, why_len);
     free(m->runs);
     free(m);
     return rc;

@@ -27,10 +27,9 @@
 
 typedef struct as_segmap as_segmap;
 
-/* Creates (truncates) path. Rows are kept per run and written in run order on close.
- * Returns 0 or -errno. */
-int as_segmap_open(const char *path, as_segmap **out);
-/* The same on a stream the caller owns: close flushes and checks it but does not close it. */
+/* A map written to f, a stream the caller owns (close flushes and checks it but does not
+ * close it). Rows are kept per run and written in run order on close. Returns 0 or
+ * AS_ENOMEM. */
 int as_segmap_open_stream(FILE *f, as_segmap **out);
 /* Forgets the rows of report runs >= first (a pass that was interrupted). */
 void as_segmap_drop_from(as_segmap *m, unsigned first);
@@ -45,7 +44,9 @@ int as_segmap_pass(as_segmap *m, const as_engine *first, as_trace_reader *rd,
                    size_t ncap, size_t r0, size_t n, unsigned run_base, as_trace_error *err,
                    char *why, size_t why_len);
 
-/* Writes the header and every run's rows, closes and frees. Returns 0 or -errno. */
-int as_segmap_close(as_segmap *m);
+/* Writes the header and every run's rows and frees m. Returns 0, the first failure of a
+ * pass (AS_ENOMEM, AS_EINVAL) or AS_EIO; why (unless NULL) words it ("write failed: ..."),
+ * for the caller to put after the file's name. */
+int as_segmap_close(as_segmap *m, char *why, size_t why_len);
 
 #endif

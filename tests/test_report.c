@@ -3,7 +3,8 @@
  * the JSON and CSV outputs of run, mincap, info and compare carry, in the documented
  * order and type, CSV columns that load with one type each (tests/check_outputs.py,
  * with pandas where installed), and the README outputs regenerated and compared
- * (tests/docs.py --check, what `make docs` writes).
+ * (tests/docs.py --check, what `make docs` writes); and the writers' failures, codes of
+ * the one error space with errno's words.
  */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
@@ -11,6 +12,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "report.h"
+#include "segmap.h"
 #include "util.h"
 
 /* Runs `python3 SCRIPT ARGS` from the source tree; prints its output when it fails.
@@ -57,7 +60,56 @@ static void quoted_outputs(void)
     CU_ASSERT_EQUAL(python("tests/docs.py", "--check"), 0);
 }
 
+/* Every writer of report.h and segmap.h, on a full disk (/dev/full: ENOSPC) or a directory
+ * that does not exist (ENOENT), returns AS_EIO and words errno for the caller to put after
+ * the file's name. */
+static void writers_fail_in_the_error_space(void)
+{
+    char why[300];
+    as_runlog *l;
+    CU_ASSERT_EQUAL(as_runlog_open("/nonexistent/dir/s.csv", AS_RUNLOG_SEGMENTS, &l, why,
+                                   sizeof why),
+                    AS_EIO);
+    CU_ASSERT_STRING_EQUAL(why, "cannot create: No such file or directory");
+    FILE *full = fopen("/dev/full", "w");
+    if (!full) {
+        CU_FAIL("/dev/full cannot be opened");
+        return;
+    }
+    /* a run log: its rows are spooled, and the header and rows fail on the way out */
+    CU_ASSERT_EQUAL_FATAL(as_runlog_open_stream(full, AS_RUNLOG_SEGMENTS, &l), 0);
+    as_seg_record rec = {.run = 0, .alloc = 1, .event = 2,
+                         .dev = {.action = AS_DEV_SEGMENT_ALLOC, .addr = 0, .size = 2 << 20}};
+    for (int i = 0; i < 1000; i++) /* more than stdio's buffer */
+        as_runlog_segment(l, &rec);
+    why[0] = 0;
+    CU_ASSERT_EQUAL(as_runlog_close(l, why, sizeof why), AS_EIO);
+    CU_ASSERT_STRING_EQUAL(why, "write failed: No space left on device");
+    clearerr(full);
+    /* the report, in every format */
+    as_report *r;
+    CU_ASSERT_EQUAL_FATAL(as_report_create(&r), 0);
+    as_trace_summary sum = {.events = 2, .allocs = 1, .frees = 1};
+    CU_ASSERT_EQUAL(as_report_add_trace(r, "t.zst", "native", &sum, NULL), 0);
+    CU_ASSERT_EQUAL(as_report_add_run(r, 5, &(as_run_result){0}), AS_EINVAL);
+    for (int fmt = AS_REPORT_TABLE; fmt <= AS_REPORT_JSONL; fmt++) {
+        why[0] = 0;
+        CU_ASSERT_EQUAL(as_report_write(r, full, (as_report_fmt)fmt, why, sizeof why), AS_EIO);
+        CU_ASSERT_STRING_EQUAL(why, "write failed: No space left on device");
+        clearerr(full);
+    }
+    as_report_destroy(r);
+    /* the segment map: its header alone fails */
+    as_segmap *m;
+    CU_ASSERT_EQUAL_FATAL(as_segmap_open_stream(full, &m), 0);
+    why[0] = 0;
+    CU_ASSERT_EQUAL(as_segmap_close(m, why, sizeof why), AS_EIO);
+    CU_ASSERT_STRING_EQUAL(why, "write failed: No space left on device");
+    fclose(full);
+}
+
 CU_TestInfo test_report[] = {
+    {"writers: a failed write is AS_EIO, with errno's words", writers_fail_in_the_error_space},
     {"JSON and CSV outputs are what sim/REPORT.md says, and load cleanly", report_contract},
     {"outputs quoted in README.md and the folders' docs are current (make docs)", quoted_outputs},
     CU_TEST_INFO_NULL,

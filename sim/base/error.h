@@ -15,6 +15,8 @@
 #ifndef AS_BASE_ERROR_H
 #define AS_BASE_ERROR_H
 
+#include <stddef.h>
+
 enum {
     AS_OK = 0,
     AS_EINVAL = -1,   /* invalid argument or value: bad handle, knob, address, size, event */
@@ -33,5 +35,10 @@ enum {
 
 /* A short lower-case phrase for code (0 is "success"); "unknown error" for anything else. */
 const char *as_strerror(int code);
+
+/* A failed open, read, write or close (errnum: its errno, 0 = unknown) as a code of the
+ * space: AS_ENOMEM for ENOMEM, else AS_EIO. why (unless NULL) gets "what: errno's words"
+ * ("out of host memory" for AS_ENOMEM), for the caller to put after the file's name. */
+int as_errno_error(int errnum, const char *what, char *why, size_t why_len);
 
 #endif

@@ -81,13 +81,18 @@ int as_cli_create(const char *path, FILE **out)
     return AS_EXIT_OK;
 }
 
-int as_cli_write_status(int failed, const char *path, int ret)
+int as_cli_write_error(int rc, const char *why, const char *path, int ret)
 {
-    if (failed && !ret) {
-        as_cli_msg("%s: write failed", path);
+    if (rc && !ret) {
+        as_cli_msg("%s: %s", path, why && why[0] ? why : as_strerror(rc));
         return AS_EXIT_INPUT;
     }
     return ret;
+}
+
+int as_cli_write_status(int failed, const char *path, int ret)
+{
+    return as_cli_write_error(failed ? AS_EIO : 0, "write failed", path, ret);
 }
 
 int as_cli_trace_fail(const as_trace_error *e, const char *fallback_path)

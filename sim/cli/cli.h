@@ -67,6 +67,9 @@ int as_cli_create(const char *path, FILE **out);
  * as "PATH: write failed" (status AS_EXIT_INPUT) only when ret, the status so far, is 0, so
  * the first failure is the one named. Returns the status to go on with. */
 int as_cli_write_status(int failed, const char *path, int ret);
+/* The same for a library writer's result (rc: 0 or a code of error.h; why: its message,
+ * "write failed: No space left on device"): "PATH: WHY". */
+int as_cli_write_error(int rc, const char *why, const char *path, int ret);
 /* Prints a trace error as "allocsim: FILE: byte B (line L, event E): MESSAGE" and returns
  * AS_EXIT_INPUT. */
 int as_cli_trace_fail(const as_trace_error *e, const char *fallback_path);

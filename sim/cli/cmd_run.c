@@ -411,12 +411,15 @@ static int run_traces(const run_args *a, const as_policy_spec *specs, size_t nsp
 static int run_close(const run_args *a, run_out *ro, int ret, int interrupted, int ntr,
                      const as_driver_result *res, const as_report *rep)
 {
+    char why[300];
     if (ro->segs)
-        ret = as_cli_write_status(as_runlog_close(ro->segs), a->seg_path, ret);
+        ret = as_cli_write_error(as_runlog_close(ro->segs, why, sizeof why), why, a->seg_path, ret);
     if (ro->timeline)
-        ret = as_cli_write_status(as_runlog_close(ro->timeline), a->tl_path, ret);
+        ret = as_cli_write_error(as_runlog_close(ro->timeline, why, sizeof why), why, a->tl_path,
+                                 ret);
     if (ro->segmap)
-        ret = as_cli_write_status(as_segmap_close(ro->segmap), a->segmap_path, ret);
+        ret = as_cli_write_error(as_segmap_close(ro->segmap, why, sizeof why), why,
+                                 a->segmap_path, ret);
     ret = as_out_commit(ro->seg, ret);
     ret = as_out_commit(ro->tl, ret);
     ret = as_out_commit(ro->map, ret);
@@ -460,9 +463,11 @@ int as_cmd_run(int argc, char **argv)
         goto done;
     as_cli_warn_small_caps(rep);
     FILE *f = as_out_file(ro.out);
-    int failed = a.fmt == AS_REPORT_JSONL ? as_report_write_jsonl(rep, f, res.units, (unsigned)ntr)
-                                          : as_report_write(rep, f, a.fmt);
-    ret = as_cli_write_status(failed, as_out_name(ro.out), ret);
+    char why[300];
+    int wrc = a.fmt == AS_REPORT_JSONL
+                  ? as_report_write_jsonl(rep, f, res.units, (unsigned)ntr, why, sizeof why)
+                  : as_report_write(rep, f, a.fmt, why, sizeof why);
+    ret = as_cli_write_error(wrc, why, as_out_name(ro.out), ret);
 done:
     ret = run_close(&a, &ro, ret, interrupted, ntr, &res, rep);
     as_report_destroy(rep);
