@@ -33,6 +33,7 @@ typedef struct decoded {
     as_event *ev;
     size_t n, cap;
     as_meta meta;
+    as_sites *sites;     /* the reader's call-site table, copied */
     int rc;              /* AS_TRACE_EOF or the error */
     as_trace_error err;
     int truncated;       /* more than MAX_KEEP events */
@@ -45,6 +46,7 @@ static void decoded_free(decoded *d)
         free((void *)(uintptr_t)d->ev[i].label);
     free(d->ev);
     as_meta_free(&d->meta);
+    as_sites_free(d->sites);
     memset(d, 0, sizeof *d);
 }
 
@@ -116,6 +118,9 @@ static void decode(const uint8_t *data, size_t size, const char *name, int lenie
     FUZZ_ASSERT_MSG(rc == 0 && r, "open returned %d", rc);
     d->fmt = as_trace_reader_format(r);
     FUZZ_ASSERT(as_meta_copy(&d->meta, as_trace_reader_meta(r)) == 0);
+    FUZZ_ASSERT(as_sites_new(&d->sites) == 0 &&
+                as_sites_copy(d->sites, as_trace_reader_sites(r)) == 0);
+    uint32_t nsites = as_sites_count(as_trace_reader_sites(r));
     size_t batch = 1 + (size ? data[size / 2] % 7 : 0) * 37;
     as_event evs[256];
     uint64_t nalloc = 0, total = 0;
@@ -130,6 +135,8 @@ static void decode(const uint8_t *data, size_t size, const char *name, int lenie
         }
         for (size_t i = 0; i < n; i++) {
             check_event(&evs[i], nalloc);
+            FUZZ_ASSERT_MSG(evs[i].site <= nsites && (evs[i].op == AS_OP_ALLOC || !evs[i].site),
+                            "site %u of %u sites", evs[i].site, nsites);
             FUZZ_ASSERT_MSG(evs[i].op != AS_OP_MARK || i == n - 1, "MARK not last of batch");
             nalloc += evs[i].op == AS_OP_ALLOC;
             keep(d, &evs[i]);
@@ -162,10 +169,31 @@ static void decode(const uint8_t *data, size_t size, const char *name, int lenie
 static int same_event(const as_event *a, const as_event *b)
 {
     if (a->op != b->op || a->id != b->id || a->size != b->size || a->stream != b->stream ||
-        a->time_us != b->time_us)
+        a->time_us != b->time_us || a->site != b->site)
         return 0;
     if (a->op == AS_OP_MARK)
         return strcmp(a->label, b->label) == 0;
+    return 1;
+}
+
+/* Every site of a and b: the same stack of the same frames. */
+static int same_sites(const as_sites *a, const as_sites *b)
+{
+    if (as_sites_count(a) != as_sites_count(b))
+        return 0;
+    for (uint32_t k = 1; k <= as_sites_count(a); k++) {
+        const uint32_t *ia, *ib;
+        size_t na = as_sites_stack(a, k, &ia), nb = as_sites_stack(b, k, &ib);
+        if (na != nb)
+            return 0;
+        for (size_t i = 0; i < na; i++) {
+            as_frame fa, fb;
+            as_sites_frame(a, ia[i], &fa);
+            as_sites_frame(b, ib[i], &fb);
+            if (fa.line != fb.line || strcmp(fa.filename, fb.filename) || strcmp(fa.name, fb.name))
+                return 0;
+        }
+    }
     return 1;
 }
 
@@ -201,7 +229,7 @@ static void rt_write(const decoded *d, as_trace_fmt fmt, uint8_t **out, size_t *
     snprintf(path, sizeof path, "/proc/self/fd/%d", rt_fd);
     as_trace_writer *w = NULL;
     as_trace_error err;
-    int rc = as_trace_writer_open(path, fmt, &d->meta, &w, &err);
+    int rc = as_trace_writer_open_sites(path, fmt, &d->meta, d->sites, &w, &err);
     FUZZ_ASSERT_MSG(rc == 0, "writer refused the metadata it read: %s", err.msg);
     for (size_t i = 0; i < d->n; i++) {
         rc = as_trace_write(w, &d->ev[i]);
@@ -229,6 +257,8 @@ static void round_trip(const decoded *d, as_trace_fmt fmt)
                     as_trace_fmt_name(fmt), back.err.msg);
     FUZZ_ASSERT_MSG(back.fmt == fmt, "round trip format %d", (int)back.fmt);
     FUZZ_ASSERT_MSG(same_meta(&d->meta, &back.meta), "%s round trip changed the metadata",
+                    as_trace_fmt_name(fmt));
+    FUZZ_ASSERT_MSG(same_sites(d->sites, back.sites), "%s round trip changed the call sites",
                     as_trace_fmt_name(fmt));
     FUZZ_ASSERT_MSG(back.n == d->n, "%s round trip: %zu events, was %zu",
                     as_trace_fmt_name(fmt), back.n, d->n);

@@ -82,6 +82,33 @@ w("fuzz/corpus/rmm/unknown_free.csv", "Thread,Time,Action,Pointer,Size,Stream\n1
 with open("traces/samples/rmm_cudf_join.csv") as f:
     w("fuzz/corpus/rmm/sample_head.csv", "".join(f.readlines()[:40]))
 
+# Frames, user_metadata and annotations: 600 allocs, 1,200 entries (more than one 1,000-item APPENDS
+# batch, so later entries reach the shared frame dicts and lists through memo references
+# to values of an earlier, dropped batch), stacks[k % 3] for alloc k (the same list
+# objects, as PyTorch shares them), every alloc freed at once; user_metadata "phase1"
+# from alloc 200 on, "" again from 400; four annotations, one of another device.
+def frames_seed():
+    fr = [{"filename": "/venv/site-packages/torch/nn/modules/conv.py", "line": 548, "name": "_conv_forward"},
+          {"filename": "model.py", "line": 12, "name": "forward"},
+          {"filename": "train.py", "line": 40, "name": "step"}]
+    stacks = [[fr[0], fr[1], fr[2]], [fr[1], fr[2]], [fr[0], fr[2]]]
+    t = []
+    for k in range(600):
+        meta = "phase1" if 200 <= k < 400 else ""
+        a = ev("alloc", 0x10000 + 0x100 * (k % 7), 256 + k % 5, 0, 100 * k)
+        a["frames"], a["user_metadata"] = stacks[k % 3], meta
+        f = ev("free_completed", a["addr"], a["size"], 0, 100 * k + 50)
+        f["frames"], f["user_metadata"] = [], meta
+        t += [a, f]
+    ann = [{"name": "step#1", "stage": "START", "device": 0, "time_us": 100 * 100 + 10},
+           {"name": "step#1", "stage": "END", "device": 0, "time_us": 100 * 550 + 60},
+           {"name": "other", "stage": "START", "device": 1, "time_us": 5},
+           {"name": "tail", "stage": "START", "device": 0, "time_us": 10 ** 9}]
+    s = snap([t])
+    s["external_annotations"] = ann
+    return s
+w("fuzz/corpus/pickle/frames.pickle", pickle.dumps(frames_seed(), protocol=4))
+
 # ---- text ------------------------------------------------------------------------------
 os.makedirs("fuzz/corpus/text", exist_ok=True)
 with open("traces/samples/handwritten.txt") as f:

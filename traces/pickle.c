@@ -469,11 +469,18 @@ static uint64_t hash_bytes(uint64_t h, const uint8_t *s, size_t n)
     return h;
 }
 
+static int is_container(uint8_t t)
+{
+    return t == AS_PK_LIST || t == AS_PK_TUPLE || t == AS_PK_DICT;
+}
+
 static uint64_t node_hash(const as_pk *pk, as_pk_ref r, const pk_node *n)
 {
     uint64_t h = 0xcbf29ce484222325ull ^ n->type;
     if (n->type == AS_PK_STR || n->type == AS_PK_BYTES)
         return hash_bytes(h, str_bytes(pk, r, n), n->a);
+    if (is_container(n->type)) /* an interned container: its items, in icells */
+        return hash_bytes(h, (const uint8_t *)(pk->icells + n->u.head + 2), n->a * 4u);
     return hash_bytes(h, (const uint8_t *)&n->u.i, sizeof n->u.i);
 }
 
@@ -511,13 +518,21 @@ static int intern_rehash(pk_parser *p)
     return 0;
 }
 
-/* The interned ref for the value of arena node r (a container: its type's dropped marker). */
-static int intern(pk_parser *p, as_pk_ref r, as_pk_ref *out)
+static int intern_container(pk_parser *p, as_pk_ref r, size_t keep, int nested, as_pk_ref *out);
+
+/* The interned ref for arena node r as cut_back needs it: everything below keep stays. */
+
+/* The interned ref for the value of arena node r: a scalar's copy, a small plain
+ * container's (intern_container), else its type's dropped marker. Nodes below keep are
+ * not being dropped: a container's items there stay as they are. */
+static int intern_keep(pk_parser *p, as_pk_ref r, size_t keep, as_pk_ref *out)
 {
     as_pk *pk = p->pk;
     const pk_node *n = &pk->nodes[r];
     int rc;
-    if (n->type == AS_PK_LIST || n->type == AS_PK_TUPLE || n->type == AS_PK_DICT) {
+    if (is_container(n->type)) {
+        if ((rc = intern_container(p, r, keep, 1, out)) <= 0)
+            return rc;
         *out = AS_PK_IBIT | (n->type == AS_PK_LIST ? 0u : n->type == AS_PK_TUPLE ? 1u : 2u);
         return 0;
     }
@@ -554,6 +569,100 @@ static int intern(pk_parser *p, as_pk_ref r, as_pk_ref *out)
     return 0;
 }
 
+/* An interned container with these items (dict: keys and values alternating): an existing
+ * one with the same type and items, or a new one in icells. */
+static int intern_store(pk_parser *p, const pk_node *n, const as_pk_ref *items, size_t k,
+                        int nested, as_pk_ref *out)
+{
+    as_pk *pk = p->pk;
+    int rc;
+    if ((pk->ninodes + 1) * 4 > pk->capihash * 3 && (rc = intern_rehash(p)))
+        return rc;
+    uint64_t h = hash_bytes(0xcbf29ce484222325ull ^ n->type, (const uint8_t *)items, k * 4);
+    size_t j = h & (pk->capihash - 1);
+    for (; pk->ihash[j]; j = (j + 1) & (pk->capihash - 1)) {
+        const pk_node *c = &pk->inodes[pk->ihash[j] - 1];
+        if (c->type == n->type && c->a == k &&
+            memcmp(pk->icells + c->u.head + 2, items, k * sizeof *items) == 0) {
+            *out = AS_PK_IBIT | (pk->ihash[j] - 1);
+            return 0;
+        }
+    }
+    if (pk->nnodes + pk->ninodes - 3 >= p->lim.max_nodes)
+        return fail(p, AS_ENOMEM, "more than %llu values (limit)",
+                    (unsigned long long)p->lim.max_nodes);
+    if ((rc = pgrow(p, (void **)&pk->inodes, &pk->capinodes, pk->ninodes + 1, sizeof *pk->inodes,
+                    "the memo")) ||
+        (rc = pgrow(p, (void **)&pk->icells, &pk->capicells, pk->nicells + k + 2,
+                    sizeof *pk->icells, "the memo")))
+        return rc;
+    uint32_t at = (uint32_t)pk->nicells;
+    pk->icells[at] = AS_PK_NIL;
+    pk->icells[at + 1] = (uint32_t)k;
+    memcpy(pk->icells + at + 2, items, k * sizeof *items);
+    pk->nicells += k + 2;
+    uint32_t i = (uint32_t)pk->ninodes++;
+    pk->inodes[i] = (pk_node){.type = n->type,
+                              .flags = nested ? PKF_NESTED : 0,
+                              .a = (uint32_t)k,
+                              .off = n->off,
+                              .u.head = at};
+    pk->ihash[j] = i + 1;
+    *out = AS_PK_IBIT | i;
+    return 0;
+}
+
+/* One item x of a container being interned, as an interned ref: 0, 1 (the container does
+ * not qualify) or < 0. inner: x may be a flat container (the container is a list/tuple at
+ * the outer level). */
+static int intern_item(pk_parser *p, as_pk_ref *x, size_t keep, int inner)
+{
+    as_pk *pk = p->pk;
+    const pk_node *xn = nd(pk, *x);
+    if (!is_container(xn->type))
+        return ibit(*x) || *x < keep ? 0 : intern_keep(p, *x, keep, x);
+    if (!inner || (xn->flags & (PKF_DROPPED | PKF_NESTED | PKF_TRACE)) || xn->a > PK_FLAT_CELLS)
+        return 1;
+    if (ibit(*x) || *x < keep) /* interned flat already, or kept in the tree */
+        return 0;
+    return intern_container(p, *x, keep, 0, x);
+}
+
+/* Interns arena container r when it qualifies (PK_FLAT_CELLS): 0 with *out, 1 when it does
+ * not, or < 0. While parsing, a container's chunks are newest first (order_chunks runs at
+ * STOP), so they are walked oldest first here. nested: r may hold flat containers. */
+static int intern_container(pk_parser *p, as_pk_ref r, size_t keep, int nested, as_pk_ref *out)
+{
+    as_pk *pk = p->pk;
+    const pk_node n = pk->nodes[r];
+    int inner = nested && n.type != AS_PK_DICT;
+    if ((n.flags & PKF_TRACE) || n.a > (inner ? PK_NESTED_ITEMS : PK_FLAT_CELLS))
+        return 1;
+    uint32_t chunks[64];
+    size_t nch = 0;
+    for (uint32_t c = n.u.head; c != AS_PK_NIL; c = pk->cells[c])
+        if (nch == 64)
+            return 1; /* built by more than 64 batches: not a small container */
+        else
+            chunks[nch++] = c;
+    as_pk_ref local[PK_FLAT_CELLS],
+        *items = n.a > PK_FLAT_CELLS ? malloc(n.a * sizeof *items) : local;
+    if (!items)
+        return fail(p, AS_ENOMEM, "out of host memory");
+    size_t k = 0;
+    int rc = 0;
+    for (size_t c = nch; rc == 0 && c-- > 0;)
+        for (uint32_t i = 0; rc == 0 && i < pk->cells[chunks[c] + 1] && k < n.a; i++) {
+            items[k] = pk->cells[chunks[c] + 2 + i];
+            rc = intern_item(p, &items[k++], keep, inner);
+        }
+    if (rc == 0)
+        rc = intern_store(p, &n, items, k, inner, out);
+    if (items != local)
+        free(items);
+    return rc;
+}
+
 /* Cuts the pools back to mark m once its batch is handed out: memo slots set since then
  * that name a value about to go are re-pointed at its interned copy. */
 static int cut_back(pk_parser *p, const pk_mark *m)
@@ -563,7 +672,7 @@ static int cut_back(pk_parser *p, const pk_mark *m)
     for (size_t i = m->dirty; i < p->ndirty; i++) {
         as_pk_ref *slot = &p->memo[p->dirty[i]];
         if (*slot != AS_PK_NIL && !ibit(*slot) && *slot >= m->nodes &&
-            (rc = intern(p, *slot, slot)))
+            (rc = intern_keep(p, *slot, m->nodes, slot)))
             return rc;
     }
     p->ndirty = m->dirty;
@@ -1215,6 +1324,7 @@ void as_pk_free(as_pk *pk)
         return;
     free(pk->nodes);
     free(pk->cells);
+    free(pk->icells);
     free(pk->bytes);
     free(pk->inodes);
     free(pk->ibytes);
@@ -1249,8 +1359,8 @@ size_t as_pk_node_count(const as_pk *pk)
 size_t as_pk_memory(const as_pk *pk)
 {
     return pk ? sizeof *pk + (pk->capnodes + pk->capinodes) * sizeof(pk_node) +
-                    pk->capcells * sizeof *pk->cells + pk->capbytes + pk->capibytes +
-                    pk->capihash * sizeof *pk->ihash
+                    (pk->capcells + pk->capicells) * sizeof *pk->cells + pk->capbytes +
+                    pk->capibytes + pk->capihash * sizeof *pk->ihash
               : 0;
 }
 
@@ -1337,7 +1447,7 @@ size_t as_pk_items(const as_pk *pk, as_pk_ref c, const as_pk_ref **items)
     if (!n || (n->type != AS_PK_LIST && n->type != AS_PK_TUPLE && n->type != AS_PK_DICT) ||
         n->u.head == AS_PK_NIL)
         return 0;
-    const uint32_t *chunk = pk->cells + n->u.head;
+    const uint32_t *chunk = (ibit(c) ? pk->icells : pk->cells) + n->u.head;
     if (chunk[0] != AS_PK_NIL) /* more than one chunk */
         return SIZE_MAX;
     *items = chunk + 2;
@@ -1348,6 +1458,7 @@ void as_pk_iter_init(as_pk_iter *it, const as_pk *pk, as_pk_ref c)
 {
     const pk_node *n = node_at(pk, c);
     it->pk = pk;
+    it->cells = pk ? (ibit(c) && c != AS_PK_NIL ? pk->icells : pk->cells) : NULL;
     it->pos = 0;
     it->pairs = n && n->type == AS_PK_DICT;
     it->chunk = (n && (n->type == AS_PK_LIST || n->type == AS_PK_TUPLE || n->type == AS_PK_DICT))
@@ -1358,7 +1469,7 @@ void as_pk_iter_init(as_pk_iter *it, const as_pk *pk, as_pk_ref c)
 /* Next cell of the container, crossing chunk boundaries. */
 static int iter_cell(as_pk_iter *it, as_pk_ref *out)
 {
-    const uint32_t *cells = it->pk ? it->pk->cells : NULL;
+    const uint32_t *cells = it->cells;
     while (it->chunk != AS_PK_NIL) {
         if (it->pos < cells[it->chunk + 1]) {
             *out = cells[it->chunk + 2 + it->pos++];

@@ -15,8 +15,10 @@
  * the items of the lists at root["device_traces"][d] (a snapshot's trace entries) instead
  * of storing them: after a batch of entries has been handed out, the values it created are
  * dropped (the arena is cut back to where the batch began), and the memo slots that named
- * them keep a compact copy (strings and numbers, interned by content) or, for a container,
- * a "dropped" marker of its type. Everything else (segments, settings) is kept as a tree.
+ * them keep a compact copy, interned by content: strings, numbers, small plain containers
+ * (a stack frame dict {filename, line, name}, a list of such: a snapshot's frames, which
+ * Python's pickler shares between entries), or for any other container a "dropped" marker
+ * of its type. Everything else (segments, settings) is kept as a tree.
  *
  * Invariant: memory is bounded by the tree kept, one batch of entries, the memo (4 bytes
  * a slot) and the distinct memoized strings, never by the trace's length; the parse is a
@@ -141,9 +143,10 @@ size_t as_pk_len(const as_pk *pk, as_pk_ref r);
  * repeated by SETITEMS are yielded again: the last one wins, as in Python). */
 typedef struct as_pk_iter {
     const as_pk *pk;
-    uint32_t chunk; /* current chunk in the cell pool, or AS_PK_NIL */
-    uint32_t pos;   /* next cell within it */
-    int pairs;      /* 1 for a DICT */
+    const uint32_t *cells; /* the container's cell pool (the tree's, or the interned one) */
+    uint32_t chunk;        /* current chunk in the cell pool, or AS_PK_NIL */
+    uint32_t pos;          /* next cell within it */
+    int pairs;             /* 1 for a DICT */
 } as_pk_iter;
 
 void as_pk_iter_init(as_pk_iter *it, const as_pk *pk, as_pk_ref container);

@@ -19,7 +19,15 @@
 #define PK_MEMO_SLACK 4096u             /* memo indices allowed past the bytes read */
 #define PK_FRAME_CHECK (16u << 20)      /* a FRAME up to this long is checked for truncation */
 
-enum { PKF_TRACE = 1, PKF_DROPPED = 2 }; /* pk_node.flags */
+enum { PKF_TRACE = 1, PKF_DROPPED = 2, PKF_NESTED = 4 }; /* pk_node.flags */
+/* Memoized containers that outlive their batch keep their items when they are small and
+ * plain: a "flat" one (a dict of at most 3 pairs, a list or tuple of at most 6 items, all
+ * strings or numbers: a stack frame {filename, line, name}) or a list or tuple of at most
+ * 4096 flat ones (a frames list). Each is interned by content, so memory follows the
+ * distinct frames and stacks; anything else becomes its type's dropped marker (pickle.c's
+ * intern_keep). */
+#define PK_FLAT_CELLS 6
+#define PK_NESTED_ITEMS 4096
 
 typedef struct pk_node {
     uint8_t type;
@@ -55,6 +63,8 @@ struct as_pk {
     size_t nibytes, capibytes;
     uint32_t *ihash; /* open addressing: inode index + 1, 0 = empty */
     size_t capihash;
+    uint32_t *icells; /* interned containers' items, one chunk each [NIL, n, item...] */
+    size_t nicells, capicells;
 };
 
 /* Where the pools ended when a MARK was pushed, and the oldest container written since. */

@@ -15,7 +15,8 @@
  * Mapping, for device_traces[d]: d is the device the reader was asked for (as_reader_opts
  * device_set/device), else the one device with a non-empty trace; a snapshot tracing several
  * is refused with the list of its devices and their entry counts (pick_device).
- *   alloc          -> ALLOC (the entry's unrounded size, the raw cudaStream_t value);
+ *   alloc          -> ALLOC (the entry's unrounded size, the raw cudaStream_t value, and
+ *                     its `frames` as a call site of the reader's site table);
  *   free_requested -> FREE when the next alloc/free_requested/free_completed entry of the
  *                     trace is the free_completed of the same address (the free had no
  *                     pending stream use, or completed before anything else happened: the
@@ -23,7 +24,10 @@
  *                     free_completed -> FREE;
  *   free_completed -> FREE (one without a free_requested, e.g. recorded with
  *                     skip_actions=["free_requested"], is a plain FREE);
- *   segment_*, snapshot, oom, annotate and unknown actions -> no event (counted in meta).
+ *   segment_*, snapshot, oom, annotate and unknown actions -> no event (counted in meta);
+ *   a change of an entry's user_metadata -> MARK "user_metadata=VALUE" before its event;
+ *   external_annotations of the device -> MARKs "START name"/"END name", merged by time.
+ * (Frames, user metadata and annotations: their own section below, and FORMAT.md.)
  * Live addresses map to allocation ordinals; an address is reused once freed. So a trace
  * whose frees are all immediate has allocs + free_completed events, and one with deferred
  * frees has more (one FREE_REQ per deferred free), but fewer than its entry count.
@@ -63,15 +67,31 @@ typedef struct snap_entry {
     uint64_t index; /* position in device_traces[d] */
     uint8_t act;
     uint8_t has_size;
+    uint32_t site;  /* alloc: its call site (frames), 0 = none */
+    uint32_t umark; /* a user_metadata MARK to emit before it: label offset + 1, 0 = none */
 } snap_entry;
 
 /* An emitted event; ids are fixed up once the prehistoric blocks are known. */
 typedef struct snap_ev {
-    uint64_t id, size, stream;
+    uint64_t id, size, stream; /* MARK: id is the label's offset in the user-mark pool */
     int64_t time_us;
     uint8_t op;
-    uint8_t pre; /* id is an index into the prehistoric table, not a trace ordinal */
+    uint8_t pre;   /* id is an index into the prehistoric table, not a trace ordinal */
+    uint32_t site; /* ALLOC: its call site */
 } snap_ev;
+
+/* MARK labels, NUL-terminated, back to back. */
+typedef struct label_pool {
+    char *p;
+    size_t n, cap;
+} label_pool;
+
+/* An external annotation of the chosen device, a MARK at its time. */
+typedef struct snap_ann {
+    int64_t time_us;
+    size_t label; /* offset in the annotation pool */
+    size_t order; /* position in external_annotations (ties keep it) */
+} snap_ann;
 
 typedef struct pre_block {
     uint64_t addr, size, stream;
@@ -110,6 +130,12 @@ typedef struct snap_state {
     size_t pre_out;         /* prehistoric ALLOCs handed out so far */
     as_snapshot_record rec; /* what the snapshot records beside its events */
     void *owned[4];         /* rec's arrays */
+    as_sites *sites;        /* the call sites, complete after pass 1 */
+    label_pool umarks;      /* user_metadata MARK labels (two passes: of the queued events) */
+    label_pool ann_pool;    /* annotation labels */
+    snap_ann *ann;          /* annotations in time order, merged into the events as MARKs */
+    size_t nann, ann_pos;
+    int ended; /* the trace's events are all out (annotations may remain) */
 } snap_state;
 
 /* Everything the conversion needs; in one pass it is freed before open returns. */
@@ -161,6 +187,19 @@ struct snap_build {
      * dicts could otherwise make a small crafted pickle cost quadratic time; real snapshots
      * visit each dict once. */
     uint64_t work, budget;
+    /* frames and user metadata (the state's tables, written by both passes) */
+    as_sites *sites;
+    label_pool *umarks;
+    /* frame dict -> frame number and frames list -> site, by ref: an interned ref always
+     * names the same value, an arena ref until the parser's generation changes */
+    as_pk_ref fcache_ref[1024]; /* AS_PK_NIL = empty */
+    uint32_t fcache_val[1024];
+    uint64_t fcache_gen[1024];
+    as_pk_ref scache_ref[1024];
+    uint32_t scache_val[1024];
+    uint64_t scache_gen[1024];
+    char umeta[AS_MAX_LABEL + 1]; /* the user_metadata in force ("" = none) */
+    uint64_t allocs_framed, frames_cut, frames_lost;
 };
 
 /* ---- small helpers -------------------------------------------------------------------- */
@@ -289,8 +328,9 @@ static int which(const as_pk *pk, as_pk_ref r, const char *const *names, int n)
 }
 
 /* Entry keys we read, numbered after the action names in the cache's value space. */
-static const char *const entry_keys[] = {"action", "addr", "size", "stream", "time_us"};
-enum { KEY_ACTION = 0, KEY_ADDR, KEY_SIZE, KEY_STREAM, KEY_TIME, KEY_OTHER };
+static const char *const entry_keys[] = {"action",  "addr",   "size",         "stream",
+                                         "time_us", "frames", "user_metadata"};
+enum { KEY_ACTION = 0, KEY_ADDR, KEY_SIZE, KEY_STREAM, KEY_TIME, KEY_FRAMES, KEY_UMETA, KEY_OTHER };
 
 /* What string ref r means: as a key (KEY_*) when key, else as an action name (-1 or an
  * act_names index). Cached by ref; the cache is flushed whenever the parser drops values
@@ -343,6 +383,9 @@ static int record_segev(snap_build *b, int name, as_pk_ref addr, as_pk_ref size,
     return 0;
 }
 
+static int frames_site(snap_build *b, as_pk_ref fr, uint32_t *site);
+static int user_mark(snap_build *b, as_pk_ref um, uint32_t *umark);
+
 /* Reads trace entry e (device_traces[device][index]) into *x: 1 for an alloc/free entry, 0
  * for another (counted) or one skipped (lenient), < 0 on error. */
 static int entry_fields(snap_build *b, as_pk_ref e, uint64_t index, snap_entry *x)
@@ -364,8 +407,9 @@ static int entry_fields(snap_build *b, as_pk_ref e, uint64_t index, snap_entry *
                      index, as_pk_type_name(as_pk_type_of(pk, e)));
     }
     *x = (snap_entry){.off = off, .index = index, .time_us = AS_TIME_NONE};
-    as_pk_ref f[KEY_OTHER + 1] = {AS_PK_NIL, AS_PK_NIL, AS_PK_NIL, AS_PK_NIL,
-                                  AS_PK_NIL, AS_PK_NIL}; /* by KEY_*: the last value set wins */
+    as_pk_ref f[KEY_OTHER + 1]; /* by KEY_*: the last value set wins */
+    for (int i = 0; i <= KEY_OTHER; i++)
+        f[i] = AS_PK_NIL;
     const as_pk_ref *kv;
     size_t nkv = as_pk_items(pk, e, &kv);
     if (charge(b, (nkv != SIZE_MAX ? nkv / 2 : as_pk_len(pk, e)) + 1))
@@ -432,7 +476,154 @@ static int entry_fields(snap_build *b, as_pk_ref e, uint64_t index, snap_entry *
         x->stream = (uint64_t)i64;
     if (as_pk_int(pk, time, &i64) == 0)
         x->time_us = i64;
+    int rc;
+    if (x->act == ACT_ALLOC && (rc = frames_site(b, f[KEY_FRAMES], &x->site)) < 0)
+        return rc;
+    if ((rc = user_mark(b, f[KEY_UMETA], &x->umark)) < 0)
+        return rc;
     return 1;
+}
+
+/* ---- frames and user metadata -------------------------------------------------------- */
+
+static int label_add(label_pool *lp, const char *s, size_t n, size_t *off)
+{
+    if (as_grow((void **)&lp->p, &lp->cap, lp->n + n + 1, 1, 4096) < 0)
+        return AS_ENOMEM;
+    *off = lp->n;
+    memcpy(lp->p + lp->n, s, n);
+    lp->p[lp->n + n] = 0;
+    lp->n += n + 1;
+    return 0;
+}
+
+/* A pickle string as a C string of at most cap - 1 bytes: NUL bytes become '?', and a
+ * longer one is cut at a UTF-8 character boundary. 1 when it was cut, 0, or -1 when r is
+ * not a string. */
+static int c_string(const as_pk *pk, as_pk_ref r, char *dst, size_t cap)
+{
+    const char *p;
+    size_t n;
+    if (as_pk_str(pk, r, &p, &n))
+        return -1;
+    int cut = n > cap - 1;
+    if (cut) {
+        n = cap - 1;
+        while (n > 0 && ((unsigned char)p[n] & 0xC0) == 0x80)
+            n--;
+    }
+    for (size_t i = 0; i < n; i++)
+        dst[i] = p[i] ? p[i] : '?';
+    dst[n] = 0;
+    return cut;
+}
+
+/* The generation a cached ref is valid in: any (UINT64_MAX) for an interned one. */
+static uint64_t ref_gen(const snap_build *b, as_pk_ref r)
+{
+    if (as_pk_interned(b->pk, r))
+        return UINT64_MAX;
+    return b->ps ? as_pk_stream_generation(b->ps) : 0;
+}
+
+static size_t ref_slot(as_pk_ref r)
+{
+    return ((size_t)r * 0x9E3779B9u >> 7) & 1023;
+}
+
+/* The frame number of frame dict d {filename, line, name} (a missing field reads as "?" or
+ * line 0). Python's pickler writes each frame dict once and refers back to it: cached. */
+static int frame_of(snap_build *b, as_pk_ref d, uint32_t *fid)
+{
+    const as_pk *pk = b->pk;
+    size_t slot = ref_slot(d);
+    uint64_t gen = ref_gen(b, d);
+    if (b->fcache_ref[slot] == d && b->fcache_gen[slot] == gen) {
+        *fid = b->fcache_val[slot];
+        return 0;
+    }
+    static char file[AS_MAX_FRAME_STR + 1], name[AS_MAX_FRAME_STR + 1];
+    int64_t line = 0;
+    int c1 = c_string(pk, dget(b, d, "filename"), file, sizeof file);
+    int c2 = c_string(pk, dget(b, d, "name"), name, sizeof name);
+    if (c1 < 0)
+        strcpy(file, "?");
+    if (c2 < 0)
+        strcpy(name, "?");
+    b->frames_cut += (c1 > 0) + (c2 > 0);
+    if (as_pk_int(pk, dget(b, d, "line"), &line) || line < 0 || line > UINT32_MAX)
+        line = 0;
+    if (as_sites_intern_frame(b->sites, &(as_frame){file, name, (uint32_t)line}, fid) < 0)
+        return oom(b);
+    b->fcache_ref[slot] = d;
+    b->fcache_val[slot] = *fid;
+    b->fcache_gen[slot] = gen;
+    return 0;
+}
+
+/* An alloc entry's call site from its `frames` list (innermost first, as PyTorch records
+ * it); 0 when it has none. A list too deep for AS_MAX_STACK keeps its innermost frames; one
+ * the parser could not keep (a memo reference to a list dropped with its batch) counts in
+ * torch.frames_lost. */
+static int frames_site(snap_build *b, as_pk_ref fr, uint32_t *site)
+{
+    const as_pk *pk = b->pk;
+    *site = 0;
+    as_pk_type t = as_pk_type_of(pk, fr);
+    if (fr == AS_PK_NIL || (t != AS_PK_LIST && t != AS_PK_TUPLE) || as_pk_len(pk, fr) == 0) {
+        b->frames_lost += fr != AS_PK_NIL && as_pk_streamed(pk, fr) == 2;
+        return 0;
+    }
+    size_t slot = ref_slot(fr);
+    uint64_t gen = ref_gen(b, fr);
+    b->allocs_framed++;
+    if (b->scache_ref[slot] == fr && b->scache_gen[slot] == gen) {
+        *site = b->scache_val[slot];
+        return 0;
+    }
+    static uint32_t ids[AS_MAX_STACK];
+    size_t n = 0;
+    as_pk_iter it;
+    as_pk_ref d;
+    int rc;
+    if (charge(b, as_pk_len(pk, fr)))
+        return over_budget(b);
+    as_pk_iter_init(&it, pk, fr);
+    while (as_pk_iter_next(&it, &d)) {
+        if (n == AS_MAX_STACK) {
+            b->frames_cut++;
+            break;
+        }
+        if (as_pk_type_of(pk, d) != AS_PK_DICT)
+            continue;
+        if ((rc = frame_of(b, d, &ids[n])) < 0)
+            return rc;
+        n++;
+    }
+    if (as_sites_intern_ids(b->sites, ids, n, site) < 0)
+        return oom(b);
+    b->scache_ref[slot] = fr;
+    b->scache_val[slot] = *site;
+    b->scache_gen[slot] = gen;
+    return 0;
+}
+
+/* An entry's user_metadata (a string the program attaches to what follows; "" = none): when it
+ * differs from the one in force, a MARK "user_metadata=VALUE" goes before the entry's event. */
+static int user_mark(snap_build *b, as_pk_ref um, uint32_t *umark)
+{
+    char v[AS_MAX_LABEL + 1 - 14];
+    *umark = 0;
+    if (um == AS_PK_NIL || c_string(b->pk, um, v, sizeof v) < 0 || strcmp(v, b->umeta) == 0)
+        return 0;
+    char label[AS_MAX_LABEL + 1];
+    int n = snprintf(label, sizeof label, "user_metadata=%s", v);
+    size_t off;
+    if (label_add(b->umarks, label, (size_t)n, &off) < 0 || off >= UINT32_MAX)
+        return oom(b);
+    strcpy(b->umeta, v);
+    *umark = (uint32_t)off + 1;
+    return 0;
 }
 
 /* ---- the address state machine -------------------------------------------------------- */
@@ -440,10 +631,10 @@ static int entry_fields(snap_build *b, as_pk_ref e, uint64_t index, snap_entry *
 /* One event of the trace. Pass 1 buffers it (ids provisional: a trace ordinal, or a
  * prehistoric discovery index) until SNAP_BUFFER_EVENTS, then only counts; pass 2 queues
  * it with its final id (prehistoric blocks were preloaded with theirs). */
-static int emit(snap_build *b, as_op op, const addr_slot *s, int64_t t)
+static int push_ev(snap_build *b, const snap_ev *e)
 {
     if (!b->emitted++)
-        b->t0 = t;
+        b->t0 = e->time_us;
     if (b->overflow)
         return 0;
     if (b->pass == 1 && b->nev >= b->buffer_max) {
@@ -455,14 +646,35 @@ static int emit(snap_build *b, as_op op, const addr_slot *s, int64_t t)
     }
     if (grow((void **)&b->ev, &b->capev, b->nev + 1, sizeof *b->ev))
         return oom(b);
-    uint64_t id = b->pass == 2 && !s->pre ? s->id + b->npre : s->id;
-    b->ev[b->nev++] = (snap_ev){.op = (uint8_t)op,
-                                .id = id,
-                                .size = s->size,
-                                .stream = s->stream,
-                                .time_us = t,
-                                .pre = s->pre};
+    b->ev[b->nev++] = *e;
     return 0;
+}
+
+static int emit_site(snap_build *b, as_op op, const addr_slot *s, int64_t t, uint32_t site)
+{
+    uint64_t id = b->pass == 2 && !s->pre ? s->id + b->npre : s->id;
+    snap_ev e = {.op = (uint8_t)op,
+                 .id = id,
+                 .size = s->size,
+                 .stream = s->stream,
+                 .time_us = t,
+                 .pre = s->pre,
+                 .site = site};
+    return push_ev(b, &e);
+}
+
+static int emit(snap_build *b, as_op op, const addr_slot *s, int64_t t)
+{
+    return emit_site(b, op, s, t, 0);
+}
+
+/* The user_metadata MARK an entry carries (snap_entry.umark), if any. */
+static int emit_umark(snap_build *b, const snap_entry *x)
+{
+    if (!x->umark)
+        return 0;
+    snap_ev e = {.op = AS_OP_MARK, .id = x->umark - 1, .time_us = x->time_us};
+    return push_ev(b, &e);
 }
 
 /* A block freed by the trace that the trace never allocated: allocated before recording. */
@@ -507,6 +719,8 @@ static int step(snap_build *b, const snap_entry *x, const snap_entry *nxt)
     addr_slot *s = map_find(&b->map, x->addr, 1);
     if (!s)
         return oom(b);
+    if ((rc = emit_umark(b, x)) < 0)
+        return rc;
     if (x->act == ACT_ALLOC) {
         if (s->state == ST_LIVE || s->state == ST_PENDING) {
             char m[96];
@@ -538,7 +752,7 @@ static int step(snap_build *b, const snap_entry *x, const snap_entry *nxt)
                          .stream = x->stream,
                          .entry = x->index < UINT32_MAX ? (uint32_t)x->index : UINT32_MAX - 1,
                          .state = ST_LIVE};
-        if ((rc = emit(b, AS_OP_ALLOC, s, x->time_us)))
+        if ((rc = emit_site(b, AS_OP_ALLOC, s, x->time_us, x->site)))
             return rc;
         return 0;
     }
@@ -573,7 +787,7 @@ static int step(snap_build *b, const snap_entry *x, const snap_entry *nxt)
     }
     if (nxt && nxt->act == ACT_FREE_DONE && nxt->addr == x->addr) {
         s->state = ST_FREED;
-        if ((rc = emit(b, AS_OP_FREE, s, x->time_us)))
+        if ((rc = emit(b, AS_OP_FREE, s, x->time_us)) || (rc = emit_umark(b, nxt)))
             return rc;
         return 1; /* the free_completed is folded into this FREE */
     } else {
@@ -1086,7 +1300,8 @@ static int finish_buffered(snap_build *b, snap_state *st)
     }
     for (size_t i = 0; i < b->nev; i++) {
         snap_ev *e = &b->ev[i];
-        e->id = e->pre ? rank[e->id] : e->id + b->npre;
+        if (e->op != AS_OP_MARK) /* a MARK's id is its label */
+            e->id = e->pre ? rank[e->id] : e->id + b->npre;
     }
     free(rank);
     int64_t t0 = b->nev ? b->ev[0].time_us : AS_TIME_NONE;
@@ -1130,6 +1345,9 @@ static int start_pass2(snap_build *b)
                          .pre = 1};
     }
     memset(b->cache_ref, 0xff, sizeof b->cache_ref); /* refs of the new parse */
+    memset(b->fcache_ref, 0xff, sizeof b->fcache_ref);
+    memset(b->scache_ref, 0xff, sizeof b->scache_ref);
+    b->umeta[0] = 0;
     b->pass2_events = b->emitted;
     b->emitted = 0;
     b->pass = 2;
@@ -1197,6 +1415,84 @@ static void build_free(snap_build *b)
     free(b->blocks);
 }
 
+/* ---- annotations -------------------------------------------------------------------- */
+
+static void state_free(snap_state *st)
+{
+    if (!st)
+        return;
+    free_record(st);
+    as_sites_free(st->sites);
+    free(st->umarks.p);
+    free(st->ann_pool.p);
+    free(st->ann);
+    free(st);
+}
+
+static int cmp_ann(const void *a, const void *b)
+{
+    const snap_ann *x = a, *y = b;
+    if (x->time_us != y->time_us)
+        return x->time_us < y->time_us ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* The next annotation as a MARK. */
+static int ann_event(snap_state *st, as_event *ev)
+{
+    const snap_ann *a = &st->ann[st->ann_pos++];
+    *ev = (as_event){.op = AS_OP_MARK, .time_us = a->time_us, .label = st->ann_pool.p + a->label};
+    return 0;
+}
+
+/* external_annotations (record_function ranges: {name, stage, device, time_us}) of the
+ * chosen device become MARKs "START name" / "END name", merged into the events by time (a
+ * mark goes before the events of its microsecond). One without a time is skipped. */
+static int read_annotations(snap_build *b, snap_state *st, as_meta *meta)
+{
+    const as_pk *pk = b->pk;
+    as_pk_ref list = as_pk_dict_get(pk, as_pk_root(pk), "external_annotations"), a;
+    as_pk_iter it;
+    size_t cap = 0;
+    as_pk_iter_init(&it, pk, list);
+    for (size_t order = 0; as_pk_iter_next(&it, &a); order++) {
+        int64_t t, dev;
+        char stage[16], name[AS_MAX_LABEL + 1];
+        if (charge(b, 4))
+            return over_budget(b);
+        if (as_pk_type_of(pk, a) != AS_PK_DICT || as_pk_int(pk, dget(b, a, "time_us"), &t) ||
+            t == AS_TIME_NONE || c_string(pk, dget(b, a, "name"), name, sizeof name - 7) < 0)
+            continue;
+        if (as_pk_int(pk, dget(b, a, "device"), &dev) == 0 && dev != (int64_t)b->device)
+            continue;
+        if (c_string(pk, dget(b, a, "stage"), stage, sizeof stage) < 0)
+            strcpy(stage, "AT");
+        char label[AS_MAX_LABEL + 1];
+        int n = snprintf(label, sizeof label, "%s %s", stage, name);
+        size_t off;
+        if (grow((void **)&st->ann, &cap, st->nann + 1, sizeof *st->ann) ||
+            label_add(&st->ann_pool, label, (size_t)n, &off))
+            return oom(b);
+        st->ann[st->nann++] = (snap_ann){.time_us = t, .label = off, .order = order};
+    }
+    qsort(st->ann, st->nann, sizeof *st->ann, cmp_ann);
+    int rc = 0;
+    char v[32];
+    snprintf(v, sizeof v, "%zu", st->nann);
+    rc |= as_meta_set(meta, "torch.annotation_marks", v);
+    snprintf(v, sizeof v, "%u", as_sites_count(b->sites));
+    rc |= as_meta_set(meta, "torch.sites", v);
+    snprintf(v, sizeof v, "%" PRIu64, b->allocs_framed);
+    rc |= as_meta_set(meta, "torch.allocs_with_frames", v);
+    if (b->frames_cut || b->frames_lost) {
+        snprintf(v, sizeof v, "%" PRIu64, b->frames_cut);
+        rc |= as_meta_set(meta, "torch.frames_cut", v);
+        snprintf(v, sizeof v, "%" PRIu64, b->frames_lost);
+        rc |= as_meta_set(meta, "torch.frames_lost", v);
+    }
+    return rc ? oom(b) : 0;
+}
+
 static int torch_open(as_instream *in, const as_reader_opts *opts, as_meta *meta, void **stp,
                       as_trace_error *err)
 {
@@ -1225,7 +1521,16 @@ static int torch_open(as_instream *in, const as_reader_opts *opts, as_meta *meta
         b->device = opts->device;
     }
     memset(b->cache_ref, 0xff, sizeof b->cache_ref);
-    if ((rc = read_pass(b, opts)) || (rc = finish_pass1(b, meta)) || (rc = keep_record(b, st)))
+    memset(b->fcache_ref, 0xff, sizeof b->fcache_ref);
+    memset(b->scache_ref, 0xff, sizeof b->scache_ref);
+    if (as_sites_new(&st->sites) < 0) {
+        rc = as_instream_fail(in, err, AS_ENOMEM, "out of host memory");
+        goto fail;
+    }
+    b->sites = st->sites;
+    b->umarks = &st->umarks;
+    if ((rc = read_pass(b, opts)) || (rc = finish_pass1(b, meta)) ||
+        (rc = read_annotations(b, st, meta)) || (rc = keep_record(b, st)))
         goto fail;
     st->warnings = b->warnings;
     if (!b->overflow) {
@@ -1251,9 +1556,26 @@ static int torch_open(as_instream *in, const as_reader_opts *opts, as_meta *meta
 fail:
     build_free(b);
     free(b);
-    free_record(st);
-    free(st);
+    state_free(st);
     return rc;
+}
+
+/* Pass 2: the user-mark labels of the events handed out are no longer needed (a label
+ * lives until the next read); the entry still waiting for its successor keeps its own. */
+static int umarks_reset(snap_build *b)
+{
+    char keep[AS_MAX_LABEL + 1];
+    size_t off;
+    int has = b->have_cur && b->cur.umark;
+    if (has)
+        snprintf(keep, sizeof keep, "%s", b->umarks->p + b->cur.umark - 1);
+    b->umarks->n = 0;
+    if (has) {
+        if (label_add(b->umarks, keep, strlen(keep), &off) < 0)
+            return oom(b);
+        b->cur.umark = (uint32_t)off + 1;
+    }
+    return 0;
 }
 
 /* Pass 2: parses on until the queue holds events, or the trace ends. */
@@ -1266,6 +1588,8 @@ static int pass2_fill(snap_state *st, as_trace_error *err)
     b->err = err;
     b->nev = 0;
     st->pos = 0;
+    if ((rc = umarks_reset(b)) < 0)
+        return rc;
     while (b->nev == 0) {
         rc = as_pk_stream_next(b->ps, &it, &perr);
         if (rc < 0)
@@ -1303,20 +1627,26 @@ static int torch_next(void *stp, as_event *ev, as_trace_error *err)
                          .time_us = st->b->t0};
         return 0;
     }
-    if (st->pos >= st->nev) {
-        if (!st->b)
-            return AS_TRACE_EOF;
-        int rc = pass2_fill(st, err);
-        if (rc)
+    if (st->pos >= st->nev && !st->ended) {
+        int rc = st->b ? pass2_fill(st, err) : AS_TRACE_EOF;
+        if (rc < 0)
             return rc;
+        st->ended = rc == AS_TRACE_EOF;
     }
-    e = &st->ev[st->pos++];
+    if (st->ended) /* the annotations after the last event */
+        return st->ann_pos < st->nann ? ann_event(st, ev) : AS_TRACE_EOF;
+    e = &st->ev[st->pos];
+    if (st->ann_pos < st->nann && e->time_us != AS_TIME_NONE &&
+        st->ann[st->ann_pos].time_us <= e->time_us)
+        return ann_event(st, ev);
+    st->pos++;
     *ev = (as_event){.op = (as_op)e->op,
-                     .id = e->id,
+                     .site = e->op == AS_OP_ALLOC ? e->site : 0,
+                     .id = e->op == AS_OP_MARK ? 0 : e->id,
                      .size = e->size,
                      .stream = e->stream,
                      .time_us = e->time_us,
-                     .label = NULL};
+                     .label = e->op == AS_OP_MARK ? st->umarks.p + e->id : NULL};
     return 0;
 }
 
@@ -1336,8 +1666,12 @@ static void torch_close(void *stp)
     } else {
         free(st->ev);
     }
-    free_record(st);
-    free(st);
+    state_free(st);
+}
+
+static const as_sites *torch_sites(const void *stp)
+{
+    return ((const snap_state *)stp)->sites;
 }
 
 static const as_snapshot_record *torch_record(const void *stp)
@@ -1351,6 +1685,7 @@ const as_source_ops as_src_torch = {
     .probe = torch_probe,
     .open = torch_open,
     .next = torch_next,
+    .sites = torch_sites,
     .warnings = torch_warnings,
     .close = torch_close,
     .record = torch_record,
