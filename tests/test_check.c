@@ -135,7 +135,50 @@ static void check_cli(void)
     CU_ASSERT_EQUAL(tu_run_allocsim("check", out, sizeof out, err, sizeof err), 2);
 }
 
+/* -p recorded from a snapshot's settings: the parsed keys, then the string's others. */
+static void check_recorded_setting(void)
+{
+    as_meta m = {0};
+    char spec[300], why[300];
+    double f = -1;
+    CU_ASSERT_EQUAL(as_recorded_setting(&m, spec, sizeof spec, &f, why, sizeof why), AS_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "no allocator_settings"));
+    as_meta_set(&m, "allocator_config", "");
+    as_meta_set(&m, "torch.max_split_size", "-1");
+    as_meta_set(&m, "torch.expandable_segments", "False");
+    as_meta_set(&m, "torch.garbage_collection_threshold", "0");
+    as_meta_set(&m, "torch.roundup_power2_divisions", "[1:0,2:0,4:0]");
+    CU_ASSERT_EQUAL(as_recorded_setting(&m, spec, sizeof spec, &f, why, sizeof why), 0);
+    CU_ASSERT_STRING_EQUAL(spec, "torch");
+    CU_ASSERT_EQUAL(f, 0);
+    as_meta_set(&m, "allocator_config",
+                "max_split_size_mb:128,large_segment_size_mb:40,"
+                "per_process_memory_fraction:0.5,garbage_collection_"
+                "threshold:0.6,roundup_power2_divisions:[1:4,>:8]");
+    as_meta_set(&m, "torch.max_split_size", "134217728");
+    as_meta_set(&m, "torch.garbage_collection_threshold", "0.6");
+    as_meta_set(&m, "torch.roundup_power2_divisions", "[1:4,2:8,4:8]");
+    CU_ASSERT_EQUAL(as_recorded_setting(&m, spec, sizeof spec, &f, why, sizeof why), 0);
+    CU_ASSERT_STRING_EQUAL(spec, "max_split_size_mb:128,garbage_collection_threshold:0.6,"
+                                 "roundup_power2_divisions:[1:4,2:8,4:8],large_segment_size_mb:40");
+    CU_ASSERT_EQUAL(f, 0.5);
+    as_policy_spec ps;
+    CU_ASSERT_EQUAL(as_policy_spec_parse(spec, &ps, why, sizeof why), 0);
+    as_policy_spec_free(&ps);
+    as_meta_set(&m, "allocator_config", "backend:cudaMallocAsync");
+    CU_ASSERT_EQUAL(as_recorded_setting(&m, spec, sizeof spec, &f, why, sizeof why), AS_EINVAL);
+    as_meta_free(&m);
+    /* The command: run -p recorded on the expandable streams snapshot runs that setting. */
+    static char out[8192], err[2048], args[1024];
+    snprintf(args, sizeof args, "run -f csv -p recorded '%s'",
+             tu_path("tests/data/torch-2.11-h200-streams/"
+                     "streams2_expandable_segments_True.pickle.zst"));
+    CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, ",expandable_segments:True,\"torch,expandable=true\","));
+}
+
 CU_TestInfo test_check[] = {
+    {"recorded_setting", check_recorded_setting},
     {"shared_snapshots", check_shared},
     {"midrun", check_midrun},
     {"cli", check_cli},

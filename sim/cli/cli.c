@@ -12,6 +12,7 @@
 #include <string.h>
 #include <zstd.h>
 
+#include "check.h"
 #include "driver.h"
 #include "report.h"
 #include "text.h"
@@ -138,6 +139,38 @@ int as_cli_open_trace(const char *path, as_trace_reader **out)
     err.offset = err.event = UINT64_MAX;
     if (as_trace_open(path, &reader_opts, out, &err) < 0)
         return as_cli_trace_fail(&err, path);
+    return 0;
+}
+
+int as_cli_recorded(const char *cmd, const char *const *paths, int n, char *spec, size_t cap,
+                    uint64_t *capacity)
+{
+    char one[300], why[300];
+    spec[0] = 0;
+    for (int i = 0; i < n; i++) {
+        as_trace_reader *rd;
+        double fraction = 0;
+        int ret = as_cli_open_trace(paths[i], &rd);
+        if (ret)
+            return ret;
+        int rc = as_recorded_setting(as_trace_reader_meta(rd), one, sizeof one, &fraction, why,
+                                     sizeof why);
+        as_trace_close(rd);
+        if (rc)
+            return as_cli_usage(cmd, "-p recorded: %s: %s", paths[i], why);
+        if (spec[0] && strcmp(spec, one) != 0)
+            return as_cli_usage(cmd,
+                                "-p recorded: the traces recorded different settings (%s, %s): "
+                                "give them one at a time",
+                                spec, one);
+        snprintf(spec, cap, "%s", one);
+        if (fraction > 0 && capacity) {
+            *capacity = (uint64_t)(fraction * 150109880320.0 + 0.5);
+            as_cli_msg("-p recorded: %s set per_process_memory_fraction %g: run at %g of an "
+                       "H200's 150109880320 B (-c to say otherwise)",
+                       paths[i], fraction, fraction);
+        }
+    }
     return 0;
 }
 

@@ -87,6 +87,12 @@ int as_cli_snapshot_device(const char *cmd, const char *text);
 /* Parses a -p SPEC, printing why on failure (with a hint when the default policy 'torch'
  * is meant but not registered). Returns 0 or AS_EXIT_USAGE. */
 int as_cli_parse_spec(const char *cmd, const char *text, as_policy_spec *out);
+/* -p recorded: the setting the snapshots paths[0..n) recorded (sim/check.h's
+ * as_recorded_setting), which must be the same for all, into spec; with a memory fraction
+ * recorded, *capacity is that fraction of an H200's memory (the snapshot does not say the
+ * card), with a note on stderr. 0 or an exit status. */
+int as_cli_recorded(const char *cmd, const char *const *paths, int n, char *spec, size_t cap,
+                    uint64_t *capacity);
 /* A card (preset or total bytes) less what lies outside the allocator (--outside text,
  * NULL = the default), as sim/cards.h models it: *usable gets the allocator's capacity,
  * and the card's total, outside and usable bytes are printed on stdout (to_stdout) or

@@ -34,7 +34,8 @@ static const char usage_text[] =
     "  policy that enforces the capacity itself (torch), also 64 MiB under the lowest that\n"
     "  fits, since it may hold a little more than its limit.\n"
     "options:\n"
-    "  -p, --policy SPEC   policy spec (as for run); repeat for several; default torch\n"
+    "  -p, --policy SPEC   policy spec (as for run, 'recorded' included); repeat for\n"
+    "                      several; default torch\n"
     "  -f, --format F      table (default) or json\n"
     "  --csv FILE          write every capacity run (the sweep) as CSV, for\n"
     "                      `allocsim plot capacity --csv FILE`\n"
@@ -412,7 +413,7 @@ int as_cmd_mincap(int argc, char **argv)
     if (nspec == 0)
         spec_text[nspec++] = "torch";
 
-    char spooled[PATH_MAX] = "";
+    char spooled[PATH_MAX] = "", recorded[300] = "";
     int spool_slot = -1;
     as_policy_spec specs[MAX_SPECS];
     unsigned nparsed = 0;
@@ -420,6 +421,11 @@ int as_cmd_mincap(int argc, char **argv)
     uint64_t csv_run = 0;
     as_out *csv_out = NULL, *out = NULL;
     for (unsigned k = 0; k < nspec; k++) {
+        if (!strcmp(spec_text[k], "recorded") &&
+            (status = as_cli_recorded(cmd, &trace, 1, recorded, sizeof recorded, NULL)))
+            goto out;
+        if (!strcmp(spec_text[k], "recorded"))
+            spec_text[k] = recorded;
         if ((status = as_cli_parse_spec(cmd, spec_text[k], &specs[k])))
             goto out;
         nparsed++;

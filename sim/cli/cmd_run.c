@@ -28,6 +28,8 @@ static const char run_help[] =
     "  -p, --policy SPEC     policy and knobs, '[name,]knob=value,...' or a\n"
     "                        PYTORCH_CUDA_ALLOC_CONF string; no name means torch.\n"
     "                        Repeatable; default: torch. 'allocsim policies' lists them.\n"
+    "                        'recorded' is the setting a snapshot's allocator_settings\n"
+    "                        holds (with its per_process_memory_fraction, if set).\n"
     "  -c, --capacity CAP    device capacity: bytes, or with a unit: K/M/G/T = KiB/MiB/GiB/TiB\n"
     "                        are binary (80G = 80 GiB), KB/MB/GB/TB decimal; 141e9, 1.5G;\n"
     "                        'none' (the default) for unlimited. Repeatable.\n"
@@ -116,6 +118,7 @@ static const struct option run_opts[] = {
 /* The command line of one `run`, as read. */
 typedef struct run_args {
     const char **ptext; /* -p, in order */
+    char recorded[300]; /* -p recorded, resolved from the traces */
     size_t np;
     uint64_t *caps; /* -c and --sweep, in order; a card's slot is filled once all is read */
     size_t ncap, capcap;
@@ -276,6 +279,25 @@ static int run_parse(const char *cmd, int argc, char **argv, run_args *a)
     }
     if (optind >= argc)
         return as_cli_usage(cmd, "no trace given");
+    return 0;
+}
+
+/* -p recorded becomes the setting the snapshots recorded (and, with no -c, its memory
+ * fraction the capacity). 0 or an exit status. */
+static int run_recorded(const char *cmd, run_args *a, char **traces, int ntr)
+{
+    int ret;
+    for (size_t i = 0; i < a->np; i++) {
+        if (strcmp(a->ptext[i], "recorded") != 0)
+            continue;
+        uint64_t cap = AS_CAPACITY_NONE;
+        if (!a->recorded[0] && (ret = as_cli_recorded(cmd, (const char *const *)traces, ntr,
+                                                      a->recorded, sizeof a->recorded, &cap)))
+            return ret;
+        if (cap != AS_CAPACITY_NONE && a->ncap == 0 && a->ncard == 0)
+            a->caps[a->ncap++] = cap;
+        a->ptext[i] = a->recorded;
+    }
     return 0;
 }
 
@@ -450,8 +472,8 @@ int as_cmd_run(int argc, char **argv)
     int interrupted = 0, ret = run_parse(cmd, argc, argv, &a);
     char **traces = argv + optind;
     int ntr = argc - optind;
-    if (ret || a.help || (ret = run_resolve(cmd, &a, &specs, &nspec)) ||
-        (ret = run_open(cmd, &a, traces, ntr, &ro)))
+    if (ret || a.help || (ret = run_recorded(cmd, &a, traces, ntr)) ||
+        (ret = run_resolve(cmd, &a, &specs, &nspec)) || (ret = run_open(cmd, &a, traces, ntr, &ro)))
         goto done;
     if (as_report_create(&rep) || !(res.units = calloc((size_t)ntr, sizeof *res.units))) {
         as_cli_msg("out of host memory");
