@@ -972,7 +972,7 @@ static int torch_alloc(void *st, const as_request *req, as_block *out)
         b[r].gc_base = p.pl->calls;
         b[r].in = IN_BLOCKS;
         /* The remainder takes the block's place in the free set, or goes in anew. */
-        if (in_set ? as_tfs_replace(b, fs, i, had, r) : as_tfs_insert(b, fs, r))
+        if (in_set ? as_tfs_replace(b, fs, i, had, r) : as_tfs_insert_cold(b, fs, r))
             return AS_ENOMEM;
         b[i].in = IN_NONE;
     } else if (in_set) {

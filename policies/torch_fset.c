@@ -169,6 +169,17 @@ int as_tfs_insert_slow(blk *b, fset *f, uint32_t x)
     return rc ? rc : as_tfs_insert(b, f, x);
 }
 
+int as_tfs_replace_slow(blk *b, fset *f, uint32_t old, uint64_t old_size, uint32_t nw)
+{
+    as_tfs_erase_at(b, f, old, old_size);
+    return as_tfs_insert(b, f, nw);
+}
+
+int as_tfs_insert_cold(blk *b, fset *f, uint32_t x)
+{
+    return as_tfs_insert(b, f, x);
+}
+
 void as_tfs_fini(fset *f)
 {
     free(f->s);

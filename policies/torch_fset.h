@@ -100,6 +100,10 @@ int as_tfs_chunk(fset *f, uint32_t k, unsigned w);
 void as_tfs_max_changed(const blk *b, fset *f, uint32_t k);
 void as_tfs_max_changed_to(fset *f, uint32_t k, uint64_t m);
 int as_tfs_insert_slow(blk *b, fset *f, uint32_t x);
+/* as_tfs_replace through an erase and an insert (treap bins, a full list, a new chunk);
+ * as_tfs_insert out of line, for paths that seldom run. */
+int as_tfs_replace_slow(blk *b, fset *f, uint32_t old, uint64_t old_size, uint32_t nw);
+int as_tfs_insert_cold(blk *b, fset *f, uint32_t x);
 void as_tfs_erase_slow(blk *b, fset *f, uint32_t x, uint64_t size);
 /* Sorts the slots by stream when new ones came since the last walk. */
 void as_tfs_order(fset *f);
@@ -220,8 +224,7 @@ TFS_HOT int as_tfs_replace(blk *b, fset *f, uint32_t old, uint64_t old_size, uin
     if (__builtin_expect(!nci || ((oc->treap >> oj | nc->treap >> nj) & 1) ||
                              (ob != nb && nc->cnt[nj] == OSET_LIST_MAX),
                          0)) {
-        as_tfs_erase_at(b, f, old, old_size);
-        return as_tfs_insert(b, f, nw);
+        return as_tfs_replace_slow(b, f, old, old_size, nw);
     }
     uint32_t h = tfs_list_erase(b, oc->head[oj], old);
     b[old].up = 0;
