@@ -309,6 +309,35 @@ void as_check_start_of(const as_trace_reader *r, as_check_start *out)
     free_start(&p);
 }
 
+void as_dump_state_of(const as_snapshot_record *rec, as_dump_state *out)
+{
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < rec->nsegs; i++) {
+        out->segments++;
+        out->small_segments += rec->segs[i].small;
+        out->reserved += rec->segs[i].size;
+    }
+    for (size_t i = 0; i < rec->nblocks; i++) {
+        const as_snap_block *b = &rec->blocks[i];
+        if (b->state == AS_SNAP_ALLOCATED) {
+            out->allocated += b->size;
+            out->allocated_blocks++;
+            out->requested += b->requested;
+            out->internal += b->size > b->requested ? b->size - b->requested : 0;
+        } else if (b->state == AS_SNAP_PENDING) {
+            out->pending += b->size;
+            out->pending_blocks++;
+        } else {
+            out->free_bytes += b->size;
+            out->free_blocks++;
+            out->largest_free = b->size > out->largest_free ? b->size : out->largest_free;
+        }
+    }
+    out->external = out->free_bytes;
+    out->entries = rec->entries;
+    out->state_only = rec->entries <= 1;
+}
+
 /* ---- a device at the recorded addresses ------------------------------------------------ */
 
 typedef struct rec_dev {

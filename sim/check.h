@@ -77,6 +77,21 @@ int as_check(const char *path, const as_reader_opts *opts, as_check_result *out,
 /* The pool at the start of an open snapshot reader's trace, summarised (no simulation). */
 void as_check_start_of(const as_trace_reader *r, as_check_start *out);
 
+/* The segment map at the dump (a state-only snapshot has nothing else), split as
+ * memory_viz's segment summary (torch.cuda._memory_viz segsum) splits it: internal free
+ * is what allocated blocks hold beyond their request, external free the inactive blocks
+ * inside segments. */
+typedef struct as_dump_state {
+    uint64_t segments, small_segments, reserved;
+    uint64_t allocated, allocated_blocks, requested; /* active_allocated blocks */
+    uint64_t pending, pending_blocks;                /* active_pending_free */
+    uint64_t free_bytes, free_blocks, largest_free;  /* inactive */
+    uint64_t internal, external;
+    uint64_t entries; /* the device's trace entries */
+    int state_only;   /* no history: at most one trace entry (enabled="state", or none) */
+} as_dump_state;
+void as_dump_state_of(const as_snapshot_record *rec, as_dump_state *out);
+
 /* The one line that says it: "reproduced: ..." or "differs at segment event ...". */
 void as_check_line(const as_check_result *r, char *buf, size_t n);
 

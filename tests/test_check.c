@@ -114,6 +114,44 @@ static void check_midrun(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(r.why, "expandable segments at the start"));
 }
 
+/* A state-only snapshot (recorded with enabled="state": a trace of one entry) and the
+ * bare list of torch.cuda.memory_snapshot(): the segment map at the dump agrees with the
+ * recording process's memory_stats() (reserved, allocated, segment count), and the free
+ * space inside segments is what is neither allocated nor awaiting its free. */
+static void check_state_only(void)
+{
+    const char *files[] = {"tests/data/torch-2.11-h200-midrun/midrun_state.pickle.zst",
+                           "tests/data/torch-2.11-h200-midrun/midrun_segments.pickle.zst"};
+    const char *stats = "tests/data/torch-2.11-h200-midrun/midrun_state.stats.json";
+    for (int i = 0; i < 2; i++) {
+        as_trace_reader *r;
+        as_trace_error err;
+        CU_ASSERT_EQUAL_FATAL(as_trace_open(tu_path(files[i]), NULL, &r, &err), 0);
+        const as_snapshot_record *rec = as_trace_reader_snapshot(r);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(rec);
+        as_dump_state d;
+        as_dump_state_of(rec, &d);
+        CU_ASSERT(d.state_only);
+        CU_ASSERT_EQUAL(d.reserved, json_peak(stats, "reserved_bytes.all.current"));
+        CU_ASSERT_EQUAL(d.allocated, json_peak(stats, "allocated_bytes.all.current"));
+        CU_ASSERT_EQUAL(d.segments, json_peak(stats, "segment.all.current"));
+        CU_ASSERT_EQUAL(d.free_bytes, d.reserved - d.allocated - d.pending);
+        CU_ASSERT(d.largest_free <= d.free_bytes && d.largest_free > 0);
+        CU_ASSERT_EQUAL(d.external, d.free_bytes);
+        as_trace_close(r);
+    }
+    static char out[16384], err[2048], args[1024];
+    snprintf(args, sizeof args, "info '%s'", tu_path(files[0]));
+    CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\nstate at the dump: 48 segments (12 small)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\nhistory: none (1 trace entry)"));
+    snprintf(args, sizeof args, "info '%s'",
+             tu_path("tests/data/torch-2.11-h200-midrun/midrun.pickle.zst"));
+    CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\nstart of the trace: recorded mid-run; rebuilt 37 "
+                                       "segments"));
+}
+
 /* The command: one line per snapshot, exit 0 reproduced, 3 differs, 1 bad input, 2 usage. */
 static void check_cli(void)
 {
@@ -182,5 +220,6 @@ CU_TestInfo test_check[] = {
     {"shared_snapshots", check_shared},
     {"midrun", check_midrun},
     {"cli", check_cli},
+    {"state_only", check_state_only},
     CU_TEST_INFO_NULL,
 };

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "check.h"
 #include "trace.h"
 #include "util.h"
 
@@ -1218,7 +1219,63 @@ static void snapshot_from_a_pipe(void)
     free(g);
 }
 
+/* A recording begun mid-run, worked by hand: before the trace, one 20 MiB segment at
+ * 0x200000 holds a 4 MiB block (which the trace frees) and a 6 MiB one (live at the dump),
+ * 10 MiB free after them. The trace frees the 4 MiB block, allocates 3 MiB (best fit takes
+ * the 4 MiB hole; the 1 MiB left is not split off), then 12 MiB, which no free block holds:
+ * a new 12 MiB segment. Rebuilt, the start pool is that segment with two live blocks (one
+ * known from its free, one from the dump), and the simulation makes the one segment_alloc
+ * at allocation 3 (2 prehistoric ALLOCs first) with the peak 20 + 12 MiB. */
+static void snapshot_midrun_by_hand(void)
+{
+    static pw w;
+    const int64_t M = 1 << 20;
+    pw_begin(&w, 4);
+    dict_open(&w);
+    pw_str(&w, "segments"), list_open(&w);
+    segment(&w, 0, 0x200000, 20 * M, 0, 3, (int64_t)0x200000, 4 * M, "active_allocated",
+            (int64_t)0x600000, 6 * M, "active_allocated", (int64_t)0xc00000, 10 * M, "inactive");
+    segment(&w, 0, 0x2000000, 12 * M, 0, 1, (int64_t)0x2000000, 12 * M, "active_allocated");
+    list_close(&w);
+    pw_str(&w, "device_traces"), list_open(&w), list_open(&w);
+    entry(&w, "free_requested", 0x200000, 4 * M, 0, 1);
+    entry(&w, "free_completed", 0x200000, 4 * M, 0, 2);
+    entry(&w, "alloc", 0x200000, 3 * M, 0, 3);
+    entry(&w, "segment_alloc", 0x2000000, 12 * M, 0, 4);
+    entry(&w, "alloc", 0x2000000, 12 * M, 0, 5);
+    list_close(&w), list_close(&w);
+    pw_str(&w, "allocator_settings"), dict_open(&w);
+    pw_str(&w, "PYTORCH_CUDA_ALLOC_CONF"), pw_str(&w, "");
+    pw_str(&w, "max_split_size"), pw_int(&w, -1);
+    pw_str(&w, "expandable_segments"), op(&w, 0x89);
+    dict_close(&w);
+    dict_close(&w);
+    pw_end(&w);
+    const char *path = write_file(&w, 0);
+    as_check_result r;
+    as_trace_error err;
+    CU_ASSERT_EQUAL_FATAL(as_check(path, NULL, &r, &err), 0);
+    char line[1200];
+    as_check_line(&r, line, sizeof line);
+    if (!r.reproduced)
+        fprintf(stderr, "\n  %s", line);
+    CU_ASSERT(r.reproduced);
+    CU_ASSERT(r.start.possible && r.start.reconstructed);
+    CU_ASSERT_EQUAL(r.start.segments, 1);
+    CU_ASSERT_EQUAL(r.start.reserved, 20 * M);
+    CU_ASSERT_EQUAL(r.start.live, 2);
+    CU_ASSERT_EQUAL(r.start.from_frees, 1);
+    CU_ASSERT_EQUAL(r.start.from_dump, 1);
+    CU_ASSERT_EQUAL(r.start.live_bytes, 10 * M);
+    CU_ASSERT_EQUAL(r.recorded, 1);
+    CU_ASSERT_EQUAL(r.rec_peak, 32 * M);
+    CU_ASSERT_EQUAL(r.sim_peak, 32 * M);
+    CU_ASSERT_STRING_EQUAL(r.spec, "torch");
+    tu_rm(path);
+}
+
 CU_TestInfo test_snapshot[] = {
+    {"midrun_by_hand", snapshot_midrun_by_hand},
     {"h200_counts", snapshot_h200_counts},
     {"h200_events", snapshot_h200_events},
     {"h200_spot_values", snapshot_h200_spot_values},

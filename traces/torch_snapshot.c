@@ -1160,10 +1160,23 @@ static int check_root(snap_build *b, as_pk_ref *traces, as_pk_ref *segments)
     as_pk_ref root = as_pk_root(pk);
     *traces = as_pk_dict_get(pk, root, "device_traces");
     *segments = as_pk_dict_get(pk, root, "segments");
-    if (as_pk_type_of(pk, root) != AS_PK_DICT || (*traces == AS_PK_NIL && *segments == AS_PK_NIL))
+    /* torch.cuda.memory_snapshot() (and PyTorch 1.x's) is the bare list of segments: the
+     * state at the moment, without a history. */
+    if (as_pk_type_of(pk, root) == AS_PK_LIST) {
+        as_pk_iter it;
+        as_pk_ref first = AS_PK_NIL;
+        as_pk_iter_init(&it, pk, root);
+        if (!as_pk_iter_next(&it, &first) ||
+            (as_pk_type_of(pk, first) == AS_PK_DICT &&
+             as_pk_dict_get(pk, first, "total_size") != AS_PK_NIL))
+            *traces = AS_PK_NIL, *segments = root;
+    }
+    if ((as_pk_type_of(pk, root) != AS_PK_DICT && as_pk_type_of(pk, root) != AS_PK_LIST) ||
+        (*traces == AS_PK_NIL && *segments == AS_PK_NIL))
         return bfail(b, AS_EFORMAT, as_pk_offset(pk, root),
                      "pickle is not a torch memory snapshot (top level: %s without "
-                     "'device_traces' or 'segments')",
+                     "'device_traces' or 'segments'); record one with "
+                     "torch.cuda.memory._record_memory_history() and _dump_snapshot(FILE)",
                      as_pk_type_name(as_pk_type_of(pk, root)));
     if (*traces != AS_PK_NIL && as_pk_type_of(pk, *traces) != AS_PK_LIST)
         return bfail(b, AS_ECORRUPT, as_pk_offset(pk, *traces),
@@ -1385,7 +1398,8 @@ static int keep_record(snap_build *b, snap_state *st)
         .pre = pre,
         .npre = b->npre,
         .entries = b->entries,
-        .have_segments = as_pk_dict_get(b->pk, root, "segments") != AS_PK_NIL,
+        .have_segments = as_pk_dict_get(b->pk, root, "segments") != AS_PK_NIL ||
+                         as_pk_type_of(b->pk, root) == AS_PK_LIST,
         .have_traces = as_pk_dict_get(b->pk, root, "device_traces") != AS_PK_NIL,
         .have_settings = as_pk_dict_get(b->pk, root, "allocator_settings") != AS_PK_NIL,
     };

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "cli.h"
 #include "gen.h"
 #include "info.h"
@@ -445,6 +446,63 @@ static void print_devices(const as_meta *m)
     putchar('\n');
 }
 
+/* A snapshot's state at the dump (the whole of a state-only one), and how much of the
+ * state at the trace's start was rebuilt (sim/check.h). */
+static void print_snapshot_state(const as_trace_reader *rd)
+{
+    const as_snapshot_record *rec = as_trace_reader_snapshot(rd);
+    if (!rec || !rec->have_segments)
+        return;
+    as_dump_state d;
+    as_check_start s;
+    char a[32], b[32], c[32], e[32];
+    as_dump_state_of(rec, &d);
+    as_fmt_bytes(a, sizeof a, d.reserved);
+    as_fmt_bytes(b, sizeof b, d.allocated);
+    as_fmt_bytes(c, sizeof c, d.requested);
+    printf("state at the dump: %llu segments (%llu small), %s reserved; %s allocated in %llu "
+           "blocks (%s requested)",
+           (unsigned long long)d.segments, (unsigned long long)d.small_segments, a, b,
+           (unsigned long long)d.allocated_blocks, c);
+    if (d.pending_blocks) {
+        as_fmt_bytes(a, sizeof a, d.pending);
+        printf(", %s in %llu blocks awaiting their free", a, (unsigned long long)d.pending_blocks);
+    }
+    as_fmt_bytes(a, sizeof a, d.free_bytes);
+    as_fmt_bytes(b, sizeof b, d.largest_free);
+    as_fmt_bytes(c, sizeof c, d.internal);
+    as_fmt_bytes(e, sizeof e, d.external);
+    printf("; %s free inside segments in %llu blocks, the largest %s\n", a,
+           (unsigned long long)d.free_blocks, b);
+    printf("  fragmentation as memory_viz splits it: internal %s (allocated blocks beyond their "
+           "request), external %s (free blocks inside segments)",
+           c, e);
+    if (d.free_bytes)
+        printf("; 1 - largest/free = %.3f", 1.0 - (double)d.largest_free / (double)d.free_bytes);
+    putchar('\n');
+    if (d.state_only) {
+        printf("history: none (%llu trace entr%s): only the state at the dump; to simulate, record "
+               "the history: torch.cuda.memory._record_memory_history(max_entries=1000000) "
+               "before the job allocates, then torch.cuda.memory._dump_snapshot(FILE)\n",
+               (unsigned long long)d.entries, d.entries == 1 ? "y" : "ies");
+        return;
+    }
+    as_check_start_of(rd, &s);
+    if (!s.possible)
+        return;
+    as_fmt_bytes(a, sizeof a, s.reserved);
+    as_fmt_bytes(b, sizeof b, s.live_bytes);
+    if (s.reconstructed)
+        printf("start of the trace: recorded mid-run; rebuilt %llu segments (%s) and %llu live "
+               "blocks (%s: %llu freed by the trace, %llu live at the dump; %llu sizes from the "
+               "request)\n",
+               (unsigned long long)s.segments, a, (unsigned long long)s.live, b,
+               (unsigned long long)s.from_frees, (unsigned long long)s.from_dump,
+               (unsigned long long)s.sizes_inferred);
+    else
+        printf("start of the trace: recorded mid-run; not rebuilt: %s\n", s.why);
+}
+
 static const char info_help[] =
     "usage: allocsim info [-f text|json] [--snapshot-device N] TRACE\n"
     "\n"
@@ -520,6 +578,7 @@ int as_cmd_info(int argc, char **argv)
     as_cli_put_safe(stdout, src ? src : "(unknown)");
     putchar('\n');
     print_devices(m);
+    print_snapshot_state(rd);
     if (m && m->n) {
         printf("metadata:\n");
         for (size_t i = 0; i < m->n; i++) {
