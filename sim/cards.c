@@ -208,6 +208,8 @@ int as_device_model_parse(const char *card, const char *outside, as_device_model
                  (unsigned long long)d->outside, (unsigned long long)d->total);
         return AS_EINVAL;
     }
-    d->usable = d->total - d->outside;
+    d->reserve = AS_DRIVER_RESERVE;
+    uint64_t left = d->total - d->outside;
+    d->usable = left > d->reserve ? (left - d->reserve) / (2ull << 20) * (2ull << 20) : 0;
     return 0;
 }

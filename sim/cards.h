@@ -3,7 +3,8 @@
  *
  * A card is not a capacity: the CUDA context, the libraries' workspaces (cuBLAS, cuDNN,
  * NCCL) and loaded kernels take device memory that PyTorch's allocator never sees, so the
- * capacity the allocator may use is usable = total - outside. Each preset holds the card's
+ * capacity the allocator may use is total - outside, less the little the driver keeps of
+ * its free memory (AS_DRIVER_RESERVE), in 2 MiB pages. Each preset holds the card's
  * total memory as cudaGetDeviceProperties().totalGlobalMem reports it, and where that
  * figure comes from (sim/CARDS.md is the table with its sources; tests/test_cards.c checks
  * the two agree). Each outside preset is one measured state of a process on our H200.
@@ -58,8 +59,15 @@ typedef struct as_device_model {
     uint64_t outside;         /* bytes outside the allocator */
     const char *outside_what; /* the preset's description, or "given" (--outside BYTES) */
     const char *outside_name; /* the preset's name, or NULL */
-    uint64_t usable;          /* total - outside: the allocator's capacity */
+    uint64_t reserve;         /* AS_DRIVER_RESERVE */
+    uint64_t usable;          /* total - outside - reserve, down to 2 MiB: the capacity */
 } as_device_model;
+
+/* What the driver keeps of the free memory it reports: on the H200, at every one of 1,233
+ * steps of filling, freeing and asking near a full device, the largest cudaMalloc that
+ * succeeded was cudaMemGetInfo's free less 3.125 MiB, to the 2 MiB (replay/PLACEMENT.md
+ * sections 5 and 8). The outside presets are used - reserved, so free holds it. */
+#define AS_DRIVER_RESERVE (3ull * (1ull << 20) + (1ull << 17))
 
 /* Fills d from a card text (preset name or byte quantity) and an outside text (preset
  * name or byte quantity; NULL = AS_OUTSIDE_DEFAULT). Returns 0, or AS_EINVAL with a

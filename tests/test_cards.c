@@ -120,6 +120,13 @@ static void cards_names(void)
     CU_ASSERT_PTR_NOT_NULL(as_outside_find(AS_OUTSIDE_DEFAULT));
 }
 
+/* The model's usable capacity, computed here from its definition: total - outside less
+ * the 3.125 MiB the driver keeps (measured, replay/PLACEMENT.md section 8), down to 2 MiB. */
+static uint64_t usable_of(uint64_t total, uint64_t outside)
+{
+    return (total - outside - (3ull << 20) - (1ull << 17)) / (2ull << 20) * (2ull << 20);
+}
+
 static void cards_model_arithmetic(void)
 {
     as_device_model d;
@@ -127,16 +134,18 @@ static void cards_model_arithmetic(void)
     CU_ASSERT_EQUAL(as_device_model_parse("h200", NULL, &d, why, sizeof why), 0);
     CU_ASSERT_EQUAL(d.total, 150109880320ull);
     CU_ASSERT_EQUAL(d.outside, 788000000ull); /* the default: the training process's end */
-    CU_ASSERT_EQUAL(d.usable, 150109880320ull - 788000000ull);
+    CU_ASSERT_EQUAL(d.reserve, 3276800ull);
+    CU_ASSERT_EQUAL(d.usable, usable_of(150109880320ull, 788000000ull));
+    CU_ASSERT_EQUAL(d.usable % (2ull << 20), 0);
     CU_ASSERT_EQUAL(as_device_model_parse("a100-40gb", "nccl", &d, why, sizeof why), 0);
-    CU_ASSERT_EQUAL(d.usable, 42505273344ull - 1303000000ull);
+    CU_ASSERT_EQUAL(d.usable, usable_of(42505273344ull, 1303000000ull));
     CU_ASSERT_STRING_EQUAL(d.outside_name, "nccl");
     CU_ASSERT_EQUAL(as_device_model_parse("24GB", "1GiB", &d, why, sizeof why), 0);
     CU_ASSERT_PTR_NULL(d.card);
-    CU_ASSERT_EQUAL(d.usable, 24000000000ull - (1ull << 30));
+    CU_ASSERT_EQUAL(d.usable, usable_of(24000000000ull, 1ull << 30));
     CU_ASSERT_STRING_EQUAL(d.outside_what, "given");
     CU_ASSERT_EQUAL(as_device_model_parse("9GB", "0", &d, why, sizeof why), 0);
-    CU_ASSERT_EQUAL(d.usable, 9000000000ull);
+    CU_ASSERT_EQUAL(d.usable, 8994684928ull); /* (9e9 - 3276800) // 2 MiB = 4289 pages */
     CU_ASSERT_EQUAL(as_device_model_parse("rtx-5000", NULL, &d, why, sizeof why), AS_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(why, "rtx-5000"));
     CU_ASSERT_EQUAL(as_device_model_parse("t4", "lots", &d, why, sizeof why), AS_EINVAL);
@@ -145,17 +154,18 @@ static void cards_model_arithmetic(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(why, "leaves nothing"));
 }
 
-/* run -c CARD and --device: the runs' capacity is total - outside, exactly, and the three
- * numbers are printed (stderr when the report is CSV). */
+/* run -c CARD and --device: the runs' capacity is the model's usable memory (total -
+ * outside - the driver's 3.125 MiB, down to 2 MiB), and the numbers are printed (stderr
+ * when the report is CSV). */
 static void cards_run_capacity(void)
 {
     char args[1024], out[8192], err[4096];
     const char *t = tu_path("traces/samples/handwritten.txt");
     snprintf(args, sizeof args, "-c t4 --outside nccl --device 9GB -f csv %s", t);
     CU_ASSERT_EQUAL_FATAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
-    CU_ASSERT_PTR_NOT_NULL(strstr(out, ",14540721216,")); /* 15843721216 - 1303000000 */
-    CU_ASSERT_PTR_NOT_NULL(strstr(out, ",7697000000,"));  /* 9e9 - 1303000000 */
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "usable       14540721216 B"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, ",14535360512,")); /* 15843721216 - 1303000000 - 3.125 MiB, /2 MiB */
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, ",7692353536,"));  /* 9e9 - 1303000000 - 3.125 MiB, /2 MiB */
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "usable       14535360512 B"));
     snprintf(args, sizeof args, "-c h100 %s", t); /* not a preset: a usage error */
     CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 2);
 }

@@ -119,7 +119,7 @@ static void tune_tie_default(void)
              t);
     CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "unset PYTORCH_CUDA_ALLOC_CONF"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(out, "usable        1073741824 B"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "usable        1069547520 B")); /* 1 GiB - 3.125 MiB, /2 MiB */
 }
 
 /* One 2 GiB request on a 1 GB card: nothing fits, and the miss is 2 GiB - 1 GB. */
@@ -135,7 +135,7 @@ static void tune_nothing_fits(void)
     CU_ASSERT_PTR_NULL(strstr(out, "export PYTORCH_CUDA_ALLOC_CONF"));
     snprintf(args, sizeof args, "tune --device 1GB --outside 0 -p default -f json %s", t);
     CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
-    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"usable\": 1000000000, \"fits\": false, "
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"usable\": 996147200, \"fits\": false, "
                                        "\"recommendation\": null"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"min_capacity\": 2147483648"));
 }
@@ -154,11 +154,11 @@ static void tune_line_parses_back(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(e);
     CU_ASSERT_EQUAL_FATAL(sscanf(e, "export PYTORCH_CUDA_ALLOC_CONF=%255s", conf), 1);
     CU_ASSERT_STRING_EQUAL(conf, "expandable_segments:True");
-    /* usable = 9.5e9 - 788e6 (the default outside) */
-    snprintf(args, sizeof args, "-p '%s' -p torch -c 8712000000 -f csv %s", conf, trace);
+    /* usable = 9.5e9 - 788e6 (the default outside) - 3.125 MiB, down to 2 MiB */
+    snprintf(args, sizeof args, "-p '%s' -p torch -c 8707375104 -f csv %s", conf, trace);
     CU_ASSERT_EQUAL_FATAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
-    CU_ASSERT_PTR_NOT_NULL(strstr(out, ",\"torch,expandable=true\",8712000000,1,"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(out, ",torch,torch,8712000000,0,")); /* the default OOMs */
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, ",\"torch,expandable=true\",8707375104,1,"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, ",torch,torch,8707375104,0,")); /* the default OOMs */
 }
 
 CU_TestInfo test_tune[] = {

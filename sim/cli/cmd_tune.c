@@ -99,7 +99,9 @@ int as_cli_device(const char *cmd, const char *card, const char *outside, int to
     fprintf(f, "outside  %15" PRIu64 " B  %10s  %s%s%s\n", d.outside, b,
             d.outside_name ? d.outside_name : "given", d.outside_name ? ": " : "",
             d.outside_name ? d.outside_what : "");
-    fprintf(f, "usable   %15" PRIu64 " B  %10s  the allocator's capacity: device - outside\n",
+    fprintf(f,
+            "usable   %15" PRIu64 " B  %10s  the allocator's capacity: device - outside - "
+            "3.125 MiB the driver keeps, in 2 MiB\n",
             d.usable, c);
     *usable = d.usable;
     return AS_EXIT_OK;
