@@ -28,8 +28,11 @@
 #include "idmap.h"
 #include "lifetimes.h"
 
+/* Events per batch: 160 KiB per buffer. It fixes the order of the --segments and
+ * --timeline rows (flushed per batch, in run order), so a build with another size (for
+ * measuring, sim/README.md) writes those files in another order. */
 #ifndef AS_ENGINE_BATCH
-#define AS_ENGINE_BATCH 4096u /* events per batch: 160 KiB per buffer */
+#define AS_ENGINE_BATCH 4096u
 #endif
 #define BATCH AS_ENGINE_BATCH
 #define STATS_EVERY 65536u       /* external fragmentation sampled this often (events) */
