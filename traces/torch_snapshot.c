@@ -1489,7 +1489,8 @@ static int read_annotations(snap_build *b, snap_state *st, as_meta *meta)
             return oom(b);
         st->ann[st->nann++] = (snap_ann){.time_us = t, .label = off, .order = order};
     }
-    qsort(st->ann, st->nann, sizeof *st->ann, cmp_ann);
+    if (st->nann) /* qsort may not be given NULL, even for no items */
+        qsort(st->ann, st->nann, sizeof *st->ann, cmp_ann);
     int rc = 0;
     char v[32];
     snprintf(v, sizeof v, "%zu", st->nann);
