@@ -4,8 +4,10 @@
 #   gnuplot -e "in='report.csv'; out='compare.png'" plots/compare.gp
 #
 # in:    `allocsim run -f csv` over one or more traces (columns file, policy, capacity,
-#        peak_reserved, waste, and peak_requested when present; one row per run). Runs
-#        that hit an OOM are drawn hatched: their peaks are only up to the OOM.
+#        peak_reserved, waste, completed, and peak_requested when present; one row per
+#        run). Runs that hit an OOM are drawn hatched: their peaks are only up to
+#        the OOM. Each trace's peak requested (the bound) and, with a `-p planned` run, the
+#        offline yardstick's peak reserved are marked across its bars.
 # title: optional.
 
 dirn(s) = (strlen(s) == 0) ? "" : (s[strlen(s):] eq "/") ? s : dirn(s[1:strlen(s)-1])
@@ -27,16 +29,21 @@ do for [i=1:nrows] { capt[i] = RC[i] }
 ncapv = 0
 do for [i=2:nrows] { if (capt[i] ne capt[1]) { ncapv = 1 } }
 capname(c) = (c + 0 < 0) ? "uncapped" : capfmt(c + 0)
-if (ncapv) { do for [i=1:nrows] { pol[i] = pol[i] . " @ " . capname(capt[i]) } }
+# A series is keyed by policy and the raw capacity; its title (capfmt, from common.gp) comes
+# once common.gp is loaded.
+array polbase[nrows]
+do for [i=1:nrows] { polbase[i] = pol[i] }
+if (ncapv) { do for [i=1:nrows] { pol[i] = pol[i] . " @ " . capt[i] } }
 
 array pname[nrows]
+array pfirst[nrows]
 array tname[nrows]
 np = 0
 nt = 0
 do for [i=1:nrows] {
     dup = 0
     do for [k=1:np] { if (pname[k] eq pol[i]) { dup = 1 } }
-    if (!dup) { np = np + 1; pname[np] = pol[i] }
+    if (!dup) { np = np + 1; pname[np] = pol[i]; pfirst[np] = i }
     dup = 0
     do for [k=1:nt] { if (tname[k] eq trc[i]) { dup = 1 } }
     if (!dup) { nt = nt + 1; tname[nt] = trc[i] }
@@ -45,6 +52,8 @@ if (nrows == 0) { exit error in.": no rows" }
 
 if (!exists("default_size")) { default_size = sprintf("%d,900", 300 + nt * (60 + 34 * np) < 1000 ? 1000 : 300 + nt * (60 + 34 * np)) }
 load here."common.gp"
+array ptitle[np]
+do for [k=1:np] { ptitle[k] = ncapv ? polbase[pfirst[k]] . " @ " . capname(capt[pfirst[k]]) : pname[k] }
 
 pidx(s) = sum [k=1:np] (pname[k] eq s ? k : 0)
 tidx(s) = sum [k=1:nt] (tname[k] eq s ? k : 0)
@@ -60,6 +69,15 @@ do for [t=1:nt] { preq[t] = 0 }
 if (has_preq) {
     stats in using (t = tidx(trc[int($0)+1]), column("peak_requested") > preq[t] ? (preq[t] = column("peak_requested")) : 0, 0) nooutput
 }
+
+# The offline yardstick: the least peak reserved of a trace's completed `planned` runs
+# (policy "planned" or "planned,..."), -1 when the report has none for it.
+array plan[nt]
+do for [t=1:nt] { plan[t] = -1 }
+isplan(s) = (s eq "planned" || s[1:8] eq "planned,")
+stats in using (i = int($0) + 1, t = tidx(trc[i]), (isplan(strcol("policy")) && column("completed") == 1 && (plan[t] < 0 || column("peak_reserved") < plan[t])) ? (plan[t] = column("peak_reserved")) : 0, 0) nooutput
+has_plan = 0
+do for [t=1:nt] { if (plan[t] >= 0) { has_plan = 1 } }
 
 # Runs that hit an OOM (stats honours the ranges set below, so it comes first).
 stats in using (column("completed") == 0 ? 1 : 0) nooutput
@@ -83,7 +101,7 @@ set format x ""
 fs(k) = (k % 2 == 1) ? 'solid 0.85 border lc rgb "#000000"' : 'pattern 4 border lc rgb "#000000"'
 cmd = 'plot '
 do for [k=1:np] {
-    cmd = cmd . sprintf('in using (pol[%s] eq pname[%d] ? bx(%s) : NaN):(gib(column("peak_reserved"))) with boxes fs %s fc rgb col(%d) title pname[%d], ', row, k, row, fs(k), k, k)
+    cmd = cmd . sprintf('in using (pol[%s] eq pname[%d] ? bx(%s) : NaN):(gib(column("peak_reserved"))) with boxes fs %s fc rgb col(%d) title ptitle[%d], ', row, k, row, fs(k), k, k)
 }
 if (has_preq) {
     set print $PREQ
@@ -91,6 +109,13 @@ if (has_preq) {
     do for [t=1:nt] { print sprintf("%d,%.17g", t - 1, gib(preq[t])) }
     unset print
     cmd = cmd . '$PREQ using 1:2:(0.45) with xerrorbars pt -1 lw 3 lc rgb "#000000" title "peak requested (live bytes)", '
+}
+if (has_plan) {
+    set print $PLAN
+    print "x,y"
+    do for [t=1:nt] { if (plan[t] >= 0) { print sprintf("%d,%.17g", t - 1, gib(plan[t])) } }
+    unset print
+    cmd = cmd . '$PLAN using 1:2:(0.45) with xerrorbars pt -1 lw 2 dt 2 lc rgb "#2ca02c" title "planned (offline yardstick)", '
 }
 if (noom > 0) {
     cmd = cmd . 'in using (column("completed") == 0 ? bx(' . row . ') : NaN):(gib(column("peak_reserved"))) with boxes fs pattern 2 transparent border lc rgb "#d62728" fc rgb "#d62728" title "hit an OOM (peak up to it)"'

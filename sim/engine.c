@@ -866,6 +866,7 @@ int as_engine_add_run(as_engine *e, const as_policy_spec *spec, uint64_t capacit
     r->res.capacity = capacity;
     r->res.oom_event = r->res.oom_alloc = AS_NONE;
     r->res.peak_reserved_event = AS_NONE;
+    r->res.offline = as_policy_offline(r->pol);
     e->runs[e->nruns++] = r;
     return (int)r->index;
 }

@@ -73,6 +73,8 @@ typedef struct as_run_result {
     const char *spec;      /* the spec as the user typed it (policy is its canonical form) */
     int finished;          /* the run ended (its last event, a stopping OOM); 0 only for a run
                               still going when as_engine_run returned AS_ENGINE_STOPPED */
+    int offline;           /* its policy planned from the whole trace (as_policy.plan): the
+                              report's yardstick (sim/REPORT.md, the table) */
 } as_run_result;
 
 /* as_engine_run's and as_engine_scan's result (not an error) when *opts.stop was set:

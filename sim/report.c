@@ -171,11 +171,26 @@ const as_trace_summary *as_report_trace(const as_report *r, unsigned t, const ch
 
 /* ---- table ----------------------------------------------------------------------------- */
 
-enum { T_POLICY, T_CAP, T_RESULT, T_REQ, T_ALLOC, T_RES, T_FRAG, T_WASTE, T_CALLS, T_TIME, T_NCOL };
+enum {
+    T_POLICY,
+    T_CAP,
+    T_RESULT,
+    T_REQ,
+    T_ALLOC,
+    T_RES,
+    T_FRAG,
+    T_WASTE,
+    T_CALLS,
+    T_TIME,
+    T_BASE, /* the columns of every table; the two below only beside a planned run */
+    T_VS_PLAN = T_BASE,
+    T_VS_REQ,
+    T_NCOL
+};
 
 static const char *const t_head[T_NCOL] = {
-    "policy",        "capacity", "result", "peak req",  "peak alloc",
-    "peak reserved", "frag",     "waste",  "dev calls", "dev time",
+    "policy", "capacity", "result",    "peak req", "peak alloc", "peak reserved",
+    "frag",   "waste",    "dev calls", "dev time", "vs planned", "vs requested",
 };
 
 typedef char cell[96];
@@ -192,7 +207,20 @@ static void fmt_seconds(char *b, size_t n, double s)
         snprintf(b, n, "%.2f s", s);
 }
 
-static void table_row(cell *c, const as_run_result *x)
+/* The offline yardstick of trace t: the least peak reserved of a completed offline run
+ * (`planned`) of it in the report, AS_NONE when there is none. */
+static uint64_t yardstick(const as_report *r, unsigned t)
+{
+    uint64_t best = AS_NONE;
+    for (unsigned i = 0; i < r->nr; i++) {
+        const as_run_result *x = &r->r[i].res;
+        if (r->r[i].trace == t && x->offline && x->completed && x->peak_reserved < best)
+            best = x->peak_reserved;
+    }
+    return best;
+}
+
+static void table_row(cell *c, const as_run_result *x, uint64_t plan)
 {
     snprintf(c[T_POLICY], sizeof c[0], "%s", x->policy);
     as_fmt_capacity(c[T_CAP], sizeof c[0], x->capacity);
@@ -213,12 +241,21 @@ static void table_row(cell *c, const as_run_result *x)
     snprintf(c[T_CALLS], sizeof c[0], "%llu/%llu", (unsigned long long)x->device_reserves,
              (unsigned long long)x->device_releases);
     fmt_seconds(c[T_TIME], sizeof c[0], x->device_time_s);
+    /* Peak reserved over the yardstick and over the trace's bound, for completed runs. */
+    snprintf(c[T_VS_PLAN], sizeof c[0], "-");
+    snprintf(c[T_VS_REQ], sizeof c[0], "-");
+    if (x->completed && plan != AS_NONE && plan)
+        snprintf(c[T_VS_PLAN], sizeof c[0], "%+.1f%%",
+                 100.0 * ((double)x->peak_reserved / (double)plan - 1));
+    if (x->completed && x->peak_requested)
+        snprintf(c[T_VS_REQ], sizeof c[0], "%+.1f%%",
+                 100.0 * ((double)x->peak_reserved / (double)x->peak_requested - 1));
 }
 
-static void table_print(FILE *f, cell (*rows)[T_NCOL], unsigned n)
+static void table_print(FILE *f, cell (*rows)[T_NCOL], unsigned n, int ncol)
 {
     size_t w[T_NCOL];
-    for (int c = 0; c < T_NCOL; c++) {
+    for (int c = 0; c < ncol; c++) {
         w[c] = strlen(t_head[c]);
         for (unsigned i = 0; i < n; i++)
             if (strlen(rows[i][c]) > w[c])
@@ -226,13 +263,13 @@ static void table_print(FILE *f, cell (*rows)[T_NCOL], unsigned n)
     }
     for (unsigned i = 0; i <= n; i++) {
         fputs("  ", f);
-        for (int c = 0; c < T_NCOL; c++) {
+        for (int c = 0; c < ncol; c++) {
             const char *s = i == 0 ? t_head[c] : rows[i - 1][c];
             int left = c <= T_RESULT;
-            if (c + 1 == T_NCOL && left)
+            if (c + 1 == ncol && left)
                 fputs(s, f);
             else
-                fprintf(f, left ? "%-*s%s" : "%*s%s", (int)w[c], s, c + 1 == T_NCOL ? "" : "  ");
+                fprintf(f, left ? "%-*s%s" : "%*s%s", (int)w[c], s, c + 1 == ncol ? "" : "  ");
         }
         fputc('\n', f);
     }
@@ -297,11 +334,12 @@ static void write_table(const as_report *r, FILE *f)
         as_put_safe(f, tr->format ? tr->format : "");
         fputc('\n', f);
         unsigned n = 0;
+        uint64_t plan = yardstick(r, t);
         for (unsigned i = 0; i < r->nr; i++)
             if (r->r[i].trace == t)
-                table_row(rows[n++], &r->r[i].res);
+                table_row(rows[n++], &r->r[i].res, plan);
         if (n)
-            table_print(f, rows, n);
+            table_print(f, rows, n, plan != AS_NONE ? T_NCOL : T_BASE);
         /* The OOMs, spelled out: what a user with "reserved but unallocated" needs. */
         for (unsigned i = 0; i < r->nr; i++) {
             const as_run_result *x = &r->r[i].res;

@@ -17,6 +17,7 @@
 #include "fuzz/policy_harness.h"
 #include "knobs.h"
 #include "lifetimes.h"
+#include "report.h"
 #include "util.h"
 
 #define MIB (1ull << 20)
@@ -405,9 +406,62 @@ static void planned_misuse(void)
     ph_close(&t);
 }
 
+/* The table's yardstick columns: a trace with a completed offline run of 10 MiB and an online
+ * run of 15 MiB (peak requested 10 MiB) shows +50.0% in both; a trace without one has
+ * neither column; an offline run that did not complete is no yardstick. */
+static void planned_table_columns(void)
+{
+    as_report *rep;
+    CU_ASSERT_FATAL(as_report_create(&rep) == 0);
+    as_trace_summary sum = {.events = 10, .allocs = 4, .peak_requested = 10 * MIB, .streams = 1};
+    as_run_result plan = {.policy = "planned",
+                          .capacity = AS_CAPACITY_NONE,
+                          .completed = 1,
+                          .offline = 1,
+                          .peak_requested = 10 * MIB,
+                          .peak_reserved = 10 * MIB,
+                          .oom_event = AS_NONE,
+                          .oom_alloc = AS_NONE};
+    as_run_result other = plan;
+    other.policy = "bestfit";
+    other.offline = 0;
+    other.peak_reserved = 15 * MIB;
+    as_run_result failed = plan;
+    failed.completed = 0;
+    CU_ASSERT_FATAL(as_report_add_trace(rep, "a", "text", &sum, NULL) == 0);
+    CU_ASSERT_FATAL(as_report_add_run(rep, 0, &plan) == 0);
+    CU_ASSERT_FATAL(as_report_add_run(rep, 0, &other) == 1);
+    CU_ASSERT_FATAL(as_report_add_trace(rep, "b", "text", &sum, NULL) == 1);
+    CU_ASSERT_FATAL(as_report_add_run(rep, 1, &failed) == 2);
+    CU_ASSERT_FATAL(as_report_add_run(rep, 1, &other) == 3);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CU_ASSERT_FATAL(f != NULL);
+    char why[128];
+    CU_ASSERT_EQUAL(as_report_write(rep, f, AS_REPORT_TABLE, why, sizeof why), 0);
+    fclose(f);
+    const char *b = strstr(buf, "\nb: ");
+    CU_ASSERT_FATAL(b != NULL);
+    const char *a_head = strstr(buf, "vs planned  vs requested");
+    CU_ASSERT(a_head != NULL && a_head < b);
+    const char *row = strstr(buf, "  bestfit");
+    CU_ASSERT(row != NULL && row < b && strstr(row, "+50.0%        +50.0%") != NULL);
+    const char *prow = strstr(buf, "  planned");
+    CU_ASSERT(prow != NULL && strstr(prow, "+0.0%         +0.0%") != NULL);
+    CU_ASSERT(strstr(b, "vs planned") == NULL); /* trace b: no completed offline run */
+    free(buf);
+    as_report_destroy(rep);
+}
+
 CU_TestInfo test_planned[] = {
-    {"hand_orders", plan_hand_orders},    {"hand_gaps", plan_hand_gaps},
-    {"lifetimes", planned_lifetimes},     {"misuse", planned_misuse},
-    {"capacity", planned_capacity},       {"random_traces", planned_random_traces},
-    {"real_traces", planned_real_traces}, CU_TEST_INFO_NULL,
+    {"table_columns", planned_table_columns},
+    {"hand_orders", plan_hand_orders},
+    {"hand_gaps", plan_hand_gaps},
+    {"lifetimes", planned_lifetimes},
+    {"misuse", planned_misuse},
+    {"capacity", planned_capacity},
+    {"random_traces", planned_random_traces},
+    {"real_traces", planned_real_traces},
+    CU_TEST_INFO_NULL,
 };
