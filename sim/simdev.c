@@ -290,6 +290,11 @@ const as_device *as_simdev_device(as_simdev *d)
     return &d->dev;
 }
 
+void as_simdev_set_limit(as_simdev *d, uint64_t limit)
+{
+    d->p.limit = limit == AS_CAPACITY_NONE ? 0 : limit;
+}
+
 void as_simdev_set_log(as_simdev *d, as_dev_log_fn fn, void *user)
 {
     d->log = fn;

@@ -76,6 +76,10 @@ int as_simdev_create(const as_simdev_params *p, as_simdev **out);
 void as_simdev_destroy(as_simdev *d);
 /* The as_device view handed to policies; valid while d lives. */
 const as_device *as_simdev_device(as_simdev *d);
+/* Sets the params' limit (capacity() reports it, the device does not enforce it;
+ * AS_CAPACITY_NONE: none) on a device that lives on across runs, so that one address space
+ * serves runs at several memory fractions. */
+void as_simdev_set_limit(as_simdev *d, uint64_t limit);
 void as_simdev_set_log(as_simdev *d, as_dev_log_fn fn, void *user);
 /* Curve mode (sim/curve.h): the device carries a range of capacities. Every question
  * about the capacity (its own refusals when it enforces one, cap_test) goes to ask(),

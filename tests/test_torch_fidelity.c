@@ -119,74 +119,12 @@ static void on_dev(void *user, const as_dev_event *e)
 
 /* The key's runs: an H200 (the device limit was never reached: hit_device_limit is false
  * in every cell compared) with PyTorch's memory fraction at allowed_bytes. The policy
- * reads the fraction as the device capacity; the simulated device under it is unlimited,
- * because PyTorch checks the fraction against the segment size only and may map a little
- * past it with expandable segments (pages are 20 MiB), which the real GPU allowed. */
-typedef struct frac_dev {
-    const as_device *inner;
-    uint64_t fraction;
-} frac_dev;
-
-static int fd_reserve(void *c, uint64_t s, uint64_t *a)
-{
-    const as_device *d = ((frac_dev *)c)->inner;
-    return d->ops->reserve(d->ctx, s, a);
-}
-static int fd_release(void *c, uint64_t a, uint64_t s)
-{
-    const as_device *d = ((frac_dev *)c)->inner;
-    return d->ops->release(d->ctx, a, s);
-}
-static int fd_va_reserve(void *c, uint64_t s, uint64_t *a)
-{
-    const as_device *d = ((frac_dev *)c)->inner;
-    return d->ops->va_reserve(d->ctx, s, a);
-}
-static int fd_va_release(void *c, uint64_t a, uint64_t s)
-{
-    const as_device *d = ((frac_dev *)c)->inner;
-    return d->ops->va_release(d->ctx, a, s);
-}
-static int fd_map(void *c, uint64_t a, uint64_t s)
-{
-    const as_device *d = ((frac_dev *)c)->inner;
-    return d->ops->map(d->ctx, a, s);
-}
-static int fd_unmap(void *c, uint64_t a, uint64_t s)
-{
-    const as_device *d = ((frac_dev *)c)->inner;
-    return d->ops->unmap(d->ctx, a, s);
-}
-static uint64_t fd_capacity(void *c)
-{
-    return ((frac_dev *)c)->fraction;
-}
-static uint64_t fd_reserved(void *c)
-{
-    const as_device *d = ((frac_dev *)c)->inner;
-    return d->ops->reserved(d->ctx);
-}
-
-static int fd_cap_test(void *ctx, as_cap_pred pred, const void *arg, int *yes)
-{
-    *yes = pred(arg, fd_capacity(ctx));
-    return 0;
-}
-
-static const as_device_ops frac_ops = {
-    .abi = AS_DEVICE_ABI,
-    .reserve = fd_reserve,
-    .release = fd_release,
-    .va_reserve = fd_va_reserve,
-    .va_release = fd_va_release,
-    .map = fd_map,
-    .unmap = fd_unmap,
-    .capacity = fd_capacity,
-    .cap_test = fd_cap_test,
-    .reserved = fd_reserved,
-};
-
-/* One replay of the trace (up to its first OOM) through `spec` with the memory fraction
+ * reads the fraction as the device capacity (the simulated device's limit); the device
+ * itself is unlimited, because PyTorch checks the fraction against the segment size only
+ * and may map a little past it with expandable segments (pages are 20 MiB), which the real
+ * GPU allowed.
+ *
+ * One replay of the trace (up to its first OOM) through `spec` with the memory fraction
  * `capacity`, on the process's device `sd`: like the key's runs, it starts from an empty
  * allocator and ends with every block freed and the cache emptied (fini), but the
  * device's address space keeps whatever the earlier runs of the process left there. */
@@ -204,9 +142,8 @@ static int run_cell(const trace_buf *tb, const as_policy_spec *spec, uint64_t ca
         goto out;
     }
     as_simdev_set_log(sd, on_dev, o);
-    frac_dev fd = {.inner = as_simdev_device(sd), .fraction = capacity};
-    as_device dev = {.ops = &frac_ops, .ctx = &fd};
-    if (pol->init(st, spec->values, &dev)) {
+    as_simdev_set_limit(sd, capacity);
+    if (pol->init(st, spec->values, as_simdev_device(sd))) {
         snprintf(o->error, sizeof o->error, "init failed");
         goto out;
     }
