@@ -400,7 +400,7 @@ static void machine(const char *commit, const char *dir)
 
 typedef struct row_def {
     const char *label;
-    int kind; /* 0 decode, 2 engine */
+    int kind; /* the child's: 0 decode, 1 engine, 2-3 tune, 4-5 mincap */
     const char *spec;
     uint64_t cap;
 } row_def;
@@ -445,7 +445,7 @@ static double own_ns(double rate, double eng)
 static void cell(const row_def *d, int is_engine, double r, double e, double rb, double eb)
 {
     char txt[64];
-    int own = d->kind == 2 && !is_engine;
+    int own = d->kind == 1 && !is_engine;
     if (base_exe && own)
         snprintf(txt, sizeof txt, "%.1f->%.1f (%.0f->%.0f ns)", rb, r, own_ns(rb, eb),
                  own_ns(r, e));
@@ -496,16 +496,16 @@ static void run_bench(const trace_in *t, int nt)
     static row_def rows[64];
     size_t nr = 0, np;
     rows[nr++] = (row_def){"decode only (native)", 0, NULL, AS_CAPACITY_NONE};
-    rows[nr++] = (row_def){"engine only (no-op policy)", 2, NULL, AS_CAPACITY_NONE};
+    rows[nr++] = (row_def){"engine only (no-op policy)", 1, NULL, AS_CAPACITY_NONE};
     const as_policy *const *l = as_policy_list(&np);
     for (size_t i = 0; i < np && nr < 56; i++)
-        rows[nr++] = (row_def){l[i]->name, 2, l[i]->name, AS_CAPACITY_NONE};
+        rows[nr++] = (row_def){l[i]->name, 1, l[i]->name, AS_CAPACITY_NONE};
     if (as_policy_find("torch")) {
         rows[nr++] =
-            (row_def){"torch,expandable=true", 2, "torch,expandable=true", AS_CAPACITY_NONE};
-        rows[nr++] = (row_def){"torch,maxsplit=128", 2, "torch,maxsplit=128", AS_CAPACITY_NONE};
-        rows[nr++] = (row_def){"torch,roundup=4", 2, "torch,roundup=4", AS_CAPACITY_NONE};
-        rows[nr++] = (row_def){"torch,gc=0.6 -c 139.8GiB", 2, "torch,gc=0.6", H200_BYTES};
+            (row_def){"torch,expandable=true", 1, "torch,expandable=true", AS_CAPACITY_NONE};
+        rows[nr++] = (row_def){"torch,maxsplit=128", 1, "torch,maxsplit=128", AS_CAPACITY_NONE};
+        rows[nr++] = (row_def){"torch,roundup=4", 1, "torch,roundup=4", AS_CAPACITY_NONE};
+        rows[nr++] = (row_def){"torch,gc=0.6 -c 139.8GiB", 1, "torch,gc=0.6", H200_BYTES};
     }
     double eng[MAX_TRACES] = {0}, beng[MAX_TRACES] = {0};
     print_header(t, nt);
