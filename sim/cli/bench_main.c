@@ -116,6 +116,32 @@ static void decode_file(const char *path, bench_res *r)
     as_trace_close(rd);
 }
 
+/* Decompresses a zstd file and throws the bytes away: the ceiling of any decoder reading
+ * it. r->events = events, the count of the trace it holds. */
+static void unzstd_only(const char *path, uint64_t events, bench_res *r)
+{
+    FILE *f = fopen(path, "rb");
+    ZSTD_DStream *z = ZSTD_createDStream();
+    static uint8_t ib[1 << 17], ob[1 << 17];
+    size_t n, rc = 1;
+    int ok = f && z;
+    while (ok && (n = fread(ib, 1, sizeof ib, f)) > 0) {
+        ZSTD_inBuffer i = {ib, n, 0};
+        while (ok && i.pos < i.size) {
+            ZSTD_outBuffer o = {ob, sizeof ob, 0};
+            rc = ZSTD_decompressStream(z, &o, &i);
+            ok = !ZSTD_isError(rc);
+        }
+    }
+    ZSTD_freeDStream(z);
+    if (f)
+        fclose(f);
+    r->ok = ok && rc == 0;
+    r->events = events;
+    if (!r->ok)
+        snprintf(r->msg, sizeof r->msg, "%s: cannot decompress", path);
+}
+
 static void engine_run(const char *path, const char *spec_text, uint64_t cap, bench_res *r)
 {
     as_policy_spec spec = {0}, *sp = &spec;
@@ -540,6 +566,36 @@ static int unzstd(const char *in, const char *out)
     return ok && r == 0 ? 0 : -1;
 }
 
+/* zstd -3 in > out, the level `zstd FILE` uses; 0 or -1. */
+static int zstd3(const char *in, const char *out)
+{
+    FILE *f = fopen(in, "rb"), *g = fopen(out, "wb");
+    ZSTD_CStream *z = ZSTD_createCStream();
+    static uint8_t ib[1 << 17], ob[1 << 17];
+    size_t n, r = 0;
+    int ok = f && g && z && !ZSTD_isError(ZSTD_initCStream(z, 3));
+    while (ok && (n = fread(ib, 1, sizeof ib, f)) > 0) {
+        ZSTD_inBuffer i = {ib, n, 0};
+        while (ok && i.pos < i.size) {
+            ZSTD_outBuffer o = {ob, sizeof ob, 0};
+            ok = !ZSTD_isError(ZSTD_compressStream(z, &o, &i)) && fwrite(ob, 1, o.pos, g) == o.pos;
+        }
+    }
+    do {
+        ZSTD_outBuffer o = {ob, sizeof ob, 0};
+        r = ZSTD_endStream(z, &o);
+        ok = ok && !ZSTD_isError(r) && fwrite(ob, 1, o.pos, g) == o.pos;
+    } while (ok && r > 0);
+    ZSTD_freeCStream(z);
+    if (f)
+        fclose(f);
+    if (g && fclose(g))
+        ok = 0;
+    if (!ok)
+        unlink(out);
+    return ok ? 0 : -1;
+}
+
 /* mincap, the whole curve of one setting on the shared snapshots, one core: CPU time of
  * the whole process (its forks included) in curve mode, beside one run per capacity and
  * beside a single uncapped run, as ratios. */
@@ -574,7 +630,8 @@ static void mincap_rows(void)
 
 /* Snapshot import: a long real pickle (traces/long_snapshot.py: the llama snapshot 8 times,
  * about 600 k events, as a user's plain pickle) decoded whole in a fresh process, next to
- * the same events in the native format. */
+ * the same events in the native format; then the pickle compressed (zstd -3), and its
+ * decompression alone, the ceiling of any decoder of a compressed pickle. */
 static void pickle_rows(const char *dir)
 {
     char one[512], lp[512], nat[512], cmd[1200];
@@ -607,6 +664,23 @@ static void pickle_rows(const char *dir)
         "\nsnapshot import, decode only: llama x8 pickle (%llu events, %lld MB): %.2f M events/s, "
         "%.1f MiB peak RSS; the same events native: %.1f M events/s, %.1f MiB\n",
         (unsigned long long)r.events, mb, rp, (double)kp / 1024, rn, (double)kn / 1024);
+    /* Compressed, as snapshots often travel: the decompression alone is the ceiling. */
+    char lz[520];
+    snprintf(lz, sizeof lz, "%s.zst", lp);
+    if (stat(lz, &sb) != 0 && zstd3(lp, lz)) {
+        fprintf(stderr, "allocsim-bench: cannot compress %s: zstd row left out\n", lp);
+        return;
+    }
+    double rz, ru;
+    long kz = 0;
+    uint64_t events = r.events;
+    mb = stat(lz, &sb) == 0 ? (long long)sb.st_size / 1000000 : 0;
+    measure(self_exe, 0, lz, NULL, AS_CAPACITY_NONE, &rz);
+    measure_once(self_exe, 0, lz, NULL, AS_CAPACITY_NONE, &r, &kz);
+    measure(self_exe, 6, lz, NULL, events, &ru);
+    printf("snapshot import, the same pickle zstd -3 (%lld MB): %.2f M events/s, %.1f MiB; its "
+           "decompression alone: %.1f M events/s (the ceiling for a compressed pickle)\n",
+           mb, rz, (double)kz / 1024, ru);
 }
 
 /* allocsim tune on each shared snapshot at a card where the default runs out: the 252
@@ -653,6 +727,8 @@ int main(int argc, char **argv)
         int kind = atoi(argv[2]);
         if (kind == 0)
             decode_file(argv[4], &x);
+        else if (kind == 6)
+            unzstd_only(argv[4], cap, &x);
         else if (kind >= 4)
             mincap_run(argv[4], spec, kind == 5, &x);
         else if (kind >= 2)
