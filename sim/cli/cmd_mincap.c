@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "driver.h"
 #include "mincap.h"
+#include "options.h"
 #include "outfile.h"
 #include "progress.h"
 #include "report.h"
@@ -288,267 +289,283 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-enum {
-    OPT_CSV = 256,
-    OPT_BATCH,
-    OPT_STEP,
-    OPT_MEMORY,
-    OPT_MAX,
-    OPT_DEVICE,
-    OPT_OUTSIDE,
-    OPT_SHARD,
-    OPT_PASSES
-};
+enum { OPT_CSV = 256, OPT_BATCH, OPT_STEP, OPT_MAX, OPT_PASSES };
 
 static const struct option mincap_opts[] = {
-    {"policy", required_argument, NULL, 'p'},
     {"format", required_argument, NULL, 'f'},
     {"csv", required_argument, NULL, OPT_CSV},
     {"batch", required_argument, NULL, OPT_BATCH},
     {"step", required_argument, NULL, OPT_STEP},
-    {"memory", required_argument, NULL, OPT_MEMORY},
     {"exact-passes", no_argument, NULL, OPT_PASSES},
-    {"threads", required_argument, NULL, 'j'},
     {"max", required_argument, NULL, OPT_MAX},
-    {"device", required_argument, NULL, OPT_DEVICE},
-    {"outside", required_argument, NULL, OPT_OUTSIDE},
-    {"shard", required_argument, NULL, OPT_SHARD},
-    {"quiet", no_argument, NULL, 'q'},
-    {"snapshot-device", required_argument, NULL, AS_CLI_OPT_SNAPSHOT_DEVICE},
-    {"help", no_argument, NULL, 'h'},
+    AS_CLI_BASE_OPTIONS,
+    AS_CLI_TRACE_OPTIONS,
     {NULL, 0, NULL, 0},
 };
 
-int as_cmd_mincap(int argc, char **argv)
-{
-    const char *cmd = "mincap";
+/* The command line of one `mincap`. */
+typedef struct mincap_args {
+    as_cli_common co; /* -p, --device, --outside, --shard, --memory, -j, -q, ... */
     const char *spec_text[MAX_SPECS];
-    unsigned nspec = 0;
-    const char *trace = NULL, *csv_path = NULL;
-    int json = 0, quiet = 0, interrupted = 0, c;
-    unsigned k_done = 0, shard = 0, nshards = 1, printed = 0;
-    const char *device = NULL, *outside = NULL;
-    as_mincap_opts o = {.memory = AS_DRIVER_MEMORY_DEFAULT, .max_points = AS_CLI_MAX_CAPACITIES};
-    int status = AS_EXIT_OK;
-    uint64_t v;
+    const char *trace, *csv_path;
+    int json; /* 0 table, 1 json, 2 jsonl */
+    int help;
+    as_mincap_opts o;
+} mincap_args;
 
+/* One `mincap` as it searches: the policies, the outputs, what has been printed. */
+typedef struct mincap_run {
+    const char *cmd;
+    mincap_args *a;
+    as_policy_spec specs[MAX_SPECS];
+    unsigned nparsed, k_done, printed;
+    int opened;      /* JSON: the "mincap" array is open */
+    int interrupted; /* a signal stopped the search after k_done policies */
+    char spooled[PATH_MAX];
+    char recorded[300]; /* -p recorded, resolved from the trace */
+    int spool_slot;
+    as_out *csv_out, *out;
+    FILE *csv;
+    uint64_t csv_run;
+    as_trace_fmt in_fmt;
+    open_ctx oc;
+    progress_ctx pc;
+} mincap_run;
+
+static int mincap_option(const char *cmd, int c, char **argv, mincap_args *a)
+{
+    uint64_t v;
+    switch (c) {
+    case 'f':
+        return as_cli_fmt_tjl(cmd, optarg, &a->json);
+    case OPT_CSV:
+        a->csv_path = optarg;
+        return 0;
+    case OPT_PASSES:
+        a->o.exact_passes = 1;
+        return 0;
+    case OPT_BATCH:
+        if (as_cli_parse_u64(optarg, &v) || v == 0 || v > 100000)
+            return as_cli_usage(cmd, "--batch %s: a count from 1 to 100000", optarg);
+        a->o.batch = (unsigned)v;
+        return 0;
+    case OPT_STEP:
+        if (as_parse_bytes(optarg, &v) || v % AS_DEV_GRANULARITY)
+            return as_cli_usage(cmd, "--step %s: a multiple of 2MiB", optarg);
+        a->o.step = v;
+        return 0;
+    case OPT_MAX:
+        if (as_parse_bytes(optarg, &a->o.max))
+            return as_cli_usage(cmd, "--max %s: bytes with an optional unit", optarg);
+        return 0;
+    case 'h':
+        fputs(usage_text, stdout);
+        a->help = 1;
+        return 0;
+    }
+    int ret = as_cli_common_option(cmd, c, optarg, &a->co);
+    return ret == AS_CLI_NOT_COMMON ? as_cli_bad_option(cmd, c, argv) : ret;
+}
+
+/* The command line into a: 0 or an exit status (a->help: nothing more to do). */
+static int mincap_parse(const char *cmd, int argc, char **argv, mincap_args *a)
+{
+    as_cli_common_init(&a->co, a->spec_text, MAX_SPECS, "policies");
+    a->o.max_points = AS_CLI_MAX_CAPACITIES;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":p:f:j:qh", mincap_opts, NULL)) != -1) {
-        switch (c) {
-        case 'q':
-            quiet = 1;
-            break;
-        case 'p':
-            if (nspec == MAX_SPECS)
-                return as_cli_usage(cmd, "at most %d policies", MAX_SPECS);
-            spec_text[nspec++] = optarg;
-            break;
-        case 'f':
-            if (!strcmp(optarg, "json"))
-                json = 1;
-            else if (!strcmp(optarg, "jsonl"))
-                json = 2;
-            else if (strcmp(optarg, "table"))
-                return as_cli_usage(cmd, "-f %s: the format is table, json or jsonl", optarg);
-            break;
-        case OPT_CSV:
-            csv_path = optarg;
-            break;
-        case OPT_PASSES:
-            o.exact_passes = 1;
-            break;
-        case OPT_BATCH:
-        case 'j':
-            if (as_cli_parse_u64(optarg, &v) || v == 0 || v > 100000)
-                return as_cli_usage(cmd, "%s %s: a count from 1 to 100000",
-                                    c == 'j' ? "--threads" : "--batch", optarg);
-            if (c == 'j')
-                o.threads = (unsigned)v;
-            else
-                o.batch = (unsigned)v;
-            break;
-        case OPT_MEMORY:
-            if (as_parse_bytes(optarg, &o.memory))
-                return as_cli_usage(cmd, "--memory %s: bytes with an optional unit (2G, 512MiB)",
-                                    optarg);
-            break;
-        case OPT_STEP:
-            if (as_parse_bytes(optarg, &v) || v % AS_DEV_GRANULARITY)
-                return as_cli_usage(cmd, "--step %s: a multiple of 2MiB", optarg);
-            o.step = v;
-            break;
-        case OPT_MAX:
-            if (as_parse_bytes(optarg, &o.max))
-                return as_cli_usage(cmd, "--max %s: bytes with an optional unit", optarg);
-            break;
-        case OPT_DEVICE:
-            device = optarg;
-            break;
-        case OPT_OUTSIDE:
-            outside = optarg;
-            break;
-        case AS_CLI_OPT_SNAPSHOT_DEVICE:
-            if (as_cli_snapshot_device(cmd, optarg))
-                return AS_EXIT_USAGE;
-            break;
-        case OPT_SHARD:
-            if (as_cli_parse_shard(optarg, &shard, &nshards))
-                return as_cli_usage(cmd, "--shard %s: I/N with 1 <= I <= N", optarg);
-            break;
-        case 'h':
-            fputs(usage_text, stdout);
-            return AS_EXIT_OK;
-        case ':':
-        default:
-            return as_cli_bad_option(cmd, c, argv);
-        }
-    }
+    int c, ret = 0;
+    while (!ret && !a->help && (c = getopt_long(argc, argv, ":p:f:j:qh", mincap_opts, NULL)) != -1)
+        ret = mincap_option(cmd, c, argv, a);
+    if (ret || a->help)
+        return ret;
     if (optind >= argc)
         return as_cli_usage(cmd, "no trace given");
     if (optind + 1 < argc)
         return as_cli_usage(cmd, "one trace at a time (got %s and %s)", argv[optind],
                             argv[optind + 1]);
-    trace = argv[optind];
-    if (nspec == 0)
-        spec_text[nspec++] = "torch";
+    a->trace = argv[optind];
+    if (a->co.np == 0)
+        a->spec_text[a->co.np++] = "torch";
+    a->o.memory = a->co.memory;
+    a->o.threads = (unsigned)a->co.threads;
+    return 0;
+}
 
-    char spooled[PATH_MAX] = "", recorded[300] = "";
-    int spool_slot = -1;
-    as_policy_spec specs[MAX_SPECS];
-    unsigned nparsed = 0;
-    FILE *csv = NULL;
-    uint64_t csv_run = 0;
-    as_out *csv_out = NULL, *out = NULL;
-    for (unsigned k = 0; k < nspec; k++) {
-        if (!strcmp(spec_text[k], "recorded") &&
-            (status = as_cli_recorded(cmd, &trace, 1, recorded, sizeof recorded, NULL)))
-            goto out;
-        if (!strcmp(spec_text[k], "recorded"))
-            spec_text[k] = recorded;
-        if ((status = as_cli_parse_spec(cmd, spec_text[k], &specs[k])))
-            goto out;
-        nparsed++;
+/* Before the search: every -p parsed, the outputs checked and opened, the card's usable
+ * memory as --max, the trace spooled to native. 0 or an exit status. */
+static int mincap_setup(mincap_run *r)
+{
+    mincap_args *a = r->a;
+    int status;
+    for (unsigned k = 0; k < a->co.np; k++) {
+        if (!strcmp(a->spec_text[k], "recorded") &&
+            (status = as_cli_recorded(r->cmd, &a->trace, 1, r->recorded, sizeof r->recorded, NULL)))
+            return status;
+        if (!strcmp(a->spec_text[k], "recorded"))
+            a->spec_text[k] = r->recorded;
+        if ((status = as_cli_parse_spec(r->cmd, a->spec_text[k], &r->specs[k])))
+            return status;
+        r->nparsed++;
     }
-    const char *outs[] = {"-", csv_path};
-    if ((status = as_out_check(cmd, outs, 2, &trace, 1)) || (status = as_out_open("-", &out)))
-        goto out;
-    if (csv_path) {
-        if ((status = as_out_open(csv_path, &csv_out)))
-            goto out;
-        csv = as_out_file(csv_out);
-        csv_header(csv);
+    const char *outs[] = {"-", a->csv_path};
+    if ((status = as_out_check(r->cmd, outs, 2, &a->trace, 1)) ||
+        (status = as_out_open("-", &r->out)))
+        return status;
+    if (a->csv_path) {
+        if ((status = as_out_open(a->csv_path, &r->csv_out)))
+            return status;
+        r->csv = as_out_file(r->csv_out);
+        csv_header(r->csv);
     }
+    if (a->co.card && !a->o.max && /* the card's usable memory */
+        (status = as_cli_device(r->cmd, a->co.card, a->co.outside, !a->json, &a->o.max)))
+        return status;
+    if ((status =
+             spool_native(a->trace, r->spooled, sizeof r->spooled, &r->spool_slot, &r->in_fmt)))
+        return status;
+    r->oc.path = r->spooled[0] ? r->spooled : a->trace;
+    a->o.on_progress = on_progress;
+    a->o.on_runs = on_runs;
+    a->o.stop = &as_out_stop;
+    a->o.user = &r->pc;
+    return 0;
+}
 
-    if (device && !o.max &&
-        (status = as_cli_device(cmd, device, outside, !json, &o.max))) /* the card's usable */
-        goto out;
-    as_trace_fmt in_fmt = AS_FMT_UNKNOWN;
-    if ((status = spool_native(trace, spooled, sizeof spooled, &spool_slot, &in_fmt)))
-        goto out;
-    open_ctx oc = {.path = spooled[0] ? spooled : trace};
-    progress_ctx pc = {0};
-    o.on_progress = on_progress;
-    o.on_runs = on_runs;
-    o.stop = &as_out_stop;
-    o.user = &pc;
+/* The trace's counts, once, before the first policy's answer (jsonl: in every line). */
+static void print_trace(mincap_run *r, unsigned k, const as_mincap_result *m)
+{
+    const char *trace = r->a->trace, *fmt = as_trace_fmt_name(r->in_fmt);
+    if (r->a->json == 2) { /* one line per policy: the trace's object in each */
+        as_report_json_head(stdout);
+        printf(", \"command\": \"mincap\", \"unit\": %u, \"of\": %u, \"trace\": ", k, r->nparsed);
+        as_report_json_trace_open(stdout, 0, trace, fmt, NULL, NULL);
+        printf(", \"events\": %" PRIu64 ", \"allocs\": %" PRIu64 ", \"peak_requested\": %" PRIu64
+               "}, \"mincap\": ",
+               m->events, m->allocs, m->peak_requested);
+    } else if (r->printed == 0 && r->a->json) {
+        /* mincap knows these counts of the trace, not the whole summary */
+        as_report_json_trace_open(stdout, 0, trace, fmt, NULL, NULL);
+        printf(", \"events\": %" PRIu64 ", \"allocs\": %" PRIu64 ", \"peak_requested\": %" PRIu64
+               "}], \"mincap\": [",
+               m->events, m->allocs, m->peak_requested);
+        r->opened = 1;
+    } else if (r->printed == 0) {
+        char b[32];
+        as_fmt_bytes(b, sizeof b, m->peak_requested);
+        fputs("trace ", stdout);
+        as_cli_put_safe(stdout, trace);
+        printf(": %" PRIu64 " events, %" PRIu64 " allocations, peak requested %s\n", m->events,
+               m->allocs, b);
+    }
+}
+
+/* Policy k's answer, in the format asked and in --csv. */
+static void print_answer(mincap_run *r, unsigned k, const as_mincap_result *m, double secs)
+{
+    print_trace(r, k, m);
+    if (r->a->json == 2) {
+        print_json_one(stdout, &r->specs[k], m, secs);
+        fputs("}\n", stdout);
+    } else if (r->a->json == 1) {
+        if (r->printed)
+            fputs(", ", stdout);
+        print_json_one(stdout, &r->specs[k], m, secs);
+    } else {
+        print_table(stdout, r->specs[k].text, m, secs);
+    }
+    fflush(stdout); /* each policy's answer as soon as it is known */
+    if (r->csv)
+        csv_rows(r->csv, &r->csv_run, r->a->trace, &r->specs[k], m);
+    r->k_done++;
+    r->printed++;
+}
+
+/* mincap_one's answer when a signal stopped the search after some policies (not an exit
+ * status: those are >= 0). */
+#define STOPPED (-1)
+
+/* Searches policy k and prints its answer. 0, an exit status, or STOPPED (a signal:
+ * r->interrupted, the JSON closed). */
+static int mincap_one(mincap_run *r, unsigned k)
+{
+    mincap_args *a = r->a;
+    as_mincap_result m;
+    as_trace_error err = {.offset = UINT64_MAX, .event = UINT64_MAX};
+    char why[512];
+    as_progress_start(&r->pc.prog, a->co.quiet, "capacities");
+    r->pc.prog.label = r->specs[k].text;
+    r->pc.done = r->pc.total = 0;
+    double t0 = now_s();
+    int rc = as_mincap(open_trace, &r->oc, &r->specs[k], &a->o, &m, &err, why, sizeof why);
+    as_progress_clear(&r->pc.prog);
+    if (rc == AS_ENGINE_STOPPED) {
+        if (a->json == 1)
+            fputs(r->opened ? "]}\n" : "], \"mincap\": []}\n", stdout);
+        r->interrupted = 1;
+        if (!r->k_done) { /* nothing answered: the old --csv is worth more */
+            as_cli_msg("interrupted before any policy was answered; no output written");
+            return AS_EXIT_SIGNAL;
+        }
+        return STOPPED;
+    }
+    if (rc == AS_ELIMIT)
+        return as_cli_usage(r->cmd, "%s: %s: %s", a->trace, r->specs[k].text, why);
+    if (rc && why[0]) {
+        as_cli_msg("%s: %s", a->trace, why);
+        return AS_EXIT_INPUT;
+    }
+    if (rc)
+        return as_cli_trace_fail(&err, a->trace);
+    print_answer(r, k, &m, now_s() - t0);
+    as_mincap_result_free(&m);
+    return 0;
+}
+
+/* Every policy of this shard, in -p order. 0 or an exit status. */
+static int mincap_all(mincap_run *r)
+{
+    mincap_args *a = r->a;
     as_out_graceful(1); /* a first Ctrl-C keeps the policies already answered */
-    int opened = 0;     /* JSON: the "mincap" array is open */
-    if (json == 1) {
+    if (a->json == 1) {
         as_report_json_head(stdout);
         fputs(", \"traces\": [", stdout);
     }
-    for (unsigned k = 0; k < nparsed; k++) {
-        if (k % nshards != shard)
+    for (unsigned k = 0; k < r->nparsed; k++) {
+        if (k % a->co.nshards != a->co.shard)
             continue; /* another shard's policy */
-        as_mincap_result m;
-        as_trace_error err = {.offset = UINT64_MAX, .event = UINT64_MAX};
-        char why[512];
-        as_progress_start(&pc.prog, quiet, "capacities");
-        pc.prog.label = specs[k].text;
-        pc.done = pc.total = 0;
-        double t0 = now_s();
-        int rc = as_mincap(open_trace, &oc, &specs[k], &o, &m, &err, why, sizeof why);
-        as_progress_clear(&pc.prog);
-        if (rc == AS_ENGINE_STOPPED) {
-            if (json == 1)
-                fputs(opened ? "]}\n" : "], \"mincap\": []}\n", stdout);
-            interrupted = 1;
-            if (!k_done) { /* nothing answered: the old --csv is worth more */
-                as_cli_msg("interrupted before any policy was answered; no output written");
-                status = AS_EXIT_SIGNAL;
-                goto out;
-            }
-            break;
-        }
-        if (rc == AS_ELIMIT) {
-            status = as_cli_usage(cmd, "%s: %s: %s", trace, specs[k].text, why);
-            goto out;
-        }
-        if (rc) {
-            if (why[0]) {
-                as_cli_msg("%s: %s", trace, why);
-                status = AS_EXIT_INPUT;
-            } else {
-                status = as_cli_trace_fail(&err, trace);
-            }
-            goto out;
-        }
-        double secs = now_s() - t0;
-        if (json == 2) { /* one line per policy: the trace's object in each */
-            as_report_json_head(stdout);
-            printf(", \"command\": \"mincap\", \"unit\": %u, \"of\": %u, \"trace\": ", k, nparsed);
-            as_report_json_trace_open(stdout, 0, trace, as_trace_fmt_name(in_fmt), NULL, NULL);
-            printf(", \"events\": %" PRIu64 ", \"allocs\": %" PRIu64
-                   ", \"peak_requested\": %" PRIu64 "}, \"mincap\": ",
-                   m.events, m.allocs, m.peak_requested);
-            print_json_one(stdout, &specs[k], &m, secs);
-            fputs("}\n", stdout);
-        } else if (printed == 0) {
-            char a[32];
-            as_fmt_bytes(a, sizeof a, m.peak_requested);
-            if (json) { /* mincap knows these counts of the trace, not the whole summary */
-                as_report_json_trace_open(stdout, 0, trace, as_trace_fmt_name(in_fmt), NULL, NULL);
-                printf(", \"events\": %" PRIu64 ", \"allocs\": %" PRIu64
-                       ", \"peak_requested\": %" PRIu64 "}], \"mincap\": [",
-                       m.events, m.allocs, m.peak_requested);
-                opened = 1;
-            } else {
-                fputs("trace ", stdout);
-                as_cli_put_safe(stdout, trace);
-                printf(": %" PRIu64 " events, %" PRIu64 " allocations, peak requested %s\n",
-                       m.events, m.allocs, a);
-            }
-        }
-        if (json == 1) {
-            if (printed)
-                fputs(", ", stdout);
-            print_json_one(stdout, &specs[k], &m, secs);
-        } else if (!json) {
-            print_table(stdout, specs[k].text, &m, secs);
-        }
-        fflush(stdout); /* each policy's answer as soon as it is known */
-        if (csv)
-            csv_rows(csv, &csv_run, trace, &specs[k], &m);
-        as_mincap_result_free(&m);
-        k_done++;
-        printed++;
+        int status = mincap_one(r, k);
+        if (status == STOPPED)
+            return 0;
+        if (status)
+            return status;
     }
-    if (json == 1 && !interrupted)
-        fputs(printed ? "]}\n" : "], \"mincap\": []}\n", stdout);
-out:
-    if (spooled[0])
-        unlink(spooled);
-    as_out_tmp_del(spool_slot);
-    status = as_out_commit(csv_out, status);
-    status = as_out_commit(out, status);
-    if (interrupted && !status) {
-        as_cli_msg("interrupted: %u of %u policies searched; the outputs hold those", k_done,
-                   nparsed);
+    if (a->json == 1)
+        fputs(r->printed ? "]}\n" : "], \"mincap\": []}\n", stdout);
+    return 0;
+}
+
+int as_cmd_mincap(int argc, char **argv)
+{
+    mincap_args a = {0};
+    mincap_run r = {.cmd = "mincap", .a = &a, .spool_slot = -1};
+    int status = mincap_parse(r.cmd, argc, argv, &a);
+    if (status || a.help)
+        return status;
+    if (!(status = mincap_setup(&r)))
+        status = mincap_all(&r);
+    if (r.spooled[0])
+        unlink(r.spooled);
+    as_out_tmp_del(r.spool_slot);
+    status = as_out_commit(r.csv_out, status);
+    status = as_out_commit(r.out, status);
+    if (r.interrupted && !status) {
+        as_cli_msg("interrupted: %u of %u policies searched; the outputs hold those", r.k_done,
+                   r.nparsed);
         status = AS_EXIT_SIGNAL;
     }
-    for (unsigned k = 0; k < nparsed; k++)
-        as_policy_spec_free(&specs[k]);
+    for (unsigned k = 0; k < r.nparsed; k++)
+        as_policy_spec_free(&r.specs[k]);
     return status;
 }
 

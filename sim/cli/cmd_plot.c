@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "options.h"
 #include "outfile.h"
 
 extern char **environ;
@@ -94,7 +95,6 @@ enum {
 
 static const struct option plot_opts[] = {
     {"output", required_argument, NULL, 'o'},
-    {"policy", required_argument, NULL, 'p'},
     {"capacity", required_argument, NULL, 'c'},
     {"sweep", required_argument, NULL, OPT_SWEEP},
     {"csv", required_argument, NULL, OPT_CSV},
@@ -108,19 +108,19 @@ static const struct option plot_opts[] = {
     {"size", required_argument, NULL, OPT_SIZE},
     {"keep", required_argument, NULL, OPT_KEEP},
     {"scripts", required_argument, NULL, OPT_SCRIPTS},
-    {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
-    {"help", no_argument, NULL, 'h'},
+    AS_CLI_BASE_OPTIONS,
     {NULL, 0, NULL, 0},
 };
 
 typedef struct plot_args {
     const char *kind, *out, *csv, *runs, *sweep, *x, *when, *layout, *title, *size;
     const char *keep, *scripts;
+    as_cli_common co; /* -p (into pol), -q */
     const char *pol[MAX_ARGS], *cap[MAX_ARGS];
-    unsigned npol, ncap;
+    unsigned ncap;
     uint64_t every, run;
-    int quiet, verbose;
+    int verbose, help;
     char dir[PATH_MAX]; /* where the CSV files go */
     int tmpdir;         /* dir is ours to remove */
     const char *chart;  /* where gnuplot writes: a temporary file beside out */
@@ -307,7 +307,7 @@ static int run_gnuplot(const plot_args *a, const char *script, const char *vars)
 /* Runs `allocsim ARGS` (this binary); stdout to out_path when given. */
 static int run_self(const plot_args *a, argv_t *v, const char *out_path)
 {
-    int st = spawn(v, out_path, a->quiet, NULL);
+    int st = spawn(v, out_path, a->co.quiet, NULL);
     if (st == 1 || st == 2 || st == AS_EXIT_SIGNAL)
         return st; /* the run printed why */
     if (st) {
@@ -344,7 +344,7 @@ static int segmap_has_oom(const char *path, uint64_t run)
 
 static void add_specs(const plot_args *a, argv_t *v, int caps)
 {
-    for (unsigned i = 0; i < a->npol; i++) {
+    for (unsigned i = 0; i < a->co.np; i++) {
         push(v, "-p");
         push(v, a->pol[i]);
     }
@@ -592,131 +592,163 @@ static void cleanup_dir(const plot_args *a)
         as_out_tmp_del(a->slots[i]);
 }
 
-int as_cmd_plot(int argc, char **argv)
+/* One option of getopt_long's: 0 or an exit status. */
+static int plot_option(const char *cmd, int c, char **argv, plot_args *a)
 {
-    const char *cmd = "plot";
-    plot_args a = {.every = 100, .slots = {-1, -1, -1, -1, -1, -1, -1, -1}};
-    int c, ret;
+    switch (c) {
+    case 'o':
+        a->out = optarg;
+        return 0;
+    case 'c':
+        if (a->ncap == MAX_ARGS)
+            return as_cli_usage(cmd, "too many -c");
+        a->cap[a->ncap++] = optarg;
+        return 0;
+    case OPT_SWEEP:
+        a->sweep = optarg;
+        return 0;
+    case OPT_CSV:
+        a->csv = optarg;
+        return 0;
+    case OPT_RUNS:
+        a->runs = optarg;
+        return 0;
+    case OPT_EVERY:
+        if (as_cli_parse_u64(optarg, &a->every) || a->every == 0)
+            return as_cli_usage(cmd, "--every %s: a positive count", optarg);
+        return 0;
+    case OPT_X:
+        if (strcmp(optarg, "event") && strcmp(optarg, "alloc") && strcmp(optarg, "time"))
+            return as_cli_usage(cmd, "--x %s: event, alloc or time", optarg);
+        a->x = optarg;
+        return 0;
+    case OPT_WHEN:
+        if (strcmp(optarg, "peak") && strcmp(optarg, "oom"))
+            return as_cli_usage(cmd, "--when %s: peak or oom", optarg);
+        a->when = optarg;
+        return 0;
+    case OPT_RUN:
+        if (as_cli_parse_u64(optarg, &a->run))
+            return as_cli_usage(cmd, "--run %s: a run index", optarg);
+        return 0;
+    case OPT_LAYOUT:
+        if (strcmp(optarg, "bytes") && strcmp(optarg, "wrap") && strcmp(optarg, "fraction"))
+            return as_cli_usage(cmd, "--layout %s: bytes, wrap or fraction", optarg);
+        a->layout = optarg;
+        return 0;
+    case OPT_TITLE:
+        a->title = optarg;
+        return 0;
+    case OPT_SIZE: {
+        unsigned w, h;
+        char extra;
+        if (sscanf(optarg, "%ux%u%c", &w, &h, &extra) != 2 || w < 200 || h < 150 || w > 10000 ||
+            h > 10000)
+            return as_cli_usage(cmd, "--size %s: WxH in pixels, e.g. 1200x700", optarg);
+        a->size = optarg;
+        return 0;
+    }
+    case OPT_KEEP:
+        a->keep = optarg;
+        return 0;
+    case OPT_SCRIPTS:
+        a->scripts = optarg;
+        return 0;
+    case 'v':
+        a->verbose = 1;
+        return 0;
+    case 'h':
+        fputs(plot_help, stdout);
+        a->help = 1;
+        return 0;
+    }
+    int ret = as_cli_common_option(cmd, c, optarg, &a->co);
+    return ret == AS_CLI_NOT_COMMON ? as_cli_bad_option(cmd, c, argv) : ret;
+}
+
+static const char *const kinds[] = {"timeline", "compare", "capacity", "segments", "validation"};
+#define NKINDS (sizeof kinds / sizeof kinds[0])
+
+/* `plot KIND [options] TRACE...` into a; *k gets the kind's index. 0 or an exit status
+ * (a->help: nothing more to do). */
+static int plot_parse(const char *cmd, int argc, char **argv, plot_args *a, size_t *k)
+{
     if (argc < 2 || argv[1][0] == '-') {
         if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
             fputs(plot_help, stdout);
+            a->help = 1;
             return AS_EXIT_OK;
         }
         return as_cli_usage(cmd, "which chart? timeline, compare, capacity, segments or "
                                  "validation");
     }
-    a.kind = argv[1];
+    a->kind = argv[1];
+    as_cli_common_init(&a->co, a->pol, MAX_ARGS, "policies");
     optind = 2;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":o:p:c:qvh", plot_opts, NULL)) != -1) {
-        switch (c) {
-        case 'o':
-            a.out = optarg;
-            break;
-        case 'p':
-        case 'c':
-            if ((c == 'p' ? a.npol : a.ncap) == MAX_ARGS)
-                return as_cli_usage(cmd, "too many -%c", c);
-            if (c == 'p')
-                a.pol[a.npol++] = optarg;
-            else
-                a.cap[a.ncap++] = optarg;
-            break;
-        case OPT_SWEEP:
-            a.sweep = optarg;
-            break;
-        case OPT_CSV:
-            a.csv = optarg;
-            break;
-        case OPT_RUNS:
-            a.runs = optarg;
-            break;
-        case OPT_EVERY:
-            if (as_cli_parse_u64(optarg, &a.every) || a.every == 0)
-                return as_cli_usage(cmd, "--every %s: a positive count", optarg);
-            break;
-        case OPT_X:
-            if (strcmp(optarg, "event") && strcmp(optarg, "alloc") && strcmp(optarg, "time"))
-                return as_cli_usage(cmd, "--x %s: event, alloc or time", optarg);
-            a.x = optarg;
-            break;
-        case OPT_WHEN:
-            if (strcmp(optarg, "peak") && strcmp(optarg, "oom"))
-                return as_cli_usage(cmd, "--when %s: peak or oom", optarg);
-            a.when = optarg;
-            break;
-        case OPT_RUN:
-            if (as_cli_parse_u64(optarg, &a.run))
-                return as_cli_usage(cmd, "--run %s: a run index", optarg);
-            break;
-        case OPT_LAYOUT:
-            if (strcmp(optarg, "bytes") && strcmp(optarg, "wrap") && strcmp(optarg, "fraction"))
-                return as_cli_usage(cmd, "--layout %s: bytes, wrap or fraction", optarg);
-            a.layout = optarg;
-            break;
-        case OPT_TITLE:
-            a.title = optarg;
-            break;
-        case OPT_SIZE: {
-            unsigned w, h;
-            char extra;
-            if (sscanf(optarg, "%ux%u%c", &w, &h, &extra) != 2 || w < 200 || h < 150 || w > 10000 ||
-                h > 10000)
-                return as_cli_usage(cmd, "--size %s: WxH in pixels, e.g. 1200x700", optarg);
-            a.size = optarg;
-            break;
-        }
-        case OPT_KEEP:
-            a.keep = optarg;
-            break;
-        case OPT_SCRIPTS:
-            a.scripts = optarg;
-            break;
-        case 'q':
-            a.quiet = 1;
-            break;
-        case 'v':
-            a.verbose = 1;
-            break;
-        case 'h':
-            fputs(plot_help, stdout);
-            return AS_EXIT_OK;
-        case ':':
-        default:
-            return as_cli_bad_option(cmd, c, argv);
-        }
-    }
-    if (!a.out)
+    int c, ret = 0;
+    while (!ret && !a->help && (c = getopt_long(argc, argv, ":o:p:c:qvh", plot_opts, NULL)) != -1)
+        ret = plot_option(cmd, c, argv, a);
+    if (ret || a->help)
+        return ret;
+    if (!a->out)
         return as_cli_usage(cmd, "-o FILE.png or FILE.svg is required");
-    if (!ends_with(a.out, ".png") && !ends_with(a.out, ".svg"))
-        return as_cli_usage(cmd, "-o %s: the chart is .png or .svg", a.out);
-    static const char *const kinds[] = {"timeline", "compare", "capacity", "segments",
-                                        "validation"};
-    size_t k = 0;
-    while (k < sizeof kinds / sizeof kinds[0] && strcmp(kinds[k], a.kind))
-        k++;
-    if (k == sizeof kinds / sizeof kinds[0])
+    if (!ends_with(a->out, ".png") && !ends_with(a->out, ".svg"))
+        return as_cli_usage(cmd, "-o %s: the chart is .png or .svg", a->out);
+    for (*k = 0; *k < NKINDS && strcmp(kinds[*k], a->kind);)
+        ++*k;
+    if (*k == NKINDS)
         return as_cli_usage(cmd,
                             "unknown chart '%s': timeline, compare, capacity, segments "
                             "or validation",
-                            a.kind);
+                            a->kind);
+    return 0;
+}
 
+/* Where the runs' CSV files go (a temporary directory, or --keep's), and this binary, for
+ * the charts that run traces. 0 or an exit status. */
+static int plot_workdir(plot_args *a, char *self, size_t n)
+{
+    if (self_path(self, n)) {
+        as_cli_msg("plot: cannot find the allocsim binary (/proc/self/exe)");
+        return AS_EXIT_INPUT;
+    }
+    if (!a->keep)
+        return make_tmpdir(a);
+    if (mkdir_p(a->keep))
+        return as_cli_cannot_create(a->keep, errno);
+    snprintf(a->dir, sizeof a->dir, "%s", a->keep);
+    return 0;
+}
+
+static int plot_draw(plot_args *a, size_t k, char **traces, int ntr, char *self)
+{
+    switch (k) {
+    case 0:
+        return plot_timeline(a, traces, ntr, self);
+    case 1:
+        return plot_compare(a, traces, ntr, self);
+    case 2:
+        return plot_capacity(a, traces, ntr, self);
+    case 3:
+        return plot_segments(a, traces, ntr, self);
+    default:
+        return plot_validation(a, ntr);
+    }
+}
+
+int as_cmd_plot(int argc, char **argv)
+{
+    const char *cmd = "plot";
+    plot_args a = {.every = 100, .slots = {-1, -1, -1, -1, -1, -1, -1, -1}};
+    size_t k = 0;
+    int ret = plot_parse(cmd, argc, argv, &a, &k);
+    if (ret || a.help)
+        return ret;
     char self[PATH_MAX];
     int ntr = argc - optind;
-    if (ntr && k != 4) {
-        if (self_path(self, sizeof self)) {
-            as_cli_msg("plot: cannot find the allocsim binary (/proc/self/exe)");
-            return AS_EXIT_INPUT;
-        }
-        if (a.keep) {
-            if (mkdir_p(a.keep)) {
-                return as_cli_cannot_create(a.keep, errno);
-            }
-            snprintf(a.dir, sizeof a.dir, "%s", a.keep);
-        } else if ((ret = make_tmpdir(&a))) {
-            return ret;
-        }
-    }
+    if (ntr && k != 4 && (ret = plot_workdir(&a, self, sizeof self)))
+        return ret;
     /* The chart goes to a temporary file beside -o, renamed into place once drawn; -o
      * must name none of the inputs. */
     const char *ins[MAX_ARGS + 2] = {a.csv, a.runs};
@@ -731,23 +763,7 @@ int as_cmd_plot(int argc, char **argv)
     }
     a.chart = as_out_path(chart);
     as_out_graceful(1);
-    switch (k) {
-    case 0:
-        ret = plot_timeline(&a, argv + optind, ntr, self);
-        break;
-    case 1:
-        ret = plot_compare(&a, argv + optind, ntr, self);
-        break;
-    case 2:
-        ret = plot_capacity(&a, argv + optind, ntr, self);
-        break;
-    case 3:
-        ret = plot_segments(&a, argv + optind, ntr, self);
-        break;
-    default:
-        ret = plot_validation(&a, ntr);
-        break;
-    }
+    ret = plot_draw(&a, k, argv + optind, ntr, self);
     cleanup_dir(&a);
     if (as_out_stop) { /* the runs said what they finished; no chart from half the data */
         as_out_abort(chart);
@@ -755,7 +771,7 @@ int as_cmd_plot(int argc, char **argv)
         return AS_EXIT_SIGNAL;
     }
     ret = as_out_commit(chart, ret);
-    if (ret == AS_EXIT_OK && !a.quiet)
+    if (ret == AS_EXIT_OK && !a.co.quiet)
         fprintf(stderr, "allocsim: wrote %s\n", a.out);
     return ret;
 }

@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "driver.h"
 #include "mincap.h"
+#include "options.h"
 #include "outfile.h"
 #include "progress.h"
 #include "report.h"
@@ -83,16 +84,9 @@ enum {
     OPT_KEEP,
     OPT_SKIP_BAD,
     OPT_CHECK,
-    OPT_THREADS,
-    OPT_MEMORY,
-    OPT_DEVICE,
-    OPT_OUTSIDE,
-    OPT_SHARD,
-    OPT_HELP
 };
 
 static const struct option run_opts[] = {
-    {"policy", required_argument, NULL, 'p'},
     {"capacity", required_argument, NULL, 'c'},
     {"format", required_argument, NULL, 'f'},
     {"output", required_argument, NULL, 'o'},
@@ -104,32 +98,24 @@ static const struct option run_opts[] = {
     {"keep-going", no_argument, NULL, OPT_KEEP},
     {"skip-bad", no_argument, NULL, OPT_SKIP_BAD},
     {"check", no_argument, NULL, OPT_CHECK},
-    {"threads", required_argument, NULL, OPT_THREADS},
-    {"memory", required_argument, NULL, OPT_MEMORY},
-    {"device", required_argument, NULL, OPT_DEVICE},
-    {"outside", required_argument, NULL, OPT_OUTSIDE},
-    {"shard", required_argument, NULL, OPT_SHARD},
-    {"quiet", no_argument, NULL, 'q'},
-    {"snapshot-device", required_argument, NULL, AS_CLI_OPT_SNAPSHOT_DEVICE},
-    {"help", no_argument, NULL, 'h'},
+    AS_CLI_BASE_OPTIONS,
+    AS_CLI_TRACE_OPTIONS,
     {NULL, 0, NULL, 0},
 };
 
 /* The command line of one `run`, as read. */
 typedef struct run_args {
-    const char **ptext; /* -p, in order */
+    as_cli_common co;   /* -p, --outside, --threads, --memory, --shard, -q, ... */
+    const char **ptext; /* co's -p array */
     char recorded[300]; /* -p recorded, resolved from the traces */
-    size_t np;
-    uint64_t *caps; /* -c and --sweep, in order; a card's slot is filled once all is read */
+    uint64_t *caps;     /* -c and --sweep, in order; a card's slot is filled once all is read */
     size_t ncap, capcap;
     const char **cards; /* -c CARD, --device: resolved with --outside */
     size_t *card_slot, ncard;
-    const char *outside;
-    unsigned shard, nshards;
     const char *out_path, *seg_path, *tl_path, *segmap_path;
     as_report_fmt fmt;
-    uint64_t tl_every, threads, budget;
-    int keep, check, quiet, skip_bad, help;
+    uint64_t tl_every;
+    int keep, check, skip_bad, help;
 } run_args;
 
 /* The outputs of one `run` and the progress line, for the driver's hooks. */
@@ -180,11 +166,12 @@ static int add_capacity(const char *cmd, const char *text, run_args *a)
 static int run_option(const char *cmd, int c, char **argv, run_args *a)
 {
     switch (c) {
-    case 'p':
-        a->ptext[a->np++] = optarg;
-        return 0;
     case 'c':
         return add_capacity(cmd, optarg, a);
+    case AS_CLI_OPT_DEVICE: /* each is a capacity, in order with -c */
+        a->card_slot[a->ncard] = a->ncap++;
+        a->cards[a->ncard++] = optarg;
+        return 0;
     case 'f':
         if (as_report_fmt_parse(optarg, &a->fmt))
             return as_cli_usage(cmd, "-f %s: the format is table, csv, json or jsonl", optarg);
@@ -207,28 +194,6 @@ static int run_option(const char *cmd, int c, char **argv, run_args *a)
         if (as_cli_parse_u64(optarg, &a->tl_every) || a->tl_every == 0)
             return as_cli_usage(cmd, "--timeline-every %s: a positive count", optarg);
         return 0;
-    case OPT_THREADS:
-        if (as_cli_parse_u64(optarg, &a->threads) || a->threads == 0 || a->threads > 1024)
-            return as_cli_usage(cmd, "--threads %s: a count from 1 to 1024", optarg);
-        return 0;
-    case OPT_MEMORY:
-        if (as_parse_bytes(optarg, &a->budget))
-            return as_cli_usage(cmd, "--memory %s: bytes with an optional unit (2G, 512MiB)",
-                                optarg);
-        return 0;
-    case OPT_DEVICE:
-        a->card_slot[a->ncard] = a->ncap++;
-        a->cards[a->ncard++] = optarg;
-        return 0;
-    case OPT_OUTSIDE:
-        a->outside = optarg;
-        return 0;
-    case AS_CLI_OPT_SNAPSHOT_DEVICE:
-        return as_cli_snapshot_device(cmd, optarg);
-    case OPT_SHARD:
-        if (as_cli_parse_shard(optarg, &a->shard, &a->nshards))
-            return as_cli_usage(cmd, "--shard %s: I/N with 1 <= I <= N", optarg);
-        return 0;
     case OPT_KEEP:
         a->keep = 1;
         return 0;
@@ -238,15 +203,12 @@ static int run_option(const char *cmd, int c, char **argv, run_args *a)
     case OPT_CHECK:
         a->check = 1;
         return 0;
-    case 'q':
-        a->quiet = 1;
-        return 0;
     case 'h':
         a->help = 1;
         return 0;
-    default:
-        return as_cli_bad_option(cmd, c, argv);
     }
+    int ret = as_cli_common_option(cmd, c, optarg, &a->co);
+    return ret == AS_CLI_NOT_COMMON ? as_cli_bad_option(cmd, c, argv) : ret;
 }
 
 /* Reads the command line into a (its arrays sized for argc). 0 or an exit status; a->help
@@ -256,8 +218,6 @@ static int run_parse(const char *cmd, int argc, char **argv, run_args *a)
     size_t n = (size_t)argc + 1;
     a->fmt = AS_REPORT_TABLE;
     a->tl_every = DEFAULT_TIMELINE_EVERY;
-    a->budget = AS_DRIVER_MEMORY_DEFAULT;
-    a->nshards = 1;
     a->capcap = n;
     a->ptext = calloc(n, sizeof *a->ptext);
     a->caps = calloc(n, sizeof *a->caps);
@@ -267,6 +227,7 @@ static int run_parse(const char *cmd, int argc, char **argv, run_args *a)
         as_cli_msg("out of host memory");
         return AS_EXIT_INPUT;
     }
+    as_cli_common_init(&a->co, a->ptext, n, "policies");
     optind = 1;
     opterr = 0;
     int c, ret = 0;
@@ -287,7 +248,7 @@ static int run_parse(const char *cmd, int argc, char **argv, run_args *a)
 static int run_recorded(const char *cmd, run_args *a, char **traces, int ntr)
 {
     int ret;
-    for (size_t i = 0; i < a->np; i++) {
+    for (size_t i = 0; i < a->co.np; i++) {
         if (strcmp(a->ptext[i], "recorded") != 0)
             continue;
         uint64_t cap = AS_CAPACITY_NONE;
@@ -306,10 +267,10 @@ static int run_recorded(const char *cmd, run_args *a, char **traces, int ntr)
 static int run_resolve(const char *cmd, run_args *a, as_policy_spec **specs, size_t *nspec)
 {
     int ret;
-    if (a->np == 0)
-        a->ptext[a->np++] = "torch";
+    if (a->co.np == 0)
+        a->ptext[a->co.np++] = "torch";
     for (size_t i = 0; i < a->ncard; i++) /* a card is its usable memory */
-        if ((ret = as_cli_device(cmd, a->cards[i], a->outside,
+        if ((ret = as_cli_device(cmd, a->cards[i], a->co.outside,
                                  a->fmt == AS_REPORT_TABLE && !a->out_path,
                                  &a->caps[a->card_slot[i]])))
             return ret;
@@ -320,11 +281,11 @@ static int run_resolve(const char *cmd, run_args *a, as_policy_spec **specs, siz
                             "%zu capacities from -c and --sweep, more than the %d allowed: use a "
                             "coarser sweep step",
                             a->ncap, AS_CLI_MAX_CAPACITIES);
-    if (!(*specs = calloc(a->np, sizeof **specs))) {
+    if (!(*specs = calloc(a->co.np, sizeof **specs))) {
         as_cli_msg("out of host memory");
         return AS_EXIT_INPUT;
     }
-    for (; *nspec < a->np; (*nspec)++)
+    for (; *nspec < a->co.np; (*nspec)++)
         if ((ret = as_cli_parse_spec(cmd, a->ptext[*nspec], &(*specs)[*nspec])))
             return ret;
     return 0;
@@ -390,20 +351,20 @@ static int run_traces(const run_args *a, const as_policy_spec *specs, size_t nsp
         .caps = a->caps,
         .ncap = a->ncap,
         .reader = as_cli_reader_opts(),
-        .engine = {.threads = (unsigned)a->threads,
+        .engine = {.threads = (unsigned)a->co.threads,
                    .keep_going = a->keep,
                    .check = a->check,
                    .timeline_every = a->tl_every,
                    .stop = &as_out_stop},
-        .budget = a->budget,
+        .budget = a->co.memory,
         .segs = ro->segs,
         .timeline = ro->timeline,
         .seg_name = a->seg_path,
         .tl_name = a->tl_path,
         .segmap = ro->segmap,
         .skip_bad = a->skip_bad,
-        .shard = a->shard,
-        .nshards = a->nshards,
+        .shard = a->co.shard,
+        .nshards = a->co.nshards,
         .user = ro,
         .on_progress = ro->prog.on ? on_progress : NULL,
         .on_fail = on_fail,
@@ -480,7 +441,7 @@ int as_cmd_run(int argc, char **argv)
         ret = AS_EXIT_INPUT;
         goto done;
     }
-    as_progress_start(&ro.prog, a.quiet, "runs");
+    as_progress_start(&ro.prog, a.co.quiet, "runs");
     if ((ret = run_traces(&a, specs, nspec, traces, ntr, &ro, rep, &res, &interrupted)))
         goto done;
     as_cli_warn_small_caps(rep);

@@ -22,6 +22,7 @@
 #include "cards.h"
 #include "cli.h"
 #include "driver.h"
+#include "options.h"
 #include "outfile.h"
 #include "report.h"
 #include "tune.h"
@@ -52,6 +53,7 @@ static const char usage_text[] =
     "  --shard I/N         only the traces at positions k with k % N == I - 1 (1 <= I <= N)\n"
     "  -j, --threads N     engine threads (default: one per core)\n"
     "  --memory BYTES      host memory for the runs in flight (default 2G)\n"
+    "  -q, --quiet         no progress line (shown only on a terminal)\n"
     "  --cards             list the card and outside presets and exit\n"
     "Ranking: fits first; then lower peak reserved (among OOMs: the later OOM); ties: the\n"
     "default, then fewer knobs, then less device time. The curves re-order the best by the\n"
@@ -59,22 +61,16 @@ static const char usage_text[] =
     "lowest that is a tie, won as above.\n";
 
 enum { FMT_TABLE, FMT_JSON, FMT_JSONL };
-enum { OPT_DEVICE = 256, OPT_OUTSIDE, OPT_CURVES, OPT_TOP, OPT_SHARD, OPT_MEMORY, OPT_CARDS };
+enum { OPT_CURVES = 256, OPT_TOP, OPT_CARDS };
 
 static const struct option tune_opts[] = {
-    {"device", required_argument, NULL, OPT_DEVICE},
     {"capacity", required_argument, NULL, 'c'},
-    {"outside", required_argument, NULL, OPT_OUTSIDE},
-    {"policy", required_argument, NULL, 'p'},
     {"curves", required_argument, NULL, OPT_CURVES},
     {"top", required_argument, NULL, OPT_TOP},
     {"format", required_argument, NULL, 'f'},
-    {"shard", required_argument, NULL, OPT_SHARD},
-    {"threads", required_argument, NULL, 'j'},
-    {"memory", required_argument, NULL, OPT_MEMORY},
     {"cards", no_argument, NULL, OPT_CARDS},
-    {"snapshot-device", required_argument, NULL, AS_CLI_OPT_SNAPSHOT_DEVICE},
-    {"help", no_argument, NULL, 'h'},
+    AS_CLI_BASE_OPTIONS,
+    AS_CLI_TRACE_OPTIONS,
     {NULL, 0, NULL, 0},
 };
 
@@ -400,10 +396,10 @@ int as_cli_parse_shard(const char *s, unsigned *i, unsigned *n)
 }
 
 typedef struct tune_args {
-    const char *card, *outside;
+    as_cli_common co; /* --device, --outside, --shard, --memory, -j, -q, ... (-p is tune's) */
     char *confs[MAX_CONFS];
     size_t nconfs;
-    unsigned curves, top, shard, nshards, of;
+    unsigned curves, top, of;
     int fmt;
     as_tune_opts o;
 } tune_args;
@@ -421,7 +417,7 @@ static int tune_one(const char *cmd, tune_args *ta, unsigned index, const char *
     as_tune_opts o = ta->o;
     o.capacity = usable;
     o.curves = ta->curves;
-    o.on_progress = ta->fmt == FMT_TABLE ? on_progress : NULL;
+    o.on_progress = ta->fmt == FMT_TABLE && !ta->co.quiet ? on_progress : NULL;
     o.max_points = AS_CLI_MAX_CAPACITIES;
     double t0 = now_s();
     int rc = as_tune(open_trace, &oc, ta->nconfs ? ta->confs : NULL, ta->nconfs, &o, &r, &err, why,
@@ -443,10 +439,10 @@ static int tune_one(const char *cmd, tune_args *ta, unsigned index, const char *
     } else if (ta->fmt == FMT_JSONL) {
         as_report_json_head(stdout);
         printf(", \"command\": \"tune\", \"unit\": %u, \"of\": %u, \"tune\": ", index, ta->of);
-        json_trace(stdout, index, trace, &r, ta->card, usable);
+        json_trace(stdout, index, trace, &r, ta->co.card, usable);
         fputs("}\n", stdout);
     } else {
-        json_trace(stdout, index, trace, &r, ta->card, usable);
+        json_trace(stdout, index, trace, &r, ta->co.card, usable);
     }
     fflush(stdout);
     as_tune_result_free(&r);
@@ -456,71 +452,52 @@ static int tune_one(const char *cmd, tune_args *ta, unsigned index, const char *
 
 static char empty[] = "";
 
+/* One option of getopt_long's: 0, an exit status, or -1 (--help or --cards printed). */
+static int tune_option(const char *cmd, int c, char **argv, tune_args *ta)
+{
+    uint64_t v;
+    switch (c) {
+    case 'c':
+        ta->co.card = optarg;
+        return 0;
+    case 'p': /* settings, not policies: 'default' is the empty one */
+        if (ta->nconfs == MAX_CONFS)
+            return as_cli_usage(cmd, "at most %d settings", MAX_CONFS);
+        ta->confs[ta->nconfs++] = strcmp(optarg, "default") ? optarg : empty;
+        return 0;
+    case OPT_CURVES:
+    case OPT_TOP:
+        if (as_cli_parse_u64(optarg, &v) || v > 100000)
+            return as_cli_usage(cmd, "%s: a count up to 100000", optarg);
+        *(c == OPT_CURVES ? &ta->curves : &ta->top) = (unsigned)v;
+        return 0;
+    case 'f':
+        return as_cli_fmt_tjl(cmd, optarg, &ta->fmt);
+    case OPT_CARDS:
+        list_cards();
+        return -1;
+    case 'h':
+        fputs(usage_text, stdout);
+        return -1;
+    }
+    int ret = as_cli_common_option(cmd, c, optarg, &ta->co);
+    return ret == AS_CLI_NOT_COMMON ? as_cli_bad_option(cmd, c, argv) : ret;
+}
+
 static int parse_args(int argc, char **argv, tune_args *ta)
 {
     const char *cmd = "tune";
-    int c;
-    uint64_t v;
+    int c, ret = 0;
+    as_cli_common_init(&ta->co, NULL, 0, "settings");
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":c:p:f:j:h", tune_opts, NULL)) != -1) {
-        switch (c) {
-        case OPT_DEVICE:
-        case 'c':
-            ta->card = optarg;
-            break;
-        case OPT_OUTSIDE:
-            ta->outside = optarg;
-            break;
-        case AS_CLI_OPT_SNAPSHOT_DEVICE:
-            if (as_cli_snapshot_device("tune", optarg))
-                return AS_EXIT_USAGE;
-            break;
-        case 'p':
-            if (ta->nconfs == MAX_CONFS)
-                return as_cli_usage(cmd, "at most %d settings", MAX_CONFS);
-            ta->confs[ta->nconfs++] = strcmp(optarg, "default") ? optarg : empty;
-            break;
-        case OPT_CURVES:
-        case OPT_TOP:
-        case 'j':
-            if (as_cli_parse_u64(optarg, &v) || v > 100000 || (c == 'j' && v == 0))
-                return as_cli_usage(cmd, "%s: a count up to 100000", optarg);
-            if (c == OPT_CURVES)
-                ta->curves = (unsigned)v;
-            else if (c == OPT_TOP)
-                ta->top = (unsigned)v;
-            else
-                ta->o.threads = (unsigned)v;
-            break;
-        case 'f':
-            if (!strcmp(optarg, "json"))
-                ta->fmt = FMT_JSON;
-            else if (!strcmp(optarg, "jsonl"))
-                ta->fmt = FMT_JSONL;
-            else if (strcmp(optarg, "table"))
-                return as_cli_usage(cmd, "-f %s: the format is table, json or jsonl", optarg);
-            break;
-        case OPT_SHARD:
-            if (as_cli_parse_shard(optarg, &ta->shard, &ta->nshards))
-                return as_cli_usage(cmd, "--shard %s: I/N with 1 <= I <= N", optarg);
-            break;
-        case OPT_MEMORY:
-            if (as_parse_bytes(optarg, &ta->o.memory))
-                return as_cli_usage(cmd, "--memory %s: bytes with an optional unit", optarg);
-            break;
-        case OPT_CARDS:
-            list_cards();
-            return -1;
-        case 'h':
-            fputs(usage_text, stdout);
-            return -1;
-        case ':':
-        default:
-            return as_cli_bad_option(cmd, c, argv);
-        }
-    }
-    if (!ta->card)
+    while (!ret && (c = getopt_long(argc, argv, ":c:p:f:j:qh", tune_opts, NULL)) != -1)
+        ret = tune_option(cmd, c, argv, ta);
+    if (ret)
+        return ret;
+    ta->o.memory = ta->co.memory;
+    ta->o.threads = (unsigned)ta->co.threads;
+    if (!ta->co.card)
         return as_cli_usage(cmd, "no card given: --device CARD (a preset, see --cards, or bytes)");
     if (optind >= argc)
         return as_cli_usage(cmd, "no trace given");
@@ -547,8 +524,6 @@ int as_cmd_tune(int argc, char **argv)
     }
     ta->curves = DEFAULT_CURVES;
     ta->top = DEFAULT_TOP;
-    ta->nshards = 1;
-    ta->o.memory = AS_DRIVER_MEMORY_DEFAULT;
     if ((st = parse_args(argc, argv, ta))) {
         free(ta);
         return st < 0 ? AS_EXIT_OK : st;
@@ -558,7 +533,7 @@ int as_cmd_tune(int argc, char **argv)
                            (size_t)(argc - optind))) ||
         (st = as_out_open("-", &out)))
         goto done;
-    if ((st = as_cli_device(cmd, ta->card, ta->outside, ta->fmt == FMT_TABLE, &usable)))
+    if ((st = as_cli_device(cmd, ta->co.card, ta->co.outside, ta->fmt == FMT_TABLE, &usable)))
         goto done;
     if (ta->fmt == FMT_JSON) {
         as_report_json_head(stdout);
@@ -568,7 +543,7 @@ int as_cmd_tune(int argc, char **argv)
     ta->of = (unsigned)(argc - optind);
     for (int i = optind; i < argc; i++) {
         unsigned k = (unsigned)(i - optind);
-        if (k % ta->nshards != ta->shard)
+        if (k % ta->co.nshards != ta->co.shard)
             continue;
         if (ta->fmt == FMT_JSON && printed)
             fputs(", ", stdout);
