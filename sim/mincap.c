@@ -290,6 +290,43 @@ static void too_many(char *why, size_t n, const as_mincap_result *m, uint64_t ma
                  m->npoints, lo, hi, st, (unsigned long long)max, (unsigned long long)(fit >> 20));
 }
 
+/* The grid of m: from peak requested to the uncapped peak reserved in steps, no higher
+ * than the card (max, 0 for none). */
+static void grid(as_mincap_result *m, uint64_t max, uint64_t step)
+{
+    m->lo = (m->peak_requested + step - 1) / step * step;
+    m->hi = (m->peak_reserved + step - 1) / step * step;
+    if (m->hi < m->lo)
+        m->hi = m->lo; /* a policy holding less than requested is a bug; still sweep one */
+    if (max && m->hi > max / step * step) { /* nothing above the card matters */
+        m->hi = max / step * step;
+        if (m->hi < m->lo) /* the card is below peak requested: run it, then probe below */
+            m->lo = m->hi;
+    }
+    m->npoints = (size_t)((m->hi - m->lo) / step + 1);
+}
+
+/* Every point of m's grid, batch capacities a pass (caps holds batch). 0 or a code. */
+static int sweep(as_trace_open_fn open, void *open_user, const as_policy_spec *spec,
+                 const as_mincap_opts *o, as_mincap_result *m, uint64_t *caps, unsigned batch,
+                 as_trace_error *err, char *why, size_t why_len, mem_trace *mt)
+{
+    for (size_t done = 0; done < m->npoints;) {
+        size_t n = m->npoints - done < batch ? m->npoints - done : batch;
+        for (size_t i = 0; i < n; i++)
+            caps[i] = m->lo + (uint64_t)(done + i) * m->step;
+        int rc = run_pass(open, open_user, spec, o, caps, n, m->points + done, NULL, err, why,
+                          why_len, mt);
+        if (rc)
+            return rc;
+        m->passes++;
+        done += n;
+        if (o->on_progress)
+            o->on_progress(o->user, done, m->npoints);
+    }
+    return 0;
+}
+
 int as_mincap(as_trace_open_fn open, void *open_user, const as_policy_spec *spec,
               const as_mincap_opts *opts, as_mincap_result *out, as_trace_error *err, char *why,
               size_t why_len)
@@ -323,16 +360,7 @@ int as_mincap(as_trace_open_fn open, void *open_user, const as_policy_spec *spec
         *out = m;
         return 0;
     }
-    m.lo = (m.peak_requested + step - 1) / step * step;
-    m.hi = (m.peak_reserved + step - 1) / step * step;
-    if (m.hi < m.lo)
-        m.hi = m.lo; /* a policy holding less than requested is a bug; still sweep one */
-    if (o->max && m.hi > o->max / step * step) { /* nothing above the card matters */
-        m.hi = o->max / step * step;
-        if (m.hi < m.lo) /* the card is below peak requested: run it, then probe below */
-            m.lo = m.hi;
-    }
-    m.npoints = (size_t)((m.hi - m.lo) / step + 1);
+    grid(&m, o->max, step);
     if (o->max_points > 1 && m.npoints > o->max_points) {
         too_many(why, why_len, &m, o->max_points);
         rc = AS_ELIMIT;
@@ -345,8 +373,8 @@ int as_mincap(as_trace_open_fn open, void *open_user, const as_policy_spec *spec
     }
     if (!o->exact_passes) {
         /* a quarter of the budget for the events (0: no budget, no limit) */
-        rc = load_events(open, open_user, o->memory ? o->memory / 4 + !(o->memory / 4) : 0,
-                         &mt, err);
+        rc = load_events(open, open_user, o->memory ? o->memory / 4 + !(o->memory / 4) : 0, &mt,
+                         err);
         if (rc)
             goto fail;
         mt.pass_batch = batch;
@@ -362,19 +390,9 @@ int as_mincap(as_trace_open_fn open, void *open_user, const as_policy_spec *spec
     }
     if (o->on_progress)
         o->on_progress(o->user, 0, m.npoints);
-    for (size_t done = 0; done < m.npoints;) {
-        size_t n = m.npoints - done < batch ? m.npoints - done : batch;
-        for (size_t i = 0; i < n; i++)
-            caps[i] = m.lo + (uint64_t)(done + i) * step;
-        rc = run_pass(open, open_user, spec, o, caps, n, m.points + done, NULL, err, why, why_len,
-                      &mt);
-        if (rc)
-            goto fail;
-        m.passes++;
-        done += n;
-        if (o->on_progress)
-            o->on_progress(o->user, done, m.npoints);
-    }
+    rc = sweep(open, open_user, spec, o, &m, caps, batch, err, why, why_len, &mt);
+    if (rc)
+        goto fail;
     if (spec->policy->flags & AS_POLICY_F_LIMITS_ITSELF) {
         rc = probe_below(open, open_user, spec, o, &m, caps, batch, err, why, why_len, &mt);
         if (rc)

@@ -199,57 +199,11 @@ static uint64_t pidx_lnf(const tf *t, int w)
     return pidx_layer(t, t->L, 0) + (uint64_t)w;
 }
 
-static int tf_init(as_gen *gg, void *st, const gen_val *v, as_trace_error *err)
+/* The parameters' sizes, the order backward produces their gradients in, and the DDP
+ * buckets that follow that order (t's arrays allocated). */
+static void tf_params(tf *t)
 {
-    (void)gg;
-    tf *t = st;
-    t->L = v[K_LAYERS].u, t->h = v[K_HIDDEN].u, t->a = v[K_HEADS].u, t->f = v[K_FFN].u;
-    t->V = v[K_VOCAB].u, t->S = v[K_SEQ].u, t->b = v[K_BATCH].u, t->k = v[K_ACCUM].u;
-    t->steps = v[K_STEPS].u, t->seq_min = v[K_SEQ_MIN].u, t->seq_round = v[K_SEQ_ROUND].u;
-    t->bucket = v[K_BUCKET].u, t->dist = (int)v[K_SEQ_DIST].u;
-    t->retain = v[K_GRAPH].u == 1, t->ckpt = (int)v[K_CKPT].u, t->flash = (int)v[K_FLASH].u;
-    t->dropout = (int)v[K_DROPOUT].u, t->opt = (int)v[K_OPT].u, t->pos = (int)v[K_POS].u;
-    t->e = v[K_PREC].u == 0 ? 2 : 4;
-    gen_rng_seed(&t->rng, v[K_SEED].u);
-    if (t->dist == 1 && t->seq_min > t->S) {
-        snprintf(err->msg, sizeof err->msg, "transformer: seq_min (%llu) > seq (%llu)",
-                 (unsigned long long)t->seq_min, (unsigned long long)t->S);
-        return AS_EUSAGE;
-    }
-    /* The largest tensor: scores e*a*b*s^2 or logits e*b*s*V. */
-    /* The largest tensors: scores, logits, fc1 output, fc1 weight, embedding, bucket. */
-    double de = (double)t->e, dT = (double)t->b * t->S, dh = (double)t->h, df = (double)t->f;
-    double big = fmax(de * t->a * t->b * (double)t->S * t->S, de * dT * t->V);
-    big = fmax(big, fmax(de * df * dT * dh, de * df * dh * dh));
-    big = fmax(big, fmax(de * (double)t->V * dh, (double)t->bucket));
-    if (big > (double)AS_MAX_ALLOC_SIZE) {
-        snprintf(err->msg, sizeof err->msg,
-                 "transformer: a tensor of %.3g bytes exceeds the 256 TiB request limit", big);
-        return AS_EUSAGE;
-    }
     uint64_t L = t->L, h = t->h, f = t->f;
-    t->np = (t->pos ? 2 : 1) + L * P_PER_LAYER + 2;
-    t->numel = calloc(t->np, sizeof *t->numel);
-    t->param = calloc(t->np, sizeof *t->param);
-    t->master = calloc(t->np, sizeof *t->master);
-    t->grad = calloc(t->np, sizeof *t->grad);
-    t->m1 = calloc(t->np, sizeof *t->m1);
-    t->m2 = calloc(t->np, sizeof *t->m2);
-    t->order = calloc(t->np, sizeof *t->order);
-    t->bucket_of = calloc(t->np, sizeof *t->bucket_of);
-    t->bucket_first = calloc(t->np, sizeof *t->bucket_first);
-    t->bucket_size = calloc(t->np, sizeof *t->bucket_size);
-    t->bk = calloc(t->np, sizeof *t->bk);
-    t->g = calloc(t->k, sizeof *t->g);
-    if (!t->numel || !t->param || !t->master || !t->grad || !t->m1 || !t->m2 || !t->order ||
-        !t->bucket_of || !t->bucket_first || !t->bucket_size || !t->bk || !t->g)
-        return AS_ENOMEM;
-    for (uint64_t j = 0; j < t->k; j++) {
-        t->g[j].x = calloc(L + 1, sizeof *t->g[j].x);
-        t->g[j].layer = calloc(L, sizeof *t->g[j].layer);
-        if (!t->g[j].x || !t->g[j].layer)
-            return AS_ENOMEM;
-    }
     t->numel[pidx_emb(t)] = t->V * h;
     if (t->pos)
         t->numel[pidx_pos(t)] = t->S * h;
@@ -298,6 +252,59 @@ static int tf_init(as_gen *gg, void *st, const gen_val *v, as_trace_error *err)
         if (cur)
             t->nb++;
     }
+}
+
+static int tf_init(as_gen *gg, void *st, const gen_val *v, as_trace_error *err)
+{
+    (void)gg;
+    tf *t = st;
+    t->L = v[K_LAYERS].u, t->h = v[K_HIDDEN].u, t->a = v[K_HEADS].u, t->f = v[K_FFN].u;
+    t->V = v[K_VOCAB].u, t->S = v[K_SEQ].u, t->b = v[K_BATCH].u, t->k = v[K_ACCUM].u;
+    t->steps = v[K_STEPS].u, t->seq_min = v[K_SEQ_MIN].u, t->seq_round = v[K_SEQ_ROUND].u;
+    t->bucket = v[K_BUCKET].u, t->dist = (int)v[K_SEQ_DIST].u;
+    t->retain = v[K_GRAPH].u == 1, t->ckpt = (int)v[K_CKPT].u, t->flash = (int)v[K_FLASH].u;
+    t->dropout = (int)v[K_DROPOUT].u, t->opt = (int)v[K_OPT].u, t->pos = (int)v[K_POS].u;
+    t->e = v[K_PREC].u == 0 ? 2 : 4;
+    gen_rng_seed(&t->rng, v[K_SEED].u);
+    if (t->dist == 1 && t->seq_min > t->S) {
+        snprintf(err->msg, sizeof err->msg, "transformer: seq_min (%llu) > seq (%llu)",
+                 (unsigned long long)t->seq_min, (unsigned long long)t->S);
+        return AS_EUSAGE;
+    }
+    /* The largest tensors: scores, logits, fc1 output, fc1 weight, embedding, bucket. */
+    double de = (double)t->e, dT = (double)t->b * t->S, dh = (double)t->h, df = (double)t->f;
+    double big = fmax(de * t->a * t->b * (double)t->S * t->S, de * dT * t->V);
+    big = fmax(big, fmax(de * df * dT * dh, de * df * dh * dh));
+    big = fmax(big, fmax(de * (double)t->V * dh, (double)t->bucket));
+    if (big > (double)AS_MAX_ALLOC_SIZE) {
+        snprintf(err->msg, sizeof err->msg,
+                 "transformer: a tensor of %.3g bytes exceeds the 256 TiB request limit", big);
+        return AS_EUSAGE;
+    }
+    uint64_t L = t->L;
+    t->np = (t->pos ? 2 : 1) + L * P_PER_LAYER + 2;
+    t->numel = calloc(t->np, sizeof *t->numel);
+    t->param = calloc(t->np, sizeof *t->param);
+    t->master = calloc(t->np, sizeof *t->master);
+    t->grad = calloc(t->np, sizeof *t->grad);
+    t->m1 = calloc(t->np, sizeof *t->m1);
+    t->m2 = calloc(t->np, sizeof *t->m2);
+    t->order = calloc(t->np, sizeof *t->order);
+    t->bucket_of = calloc(t->np, sizeof *t->bucket_of);
+    t->bucket_first = calloc(t->np, sizeof *t->bucket_first);
+    t->bucket_size = calloc(t->np, sizeof *t->bucket_size);
+    t->bk = calloc(t->np, sizeof *t->bk);
+    t->g = calloc(t->k, sizeof *t->g);
+    if (!t->numel || !t->param || !t->master || !t->grad || !t->m1 || !t->m2 || !t->order ||
+        !t->bucket_of || !t->bucket_first || !t->bucket_size || !t->bk || !t->g)
+        return AS_ENOMEM;
+    for (uint64_t j = 0; j < t->k; j++) {
+        t->g[j].x = calloc(L + 1, sizeof *t->g[j].x);
+        t->g[j].layer = calloc(L, sizeof *t->g[j].layer);
+        if (!t->g[j].x || !t->g[j].layer)
+            return AS_ENOMEM;
+    }
+    tf_params(t);
     return 0;
 }
 

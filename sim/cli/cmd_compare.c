@@ -222,6 +222,71 @@ static int compare_args(int argc, char **argv, const char **fmt, const char **ps
     return -1;
 }
 
+/* The counts of the summary line. */
+typedef struct tally {
+    size_t oom_same, peak_same, seg_same, bad;
+} tally;
+
+/* Run i of both reports: its row (csv or table), its counts into t. 0, or -1 after the
+ * message. */
+static int compare_run(size_t i, const json_t *p, const json_t *m, const char *const files[2],
+                       int csv, const seg_log *pl, const seg_log *ml, tally *t)
+{
+    int pseg = pl != NULL;
+    uint64_t pcap = 0, mcap = 0, po = 0, mo = 0, pp = 0, mp = 0;
+    int hpc = as_json_u64(p, "capacity", &pcap), hmc = as_json_u64(m, "capacity", &mcap);
+    int hpo = as_json_u64(p, "oom_alloc", &po), hmo = as_json_u64(m, "oom_alloc", &mo);
+    int hpp = as_json_u64(p, "peak_reserved", &pp);
+    int hmp = as_json_u64(m, "peak_reserved", &mp);
+    if (hpc < 0 || hmc < 0 || hpo < 0 || hmo < 0 || hpp < 0 || hmp < 0) {
+        as_cli_msg("%s/%s: run %zu: capacity, oom_alloc and peak_reserved must be "
+                   "non-negative integers or null",
+                   files[0], files[1], i);
+        return -1;
+    }
+    const char *policy = json_string_value(json_object_get(p, "policy"));
+    if (!policy)
+        policy = "?";
+    if (hpc != hmc || pcap != mcap) {
+        as_cli_msg("warning: run %zu: capacities differ (%" PRIu64 " predicted, %" PRIu64
+                   " measured)",
+                   i, hpc > 0 ? pcap : 0, hmc > 0 ? mcap : 0);
+        t->bad++;
+    }
+    int osame = hpo == hmo && (hpo == 0 || po == mo);
+    int psame = hpp > 0 && hmp > 0 && pp == mp;
+    double err = hpp > 0 && hmp > 0 && mp ? ((double)pp - (double)mp) / (double)mp : NAN;
+    t->oom_same += osame;
+    t->peak_same += psame;
+    char cap[24], a[24], b[24], c[24], d[24], segs[320] = "";
+    if (csv)
+        fmt_opt(cap, sizeof cap, hpc, pcap, csv);
+    else
+        as_fmt_capacity(cap, sizeof cap, hpc > 0 ? pcap : AS_CAPACITY_NONE);
+    fmt_opt(a, sizeof a, hpo, po, csv);
+    fmt_opt(b, sizeof b, hmo, mo, csv);
+    fmt_opt(c, sizeof c, hpp, pp, csv);
+    fmt_opt(d, sizeof d, hmp, mp, csv);
+    if (pseg) {
+        int same = seg_cell(pl, ml, i, segs, sizeof segs);
+        if (same < 0) {
+            as_cli_msg("out of memory");
+            return -1;
+        }
+        t->seg_same += (size_t)same;
+    }
+    if (csv) {
+        printf("%zu,", i);
+        as_report_csv_str(stdout, policy);
+        printf(",%s,%s,%s,%d,%s,%s,%.9f,%d,", cap, a, b, osame, c, d, err, psame);
+        as_report_csv_str(stdout, segs);
+        putchar('\n');
+    } else
+        printf("%-4zu %-34.34s %14s %9s %9s %5s %14s %14s %7.3f%%  %s\n", i, policy, cap, a, b,
+               osame ? "yes" : "NO", c, d, 100 * err, segs);
+    return 0;
+}
+
 int as_cmd_compare(int argc, char **argv)
 {
     const char *fmt = "table", *pseg = NULL, *mseg = NULL, *files[2] = {NULL, NULL};
@@ -250,71 +315,22 @@ int as_cmd_compare(int argc, char **argv)
         printf("%-4s %-34s %14s %9s %9s %5s %14s %14s %8s  %s\n", "run", "policy", "capacity",
                "oom pred", "oom meas", "same", "peak pred", "peak meas", "error",
                pseg ? "device events" : "");
-    size_t oom_same = 0, peak_same = 0, seg_same = 0, bad = 0;
+    tally t = {0};
     for (size_t i = 0; i < n; i++) {
         const json_t *p = json_array_get(pr, i), *m = json_array_get(mr, i);
         if (!json_is_object(p) || !json_is_object(m)) {
             as_cli_msg("%s: run %zu is not an object", files[json_is_object(p)], i);
             goto out;
         }
-        uint64_t pcap = 0, mcap = 0, po = 0, mo = 0, pp = 0, mp = 0;
-        int hpc = as_json_u64(p, "capacity", &pcap), hmc = as_json_u64(m, "capacity", &mcap);
-        int hpo = as_json_u64(p, "oom_alloc", &po), hmo = as_json_u64(m, "oom_alloc", &mo);
-        int hpp = as_json_u64(p, "peak_reserved", &pp);
-        int hmp = as_json_u64(m, "peak_reserved", &mp);
-        if (hpc < 0 || hmc < 0 || hpo < 0 || hmo < 0 || hpp < 0 || hmp < 0) {
-            as_cli_msg("%s/%s: run %zu: capacity, oom_alloc and peak_reserved must be "
-                       "non-negative integers or null",
-                       files[0], files[1], i);
+        if (compare_run(i, p, m, files, csv, pseg ? &pl : NULL, pseg ? &ml : NULL, &t))
             goto out;
-        }
-        const char *policy = json_string_value(json_object_get(p, "policy"));
-        if (!policy)
-            policy = "?";
-        if (hpc != hmc || pcap != mcap) {
-            as_cli_msg("warning: run %zu: capacities differ (%" PRIu64 " predicted, %" PRIu64
-                       " measured)",
-                       i, hpc > 0 ? pcap : 0, hmc > 0 ? mcap : 0);
-            bad++;
-        }
-        int osame = hpo == hmo && (hpo == 0 || po == mo);
-        int psame = hpp > 0 && hmp > 0 && pp == mp;
-        double err = hpp > 0 && hmp > 0 && mp ? ((double)pp - (double)mp) / (double)mp : NAN;
-        oom_same += osame;
-        peak_same += psame;
-        char cap[24], a[24], b[24], c[24], d[24], segs[320] = "";
-        if (csv)
-            fmt_opt(cap, sizeof cap, hpc, pcap, csv);
-        else
-            as_fmt_capacity(cap, sizeof cap, hpc > 0 ? pcap : AS_CAPACITY_NONE);
-        fmt_opt(a, sizeof a, hpo, po, csv);
-        fmt_opt(b, sizeof b, hmo, mo, csv);
-        fmt_opt(c, sizeof c, hpp, pp, csv);
-        fmt_opt(d, sizeof d, hmp, mp, csv);
-        if (pseg) {
-            int same = seg_cell(&pl, &ml, i, segs, sizeof segs);
-            if (same < 0) {
-                as_cli_msg("out of memory");
-                goto out;
-            }
-            seg_same += (size_t)same;
-        }
-        if (csv) {
-            printf("%zu,", i);
-            as_report_csv_str(stdout, policy);
-            printf(",%s,%s,%s,%d,%s,%s,%.9f,%d,", cap, a, b, osame, c, d, err, psame);
-            as_report_csv_str(stdout, segs);
-            putchar('\n');
-        } else
-            printf("%-4zu %-34.34s %14s %9s %9s %5s %14s %14s %7.3f%%  %s\n", i, policy, cap, a, b,
-                   osame ? "yes" : "NO", c, d, 100 * err, segs);
     }
     if (!csv) {
-        printf("\n%zu runs: OOM point exact in %zu, peak reserved exact in %zu", n, oom_same,
-               peak_same);
+        printf("\n%zu runs: OOM point exact in %zu, peak reserved exact in %zu", n, t.oom_same,
+               t.peak_same);
         if (pseg)
-            printf(", device events identical in %zu", seg_same);
-        printf("%s\n", bad ? " (some capacities differ: see warnings)" : "");
+            printf(", device events identical in %zu", t.seg_same);
+        printf("%s\n", t.bad ? " (some capacities differ: see warnings)" : "");
     }
     rc = AS_EXIT_OK;
 out:

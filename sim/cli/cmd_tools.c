@@ -511,60 +511,10 @@ static const char info_help[] =
     "trace's source and metadata. For a snapshot, its devices and their trace entries;\n"
     "--snapshot-device N reads device N (one tracing several devices needs it).\n";
 
-int as_cmd_info(int argc, char **argv)
+/* `info`'s text: the trace's name, format, source and metadata, its counts, streams and
+ * histograms. */
+static void info_text(const char *path, as_trace_reader *rd, const as_trace_info *in)
 {
-    static const struct option opts[] = {
-        {"format", required_argument, NULL, 'f'},
-        {"snapshot-device", required_argument, NULL, AS_CLI_OPT_SNAPSHOT_DEVICE},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    int json = 0, opt;
-    optind = 1;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":f:h", opts, NULL)) != -1) {
-        switch (opt) {
-        case 'f':
-            if (strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0)
-                return as_cli_usage("info", "-f %s: the format is text or json", optarg);
-            json = strcmp(optarg, "json") == 0;
-            break;
-        case AS_CLI_OPT_SNAPSHOT_DEVICE:
-            if (as_cli_snapshot_device("info", optarg))
-                return AS_EXIT_USAGE;
-            break;
-        case 'h':
-            fputs(info_help, stdout);
-            return AS_EXIT_OK;
-        case ':':
-        default:
-            return as_cli_bad_option("info", opt, argv);
-        }
-    }
-    if (argc - optind != 1)
-        return as_cli_usage("info", "info takes one TRACE");
-    const char *path = argv[optind];
-    as_trace_reader *rd;
-    int ret = as_cli_open_trace(path, &rd);
-    if (ret)
-        return ret;
-    as_trace_info *in = malloc(sizeof *in);
-    as_trace_error err;
-    memset(&err, 0, sizeof err);
-    err.offset = err.event = UINT64_MAX;
-    if (!in) {
-        as_trace_close(rd);
-        as_cli_msg("out of host memory");
-        return AS_EXIT_INPUT;
-    }
-    if (as_trace_info_compute(rd, in, &err) < 0) {
-        ret = as_cli_trace_fail(&err, path);
-        goto out;
-    }
-    if (json) {
-        info_json(path, rd, in);
-        goto flush;
-    }
     const as_trace_summary *s = &in->sum;
     char a[32], b[32], c[32];
     /* The name and the metadata are the input's bytes: escaped, so that a trace cannot
@@ -615,7 +565,62 @@ int as_cmd_info(int argc, char **argv)
     histogram("lifetimes, events from ALLOC to FREE", in->life_hist, NULL, 0);
     if (s->free_reqs)
         histogram("pending time, events from FREE_REQ to FREE", in->pend_hist, NULL, 0);
-flush:
+}
+
+int as_cmd_info(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"format", required_argument, NULL, 'f'},
+        {"snapshot-device", required_argument, NULL, AS_CLI_OPT_SNAPSHOT_DEVICE},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int json = 0, opt;
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":f:h", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'f':
+            if (strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0)
+                return as_cli_usage("info", "-f %s: the format is text or json", optarg);
+            json = strcmp(optarg, "json") == 0;
+            break;
+        case AS_CLI_OPT_SNAPSHOT_DEVICE:
+            if (as_cli_snapshot_device("info", optarg))
+                return AS_EXIT_USAGE;
+            break;
+        case 'h':
+            fputs(info_help, stdout);
+            return AS_EXIT_OK;
+        case ':':
+        default:
+            return as_cli_bad_option("info", opt, argv);
+        }
+    }
+    if (argc - optind != 1)
+        return as_cli_usage("info", "info takes one TRACE");
+    const char *path = argv[optind];
+    as_trace_reader *rd;
+    int ret = as_cli_open_trace(path, &rd);
+    if (ret)
+        return ret;
+    as_trace_info *in = malloc(sizeof *in);
+    as_trace_error err;
+    memset(&err, 0, sizeof err);
+    err.offset = err.event = UINT64_MAX;
+    if (!in) {
+        as_trace_close(rd);
+        as_cli_msg("out of host memory");
+        return AS_EXIT_INPUT;
+    }
+    if (as_trace_info_compute(rd, in, &err) < 0) {
+        ret = as_cli_trace_fail(&err, path);
+        goto out;
+    }
+    if (json)
+        info_json(path, rd, in);
+    else
+        info_text(path, rd, in);
     if (fflush(stdout) || ferror(stdout)) {
         as_cli_msg("stdout: write failed");
         ret = AS_EXIT_INPUT;
