@@ -14,7 +14,7 @@ WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpo
 INC      := -I. -Isim/cli -Isim -Itraces -Ipolicies -Isim/base
 CFLAGS   ?= -O2 -g
 ALL_CFLAGS = $(CSTD) $(WARN) $(INC) $(CFLAGS) -pthread -MMD -MP
-LDLIBS   := -ljansson -lzstd -lm -pthread
+LDLIBS   := -ljansson -lzstd -lm -pthread -ldl
 TEST_LDLIBS := -lcunit $(LDLIBS) -ldl
 
 ifeq ($(V),1)
@@ -73,7 +73,7 @@ $(foreach d,$(OBJ_DIRS),$(d)/traces/%.o): INC := $(INC_traces)
 $(foreach d,$(OBJ_DIRS),$(d)/policies/%.o): INC := $(INC_policies)
 $(BUILD)/replay/%.o: INC := $(INC_replay)
 
-.PHONY: check-long all test asan tsan bench fuzz fuzz-run replay validate plots install uninstall clean help
+.PHONY: check-policy check-long all test asan tsan bench fuzz fuzz-run replay validate plots install uninstall clean help
 .DEFAULT_GOAL := all
 
 ## all: build build/allocsim (release, -O2)
@@ -175,6 +175,12 @@ $(TSAN_DIR)/allocsim: $(TSAN_DIR)/obj/sim/cli/main.o $(TSAN_LIB)
 ## test: build and run the CUnit suite (ends with "N passed, N failed")
 test: $(DBG_DIR)/run-tests $(BUILD)/allocsim
 	$(Q)AS_ALLOCSIM=$(CURDIR)/$(BUILD)/allocsim $(TEST_ENV) $(DBG_DIR)/run-tests
+
+## check-policy: PLUGIN=/path/libmine.so: the conformance suite and the policy fuzzer's corpus against a plug-in
+check-policy: $(DBG_DIR)/run-tests $(BUILD)/fuzz-driver
+	@test -n "$(PLUGIN)" || { echo "usage: make check-policy PLUGIN=/path/libmine.so[,knob=value...]" >&2; exit 2; }
+	$(Q)AS_CHECK_PLUGIN='plugin:$(PLUGIN)' $(TEST_ENV) $(DBG_DIR)/run-tests conformance
+	$(Q)AS_FUZZ_POLICY='plugin:$(PLUGIN)' $(BUILD)/fuzz-driver policy fuzz/corpus/policy
 
 ## check-long: no function outside tests/ over 120 lines (tests/long_functions.sh)
 check-long:

@@ -7,7 +7,8 @@
  * whose metadata names the run: `fuzz.policy=SPEC` (default bestfit) and
  * `fuzz.capacity=BYTES|none` (default none). So any crash file replays with
  *   allocsim -p "$(SPEC)" -c BYTES --keep-going --check FILE
- * and shows the same results. After each event the reference model of
+ * and shows the same results ($AS_FUZZ_POLICY=SPEC overrides every input's policy: `make
+ * check-policy PLUGIN=...` runs the corpus against a plug-in). After each event the reference model of
  * fuzz/policy_model.h (shared with the conformance suite) checks: check() passes, no two
  * blocks overlap and every block lies inside a walked segment, the live blocks are exactly
  * the model's, stats match the model and the device, reserved >= allocated >= requested.
@@ -190,7 +191,11 @@ int as_fuzz_policy(const uint8_t *data, size_t size)
     if (as_trace_open_mem(data, size, "fuzz-policy", NULL, &r, NULL) < 0)
         return 0;
     const as_meta *m = as_trace_reader_meta(r);
-    const char *spec = as_meta_get(m, "fuzz.policy");
+    /* $AS_FUZZ_POLICY (`make check-policy PLUGIN=...`) puts one spec, a plug-in's, in
+     * place of every input's own: the corpus then drives that policy. */
+    const char *spec = getenv("AS_FUZZ_POLICY");
+    if (!spec || !*spec)
+        spec = as_meta_get(m, "fuzz.policy");
     const char *captext = as_meta_get(m, "fuzz.capacity");
     as_policy_spec sp;
     char why[256];

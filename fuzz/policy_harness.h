@@ -83,7 +83,8 @@ static inline void ph_close(ph *t)
 {
     if (!t->p)
         return;
-    t->p->fini(t->st);
+    if (t->p->fini)
+        t->p->fini(t->st);
     free(t->st);
     free(t->blk);
     as_simdev_destroy(t->dev);
@@ -145,7 +146,7 @@ static inline as_dev_counters ph_dev(ph *t)
 static inline int ph_check(ph *t)
 {
     as_check_failure f = {{0}};
-    int rc = t->p->check(t->st, &f);
+    int rc = t->p->check ? t->p->check(t->st, &f) : 0;
     if (rc)
         fprintf(stderr, "\n  check(%s): %s\n", t->spec.text, f.msg);
     return rc;

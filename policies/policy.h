@@ -172,6 +172,19 @@ static inline int as_policy_offline(const as_policy *p)
     return p->plan != NULL;
 }
 
+/* A plug-in (a shared object built against these headers) exports its table with
+ * AS_POLICY_EXPORT(table) at file scope; `-p plugin:PATH` loads it (policies/README.md). */
+#define AS_POLICY_PLUGIN_ABI_SYMBOL "as_policy_plugin_abi"
+#define AS_POLICY_PLUGIN_SYMBOL "as_policy_plugin"
+#define AS_POLICY_EXPORT(table)                                                             \
+    extern const int as_policy_plugin_abi;                                                  \
+    const as_policy *as_policy_plugin(void);                                                \
+    __attribute__((visibility("default"))) const int as_policy_plugin_abi = AS_POLICY_ABI;  \
+    __attribute__((visibility("default"))) const as_policy *as_policy_plugin(void)         \
+    {                                                                                       \
+        return &(table);                                                                    \
+    }
+
 /* The policy applies the run's capacity itself, as an allocator-level limit read through
  * dev->ops->capacity (PyTorch's set_per_process_memory_fraction: a new segment is refused
  * when reserved + segment size > limit, but expandable pages may map a little past it).

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "knobs.h"
+#include "plugin.h"
 #include "policy.h"
 #include "units.h"
 
@@ -599,6 +600,7 @@ typedef struct spec_parse {
     const as_policy *pol;
     as_knob_value *vals;
     char *by_alias; /* per knob: 1 when it was given by its PYTORCH_CUDA_ALLOC_CONF alias */
+    char *plugin;   /* "plugin:PATH" when the policy came from a shared object, else NULL */
     char *why;
     size_t wl;
 } spec_parse;
@@ -642,7 +644,24 @@ static int spec_policy(spec_parse *ps, const char **pp)
 {
     const char *p = *pp;
     size_t first = item_len(p);
-    if (first > 0 && !memchr(p, '=', first) && !memchr(p, ':', first)) {
+    if (strncmp(p, "plugin:", 7) == 0) {
+        /* A policy from a shared object: the path runs to the first ',' */
+        ps->plugin = malloc(first + 1);
+        if (!ps->plugin) {
+            fail(ps->why, ps->wl, "out of host memory");
+            return AS_ENOMEM;
+        }
+        memcpy(ps->plugin, p, first);
+        ps->plugin[first] = 0;
+        int rc = as_plugin_load(ps->plugin + 7, &ps->pol, ps->why, ps->wl);
+        if (rc)
+            return rc;
+        p += first;
+        if (*p == ',')
+            p++;
+        if (!*p && p[-1] == ',')
+            return fail(ps->why, ps->wl, "empty knob after ',' in '%s'", ps->buf);
+    } else if (first > 0 && !memchr(p, '=', first) && !memchr(p, ':', first)) {
         char name[64], known[256];
         if (first >= sizeof name)
             return fail(ps->why, ps->wl, "policy name '%.*s...' is too long", 20, p);
@@ -742,6 +761,16 @@ static int spec_finish(spec_parse *ps, const char *text, size_t tl, as_policy_sp
         check_pytorch_rules(ps->pol, ps->vals, ps->by_alias, ps->why, ps->wl))
         return AS_EINVAL;
     out->text = canonical(ps->pol, ps->vals);
+    if (out->text && ps->plugin) { /* "plugin:PATH" in place of the table's name */
+        size_t nl = strlen(ps->pol->name), pl = strlen(ps->plugin), tl2 = strlen(out->text);
+        char *t = malloc(pl + tl2 - nl + 1);
+        if (t) {
+            memcpy(t, ps->plugin, pl);
+            memcpy(t + pl, out->text + nl, tl2 - nl + 1);
+        }
+        free(out->text);
+        out->text = t;
+    }
     out->input = malloc(tl + 1);
     if (out->input)
         memcpy(out->input, text, tl + 1);
@@ -781,6 +810,7 @@ int as_policy_spec_parse(const char *text, as_policy_spec *out, char *why, size_
     free(ps.by_alias);
     free(ps.vals);
     free(ps.buf);
+    free(ps.plugin);
     return rc;
 }
 
