@@ -8,7 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include "cards.h"
+#include "check.h"
 #include "cli.h"
 #include "driver.h"
 #include "mincap.h"
@@ -24,7 +27,9 @@ static const char run_help[] =
     "usage: allocsim [run] [options] TRACE...\n"
     "\n"
     "Replays each TRACE (native .zst, text, PyTorch snapshot pickle, RMM CSV; '-' is stdin)\n"
-    "through every policy at every capacity and prints one row per run.\n"
+    "through every policy at every capacity and prints one row per run. Under the table,\n"
+    "for a snapshot (up to 32 MiB), the line of 'allocsim check': whether the simulation\n"
+    "reproduces the run it recorded.\n"
     "\n"
     "  -p, --policy SPEC     policy and knobs, '[name,]knob=value,...' or a\n"
     "                        PYTORCH_CUDA_ALLOC_CONF string; no name means torch.\n"
@@ -243,6 +248,29 @@ static int run_parse(const char *cmd, int argc, char **argv, run_args *a)
     return 0;
 }
 
+/* Under the table, for each snapshot small enough that it costs little (a file of at most
+ * 32 MiB), `allocsim check`'s line: whether the simulation reproduces the recorded run.
+ * Inputs that are no snapshot, or hold no segment entries, get none. */
+static void run_check_lines(FILE *f, char **traces, int ntr)
+{
+    for (int i = 0; i < ntr; i++) {
+        struct stat sb;
+        as_check_result r;
+        as_trace_error err;
+        char line[1200];
+        if (!strcmp(traces[i], "-") || stat(traces[i], &sb) || sb.st_size > (32 << 20))
+            continue;
+        memset(&err, 0, sizeof err);
+        if (as_check(traces[i], as_cli_reader_opts(), &r, &err) < 0)
+            continue;
+        as_check_line(&r, line, sizeof line);
+        as_cli_put_safe(f, traces[i]);
+        fputs(": check: ", f);
+        as_cli_put_safe(f, line);
+        fputc('\n', f);
+    }
+}
+
 /* -p recorded becomes the setting the snapshots recorded (and, with no -c, its memory
  * fraction the capacity). 0 or an exit status. */
 static int run_recorded(const char *cmd, run_args *a, char **traces, int ntr)
@@ -451,6 +479,8 @@ int as_cmd_run(int argc, char **argv)
                   ? as_report_write_jsonl(rep, f, res.units, (unsigned)ntr, why, sizeof why)
                   : as_report_write(rep, f, a.fmt, why, sizeof why);
     ret = as_cli_write_error(wrc, why, as_out_name(ro.out), ret);
+    if (!ret && a.fmt == AS_REPORT_TABLE)
+        run_check_lines(f, traces, ntr);
 done:
     ret = run_close(&a, &ro, ret, interrupted, ntr, &res, rep);
     as_report_destroy(rep);
