@@ -37,7 +37,7 @@ static int take_line(as_merge *m, size_t *cap, uint64_t *of, char *text, const c
 {
     json_error_t je;
     json_t *o = json_loads(text, JSON_REJECT_DUPLICATES, &je);
-    uint64_t unit, n;
+    uint64_t unit = 0, n = 0; /* n is stored in *of on every path */
     const char *cmd = o ? json_string_value(json_object_get(o, "command")) : NULL;
     int rc = AS_EFORMAT;
     if (!o)

@@ -16,6 +16,8 @@
 
 #include "units.h"
 
+#include "error.h"
+
 static int unit_mul(const char *u, size_t n, double *mul)
 {
     if (n == 0 || (n == 1 && (u[0] == 'B' || u[0] == 'b'))) {
@@ -109,16 +111,16 @@ int as_parse_capacity(const char *s, uint64_t *out)
     }
     uint64_t v;
     if (as_parse_bytes(s, &v))
-        return -1;
+        return AS_EINVAL;
     if (v == AS_CAPACITY_NONE) /* the bytes that mean no limit are not a capacity */
-        return -ERANGE;
+        return AS_ELIMIT;
     *out = v;
     return 0;
 }
 
 void as_capacity_why(int rc, const char *opt, const char *text, char *why, size_t n)
 {
-    if (rc == -ERANGE)
+    if (rc == AS_ELIMIT)
         snprintf(why, n,
                  "%s %s: 2^64-1 bytes is the value that means no limit, not a capacity; write "
                  "%s none for no limit",

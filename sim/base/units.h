@@ -25,8 +25,9 @@ int as_parse_size(const char *s, size_t n, uint64_t *out);
  * vendors count); a real with an exponent ("141e9", "1.5GiB") is rounded down to whole
  * bytes. Returns 0 or -1 (bad text, overflow, zero). */
 int as_parse_bytes(const char *s, uint64_t *out);
-/* As as_parse_bytes, plus "none"/"unlimited" -> AS_CAPACITY_NONE. 2^64-1 bytes, the value
- * that means no limit, is refused with -ERANGE rather than read silently as "none". */
+/* As as_parse_bytes, plus "none"/"unlimited" -> AS_CAPACITY_NONE. Returns 0, AS_EINVAL
+ * (not bytes), or AS_ELIMIT for 2^64-1 bytes: the value that means no limit is past the
+ * largest capacity, refused rather than read silently as "none". */
 int as_parse_capacity(const char *s, uint64_t *out);
 /* What is wrong with option opt's text that as_parse_capacity refused with rc, in words for
  * a usage error ("-c 80X: not a capacity (bytes with an optional unit: ...)"), into why. */
