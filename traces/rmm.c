@@ -39,9 +39,7 @@ typedef struct rmm_st {
     int col[C_NCOLS]; /* field index of each column, or -1 */
     int ncols;        /* fields in the header */
     uint64_t line;
-    const char *lp;
-    size_t llen, lconsume;
-    uint64_t loff;
+    as_inline ln; /* the current line (peeked, not yet consumed) */
     as_live ptrs; /* key: pointer; out_id: ordinal, size, stream */
     uint64_t next_id;
     uint64_t warnings, failures, null_rows, rows;
@@ -66,7 +64,7 @@ static int fail_at(rmm_st *s, as_trace_error *err, int code, const char *at, con
             *err = *se;
         return se->code;
     }
-    uint64_t off = s->loff + (at && s->lp ? (uint64_t)(at - s->lp) : 0);
+    uint64_t off = s->ln.off + (at && s->ln.p ? (uint64_t)(at - s->ln.p) : 0);
     char m[200];
     va_list ap;
     va_start(ap, fmt);
@@ -78,31 +76,17 @@ static int fail_at(rmm_st *s, as_trace_error *err, int code, const char *at, con
 
 static int peek_line(rmm_st *s, as_trace_error *err)
 {
-    as_inline l;
-    int rc = as_instream_peek_line(s->in, RMM_MAX_LINE, &l, err);
-    if (rc < 0)
-        return rc;
-    s->loff = l.off;
-    if (rc == AS_TRACE_EOF)
-        return rc;
-    s->lp = l.p;
-    if (rc == AS_INLINE_TOO_LONG) {
-        s->line++;
+    int rc = as_instream_next_line(s->in, RMM_MAX_LINE, 1, &s->ln, &s->line, err);
+    if (rc == AS_INLINE_TOO_LONG)
         return fail_at(s, err, AS_ECORRUPT, NULL, "line longer than %u bytes", RMM_MAX_LINE);
-    }
-    s->llen = l.len;
-    s->lconsume = l.consume;
-    if (s->llen && s->lp[s->llen - 1] == '\r')
-        s->llen--;
-    s->line++;
     if (rc == AS_INLINE_NUL)
-        return fail_at(s, err, AS_ECORRUPT, l.nul, "NUL byte in a CSV log");
-    return 0;
+        return fail_at(s, err, AS_ECORRUPT, s->ln.nul, "NUL byte in a CSV log");
+    return rc;
 }
 
 static void consume_line(rmm_st *s)
 {
-    as_instream_skip(s->in, s->lconsume);
+    as_instream_skip(s->in, s->ln.consume);
 }
 
 /* Splits b..e at commas (RMM never quotes; a field wrapped in double quotes, as
@@ -207,7 +191,7 @@ static int rmm_open(as_instream *in, const as_reader_opts *opts, as_meta *meta, 
             rc = fail_at(s, err, AS_EFORMAT, NULL, "empty RMM log");
         goto bad;
     }
-    const char *b = s->lp, *e = s->lp + s->llen;
+    const char *b = s->ln.p, *e = s->ln.p + s->ln.len;
     if (e - b >= 3 && memcmp(b, "\xEF\xBB\xBF", 3) == 0)
         b += 3;
     field f[RMM_MAX_FIELDS];
@@ -462,7 +446,7 @@ static int row_alloc(rmm_st *s, as_live_ent *le, uint64_t ptr, uint64_t size, ui
 static int parse_row(rmm_st *s, as_event *ev, as_trace_error *err)
 {
     field f[RMM_MAX_FIELDS];
-    const char *b = s->lp, *e = s->lp + s->llen;
+    const char *b = s->ln.p, *e = s->ln.p + s->ln.len;
     int n = split(b, e, f, RMM_MAX_FIELDS);
     if (n < 0) /* more fields than split keeps: count the commas for the message */
         return bad_row(s, err, b, "%zu fields, the header has %d", count_fields(b, e), s->ncols);
@@ -549,14 +533,14 @@ static int rmm_next(void *stp, as_event *ev, as_trace_error *err)
         int rc = peek_line(s, err);
         if (rc)
             return rc;
-        const char *p = s->lp, *e = s->lp + s->llen;
+        const char *p = s->ln.p, *e = s->ln.p + s->ln.len;
         while (p < e && isspace((unsigned char)*p))
             p++;
         if (p == e) { /* blank line */
             consume_line(s);
             continue;
         }
-        as_instream_mark_event(s->in, s->loff, s->line);
+        as_instream_mark_event(s->in, s->ln.off, s->line);
         memset(ev, 0, sizeof *ev);
         ev->time_us = AS_TIME_NONE;
         rc = parse_row(s, ev, err);

@@ -29,11 +29,7 @@ typedef struct text_st {
     uint64_t line; /* 1-based number of the line being parsed */
     int seen_event;
     char label[AS_MAX_LABEL + 1];
-    /* the current (peeked, not yet consumed) line */
-    const char *lp;
-    size_t llen;     /* without the newline */
-    size_t lconsume; /* bytes to skip, newline included */
-    uint64_t loff;   /* stream offset of the line start */
+    as_inline ln; /* the current line (peeked, not yet consumed) */
     unsigned version;
     as_sites *sites; /* version 2: the frame and site lines of the header */
 } text_st;
@@ -51,7 +47,7 @@ static int fail_at(text_st *s, as_trace_error *err, int code, const char *at, co
             *err = *se;
         return se->code;
     }
-    uint64_t off = s->loff + (at ? (uint64_t)(at - s->lp) : 0);
+    uint64_t off = s->ln.off + (at ? (uint64_t)(at - s->ln.p) : 0);
     char m[200];
     va_list ap;
     va_start(ap, fmt);
@@ -63,29 +59,17 @@ static int fail_at(text_st *s, as_trace_error *err, int code, const char *at, co
 /* Peeks the next line (without consuming it). 0, AS_TRACE_EOF, or < 0. */
 static int peek_line(text_st *s, as_trace_error *err)
 {
-    as_inline l;
-    int rc = as_instream_peek_line(s->in, TEXT_MAX_LINE, &l, err);
-    if (rc < 0)
-        return rc;
-    s->loff = l.off;
-    if (rc == AS_TRACE_EOF)
-        return rc;
-    s->lp = l.p;
-    if (rc == AS_INLINE_TOO_LONG) {
-        s->line++;
+    int rc = as_instream_next_line(s->in, TEXT_MAX_LINE, 0, &s->ln, &s->line, err);
+    if (rc == AS_INLINE_TOO_LONG)
         return fail_at(s, err, AS_ECORRUPT, NULL, "line longer than %u bytes", TEXT_MAX_LINE);
-    }
-    s->llen = l.len;
-    s->lconsume = l.consume;
-    s->line++;
     if (rc == AS_INLINE_NUL)
-        return fail_at(s, err, AS_ECORRUPT, l.nul, "NUL byte in a text trace");
-    return 0;
+        return fail_at(s, err, AS_ECORRUPT, s->ln.nul, "NUL byte in a text trace");
+    return rc;
 }
 
 static void consume_line(text_st *s)
 {
-    as_instream_skip(s->in, s->lconsume);
+    as_instream_skip(s->in, s->ln.consume);
 }
 
 static int is_blank(char c)
@@ -96,7 +80,7 @@ static int is_blank(char c)
 /* The meaningful part of the current line: comment stripped, blanks trimmed. */
 static void line_body(const text_st *s, const char **b, const char **e)
 {
-    const char *p = s->lp, *end = s->lp + s->llen;
+    const char *p = s->ln.p, *end = s->ln.p + s->ln.len;
     for (const char *q = p; q < end; q++) {
         if (*q == '\\' && q + 1 < end) {
             q++;
@@ -511,7 +495,7 @@ static int text_next(void *stp, as_event *ev, as_trace_error *err)
             break;
         consume_line(s);
     }
-    as_instream_mark_event(s->in, s->loff + (uint64_t)(tb - s->lp), s->line);
+    as_instream_mark_event(s->in, s->ln.off + (uint64_t)(tb - s->ln.p), s->line);
     ev->id = ev->size = ev->stream = 0;
     ev->site = 0;
     ev->time_us = AS_TIME_NONE;

@@ -57,6 +57,20 @@ enum { AS_INLINE_TOO_LONG = 2, AS_INLINE_NUL = 3 };
  * AS_INLINE_NUL (l filled, l->nul set) or AS_INLINE_TOO_LONG (no newline within max
  * bytes; only l->p and l->off set). The caller counts lines and words its own errors. */
 int as_instream_peek_line(as_instream *in, size_t max, as_inline *l, as_trace_error *err);
+/* A line reader's next line (text.c, rmm.c): as_instream_peek_line into l, counting it in
+ * *line (also a line too long or holding a NUL, which the reader words with its own
+ * message), and, with strip_cr, without a trailing '\r'. The same return values. */
+static inline int as_instream_next_line(as_instream *in, size_t max, int strip_cr,
+                                        as_inline *l, uint64_t *line, as_trace_error *err)
+{
+    int rc = as_instream_peek_line(in, max, l, err);
+    if (rc < 0 || rc == AS_TRACE_EOF)
+        return rc;
+    if (rc != AS_INLINE_TOO_LONG && strip_cr && l->len && l->p[l->len - 1] == '\r')
+        l->len--;
+    (*line)++;
+    return rc;
+}
 
 /* Decoders that know where an event starts report it here, so that the reader's own
  * validation errors (unknown id, double free) point at the event's line and byte rather
