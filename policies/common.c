@@ -362,41 +362,34 @@ static int seg_cmp_ctx(const as_seg *s, uint32_t a, uint32_t b)
     return s[a].addr < s[b].addr ? -1 : s[a].addr > s[b].addr;
 }
 
+/* Moves v[r] down the max-heap v[0..n) (by address) to where it belongs. */
+static void sift_down(const as_seg *s, uint32_t *v, size_t r, size_t n)
+{
+    for (;;) {
+        size_t c = 2 * r + 1;
+        if (c >= n)
+            return;
+        if (c + 1 < n && seg_cmp_ctx(s, v[c], v[c + 1]) < 0)
+            c++;
+        if (seg_cmp_ctx(s, v[r], v[c]) >= 0)
+            return;
+        uint32_t t = v[r];
+        v[r] = v[c];
+        v[c] = t;
+        r = c;
+    }
+}
+
 /* Sorts segment indices by address: a heap sort, so no global context is needed. */
 static void sort_segs(const as_seg *s, uint32_t *v, size_t n)
 {
-    for (size_t start = n / 2; start-- > 0;) {
-        for (size_t r = start;;) {
-            size_t c = 2 * r + 1;
-            if (c >= n)
-                break;
-            if (c + 1 < n && seg_cmp_ctx(s, v[c], v[c + 1]) < 0)
-                c++;
-            if (seg_cmp_ctx(s, v[r], v[c]) >= 0)
-                break;
-            uint32_t t = v[r];
-            v[r] = v[c];
-            v[c] = t;
-            r = c;
-        }
-    }
+    for (size_t start = n / 2; start-- > 0;)
+        sift_down(s, v, start, n);
     for (size_t end = n; end-- > 1;) {
         uint32_t t = v[0];
         v[0] = v[end];
         v[end] = t;
-        for (size_t r = 0;;) {
-            size_t c = 2 * r + 1;
-            if (c >= end)
-                break;
-            if (c + 1 < end && seg_cmp_ctx(s, v[c], v[c + 1]) < 0)
-                c++;
-            if (seg_cmp_ctx(s, v[r], v[c]) >= 0)
-                break;
-            uint32_t u = v[r];
-            v[r] = v[c];
-            v[c] = u;
-            r = c;
-        }
+        sift_down(s, v, 0, end);
     }
 }
 
