@@ -128,7 +128,7 @@ typedef struct sblk {
 typedef struct sseg {
     uint64_t addr, size, stream;
     size_t first, n; /* its live blocks in start.blks */
-    uint8_t small;
+    uint8_t small, expandable;
 } sseg;
 
 typedef struct start_pool {
@@ -164,25 +164,57 @@ static int add_seg(start_pool *p, sseg s)
     return 0;
 }
 
+/* An expandable segment at the start: the dump's mapped range less what the trace mapped
+ * at its end (PyTorch grows a stream's segment at its end). 0, or 1 (not rebuilt: a map
+ * outside the dump's ranges, an unmap, two ranges of one stream and pool). */
+static int start_expandable(const as_snapshot_record *rec, const as_snap_seg *s, sseg *out)
+{
+    uint64_t mapped = 0;
+    for (size_t i = 0; i < rec->nsegev; i++) {
+        const as_snap_segev *e = &rec->segev[i];
+        if (e->action == AS_SNAP_SEG_UNMAP)
+            return 1;
+        if (e->action == AS_SNAP_SEG_MAP && e->addr >= s->addr && e->addr < s->addr + s->size)
+            mapped += e->size;
+    }
+    for (size_t i = 0; i < rec->nsegs; i++)
+        if (&rec->segs[i] != s && rec->segs[i].expandable && rec->segs[i].stream == s->stream &&
+            rec->segs[i].small == s->small)
+            return 1;
+    *out = (sseg){.addr = s->addr,
+                  .size = s->size - mapped,
+                  .stream = s->stream,
+                  .small = s->small,
+                  .expandable = 1};
+    return 0;
+}
+
 /* The segments alive at the start: those at the dump, undone backwards through the
  * trace's segment entries (a segment_alloc had not happened yet, a segment_free's segment
- * was still there). 1 when expandable memory is involved (not rebuilt), else 0 or < 0. */
+ * was still there; an expandable range had not grown yet). 1 when that cannot be told
+ * (not rebuilt), else 0 or < 0. */
 static int start_segments(const as_snapshot_record *rec, start_pool *p)
 {
     int rc;
+    uint64_t maps = 0, inside = 0;
     for (size_t i = 0; i < rec->nsegs; i++) {
         const as_snap_seg *s = &rec->segs[i];
-        if (s->expandable)
+        sseg x = {.addr = s->addr, .size = s->size, .stream = s->stream, .small = s->small};
+        if (s->expandable && start_expandable(rec, s, &x))
             return 1;
-        if ((rc = add_seg(
-                 p,
-                 (sseg){.addr = s->addr, .size = s->size, .stream = s->stream, .small = s->small})))
+        if (x.expandable)
+            inside += s->size - x.size;
+        if (x.size && (rc = add_seg(p, x)))
             return rc;
     }
+    for (size_t i = 0; i < rec->nsegev; i++)
+        maps += rec->segev[i].action == AS_SNAP_SEG_MAP ? rec->segev[i].size : 0;
+    if (maps != inside)
+        return 1; /* a range mapped by the trace is gone at the dump */
     for (size_t i = rec->nsegev; i-- > 0;) {
         const as_snap_segev *e = &rec->segev[i];
-        if (e->action == AS_SNAP_SEG_MAP || e->action == AS_SNAP_SEG_UNMAP)
-            return 1;
+        if (e->action == AS_SNAP_SEG_MAP)
+            continue;
         if (e->action == AS_SNAP_SEG_FREE) {
             if ((rc = add_seg(p, (sseg){.addr = e->addr,
                                         .size = e->size,
@@ -256,7 +288,7 @@ static int start_blocks(const as_snapshot_record *rec, const uint32_t *div, star
                      "blocks allocated before the trace overlap at %#" PRIx64, next);
             return 1;
         }
-        if (!s->small && next - (b->addr + b->size) <= MIB)
+        if (!s->small && !s->expandable && next - (b->addr + b->size) <= MIB)
             b->size = next - b->addr; /* an unsplit remainder */
         sum->live++;
         sum->live_bytes += b->size;
@@ -275,8 +307,8 @@ static int build_start(const as_snapshot_record *rec, const uint32_t *div, start
     if (rc == 1) {
         sum->possible = rec->npre > 0;
         snprintf(sum->why, sizeof sum->why,
-                 "expandable segments at the start are not rebuilt (their pages are not in "
-                 "the trace)");
+                 "its expandable segments were unmapped or split into several ranges, which "
+                 "the trace does not let us undo");
         return 0;
     }
     for (size_t i = 0; i < p->nsegs; i++)
@@ -345,6 +377,8 @@ typedef struct rec_dev {
     size_t n, next;           /* next: where to look for the next segment_alloc */
     const uint64_t *pre_addr; /* the start segments' addresses, in preamble order */
     size_t npre_addr, pre_next;
+    const uint64_t *pre_va; /* the start's expandable segments' bases, likewise */
+    size_t npre_va, pre_va_next;
     uint64_t fresh; /* addresses past everything recorded, for extra segments */
     uint64_t capacity, reserved, peak, cur_alloc;
     int log_on;
@@ -408,6 +442,12 @@ static int rd_va(void *c, uint64_t size, uint64_t *addr)
     if (d->nva == 64)
         return AS_EINVAL;
     *addr = d->fresh;
+    if (d->pre_va_next < d->npre_va) {
+        *addr = d->pre_va[d->pre_va_next++];
+        d->va[d->nva][0] = *addr;
+        d->va[d->nva++][1] = *addr + size;
+        return AS_DEV_OK;
+    }
     for (size_t i = 0; i < d->n; i++) {
         if (d->want[i].action != AS_SNAP_SEG_MAP)
             continue;
@@ -558,7 +598,15 @@ static int fill_gap(run *r, const sseg *s, uint64_t from, uint64_t to, as_check_
 static int build_segment(run *r, const start_pool *p, const sseg *s, as_check_start *sum)
 {
     int rc;
-    if (!s->small) { /* a request of its own size makes it; freed, it is one free block */
+    if (s->expandable && (r->max_split != UINT64_MAX || s->small)) {
+        if (r->max_split != UINT64_MAX) {
+            snprintf(sum->why, sizeof sum->why,
+                     "expandable segments with max_split_size are not rebuilt");
+            return 1;
+        }
+        /* small: pieces of at most 1 MiB map its pages as they go (below) */
+    } else if (!s->small) { /* a request of its own size makes it (maps its pages, when
+                               expandable); freed, it is one free block */
         if (r->max_split != UINT64_MAX && s->size >= r->max_split) {
             if (s->n == 0 || (s->n == 1 && p->blks[s->first].addr == s->addr &&
                               p->blks[s->first].size == s->size))
@@ -778,6 +826,7 @@ static int simulate(const as_policy_spec *spec, const as_snapshot_record *rec, s
             pol->fini(r.st);
             memset(r.st, 0, pol->state_size);
             d->reserved = 0, d->pre_next = d->npre_addr, d->nva = 0;
+            d->pre_va_next = d->npre_va;
             rc = pol->init(r.st, spec->values, &dev);
         } else {
             from = rec->npre; /* the prehistoric ALLOCs are the preamble's live blocks */
@@ -835,14 +884,19 @@ int as_check(const char *path, const as_reader_opts *opts, as_check_result *out,
     const uint32_t *div = divk < spec.policy->n_knobs ? spec.values[divk].div : NULL;
     if ((rc = build_start(rec, div, &p, &out->start)) < 0 || (rc = load_events(rd, &eb, err)))
         goto out;
-    addrs = malloc((p.nsegs + 1) * sizeof *addrs);
+    addrs = malloc((2 * p.nsegs + 1) * sizeof *addrs);
     if (!addrs) {
         rc = AS_ENOMEM;
         goto out;
     }
     uint64_t top = 0;
+    size_t nva = 0, nmalloc = 0; /* cudaMalloc addresses first, expandable bases after */
     for (size_t i = 0; i < p.nsegs; i++)
-        addrs[i] = p.segs[i].addr;
+        if (!p.segs[i].expandable)
+            addrs[nmalloc++] = p.segs[i].addr;
+    for (size_t i = 0; i < p.nsegs; i++)
+        if (p.segs[i].expandable)
+            addrs[nmalloc + nva++] = p.segs[i].addr;
     for (size_t i = 0; i < rec->nsegev; i++)
         if (rec->segev[i].addr + rec->segev[i].size > top)
             top = rec->segev[i].addr + rec->segev[i].size;
@@ -852,7 +906,9 @@ int as_check(const char *path, const as_reader_opts *opts, as_check_result *out,
     d.want = rec->segev;
     d.n = rec->nsegev;
     d.pre_addr = addrs;
-    d.npre_addr = out->start.reconstructed ? p.nsegs : 0;
+    d.npre_addr = out->start.reconstructed ? nmalloc : 0;
+    d.pre_va = addrs + nmalloc;
+    d.npre_va = out->start.reconstructed ? nva : 0;
     d.fresh = as_align_up(top + (1ull << 30), 1ull << 30);
     if ((rc = simulate(&spec, rec, &p, &eb, &d, out)))
         goto out;

@@ -15,8 +15,10 @@
  * by the trace without being allocated in it, at their addresses, and those live at the
  * dump that the trace never touched), and free space around them. Blocks of large
  * segments are never 1 MiB or smaller (a split leaves more than 1 MiB), so a gap of at
- * most 1 MiB after a live block is that block's unsplit remainder. Expandable segments at
- * the start are not reconstructed (their mapped pages are not in the trace's entries).
+ * most 1 MiB after a live block is that block's unsplit remainder (not so with expandable
+ * segments, which split at 512 B). An expandable segment at the start is the dump's mapped
+ * range less what the trace mapped at its end; one the trace unmapped from, or a stream's
+ * pool in several ranges, is not rebuilt.
  */
 #ifndef AS_SIM_CHECK_H
 #define AS_SIM_CHECK_H
