@@ -192,8 +192,8 @@ def checked():
         return 2
     allocsim = os.path.abspath(sys.argv[1])
     doc = documented()
-    for kind in ("trace", "run", "timeline", "segments", "segmap", "mincap", "mincap-csv",
-                 "info", "compare", "tune", "tune-setting"):
+    for kind in ("trace", "run", "timeline", "segments", "segmap", "sites", "mincap",
+                 "mincap-csv", "info", "compare", "tune", "tune-setting"):
         check(kind in doc, "REPORT.md", f"no <!-- fields: {kind} --> table")
     with tempfile.TemporaryDirectory(prefix="allocsim-check-") as tmp:
         txt = os.path.join(tmp, "t.txt")
@@ -204,10 +204,11 @@ def checked():
         # nocache at 5 MiB runs out at allocation 1; the typed PyTorch spec is normalised.
         common = ["-q", "-p", "nocache", "-p", "max_split_size_mb:128", "-c", "none",
                   "-c", "5MiB", "-c", "9G"]
-        tl, sg, sm = (os.path.join(tmp, n) for n in ("tl.csv", "seg.csv", "map.csv"))
+        tl, sg, sm, st = (os.path.join(tmp, n) for n in ("tl.csv", "seg.csv", "map.csv",
+                                                          "sites.csv"))
         js = run(allocsim, *common, "-f", "json", *traces)
         cs = run(allocsim, *common, "-f", "csv", "--timeline", tl, "--segments", sg,
-                 "--segment-map", sm, *traces)
+                 "--segment-map", sm, "--sites", st, *traces)
         rep = json.loads(js)
         check_head("run -f json", rep)
         for i, t in enumerate(rep["traces"]):
@@ -234,7 +235,7 @@ def checked():
                       f"run {i}: {f} = {row[f]!r} in CSV, {r[f]!r} in JSON")
         nruns = len(rep["runs"])
         for name, path, kind in (("--timeline", tl, "timeline"), ("--segments", sg, "segments"),
-                                 ("--segment-map", sm, "segmap")):
+                                 ("--segment-map", sm, "segmap"), ("--sites", st, "sites")):
             with open(path) as f:
                 got = check_csv(name, f.read(), doc[kind])
             runs = {int(x["run"]) for x in got}

@@ -16,6 +16,9 @@
 #include "grow.h"
 #include "trace.h"
 
+/* The site sits in the padding after op: the hot loops' events did not grow. */
+_Static_assert(sizeof(as_event) == 48, "as_event is meant to stay 48 bytes");
+
 typedef struct frame_rec {
     uint32_t file, name, line; /* string indices, line number */
 } frame_rec;
@@ -344,8 +347,21 @@ int as_frame_is_internal(const as_frame *f)
     for (size_t i = 0; i < sizeof omit_files / sizeof *omit_files; i++)
         if (strstr(f->filename, omit_files[i]))
             return 1;
-    const char *t = strstr(f->filename, "/torch/");
-    return (t && strstr(t, ".py")) || strncmp(f->filename, "torch/", 6) == 0;
+    /* Python: the package path after the last site-packages/ (or dist-packages/) starts
+     * with torch/; a file outside an installed package is PyTorch's own when it sits in a
+     * torch/ folder of PyTorch's layout (a source checkout). */
+    const char *p = f->filename, *q;
+    while ((q = strstr(p, "site-packages/")) || (q = strstr(p, "dist-packages/")))
+        p = q + 14;
+    if (p != f->filename)
+        return strncmp(p, "torch/", 6) == 0;
+    static const char *const torch_dirs[] = {"/torch/nn/",   "/torch/autograd/", "/torch/optim/",
+                                             "/torch/utils/", "/torch/cuda/",    "/torch/_",
+                                             "/torch/amp/",  "/torch/fx/",       "/torch/functional.py"};
+    for (size_t i = 0; i < sizeof torch_dirs / sizeof *torch_dirs; i++)
+        if (strstr(p, torch_dirs[i]))
+            return 1;
+    return strncmp(p, "torch/", 6) == 0;
 }
 
 int as_sites_user_frame(const as_sites *s, uint32_t site, as_frame *out)

@@ -20,6 +20,7 @@
 #include "progress.h"
 #include "report.h"
 #include "segmap.h"
+#include "siterep.h"
 
 #define DEFAULT_TIMELINE_EVERY 100
 
@@ -59,6 +60,9 @@ static const char run_help[] =
     "      --segment-map FILE  CSV of each run's segments and blocks at its reserved peak\n"
     "                        and at its OOM (a second pass over the trace), for\n"
     "                        'allocsim plot segments'\n"
+    "      --sites FILE      CSV of the call sites (snapshot frames) with the most bytes live\n"
+    "                        and the most waste at each run's peak and OOM, and the OOM's\n"
+    "                        request; the table then lists each run's top sites too\n"
     "      --sweep LO:HI:STEP  add the capacities LO, LO+STEP, ... <= HI (also LO..HI/STEP),\n"
     "                        e.g. --sweep 8GiB:12GiB:64MiB -f csv for 'allocsim plot capacity';\n"
     "                        at most 16384 capacities in all\n"
@@ -85,6 +89,7 @@ enum {
     OPT_TL_EVERY,
     OPT_SEGMENTS,
     OPT_SEGMAP,
+    OPT_SITES,
     OPT_SWEEP,
     OPT_KEEP,
     OPT_SKIP_BAD,
@@ -99,6 +104,7 @@ static const struct option run_opts[] = {
     {"timeline-every", required_argument, NULL, OPT_TL_EVERY},
     {"segments", required_argument, NULL, OPT_SEGMENTS},
     {"segment-map", required_argument, NULL, OPT_SEGMAP},
+    {"sites", required_argument, NULL, OPT_SITES},
     {"sweep", required_argument, NULL, OPT_SWEEP},
     {"keep-going", no_argument, NULL, OPT_KEEP},
     {"skip-bad", no_argument, NULL, OPT_SKIP_BAD},
@@ -117,7 +123,7 @@ typedef struct run_args {
     size_t ncap, capcap;
     const char **cards; /* -c CARD, --device: resolved with --outside */
     size_t *card_slot, ncard;
-    const char *out_path, *seg_path, *tl_path, *segmap_path;
+    const char *out_path, *seg_path, *tl_path, *segmap_path, *sites_path;
     as_report_fmt fmt;
     uint64_t tl_every;
     int keep, check, skip_bad, help;
@@ -125,7 +131,7 @@ typedef struct run_args {
 
 /* The outputs of one `run` and the progress line, for the driver's hooks. */
 typedef struct run_out {
-    as_out *out, *seg, *tl, *map;
+    as_out *out, *seg, *tl, *map, *sites;
     as_runlog *segs, *timeline;
     as_segmap *segmap;
     as_progress prog;
@@ -192,6 +198,9 @@ static int run_option(const char *cmd, int c, char **argv, run_args *a)
         return 0;
     case OPT_SEGMAP:
         a->segmap_path = optarg;
+        return 0;
+    case OPT_SITES:
+        a->sites_path = optarg;
         return 0;
     case OPT_SWEEP:
         return add_sweep(cmd, optarg, a);
@@ -323,12 +332,14 @@ static int run_resolve(const char *cmd, run_args *a, as_policy_spec **specs, siz
  * before any work, so a mistake costs nothing and a failure destroys nothing. */
 static int run_open(const char *cmd, const run_args *a, char **traces, int ntr, run_out *ro)
 {
-    const char *outs[] = {a->out_path ? a->out_path : "-", a->seg_path, a->tl_path, a->segmap_path};
-    int ret = as_out_check(cmd, outs, 4, (const char *const *)traces, (size_t)ntr);
+    const char *outs[] = {a->out_path ? a->out_path : "-", a->seg_path, a->tl_path,
+                          a->segmap_path, a->sites_path};
+    int ret = as_out_check(cmd, outs, 5, (const char *const *)traces, (size_t)ntr);
     if (ret || (ret = as_out_open(a->out_path, &ro->out)) ||
         (a->seg_path && (ret = as_out_open(a->seg_path, &ro->seg))) ||
         (a->tl_path && (ret = as_out_open(a->tl_path, &ro->tl))) ||
-        (a->segmap_path && (ret = as_out_open(a->segmap_path, &ro->map))))
+        (a->segmap_path && (ret = as_out_open(a->segmap_path, &ro->map))) ||
+        (a->sites_path && (ret = as_out_open(a->sites_path, &ro->sites))))
         return ret;
     if ((ro->seg && as_runlog_open_stream(as_out_file(ro->seg), AS_RUNLOG_SEGMENTS, &ro->segs)) ||
         (ro->tl && as_runlog_open_stream(as_out_file(ro->tl), AS_RUNLOG_TIMELINE, &ro->timeline)) ||
@@ -417,6 +428,47 @@ static int run_traces(const run_args *a, const as_policy_spec *specs, size_t nsp
     return ret;
 }
 
+/* Call sites (siterep.h): after a table, each OOM's request site and pinning sites when the
+ * trace has frames (and with --sites, each run's top sites); with --sites FILE, the CSV.
+ * 0 or an exit status. */
+static int run_sites(const run_args *a, const as_policy_spec *specs, size_t nspec,
+                     const run_out *ro, const as_report *rep, FILE *table)
+{
+    int text = a->fmt == AS_REPORT_TABLE;
+    if (!text && !ro->sites)
+        return AS_EXIT_OK;
+    as_siterep *s = NULL;
+    int ret = AS_EXIT_OK;
+    if (as_siterep_create(&s)) {
+        as_cli_msg("out of host memory");
+        return AS_EXIT_INPUT;
+    }
+    for (unsigned t = 0; t < as_report_ntraces(rep) && !ret; t++) {
+        const char *path;
+        as_report_trace(rep, t, &path);
+        as_trace_error err = {0};
+        char why[300];
+        int rc = as_siterep_trace(s, rep, t, path, as_cli_reader_opts(), specs, nspec, a->caps,
+                                  a->ncap, &err, why, sizeof why);
+        if (rc < 0) {
+            if (err.code < 0)
+                ret = as_cli_trace_fail(&err, path);
+            else {
+                as_cli_msg("%s: %s", path, why[0] ? why : as_strerror(rc));
+                ret = AS_EXIT_INPUT;
+            }
+        }
+    }
+    char why[300] = "";
+    if (!ret && text && as_siterep_write_text(s, rep, table, ro->sites != NULL, 5))
+        ret = as_cli_write_error(AS_EIO, "write failed", "the report", ret);
+    if (!ret && ro->sites && as_siterep_write_csv(s, rep, as_out_file(ro->sites), 10))
+        ret = as_cli_write_error(AS_EIO, "write failed", a->sites_path, ret);
+    (void)why;
+    as_siterep_destroy(s);
+    return ret;
+}
+
 /* Closes the logs and renames each output into place only when it and everything before it
  * succeeded; then the messages about skipped traces and an interrupt. The final status. */
 static int run_close(const run_args *a, run_out *ro, int ret, int interrupted, int ntr,
@@ -434,6 +486,7 @@ static int run_close(const run_args *a, run_out *ro, int ret, int interrupted, i
     ret = as_out_commit(ro->seg, ret);
     ret = as_out_commit(ro->tl, ret);
     ret = as_out_commit(ro->map, ret);
+    ret = as_out_commit(ro->sites, ret);
     ret = as_out_commit(ro->out, ret);
     if (res->nbad && !ret && !interrupted) {
         as_cli_msg("%u of %d traces could not be read (named above); the report holds the "
@@ -481,6 +534,8 @@ int as_cmd_run(int argc, char **argv)
     ret = as_cli_write_error(wrc, why, as_out_name(ro.out), ret);
     if (!ret && a.fmt == AS_REPORT_TABLE)
         run_check_lines(f, traces, ntr);
+    if (!ret && !interrupted)
+        ret = run_sites(&a, specs, nspec, &ro, rep, f);
 done:
     ret = run_close(&a, &ro, ret, interrupted, ntr, &res, rep);
     as_report_destroy(rep);

@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "gen.h"
 #include "info.h"
+#include "siterep.h"
 #include "outfile.h"
 #include "report.h"
 
@@ -392,6 +393,40 @@ static void json_hist(const char *name, const uint64_t *h, const uint64_t *bytes
     putchar(']');
 }
 
+/* The call sites with the most bytes live at the trace's peak requested (siterep.h), or
+ * for a snapshot without frames how to record them. A second and third decode of the
+ * trace: not for standard input. */
+static void info_sites(const char *path, const as_meta *m, const as_sites *sites)
+{
+    const char *src = m ? as_meta_get(m, "source") : NULL;
+    if (!as_sites_count(sites)) {
+        if (src && strcmp(src, "torch-snapshot") == 0)
+            printf("call sites: none: the snapshot was recorded without stacks (record them "
+                   "with torch.cuda.memory._record_memory_history(enabled=\"all\", "
+                   "context=\"all\", stacks=\"python\"))\n");
+        return;
+    }
+    printf("call sites: %u (each named by its innermost frame outside PyTorch)\n",
+           as_sites_count(sites));
+    if (strcmp(path, "-") == 0)
+        return;
+    static char labels[10][AS_SITE_LABEL];
+    uint64_t bytes[10];
+    unsigned n = 0;
+    uint32_t ns;
+    as_trace_error err;
+    if (as_siterep_peak_live(path, as_cli_reader_opts(), 10, labels, bytes, &n, &ns, &err) < 0)
+        return;
+    printf("  by bytes live at the peak requested:\n");
+    for (unsigned i = 0; i < n; i++) {
+        char b[32];
+        as_fmt_bytes(b, sizeof b, bytes[i]);
+        printf("  %10s  ", b);
+        as_cli_put_safe(stdout, labels[i]);
+        putchar('\n');
+    }
+}
+
 /* One JSON object; histogram buckets are [lo, 2 lo). */
 static void info_json(const char *path, const as_trace_reader *rd, const as_trace_info *in)
 {
@@ -547,6 +582,7 @@ static void info_text(const char *path, as_trace_reader *rd, const as_trace_info
            (unsigned long long)in->peak_live);
     as_fmt_bytes(a, sizeof a, s->peak_requested);
     printf("peak requested: %s (%llu bytes)\n", a, (unsigned long long)s->peak_requested);
+    info_sites(path, m, as_trace_reader_sites(rd));
     as_fmt_bytes(a, sizeof a, in->total_bytes);
     as_fmt_bytes(b, sizeof b, in->min_size);
     as_fmt_bytes(c, sizeof c, in->max_size);

@@ -1,0 +1,603 @@
+/*
+ * siterep.c - call sites in the reports (siterep.h): a pass of a trace's runs that walks
+ * each at its peak and its OOM and adds every block to its allocation's site.
+ *
+ * Invariant: for one walk, the sum over sites (the cache's row included) of live is the
+ * requested bytes of the blocks walked and of live + waste their reserved bytes, to within
+ * a byte per block (the free bytes of a segment are shared out with integer division).
+ */
+#include "siterep.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grow.h"
+#include "units.h"
+
+#define NPIN 3       /* the largest fragmented segments named at an OOM */
+#define PIN_SITES 16 /* sites kept per pinned segment (the rest lumped into the last) */
+
+typedef struct acc {
+    uint64_t live, waste, blocks;
+} acc;
+
+typedef struct pin {
+    uint64_t addr, size, free;
+    uint32_t site[PIN_SITES];
+    uint64_t bytes[PIN_SITES];
+    unsigned n;
+} pin;
+
+typedef struct run_sites {
+    unsigned rep_run;
+    acc *peak, *oom; /* nsites + 2 rows: site 0..nsites, then the cache */
+    int has_oom;
+    uint32_t req_site;
+    uint64_t req_size;
+    pin pins[NPIN];
+    unsigned npin;
+} run_sites;
+
+typedef struct trace_sites {
+    unsigned t;
+    as_sites *sites;
+    uint32_t nsites;
+    int no_frames_snapshot; /* a torch snapshot recorded without stacks */
+    run_sites *runs;
+    size_t nruns;
+} trace_sites;
+
+typedef struct blk {
+    uint32_t site;
+    uint64_t size, req;
+} blk;
+
+struct as_siterep {
+    trace_sites *tr;
+    size_t ntr, captr;
+    /* the pass in progress */
+    trace_sites *cur;
+    uint32_t *site_of; /* per allocation ordinal */
+    uint64_t *req_of;
+    size_t nalloc, capsite, capreq;
+    int seg_run, seg_oom; /* the segment being walked (seg_run -1: none) */
+    uint64_t seg_addr, seg_size, seg_free;
+    blk *blks;
+    size_t nb, capb;
+    int err;
+};
+
+int as_siterep_create(as_siterep **out)
+{
+    *out = calloc(1, sizeof **out);
+    return *out ? 0 : AS_ENOMEM;
+}
+
+void as_siterep_destroy(as_siterep *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->ntr; i++) {
+        for (size_t j = 0; j < s->tr[i].nruns; j++) {
+            free(s->tr[i].runs[j].peak);
+            free(s->tr[i].runs[j].oom);
+        }
+        free(s->tr[i].runs);
+        as_sites_free(s->tr[i].sites);
+    }
+    free(s->tr);
+    free(s->site_of);
+    free(s->req_of);
+    free(s->blks);
+    free(s);
+}
+
+void as_site_label(const as_sites *s, uint32_t site, char *buf, size_t n)
+{
+    as_frame f;
+    if (as_sites_user_frame(s, site, &f) < 0) {
+        snprintf(buf, n, "(no frames)");
+        return;
+    }
+    const char *file = f.filename, *p;
+    if ((p = strstr(file, "site-packages/")) || (p = strstr(file, "dist-packages/"))) {
+        const char *q;
+        while ((q = strstr(p + 1, "site-packages/")) || (q = strstr(p + 1, "dist-packages/")))
+            p = q;
+        file = p + 14;
+    } else {
+        const char *last = strrchr(file, '/');
+        if (last && last > file) {
+            const char *prev = last - 1;
+            while (prev > file && *prev != '/')
+                prev--;
+            file = *prev == '/' ? prev + 1 : prev;
+        }
+    }
+    snprintf(buf, n, "%s:%u %s", file, f.line, f.name);
+}
+
+static const as_run_result *run_of(const as_report *rep, unsigned i)
+{
+    unsigned t;
+    return as_report_run(rep, i, &t);
+}
+
+/* ---- the walk ------------------------------------------------------------------------- */
+
+/* Adds the segment just walked to its run's rows (and, at an OOM, to the pinned ones). */
+static void flush_segment(as_siterep *s)
+{
+    if (s->seg_run < 0)
+        return;
+    run_sites *r = &s->cur->runs[s->seg_run];
+    acc *a = s->seg_oom ? r->oom : r->peak;
+    uint64_t used = 0;
+    for (size_t i = 0; i < s->nb; i++)
+        used += s->blks[i].size;
+    if (!used) {
+        a[s->cur->nsites + 1].waste += s->seg_free; /* a free segment: the cache's */
+    }
+    for (size_t i = 0; i < s->nb; i++) {
+        const blk *b = &s->blks[i];
+        acc *x = &a[b->site];
+        x->live += b->req;
+        x->blocks++;
+        x->waste += b->size - b->req + (uint64_t)((unsigned __int128)s->seg_free * b->size / used);
+    }
+    if (s->seg_oom && used && s->seg_free) {
+        unsigned k = r->npin < NPIN ? r->npin++ : NPIN - 1;
+        if (k == NPIN - 1 && r->npin == NPIN && r->pins[k].free >= s->seg_free)
+            goto out; /* not among the largest */
+        pin *p = &r->pins[k];
+        *p = (pin){.addr = s->seg_addr, .size = s->seg_size, .free = s->seg_free};
+        for (size_t i = 0; i < s->nb; i++) {
+            unsigned j = 0;
+            while (j < p->n && p->site[j] != s->blks[i].site)
+                j++;
+            if (j == p->n && p->n < PIN_SITES)
+                p->site[p->n++] = s->blks[i].site;
+            p->bytes[j < PIN_SITES ? j : PIN_SITES - 1] += s->blks[i].size;
+        }
+        for (; k > 0 && r->pins[k].free > r->pins[k - 1].free; k--) { /* keep them sorted */
+            pin t = r->pins[k];
+            r->pins[k] = r->pins[k - 1];
+            r->pins[k - 1] = t;
+        }
+    }
+out:
+    s->seg_run = -1;
+    s->nb = 0;
+    s->seg_free = 0;
+}
+
+static void on_walk(void *user, unsigned run, uint64_t event, uint64_t alloc, const char *why,
+                    const as_walk_item *it)
+{
+    (void)event;
+    (void)alloc;
+    as_siterep *s = user;
+    int oom = strcmp(why, "oom") == 0;
+    if (s->err || run >= s->cur->nruns)
+        return;
+    if (it->kind == AS_WALK_SEGMENT || (int)run != s->seg_run || oom != s->seg_oom) {
+        flush_segment(s);
+        if (it->kind != AS_WALK_SEGMENT)
+            return; /* a block outside any segment: the walk's contract broken */
+        s->seg_run = (int)run;
+        s->seg_oom = oom;
+        s->seg_addr = it->addr;
+        s->seg_size = it->size;
+        return;
+    }
+    if (it->state == AS_BLOCK_FREE) {
+        s->seg_free += it->size;
+        return;
+    }
+    if (it->state == AS_BLOCK_UNMAPPED || it->id == UINT64_MAX || it->id >= s->nalloc)
+        return;
+    if (as_grow((void **)&s->blks, &s->capb, s->nb + 1, sizeof *s->blks, 256) < 0) {
+        s->err = AS_ENOMEM;
+        return;
+    }
+    uint64_t req = s->req_of[it->id] < it->size ? s->req_of[it->id] : it->size;
+    s->blks[s->nb++] = (blk){.site = s->site_of[it->id], .size = it->size, .req = req};
+}
+
+/* Every ALLOC's site and requested size, by ordinal. */
+static int read_allocs(as_siterep *s, as_trace_reader *rd)
+{
+    as_event ev[512];
+    size_t n;
+    int rc;
+    s->nalloc = 0;
+    while ((rc = as_trace_next_batch(rd, ev, 512, &n)) == 0)
+        for (size_t i = 0; i < n; i++) {
+            if (ev[i].op != AS_OP_ALLOC)
+                continue;
+            if (as_grow((void **)&s->site_of, &s->capsite, s->nalloc + 1, sizeof *s->site_of,
+                        4096) < 0 ||
+                as_grow((void **)&s->req_of, &s->capreq, s->nalloc + 1, sizeof *s->req_of, 4096) <
+                    0)
+                return AS_ENOMEM;
+            s->site_of[s->nalloc] = ev[i].site;
+            s->req_of[s->nalloc++] = ev[i].size;
+        }
+    return rc == AS_TRACE_EOF ? 0 : rc;
+}
+
+/* The trace's entry, with one run_sites per run of trace t in the report. */
+static int add_trace(as_siterep *s, const as_report *rep, unsigned t, const as_trace_reader *rd)
+{
+    if (as_grow((void **)&s->tr, &s->captr, s->ntr + 1, sizeof *s->tr, 8) < 0)
+        return AS_ENOMEM;
+    trace_sites *ts = &s->tr[s->ntr++];
+    memset(ts, 0, sizeof *ts);
+    ts->t = t;
+    const as_meta *m = as_trace_reader_meta(rd);
+    const char *src = as_meta_get(m, "source");
+    ts->nsites = as_sites_count(as_trace_reader_sites(rd));
+    ts->no_frames_snapshot = !ts->nsites && src && strcmp(src, "torch-snapshot") == 0;
+    if (!ts->nsites)
+        return 0;
+    if (as_sites_new(&ts->sites) < 0 || as_sites_copy(ts->sites, as_trace_reader_sites(rd)) < 0)
+        return AS_ENOMEM;
+    for (unsigned i = 0; i < as_report_nruns(rep); i++) {
+        unsigned tr;
+        as_report_run(rep, i, &tr);
+        if (tr != t)
+            continue;
+        size_t cap = 0;
+        if (as_grow((void **)&ts->runs, &cap, ts->nruns + 1, sizeof *ts->runs, 1) < 0)
+            return AS_ENOMEM;
+        run_sites *r = &ts->runs[ts->nruns++];
+        memset(r, 0, sizeof *r);
+        r->rep_run = i;
+        r->peak = calloc(ts->nsites + 2, sizeof *r->peak);
+        r->oom = calloc(ts->nsites + 2, sizeof *r->oom);
+        if (!r->peak || !r->oom)
+            return AS_ENOMEM;
+    }
+    return 0;
+}
+
+/* The engine of the pass: trace t's runs again, walking at each one's peak and OOM. */
+static int walk_runs(as_siterep *s, const as_report *rep, as_trace_reader *rd,
+                     const as_policy_spec *specs, size_t nspec, size_t ncap, as_trace_error *err,
+                     char *why, size_t why_len)
+{
+    trace_sites *ts = s->cur;
+    as_engine *e = NULL;
+    as_engine_opts o = {.on_walk = on_walk, .walk_at_oom = 1, .user = s};
+    int rc = as_engine_create(&o, &e);
+    for (size_t j = 0; rc == 0 && j < ts->nruns; j++) {
+        const as_run_result *r = run_of(rep, ts->runs[j].rep_run);
+        if (j / ncap >= nspec) {
+            rc = AS_EUSAGE;
+            break;
+        }
+        if ((rc = as_engine_add_run(e, &specs[j / ncap], r->capacity)) < 0)
+            break;
+        if (r->peak_reserved_event != AS_NONE && r->peak_reserved > 0)
+            as_engine_walk_after(e, (unsigned)rc, r->peak_reserved_event);
+        if (r->oom_alloc != AS_NONE && r->oom_alloc < s->nalloc) {
+            ts->runs[j].has_oom = 1;
+            ts->runs[j].req_site = s->site_of[r->oom_alloc];
+            ts->runs[j].req_size = r->oom_size;
+        }
+        rc = 0;
+    }
+    s->seg_run = -1;
+    if (rc == 0)
+        rc = as_engine_run(e, rd, err);
+    flush_segment(s);
+    if (rc && (!err || err->code == 0) && why && why_len)
+        snprintf(why, why_len, "call sites: %s", e ? as_engine_errmsg(e) : "no engine");
+    if (!rc && s->err)
+        rc = s->err;
+    as_engine_destroy(e);
+    return rc;
+}
+
+int as_siterep_trace(as_siterep *s, const as_report *rep, unsigned t, const char *path,
+                     const as_reader_opts *ro, const as_policy_spec *specs, size_t nspec,
+                     const uint64_t *caps, size_t ncap, as_trace_error *err, char *why,
+                     size_t why_len)
+{
+    (void)caps;
+    as_trace_reader *rd = NULL;
+    if (why && why_len)
+        why[0] = 0;
+    int rc = as_trace_open(path, ro, &rd, err);
+    if (rc < 0)
+        return rc;
+    if ((rc = add_trace(s, rep, t, rd)) < 0 || !s->tr[s->ntr - 1].nsites) {
+        as_trace_close(rd);
+        return rc;
+    }
+    s->cur = &s->tr[s->ntr - 1];
+    if ((rc = read_allocs(s, rd)) < 0 && err && as_trace_reader_error(rd))
+        *err = *as_trace_reader_error(rd);
+    as_trace_close(rd);
+    rd = NULL;
+    if (rc == 0 && (rc = as_trace_open(path, ro, &rd, err)) == 0)
+        rc = walk_runs(s, rep, rd, specs, nspec, ncap ? ncap : 1, err, why, why_len);
+    as_trace_close(rd);
+    s->cur = NULL;
+    return rc;
+}
+
+/* ---- output --------------------------------------------------------------------------- */
+
+/* The indices of the top rows of a by measure (0: live, 1: waste), largest first. */
+static unsigned top_rows(const acc *a, uint32_t nrows, int by, unsigned top, uint32_t *idx)
+{
+    unsigned n = 0;
+    for (uint32_t i = 0; i < nrows; i++) {
+        uint64_t v = by ? a[i].waste : a[i].live;
+        if (!v)
+            continue;
+        unsigned k = n; /* insertion point in idx[0..n), largest first; ties keep order */
+        while (k > 0 && (by ? a[idx[k - 1]].waste : a[idx[k - 1]].live) < v)
+            k--;
+        if (k >= top)
+            continue;
+        unsigned end = n < top ? n : top - 1;
+        memmove(idx + k + 1, idx + k, (end - k) * sizeof *idx);
+        idx[k] = i;
+        n = n < top ? n + 1 : top;
+    }
+    return n;
+}
+
+static void row_label(const trace_sites *ts, uint32_t row, char *buf, size_t n)
+{
+    char l[400];
+    if (row == ts->nsites + 1) {
+        snprintf(buf, n, "(cached: free segments)");
+        return;
+    }
+    as_site_label(ts->sites, row, l, sizeof l);
+    if (row)
+        snprintf(buf, n, "#%u %s", row, l);
+    else
+        snprintf(buf, n, "%s", l);
+}
+
+static void run_name(const as_report *rep, const run_sites *r, char *buf, size_t n)
+{
+    const as_run_result *x = run_of(rep, r->rep_run);
+    char cap[32];
+    as_fmt_capacity(cap, sizeof cap, x->capacity); /* as the table shows it */
+    snprintf(buf, n, "%s @ %s", x->policy, cap);
+}
+
+static void write_tops(FILE *f, const trace_sites *ts, const acc *a, unsigned top, uint32_t *idx)
+{
+    static const char *const what[] = {"live ", "waste"};
+    for (int by = 0; by < 2; by++) {
+        unsigned n = top_rows(a, ts->nsites + 2, by, top, idx);
+        for (unsigned i = 0; i < n; i++) {
+            char b[32], l[512];
+            as_fmt_bytes(b, sizeof b, by ? a[idx[i]].waste : a[idx[i]].live);
+            row_label(ts, idx[i], l, sizeof l);
+            fprintf(f, "    %s %10s  %s\n", i ? "     " : what[by], b, l);
+        }
+    }
+}
+
+static void write_oom(FILE *f, const as_report *rep, const trace_sites *ts, const run_sites *r)
+{
+    char name[128], b[32], l[512];
+    run_name(rep, r, name, sizeof name);
+    as_fmt_bytes(b, sizeof b, r->req_size);
+    row_label(ts, r->req_site, l, sizeof l);
+    fprintf(f, "  %s: OOM asking %s from %s\n", name, b, l);
+    for (unsigned k = 0; k < r->npin; k++) {
+        pin sorted = r->pins[k], *p = &sorted;
+        for (unsigned a = 1; a < p->n; a++) /* by bytes, largest first */
+            for (unsigned c = a; c > 0 && p->bytes[c] > p->bytes[c - 1]; c--) {
+                uint64_t tb = p->bytes[c];
+                uint32_t ts2 = p->site[c];
+                p->bytes[c] = p->bytes[c - 1], p->site[c] = p->site[c - 1];
+                p->bytes[c - 1] = tb, p->site[c - 1] = ts2;
+            }
+        char fb[32], sb[32];
+        as_fmt_bytes(fb, sizeof fb, p->free);
+        as_fmt_bytes(sb, sizeof sb, p->size);
+        fprintf(f, "    segment %s with %s free, pinned by", sb, fb);
+        for (unsigned j = 0; j < p->n && j < 3; j++) {
+            as_fmt_bytes(b, sizeof b, p->bytes[j]);
+            row_label(ts, p->site[j], l, sizeof l);
+            fprintf(f, "%s %s (%s)", j ? "," : "", l, b);
+        }
+        fprintf(f, "%s\n", p->n > 3 ? ", ..." : "");
+    }
+}
+
+int as_siterep_write_text(const as_siterep *s, const as_report *rep, FILE *f, int full,
+                          unsigned top)
+{
+    uint32_t idx[64];
+    top = top < 1 ? 1 : top > 64 ? 64 : top;
+    for (size_t i = 0; i < s->ntr; i++) {
+        const trace_sites *ts = &s->tr[i];
+        const char *path;
+        as_report_trace(rep, ts->t, &path);
+        if (ts->no_frames_snapshot && full)
+            fprintf(f,
+                    "\n%s: no call sites: the snapshot was recorded without stacks (record "
+                    "them with torch.cuda.memory._record_memory_history(enabled=\"all\", "
+                    "context=\"all\", stacks=\"python\"))\n",
+                    path);
+        int any_oom = 0;
+        for (size_t j = 0; j < ts->nruns; j++)
+            any_oom |= ts->runs[j].has_oom;
+        if (!ts->nsites || (!full && !any_oom))
+            continue;
+        fprintf(f, "\n%s: %u call sites, each named by its innermost frame outside PyTorch\n", path,
+                ts->nsites);
+        for (size_t j = 0; j < ts->nruns; j++) {
+            const run_sites *r = &ts->runs[j];
+            if (r->has_oom)
+                write_oom(f, rep, ts, r);
+            if (!full)
+                continue;
+            char name[128], b[32];
+            run_name(rep, r, name, sizeof name);
+            as_fmt_bytes(b, sizeof b, run_of(rep, r->rep_run)->peak_reserved);
+            fprintf(f, "  %s, at its peak reserved (%s):\n", name, b);
+            write_tops(f, ts, r->peak, top, idx);
+        }
+    }
+    return ferror(f) ? AS_EIO : 0;
+}
+
+static void csv_rows(FILE *f, const trace_sites *ts, const run_sites *r, const char *when,
+                     const acc *a, unsigned top, uint32_t *idx)
+{
+    for (int by = 0; by < 2; by++) {
+        unsigned n = top_rows(a, ts->nsites + 2, by, top, idx);
+        for (unsigned i = 0; i < n; i++) {
+            char l[512];
+            if (idx[i] == ts->nsites + 1)
+                snprintf(l, sizeof l, "(cached: free segments)");
+            else
+                as_site_label(ts->sites, idx[i], l, sizeof l);
+            fprintf(f, "%u,%s,%s,%u,%" PRId64 ",%" PRIu64 ",%" PRIu64 ",", r->rep_run, when,
+                    by ? "waste" : "live", i + 1,
+                    idx[i] == ts->nsites + 1 ? (int64_t)-1 : (int64_t)idx[i],
+                    by ? a[idx[i]].waste : a[idx[i]].live, a[idx[i]].blocks);
+            as_report_csv_str(f, l);
+            fputc('\n', f);
+        }
+    }
+}
+
+int as_siterep_write_csv(const as_siterep *s, const as_report *rep, FILE *f, unsigned top)
+{
+    (void)rep;
+    uint32_t idx[64];
+    top = top < 1 ? 1 : top > 64 ? 64 : top;
+    fputs("run,when,by,rank,site,bytes,blocks,frame\n", f);
+    for (size_t i = 0; i < s->ntr; i++) {
+        const trace_sites *ts = &s->tr[i];
+        for (size_t j = 0; j < ts->nruns; j++) {
+            const run_sites *r = &ts->runs[j];
+            char l[512];
+            csv_rows(f, ts, r, "peak", r->peak, top, idx);
+            if (!r->has_oom)
+                continue;
+            as_site_label(ts->sites, r->req_site, l, sizeof l);
+            fprintf(f, "%u,oom,request,1,%u,%" PRIu64 ",1,", r->rep_run, r->req_site, r->req_size);
+            as_report_csv_str(f, l);
+            fputc('\n', f);
+            csv_rows(f, ts, r, "oom", r->oom, top, idx);
+            acc pinned[NPIN * PIN_SITES];
+            uint32_t site[NPIN * PIN_SITES];
+            unsigned np = 0;
+            for (unsigned k = 0; k < r->npin; k++)
+                for (unsigned q = 0; q < r->pins[k].n; q++) {
+                    unsigned x = 0;
+                    while (x < np && site[x] != r->pins[k].site[q])
+                        x++;
+                    if (x == np)
+                        site[np] = r->pins[k].site[q], pinned[np++] = (acc){0};
+                    pinned[x].live += r->pins[k].bytes[q];
+                    pinned[x].blocks++;
+                }
+            unsigned n = top_rows(pinned, np, 0, top, idx);
+            for (unsigned q = 0; q < n; q++) {
+                as_site_label(ts->sites, site[idx[q]], l, sizeof l);
+                fprintf(f, "%u,oom,pin,%u,%u,%" PRIu64 ",%" PRIu64 ",", r->rep_run, q + 1,
+                        site[idx[q]], pinned[idx[q]].live, pinned[idx[q]].blocks);
+                as_report_csv_str(f, l);
+                fputc('\n', f);
+            }
+        }
+    }
+    return ferror(f) ? AS_EIO : 0;
+}
+
+/* ---- info ----------------------------------------------------------------------------- */
+
+/* The first event index at which the requested bytes live peak. */
+static int find_peak(as_trace_reader *rd, uint64_t *peak_event)
+{
+    as_event ev[512];
+    size_t n;
+    uint64_t cur = 0, peak = 0, k = 0;
+    int rc;
+    *peak_event = 0;
+    while ((rc = as_trace_next_batch(rd, ev, 512, &n)) == 0)
+        for (size_t i = 0; i < n; i++, k++) {
+            if (ev[i].op == AS_OP_ALLOC)
+                cur += ev[i].size;
+            else if (ev[i].op == AS_OP_FREE_REQ || ev[i].op == AS_OP_FREE)
+                cur -= ev[i].op == AS_OP_FREE_REQ ? 0 : ev[i].size;
+            if (cur > peak)
+                peak = cur, *peak_event = k;
+        }
+    return rc == AS_TRACE_EOF ? 0 : rc;
+}
+
+int as_siterep_peak_live(const char *path, const as_reader_opts *ro, unsigned top,
+                         char (*labels)[AS_SITE_LABEL], uint64_t *bytes, unsigned *n,
+                         uint32_t *nsites, as_trace_error *err)
+{
+    as_trace_reader *rd = NULL;
+    uint64_t pe, *live = NULL, k = 0;
+    uint32_t *live_site = NULL; /* live allocations' sites: freed ones are zeroed */
+    size_t cap = 0;
+    *n = 0;
+    int rc = as_trace_open(path, ro, &rd, err);
+    if (rc < 0)
+        return rc;
+    *nsites = as_sites_count(as_trace_reader_sites(rd));
+    if (!*nsites || (rc = find_peak(rd, &pe)) < 0)
+        goto out;
+    as_trace_close(rd);
+    if ((rc = as_trace_open(path, ro, &rd, err)) < 0 ||
+        !(live = calloc(*nsites + 1, sizeof *live))) {
+        rc = rc < 0 ? rc : AS_ENOMEM;
+        goto out;
+    }
+    as_event ev;
+    while (k <= pe && (rc = as_trace_next(rd, &ev)) == 0) {
+        k++;
+        if (ev.op == AS_OP_ALLOC) {
+            if (as_grow((void **)&live_site, &cap, ev.id + 1, sizeof *live_site, 4096) < 0) {
+                rc = AS_ENOMEM;
+                goto out;
+            }
+            live_site[ev.id] = ev.site;
+            live[ev.site] += ev.size;
+        } else if (ev.op == AS_OP_FREE && ev.id < cap) {
+            live[live_site[ev.id]] -= ev.size;
+        }
+    }
+    rc = rc == AS_TRACE_EOF ? 0 : rc;
+    uint32_t idx[64];
+    acc *a = calloc(*nsites + 1, sizeof *a);
+    if (!a) {
+        rc = AS_ENOMEM;
+        goto out;
+    }
+    for (uint32_t i = 0; i <= *nsites; i++)
+        a[i].live = live[i];
+    top = top < 1 ? 1 : top > 64 ? 64 : top;
+    *n = top_rows(a, *nsites + 1, 0, top, idx);
+    for (unsigned i = 0; i < *n; i++) {
+        as_site_label(as_trace_reader_sites(rd), idx[i], labels[i], AS_SITE_LABEL);
+        bytes[i] = a[idx[i]].live;
+    }
+    free(a);
+out:
+    if (rc < 0 && err && rd && as_trace_reader_error(rd))
+        *err = *as_trace_reader_error(rd);
+    as_trace_close(rd);
+    free(live);
+    free(live_site);
+    return rc;
+}
