@@ -79,22 +79,25 @@ $(BUILD)/replay/%.o: INC := $(INC_replay)
 ## all: build build/allocsim (release, -O2)
 all: $(BUILD)/allocsim
 
-# allocsim links statically (a static PIE: its addresses still randomised) where the
-# toolchain has the archives (Debian's libc6-dev, libzstd-dev and libjansson-dev ship them):
-# start-up then maps and binds no shared object, which was most of a short command's CPU time
-# (sim/README.md, Performance). STATIC=0, or a missing archive, links it dynamically like the
-# other programs; the sanitizer builds always are.
+# allocsim links libzstd and libjansson from their archives (Debian's -dev packages ship
+# them) and only glibc dynamically: start-up then maps and binds one shared object instead of
+# four, which was most of a short command's CPU time (sim/README.md, Performance). glibc stays
+# dynamic because allocsim dlopens policy plug-ins (-p plugin:), and a plug-in loaded into a
+# static program would run on a second copy of the C library (its own malloc, stdio, errno).
+# STATIC=0, or a missing archive, links them dynamically like the other programs; the
+# sanitizer builds always do.
 STATIC ?= 1
-STATIC_LIBS := rcrt1.o libc.a libm.a libzstd.a libjansson.a
+STATIC_LIBS := libzstd.a libjansson.a
+ALLOCSIM_LDLIBS := $(LDLIBS)
 ifeq ($(STATIC),1)
 ifeq ($(strip $(foreach a,$(STATIC_LIBS),$(if $(filter $(a),$(shell $(CC) -print-file-name=$(a))),$(a)))),)
-ALLOCSIM_LDFLAGS := -static-pie
+ALLOCSIM_LDLIBS := -Wl,-Bstatic -ljansson -lzstd -Wl,-Bdynamic $(filter-out -ljansson -lzstd,$(LDLIBS))
 endif
 endif
 
 $(BUILD)/allocsim: $(BUILD)/obj/sim/cli/main.o $(REL_LIB)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(ALL_CFLAGS) $(ALLOCSIM_LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(ALLOCSIM_LDLIBS)
 
 $(BUILD)/allocsim-bench: $(BUILD)/obj/sim/cli/bench_main.o $(REL_LIB)
 	@echo "  LD      $@"
