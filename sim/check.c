@@ -352,10 +352,13 @@ void as_dump_state_of(const as_snapshot_record *rec, as_dump_state *out)
     for (size_t i = 0; i < rec->nblocks; i++) {
         const as_snap_block *b = &rec->blocks[i];
         if (b->state == AS_SNAP_ALLOCATED) {
+            /* Before PyTorch 2.0 a block had no requested_size (its history held it): its
+             * request is then taken as its size, no internal waste claimed. */
+            uint64_t req = b->requested ? b->requested : b->size;
             out->allocated += b->size;
             out->allocated_blocks++;
-            out->requested += b->requested;
-            out->internal += b->size > b->requested ? b->size - b->requested : 0;
+            out->requested += req;
+            out->internal += b->size > req ? b->size - req : 0;
         } else if (b->state == AS_SNAP_PENDING) {
             out->pending += b->size;
             out->pending_blocks++;

@@ -1274,7 +1274,61 @@ static void snapshot_midrun_by_hand(void)
     tu_rm(path);
 }
 
+/* An older snapshot (PyTorch 2.0-2.3): no allocator_settings, and blocks without
+ * requested_size. It is read (the dump's live block becomes a prehistoric ALLOC of its
+ * size); check and -p recorded refuse it, saying to name the setting; info gives its
+ * segment map, the block's request taken as its size. */
+static void snapshot_older(void)
+{
+    static pw w;
+    static char out[8192], err[2048], args[1200], path[1024];
+    pw_begin(&w, 4);
+    dict_open(&w);
+    pw_str(&w, "segments"), list_open(&w);
+    dict_open(&w);
+    pw_str(&w, "device"), pw_int(&w, 0);
+    pw_str(&w, "address"), pw_int(&w, 0x200000);
+    pw_str(&w, "total_size"), pw_int(&w, 0x200000);
+    pw_str(&w, "stream"), pw_int(&w, 0);
+    pw_str(&w, "blocks"), list_open(&w);
+    dict_open(&w);
+    pw_str(&w, "address"), pw_int(&w, 0x200000);
+    pw_str(&w, "size"), pw_int(&w, 1024);
+    pw_str(&w, "state"), pw_str(&w, "active_allocated");
+    dict_close(&w);
+    list_close(&w);
+    dict_close(&w);
+    list_close(&w);
+    pw_str(&w, "device_traces"), list_open(&w), list_open(&w);
+    entry(&w, "segment_alloc", 0x400000, 0x200000, 0, 1);
+    entry(&w, "segment_free", 0x400000, 0x200000, 0, 2);
+    list_close(&w), list_close(&w);
+    dict_close(&w);
+    pw_end(&w);
+    snprintf(path, sizeof path, "%s", write_file(&w, 0));
+    got *g = malloc(sizeof *g);
+    CU_ASSERT_EQUAL_FATAL(read_all(path, 0, g), 0);
+    CU_ASSERT_EQUAL(g->n, 1);
+    CHECK_EV(g, 0, AS_OP_ALLOC, 0, 1024, 0);
+    free(g);
+    as_check_result r;
+    as_trace_error e;
+    CU_ASSERT_EQUAL(as_check(path, NULL, &r, &e), AS_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "no allocator_settings"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "-p"));
+    snprintf(args, sizeof args, "run -p recorded '%s'", path);
+    CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "name the setting the job ran with"));
+    snprintf(args, sizeof args, "info '%s'", path);
+    CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "state at the dump: 1 segments (0 small), 2.0 MiB reserved; "
+                                       "1.0 KiB allocated in 1 blocks (1.0 KiB requested)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "internal 0 B"));
+    tu_rm(path);
+}
+
 CU_TestInfo test_snapshot[] = {
+    {"older", snapshot_older},
     {"midrun_by_hand", snapshot_midrun_by_hand},
     {"h200_counts", snapshot_h200_counts},
     {"h200_events", snapshot_h200_events},
