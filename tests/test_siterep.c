@@ -162,7 +162,31 @@ static void siterep_info_peak(void)
     free(err);
 }
 
+/* --by-mark (sim/bymark.c) on the frames seed (fuzz/make_seeds.py, frames_seed): alloc k
+ * at 100k us, 256 + k % 5 bytes, freed 50 us later; marks containing "step" are
+ * START step#1 (event 201, after alloc 100) and END step#1 (event 1105, after free 550). */
+static void siterep_by_mark(void)
+{
+    char *out = malloc(1 << 16), *err = malloc(4096);
+    CU_ASSERT_EQUAL_FATAL(tu_run_allocsim("run -q -p bestfit -c none --by-mark=step "
+                                          "fuzz/corpus/pickle/frames.pickle",
+                                          out, 1 << 16, err, 4096),
+                          0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "by mark \"step\": 2 marks, 3 intervals"));
+    /* allocs 0..100, 101..550, 551..599; one block live at a time, at most 260 B; the one
+     * segment reserved in interval 0 is kept by bestfit's cache: no calls after it */
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "       0            0     101      260 B"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "       1          201     450      260 B"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "       2         1105      49      260 B"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "1/0  (before the first mark)\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "0/0  START step#1\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "0/0  END step#1\n"));
+    free(out);
+    free(err);
+}
+
 CU_TestInfo test_siterep[] = {
+    {"by_mark", siterep_by_mark},
     {"info_peak", siterep_info_peak},
     {"small", siterep_small},
     {"resnet_oom_lines", siterep_resnet_oom_lines},

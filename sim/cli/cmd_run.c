@@ -21,6 +21,7 @@
 #include "report.h"
 #include "segmap.h"
 #include "siterep.h"
+#include "bymark.h"
 
 #define DEFAULT_TIMELINE_EVERY 100
 
@@ -63,6 +64,10 @@ static const char run_help[] =
     "      --sites FILE      CSV of the call sites (snapshot frames) with the most bytes live\n"
     "                        and the most waste at each run's peak and OOM, and the OOM's\n"
     "                        request; the table then lists each run's top sites too\n"
+    "      --by-mark[=TEXT]  break the table's runs down between the trace's marks whose\n"
+    "                        label contains TEXT (all marks without it): per interval the\n"
+    "                        peak requested, each run's peak reserved and device calls; a\n"
+    "                        snapshot's annotations are marks 'START name' and 'END name'\n"
     "      --sweep LO:HI:STEP  add the capacities LO, LO+STEP, ... <= HI (also LO..HI/STEP),\n"
     "                        e.g. --sweep 8GiB:12GiB:64MiB -f csv for 'allocsim plot capacity';\n"
     "                        at most 16384 capacities in all\n"
@@ -90,6 +95,7 @@ enum {
     OPT_SEGMENTS,
     OPT_SEGMAP,
     OPT_SITES,
+    OPT_BY_MARK,
     OPT_SWEEP,
     OPT_KEEP,
     OPT_SKIP_BAD,
@@ -105,6 +111,7 @@ static const struct option run_opts[] = {
     {"segments", required_argument, NULL, OPT_SEGMENTS},
     {"segment-map", required_argument, NULL, OPT_SEGMAP},
     {"sites", required_argument, NULL, OPT_SITES},
+    {"by-mark", optional_argument, NULL, OPT_BY_MARK},
     {"sweep", required_argument, NULL, OPT_SWEEP},
     {"keep-going", no_argument, NULL, OPT_KEEP},
     {"skip-bad", no_argument, NULL, OPT_SKIP_BAD},
@@ -124,6 +131,7 @@ typedef struct run_args {
     const char **cards; /* -c CARD, --device: resolved with --outside */
     size_t *card_slot, ncard;
     const char *out_path, *seg_path, *tl_path, *segmap_path, *sites_path;
+    const char *by_mark; /* --by-mark's TEXT ("" for every mark), NULL without it */
     as_report_fmt fmt;
     uint64_t tl_every;
     int keep, check, skip_bad, help;
@@ -201,6 +209,9 @@ static int run_option(const char *cmd, int c, char **argv, run_args *a)
         return 0;
     case OPT_SITES:
         a->sites_path = optarg;
+        return 0;
+    case OPT_BY_MARK:
+        a->by_mark = optarg ? optarg : "";
         return 0;
     case OPT_SWEEP:
         return add_sweep(cmd, optarg, a);
@@ -469,6 +480,34 @@ static int run_sites(const run_args *a, const as_policy_spec *specs, size_t nspe
     return ret;
 }
 
+/* --by-mark (bymark.h): after a table, each trace's runs between its marks. */
+static int run_by_mark(const run_args *a, const as_policy_spec *specs, size_t nspec,
+                       const as_report *rep, FILE *table)
+{
+    if (!a->by_mark || a->fmt != AS_REPORT_TABLE)
+        return AS_EXIT_OK;
+    for (unsigned t = 0; t < as_report_ntraces(rep); t++) {
+        const char *path;
+        as_report_trace(rep, t, &path);
+        as_trace_error err = {0};
+        char why[300];
+        as_bymark *b = NULL;
+        int rc = as_bymark_trace(rep, t, path, as_cli_reader_opts(), specs, nspec, a->ncap,
+                                 a->by_mark, &b, &err, why, sizeof why);
+        if (rc < 0) {
+            if (err.code < 0)
+                return as_cli_trace_fail(&err, path);
+            as_cli_msg("%s: %s", path, why[0] ? why : as_strerror(rc));
+            return AS_EXIT_INPUT;
+        }
+        rc = as_bymark_write_text(b, rep, table);
+        as_bymark_destroy(b);
+        if (rc)
+            return as_cli_write_error(AS_EIO, "write failed", "the report", AS_EXIT_OK);
+    }
+    return AS_EXIT_OK;
+}
+
 /* Closes the logs and renames each output into place only when it and everything before it
  * succeeded; then the messages about skipped traces and an interrupt. The final status. */
 static int run_close(const run_args *a, run_out *ro, int ret, int interrupted, int ntr,
@@ -536,6 +575,8 @@ int as_cmd_run(int argc, char **argv)
         run_check_lines(f, traces, ntr);
     if (!ret && !interrupted)
         ret = run_sites(&a, specs, nspec, &ro, rep, f);
+    if (!ret && !interrupted)
+        ret = run_by_mark(&a, specs, nspec, rep, f);
 done:
     ret = run_close(&a, &ro, ret, interrupted, ntr, &res, rep);
     as_report_destroy(rep);
