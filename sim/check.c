@@ -229,7 +229,8 @@ static int start_segments(const as_snapshot_record *rec, start_pool *p)
                 break;
             }
     }
-    qsort(p->segs, p->nsegs, sizeof *p->segs, cmp_seg);
+    if (p->nsegs) /* none: segs may be NULL, which qsort must not get */
+        qsort(p->segs, p->nsegs, sizeof *p->segs, cmp_seg);
     return 0;
 }
 
@@ -274,7 +275,8 @@ static int start_blocks(const as_snapshot_record *rec, const uint32_t *div, star
         }
         p->blks[p->nblks++] = (sblk){.addr = b->addr, .size = size, .id = k};
     }
-    qsort(p->blks, p->nblks, sizeof *p->blks, cmp_blk);
+    if (p->nblks) /* none: blks may be NULL, which qsort must not get */
+        qsort(p->blks, p->nblks, sizeof *p->blks, cmp_blk);
     for (size_t k = 0; k < p->nblks; k++) {
         sblk *b = &p->blks[k];
         sseg *s = seg_of(p, b->addr, b->size);
