@@ -24,6 +24,7 @@
 #include "units.h"
 
 #define DEFAULT_POLICY "torch"
+#define ASYNC_POLICY "cudamallocasync" /* PYTORCH_CUDA_ALLOC_CONF backend:cudaMallocAsync */
 
 typedef struct strbuf {
     char *p;
@@ -464,10 +465,15 @@ static int ignored_pytorch_key(const char *key, const char *val, char *why, size
     if (strcmp(key, "backend") == 0) {
         if (strcmp(val, "native") == 0)
             return 1;
-        fail(why, wl,
-             "backend '%s' is not the caching allocator and is not simulated (only "
-             "backend:native)",
-             val);
+        if (strcmp(val, "cudaMallocAsync") == 0)
+            fail(why, wl,
+                 "backend:cudaMallocAsync is not the caching allocator: give it without a "
+                 "policy name (a PYTORCH_CUDA_ALLOC_CONF string) or as -p cudamallocasync");
+        else
+            fail(why, wl,
+                 "backend '%s' is not simulated (backend:native, the caching allocator, "
+                 "or backend:cudaMallocAsync, the calibrated model of the stream-ordered pool)",
+                 val);
         return -1;
     }
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
@@ -594,6 +600,21 @@ static size_t item_len(const char *s)
     return i;
 }
 
+/* 1 when one of the comma-separated items of s is exactly it. */
+static int has_item(const char *s, const char *it)
+{
+    size_t il = strlen(it);
+    while (*s) {
+        size_t n = item_len(s);
+        if (n == il && strncmp(s, it, il) == 0)
+            return 1;
+        s += n;
+        if (*s == ',')
+            s++;
+    }
+    return 0;
+}
+
 /* One parse in progress: the spec without whitespace, the policy, and its knob values. */
 typedef struct spec_parse {
     char *buf;
@@ -601,6 +622,7 @@ typedef struct spec_parse {
     as_knob_value *vals;
     char *by_alias; /* per knob: 1 when it was given by its PYTORCH_CUDA_ALLOC_CONF alias */
     char *plugin;   /* "plugin:PATH" when the policy came from a shared object, else NULL */
+    int async;      /* the policy came from backend:cudaMallocAsync */
     char *why;
     size_t wl;
 } spec_parse;
@@ -643,6 +665,7 @@ static int spec_normalise(spec_parse *ps, const char *text, size_t tl)
 static int spec_policy(spec_parse *ps, const char **pp)
 {
     const char *p = *pp;
+    int async = 0;
     size_t first = item_len(p);
     if (strncmp(p, "plugin:", 7) == 0) {
         /* A policy from a shared object: the path runs to the first ',' */
@@ -677,7 +700,10 @@ static int spec_policy(spec_parse *ps, const char **pp)
         if (!*p && p[-1] == ',')
             return fail(ps->why, ps->wl, "empty knob after ',' in '%s'", ps->buf);
     } else {
-        ps->pol = as_policy_find(DEFAULT_POLICY); /* registered: registry.c lists it */
+        /* PyTorch's backend:cudaMallocAsync is the stream-ordered pool, whose release
+         * threshold PyTorch sets to UINT64_MAX (never trim but on a refused growth) */
+        async = has_item(p, "backend:cudaMallocAsync");
+        ps->pol = as_policy_find(async ? ASYNC_POLICY : DEFAULT_POLICY); /* registry.c */
     }
     *pp = p;
     size_t nk = ps->pol->n_knobs ? ps->pol->n_knobs : 1;
@@ -689,6 +715,7 @@ static int spec_policy(spec_parse *ps, const char **pp)
     }
     for (size_t i = 0; i < ps->pol->n_knobs; i++)
         set_default(&ps->pol->knobs[i], &ps->vals[i]);
+    ps->async = async;
     return 0;
 }
 
@@ -724,6 +751,9 @@ static int spec_apply_item(spec_parse *ps, char *item)
     item[kl] = 0;
     const char *val = item + kl + 1;
     int ki = find_knob(pol, item);
+    if (ki < 0 && strcmp(pol->name, ASYNC_POLICY) == 0 && strcmp(item, "backend") == 0 &&
+        strcmp(val, "cudaMallocAsync") == 0)
+        return 0; /* it chose this policy (spec_policy) */
     if (ki < 0 && knob_by_alias(pol, "expandable_segments") >= 0) {
         /* torch's table: PYTORCH_CUDA_ALLOC_CONF keys that change nothing are accepted */
         int ig = ignored_pytorch_key(item, val, ps->why, ps->wl);
@@ -757,6 +787,11 @@ static int spec_apply_item(spec_parse *ps, char *item)
 /* The checks across knobs, then the canonical text and the input into out. */
 static int spec_finish(spec_parse *ps, const char *text, size_t tl, as_policy_spec *out)
 {
+    int ki = ps->async ? find_knob(ps->pol, "release_threshold") : -1;
+    if (ki >= 0 && !ps->vals[ki].set) { /* PyTorch's UINT64_MAX, the knob's largest value */
+        ps->vals[ki].i = ps->pol->knobs[ki].max;
+        ps->vals[ki].set = 1;
+    }
     if (check_round(ps->pol, ps->vals, ps->why, ps->wl) ||
         check_pytorch_rules(ps->pol, ps->vals, ps->by_alias, ps->why, ps->wl))
         return AS_EINVAL;

@@ -353,7 +353,21 @@ static void spec_default_torch(void)
              &s, NULL);
     CU_ASSERT_STRING_EQUAL(s.text, "torch,expandable=true");
     as_policy_spec_free(&s);
-    parse_bad("backend:cudaMallocAsync", "backend 'cudaMallocAsync'", "not simulated");
+    /* backend:cudaMallocAsync is the stream-ordered pool's model, at PyTorch's threshold
+     * (UINT64_MAX: never trim), unless the spec sets it. */
+    CU_ASSERT_EQUAL(parse_ok("backend:cudaMallocAsync", &s, "release_threshold")->i, INT64_MAX);
+    CU_ASSERT_STRING_EQUAL(s.policy->name, "cudamallocasync");
+    as_policy_spec_free(&s);
+    CU_ASSERT_EQUAL(
+        parse_ok("backend:cudaMallocAsync,release_threshold=0", &s, "release_threshold")->i, 0);
+    CU_ASSERT_STRING_EQUAL(s.text, "cudamallocasync,release_threshold=0");
+    as_policy_spec_free(&s);
+    CU_ASSERT_EQUAL(parse_ok("cudamallocasync", &s, "release_threshold")->i, 0); /* CUDA's */
+    as_policy_spec_free(&s);
+    parse_bad("torch,backend:cudaMallocAsync", "backend:cudaMallocAsync", "-p cudamallocasync");
+    parse_bad("backend:cudaMallocAsync,max_split_size_mb:128", "no knob 'max_split_size_mb'",
+              NULL);
+    parse_bad("backend:foo", "backend 'foo'", "not simulated");
     parse_bad("pinned_num_register_threads:", "pinned_num_register_threads", "no value");
     /* Only for policies that take PyTorch's settings. */
     parse_bad("bestfit,backend:native", "no knob 'backend'", NULL);
