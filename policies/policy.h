@@ -75,6 +75,9 @@ typedef struct as_request {
     uint64_t size;   /* unrounded bytes, >= 1 */
     uint64_t stream; /* stream value; blocks are never shared across streams where the
                         policy models streams */
+    uint32_t pool;   /* private pool (CUDA graph, MemPool): 1.., 0 = the default pool;
+                        policies that model pools never serve it from another pool's blocks
+                        (policies/README.md says which do) */
 } as_request;
 
 typedef struct as_block {

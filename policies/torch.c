@@ -117,6 +117,7 @@ typedef struct seg {
     uint64_t mapped; /* expandable: bytes mapped now */
     uint32_t head;   /* node at addr; stable for the segment's life */
     uint32_t next_free;
+    uint16_t pool; /* its private pool (as_request.pool), 0 = the default pool */
     uint8_t live, small, expandable;
 } seg;
 
@@ -249,6 +250,39 @@ static inline int is_exp(const torch_state *t, uint32_t i)
 static inline int is_split(const blk *b, uint32_t i)
 {
     return b[i].prev || b[i].next;
+}
+
+/* ---- private pools -------------------------------------------------------------------
+ * A private pool (a CUDA graph's, a MemPool's) has its own large and small BlockPools in
+ * PyTorch: its blocks never serve another pool's requests, nor the default pool's its.
+ * Here its blocks sit in the same free sets under their own keys, stream_key(stream,
+ * pool): a lookup never leaves its key's slot, so the search is PyTorch's within the
+ * pool. What differs is release: a trace records no graph or MemPool release, so every
+ * private pool is live (use_count > 0) for the whole run, and release_cached_blocks
+ * (empty_cache, the OOM retry) and the garbage collector, which take only the default
+ * pools and freeable private pools, never release its free segments. */
+#define POOL_SHIFT 48
+#define POOL_MASK ((1ull << POOL_SHIFT) - 1)
+
+static inline int in_private(const torch_state *t, uint32_t i)
+{
+    return t->s[t->b[i].seg].pool != 0;
+}
+
+/* The free-set key of a request: the stream itself in the default pool (so a trace
+ * without pools runs exactly as before), else the pool in the top 16 bits. -1 for a
+ * stream value that cannot share the key with a pool (at or above 2^48: cudaStream_t
+ * values are user-space pointers, below 2^47) or a pool number of 2^16 and up. */
+static inline int stream_key(const as_request *req, uint64_t *key)
+{
+    if (!req->pool) {
+        *key = req->stream;
+        return 0;
+    }
+    if (req->stream >> POOL_SHIFT || req->pool >> 16)
+        return -1;
+    *key = req->stream | (uint64_t)req->pool << POOL_SHIFT;
+    return 0;
 }
 
 static inline int gc_active(const torch_state *t)
@@ -560,8 +594,9 @@ static int64_t try_allocate_expandable_block(torch_state *t, pool *pl, uint64_t 
 }
 
 typedef struct params {
-    uint64_t stream, size, alloc_size;
+    uint64_t stream, size, alloc_size; /* stream: the free-set key, stream_key() */
     pool *pl;
+    uint16_t priv; /* the request's private pool, 0 = default */
     uint32_t block;
 } params;
 
@@ -582,6 +617,8 @@ static int alloc_block(torch_state *t, params *p, int retry)
         int64_t c = try_allocate_expandable_block(t, p->pl, p->stream, p->size);
         if (c < 0)
             return (int)c;
+        if (c > 0) /* the segment is the key's, so of this pool */
+            t->s[t->b[c].seg].pool = p->priv;
         p->block = (uint32_t)c;
         return c > 0;
     }
@@ -598,6 +635,7 @@ static int alloc_block(torch_state *t, params *p, int retry)
     t->s[si].addr = addr;
     t->s[si].size = p->alloc_size;
     t->s[si].stream = p->stream;
+    t->s[si].pool = p->priv;
     t->s[si].small = p->pl->small;
     t->s[si].head = n;
     blk *nb = &t->b[n];
@@ -690,7 +728,7 @@ static int garbage_collect(torch_state *t)
     int64_t count = 0;
     as_tfs_order(&pl->blocks);
     for (uint32_t i = as_tfs_first(b, &pl->blocks); i; i = as_tfs_next_all(b, &pl->blocks, i))
-        if (!is_split(b, i)) {
+        if (!is_split(b, i) && !in_private(t, i)) {
             total_age += pl->calls - b[i].gc_base;
             count++;
         }
@@ -710,7 +748,7 @@ static int garbage_collect(torch_state *t)
         while (i) {
             uint32_t nx = as_tfs_next_all(t->b, &pl->blocks, i);
             uint64_t age = pl->calls - t->b[i].gc_base;
-            if (!is_split(t->b, i) && !is_exp(t, i) && (double)age >= thr) {
+            if (!is_split(t->b, i) && !is_exp(t, i) && !in_private(t, i) && (double)age >= thr) {
                 freed = 1;
                 reclaimed += t->b[i].size;
                 total_age -= age;
@@ -781,7 +819,9 @@ static int release_blocks(torch_state *t, pool *pl)
     uint32_t i = as_tfs_first(t->b, &pl->blocks);
     while (i) {
         uint32_t nx = as_tfs_next_all(t->b, &pl->blocks, i);
-        if (is_exp(t, i)) {
+        if (in_private(t, i)) {
+            /* a live private pool keeps its cache (see stream_key) */
+        } else if (is_exp(t, i)) {
             int rc = scratch_push(t, i);
             if (rc)
                 return rc;
@@ -945,7 +985,9 @@ static int torch_alloc(void *st, const as_request *req, as_block *out)
         return AS_EINVAL;
     if (req->size > (1ull << 50)) /* no device holds 1 PiB; keeps round_size from overflowing */
         return AS_POLICY_OOM;
-    params p = {.stream = req->stream};
+    params p = {.priv = (uint16_t)req->pool};
+    if (stream_key(req, &p.stream))
+        return AS_EINVAL;
     p.size = round_size(t, req->size);
     p.pl = &t->pools[p.size <= SMALL_SIZE];
     fset *fs = &p.pl->blocks;
@@ -1241,7 +1283,7 @@ static int torch_walk(const void *st, as_walk_fn fn, void *user)
             as_walk_item it = {.kind = AS_WALK_SEGMENT,
                                .addr = b[i].addr,
                                .size = len,
-                               .stream = s->stream,
+                               .stream = s->pool ? s->stream & POOL_MASK : s->stream,
                                .id = UINT64_MAX,
                                .pool = pname};
             rc = fn(user, &it);
@@ -1250,7 +1292,7 @@ static int torch_walk(const void *st, as_walk_fn fn, void *user)
                     .kind = AS_WALK_BLOCK,
                     .addr = b[i].addr,
                     .size = b[i].size,
-                    .stream = s->stream,
+                    .stream = s->pool ? s->stream & POOL_MASK : s->stream,
                     .pool = pname,
                     .state = b[i].state == B_ALLOC     ? AS_BLOCK_ALLOCATED
                              : b[i].state == B_PENDING ? AS_BLOCK_PENDING

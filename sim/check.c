@@ -690,7 +690,7 @@ static int replay(run *r, rec_dev *d, const evbuf *eb, size_t from, uint64_t *oo
         int rc = 0;
         d->cur_alloc = k;
         if (e->op == AS_OP_ALLOC) {
-            as_request rq = {.id = e->id, .size = e->size, .stream = e->stream};
+            as_request rq = {.id = e->id, .size = e->size, .stream = e->stream, .pool = e->pool};
             as_block b;
             rc = r->pol->alloc(r->st, &rq, &b);
             if (rc == AS_POLICY_OOM) {
@@ -753,15 +753,13 @@ static void compare(const as_snapshot_record *rec, const rec_dev *d, uint64_t st
 /* The likeliest cause of a difference, from what the snapshot holds. */
 static void explain(const as_snapshot_record *rec, const as_meta *m, as_check_result *out)
 {
-    size_t pools = 0;
-    for (size_t i = 0; i < rec->nsegs; i++)
-        pools += rec->segs[i].pool[0] != 0 || rec->segs[i].pool[1] != 0;
     const char *ooms = as_meta_get(m, "torch.oom_entries");
-    if (pools)
+    if (rec->pool_ambiguous)
         snprintf(out->why, sizeof out->why,
-                 "the recording used private pools (%zu segment%s at the dump in CUDA-graph or "
-                 "MemPool pools), which are simulated as the default pool",
-                 pools, pools == 1 ? "" : "s");
+                 "%" PRIu64 " allocation%s lay in segments freed before the dump on a stream "
+                 "with none alive there, so the snapshot does not say if a private pool (CUDA "
+                 "graph, MemPool) served them; simulated in the default pool",
+                 rec->pool_ambiguous, rec->pool_ambiguous == 1 ? "" : "s");
     else if (out->start.possible && !out->start.reconstructed)
         snprintf(out->why, sizeof out->why, "the pool at the trace's start was not rebuilt: %s",
                  out->start.why);

@@ -345,7 +345,7 @@ static void run_batch(run *r, const eng_ev *ev, size_t n)
         int rc = 0;
         switch (x->op) {
         case AS_OP_ALLOC: {
-            as_request rq = {.id = x->id, .size = x->size, .stream = x->stream};
+            as_request rq = {.id = x->id, .size = x->size, .stream = x->stream, .pool = x->pool};
             as_block b;
             rc = palloc(st, &rq, &b);
             if (rc == AS_POLICY_OK) {
@@ -782,7 +782,8 @@ static int preload(as_engine *e, as_trace_reader *rd)
         got = 0;
         rc = as_trace_next_batch(rd, e->own + n, BATCH, &got);
         for (size_t i = n; i < n + got; i++)
-            e->own[i].label = NULL;
+            if (e->own[i].op == AS_OP_MARK) /* an ALLOC's pool shares the field */
+                e->own[i].label = NULL;
         n += got;
     }
     e->mem = e->own;
@@ -812,8 +813,8 @@ static int plan_offline(as_engine *e, as_trace_reader *rd)
         run *r = e->runs[i];
         int prc = as_policy_offline(r->pol) ? r->pol->plan(r->st, lt, n) : 0;
         if (prc) {
-            run_fail(r, prc == AS_ENOMEM ? AS_ENOMEM : AS_EPOLICY,
-                     "policy %s: plan returned %d", r->pol->name, prc);
+            run_fail(r, prc == AS_ENOMEM ? AS_ENOMEM : AS_EPOLICY, "policy %s: plan returned %d",
+                     r->pol->name, prc);
             snprintf(e->msg, sizeof e->msg, "%s", r->msg);
             rc = r->err;
         }

@@ -66,7 +66,8 @@ static int load_events(as_trace_open_fn open, void *ou, uint64_t limit, mem_trac
         size_t got = 0;
         rc = as_trace_next_batch(rd, mt->ev + mt->n, cap - mt->n, &got);
         for (size_t i = 0; i < got; i++)
-            mt->ev[mt->n + i].label = NULL; /* valid until the next read; no run needs it */
+            if (mt->ev[mt->n + i].op == AS_OP_MARK) /* an ALLOC's pool shares the field */
+                mt->ev[mt->n + i].label = NULL; /* valid until the next read; no run needs it */
         mt->n += got;
     }
     if (rc < 0 && err) {

@@ -375,16 +375,16 @@ int tf_run(const as_event *evs, size_t n, const as_engine_opts *o, const as_poli
  *   e9 FREE id3             the failed allocation: ignored by the engine
  * At the OOM: reserved 6 MiB, allocated = requested = 2 MiB + 4 MiB (both 512-aligned). */
 static const as_event oom_trace[] = {
-    {AS_OP_ALLOC, 0, 0, 4 * TF_MIB, 0, AS_TIME_NONE, NULL},
-    {AS_OP_MARK, 0, 0, 0, 0, AS_TIME_NONE, NULL},
-    {AS_OP_FREE, 0, 0, 0, 0, AS_TIME_NONE, NULL},
-    {AS_OP_ALLOC, 0, 1, 2 * TF_MIB, 0, AS_TIME_NONE, NULL},
-    {AS_OP_ALLOC, 0, 2, 4 * TF_MIB, 0, AS_TIME_NONE, NULL},
-    {AS_OP_MARK, 0, 0, 0, 0, AS_TIME_NONE, NULL},
-    {AS_OP_ALLOC, 0, 3, 1, 0, AS_TIME_NONE, NULL},
-    {AS_OP_FREE, 0, 1, 0, 0, AS_TIME_NONE, NULL},
-    {AS_OP_ALLOC, 0, 4, 1, 0, AS_TIME_NONE, NULL},
-    {AS_OP_FREE, 0, 3, 0, 0, AS_TIME_NONE, NULL},
+    {AS_OP_ALLOC, 0, 0, 4 * TF_MIB, 0, AS_TIME_NONE, {NULL}},
+    {AS_OP_MARK, 0, 0, 0, 0, AS_TIME_NONE, {NULL}},
+    {AS_OP_FREE, 0, 0, 0, 0, AS_TIME_NONE, {NULL}},
+    {AS_OP_ALLOC, 0, 1, 2 * TF_MIB, 0, AS_TIME_NONE, {NULL}},
+    {AS_OP_ALLOC, 0, 2, 4 * TF_MIB, 0, AS_TIME_NONE, {NULL}},
+    {AS_OP_MARK, 0, 0, 0, 0, AS_TIME_NONE, {NULL}},
+    {AS_OP_ALLOC, 0, 3, 1, 0, AS_TIME_NONE, {NULL}},
+    {AS_OP_FREE, 0, 1, 0, 0, AS_TIME_NONE, {NULL}},
+    {AS_OP_ALLOC, 0, 4, 1, 0, AS_TIME_NONE, {NULL}},
+    {AS_OP_FREE, 0, 3, 0, 0, AS_TIME_NONE, {NULL}},
 };
 
 static void test_oom_indices(void)

@@ -21,10 +21,10 @@
  * peak_requested 3146728 and peak_allocated 3146752 (e1); peak_reserved 6291456 (e1 first)
  * fragmentation = 1 - 3146752 / 6291456; waste = 6291456 - 3146728 = 3144728. */
 static const as_event metrics_trace[] = {
-    {AS_OP_ALLOC, 0, 0, 1000, 0, AS_TIME_NONE, NULL}, {AS_OP_ALLOC, 0, 1, 3 << 20, 0, AS_TIME_NONE, NULL},
-    {AS_OP_FREE, 0, 0, 0, 0, AS_TIME_NONE, NULL},     {AS_OP_ALLOC, 0, 2, 100, 0, AS_TIME_NONE, NULL},
-    {AS_OP_MARK, 0, 0, 0, 0, AS_TIME_NONE, NULL},     {AS_OP_FREE, 0, 1, 0, 0, AS_TIME_NONE, NULL},
-    {AS_OP_FREE, 0, 2, 0, 0, AS_TIME_NONE, NULL},
+    {AS_OP_ALLOC, 0, 0, 1000, 0, AS_TIME_NONE, {NULL}}, {AS_OP_ALLOC, 0, 1, 3 << 20, 0, AS_TIME_NONE, {NULL}},
+    {AS_OP_FREE, 0, 0, 0, 0, AS_TIME_NONE, {NULL}},     {AS_OP_ALLOC, 0, 2, 100, 0, AS_TIME_NONE, {NULL}},
+    {AS_OP_MARK, 0, 0, 0, 0, AS_TIME_NONE, {NULL}},     {AS_OP_FREE, 0, 1, 0, 0, AS_TIME_NONE, {NULL}},
+    {AS_OP_FREE, 0, 2, 0, 0, AS_TIME_NONE, {NULL}},
 };
 
 static void test_peaks_frag_waste(void)

@@ -292,10 +292,11 @@ static void sites_native_bytes(void)
     CU_ASSERT_EQUAL(as_trace_reader_error(rd)->offset, scol + 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(as_trace_reader_error(rd)->msg, "site 2 past the site table"));
     as_trace_close(rd);
-    /* An unknown per-allocation column (2, reserved for private pools) is refused at open. */
-    r = native_v2(2, 1, 0, &scol);
+    /* An unknown per-allocation column (3: 1 is the site's, 2 the pool's) is refused at
+     * open. */
+    r = native_v2(3, 1, 0, &scol);
     CU_ASSERT_EQUAL(as_trace_open(write_raw(&r), NULL, &rd, &err), AS_EFORMAT);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "per-allocation column 2 is unknown"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "per-allocation column 3 is unknown"));
     CU_ASSERT_EQUAL(err.offset, scol - 8);
 }
 

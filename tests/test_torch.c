@@ -439,6 +439,42 @@ static void torch_streams_kept_apart(void)
     stop(&f);
 }
 
+/* A private pool (a CUDA graph's, a MemPool's) has its own block pools: its free block
+ * serves neither the default pool nor another private pool on the same stream, and
+ * empty_cache() leaves its whole free segments cached while the pool lives (PyTorch
+ * releases a private pool's blocks only once the pool is freeable, use_count 0). */
+static void torch_private_pools_apart(void)
+{
+    fix f;
+    defaults(&f);
+    CU_ASSERT_FATAL(start(&f, AS_CAPACITY_NONE) == 0);
+    as_block a, b, c, d;
+    as_request in1 = {.id = 0, .size = 3 * MIB, .stream = 0, .pool = 1};
+    CU_ASSERT_EQUAL(as_policy_torch.alloc(f.st, &in1, &a), 0); /* 20 MiB segment, pool 1 */
+    fr(&f, &a);
+    as_request out = {.id = 1, .size = 3 * MIB, .stream = 0};
+    CU_ASSERT_EQUAL(as_policy_torch.alloc(f.st, &out, &b), 0); /* not from pool 1: anew */
+    as_request in2 = {.id = 2, .size = 3 * MIB, .stream = 0, .pool = 2};
+    CU_ASSERT_EQUAL(as_policy_torch.alloc(f.st, &in2, &c), 0); /* pool 2: anew */
+    as_request again = {.id = 3, .size = 3 * MIB, .stream = 0, .pool = 1};
+    CU_ASSERT_EQUAL(as_policy_torch.alloc(f.st, &again, &d), 0); /* pool 1's free block */
+    CU_ASSERT_EQUAL(d.addr, a.addr);
+    CU_ASSERT_NOT_EQUAL(b.addr, a.addr);
+    CU_ASSERT_EQUAL(stats(&f).reserved, 60 * MIB);
+    fr(&f, &b);
+    fr(&f, &c);
+    fr(&f, &d);
+    /* Only the default pool's 20 MiB goes back: pools 1 and 2 keep theirs. */
+    CU_ASSERT_EQUAL(as_policy_torch.empty_cache(f.st), 0);
+    CU_ASSERT_EQUAL(stats(&f).reserved, 40 * MIB);
+    CU_ASSERT_EQUAL(f.ev[f.nev - 1].action, AS_DEV_SEGMENT_FREE);
+    CU_ASSERT_EQUAL(f.ev[f.nev - 1].addr, b.addr);
+    /* A stream value that cannot share the key with a pool number is refused. */
+    as_request bad = {.id = 4, .size = 1, .stream = 1ull << 50, .pool = 1};
+    CU_ASSERT_EQUAL(as_policy_torch.alloc(f.st, &bad, &a), AS_EINVAL);
+    stop(&f);
+}
+
 static void torch_knob_validation(void)
 {
     fix f;
@@ -610,6 +646,7 @@ static void torch_many_streams(void)
 }
 
 CU_TestInfo test_torch[] = {
+    {"private_pools_apart", torch_private_pools_apart},
     {"rounding_and_pools", torch_rounding_and_pools},
     {"segment_sizes", torch_segment_sizes},
     {"split_thresholds", torch_split_thresholds},

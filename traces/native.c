@@ -22,7 +22,8 @@ static const uint8_t native_magic[8] = {0x8A, 'A', 'S', 'T', 0x0D, 0x0A, 0x1A, 0
 #define NATIVE_VERSION 2 /* written; readable: 1, 2 */
 /* Version 2's per-allocation columns (FORMAT.md): declared once in the header, then one
  * length per declared column in every block header. */
-enum { COL_SITE = 1, COL_POOL_RESERVED = 2 };
+enum { COL_SITE = 1, COL_POOL = 2 };
+#define MAX_POOLS 65535 /* private pools in a trace's pool table */
 #define MAX_COLUMNS 16
 
 /* Structure column tags: kind in the low 2 bits, argument v in the high 6. */
@@ -82,6 +83,9 @@ typedef struct native_st {
     unsigned ncols;
     int site_col; /* index of COL_SITE among the declared columns, or -1 */
     size_t col_len[MAX_COLUMNS], k_off, k_len, k_pos; /* k_off: from the block's S start */
+    int pool_col; /* index of COL_POOL, or -1; its table is npools private pools */
+    uint32_t npools;
+    size_t p_off, p_len, p_pos;
 } native_st;
 
 static int native_probe(const uint8_t *head, size_t n)
@@ -293,16 +297,28 @@ static int rd_columns(native_st *s, as_trace_error *err)
         off = as_instream_offset(s->in);
         if ((rc = rd_varint(s, &id, "column id", err)) < 0)
             return rc;
-        if (id != COL_SITE)
+        if (id != COL_SITE && id != COL_POOL)
             return nfail(s, err, AS_EFORMAT, off,
                          "per-allocation column %llu is unknown to this build (a newer allocsim "
                          "wrote it)",
                          (unsigned long long)id);
-        if (s->site_col >= 0)
-            return nfail(s, err, AS_ECORRUPT, off, "the site column is declared twice");
-        s->site_col = (int)i;
+        int *col = id == COL_SITE ? &s->site_col : &s->pool_col;
+        if (*col >= 0)
+            return nfail(s, err, AS_ECORRUPT, off, "the %s column is declared twice",
+                         id == COL_SITE ? "site" : "pool");
+        *col = (int)i;
     }
     s->ncols = (unsigned)nc;
+    if (s->pool_col >= 0) { /* the pool table: its size (pools 1..P) */
+        uint64_t np;
+        off = as_instream_offset(s->in);
+        if ((rc = rd_varint(s, &np, "pool count", err)) < 0)
+            return rc;
+        if (np < 1 || np > MAX_POOLS)
+            return nfail(s, err, AS_ECORRUPT, off, "%llu private pools (1..%d)",
+                         (unsigned long long)np, MAX_POOLS);
+        s->npools = (uint32_t)np;
+    }
     return 0;
 }
 
@@ -371,7 +387,7 @@ static int native_open(as_instream *in, const as_reader_opts *opts, as_meta *met
         if (rc < 0)
             goto bad;
     }
-    s->site_col = -1;
+    s->site_col = s->pool_col = -1;
     if (as_sites_new(&s->sites) < 0) {
         rc = nfail(s, err, AS_ENOMEM, 0, "out of memory");
         goto bad;
@@ -458,9 +474,11 @@ static int block_begin(native_st *s, as_trace_error *err)
         s->col_len[i] = (size_t)cl;
         if ((int)i == s->site_col)
             s->k_off = s->s_len + s->t_len + cols, s->k_len = (size_t)cl;
+        if ((int)i == s->pool_col)
+            s->p_off = s->s_len + s->t_len + cols, s->p_len = (size_t)cl;
         cols += (size_t)cl;
     }
-    s->k_pos = 0;
+    s->k_pos = s->p_pos = 0;
     s->nev = (uint32_t)nev;
     s->done = 0;
     s->s_pos = s->t_pos = 0;
@@ -499,6 +517,10 @@ static int block_end(native_st *s, as_trace_error *err)
         return nfail(s, err, AS_ECORRUPT, s->block_off + s->hdr_len + s->k_off + s->k_pos,
                      "site column has %zu stray bytes after the block's allocations",
                      s->k_len - s->k_pos);
+    if (s->p_pos != s->p_len)
+        return nfail(s, err, AS_ECORRUPT, s->block_off + s->hdr_len + s->p_off + s->p_pos,
+                     "pool column has %zu stray bytes after the block's allocations",
+                     s->p_len - s->p_pos);
     as_instream_skip(s->in, s->hdr_len + block_body(s));
     s->in_block = 0;
     return 0;
@@ -510,6 +532,7 @@ typedef struct ncur {
     const uint8_t *sb, *se, *sp; /* structure column: begin, end, position */
     const uint8_t *tb, *te, *tp; /* time column */
     const uint8_t *kb, *ke, *kp; /* site column (kb == NULL: none) */
+    const uint8_t *pb, *pe, *pp; /* pool column (pb == NULL: none) */
     uint64_t base;               /* stream offset of sb */
     uint64_t nalloc, cur_stream;
     int64_t prev_time;
@@ -551,6 +574,24 @@ static int decode_site(native_st *s, ncur *c, as_event *ev, as_trace_error *err)
     return 0;
 }
 
+/* An ALLOC's private pool from the pool column. */
+static int decode_pool(native_st *s, ncur *c, as_event *ev, as_trace_error *err)
+{
+    uint64_t v;
+    uint64_t off = s->block_off + s->hdr_len + s->p_off + (uint64_t)(c->pp - c->pb);
+    size_t used = varint(c->pp, c->pe, &v);
+    if (!used)
+        return nfail(s, err, AS_ECORRUPT, off,
+                     c->pp >= c->pe ? "pool column shorter than the block's allocations"
+                                    : "corrupt varint in the pool column");
+    if (v > s->npools)
+        return nfail(s, err, AS_ECORRUPT, off, "pool %llu past the pool table (%u pools)",
+                     (unsigned long long)v, s->npools);
+    c->pp += used;
+    ev->pool = (uint32_t)v;
+    return 0;
+}
+
 AS_HOT int decode_alloc(native_st *s, ncur *c, as_event *ev, unsigned arg, const uint8_t *ev_start,
                         as_trace_error *err)
 {
@@ -559,6 +600,8 @@ AS_HOT int decode_alloc(native_st *s, ncur *c, as_event *ev, unsigned arg, const
     ev->stream = c->cur_stream;
     int krc;
     if (c->kb && (krc = decode_site(s, c, ev, err)) < 0)
+        return krc;
+    if (c->pb && (krc = decode_pool(s, c, ev, err)) < 0)
         return krc;
     if (arg < SIZE_SLOTS) {
         ev->size = s->size_cache[arg];
@@ -753,6 +796,9 @@ static int decode_block(native_st *s, as_validator *vd, as_event *evs, size_t ca
     c.kb = s->site_col >= 0 ? c.sb + s->k_off : NULL;
     c.ke = c.kb ? c.kb + s->k_len : NULL;
     c.kp = c.kb ? c.kb + s->k_pos : NULL;
+    c.pb = s->pool_col >= 0 ? c.sb + s->p_off : NULL;
+    c.pe = c.pb ? c.pb + s->p_len : NULL;
+    c.pp = c.pb ? c.pb + s->p_pos : NULL;
     uint32_t done = s->done;
     size_t kk = *k, lim = kk + (cap - kk < s->nev - done ? cap - kk : s->nev - done);
     int rc = 0;
@@ -766,6 +812,7 @@ static int decode_block(native_st *s, as_validator *vd, as_event *evs, size_t ca
         unsigned tag = *c.sp++;
         ev->label = NULL;
         ev->site = 0;
+        ev->pool = 0;
         if ((tag & 3) == K_ALLOC)
             rc = decode_alloc(s, &c, ev, tag >> 2, ev_start, err);
         else if ((tag & 3) != K_SPECIAL)
@@ -799,6 +846,8 @@ static int decode_block(native_st *s, as_validator *vd, as_event *evs, size_t ca
     s->t_pos = (size_t)(c.tp - c.tb);
     if (c.kb)
         s->k_pos = (size_t)(c.kp - c.kb);
+    if (c.pb)
+        s->p_pos = (size_t)(c.pp - c.pb);
     s->nevents += done - s->done;
     s->done = done;
     s->nalloc = c.nalloc;
@@ -917,6 +966,8 @@ typedef struct native_w {
     buf hdr, s, t; /* block header, structure and time columns */
     buf k;         /* the site column (has_sites: the trace has a site table) */
     int has_sites;
+    buf pc; /* the pool column (npools > 0: the metadata's `pools`) */
+    uint32_t npools;
     uint32_t nev;
     int any_time;
     uint64_t size_cache[SIZE_SLOTS];
@@ -965,6 +1016,8 @@ static int flush_block(native_w *w, as_trace_error *err)
     put_varint(&w->hdr, w->any_time ? w->t.len : 0);
     if (w->has_sites)
         put_varint(&w->hdr, w->k.len);
+    if (w->npools)
+        put_varint(&w->hdr, w->pc.len);
     int rc = zwrite(w, w->hdr.p, w->hdr.len, ZSTD_e_continue, err);
     if (!rc)
         rc = zwrite(w, w->s.p, w->s.len, ZSTD_e_continue, err);
@@ -972,8 +1025,10 @@ static int flush_block(native_w *w, as_trace_error *err)
         rc = zwrite(w, w->t.p, w->t.len, ZSTD_e_continue, err);
     if (!rc && w->has_sites && w->k.len)
         rc = zwrite(w, w->k.p, w->k.len, ZSTD_e_continue, err);
+    if (!rc && w->npools && w->pc.len)
+        rc = zwrite(w, w->pc.p, w->pc.len, ZSTD_e_continue, err);
     w->nev = 0;
-    w->s.len = w->t.len = w->k.len = 0;
+    w->s.len = w->t.len = w->k.len = w->pc.len = 0;
     w->any_time = 0;
     return rc;
 }
@@ -1061,6 +1116,16 @@ static int nw_write(void *st, const as_event *ev, as_trace_error *err)
                 return nw_oom(w, err);
             put_varint(&w->k, ev->site);
         }
+        if (ev->pool > w->npools)
+            return as_trace_set_error(err, AS_EINVAL, w->o->path, UINT64_MAX, 0,
+                                      "allocation %llu names pool %u, past the %u of the "
+                                      "metadata's `pools`",
+                                      (unsigned long long)ev->id, ev->pool, w->npools);
+        if (w->npools) {
+            if (buf_reserve(&w->pc, 10) < 0)
+                return nw_oom(w, err);
+            put_varint(&w->pc, ev->pool);
+        }
         w->nalloc++;
         break;
     }
@@ -1126,13 +1191,15 @@ static void nw_free(native_w *w)
     free(w->s.p);
     free(w->t.p);
     free(w->k.p);
+    free(w->pc.p);
     free(w->skeys);
     free(w->sidx);
     free(w);
 }
 
-/* Version 2's site table and column list, after the metadata (FORMAT.md). */
-static int put_sites(buf *h, const as_sites *sites)
+/* Version 2's site table and column list, after the metadata (FORMAT.md); npools > 0
+ * adds the pool column and its table. */
+static int put_sites(buf *h, const as_sites *sites, uint32_t npools)
 {
     uint32_t nf = as_sites_nframes(sites), nk = as_sites_count(sites);
     if (buf_reserve(h, 40) < 0)
@@ -1166,9 +1233,13 @@ static int put_sites(buf *h, const as_sites *sites)
     }
     if (buf_reserve(h, 20) < 0)
         return -1;
-    put_varint(h, nk ? 1 : 0); /* per-allocation columns: the site column when there are sites */
+    put_varint(h, (nk ? 1 : 0) + (npools ? 1 : 0)); /* per-allocation columns */
     if (nk)
         put_varint(h, COL_SITE);
+    if (npools) { /* the pool column, and its table: the number of private pools */
+        put_varint(h, COL_POOL);
+        put_varint(h, npools);
+    }
     return 0;
 }
 
@@ -1214,7 +1285,17 @@ static int nw_open(as_outfile *o, const as_meta *meta, const as_sites *sites, vo
         memcpy(h->p + h->len, meta->kv[i].value, vl);
         h->len += vl;
     }
-    if (put_sites(h, sites) < 0) {
+    const char *np = meta ? as_meta_get(meta, "pools") : NULL;
+    char *end = NULL;
+    unsigned long long npl = np ? strtoull(np, &end, 10) : 0;
+    if (np && (*np < '0' || *np > '9' || *end || npl > MAX_POOLS)) {
+        rc = as_trace_set_error(err, AS_EINVAL, o->path, UINT64_MAX, 0,
+                                "metadata `pools` is \"%s\", not a pool count (0..%d)", np,
+                                MAX_POOLS);
+        goto bad;
+    }
+    w->npools = (uint32_t)npl;
+    if (put_sites(h, sites, w->npools) < 0) {
         rc = nw_oom(w, err);
         goto bad;
     }

@@ -32,6 +32,7 @@ typedef struct text_st {
     as_inline ln; /* the current line (peeked, not yet consumed) */
     unsigned version;
     as_sites *sites; /* version 2: the frame and site lines of the header */
+    uint32_t npools; /* the metadata's `pools`: an ALLOC's pool= is 0..npools */
 } text_st;
 
 /* ---- lexing ----------------------------------------------------------------------- */
@@ -441,6 +442,17 @@ static int text_open(as_instream *in, const as_reader_opts *opts, as_meta *meta,
             goto bad;
         consume_line(s);
     }
+    const char *np = as_meta_get(meta, "pools");
+    if (np) {
+        char *end;
+        unsigned long long v = strtoull(np, &end, 10);
+        if (*np < '0' || *np > '9' || *end || v > 65535) {
+            rc = fail_at(s, err, AS_ECORRUPT, NULL, "meta pools=%s is not a pool count (0..65535)",
+                         np);
+            goto bad;
+        }
+        s->npools = (uint32_t)v;
+    }
     *stp = s;
     return 0;
 bad:
@@ -454,8 +466,18 @@ static int parse_params(text_st *s, const char *p, const char *e, int allow_stre
                         as_trace_error *err)
 {
     const char *tb, *te;
-    int seen_s = 0, seen_t = 0, seen_k = 0;
+    int seen_s = 0, seen_t = 0, seen_k = 0, seen_p = 0;
     while (next_tok(&p, e, &tb, &te)) {
+        if (te - tb > 5 && memcmp(tb, "pool=", 5) == 0 && allow_stream && !seen_p) {
+            uint64_t k;
+            if (parse_exact_u64(tb + 5, te, 0, &k) < 0 || k > s->npools)
+                return fail_at(s, err, AS_ECORRUPT, tb + 5,
+                               "pool %.*s is not in the pool table (meta pools=%u)",
+                               (int)(te - tb - 5 > 20 ? 20 : te - tb - 5), tb + 5, s->npools);
+            ev->pool = (uint32_t)k;
+            seen_p = 1;
+            continue;
+        }
         if (te - tb > 5 && memcmp(tb, "site=", 5) == 0 && allow_stream && !seen_k) {
             uint64_t k;
             if (parse_exact_u64(tb + 5, te, 0, &k) < 0 || k > as_sites_count(s->sites))
@@ -790,6 +812,10 @@ static int text_w_write(void *stp, const as_event *ev, as_trace_error *err)
         if (ev->site) {
             p = put_str(p, " site=");
             p = put_u64(p, ev->site);
+        }
+        if (ev->pool) {
+            p = put_str(p, " pool=");
+            p = put_u64(p, ev->pool);
         }
         break;
     case AS_OP_FREE:

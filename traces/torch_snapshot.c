@@ -67,8 +67,9 @@ typedef struct snap_entry {
     uint64_t index; /* position in device_traces[d] */
     uint8_t act;
     uint8_t has_size;
-    uint32_t site;  /* alloc: its call site (frames), 0 = none */
-    uint32_t umark; /* a user_metadata MARK to emit before it: label offset + 1, 0 = none */
+    uint32_t site;        /* alloc: its call site (frames), 0 = none */
+    uint32_t umark;       /* a user_metadata MARK to emit before it: label offset + 1, 0 = none */
+    uint8_t empty_before; /* an inferred empty_cache() comes before it (snap_build) */
 } snap_entry;
 
 /* An emitted event; ids are fixed up once the prehistoric blocks are known. */
@@ -78,6 +79,8 @@ typedef struct snap_ev {
     uint8_t op;
     uint8_t pre;   /* id is an index into the prehistoric table, not a trace ordinal */
     uint32_t site; /* ALLOC: its call site */
+    uint32_t pool; /* ALLOC: its private pool (snap_pools.c), set when handed out */
+    uint64_t addr; /* ALLOC: the block's address, which names its pool */
 } snap_ev;
 
 /* MARK labels, NUL-terminated, back to back. */
@@ -135,7 +138,8 @@ typedef struct snap_state {
     label_pool ann_pool;    /* annotation labels */
     snap_ann *ann;          /* annotations in time order, merged into the events as MARKs */
     size_t nann, ann_pos;
-    int ended; /* the trace's events are all out (annotations may remain) */
+    int ended;            /* the trace's events are all out (annotations may remain) */
+    as_snap_pools *pools; /* which pool served each ALLOC (snap_pools.c) */
 } snap_state;
 
 /* Everything the conversion needs; in one pass it is freed before open returns. */
@@ -172,6 +176,11 @@ struct snap_build {
     uint64_t cache_gen;
     uint64_t act_count[N_ACT_NAMES], unknown_actions;
     uint64_t seg_grow, seg_shrink; /* bytes by segment_alloc/map and segment_free/unmap */
+    /* A run of segment_free/unmap entries is an empty_cache() call (the only release
+     * without memory pressure: torch.cuda.graph makes one when a capture begins): its
+     * EMPTY_CACHE goes before the next alloc/free entry, or at the end. */
+    uint8_t in_release, empty_pending;
+    uint64_t empty_inferred;
     snap_ev *ev;
     size_t nev, capev;
     int overflow;          /* pass 1 stopped buffering: a second pass will emit */
@@ -442,6 +451,13 @@ static int entry_fields(snap_build *b, as_pk_ref e, uint64_t index, snap_entry *
     else
         b->unknown_actions++;
     int64_t i64;
+    if (name == NAME_SEG_FREE || name == NAME_SEG_UNMAP) {
+        b->empty_inferred += !b->in_release;
+        b->empty_pending |= !b->in_release;
+        b->in_release = 1;
+    } else if (name >= 0 && name <= NAME_SEG_MAP) {
+        b->in_release = 0;
+    }
     if (b->pass == 1) {
         b->entries++;
         b->alloc_entries += name == ACT_ALLOC;
@@ -481,6 +497,8 @@ static int entry_fields(snap_build *b, as_pk_ref e, uint64_t index, snap_entry *
         return rc;
     if ((rc = user_mark(b, f[KEY_UMETA], &x->umark)) < 0)
         return rc;
+    x->empty_before = b->empty_pending;
+    b->empty_pending = 0;
     return 1;
 }
 
@@ -659,7 +677,8 @@ static int emit_site(snap_build *b, as_op op, const addr_slot *s, int64_t t, uin
                  .stream = s->stream,
                  .time_us = t,
                  .pre = s->pre,
-                 .site = site};
+                 .site = site,
+                 .addr = s->addr};
     return push_ev(b, &e);
 }
 
@@ -674,6 +693,13 @@ static int emit_umark(snap_build *b, const snap_entry *x)
     if (!x->umark)
         return 0;
     snap_ev e = {.op = AS_OP_MARK, .id = x->umark - 1, .time_us = x->time_us};
+    return push_ev(b, &e);
+}
+
+static int emit_empty(snap_build *b)
+{
+    snap_ev e = {.op = AS_OP_EMPTY_CACHE, .time_us = AS_TIME_NONE};
+    b->empty_pending = 0;
     return push_ev(b, &e);
 }
 
@@ -719,7 +745,7 @@ static int step(snap_build *b, const snap_entry *x, const snap_entry *nxt)
     addr_slot *s = map_find(&b->map, x->addr, 1);
     if (!s)
         return oom(b);
-    if ((rc = emit_umark(b, x)) < 0)
+    if ((rc = emit_umark(b, x)) < 0 || (x->empty_before && (rc = emit_empty(b)) < 0))
         return rc;
     if (x->act == ACT_ALLOC) {
         if (s->state == ST_LIVE || s->state == ST_PENDING) {
@@ -825,6 +851,8 @@ static int feed_end(snap_build *b)
 {
     int rc = b->have_cur ? step(b, &b->cur, NULL) : 0;
     b->have_cur = 0;
+    if (rc >= 0 && b->empty_pending) /* the trace ends with a release */
+        rc = emit_empty(b);
     return rc < 0 ? rc : 0;
 }
 
@@ -1054,6 +1082,7 @@ static int write_meta(snap_build *b, as_meta *meta, as_pk_ref root, uint64_t nde
         snprintf(v + j, sizeof v - j, "%sother:%" PRIu64, j ? "," : "", b->unknown_actions);
     rc |= as_meta_set(meta, "torch.actions", v[0] ? v : "none");
     rc |= meta_fmt(meta, "torch.oom_entries", "%" PRIu64, b->act_count[NAME_OOM]);
+    rc |= meta_fmt(meta, "torch.empty_cache_inferred", "%" PRIu64, b->empty_inferred);
     if (have_segments) {
         rc |= meta_fmt(meta, "torch.segments_at_dump", "%" PRIu64, nseg);
         rc |= meta_fmt(meta, "torch.reserved_at_dump", "%" PRIu64, reserved);
@@ -1166,9 +1195,8 @@ static int check_root(snap_build *b, as_pk_ref *traces, as_pk_ref *segments)
         as_pk_iter it;
         as_pk_ref first = AS_PK_NIL;
         as_pk_iter_init(&it, pk, root);
-        if (!as_pk_iter_next(&it, &first) ||
-            (as_pk_type_of(pk, first) == AS_PK_DICT &&
-             as_pk_dict_get(pk, first, "total_size") != AS_PK_NIL))
+        if (!as_pk_iter_next(&it, &first) || (as_pk_type_of(pk, first) == AS_PK_DICT &&
+                                              as_pk_dict_get(pk, first, "total_size") != AS_PK_NIL))
             *traces = AS_PK_NIL, *segments = root;
     }
     if ((as_pk_type_of(pk, root) != AS_PK_DICT && as_pk_type_of(pk, root) != AS_PK_LIST) ||
@@ -1325,7 +1353,8 @@ static int finish_buffered(snap_build *b, snap_state *st)
                              .id = i,
                              .size = b->pre[i].size,
                              .stream = b->pre[i].stream,
-                             .time_us = t0};
+                             .time_us = t0,
+                             .addr = b->pre[i].addr};
     st->ev = b->ev;
     st->nev = b->nev + b->npre;
     b->ev = NULL;
@@ -1370,6 +1399,8 @@ static int start_pass2(snap_build *b)
     memset(b->act_count, 0, sizeof b->act_count);
     b->unknown_actions = 0;
     b->seg_grow = b->seg_shrink = 0;
+    b->in_release = b->empty_pending = 0;
+    b->empty_inferred = 0;
     return 0;
 }
 
@@ -1436,6 +1467,7 @@ static void state_free(snap_state *st)
     if (!st)
         return;
     free_record(st);
+    as_snap_pools_free(st->pools);
     as_sites_free(st->sites);
     free(st->umarks.p);
     free(st->ann_pool.p);
@@ -1508,6 +1540,39 @@ static int read_annotations(snap_build *b, snap_state *st, as_meta *meta)
     return rc ? oom(b) : 0;
 }
 
+static int pools_meta(const as_snap_pools *p, as_meta *meta)
+{
+    uint32_t np = as_snap_pools_count(p);
+    int rc = meta_fmt(meta, "pools", "%" PRIu32, np);
+    for (uint32_t k = 1; k <= np && !rc; k++) {
+        int64_t pair[2];
+        char key[32];
+        as_snap_pools_pair(p, k, pair);
+        snprintf(key, sizeof key, "pool.%" PRIu32, k);
+        rc = meta_fmt(meta, key, "(%" PRId64 ", %" PRId64 ")", pair[0], pair[1]);
+    }
+    return rc ? AS_ENOMEM : 0;
+}
+
+/* An ALLOC's pool, counted into the record. */
+static uint32_t pool_of(snap_state *st, uint64_t addr, uint64_t id)
+{
+    int how;
+    uint32_t pool = as_snap_pools_of(st->pools, addr, id, &how);
+    st->rec.pool_allocs += pool != 0;
+    st->rec.pool_by_stream += how == AS_POOL_BY_STREAM;
+    st->rec.pool_ambiguous += how == AS_POOL_AMBIGUOUS;
+    return pool;
+}
+
+/* Every buffered ALLOC's pool (a trace read in two passes resolves at hand-out). */
+static void resolve_pools(snap_state *st)
+{
+    for (size_t i = 0; i < st->nev; i++)
+        if (st->ev[i].op == AS_OP_ALLOC)
+            st->ev[i].pool = pool_of(st, st->ev[i].addr, st->ev[i].id);
+}
+
 static int torch_open(as_instream *in, const as_reader_opts *opts, as_meta *meta, void **stp,
                       as_trace_error *err)
 {
@@ -1548,9 +1613,14 @@ static int torch_open(as_instream *in, const as_reader_opts *opts, as_meta *meta
         (rc = read_annotations(b, st, meta)) || (rc = keep_record(b, st)))
         goto fail;
     st->warnings = b->warnings;
+    if ((rc = as_snap_pools_build(&st->rec, &st->pools)) || (rc = pools_meta(st->pools, meta))) {
+        rc = bfail(b, rc, UINT64_MAX, "out of host memory for the pool table");
+        goto fail;
+    }
     if (!b->overflow) {
         if ((rc = finish_buffered(b, st)))
             goto fail;
+        resolve_pools(st);
         build_free(b);
         free(b);
     } else {
@@ -1610,7 +1680,7 @@ static int pass2_fill(snap_state *st, as_trace_error *err)
         if (rc < 0)
             return bfail(b, perr.code, perr.offset, "pickle: %s", perr.msg);
         if (rc == 0) {
-            if (b->have_cur && (rc = feed_end(b)) < 0)
+            if ((b->have_cur || b->empty_pending) && (rc = feed_end(b)) < 0)
                 return rc;
             if (b->nev)
                 break;
@@ -1636,10 +1706,12 @@ static int torch_next(void *stp, as_event *ev, as_trace_error *err)
     if (st->b && st->pre_out < st->b->npre) {
         const pre_block *p = &st->b->pre[st->pre_out];
         *ev = (as_event){.op = AS_OP_ALLOC,
-                         .id = st->pre_out++,
+                         .id = st->pre_out,
                          .size = p->size,
                          .stream = p->stream,
-                         .time_us = st->b->t0};
+                         .time_us = st->b->t0,
+                         .pool = pool_of(st, p->addr, st->pre_out)};
+        st->pre_out++;
         return 0;
     }
     if (st->pos >= st->nev && !st->ended) {
@@ -1662,6 +1734,11 @@ static int torch_next(void *stp, as_event *ev, as_trace_error *err)
                      .stream = e->stream,
                      .time_us = e->time_us,
                      .label = e->op == AS_OP_MARK ? st->umarks.p + e->id : NULL};
+    if (e->op == AS_OP_ALLOC && st->b) { /* two passes: resolved here */
+        ev->pool = pool_of(st, e->addr, e->id);
+    } else if (e->op == AS_OP_ALLOC) {
+        ev->pool = e->pool;
+    }
     return 0;
 }
 

@@ -45,14 +45,18 @@ typedef enum as_op {
 typedef struct as_event {
     as_op op;
     uint32_t site;   /* ALLOC: its call site in the reader's site table (1..), 0 = unknown;
-                        else 0 (fits the padding after op: the event stays 48 bytes) */
+                        else 0 (fits the padding after op) */
     uint64_t id;     /* ALLOC: its ordinal; FREE/FREE_REQ: the ordinal it frees; else 0 */
     uint64_t size;   /* ALLOC: unrounded bytes requested (1..AS_MAX_ALLOC_SIZE); FREE*: the
                         size of the allocation it frees (filled by the reader); else 0 */
     uint64_t stream; /* ALLOC: the stream (a cudaStream_t value, 0 = default); FREE*: the
                         allocation's stream (filled by the reader); else 0 */
     int64_t time_us; /* microseconds since an arbitrary origin, or AS_TIME_NONE */
-    const char *label; /* MARK only: NUL-terminated, valid until the next read */
+    union { /* by op, so the event stays 48 bytes */
+        const char *label; /* MARK: NUL-terminated, valid until the next read */
+        uint32_t pool;     /* ALLOC: the private pool serving it (a CUDA graph's or a
+                              MemPool's: 1.., FORMAT.md), 0 = the default pool */
+    };                     /* FREE*, EMPTY_CACHE: zero */
 } as_event;
 
 /* ---- Call sites --------------------------------------------------------------------- */
@@ -228,6 +232,9 @@ typedef struct as_snapshot_record {
     const as_snap_pre *pre; /* prehistoric allocation k is pre[k] */
     size_t npre;
     uint64_t entries; /* the device's trace entries */
+    /* ALLOCs by how their pool was found (snap_pools.c; complete once the trace is read):
+     * in a private pool, by their stream's one pool, ambiguous (simulated in the default). */
+    uint64_t pool_allocs, pool_by_stream, pool_ambiguous;
     int have_segments, have_traces, have_settings;
 } as_snapshot_record;
 /* The record of a torch snapshot (valid until as_trace_close), or NULL for other formats. */

@@ -117,4 +117,18 @@ extern const as_format_writer as_text_writer;
 /* Meta keys are [A-Za-z0-9_.-]+; values have no NUL/newline (text escapes them anyway). */
 int as_meta_key_ok(const char *key);
 
+/* ---- private pools of a torch snapshot (snap_pools.c) ----------------------------- */
+
+/* How an allocation's pool was found: the segment holding it is alive at the dump (its
+ * segment_pool_id), or takes its stream's one pool, or neither (then the default pool). */
+enum { AS_POOL_RECORDED = 0, AS_POOL_BY_STREAM = 1, AS_POOL_AMBIGUOUS = 2 };
+typedef struct as_snap_pools as_snap_pools;
+int as_snap_pools_build(const as_snapshot_record *rec, as_snap_pools **out);
+/* The pool (0 default, 1..count private) of the block at addr allocated by ALLOC `alloc`
+ * (the record's ordinals: prehistoric ALLOCs first); *how is an AS_POOL_*. */
+uint32_t as_snap_pools_of(const as_snap_pools *p, uint64_t addr, uint64_t alloc, int *how);
+uint32_t as_snap_pools_count(const as_snap_pools *p); /* private pools at the dump */
+void as_snap_pools_pair(const as_snap_pools *p, uint32_t k, int64_t pair[2]); /* k: 1.. */
+void as_snap_pools_free(as_snap_pools *p);
+
 #endif
