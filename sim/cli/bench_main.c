@@ -524,8 +524,15 @@ static void run_bench(const trace_in *t, int nt)
     rows[nr++] = (row_def){"decode only (native)", 0, NULL, AS_CAPACITY_NONE};
     rows[nr++] = (row_def){"engine only (no-op policy)", 1, NULL, AS_CAPACITY_NONE};
     const as_policy *const *l = as_policy_list(&np);
+    /* An offline policy plans the whole trace before its first event (O(n * live) on the
+     * long traces here: minutes): it has no per-event speed to compare, so it is left out
+     * and said so; policies/README.md gives its planning times. */
+    size_t offline = 0;
     for (size_t i = 0; i < np && nr < 56; i++)
-        rows[nr++] = (row_def){l[i]->name, 1, l[i]->name, AS_CAPACITY_NONE};
+        if (as_policy_offline(l[i]))
+            offline++;
+        else
+            rows[nr++] = (row_def){l[i]->name, 1, l[i]->name, AS_CAPACITY_NONE};
     if (as_policy_find("torch")) {
         rows[nr++] =
             (row_def){"torch,expandable=true", 1, "torch,expandable=true", AS_CAPACITY_NONE};
@@ -540,6 +547,11 @@ static void run_bench(const trace_in *t, int nt)
     printf("%s(in parentheses: the policy's own ns/event, its row's minus the engine-only "
            "row's%s)\n",
            markdown ? "\n" : "", base_exe ? "; old->new: --base, then this build" : "");
+    for (size_t i = 0; i < np && offline; i++)
+        if (as_policy_offline(l[i]))
+            printf("%s (offline) is not benched: it plans the whole trace first "
+                   "(policies/README.md gives its planning time)\n",
+                   l[i]->name);
 }
 
 /* zstd -d in > out (the snapshots ship compressed; users' pickles are plain). */
