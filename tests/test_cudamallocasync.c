@@ -5,8 +5,11 @@
  * that trims first and then fails. Figures are hand-computed from those rules.
  */
 #include <CUnit/CUnit.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "fuzz/policy_harness.h"
+#include "util.h"
 
 #define MIB PH_MIB
 
@@ -77,9 +80,40 @@ static void async_oom_trims_then_fails(void)
     ph_close(&t);
 }
 
+/* The H200's pool on the kvcache trace (replay/data/validate-h200/async/async_runs.csv.zst,
+ * threshold 0): at 199,229,440 B it fails at allocation 12527; at 201,326,592 B it
+ * completes with that peak reserved. */
+static void async_kvcache_gpu(void)
+{
+    static char out[8192], err[2048], args[1024];
+    char trace[512];
+    snprintf(trace, sizeof trace, "%s", tu_tmp(".zst"));
+    snprintf(args, sizeof args,
+             "gen kvcache requests=40 layers=4 output_mean=128 prompt_mean=256 max_batch=16 "
+             "-o '%s'",
+             trace);
+    CU_ASSERT_EQUAL_FATAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
+    snprintf(args, sizeof args, "run -f csv -p cudamallocasync -c 199229440 -c 201326592 '%s'",
+             trace);
+    CU_ASSERT_EQUAL_FATAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
+    /* capacity,completed,oom,oom_event,oom_alloc ... peak_reserved */
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, ",199229440,0,1,"));
+    const char *l = strstr(out, ",199229440,0,1,");
+    if (l) {
+        long ev = 0, alloc = 0;
+        CU_ASSERT_EQUAL(sscanf(l, ",199229440,0,1,%ld,%ld,", &ev, &alloc), 2);
+        CU_ASSERT_EQUAL(alloc, 12527);
+    }
+    const char *c = strstr(out, ",201326592,1,0,");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    /* peak requested (the GPU's used high), allocated, reserved (the GPU's reserved high) */
+    CU_ASSERT_PTR_NOT_NULL(strstr(c, ",170745856,170745856,201326592,"));
+}
+
 CU_TestInfo test_cudamallocasync[] = {
     {"growth_and_reuse", async_growth_and_reuse},
     {"threshold_keeps", async_threshold_keeps},
     {"oom_trims_then_fails", async_oom_trims_then_fails},
+    {"kvcache_as_the_gpu", async_kvcache_gpu},
     CU_TEST_INFO_NULL,
 };
