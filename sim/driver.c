@@ -104,6 +104,12 @@ static void cb_segment(void *user, const as_seg_record *r)
         d->o->on_segment(d->o->user, r);
 }
 
+static void cb_block(void *user, const as_block_record *r)
+{
+    drv *d = user;
+    d->o->on_block(d->o->user, r);
+}
+
 static void cb_sample(void *user, const as_timeline_sample *s)
 {
     as_runlog_sample(((drv *)user)->o->timeline, s);
@@ -448,6 +454,7 @@ static void drv_init(drv *d, const as_driver_opts *o, as_report *rep)
     d->eng.timeline_every = o->timeline ? o->engine.timeline_every : 0;
     d->eng.on_segment = o->segs || o->on_segment ? cb_segment : NULL;
     d->eng.on_sample = o->timeline ? cb_sample : NULL;
+    d->eng.on_block = o->on_block ? cb_block : NULL;
     d->eng.on_runs = o->on_progress ? cb_runs : NULL;
     d->eng.max_live = 0;
 }

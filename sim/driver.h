@@ -84,6 +84,7 @@ typedef struct as_driver_opts {
     int (*on_group)(void *user, const as_driver_group *g);
     void (*on_group_done)(void *user, const as_driver_group *g, const as_engine *e);
     void (*on_segment)(void *user, const as_seg_record *r); /* after the segs log */
+    void (*on_block)(void *user, const as_block_record *r); /* the engine's on_block */
     void (*on_progress)(void *user, const as_driver_progress *p);
     void (*on_fail)(void *user, const as_driver_fail *f);
     void (*on_note)(void *user, const char *msg);

@@ -74,6 +74,8 @@ typedef struct run {
     as_run_result res;
     as_seg_record *segs;
     size_t nseg, capseg;
+    as_block_record *blks; /* on_block */
+    size_t nblk, capblk;
     as_timeline_sample *smp;
     size_t nsmp, capsmp;
     walk_rec *walks;
@@ -191,6 +193,18 @@ static void on_dev(void *user, const as_dev_event *ev)
     }
     r->segs[r->nseg++] =
         (as_seg_record){.run = r->index, .alloc = r->allocs, .event = r->events, .dev = *ev};
+}
+
+/* Buffers a block for on_block. 0, or -1 when the run failed (out of host memory). */
+static int log_block(run *r, uint64_t event, uint64_t id, const as_block *b)
+{
+    if (grow((void **)&r->blks, &r->capblk, r->nblk + 1, sizeof *r->blks)) {
+        run_fail(r, AS_ENOMEM, "out of host memory for the block log");
+        return -1;
+    }
+    r->blks[r->nblk++] = (as_block_record){
+        .run = r->index, .event = event, .alloc = id, .addr = b->addr, .size = b->size};
+    return 0;
 }
 
 /* ---- sampling ----------------------------------------------------------------------- */
@@ -358,6 +372,8 @@ static void run_batch(run *r, const eng_ev *ev, size_t n)
                     run_fail(r, AS_ENOMEM, "out of host memory for the live table");
                     return;
                 }
+                if (r->e->o.on_block && log_block(r, idx, x->id, &b))
+                    return;
                 r->requested += x->size;
                 r->allocated += b.size;
                 if (r->requested > r->res.peak_requested)
@@ -543,6 +559,9 @@ static void run_flush(as_engine *e, run *r)
     for (size_t i = 0; i < r->nseg; i++)
         e->o.on_segment(e->o.user, &r->segs[i]);
     r->nseg = 0;
+    for (size_t i = 0; i < r->nblk; i++)
+        e->o.on_block(e->o.user, &r->blks[i]);
+    r->nblk = 0;
     for (size_t i = 0; i < r->nsmp; i++)
         e->o.on_sample(e->o.user, &r->smp[i]);
     r->nsmp = 0;
@@ -1096,6 +1115,7 @@ void as_engine_destroy(as_engine *e)
         as_idring_free(&r->live);
         free(r->st);
         free(r->segs);
+        free(r->blks);
         free(r->smp);
         free(r->walks);
         free(r);

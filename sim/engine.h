@@ -97,6 +97,14 @@ typedef struct as_seg_record {
     as_dev_event dev;
 } as_seg_record;
 
+/* A block the policy handed out, for --snapshot-out (sim/snapout.h): allocation `alloc`
+ * (its ordinal, the ALLOC's id) got [addr, addr + size) while handling event `event`. */
+typedef struct as_block_record {
+    unsigned run;
+    uint64_t event, alloc;
+    uint64_t addr, size;
+} as_block_record;
+
 /* A timeline sample, for --timeline: taken every `timeline_every` events and at every
  * new peak of reserved, and at the OOM. */
 typedef struct as_timeline_sample {
@@ -147,6 +155,9 @@ typedef struct as_engine_opts {
      * every batch, while no worker runs (the command layer limits how often it prints). */
     const volatile sig_atomic_t *stop;
     void (*on_runs)(void *user, const as_engine_progress *p);
+    /* Every block handed out (addition), buffered and handed over like on_segment: a run's
+     * records come after its device events of the same batch. NULL = none. */
+    void (*on_block)(void *user, const as_block_record *r);
 } as_engine_opts;
 
 /* Trace-wide facts gathered while the runs execute. */

@@ -22,6 +22,7 @@
 #include "segmap.h"
 #include "siterep.h"
 #include "bymark.h"
+#include "snapout.h"
 
 #define DEFAULT_TIMELINE_EVERY 100
 
@@ -68,6 +69,10 @@ static const char run_help[] =
     "                        label contains TEXT (all marks without it): per interval the\n"
     "                        peak requested, each run's peak reserved and device calls; a\n"
     "                        snapshot's annotations are marks 'START name' and 'END name'\n"
+    "      --snapshot-out FILE  write the run as a torch.cuda.memory._dump_snapshot()\n"
+    "                        pickle (its device_traces under the simulated policy and\n"
+    "                        capacity, the segments at its end, the trace's frames) for\n"
+    "                        pytorch.org/memory_viz; one trace (a file), -p and -c only\n"
     "      --sweep LO:HI:STEP  add the capacities LO, LO+STEP, ... <= HI (also LO..HI/STEP),\n"
     "                        e.g. --sweep 8GiB:12GiB:64MiB -f csv for 'allocsim plot capacity';\n"
     "                        at most 16384 capacities in all\n"
@@ -100,6 +105,7 @@ enum {
     OPT_KEEP,
     OPT_SKIP_BAD,
     OPT_CHECK,
+    OPT_SNAPOUT,
 };
 
 static const struct option run_opts[] = {
@@ -116,6 +122,7 @@ static const struct option run_opts[] = {
     {"keep-going", no_argument, NULL, OPT_KEEP},
     {"skip-bad", no_argument, NULL, OPT_SKIP_BAD},
     {"check", no_argument, NULL, OPT_CHECK},
+    {"snapshot-out", required_argument, NULL, OPT_SNAPOUT},
     AS_CLI_BASE_OPTIONS,
     AS_CLI_TRACE_OPTIONS,
     {NULL, 0, NULL, 0},
@@ -130,7 +137,7 @@ typedef struct run_args {
     size_t ncap, capcap;
     const char **cards; /* -c CARD, --device: resolved with --outside */
     size_t *card_slot, ncard;
-    const char *out_path, *seg_path, *tl_path, *segmap_path, *sites_path;
+    const char *out_path, *seg_path, *tl_path, *segmap_path, *sites_path, *snap_path;
     const char *by_mark; /* --by-mark's TEXT ("" for every mark), NULL without it */
     as_report_fmt fmt;
     uint64_t tl_every;
@@ -139,9 +146,11 @@ typedef struct run_args {
 
 /* The outputs of one `run` and the progress line, for the driver's hooks. */
 typedef struct run_out {
-    as_out *out, *seg, *tl, *map, *sites;
+    as_out *out, *seg, *tl, *map, *sites, *snap;
     as_runlog *segs, *timeline;
     as_segmap *segmap;
+    as_snapout *snapout; /* --snapshot-out: the run's records */
+    as_run_result res;   /* and its result */
     as_progress prog;
     int usage; /* the driver's failure was a usage error */
 } run_out;
@@ -227,6 +236,9 @@ static int run_option(const char *cmd, int c, char **argv, run_args *a)
         return 0;
     case OPT_CHECK:
         a->check = 1;
+        return 0;
+    case OPT_SNAPOUT:
+        a->snap_path = optarg;
         return 0;
     case 'h':
         a->help = 1;
@@ -343,10 +355,15 @@ static int run_resolve(const char *cmd, run_args *a, as_policy_spec **specs, siz
  * before any work, so a mistake costs nothing and a failure destroys nothing. */
 static int run_open(const char *cmd, const run_args *a, char **traces, int ntr, run_out *ro)
 {
-    const char *outs[] = {a->out_path ? a->out_path : "-", a->seg_path, a->tl_path,
-                          a->segmap_path, a->sites_path};
-    int ret = as_out_check(cmd, outs, 5, (const char *const *)traces, (size_t)ntr);
+    const char *outs[] = {a->out_path ? a->out_path : "-",
+                          a->seg_path,
+                          a->tl_path,
+                          a->segmap_path,
+                          a->sites_path,
+                          a->snap_path};
+    int ret = as_out_check(cmd, outs, 6, (const char *const *)traces, (size_t)ntr);
     if (ret || (ret = as_out_open(a->out_path, &ro->out)) ||
+        (a->snap_path && (ret = as_out_open(a->snap_path, &ro->snap))) ||
         (a->seg_path && (ret = as_out_open(a->seg_path, &ro->seg))) ||
         (a->tl_path && (ret = as_out_open(a->tl_path, &ro->tl))) ||
         (a->segmap_path && (ret = as_out_open(a->segmap_path, &ro->map))) ||
@@ -354,8 +371,54 @@ static int run_open(const char *cmd, const run_args *a, char **traces, int ntr, 
         return ret;
     if ((ro->seg && as_runlog_open_stream(as_out_file(ro->seg), AS_RUNLOG_SEGMENTS, &ro->segs)) ||
         (ro->tl && as_runlog_open_stream(as_out_file(ro->tl), AS_RUNLOG_TIMELINE, &ro->timeline)) ||
-        (ro->map && as_segmap_open_stream(as_out_file(ro->map), &ro->segmap))) {
+        (ro->map && as_segmap_open_stream(as_out_file(ro->map), &ro->segmap)) ||
+        (ro->snap && as_snapout_create(&ro->snapout))) {
         as_cli_msg("out of host memory");
+        return AS_EXIT_INPUT;
+    }
+    return 0;
+}
+
+/* --snapshot-out is one run: one trace (a file, read again), one spec, one capacity. */
+static int snap_usage(const char *cmd, const run_args *a, char **traces, int ntr, size_t nspec)
+{
+    if (!a->snap_path)
+        return 0;
+    if (ntr != 1 || nspec != 1 || a->ncap != 1)
+        return as_cli_usage(cmd,
+                            "--snapshot-out writes one run: give one trace, one -p and one -c "
+                            "(here %d, %zu and %zu)",
+                            ntr, nspec, a->ncap);
+    if (strcmp(traces[0], "-") == 0)
+        return as_cli_usage(cmd, "--snapshot-out reads the trace twice: give a file, not stdin");
+    return 0;
+}
+
+static void snap_segment(void *user, const as_seg_record *r)
+{
+    as_snapout_segment(((run_out *)user)->snapout, r);
+}
+
+static void snap_block(void *user, const as_block_record *r)
+{
+    as_snapout_block(((run_out *)user)->snapout, r);
+}
+
+static void snap_done(void *user, const as_driver_group *g, const as_engine *e)
+{
+    (void)g;
+    ((run_out *)user)->res = *as_engine_result(e, 0);
+}
+
+/* Writes the --snapshot-out pickle of the one run. 0 or an exit status. */
+static int snap_write(const run_args *a, const as_policy_spec *spec, char **traces, run_out *ro)
+{
+    char why[600];
+    if (!ro->snap)
+        return 0;
+    if (as_snapout_write(ro->snapout, traces[0], as_cli_reader_opts(), spec, &ro->res,
+                         as_out_file(ro->snap), why, sizeof why)) {
+        as_cli_msg("%s: %s", a->snap_path, why);
         return AS_EXIT_INPUT;
     }
     return 0;
@@ -419,6 +482,9 @@ static int run_traces(const run_args *a, const as_policy_spec *specs, size_t nsp
         .on_progress = ro->prog.on ? on_progress : NULL,
         .on_fail = on_fail,
         .on_note = on_note,
+        .on_segment = ro->snapout ? snap_segment : NULL,
+        .on_block = ro->snapout ? snap_block : NULL,
+        .on_group_done = ro->snapout ? snap_done : NULL,
     };
     /* From here a first Ctrl-C stops the work after its current batch: the groups of runs
      * that finished are written, whole, and the command exits 130. */
@@ -520,12 +586,14 @@ static int run_close(const run_args *a, run_out *ro, int ret, int interrupted, i
         ret = as_cli_write_error(as_runlog_close(ro->timeline, why, sizeof why), why, a->tl_path,
                                  ret);
     if (ro->segmap)
-        ret = as_cli_write_error(as_segmap_close(ro->segmap, why, sizeof why), why,
-                                 a->segmap_path, ret);
+        ret = as_cli_write_error(as_segmap_close(ro->segmap, why, sizeof why), why, a->segmap_path,
+                                 ret);
     ret = as_out_commit(ro->seg, ret);
     ret = as_out_commit(ro->tl, ret);
     ret = as_out_commit(ro->map, ret);
     ret = as_out_commit(ro->sites, ret);
+    ret = as_out_commit(ro->snap, ret);
+    as_snapout_free(ro->snapout);
     ret = as_out_commit(ro->out, ret);
     if (res->nbad && !ret && !interrupted) {
         as_cli_msg("%u of %d traces could not be read (named above); the report holds the "
@@ -554,7 +622,9 @@ int as_cmd_run(int argc, char **argv)
     char **traces = argv + optind;
     int ntr = argc - optind;
     if (ret || a.help || (ret = run_recorded(cmd, &a, traces, ntr)) ||
-        (ret = run_resolve(cmd, &a, &specs, &nspec)) || (ret = run_open(cmd, &a, traces, ntr, &ro)))
+        (ret = run_resolve(cmd, &a, &specs, &nspec)) ||
+        (ret = snap_usage(cmd, &a, traces, ntr, nspec)) ||
+        (ret = run_open(cmd, &a, traces, ntr, &ro)))
         goto done;
     if (as_report_create(&rep) || !(res.units = calloc((size_t)ntr, sizeof *res.units))) {
         as_cli_msg("out of host memory");
@@ -563,6 +633,12 @@ int as_cmd_run(int argc, char **argv)
     }
     as_progress_start(&ro.prog, a.co.quiet, "runs");
     if ((ret = run_traces(&a, specs, nspec, traces, ntr, &ro, rep, &res, &interrupted)))
+        goto done;
+    if (interrupted && ro.snap) { /* the run did not finish: keep the old file */
+        as_out_abort(ro.snap);
+        ro.snap = NULL;
+    }
+    if ((ret = snap_write(&a, specs, traces, &ro)))
         goto done;
     as_cli_warn_small_caps(rep);
     FILE *f = as_out_file(ro.out);

@@ -123,7 +123,8 @@ _allocsim_takes_value()
 {
     case $1 in
     -p | --policy | -c | --capacity | -f | --format | -o | --output | -j | --threads | \
-        --timeline | --timeline-every | --segments | --segment-map | --sites | --sweep | --csv | \
+        --timeline | --timeline-every | --segments | --segment-map | --sites | --snapshot-out | \
+        --sweep | --csv | \
         --batch | --step | --runs | --every | --x | --when | --run | --layout | --title | \
         --size | --keep | --scripts | --repeat | --latency | --device | --release-threshold | \
         --pool | --outside | --curves | --top | --shard | --memory) return 0 ;;
