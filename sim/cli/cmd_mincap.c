@@ -93,14 +93,13 @@ static int spool_native(const char *path, char *tmp, size_t n, int *slot, as_tra
     }
     const char *t = getenv("TMPDIR");
     snprintf(tmp, n, "%s/allocsim-mincap-XXXXXX.zst", t && *t ? t : "/tmp");
-    if ((fd = mkstemps(tmp, 4)) < 0) {
+    if ((fd = as_out_mkstemps(tmp, 4, slot)) < 0) { /* removed on every exit path */
         rc = as_cli_cannot_create(tmp, errno);
         tmp[0] = 0;
         as_trace_close(rd);
         return rc;
     }
     close(fd);
-    *slot = as_out_tmp_add(tmp); /* removed on every exit path, signals included */
     if (as_trace_writer_open_sites(tmp, AS_FMT_NATIVE, as_trace_reader_meta(rd),
                                    as_trace_reader_sites(rd), &w, &err)) {
         rc = as_cli_trace_fail(&err, tmp);

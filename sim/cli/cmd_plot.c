@@ -287,11 +287,9 @@ static int run_gnuplot(const plot_args *a, const char *script, const char *vars)
     push(&v, path);
     const char *t = getenv("TMPDIR");
     snprintf(log, sizeof log, "%s/allocsim-gnuplot-XXXXXX", t && *t ? t : "/tmp");
-    int fd = a->verbose ? -1 : mkstemp(log), slot = -1;
-    if (fd >= 0) {
+    int slot = -1, fd = a->verbose ? -1 : as_out_mkstemps(log, 0, &slot);
+    if (fd >= 0)
         close(fd);
-        slot = as_out_tmp_add(log);
-    }
     int st = spawn(&v, NULL, 0, fd >= 0 ? log : NULL);
     if (st && !as_out_stop) {
         if (fd >= 0)

@@ -12,6 +12,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -80,6 +82,20 @@ int as_out_tmp_add(const char *path)
         }
     }
     return -1;
+}
+
+int as_out_mkstemps(char *tmpl, int suffix_len, int *slot)
+{
+    sigset_t hold, was;
+    sigemptyset(&hold);
+    sigaddset(&hold, SIGINT);
+    sigaddset(&hold, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &hold, &was);
+    int fd = mkstemps(tmpl, suffix_len), err = errno;
+    *slot = fd >= 0 ? as_out_tmp_add(tmpl) : -1;
+    pthread_sigmask(SIG_SETMASK, &was, NULL);
+    errno = err;
+    return fd;
 }
 
 void as_out_tmp_del(int slot)
@@ -164,14 +180,13 @@ static int open_impl(const char *path, int named, as_out **out)
     int suffix_len;
     if (!(o->tmp = tmp_name(o->target, &suffix_len)))
         goto nomem;
-    int fd = mkstemps(o->tmp, suffix_len);
+    int fd = as_out_mkstemps(o->tmp, suffix_len, &o->slot);
     if (fd < 0) {
         err = errno;
         free(o->tmp);
         o->tmp = NULL;
         goto fail;
     }
-    o->slot = as_out_tmp_add(o->tmp);
     fchmod(fd, exists ? st.st_mode & 07777 : new_file_mode());
     if (named) {
         close(fd);

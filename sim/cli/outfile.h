@@ -37,6 +37,10 @@ void as_out_graceful(int on);
  * any exit path. Returns a slot for as_out_tmp_del, or -1 when the table is full (the
  * caller still removes the file itself). */
 int as_out_tmp_add(const char *path);
+/* mkstemps(tmpl, suffix_len) and as_out_tmp_add of the file it made, with SIGINT and
+ * SIGTERM held between the two, so that a signal never finds a file it does not know of.
+ * Returns the open descriptor (*slot set) or -1 with errno set. */
+int as_out_mkstemps(char *tmpl, int suffix_len, int *slot);
 /* Forgets slot (after the file was renamed or removed); -1 is ignored. */
 void as_out_tmp_del(int slot);
 /* Removes every registered temporary file (main, before it returns). */
