@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "device.h"
+#include "grow.h"
 #include "knobs.h"
 
 #define MIB (1ull << 20)
@@ -152,14 +153,8 @@ static int cmp_blk(const void *a, const void *b)
 
 static int add_seg(start_pool *p, sseg s)
 {
-    if (p->nsegs == p->cap) {
-        size_t nc = p->cap ? p->cap * 2 : 64;
-        sseg *ns = realloc(p->segs, nc * sizeof *ns);
-        if (!ns)
-            return AS_ENOMEM;
-        p->segs = ns;
-        p->cap = nc;
-    }
+    if (as_grow((void **)&p->segs, &p->cap, p->nsegs + 1, sizeof *p->segs, 64) < 0)
+        return AS_ENOMEM;
     p->segs[p->nsegs++] = s;
     return 0;
 }
@@ -399,14 +394,8 @@ static void rd_log(rec_dev *d, int action, uint64_t addr, uint64_t size)
         return;
     if (d->reserved > d->peak)
         d->peak = d->reserved;
-    if (d->ngot == d->cap) {
-        size_t nc = d->cap ? d->cap * 2 : 256;
-        as_check_ev *ng = realloc(d->got, nc * sizeof *ng);
-        if (!ng)
-            return; /* the comparison then sees fewer events: reported, not hidden */
-        d->got = ng;
-        d->cap = nc;
-    }
+    if (as_grow((void **)&d->got, &d->cap, d->ngot + 1, sizeof *d->got, 256) < 0)
+        return; /* the comparison then sees fewer events: reported, not hidden */
     d->got[d->ngot++] = (as_check_ev){d->cur_alloc, addr, size, action};
 }
 
@@ -661,14 +650,8 @@ static int load_events(as_trace_reader *rd, evbuf *eb, as_trace_error *err)
     while ((rc = as_trace_next(rd, &e)) == 0) {
         if (e.op == AS_OP_MARK)
             continue; /* labels are not needed, and their text does not outlive the read */
-        if (eb->n == eb->cap) {
-            size_t nc = eb->cap ? eb->cap * 2 : 4096;
-            as_event *ne = realloc(eb->ev, nc * sizeof *ne);
-            if (!ne)
-                return AS_ENOMEM;
-            eb->ev = ne;
-            eb->cap = nc;
-        }
+        if (as_grow((void **)&eb->ev, &eb->cap, eb->n + 1, sizeof *eb->ev, 4096) < 0)
+            return AS_ENOMEM;
         eb->ev[eb->n++] = e;
         eb->allocs += e.op == AS_OP_ALLOC;
     }
