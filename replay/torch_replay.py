@@ -33,7 +33,7 @@ import tempfile
 import time
 
 VERSION = "0.1"
-REPORT_SCHEMA = 2  # sim/report.h AS_REPORT_SCHEMA: the report contract of sim/REPORT.md
+REPORT_SCHEMA = 3  # sim/report.h AS_REPORT_SCHEMA: the report contract of sim/REPORT.md
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 

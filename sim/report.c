@@ -207,17 +207,22 @@ static void fmt_seconds(char *b, size_t n, double s)
         snprintf(b, n, "%.2f s", s);
 }
 
-/* The offline yardstick of trace t: the least peak reserved of a completed offline run
- * (`planned`) of it in the report, AS_NONE when there is none. */
-static uint64_t yardstick(const as_report *r, unsigned t)
+/* The offline yardstick of every trace (nt entries, malloc'd; NULL when out of memory): the
+ * least peak reserved of a completed offline run (`planned`) of it in the report, AS_NONE
+ * when there is none. */
+static uint64_t *yardsticks(const as_report *r)
 {
-    uint64_t best = AS_NONE;
+    uint64_t *y = malloc((r->nt ? r->nt : 1) * sizeof *y);
+    if (!y)
+        return NULL;
+    for (unsigned t = 0; t < r->nt; t++)
+        y[t] = AS_NONE;
     for (unsigned i = 0; i < r->nr; i++) {
         const as_run_result *x = &r->r[i].res;
-        if (r->r[i].trace == t && x->offline && x->completed && x->peak_reserved < best)
-            best = x->peak_reserved;
+        if (x->offline && x->completed && x->peak_reserved < y[r->r[i].trace])
+            y[r->r[i].trace] = x->peak_reserved;
     }
-    return best;
+    return y;
 }
 
 static void table_row(cell *c, const as_run_result *x, uint64_t plan)
@@ -315,11 +320,15 @@ static void table_across(const as_report *r, FILE *f)
     free(seen);
 }
 
-static void write_table(const as_report *r, FILE *f)
+static int write_table(const as_report *r, FILE *f)
 {
     cell(*rows)[T_NCOL] = calloc(r->nr ? r->nr : 1, sizeof *rows);
-    if (!rows)
-        return;
+    uint64_t *plans = yardsticks(r);
+    if (!rows || !plans) {
+        free(rows);
+        free(plans);
+        return AS_ENOMEM;
+    }
     for (unsigned t = 0; t < r->nt; t++) {
         const rep_trace *tr = &r->t[t];
         char pk[32];
@@ -334,7 +343,7 @@ static void write_table(const as_report *r, FILE *f)
         as_put_safe(f, tr->format ? tr->format : "");
         fputc('\n', f);
         unsigned n = 0;
-        uint64_t plan = yardstick(r, t);
+        uint64_t plan = plans[t];
         for (unsigned i = 0; i < r->nr; i++)
             if (r->r[i].trace == t)
                 table_row(rows[n++], &r->r[i].res, plan);
@@ -375,18 +384,21 @@ static void write_table(const as_report *r, FILE *f)
         }
     }
     free(rows);
+    free(plans);
     if (r->nt > 1)
         table_across(r, f);
+    return 0;
 }
 
 /* ---- the run fields, shared by CSV and JSON ----------------------------------------------
  * One table drives both formats, so the two carry the same fields in the same order under
  * the same names (sim/REPORT.md documents each). Integers that do not apply are null in
  * JSON and -1 in CSV: a CSV integer column is never blank, so every reader types it as an
- * integer. The host timings (wall_s, events_per_second) come last: they are the only
- * fields that change from one run of the same command to the next. */
+ * integer. The yardstick fields come from the trace's other runs (its completed offline
+ * run), not from the run's result. The host timings (wall_s, events_per_second) come last:
+ * they are the only fields that change from one run of the same command to the next. */
 
-typedef enum fkind { F_U64, F_OPT, F_BOOL, F_DBL } fkind;
+typedef enum fkind { F_U64, F_OPT, F_BOOL, F_DBL, F_PLAN, F_VS_PLAN, F_VS_REQ } fkind;
 
 typedef struct run_field {
     const char *name;
@@ -436,6 +448,9 @@ static const run_field run_fields[] = {
     RF(device_refusals, F_U64, 0),
     RD(device_time_s, 9),
     RF(retries, F_U64, 0),
+    {.name = "planned_peak_reserved", .kind = F_PLAN, .off = SIZE_MAX},
+    {.name = "vs_planned", .kind = F_VS_PLAN, .off = SIZE_MAX, .prec = 6},
+    {.name = "vs_requested", .kind = F_VS_REQ, .off = SIZE_MAX, .prec = 6},
     RD(wall_s, 6),
     RD(cpu_s, 6),
     RD(events_per_second, 1),
@@ -444,10 +459,29 @@ static const run_field run_fields[] = {
 #undef RD
 #define N_RUN_FIELDS (sizeof run_fields / sizeof run_fields[0])
 
-/* The value of field k of run x: 0 absent, 1 integer (*u), 2 boolean (*u), 3 real (*d). */
-static int field_value(const as_run_result *x, const run_field *fd, uint64_t *u, double *d)
+/* The value of field fd of run x, whose trace's yardstick is plan (AS_NONE: none): 0
+ * absent, 1 integer (*u), 2 boolean (*u), 3 real (*d), 4 absent real. */
+static int field_value(const as_run_result *x, uint64_t plan, const run_field *fd, uint64_t *u,
+                       double *d)
 {
     int oom = x->oom_event != AS_NONE;
+    switch (fd->kind) { /* the fields that are not the result's own */
+    case F_PLAN:
+        *u = plan;
+        return plan == AS_NONE ? 0 : 1;
+    case F_VS_PLAN: /* as the table's `vs planned`: completed runs only */
+        if (!x->completed || plan == AS_NONE || plan == 0)
+            return 4;
+        *d = (double)x->peak_reserved / (double)plan - 1;
+        return 3;
+    case F_VS_REQ:
+        if (!x->completed || x->peak_requested == 0)
+            return 4;
+        *d = (double)x->peak_reserved / (double)x->peak_requested - 1;
+        return 3;
+    default:
+        break;
+    }
     if (fd->off == SIZE_MAX) { /* "oom" */
         *u = (uint64_t)oom;
         return 2;
@@ -495,14 +529,18 @@ void as_report_csv_u64(FILE *f, int have, uint64_t v)
         fputs("-1", f);
 }
 
-static void write_csv(const as_report *r, FILE *f)
+static int write_csv(const as_report *r, FILE *f)
 {
+    uint64_t *plans = yardsticks(r);
+    if (!plans)
+        return AS_ENOMEM;
     fputs("run,trace,file,spec,policy", f);
     for (size_t k = 0; k < N_RUN_FIELDS; k++)
         fprintf(f, ",%s", run_fields[k].name);
     fputc('\n', f);
     for (unsigned i = 0; i < r->nr; i++) {
         const as_run_result *x = &r->r[i].res;
+        uint64_t plan = plans[r->r[i].trace];
         fprintf(f, "%u,%u,", i, r->r[i].trace);
         as_report_csv_str(f, r->t[r->r[i].trace].path);
         fputc(',', f);
@@ -513,9 +551,12 @@ static void write_csv(const as_report *r, FILE *f)
             uint64_t u = 0;
             double d = 0;
             fputc(',', f);
-            switch (field_value(x, &run_fields[k], &u, &d)) {
+            switch (field_value(x, plan, &run_fields[k], &u, &d)) {
             case 0:
                 fputs("-1", f);
+                break;
+            case 4: /* a real that does not apply */
+                fputs("nan", f);
                 break;
             case 3:
                 fprintf(f, "%.*f", run_fields[k].prec, isfinite(d) ? d : 0.0);
@@ -526,6 +567,8 @@ static void write_csv(const as_report *r, FILE *f)
         }
         fputc('\n', f);
     }
+    free(plans);
+    return 0;
 }
 
 /* ---- JSON ------------------------------------------------------------------------------- */
@@ -617,7 +660,8 @@ void as_report_json_trace_open(FILE *f, unsigned index, const char *file, const 
     fputc('}', f);
 }
 
-static void json_run(FILE *f, unsigned index, unsigned trace, const rep_run *rr, const char *file)
+static void json_run(FILE *f, unsigned index, unsigned trace, const rep_run *rr, const char *file,
+                     uint64_t plan)
 {
     const as_run_result *x = &rr->res;
     fprintf(f, "{\"run\": %u, \"trace\": %u, \"file\": ", index, trace);
@@ -630,8 +674,9 @@ static void json_run(FILE *f, unsigned index, unsigned trace, const rep_run *rr,
         uint64_t u = 0;
         double d = 0;
         fprintf(f, ", \"%s\": ", run_fields[k].name);
-        switch (field_value(x, &run_fields[k], &u, &d)) {
+        switch (field_value(x, plan, &run_fields[k], &u, &d)) {
         case 0:
+        case 4:
             fputs("null", f);
             break;
         case 2:
@@ -647,8 +692,12 @@ static void json_run(FILE *f, unsigned index, unsigned trace, const rep_run *rr,
     fputc('}', f);
 }
 
-static void write_json(const as_report *r, FILE *f)
+/* The JSON report, its object left open after "runs" for members of the caller's. */
+static int write_json(const as_report *r, FILE *f)
 {
+    uint64_t *plans = yardsticks(r);
+    if (!plans)
+        return AS_ENOMEM;
     as_report_json_head(f);
     fputs(",\n \"traces\": [", f);
     for (unsigned i = 0; i < r->nt; i++) {
@@ -659,13 +708,13 @@ static void write_json(const as_report *r, FILE *f)
     fputs("],\n \"runs\": [", f);
     for (unsigned i = 0; i < r->nr; i++) {
         fputs(i ? ",\n  " : "\n  ", f);
-        json_run(f, i, r->r[i].trace, &r->r[i], r->t[r->r[i].trace].path);
+        json_run(f, i, r->r[i].trace, &r->r[i], r->t[r->r[i].trace].path, plans[r->r[i].trace]);
     }
-    fputs("]}\n", f);
+    fputs("]", f);
+    free(plans);
+    return 0;
 }
 
-/* JSON Lines: one object per trace, its runs numbered within it, so that a shard's lines
- * are the unsharded run's lines (sim/REPORT.md, "Shards"). */
 /* The end of a report: what reached f is written, or AS_EIO with errno's words in why. */
 static int report_flush(FILE *f, char *why, size_t why_len)
 {
@@ -674,9 +723,14 @@ static int report_flush(FILE *f, char *why, size_t why_len)
     return 0;
 }
 
+/* JSON Lines: one object per trace, its runs numbered within it, so that a shard's lines
+ * are the unsharded run's lines (sim/REPORT.md, "Shards"). */
 int as_report_write_jsonl(const as_report *r, FILE *f, const unsigned *units, unsigned of,
                           char *why, size_t why_len)
 {
+    uint64_t *plans = yardsticks(r);
+    if (!plans)
+        return AS_ENOMEM;
     for (unsigned i = 0; i < r->nt; i++) {
         unsigned u = units ? units[i] : i, k = 0;
         as_report_json_head(f);
@@ -688,27 +742,39 @@ int as_report_write_jsonl(const as_report *r, FILE *f, const unsigned *units, un
                 continue;
             if (k)
                 fputs(", ", f);
-            json_run(f, k++, u, &r->r[j], r->t[i].path);
+            json_run(f, k++, u, &r->r[j], r->t[i].path, plans[i]);
         }
         fputs("]}\n", f);
     }
+    free(plans);
     return report_flush(f, why, why_len);
+}
+
+int as_report_write_json_open(const as_report *r, FILE *f)
+{
+    return write_json(r, f);
 }
 
 int as_report_write(const as_report *r, FILE *f, as_report_fmt fmt, char *why, size_t why_len)
 {
+    int rc;
     switch (fmt) {
     case AS_REPORT_CSV:
-        write_csv(r, f);
+        rc = write_csv(r, f);
         break;
     case AS_REPORT_JSON:
-        write_json(r, f);
+        if ((rc = write_json(r, f)) == 0)
+            fputs("}\n", f);
         break;
     case AS_REPORT_JSONL:
         return as_report_write_jsonl(r, f, NULL, r->nt, why, why_len);
     default:
-        write_table(r, f);
+        rc = write_table(r, f);
         break;
+    }
+    if (rc) {
+        snprintf(why, why_len, "out of host memory");
+        return rc;
     }
     return report_flush(f, why, why_len);
 }

@@ -25,7 +25,7 @@
 #define AS_VERSION "0.1.0"
 /* The version of the report contract (sim/REPORT.md): JSON "schema", bumped on any
  * change of a field's name, meaning or order. */
-#define AS_REPORT_SCHEMA 2
+#define AS_REPORT_SCHEMA 3
 
 typedef enum as_report_fmt {
     AS_REPORT_TABLE,
@@ -65,8 +65,13 @@ const as_trace_summary *as_report_trace(const as_report *r, unsigned t, const ch
  * runs numbered within their trace. Returns 0 or AS_EIO (why says how it failed). */
 int as_report_write_jsonl(const as_report *r, FILE *f, const unsigned *units, unsigned of,
                           char *why, size_t why_len);
-/* Writes the whole report. Returns 0 or AS_EIO (why says how it failed). */
+/* Writes the whole report. Returns 0, AS_ENOMEM or AS_EIO (why says how it failed). */
 int as_report_write(const as_report *r, FILE *f, as_report_fmt fmt, char *why, size_t why_len);
+
+/* The JSON report (-f json) with its top object left open after "runs", for the members of
+ * other sections (`, "NAME": ...`; run --by-mark's and --sites'); the caller writes the
+ * closing "}\n" and checks the stream. Returns 0 or AS_ENOMEM. */
+int as_report_write_json_open(const as_report *r, FILE *f);
 
 /* s as one CSV field, RFC 4180-quoted when it holds a comma, quote, CR or LF; and s as a
  * JSON string literal. Every CSV and JSON writer of the command uses these. */

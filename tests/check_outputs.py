@@ -87,6 +87,8 @@ def json_type_ok(v, t):
         return v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0)
     if t == "real":
         return isinstance(v, float)
+    if t == "real?":
+        return v is None or isinstance(v, float)
     if t == "bool":
         return isinstance(v, bool)
     if t == "bool?":
@@ -113,7 +115,7 @@ def check_object(where, obj, fields):
 
 
 def check_head(where, doc):
-    check(doc.get("schema") == 2, where, f"schema {doc.get('schema')!r}, expected 2")
+    check(doc.get("schema") == 3, where, f"schema {doc.get('schema')!r}, expected 3")
     check(isinstance(doc.get("allocsim"), str), where, "no allocsim version")
     check(isinstance(doc.get("traces"), list) and doc["traces"], where, "no traces array")
 
@@ -131,7 +133,7 @@ def csv_cell_ok(v, t):
         return bool(INT.match(v)) or v == "-1"
     if t == "bool":
         return v in ("0", "1")
-    if t == "real":
+    if t in ("real", "real?"):
         return bool(REAL.match(v)) or v == "nan"
     return t in ("string", "string?")
 
@@ -155,6 +157,7 @@ def check_csv(where, text, fields):
     if pandas is not None:
         df = pandas.read_csv(io.StringIO(text), keep_default_na=False, na_values=["nan"])
         want = {"int": "int64", "int?": "int64", "bool": "int64", "real": "float64",
+                "real?": "float64",
                 "string": "object", "string?": "object"}
         for f, t in fields:
             if f in df and t in want:
@@ -171,7 +174,9 @@ def same_value(j, c, t):
         return c == "-1"
     if t == "bool":
         return c == ("1" if j else "0")
-    if t == "real":
+    if t == "real?" and j is None:
+        return c == "nan"
+    if t in ("real", "real?"):
         return abs(float(c) - j) <= 1e-6 * max(1.0, abs(j))
     return str(j) == c
 

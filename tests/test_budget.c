@@ -114,7 +114,7 @@ static void max_live_stops(void)
     }
 }
 
-/* Removes the host-timing fields, the last three of report schema 2 (checked on the
+/* Removes the host-timing fields, the last three of report schema 3 (checked on the
  * header), from every line of a CSV report. */
 static void drop_timing(char *csv)
 {

@@ -135,7 +135,7 @@ static void test_json(void)
     CU_ASSERT_EQUAL_FATAL(run("-p nocache -c none -c 5MiB -f json %s", t), 0);
     const char *keys[] = {
         "\"allocsim\": \"" AS_VERSION "\"",
-        "\"schema\": 2",
+        "\"schema\": 3",
         "\"traces\": [\n  {\"trace\": 0, \"file\": ",
         "{\"run\": 0, \"trace\": 0, \"file\": ",
         "{\"run\": 1, \"trace\": 0, \"file\": ",
