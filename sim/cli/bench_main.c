@@ -640,59 +640,149 @@ static void mincap_rows(void)
         }
 }
 
-/* Snapshot import: a long real pickle (traces/long_snapshot.py: the llama snapshot 8 times,
- * about 600 k events, as a user's plain pickle) decoded whole in a fresh process, next to
- * the same events in the native format; then the pickle compressed (zstd -3), and its
- * decompression alone, the ceiling of any decoder of a compressed pickle. */
+/* Repetitions of a small input in one measuring process, so that about 2 M events are
+ * decoded and the process's start-up is amortized. */
+static unsigned import_reps(uint64_t events)
+{
+    uint64_t r = events ? (2000000 + events - 1) / events : 1;
+    return r > 1000 ? 1000 : (unsigned)r;
+}
+
+/* One import cell: decode (kind 7) or decompression alone (kind 6), R times in one
+ * process, by exe: M events/s and (when rss) the peak RSS in MiB; -1 when it failed. */
+static double import_cell(const char *exe, int kind, const char *path, uint64_t events, double *rss)
+{
+    char rs[24];
+    double best = -1;
+    unsigned r = import_reps(events);
+    snprintf(rs, sizeof rs, "%u", r);
+    for (unsigned i = 0; i < reps; i++) {
+        bench_res x;
+        long kib = 0;
+        double s = measure_once(exe, kind, path, rs, events, &x, &kib);
+        if (s < 0 || !x.ok) {
+            fprintf(stderr, "allocsim-bench: import of %s: %s\n", path, x.msg);
+            return -1;
+        }
+        if (best < 0 || s < best)
+            best = s;
+        if (rss)
+            *rss = (double)kib / 1024;
+    }
+    return best > 0 ? (double)events * r / best / 1e6 : 0;
+}
+
+/* A row: name, events, MB, then M events/s and peak RSS (old->new with --base). */
+static void import_row(const char *name, int kind, const char *path, uint64_t events)
+{
+    struct stat sb;
+    double mb = stat(path, &sb) == 0 ? (double)sb.st_size / 1e6 : 0, rss = 0, orss = 0;
+    double rate = import_cell(self_exe, kind, path, events, kind == 7 ? &rss : NULL);
+    char cell[64], mem[48] = "";
+    if (base_exe) {
+        double old = import_cell(base_exe, kind, path, events, kind == 7 ? &orss : NULL);
+        snprintf(cell, sizeof cell, "%.2f->%.2f", old, rate);
+        if (kind == 7)
+            snprintf(mem, sizeof mem, "%.1f->%.1f MiB", orss, rss);
+    } else {
+        snprintf(cell, sizeof cell, "%.2f", rate);
+        if (kind == 7)
+            snprintf(mem, sizeof mem, "%.1f MiB", rss);
+    }
+    printf("  %-46s %9llu %7.1f  %-14s %s\n", name, (unsigned long long)events, mb, cell, mem);
+}
+
+/* A plain (decompressed) copy of a shipped snapshot: dir/STEM.pickle; 0 or -1. */
+static int plain_copy(const char *dir, const char *snap, char *out, size_t n)
+{
+    const char *base = strrchr(snap, '/') ? strrchr(snap, '/') + 1 : snap;
+    struct stat sb;
+    snprintf(out, n, "%s/%.*s.pickle", dir, (int)strcspn(base, "."), base);
+    return stat(out, &sb) == 0 ? 0 : unzstd(snap, out);
+}
+
+/* A long pickle from real ones (traces/long_snapshot.py OUT N IN...), once; 0 or -1. */
+static int long_pickle(const char *out, unsigned rounds, char in[][512], size_t nin)
+{
+    struct stat sb;
+    char cmd[4096];
+    if (stat(out, &sb) == 0)
+        return 0;
+    int k = snprintf(cmd, sizeof cmd, "python3 traces/long_snapshot.py '%s' %u", out, rounds);
+    for (size_t i = 0; i < nin && k > 0 && (size_t)k < sizeof cmd; i++)
+        k += snprintf(cmd + k, sizeof cmd - (size_t)k, " '%s'", in[i]);
+    if (system(cmd) != 0 || stat(out, &sb) != 0) {
+        fprintf(stderr, "allocsim-bench: no long pickle (%s): its rows left out\n", cmd);
+        return -1;
+    }
+    return 0;
+}
+
+/* Snapshot import, decode only: the shared snapshots as shipped (zstd -19) and plain (as
+ * _dump_snapshot writes them), then long pickles made of them (traces/long_snapshot.py:
+ * llama 8 times, 605,792 events; all four 10 times, about 1.4 M events, past the buffer
+ * of the one-pass mode), plain and zstd -3; each compressed one's decompression alone is
+ * the ceiling of any reader of it. The same events in the native format for scale. */
 static void pickle_rows(const char *dir)
 {
-    char one[512], lp[512], nat[512], cmd[1200];
-    snprintf(one, sizeof one, "%s/llama.pickle", dir);
-    snprintf(lp, sizeof lp, "%s/llama-x8.pickle", dir);
-    snprintf(nat, sizeof nat, "%s/llama-x8-from-pickle.zst", dir);
-    struct stat sb;
+    static const char *const snaps[] = {
+        "tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst",
+        "tests/data/torch-2.11-h200/moe_like.pickle.zst",
+        "tests/data/torch-2.11-h200-llama/llama_accum_ckpt.pickle.zst",
+        "tests/data/torch-2.11-h200-streams/streams2_default.pickle.zst",
+    };
+    enum { NS = sizeof snaps / sizeof snaps[0] };
+    char plain[NS][512], path[512], lz[520], nat[512];
     as_trace_error err;
-    if (stat(lp, &sb) != 0) {
-        snprintf(cmd, sizeof cmd, "python3 traces/long_snapshot.py '%s' 8 '%s'", lp, one);
-        if (unzstd("tests/data/torch-2.11-h200-llama/llama_accum_ckpt.pickle.zst", one) ||
-            system(cmd) != 0 || stat(lp, &sb) != 0) {
-            fprintf(stderr, "allocsim-bench: no long pickle (%s): import row left out\n", cmd);
+    struct stat sb;
+    printf("\nsnapshot import, decode only (whole-process CPU, one core; a small input is "
+           "decoded R times in one process; peak RSS of that process%s):\n",
+           base_exe ? "; old->new" : "");
+    printf("  %-46s %9s %7s  %-14s %s\n", "pickle", "events", "MB", "M events/s", "peak RSS");
+    for (size_t i = 0; i < NS; i++) {
+        const char *base = strrchr(snaps[i], '/') + 1;
+        uint64_t n = count_events(snaps[i]);
+        char name[96];
+        if (!n || plain_copy(dir, snaps[i], plain[i], sizeof plain[i])) {
+            fprintf(stderr, "allocsim-bench: %s: import rows left out\n", snaps[i]);
             return;
         }
+        snprintf(name, sizeof name, "%.*s, plain", (int)strcspn(base, "."), base);
+        import_row(name, 7, plain[i], n);
+        snprintf(name, sizeof name, "%s (zstd -19, shipped)", base);
+        import_row(name, 7, snaps[i], n);
+        import_row("  its decompression alone", 6, snaps[i], n);
     }
-    if (stat(nat, &sb) != 0 && as_trace_convert(lp, nat, AS_FMT_NATIVE, NULL, NULL, NULL, &err)) {
-        fprintf(stderr, "allocsim-bench: %s: %s\n", lp, err.msg);
-        return;
+    static const struct {
+        const char *name;
+        unsigned rounds;
+        int all; /* 1: every snapshot above, 0: llama alone */
+    } longs[] = {{"llama-x8", 8, 0}, {"all4-x10", 10, 1}};
+    for (size_t i = 0; i < sizeof longs / sizeof longs[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s.pickle", dir, longs[i].name);
+        if (long_pickle(path, longs[i].rounds, longs[i].all ? plain : plain + 2,
+                        longs[i].all ? NS : 1))
+            continue;
+        uint64_t n = count_events(path);
+        char name[96];
+        snprintf(name, sizeof name, "%s.pickle, plain", longs[i].name);
+        import_row(name, 7, path, n);
+        snprintf(lz, sizeof lz, "%s.zst", path);
+        if (stat(lz, &sb) != 0 && zstd3(path, lz)) {
+            fprintf(stderr, "allocsim-bench: cannot compress %s: its zstd rows left out\n", path);
+            continue;
+        }
+        snprintf(name, sizeof name, "%s.pickle.zst (zstd -3)", longs[i].name);
+        import_row(name, 7, lz, n);
+        import_row("  its decompression alone", 6, lz, n);
+        snprintf(nat, sizeof nat, "%s/%s-from-pickle.zst", dir, longs[i].name);
+        if (stat(nat, &sb) != 0 &&
+            as_trace_convert(path, nat, AS_FMT_NATIVE, NULL, NULL, NULL, &err)) {
+            fprintf(stderr, "allocsim-bench: %s: %s\n", path, err.msg);
+            continue;
+        }
+        import_row("  the same events, native", 7, nat, n);
     }
-    bench_res r;
-    long kp = 0, kn = 0;
-    double rp, rn;
-    long long mb = stat(lp, &sb) == 0 ? (long long)sb.st_size / 1000000 : 0;
-    measure(self_exe, 0, lp, NULL, AS_CAPACITY_NONE, &rp);
-    measure(self_exe, 0, nat, NULL, AS_CAPACITY_NONE, &rn);
-    measure_once(self_exe, 0, lp, NULL, AS_CAPACITY_NONE, &r, &kp);
-    measure_once(self_exe, 0, nat, NULL, AS_CAPACITY_NONE, &r, &kn);
-    printf(
-        "\nsnapshot import, decode only: llama x8 pickle (%llu events, %lld MB): %.2f M events/s, "
-        "%.1f MiB peak RSS; the same events native: %.1f M events/s, %.1f MiB\n",
-        (unsigned long long)r.events, mb, rp, (double)kp / 1024, rn, (double)kn / 1024);
-    /* Compressed, as snapshots often travel: the decompression alone is the ceiling. */
-    char lz[520];
-    snprintf(lz, sizeof lz, "%s.zst", lp);
-    if (stat(lz, &sb) != 0 && zstd3(lp, lz)) {
-        fprintf(stderr, "allocsim-bench: cannot compress %s: zstd row left out\n", lp);
-        return;
-    }
-    double rz, ru;
-    long kz = 0;
-    uint64_t events = r.events;
-    mb = stat(lz, &sb) == 0 ? (long long)sb.st_size / 1000000 : 0;
-    measure(self_exe, 0, lz, NULL, AS_CAPACITY_NONE, &rz);
-    measure_once(self_exe, 0, lz, NULL, AS_CAPACITY_NONE, &r, &kz);
-    measure(self_exe, 6, lz, NULL, events, &ru);
-    printf("snapshot import, the same pickle zstd -3 (%lld MB): %.2f M events/s, %.1f MiB; its "
-           "decompression alone: %.1f M events/s (the ceiling for a compressed pickle)\n",
-           mb, rz, (double)kz / 1024, ru);
 }
 
 /* allocsim tune on each shared snapshot at a card where the default runs out: the 252
@@ -731,16 +821,21 @@ int main(int argc, char **argv)
 {
     const char *dir = "build/bench", *commit = NULL;
     uint64_t target = REAL_EVENTS;
-    int quick = 0;
+    int quick = 0, import_only = 0;
     if (argc == 7 && strcmp(argv[1], "--child") == 0) {
         bench_res x = {0};
         uint64_t cap = strtoull(argv[6], NULL, 10);
         const char *spec = strcmp(argv[5], "-") ? argv[5] : NULL;
         int kind = atoi(argv[2]);
+        unsigned r = spec ? (unsigned)atoi(spec) : 1;
         if (kind == 0)
             decode_file(argv[4], &x);
-        else if (kind == 6)
-            unzstd_only(argv[4], cap, &x);
+        else if (kind == 7) /* decode, r times */
+            for (unsigned i = 0; i < r && (i == 0 || x.ok); i++)
+                x.ok = 0, decode_file(argv[4], &x);
+        else if (kind == 6) /* decompression alone, r times */
+            for (unsigned i = 0; i < r && (i == 0 || x.ok); i++)
+                unzstd_only(argv[4], cap, &x);
         else if (kind >= 4)
             mincap_run(argv[4], spec, kind == 5, &x);
         else if (kind >= 2)
@@ -762,15 +857,18 @@ int main(int argc, char **argv)
             quick = 1, target = 1000000;
         else if (strcmp(argv[i], "--markdown") == 0)
             markdown = 1;
+        else if (strcmp(argv[i], "--import") == 0)
+            import_only = 1;
         else {
             fprintf(stderr,
                     "usage: allocsim-bench [--dir DIR] [--reps N] [--commit ID] [--base EXE] "
-                    "[--quick] [--markdown]\n"
+                    "[--quick] [--markdown] [--import]\n"
                     "  --reps N: each cell the best of N processes (default 1)\n"
                     "  --base EXE: an earlier build's allocsim-bench, measured beside "
                     "this one, cell by cell\n"
                     "  --quick: 1 M event traces\n"
-                    "  --markdown: the table in Markdown (README)\n");
+                    "  --markdown: the table in Markdown (README)\n"
+                    "  --import: the snapshot import rows alone\n");
             return 2;
         }
     }
@@ -782,6 +880,12 @@ int main(int argc, char **argv)
     }
     self[sl] = 0;
     self_exe = self;
+    if (import_only) {
+        mkdir(dir, 0777);
+        machine(commit, dir);
+        pickle_rows(dir);
+        return 0;
+    }
     trace_in t[MAX_TRACES] = {0};
     char p1[512];
     snprintf(t[0].path, sizeof t[0].path, "%s/transformer-10M.zst", dir);
