@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "grow.h"
+#include "knobs.h"
 
 /* ---- the pickle writer -------------------------------------------------------------- */
 
@@ -344,7 +345,7 @@ typedef struct alive {
 /* A live device range: a cudaMalloc segment, or one mapping of an expandable segment. */
 typedef struct lseg {
     uint64_t addr, size, stream;
-    uint32_t site;
+    uint32_t site, pool; /* pool: the private pool of the ALLOC that made it (0 = default) */
     uint8_t small, mapped;
 } lseg;
 
@@ -352,7 +353,10 @@ typedef struct pass {
     pkw w;
     as_snapout *s;
     const as_run_result *res;
-    alive *al; /* per allocation ordinal, s->nblk of them */
+    const as_meta *meta; /* the trace's: pool.K names private pool K's segment_pool_id */
+    int torch;           /* the policy is torch: an oom entry's size is rounded as it rounds */
+    const uint32_t *div; /* its roundup_power2_divisions (NULL: none) */
+    alive *al;           /* per allocation ordinal, s->nblk of them */
     lseg *seg;
     size_t nseg, capseg;
     size_t di;         /* the next device record */
@@ -412,6 +416,7 @@ static int seg_add(pass *p, const devrec *d, const as_event *x)
         .size = d->size,
         .stream = alloc ? x->stream : 0,
         .site = alloc ? x->site : 0,
+        .pool = alloc ? x->pool : 0,
         .small = alloc ? x->size <= (1u << 20) : d->size == (2u << 20),
         .mapped = d->action == AS_DEV_SEGMENT_MAP,
     };
@@ -548,10 +553,12 @@ static int event_entries(pass *p, uint64_t k, const as_event *x)
             *a = (alive){
                 .req = x->size, .stream = x->stream, .site = x->site, .state = ST_ALLOCATED};
             entry(p, A_ALLOC, b->addr, x->size, x->stream, x->time_us, x->site);
-        } else { /* the request failed: CUDA's free memory at the OOM, the request */
+        } else { /* the request failed: CUDA's free memory at the OOM, and the size
+                  * as PyTorch writes it (round_size's) under torch, else as requested */
             uint64_t cap = p->res->capacity;
             uint64_t dfree = cap != AS_CAPACITY_NONE && cap > p->reserved ? cap - p->reserved : 0;
-            entry(p, A_OOM, dfree, x->size, x->stream, x->time_us, x->site);
+            uint64_t size = p->torch ? as_round_size(x->size, 512, p->div) : x->size;
+            entry(p, A_OOM, dfree, size, x->stream, x->time_us, x->site);
         }
         return 0;
     case AS_OP_FREE_REQ:
@@ -633,7 +640,7 @@ static void seg_merge(pass *p)
         lseg *l = j ? &p->seg[j - 1] : NULL;
         const lseg *g = &p->seg[i];
         if (l && l->mapped && g->mapped && l->addr + l->size == g->addr && l->stream == g->stream &&
-            l->small == g->small)
+            l->small == g->small && l->pool == g->pool)
             l->size += g->size;
         else
             p->seg[j++] = *g;
@@ -669,6 +676,25 @@ static void block_dict(pass *p, uint64_t addr, uint64_t size, const alive *a)
     op(w, 'u');
 }
 
+/* segment_pool_id of private pool k: the trace's pool.K pair ("(a, b)", as the importer
+ * keeps it); (k, 0) for a pool the trace names no pair for (a generated trace); (0, 0) for
+ * the default pool. */
+static void pool_pair(const as_meta *m, uint32_t k, int64_t pair[2])
+{
+    char key[32];
+    long long a, b;
+    pair[0] = pair[1] = 0;
+    if (!k)
+        return;
+    snprintf(key, sizeof key, "pool.%" PRIu32, k);
+    const char *v = m ? as_meta_get(m, key) : NULL;
+    if (v && sscanf(v, "(%lld, %lld)", &a, &b) == 2 && (a || b)) {
+        pair[0] = a, pair[1] = b;
+        return;
+    }
+    pair[0] = k;
+}
+
 /* One segment dict with its blocks: blks[*bi..] are the live blocks from its address on. */
 static void segment_dict(pass *p, const lseg *g, const lblk *blks, size_t nb, size_t *bi)
 {
@@ -700,10 +726,12 @@ static void segment_dict(pass *p, const lseg *g, const lblk *blks, size_t nb, si
     pk_uint(w, g->stream);
     word(w, K_SEG_TYPE);
     word(w, g->small ? T_SMALL : T_LARGE);
+    int64_t pair[2];
+    pool_pair(p->meta, g->pool, pair);
     word(w, K_POOL);
-    pk_uint(w, 0);
-    pk_uint(w, 0);
-    op(w, 0x86); /* TUPLE2: (0, 0), the default pool */
+    pk_int(w, pair[0]);
+    pk_int(w, pair[1]);
+    op(w, 0x86); /* TUPLE2 */
     word(w, K_EXPANDABLE);
     pk_bool(w, g->mapped);
     word(w, K_FRAMES);
@@ -865,6 +893,10 @@ int as_snapout_write(as_snapout *s, const char *path, const as_reader_opts *opts
     }
     const as_sites *sites = rc ? NULL : as_trace_reader_sites(rd);
     p.w.sites = sites;
+    p.meta = rc ? NULL : as_trace_reader_meta(rd);
+    const as_knob_value *dv = knob(spec, "roundup_power2_divisions");
+    p.torch = strcmp(spec->policy->name, "torch") == 0;
+    p.div = dv ? dv->div : NULL;
     p.al = rc ? NULL : calloc(s->nblk ? s->nblk : 1, sizeof *p.al);
     p.w.frame_memo = rc ? NULL : calloc((size_t)as_sites_nframes(sites) + 1, sizeof(uint32_t));
     p.w.site_memo = rc ? NULL : calloc((size_t)as_sites_count(sites) + 1, sizeof(uint32_t));

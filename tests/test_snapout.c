@@ -206,6 +206,44 @@ static void test_oom(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "oom:1"));
     CU_ASSERT_EQUAL(python_check(x), 0);
+    /* its size as PyTorch writes it: the request rounded (round_size: up to 512 B, no
+     * roundup_power2_divisions in the default setting), not the request */
+    CU_ASSERT_EQUAL_FATAL(run("run -q -c 8G -f csv %s", t), 0);
+    long long req = csv_field(out, "oom_size");
+    char cmd[1024], line[64] = "";
+    snprintf(
+        cmd, sizeof cmd,
+        "python3 -c 'import pickle,sys; print([e[\"size\"] for e in pickle.load(open(sys.argv[1],"
+        "\"rb\"))[\"device_traces\"][0] if e[\"action\"] == \"oom\"])' '%s'",
+        x);
+    FILE *p = popen(cmd, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    if (!fgets(line, sizeof line, p))
+        line[0] = 0;
+    pclose(p);
+    char rounded[64];
+    snprintf(rounded, sizeof rounded, "[%lld]\n", (req + 511) / 512 * 512);
+    CU_ASSERT(req % 512 != 0); /* else the rounding is not seen */
+    CU_ASSERT_STRING_EQUAL(line, rounded);
+}
+
+/* The pools snapshot exported: its segments alive at the end carry their private pools'
+ * segment_pool_id (the trace's pool table), so the export imports with the same pools, and
+ * check reproduces it with the allocations in them. */
+static void test_pools(void)
+{
+    char x[256], t[256];
+    snprintf(x, sizeof x, "%s", tu_tmp(".pickle"));
+    snprintf(t, sizeof t, "%s", tu_path("tests/data/torch-2.11-h200-pools/graph_probe.pickle.zst"));
+    CU_ASSERT_EQUAL_FATAL(run("info %s", t), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(strstr(out, "pools = 2\n  pool.1 = (0, 1)\n  pool.2 = (1, 0)\n"));
+    CU_ASSERT_EQUAL_FATAL(run("run -q --snapshot-out %s %s", x, t), 0);
+    CU_ASSERT_EQUAL_FATAL(run("info %s", x), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "pools = 2\n  pool.1 = (0, 1)\n  pool.2 = (1, 0)\n"));
+    CU_ASSERT_EQUAL(python_check(x), 0);
+    CU_ASSERT_EQUAL(run("check %s", x), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, ": reproduced: all 23 segment events"));
+    CU_ASSERT_PTR_NULL(strstr(out, "ambiguous"));
 }
 
 /* The number after "KEY = " in `allocsim info` output, or -1. */
@@ -268,6 +306,7 @@ CU_TestInfo test_snapout[] = {
     {"round trip: a capacity that fills", test_round_trip_capacity},
     {"round trip: other policies", test_round_trip_other_policy},
     {"the oom entry of a failed run", test_oom},
+    {"private pools' segment_pool_id", test_pools},
     {"frames and annotations carried over", test_frames_and_marks},
     {"one run only; never over an input", test_usage},
     CU_TEST_INFO_NULL,
