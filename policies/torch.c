@@ -137,6 +137,7 @@ typedef struct torch_state {
     int use_div, expandable, sync_frees;
     double gc;
     int limited; /* a memory-fraction limit is set (the device's capacity, via cap_test) */
+    int gc_on;   /* gc_active(): limited and a positive threshold */
     uint64_t total_mem;
     /* nodes and segments */
     blk *b;
@@ -363,24 +364,30 @@ static uint32_t merge_neighbours(torch_state *t, uint32_t x)
 
 /* Splits node i at offset `size`: i keeps the front, a new node gets the rest (same
  * segment, stream and mapped state, free). Returns the new node or 0 on host OOM. */
-static uint32_t split_after(torch_state *t, uint32_t i, uint64_t size)
+static inline __attribute__((always_inline)) uint32_t split_after(torch_state *t, uint32_t i,
+                                                                  uint64_t size)
 {
     uint32_t r = node_take(t);
     if (!r)
         return 0;
-    blk *b = t->b;
+    blk *b = t->b, *n = &b[r];
     uint32_t nx = b[i].next;
-    b[r] = (blk){.addr = b[i].addr + size,
-                 .size = b[i].size - size,
-                 .prev = i,
-                 .next = nx,
-                 .seg = b[i].seg,
-                 .sx = b[i].sx,
-                 .gen = b[r].gen,
-                 .state = B_FREE,
-                 .mapped = b[i].mapped,
-                 .small = b[i].small,
-                 .exp = b[i].exp};
+    /* Field by field, not a compound literal: inline, the caller's own stores to the new
+     * node (its set membership) replace these instead of following a 64-byte clear. */
+    n->addr = b[i].addr + size;
+    n->size = b[i].size - size;
+    n->id = 0;
+    n->prev = i;
+    n->next = nx;
+    n->l = n->r = n->up = 0;
+    n->seg = b[i].seg;
+    n->sx = b[i].sx;
+    n->state = B_FREE;
+    n->mapped = b[i].mapped;
+    n->in = IN_NONE;
+    n->small = b[i].small;
+    n->exp = b[i].exp;
+    n->bin = 0;
     if (nx)
         b[nx].prev = r;
     b[i].next = r;
@@ -597,6 +604,7 @@ typedef struct params {
     uint64_t stream, size, alloc_size; /* stream: the free-set key, stream_key() */
     pool *pl;
     uint16_t priv; /* the request's private pool, 0 = default */
+    uint32_t k;    /* the key's slot in pl's free set */
     uint32_t block;
 } params;
 
@@ -642,7 +650,7 @@ static int alloc_block(torch_state *t, params *p, int retry)
     nb->addr = addr;
     nb->size = p->alloc_size;
     nb->seg = si;
-    nb->sx = (uint32_t)as_tfs_find(&p->pl->blocks, p->stream);
+    nb->sx = p->k;
     nb->small = p->pl->small;
     nb->exp = 0;
     nb->mapped = 1;
@@ -654,16 +662,15 @@ static int alloc_block(torch_state *t, params *p, int retry)
     return 1;
 }
 
-/* get_free_block: best fit on (stream, size, addr) with PyTorch's expandable and oversize
- * rules. 1 with p->block (still in the free set: the caller takes it out, or puts the
- * split's remainder in its place), else 0. */
-static int get_free_block(torch_state *t, params *p)
+/* get_free_block: best fit on (stream, size, addr) in slot k of pl's free set, with
+ * PyTorch's expandable and oversize rules. The block (still in the free set: the caller
+ * takes it out, or puts the split's remainder in its place), else 0. */
+static inline uint32_t get_free_block(torch_state *t, pool *pl, uint32_t k, uint64_t size)
 {
-    pool *pl = p->pl;
     blk *b = t->b;
-    if (gc_active(t))
+    if (t->gc_on)
         pl->calls++;
-    uint32_t it = as_tfs_lower_bound(b, &pl->blocks, p->stream, p->size);
+    uint32_t it = as_tfs_lower_bound_in(b, &pl->blocks, k, size);
     if (!it)
         return 0;
     if (is_exp(t, it)) {
@@ -683,12 +690,11 @@ static int get_free_block(torch_state *t, params *p)
                 return 0;
         }
     }
-    if (p->size < t->max_split && b[it].size >= t->max_split)
+    if (size < t->max_split && b[it].size >= t->max_split)
         return 0;
-    if (p->size >= t->max_split && b[it].size >= p->size + t->max_non_split)
+    if (size >= t->max_split && b[it].size >= size + t->max_non_split)
         return 0;
-    p->block = it;
-    return 1;
+    return it;
 }
 
 typedef struct gc_q {
@@ -796,7 +802,7 @@ static int release_available(torch_state *t, params *p)
     return released >= key;
 }
 
-static int free_block(torch_state *t, uint32_t i);
+static inline int free_block(torch_state *t, uint32_t i);
 
 /* synchronize_and_free_events: every pending free completes now. */
 static int complete_pending(torch_state *t)
@@ -858,7 +864,7 @@ static int release_cached(torch_state *t)
 /* free_block: the block returns to its pool, merged with free neighbours. A free
  * neighbour of a mapped block is in the free set: the survivor is re-keyed in place there
  * (the lower node survives, as merge_neighbours does). */
-static int free_block(torch_state *t, uint32_t i)
+static inline __attribute__((always_inline)) int free_block(torch_state *t, uint32_t i)
 {
     blk *b = t->b;
     t->active -= b[i].size;
@@ -869,9 +875,13 @@ static int free_block(torch_state *t, uint32_t i)
     int nf = (n != 0) & (b[n].state == B_FREE) & (b[n].mapped == b[i].mapped);
     if (!b[i].mapped)
         return insert_free(t, merge_neighbours(t, i));
-    if (!(pf || nf))
-        return insert_free(t, i);
-    fset *f = &pool_of(t, i)->blocks;
+    pool *pl = pool_of(t, i);
+    fset *f = &pl->blocks;
+    if (!(pf || nf)) { /* insert_free, inline */
+        b[i].gc_base = pl->calls;
+        b[i].in = IN_BLOCKS;
+        return as_tfs_insert(b, f, i);
+    }
     uint32_t old = pf ? p : n, x = pf ? p : i;
     uint64_t old_size = b[old].size;
     if (pf && nf) {
@@ -893,7 +903,7 @@ static int free_block(torch_state *t, uint32_t i)
         if (!pf)
             b[n].in = IN_NONE;
     }
-    b[x].gc_base = pool_of(t, x)->calls;
+    b[x].gc_base = pl->calls;
     b[x].in = IN_BLOCKS;
     int rc = as_tfs_replace(b, f, old, old_size, x);
     if (nf)
@@ -939,6 +949,7 @@ static int torch_init(void *st, const as_knob_value *cfg, const as_device *dev)
         as_dev_cap_at_least(dev, DEFAULT_TOTAL_MEM + 1, &bigger))
         return AS_EDEVICE;
     t->limited = !unlimited;
+    t->gc_on = gc_active(t);
     /* Total device memory sizes each expandable segment's VA range (1.125x), and the size
      * of the unmapped tail enters get_free_block's expandable best fit. A capacity below
      * an H200's is read as a memory fraction of one (as in the ground truth); a larger one
@@ -985,33 +996,37 @@ static int torch_alloc(void *st, const as_request *req, as_block *out)
         return AS_EINVAL;
     if (req->size > (1ull << 50)) /* no device holds 1 PiB; keeps round_size from overflowing */
         return AS_POLICY_OOM;
-    params p = {.priv = (uint16_t)req->pool};
-    if (stream_key(req, &p.stream))
+    uint64_t key;
+    if (stream_key(req, &key))
         return AS_EINVAL;
-    p.size = round_size(t, req->size);
-    p.pl = &t->pools[p.size <= SMALL_SIZE];
-    fset *fs = &p.pl->blocks;
-    if (!(fs->n && fs->s[fs->last].stream == p.stream) && as_tfs_slot(fs, p.stream) < 0)
+    uint64_t size = round_size(t, req->size);
+    pool *pl = &t->pools[size <= SMALL_SIZE];
+    fset *fs = &pl->blocks;
+    int64_t k = fs->n && fs->s[fs->last].stream == key ? fs->last : as_tfs_slot(fs, key);
+    if (k < 0)
         return AS_ENOMEM; /* insert_free relies on the slot */
 
-    int in_set = get_free_block(t, &p);
-    if (!in_set) {
+    uint32_t i = get_free_block(t, pl, (uint32_t)k, size);
+    int in_set = i != 0;
+    if (!in_set) { /* the slow path's state lives in memory, not in this one's registers */
+        params p = {
+            .stream = key, .size = size, .pl = pl, .priv = (uint16_t)req->pool, .k = (uint32_t)k};
         int rc = alloc_new(t, &p);
         if (rc)
             return rc;
+        i = p.block;
     }
 
-    uint32_t i = p.block;
     blk *b = t->b;
-    uint64_t had = b[i].size, remaining = had - p.size;
-    int split = (p.pl->small || t->expandable) ? remaining >= MIN_BLOCK
-                                               : (p.size < t->max_split && remaining > SMALL_SIZE);
+    uint64_t had = b[i].size, remaining = had - size;
+    int split = (pl->small || t->expandable) ? remaining >= MIN_BLOCK
+                                             : (size < t->max_split && remaining > SMALL_SIZE);
     if (split) {
-        uint32_t r = split_after(t, i, p.size);
+        uint32_t r = split_after(t, i, size);
         if (!r)
             return AS_ENOMEM;
         b = t->b;
-        b[r].gc_base = p.pl->calls;
+        b[r].gc_base = pl->calls;
         b[r].in = IN_BLOCKS;
         /* The remainder takes the block's place in the free set, or goes in anew. */
         if (in_set ? as_tfs_replace(b, fs, i, had, r) : as_tfs_insert_cold(b, fs, r))

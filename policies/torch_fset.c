@@ -238,7 +238,7 @@ uint32_t as_tfs_first_of(const blk *b, const fset *f, uint32_t k)
 {
     const sidx *ix = &f->s[k];
     unsigned bin = as_tfs_bin_next(ix, 0);
-    return bin < NBINS ? tfs_chunk_min(b, tfs_chunk(f, ix, bin), bin & 63) : 0;
+    return bin < NBINS ? tfs_tbin_min(b, tfs_binp(f, ix, bin)) : 0;
 }
 
 uint32_t as_tfs_last_of(const blk *b, const fset *f, uint32_t k)
@@ -248,7 +248,7 @@ uint32_t as_tfs_last_of(const blk *b, const fset *f, uint32_t k)
         return 0;
     unsigned w = 63u - (unsigned)__builtin_clzll(ix->summary);
     unsigned j = 63u - (unsigned)__builtin_clzll(ix->words[w]);
-    return tfs_chunk_max(b, &f->c[ix->chunk[w]], j);
+    return tfs_tbin_max(b, &f->c[ix->chunk[w]].bin[j]);
 }
 
 /* After x, the rest of x's treap bin, else the next non-empty bin's smallest. */
@@ -256,13 +256,13 @@ uint32_t as_tfs_next_bin(const blk *b, const fset *f, uint32_t x)
 {
     const sidx *ix = &f->s[b[x].sx];
     unsigned bin = b[x].bin;
-    if (tfs_chunk(f, ix, bin)->treap >> (bin & 63) & 1) {
+    if (tfs_binp(f, ix, bin)->cnt & TFS_TREAP) {
         uint32_t n = tfs_treap_next(b, x);
         if (n)
             return n;
     }
     bin = as_tfs_bin_next(ix, bin + 1);
-    return bin < NBINS ? tfs_chunk_min(b, tfs_chunk(f, ix, bin), bin & 63) : 0;
+    return bin < NBINS ? tfs_tbin_min(b, tfs_binp(f, ix, bin)) : 0;
 }
 
 /* Last non-empty bin <= from (from < NBINS), or NBINS when none. */
@@ -283,13 +283,13 @@ uint32_t as_tfs_prev_bin(const blk *b, const fset *f, uint32_t x)
 {
     const sidx *ix = &f->s[b[x].sx];
     unsigned bin = b[x].bin;
-    if (tfs_chunk(f, ix, bin)->treap >> (bin & 63) & 1) {
+    if (tfs_binp(f, ix, bin)->cnt & TFS_TREAP) {
         uint32_t n = tfs_treap_prev(b, x);
         if (n)
             return n;
     }
     bin = bin ? bin_prev(ix, bin - 1) : NBINS;
-    return bin < NBINS ? tfs_chunk_max(b, tfs_chunk(f, ix, bin), bin & 63) : 0;
+    return bin < NBINS ? tfs_tbin_max(b, tfs_binp(f, ix, bin)) : 0;
 }
 
 /* Whole-set order (call as_tfs_order first): the first block, and the one after x. */
@@ -319,11 +319,11 @@ uint32_t as_tfs_next_all(const blk *b, const fset *f, uint32_t x)
 /* ---- check -------------------------------------------------------------------------- */
 
 /* One bin: its structure (oset.h), then every block of this bin, slot and set. */
-static int check_bin(const blk *b, const bchunk *c, unsigned j, unsigned bin, uint32_t k,
-                     uint32_t nb, uint8_t small, int64_t *n, as_check_failure *out)
+static int check_bin(const blk *b, const tbin *tb, unsigned bin, uint32_t k, uint32_t nb,
+                     uint8_t small, int64_t *n, as_check_failure *out)
 {
-    int treap = c->treap >> j & 1;
-    uint32_t h = c->head[j];
+    int treap = (tb->cnt & TFS_TREAP) != 0;
+    uint32_t h = tb->head, tcnt = tb->cnt & ~TFS_TREAP;
     uint64_t cnt = 0;
     const char *why = tfs_bin_check(b, nb, h, treap, &cnt);
     if (why)
@@ -334,9 +334,9 @@ static int check_bin(const blk *b, const bchunk *c, unsigned j, unsigned bin, ui
             return as_check_fail(out, "block 0x%llx filed under the wrong bin, stream or set",
                                  (unsigned long long)b[x].addr);
     }
-    if (cnt != c->cnt[j] || (treap && cnt <= OSET_LIST_BACK) || (!treap && cnt > OSET_LIST_MAX))
+    if (cnt != tcnt || (treap && cnt <= OSET_LIST_BACK) || (!treap && cnt > OSET_LIST_MAX))
         return as_check_fail(out, "free set: bin %u holds %llu blocks, counts %u (%s)", bin,
-                             (unsigned long long)cnt, c->cnt[j], treap ? "treap" : "list");
+                             (unsigned long long)cnt, tcnt, treap ? "treap" : "list");
     *n += (int64_t)cnt;
     return 0;
 }
@@ -357,13 +357,14 @@ static int check_slot(const blk *b, const fset *f, uint32_t k, uint32_t nb, uint
             return as_check_fail(out, "free set: bad chunk %u", ix->chunk[w]);
         const bchunk *c = &f->c[ix->chunk[w]];
         for (unsigned j = 0; j < 64; j++) {
-            if (((ix->words[w] >> j) & 1) != (c->head[j] != 0))
+            const tbin *tb = &c->bin[j];
+            if (((ix->words[w] >> j) & 1) != (tb->head != 0))
                 return as_check_fail(out, "free-set bitmap wrong at bin %u", w * 64 + j);
-            if (c->head[j]) {
-                int rc = check_bin(b, c, j, w * 64 + j, k, nb, small, n, out);
+            if (tb->head) {
+                int rc = check_bin(b, tb, w * 64 + j, k, nb, small, n, out);
                 if (rc)
                     return rc;
-            } else if (c->cnt[j] || (c->treap >> j & 1)) {
+            } else if (tb->cnt) {
                 return as_check_fail(out, "free set: empty bin %u counts blocks", w * 64 + j);
             }
         }

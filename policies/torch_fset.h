@@ -11,15 +11,16 @@
  * (size, addr) while it holds up to OSET_LIST_MAX blocks (real size mixes keep almost
  * every bin there: a lookup is a bitmap test, a look at the bin's last block and a short
  * scan), a treap beyond that (crowded bins stay O(log n)). The unmapped ranges of a
- * stream are an oset.h address treap. Bin heads live
- * in 64-bin chunks that a slot takes on first use, so a stream costs 200 bytes until its
- * blocks need more. Each slot keeps the size of its largest free block, and a max tree
- * over the slots gives the pool's largest free block in O(1) (statistics never walk the
- * streams).
+ * stream are an oset.h address treap. A bin is one 8-byte word pair (head, count with
+ * the treap flag in its top bit); bins live in 64-bin chunks of 512 bytes that a slot
+ * takes on first use, so a stream costs 256 bytes until its blocks need more. Each slot
+ * keeps the size of its largest free block, and a max tree over the slots gives the pool's
+ * largest free block in O(1) (statistics never walk the streams).
  *
  * Invariant (checked by as_tfs_check): in-order traversal of the slots by stream, their
  * bins and each bin's list or treap is exactly the comparator's order; a bin's bitmap bit
- * is set iff it holds a block; counts, slot maxima and the tree match the blocks.
+ * is set iff it holds a block; counts, treap flags, slot maxima and the tree match the
+ * blocks.
  */
 #ifndef AS_POLICIES_TORCH_FSET_H
 #define AS_POLICIES_TORCH_FSET_H
@@ -60,11 +61,19 @@ _Static_assert(sizeof(blk) == 64, "a block node is one cache line");
 #define OSET(name) tfs_##name
 #include "oset.h"
 
+/* A bin: its head (list: the smallest block; treap: the root; 0 = empty) and its count,
+ * whose top bit says the bin is a treap, so that one load of one word decides the fast
+ * path: a list with room has cnt < OSET_LIST_MAX. */
+typedef struct tbin {
+    uint32_t head;
+    uint32_t cnt;
+} tbin;
+
+#define TFS_TREAP 0x80000000u
+
 typedef struct bchunk {
-    uint32_t head[64]; /* list: the smallest block; treap: the root; 0 = empty */
-    uint16_t cnt[64];
-    uint64_t treap; /* bit k: bin k is a treap */
-} bchunk;
+    tbin bin[64];
+} bchunk; /* 512 bytes */
 
 typedef struct sidx {
     uint64_t stream;
@@ -73,7 +82,10 @@ typedef struct sidx {
     uint64_t words[NWORDS];
     uint32_t chunk[NWORDS]; /* chunk of bins 64w..64w+63; 0 until first used */
     uint32_t unmapped;      /* treap root: unmapped ranges of the stream, by address */
+    uint32_t pad[9];        /* 256 bytes: a slot's address is a shift of its index */
 } sidx;
+
+_Static_assert(sizeof(sidx) == 256, "a slot is 256 bytes");
 
 typedef struct fset {
     sidx *s; /* slots */
@@ -138,9 +150,10 @@ static inline int64_t as_tfs_find(fset *f, uint64_t stream)
     return as_tfs_find_slow(f, stream);
 }
 
-static inline bchunk *tfs_chunk(const fset *f, const sidx *ix, unsigned bin)
+/* Bin `bin` of slot ix (its chunk exists). */
+static inline tbin *tfs_binp(const fset *f, const sidx *ix, unsigned bin)
 {
-    return &f->c[ix->chunk[bin >> 6]];
+    return &f->c[ix->chunk[bin >> 6]].bin[bin & 63];
 }
 
 /* The pool's max tree gets slot k's new maximum m (one slot: the root is its leaf). */
@@ -153,30 +166,62 @@ TFS_HOT void tfs_push_max(fset *f, uint32_t k, uint64_t m)
         as_tfs_max_changed_to(f, k, m);
 }
 
+TFS_HOT void tfs_mark(sidx *ix, unsigned bin)
+{
+    ix->words[bin >> 6] |= 1ull << (bin & 63);
+    ix->summary |= 1ull << (bin >> 6);
+}
+
+TFS_HOT void tfs_unmark(sidx *ix, unsigned bin)
+{
+    uint64_t w = ix->words[bin >> 6] & ~(1ull << (bin & 63));
+    ix->words[bin >> 6] = w;
+    if (!w)
+        ix->summary &= ~(1ull << (bin >> 6));
+}
+
 /* Puts free block x into the set (its slot b[x].sx exists): 0 or AS_ENOMEM. A bin
  * chunk's first use is as_tfs_insert_slow's. */
 TFS_HOT int as_tfs_insert(blk *b, fset *f, uint32_t x)
 {
     uint32_t k = b[x].sx;
     sidx *ix = &f->s[k];
-    unsigned bin = as_tfs_bin(b[x].size), w = bin >> 6, j = bin & 63;
-    uint32_t ci = ix->chunk[w];
+    uint64_t size = b[x].size;
+    unsigned bin = as_tfs_bin(size);
+    uint32_t ci = ix->chunk[bin >> 6];
     if (__builtin_expect(!ci, 0))
         return as_tfs_insert_slow(b, f, x);
-    bchunk *c = &f->c[ci];
+    tbin *tb = &f->c[ci].bin[bin & 63];
+    uint32_t cnt = tb->cnt;
     b[x].bin = (uint16_t)bin;
-    if (__builtin_expect((c->treap >> j & 1) || c->cnt[j] == OSET_LIST_MAX, 0)) {
-        tfs_bin_insert_treap(b, &c->head[j], c->treap >> j & 1, x);
-        c->treap |= 1ull << j;
+    if (__builtin_expect(cnt >= OSET_LIST_MAX, 0)) { /* a treap, or a full list */
+        tfs_bin_insert_treap(b, &tb->head, cnt & TFS_TREAP, x);
+        cnt |= TFS_TREAP;
     } else {
-        c->head[j] = tfs_list_insert(b, c->head[j], x);
+        tb->head = tfs_list_insert(b, tb->head, x);
     }
-    c->cnt[j]++;
-    ix->words[w] |= 1ull << j;
-    ix->summary |= 1ull << w;
-    if (b[x].size > ix->max)
-        tfs_push_max(f, k, b[x].size);
+    tb->cnt = cnt + 1;
+    tfs_mark(ix, bin);
+    if (size > ix->max)
+        tfs_push_max(f, k, size);
     return 0;
+}
+
+/* Takes x out of bin tb of its slot ix, filed at `bin`. */
+TFS_HOT void tfs_bin_take(blk *b, sidx *ix, tbin *tb, unsigned bin, uint32_t x)
+{
+    uint32_t cnt = tb->cnt;
+    if (__builtin_expect(cnt & TFS_TREAP, 0)) {
+        cnt &= ~TFS_TREAP;
+        if (tfs_bin_erase_treap(b, &tb->head, cnt, x))
+            cnt |= TFS_TREAP;
+    } else {
+        tb->head = tfs_list_erase(b, tb->head, x);
+    }
+    tb->cnt = cnt - 1;
+    b[x].up = 0;
+    if (!tb->head)
+        tfs_unmark(ix, bin);
 }
 
 /* Takes x out of the set; size: its size when it went in (in its bin b[x].bin). */
@@ -184,21 +229,8 @@ TFS_HOT void as_tfs_erase_at(blk *b, fset *f, uint32_t x, uint64_t size)
 {
     uint32_t k = b[x].sx;
     sidx *ix = &f->s[k];
-    unsigned bin = b[x].bin, w = bin >> 6, j = bin & 63;
-    bchunk *c = &f->c[ix->chunk[w]];
-    if (__builtin_expect(c->treap >> j & 1, 0)) {
-        if (!tfs_bin_erase_treap(b, &c->head[j], c->cnt[j], x))
-            c->treap &= ~(1ull << j);
-    } else {
-        c->head[j] = tfs_list_erase(b, c->head[j], x);
-    }
-    c->cnt[j]--;
-    b[x].up = 0;
-    if (!c->head[j]) {
-        ix->words[w] &= ~(1ull << j);
-        if (!ix->words[w])
-            ix->summary &= ~(1ull << w);
-    }
+    unsigned bin = b[x].bin;
+    tfs_bin_take(b, ix, tfs_binp(f, ix, bin), bin, x);
     if (size == ix->max)
         as_tfs_max_changed(b, f, k);
 }
@@ -217,35 +249,32 @@ TFS_HOT int as_tfs_replace(blk *b, fset *f, uint32_t old, uint64_t old_size, uin
 {
     uint32_t k = b[old].sx;
     sidx *ix = &f->s[k];
-    unsigned ob = b[old].bin, nb = as_tfs_bin(b[nw].size);
-    unsigned ow = ob >> 6, oj = ob & 63, nwd = nb >> 6, nj = nb & 63;
-    uint32_t nci = ix->chunk[nwd];
-    bchunk *oc = &f->c[ix->chunk[ow]], *nc = &f->c[nci];
-    if (__builtin_expect(!nci || ((oc->treap >> oj | nc->treap >> nj) & 1) ||
-                             (ob != nb && nc->cnt[nj] == OSET_LIST_MAX),
+    uint64_t size = b[nw].size;
+    unsigned ob = b[old].bin, nb = as_tfs_bin(size);
+    uint32_t nci = ix->chunk[nb >> 6];
+    tbin *ot = tfs_binp(f, ix, ob), *nt = &f->c[nci].bin[nb & 63];
+    /* Lists only: the old bin's count has no treap bit, the new one has room. */
+    if (__builtin_expect(!nci || ((ot->cnt | nt->cnt) & TFS_TREAP) ||
+                             (ob != nb && nt->cnt == OSET_LIST_MAX),
                          0)) {
         return as_tfs_replace_slow(b, f, old, old_size, nw);
     }
-    uint32_t h = tfs_list_erase(b, oc->head[oj], old);
+    uint32_t h = tfs_list_erase(b, ot->head, old);
     b[old].up = 0;
     if (ob != nb) {
-        oc->head[oj] = h;
-        oc->cnt[oj]--;
-        if (!h) {
-            ix->words[ow] &= ~(1ull << oj);
-            if (!ix->words[ow])
-                ix->summary &= ~(1ull << ow);
-        }
-        h = nc->head[nj];
-        nc->cnt[nj]++;
-        ix->words[nwd] |= 1ull << nj;
-        ix->summary |= 1ull << nwd;
+        ot->head = h;
+        ot->cnt--;
+        if (!h)
+            tfs_unmark(ix, ob);
+        h = nt->head;
+        nt->cnt++;
+        tfs_mark(ix, nb);
     }
     b[nw].bin = (uint16_t)nb;
-    nc->head[nj] = tfs_list_insert(b, h, nw);
-    if (b[nw].size > ix->max)
-        tfs_push_max(f, k, b[nw].size);
-    else if (old_size == ix->max && b[nw].size != old_size)
+    nt->head = tfs_list_insert(b, h, nw);
+    if (size > ix->max)
+        tfs_push_max(f, k, size);
+    else if (old_size == ix->max && size != old_size)
         as_tfs_max_changed(b, f, k);
     return 0;
 }
@@ -266,52 +295,52 @@ static inline unsigned as_tfs_bin_next(const sidx *ix, unsigned from)
     return (w << 6) | (unsigned)__builtin_ctzll(ix->words[w]);
 }
 
-static inline uint32_t tfs_chunk_min(const blk *b, const bchunk *c, unsigned j)
+static inline uint32_t tfs_tbin_min(const blk *b, const tbin *tb)
 {
-    return tfs_bin_min(b, c->head[j], c->treap >> j & 1);
+    return tfs_bin_min(b, tb->head, (tb->cnt & TFS_TREAP) != 0);
 }
 
-static inline uint32_t tfs_chunk_max(const blk *b, const bchunk *c, unsigned j)
+static inline uint32_t tfs_tbin_max(const blk *b, const tbin *tb)
 {
-    return tfs_bin_max(b, c->head[j], c->treap >> j & 1);
+    return tfs_bin_max(b, tb->head, (tb->cnt & TFS_TREAP) != 0);
 }
 
-/* The smallest block of the stream with size >= size (lowest address among equals), or
- * 0: what std::set::lower_bound gives for (stream, size, null address). */
-TFS_HOT uint32_t as_tfs_lower_bound(const blk *b, fset *f, uint64_t stream, uint64_t size)
+/* The smallest block of slot k with size >= size (lowest address among equals), or 0:
+ * what std::set::lower_bound gives for (stream, size, null address). */
+TFS_HOT uint32_t as_tfs_lower_bound_in(const blk *b, const fset *f, uint32_t k, uint64_t size)
 {
-    int64_t k = as_tfs_find(f, stream);
-    if (k < 0)
-        return 0;
     const sidx *ix = &f->s[k];
-    unsigned bin = as_tfs_bin(size), j = bin & 63;
-    if (ix->words[bin >> 6] >> j & 1) {
-        const bchunk *c = tfs_chunk(f, ix, bin);
-        uint32_t x = tfs_bin_lower_bound(b, c->head[j], c->treap >> j & 1, size);
+    unsigned bin = as_tfs_bin(size);
+    if (ix->words[bin >> 6] >> (bin & 63) & 1) {
+        const tbin *tb = tfs_binp(f, ix, bin);
+        uint32_t x = tfs_bin_lower_bound(b, tb->head, (tb->cnt & TFS_TREAP) != 0, size);
         if (x)
             return x;
     }
     bin = as_tfs_bin_next(ix, bin + 1);
-    return bin < NBINS ? tfs_chunk_min(b, tfs_chunk(f, ix, bin), bin & 63) : 0;
+    return bin < NBINS ? tfs_tbin_min(b, tfs_binp(f, ix, bin)) : 0;
+}
+
+/* The same for a stream's key (0 when the stream has no slot). */
+TFS_HOT uint32_t as_tfs_lower_bound(const blk *b, fset *f, uint64_t stream, uint64_t size)
+{
+    int64_t k = as_tfs_find(f, stream);
+    return k < 0 ? 0 : as_tfs_lower_bound_in(b, f, (uint32_t)k, size);
 }
 
 /* The next block of the same stream in (size, addr) order, or 0. */
 TFS_HOT uint32_t as_tfs_next(const blk *b, const fset *f, uint32_t x)
 {
-    const sidx *ix = &f->s[b[x].sx];
-    unsigned bin = b[x].bin, j = bin & 63;
-    const bchunk *c = tfs_chunk(f, ix, bin);
-    if (!(c->treap >> j & 1) && b[x].r != c->head[j])
+    const tbin *tb = tfs_binp(f, &f->s[b[x].sx], b[x].bin);
+    if (!(tb->cnt & TFS_TREAP) && b[x].r != tb->head)
         return b[x].r;
     return as_tfs_next_bin(b, f, x);
 }
 
 static inline uint32_t as_tfs_prev(const blk *b, const fset *f, uint32_t x)
 {
-    const sidx *ix = &f->s[b[x].sx];
-    unsigned bin = b[x].bin, j = bin & 63;
-    const bchunk *c = tfs_chunk(f, ix, bin);
-    if (!(c->treap >> j & 1) && x != c->head[j])
+    const tbin *tb = tfs_binp(f, &f->s[b[x].sx], b[x].bin);
+    if (!(tb->cnt & TFS_TREAP) && x != tb->head)
         return b[x].l;
     return as_tfs_prev_bin(b, f, x);
 }
