@@ -102,14 +102,23 @@ static void pickle_ints(void)
     as_pk_free(pk);
 }
 
-static void pickle_wide_ints_refused(void)
+static void pickle_wide_ints(void)
 {
     as_pk_error e;
-    /* pickle.dumps(2**64, 2): 0 PROTO 2, 2 LONG1 (9 bytes), 13 STOP */
+    /* pickle.dumps(2**64, 2): 0 PROTO 2, 2 LONG1 (9 bytes), 13 STOP. Kept as a value of its
+     * own type with no value: as_pk_int refuses it (PyTorch writes a C++ frame's unknown line
+     * as 2^64 - 1, which a snapshot recorded with stacks="all" holds) */
     static const char b[] = "\x80\x02\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01\x2e";
-    CU_ASSERT_EQUAL(parse_err(LIT(b), NULL, &e), AS_EFORMAT);
+    as_pk *pk = parse_ok(LIT(b));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pk);
+    CU_ASSERT_EQUAL(as_pk_type_of(pk, as_pk_root(pk)), AS_PK_BIGINT);
+    int64_t v = 7;
+    CU_ASSERT_NOT_EQUAL(as_pk_int(pk, as_pk_root(pk), &v), 0);
+    as_pk_free(pk);
+    /* its bytes must be there */
+    static const char t[] = "\x80\x02\x8a\x09\x00\x00\x00\x2e";
+    CU_ASSERT_EQUAL(parse_err(LIT(t), NULL, &e), AS_ECORRUPT);
     CU_ASSERT_EQUAL(e.offset, 2);
-    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "64 bits"));
     /* Hand-made LONG4 with a negative length. */
     static const char n[] = "\x80\x02\x8b\xff\xff\xff\xff\x2e";
     CU_ASSERT_EQUAL(parse_err(LIT(n), NULL, &e), AS_ECORRUPT);
@@ -910,7 +919,7 @@ static void pickle_fast_path_same_as_vm(void)
 
 CU_TestInfo test_pickle[] = {
     {"ints", pickle_ints},
-    {"wide_ints_refused", pickle_wide_ints_refused},
+    {"wide_ints_kept_without_value", pickle_wide_ints},
     {"floats_and_consts", pickle_floats_and_consts},
     {"strings", pickle_strings},
     {"tuples", pickle_tuples},

@@ -103,9 +103,11 @@ static const char *op_name(uint8_t op)
 }
 
 static const char *type_names[] = {
-    [AS_PK_NONE] = "None",   [AS_PK_BOOL] = "bool",   [AS_PK_INT] = "int",
-    [AS_PK_FLOAT] = "float", [AS_PK_STR] = "str",     [AS_PK_BYTES] = "bytes",
-    [AS_PK_LIST] = "list",   [AS_PK_TUPLE] = "tuple", [AS_PK_DICT] = "dict",
+    [AS_PK_NONE] = "None", [AS_PK_BOOL] = "bool",
+    [AS_PK_INT] = "int",   [AS_PK_FLOAT] = "float",
+    [AS_PK_STR] = "str",   [AS_PK_BYTES] = "bytes",
+    [AS_PK_LIST] = "list", [AS_PK_TUPLE] = "tuple",
+    [AS_PK_DICT] = "dict", [AS_PK_BIGINT] = "int beyond 64 bits",
 };
 
 const char *as_pk_type_name(as_pk_type t)
@@ -798,13 +800,14 @@ static int op_int(pk_parser *p, uint8_t op, const uint8_t *arg, size_t left, siz
         int64_t n = op == 0x8a ? arg[0] : (int32_t)(uint32_t)rd_le(arg, 4);
         if (n < 0)
             return fail(p, AS_ECORRUPT, "LONG4 with negative length %lld", (long long)n);
-        if (n > 8)
-            return fail(p, AS_EFORMAT,
-                        "%s of %lld bytes: integers wider than 64 bits are not supported",
-                        op_name(op), (long long)n);
         need = (size_t)(hl + n);
         if (left < need)
             goto truncated;
+        if (n > 8) { /* no value kept (AS_PK_BIGINT) */
+            *argn = need;
+            as_pk_ref r = AS_PK_NIL;
+            return (rc = new_node(p, AS_PK_BIGINT, &r)) ? rc : push(p, r);
+        }
         uint64_t u = rd_le(arg + hl, (int)n);
         if (n > 0 && n < 8 && (arg[hl + n - 1] & 0x80))
             u |= ~0ull << (8 * n);

@@ -46,6 +46,9 @@ typedef enum as_pk_type {
     AS_PK_LIST,
     AS_PK_TUPLE,
     AS_PK_DICT,
+    AS_PK_BIGINT, /* an int beyond 64 bits (LONG1/LONG4 of more than 8 bytes): no value is
+                     kept; as_pk_int refuses it, so a field holding one reads as absent
+                     (PyTorch writes a C++ frame's unknown line as 2^64 - 1) */
 } as_pk_type;
 
 /* Safety limits. A zero field takes the default given in the comment. */
