@@ -24,6 +24,7 @@
 #include "device.h"
 #include "grow.h"
 #include "knobs.h"
+#include "recdev.h"
 
 #define MIB (1ull << 20)
 #define SMALL_SEG (2ull << 20) /* kSmallBuffer: a small-pool segment */
@@ -370,155 +371,6 @@ void as_dump_state_of(const as_snapshot_record *rec, as_dump_state *out)
     out->state_only = rec->entries <= 1;
 }
 
-/* ---- a device at the recorded addresses ------------------------------------------------ */
-
-typedef struct rec_dev {
-    const as_snap_segev *want;
-    size_t n, next;           /* next: where to look for the next segment_alloc */
-    const uint64_t *pre_addr; /* the start segments' addresses, in preamble order */
-    size_t npre_addr, pre_next;
-    const uint64_t *pre_va; /* the start's expandable segments' bases, likewise */
-    size_t npre_va, pre_va_next;
-    uint64_t fresh; /* addresses past everything recorded, for extra segments */
-    uint64_t capacity, reserved, peak, cur_alloc;
-    int log_on;
-    as_check_ev *got;
-    size_t ngot, cap;
-    uint64_t va[64][2];
-    unsigned nva;
-} rec_dev;
-
-static void rd_log(rec_dev *d, int action, uint64_t addr, uint64_t size)
-{
-    if (!d->log_on)
-        return;
-    if (d->reserved > d->peak)
-        d->peak = d->reserved;
-    if (as_grow((void **)&d->got, &d->cap, d->ngot + 1, sizeof *d->got, 256) < 0)
-        return; /* the comparison then sees fewer events: reported, not hidden */
-    d->got[d->ngot++] = (as_check_ev){d->cur_alloc, addr, size, action};
-}
-
-static int rd_reserve(void *c, uint64_t size, uint64_t *addr)
-{
-    rec_dev *d = c;
-    if (d->pre_next < d->npre_addr) {
-        *addr = d->pre_addr[d->pre_next++];
-    } else {
-        while (d->next < d->n && d->want[d->next].action != AS_SNAP_SEG_ALLOC)
-            d->next++;
-        if (d->next < d->n) {
-            *addr = d->want[d->next++].addr;
-        } else {
-            *addr = d->fresh;
-            d->fresh += as_align_up(size, AS_DEV_GRANULARITY);
-        }
-    }
-    d->reserved += size;
-    rd_log(d, AS_DEV_SEGMENT_ALLOC, *addr, size);
-    return AS_DEV_OK;
-}
-
-static int rd_release(void *c, uint64_t addr, uint64_t size)
-{
-    rec_dev *d = c;
-    d->reserved -= size;
-    rd_log(d, AS_DEV_SEGMENT_FREE, addr, size);
-    return AS_DEV_OK;
-}
-
-/* cuMemAddressReserve as the recorded run answered it: PyTorch maps a new expandable
- * segment from its start, so the base is the next recorded mapping outside the ranges
- * held. */
-static int rd_va(void *c, uint64_t size, uint64_t *addr)
-{
-    rec_dev *d = c;
-    if (d->nva == 64)
-        return AS_EINVAL;
-    *addr = d->fresh;
-    if (d->pre_va_next < d->npre_va) {
-        *addr = d->pre_va[d->pre_va_next++];
-        d->va[d->nva][0] = *addr;
-        d->va[d->nva++][1] = *addr + size;
-        return AS_DEV_OK;
-    }
-    for (size_t i = 0; i < d->n; i++) {
-        if (d->want[i].action != AS_SNAP_SEG_MAP)
-            continue;
-        int inside = 0;
-        for (unsigned k = 0; k < d->nva; k++)
-            inside |= d->want[i].addr >= d->va[k][0] && d->want[i].addr < d->va[k][1];
-        if (!inside) {
-            *addr = d->want[i].addr;
-            break;
-        }
-    }
-    if (*addr == d->fresh)
-        d->fresh += as_align_up(size, AS_DEV_GRANULARITY);
-    d->va[d->nva][0] = *addr;
-    d->va[d->nva++][1] = *addr + size;
-    return AS_DEV_OK;
-}
-
-static int rd_va_release(void *c, uint64_t addr, uint64_t size)
-{
-    rec_dev *d = c;
-    (void)size;
-    for (unsigned k = 0; k < d->nva; k++)
-        if (d->va[k][0] == addr) {
-            d->nva--;
-            d->va[k][0] = d->va[d->nva][0];
-            d->va[k][1] = d->va[d->nva][1];
-            return AS_DEV_OK;
-        }
-    return AS_EINVAL;
-}
-
-static int rd_map(void *c, uint64_t addr, uint64_t size)
-{
-    rec_dev *d = c;
-    d->reserved += size;
-    rd_log(d, AS_DEV_SEGMENT_MAP, addr, size);
-    return AS_DEV_OK;
-}
-
-static int rd_unmap(void *c, uint64_t addr, uint64_t size)
-{
-    rec_dev *d = c;
-    d->reserved -= size;
-    rd_log(d, AS_DEV_SEGMENT_UNMAP, addr, size);
-    return AS_DEV_OK;
-}
-
-static uint64_t rd_capacity(void *c)
-{
-    return ((rec_dev *)c)->capacity;
-}
-
-static uint64_t rd_reserved(void *c)
-{
-    return ((rec_dev *)c)->reserved;
-}
-
-static int rd_cap_test(void *c, as_cap_pred pred, const void *arg, int *yes)
-{
-    *yes = pred(arg, rd_capacity(c));
-    return 0;
-}
-
-static const as_device_ops rec_ops = {
-    .abi = AS_DEVICE_ABI,
-    .reserve = rd_reserve,
-    .release = rd_release,
-    .va_reserve = rd_va,
-    .va_release = rd_va_release,
-    .map = rd_map,
-    .unmap = rd_unmap,
-    .capacity = rd_capacity,
-    .cap_test = rd_cap_test,
-    .reserved = rd_reserved,
-};
-
 /* ---- the run -------------------------------------------------------------------------- */
 
 typedef struct run {
@@ -664,14 +516,14 @@ static int load_events(as_trace_reader *rd, evbuf *eb, as_trace_error *err)
 
 /* The trace through the policy from event `from` (the prehistoric ALLOCs before it were
  * the preamble's), ALLOCs counted from `from` too; stops at the first OOM. */
-static int replay(run *r, rec_dev *d, const evbuf *eb, size_t from, uint64_t *oom)
+static int replay(run *r, as_recdev *d, const evbuf *eb, size_t from, uint64_t *oom)
 {
     uint64_t k = from;
     *oom = UINT64_MAX;
     for (size_t i = from; i < eb->n; i++) {
         const as_event *e = &eb->ev[i];
         int rc = 0;
-        d->cur_alloc = k;
+        as_recdev_at(d, k);
         if (e->op == AS_OP_ALLOC) {
             as_request rq = {.id = e->id, .size = e->size, .stream = e->stream, .pool = e->pool};
             as_block b;
@@ -697,11 +549,13 @@ static int replay(run *r, rec_dev *d, const evbuf *eb, size_t from, uint64_t *oo
 
 /* ---- comparing, and why it differs ------------------------------------------------------ */
 
-static void compare(const as_snapshot_record *rec, const rec_dev *d, uint64_t start_reserved,
+static void compare(const as_snapshot_record *rec, const as_recdev *d, uint64_t start_reserved,
                     as_check_result *out)
 {
+    size_t ngot;
+    const as_recdev_ev *got = as_recdev_events(d, &ngot);
     out->recorded = rec->nsegev;
-    out->simulated = d->ngot;
+    out->simulated = ngot;
     out->first_diff = SIZE_MAX;
     uint64_t res = start_reserved;
     out->rec_peak = res;
@@ -712,10 +566,10 @@ static void compare(const as_snapshot_record *rec, const rec_dev *d, uint64_t st
         if (res > out->rec_peak)
             out->rec_peak = res;
     }
-    size_t n = rec->nsegev > d->ngot ? rec->nsegev : d->ngot;
+    size_t n = rec->nsegev > ngot ? rec->nsegev : ngot;
     for (size_t i = 0; i < n; i++) {
         const as_snap_segev *e = i < rec->nsegev ? &rec->segev[i] : NULL;
-        const as_check_ev *g = i < d->ngot ? &d->got[i] : NULL;
+        const as_check_ev *g = i < ngot ? &got[i] : NULL;
         if (e && g && e->alloc == g->alloc && e->action == g->action && e->addr == g->addr &&
             e->size == g->size)
             continue;
@@ -728,7 +582,7 @@ static void compare(const as_snapshot_record *rec, const rec_dev *d, uint64_t st
             out->sim = *g;
         break;
     }
-    out->sim_peak = d->peak > d->reserved ? d->peak : d->reserved;
+    out->sim_peak = as_recdev_peak(d);
     out->reproduced = out->first_diff == SIZE_MAX && out->oom_alloc == UINT64_MAX &&
                       out->rec_peak == out->sim_peak;
 }
@@ -785,7 +639,7 @@ static int setup(const as_meta *m, as_policy_spec *spec, uint64_t *cap, as_check
 
 /* Runs the trace (already in eb) from the start pool p through spec on device d. */
 static int simulate(const as_policy_spec *spec, const as_snapshot_record *rec, start_pool *p,
-                    const evbuf *eb, rec_dev *d, as_check_result *out)
+                    const evbuf *eb, as_recdev *d, as_check_result *out)
 {
     const as_policy *pol = spec->policy;
     run r = {.pol = pol, .nids = eb->allocs + 1, .max_split = UINT64_MAX};
@@ -797,7 +651,7 @@ static int simulate(const as_policy_spec *spec, const as_snapshot_record *rec, s
     }
     r.st = calloc(1, pol->state_size);
     r.handles = calloc(r.nids, sizeof *r.handles);
-    as_device dev = {.ops = &rec_ops, .ctx = d};
+    as_device dev = as_recdev_device(d);
     int rc = !r.st || !r.handles ? AS_ENOMEM : pol->init(r.st, spec->values, &dev);
     if (rc) {
         free(r.st);
@@ -811,18 +665,16 @@ static int simulate(const as_policy_spec *spec, const as_snapshot_record *rec, s
             out->start.reconstructed = 0;
             pol->fini(r.st);
             memset(r.st, 0, pol->state_size);
-            d->reserved = 0, d->pre_next = d->npre_addr, d->nva = 0;
-            d->pre_va_next = d->npre_va;
+            as_recdev_restart(d);
             rc = pol->init(r.st, spec->values, &dev);
         } else {
             from = rec->npre; /* the prehistoric ALLOCs are the preamble's live blocks */
         }
     }
-    d->log_on = 1;
-    d->peak = d->reserved;
+    as_recdev_log(d, 1);
     if (rc == 0)
         rc = replay(&r, d, eb, from, &out->oom_alloc);
-    d->log_on = 0;
+    as_recdev_log(d, 0);
     pol->fini(r.st);
     free(r.st);
     free(r.handles);
@@ -838,7 +690,8 @@ int as_check(const char *path, const as_reader_opts *opts, as_check_result *out,
     start_pool p = {0};
     evbuf eb = {0};
     uint64_t *addrs = NULL;
-    rec_dev d = {0};
+    as_recdev *d = NULL;
+    uint64_t capacity = AS_CAPACITY_NONE;
     memset(out, 0, sizeof *out);
     out->oom_alloc = UINT64_MAX;
     int rc = as_trace_open(path, opts, &rd, err);
@@ -849,7 +702,7 @@ int as_check(const char *path, const as_reader_opts *opts, as_check_result *out,
     snprintf(err->path, sizeof err->path, "%s", path);
     err->offset = err->event = UINT64_MAX;
     err->line = 0;
-    if (!rec || (rc = setup(m, &spec, &d.capacity, out, err))) {
+    if (!rec || (rc = setup(m, &spec, &capacity, out, err))) {
         if (!rec)
             snprintf(err->msg, sizeof err->msg,
                      "not a torch snapshot: only a snapshot records the run to check against");
@@ -883,20 +736,18 @@ int as_check(const char *path, const as_reader_opts *opts, as_check_result *out,
     for (size_t i = 0; i < p.nsegs; i++)
         if (p.segs[i].expandable)
             addrs[nmalloc + nva++] = p.segs[i].addr;
-    for (size_t i = 0; i < rec->nsegev; i++)
-        if (rec->segev[i].addr + rec->segev[i].size > top)
-            top = rec->segev[i].addr + rec->segev[i].size;
-    for (size_t i = 0; i < rec->nsegs; i++)
+    for (size_t i = 0; i < rec->nsegs; i++) /* the recorded events' ranges: the device's */
         if (rec->segs[i].addr + rec->segs[i].size > top)
             top = rec->segs[i].addr + rec->segs[i].size;
-    d.want = rec->segev;
-    d.n = rec->nsegev;
-    d.pre_addr = addrs;
-    d.npre_addr = out->start.reconstructed ? nmalloc : 0;
-    d.pre_va = addrs + nmalloc;
-    d.npre_va = out->start.reconstructed ? nva : 0;
-    d.fresh = as_align_up(top + (1ull << 30), 1ull << 30);
-    if ((rc = simulate(&spec, rec, &p, &eb, &d, out)))
+    as_recdev_opts o = {.want = rec->segev,
+                        .n = rec->nsegev,
+                        .start_addr = addrs,
+                        .nstart = out->start.reconstructed ? nmalloc : 0,
+                        .start_va = addrs + nmalloc,
+                        .nstart_va = out->start.reconstructed ? nva : 0,
+                        .capacity = capacity,
+                        .above = top};
+    if ((rc = as_recdev_create(&o, &d)) || (rc = simulate(&spec, rec, &p, &eb, d, out)))
         goto out;
     uint64_t start_res = 0; /* what the trace's segment entries do not explain */
     for (size_t i = 0; i < rec->nsegs; i++)
@@ -906,12 +757,12 @@ int as_check(const char *path, const as_reader_opts *opts, as_check_result *out,
             rec->segev[i].action == AS_SNAP_SEG_ALLOC || rec->segev[i].action == AS_SNAP_SEG_MAP;
         start_res = grow ? start_res - rec->segev[i].size : start_res + rec->segev[i].size;
     }
-    compare(rec, &d, start_res, out);
+    compare(rec, d, start_res, out);
     if (!out->reproduced)
         explain(rec, m, out);
 out:
     free(addrs);
-    free(d.got);
+    as_recdev_destroy(d);
     free(eb.ev);
     free_start(&p);
     as_policy_spec_free(&spec);

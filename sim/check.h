@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "policy.h"
+#include "recdev.h"
 #include "trace.h"
 
 /* The setting a snapshot's allocator_settings records, normalised to a spec the policy
@@ -51,10 +52,7 @@ typedef struct as_check_start {
     char why[160];
 } as_check_start;
 
-typedef struct as_check_ev {
-    uint64_t alloc, addr, size;
-    int action; /* as_dev_action */
-} as_check_ev;
+typedef as_recdev_ev as_check_ev; /* action: an as_dev_action */
 
 typedef struct as_check_result {
     char spec[300]; /* the recorded setting as run */

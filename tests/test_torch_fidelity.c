@@ -18,8 +18,8 @@
  * A second check takes placement out of the question: replay/data/torch-key-replay holds
  * every segment event, with its address, of the key's runs replayed through PyTorch on
  * the H200. A device that hands the policy exactly those addresses (and the recorded
- * cuMemAddressReserve bases) must see the same events, sizes and addresses from the
- * policy, for every run there.
+ * cuMemAddressReserve bases; sim/recdev.h, `allocsim check`'s) must see the same events,
+ * sizes and addresses from the policy, for every run there.
  */
 #include <CUnit/CUnit.h>
 #include <inttypes.h>
@@ -30,6 +30,7 @@
 
 #include "jsonin.h"
 #include "policy.h"
+#include "recdev.h"
 #include "simdev.h"
 #include "trace.h"
 #include "util.h"
@@ -311,11 +312,11 @@ static void check_one(const json_t *kc, const json_t *alt, int capped, const cha
     char why2[300];
     if (ok) {
         t->exact++;
-    } else if (alt && !json_equal(alt, kc) &&
-               compare_cell(alt, capped, &o, why2, sizeof why2)) {
+    } else if (alt && !json_equal(alt, kc) && compare_cell(alt, capped, &o, why2, sizeof why2)) {
         t->not_reproduced++;
-        fprintf(stderr, "\n  torch fidelity: %s [%s] cap %s%" PRIu64 ": %s; as on the H200's replay",
-                wl, cfg, capped ? "" : "none ", capped ? cap : 0, why);
+        fprintf(stderr,
+                "\n  torch fidelity: %s [%s] cap %s%" PRIu64 ": %s; as on the H200's replay", wl,
+                cfg, capped ? "" : "none ", capped ? cap : 0, why);
     } else {
         t->unexpected++;
         fprintf(stderr, "\n  torch fidelity: %s [%s] cap %s%" PRIu64 ": %s", wl, cfg,
@@ -466,135 +467,8 @@ static void torch_fidelity_streams(void)
 
 /* ---- the policy on the real driver's addresses ----------------------------------- */
 
-typedef struct rec_ev {
-    uint64_t alloc;
-    int action; /* 0 segment_alloc, 1 segment_free, 2 segment_map, 3 segment_unmap */
-    uint64_t addr, size;
-} rec_ev;
-
-typedef struct addr_dev {
-    const rec_ev *want; /* the run's recorded events */
-    size_t n, next;     /* next: where to look for the next segment_alloc */
-    uint64_t fraction, reserved, cur_alloc;
-    rec_ev *got;
-    size_t ngot, cap;
-    uint64_t va[16][2]; /* address ranges reserved for expandable segments */
-    unsigned nva;
-} addr_dev;
-
-static void ad_log(addr_dev *d, int action, uint64_t addr, uint64_t size)
-{
-    if (d->ngot == d->cap) {
-        size_t nc = d->cap ? d->cap * 2 : 256;
-        rec_ev *nn = realloc(d->got, nc * sizeof *nn);
-        if (!nn)
-            return;
-        d->got = nn;
-        d->cap = nc;
-    }
-    d->got[d->ngot++] = (rec_ev){d->cur_alloc, action, addr, size};
-}
-
-/* cudaMalloc as the real driver answered it: the run's next recorded segment address. */
-static int ad_reserve(void *c, uint64_t size, uint64_t *addr)
-{
-    addr_dev *d = c;
-    while (d->next < d->n && d->want[d->next].action != 0)
-        d->next++;
-    if (d->next == d->n)
-        return AS_DEV_OOM; /* the real run made no more: the comparison reports it */
-    *addr = d->want[d->next++].addr;
-    d->reserved += size;
-    ad_log(d, 0, *addr, size);
-    return AS_DEV_OK;
-}
-
-static int ad_release(void *c, uint64_t addr, uint64_t size)
-{
-    addr_dev *d = c;
-    d->reserved -= size;
-    ad_log(d, 1, addr, size);
-    return AS_DEV_OK;
-}
-
-/* cuMemAddressReserve as the real run answered it: PyTorch maps a new expandable segment
- * from its start, so the base is the next recorded mapping outside the ranges held. */
-static int ad_va(void *c, uint64_t size, uint64_t *addr)
-{
-    addr_dev *d = c;
-    for (size_t i = 0; i < d->n && d->nva < 16; i++) {
-        if (d->want[i].action != 2)
-            continue;
-        int inside = 0;
-        for (unsigned k = 0; k < d->nva; k++)
-            inside |= d->want[i].addr >= d->va[k][0] && d->want[i].addr < d->va[k][1];
-        if (!inside) {
-            *addr = d->want[i].addr;
-            d->va[d->nva][0] = *addr;
-            d->va[d->nva++][1] = *addr + size;
-            return AS_DEV_OK;
-        }
-    }
-    return AS_DEV_OOM;
-}
-
-static int ad_va_release(void *c, uint64_t addr, uint64_t size)
-{
-    addr_dev *d = c;
-    (void)size;
-    for (unsigned k = 0; k < d->nva; k++)
-        if (d->va[k][0] == addr) {
-            d->nva--;
-            d->va[k][0] = d->va[d->nva][0];
-            d->va[k][1] = d->va[d->nva][1];
-            return AS_DEV_OK;
-        }
-    return AS_EINVAL;
-}
-
-static int ad_map(void *c, uint64_t addr, uint64_t size)
-{
-    addr_dev *d = c;
-    d->reserved += size;
-    ad_log(d, 2, addr, size);
-    return AS_DEV_OK;
-}
-
-static int ad_unmap(void *c, uint64_t addr, uint64_t size)
-{
-    addr_dev *d = c;
-    d->reserved -= size;
-    ad_log(d, 3, addr, size);
-    return AS_DEV_OK;
-}
-
-static uint64_t ad_capacity(void *c)
-{
-    return ((addr_dev *)c)->fraction;
-}
-static uint64_t ad_reserved(void *c)
-{
-    return ((addr_dev *)c)->reserved;
-}
-
-static int ad_cap_test(void *ctx, as_cap_pred pred, const void *arg, int *yes)
-{
-    *yes = pred(arg, ad_capacity(ctx));
-    return 0;
-}
-
-static const as_device_ops addr_ops = {
-    .abi = AS_DEVICE_ABI,
-    .reserve = ad_reserve,
-    .release = ad_release,
-    .va_reserve = ad_va,
-    .va_release = ad_va_release,
-    .map = ad_map,
-    .unmap = ad_unmap,
-    .capacity = ad_capacity,
-    .cap_test = ad_cap_test,
-    .reserved = ad_reserved,
-};
+/* The recorded events are as_snap_segev (action AS_SNAP_SEG_*, which are the as_dev_action
+ * values); the policy runs on sim/recdev.h's device, the one `allocsim check` uses. */
 
 /* Reads a whole .zst file into a NUL-terminated buffer (caller frees), or NULL. */
 static char *read_zst(const char *path, size_t *len)
@@ -638,22 +512,28 @@ static char *read_zst(const char *path, size_t *len)
 
 /* One recorded run through the policy on the recorded addresses. 1 when exact. */
 static int address_run(const trace_buf *tb, const as_policy_spec *spec, uint64_t fraction,
-                       const rec_ev *want, size_t n, uint64_t key_oom, char *why, size_t wl)
+                       const as_snap_segev *want, size_t n, uint64_t key_oom, char *why, size_t wl)
 {
     const as_policy *pol = spec->policy;
-    addr_dev d = {.want = want, .n = n, .fraction = fraction};
-    as_device dev = {.ops = &addr_ops, .ctx = &d};
+    as_recdev *d = NULL;
+    as_recdev_opts o = {.want = want, .n = n, .capacity = fraction};
     void *st = calloc(1, pol->state_size);
     uint64_t *handles = calloc(tb->allocs + 1, sizeof *handles), oom = UINT64_MAX, k = 0;
     int ok = 0;
-    if (!st || !handles || pol->init(st, spec->values, &dev)) {
+    if (!st || !handles || as_recdev_create(&o, &d)) {
         snprintf(why, wl, "setup failed");
         goto out;
     }
+    as_device dev = as_recdev_device(d);
+    if (pol->init(st, spec->values, &dev)) {
+        snprintf(why, wl, "setup failed");
+        goto out;
+    }
+    as_recdev_log(d, 1);
     for (size_t i = 0; i < tb->n && oom == UINT64_MAX; i++) {
         const tev *e = &tb->ev[i];
         int rc = 0;
-        d.cur_alloc = k;
+        as_recdev_at(d, k);
         if (e->op == AS_OP_ALLOC) {
             as_request rq = {.id = e->id, .size = e->size, .stream = e->stream};
             as_block b;
@@ -673,13 +553,13 @@ static int address_run(const trace_buf *tb, const as_policy_spec *spec, uint64_t
             goto fini;
         }
     }
-    size_t i = 0;
-    while (i < n && i < d.ngot && want[i].alloc == d.got[i].alloc &&
-           want[i].action == d.got[i].action && want[i].addr == d.got[i].addr &&
-           want[i].size == d.got[i].size)
+    size_t i = 0, ngot;
+    const as_recdev_ev *got = as_recdev_events(d, &ngot);
+    while (i < n && i < ngot && want[i].alloc == got[i].alloc && want[i].action == got[i].action &&
+           want[i].addr == got[i].addr && want[i].size == got[i].size)
         i++;
-    if (i < n || i < d.ngot)
-        snprintf(why, wl, "segment event %zu of %zu differs (ours: %zu events)", i, n, d.ngot);
+    if (i < n || i < ngot)
+        snprintf(why, wl, "segment event %zu of %zu differs (ours: %zu events)", i, n, ngot);
     else if (oom != key_oom)
         snprintf(why, wl, "oom_alloc %" PRId64 ", recorded %" PRId64, (int64_t)oom,
                  (int64_t)key_oom);
@@ -690,13 +570,13 @@ fini:
 out:
     free(st);
     free(handles);
-    free(d.got);
+    as_recdev_destroy(d);
     return ok;
 }
 
 /* The rows of a torch-key-replay CSV (run,alloc,event,action,addr,size) into *ev, with
  * each row's run index in *run_of (both malloc'd). Returns the row count. */
-static size_t parse_records(char *csv, rec_ev **ev, int **run_of)
+static size_t parse_records(char *csv, as_snap_segev **ev, int **run_of)
 {
     size_t nev = 0, cap = 0;
     *ev = NULL;
@@ -708,7 +588,7 @@ static size_t parse_records(char *csv, rec_ev **ev, int **run_of)
         if (sscanf(line, "%d,%llu,%llu,%31[^,],%llu,%llu", &r, &al, &e, act, &addr, &size) == 6) {
             if (nev == cap) {
                 cap = cap ? cap * 2 : 4096;
-                rec_ev *ne = realloc(*ev, cap * sizeof *ne);
+                as_snap_segev *ne = realloc(*ev, cap * sizeof *ne);
                 int *nr = ne ? realloc(*run_of, cap * sizeof *nr) : NULL;
                 if (ne)
                     *ev = ne;
@@ -716,11 +596,11 @@ static size_t parse_records(char *csv, rec_ev **ev, int **run_of)
                     return nev;
                 *run_of = nr;
             }
-            int a = !strcmp(act, "segment_alloc")  ? 0
-                    : !strcmp(act, "segment_free") ? 1
-                    : !strcmp(act, "segment_map")  ? 2
-                                                   : 3;
-            (*ev)[nev] = (rec_ev){al, a, addr, size};
+            int a = !strcmp(act, "segment_alloc")  ? AS_SNAP_SEG_ALLOC
+                    : !strcmp(act, "segment_free") ? AS_SNAP_SEG_FREE
+                    : !strcmp(act, "segment_map")  ? AS_SNAP_SEG_MAP
+                                                   : AS_SNAP_SEG_UNMAP;
+            (*ev)[nev] = (as_snap_segev){.alloc = al, .addr = addr, .size = size, .action = a};
             (*run_of)[nev++] = r;
         }
         line = strchr(line, '\n');
@@ -747,7 +627,7 @@ static void address_file(const char *stem, const char *workload, unsigned *runs,
     int tok = load_trace(tu_path(path), &tb, why, sizeof why) == 0;
     CU_ASSERT_PTR_NOT_NULL(csv);
     CU_ASSERT(tok);
-    rec_ev *ev;
+    as_snap_segev *ev;
     int *run_of;
     size_t nev = parse_records(csv, &ev, &run_of);
     CU_ASSERT(nev > 0);
