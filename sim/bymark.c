@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "grow.h"
+#include "text.h"
 #include "units.h"
 
 typedef struct iv {
@@ -195,12 +196,51 @@ int as_bymark_trace(const as_report *rep, unsigned t, const char *path, const as
     return 0;
 }
 
+int as_bymark_write_json(const as_bymark *b, const as_report *rep, FILE *f, unsigned *n)
+{
+    for (unsigned j = 0; j < b->nruns; j++) {
+        unsigned tr;
+        const as_run_result *r = as_report_run(rep, b->rep_run[j], &tr);
+        size_t oom_iv = r->oom_event != AS_NONE ? iv_of(b, r->oom_event) : (size_t)-1;
+        for (size_t k = 0; k < b->niv; k++) {
+            const iv_run *c = &b->cell[k * b->nruns + j];
+            fprintf(f,
+                    "%s{\"run\": %u, \"trace\": %u, \"interval\": %zu, \"first_event\": %llu, "
+                    "\"mark\": ",
+                    *n ? ",\n  " : "\n  ", b->rep_run[j], b->t, k,
+                    (unsigned long long)b->iv[k].start);
+            if (k)
+                as_report_json_str(f, b->iv[k].label);
+            else
+                fputs("null", f);
+            fprintf(f,
+                    ", \"allocs\": %llu, \"peak_requested\": %llu, \"peak_reserved\": %llu, "
+                    "\"device_reserves\": %llu, \"device_releases\": %llu, \"oom\": %s}",
+                    (unsigned long long)b->iv[k].allocs, (unsigned long long)b->iv[k].peak_req,
+                    (unsigned long long)c->peak, (unsigned long long)c->reserves,
+                    (unsigned long long)c->releases, k == oom_iv ? "true" : "false");
+            (*n)++;
+            if (k == oom_iv)
+                break; /* the run stopped there */
+        }
+    }
+    return ferror(f) ? AS_EIO : 0;
+}
+
 int as_bymark_write_text(const as_bymark *b, const as_report *rep, FILE *f)
 {
     const char *path;
     as_report_trace(rep, b->t, &path);
-    fprintf(f, "\n%s: by mark%s%s%s: %zu marks, %zu intervals\n", path, b->match[0] ? " \"" : "",
-            b->match, b->match[0] ? "\"" : "", b->niv - 1, b->niv);
+    /* the path, the match and the labels are the user's and the input's: escaped */
+    fputc('\n', f);
+    as_put_safe(f, path);
+    fputs(": by mark", f);
+    if (b->match[0]) {
+        fputs(" \"", f);
+        as_put_safe(f, b->match);
+        fputc('"', f);
+    }
+    fprintf(f, ": %zu marks, %zu intervals\n", b->niv - 1, b->niv);
     for (unsigned j = 0; j < b->nruns; j++) {
         unsigned tr;
         const as_run_result *r = as_report_run(rep, b->rep_run[j], &tr);
@@ -218,9 +258,11 @@ int as_bymark_write_text(const as_bymark *b, const as_report *rep, FILE *f)
             as_fmt_bytes(rs, sizeof rs, c->peak);
             snprintf(calls, sizeof calls, "%llu/%llu", (unsigned long long)c->reserves,
                      (unsigned long long)c->releases);
-            fprintf(f, "    %8zu  %11llu  %6llu  %9s  %13s  %9s  %s%s\n", k,
+            fprintf(f, "    %8zu  %11llu  %6llu  %9s  %13s  %9s  ", k,
                     (unsigned long long)b->iv[k].start, (unsigned long long)b->iv[k].allocs, rq, rs,
-                    calls, b->iv[k].label, k == oom_iv ? "  [OOM here]" : "");
+                    calls);
+            as_put_safe(f, b->iv[k].label);
+            fputs(k == oom_iv ? "  [OOM here]\n" : "\n", f);
             if (k == oom_iv)
                 break; /* the run stopped there */
         }

@@ -31,6 +31,10 @@ int as_bymark_trace(const as_report *rep, unsigned t, const char *path, const as
                     as_bymark **out, as_trace_error *err, char *why, size_t why_len);
 /* The text section after the table. Returns 0 or AS_EIO. */
 int as_bymark_write_text(const as_bymark *b, const as_report *rep, FILE *f);
+/* The same as the rows of `-f json`'s "by_mark" array (sim/REPORT.md): one object per run
+ * and interval, each after ",\n  " but the first (*n counts the rows written so far, over
+ * the calls for several traces). Returns 0 or AS_EIO. */
+int as_bymark_write_json(const as_bymark *b, const as_report *rep, FILE *f, unsigned *n);
 void as_bymark_destroy(as_bymark *b);
 
 #endif

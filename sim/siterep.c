@@ -454,8 +454,30 @@ int as_siterep_write_text(const as_siterep *s, const as_report *rep, FILE *f, in
     return ferror(f) ? AS_EIO : 0;
 }
 
-static void csv_rows(FILE *f, const trace_sites *ts, const run_sites *r, const char *when,
-                     const acc *a, unsigned top, uint32_t *idx)
+/* One row of the sites table (sim/REPORT.md, "Call sites"): a CSV line, or a JSON object
+ * after the previous one's ", " (*n counts the rows written). site -1 is the cache's row. */
+static void put_row(FILE *f, int json, unsigned *n, unsigned run, const char *when, const char *by,
+                    unsigned rank, int64_t site, uint64_t bytes, uint64_t blocks, const char *frame)
+{
+    if (!json) {
+        fprintf(f, "%u,%s,%s,%u,%" PRId64 ",%" PRIu64 ",%" PRIu64 ",", run, when, by, rank, site,
+                bytes, blocks);
+        as_report_csv_str(f, frame);
+        fputc('\n', f);
+    } else {
+        fprintf(f, "%s{\"run\": %u, \"when\": \"%s\", \"by\": \"%s\", \"rank\": %u, \"site\": ",
+                *n ? ",\n  " : "\n  ", run, when, by, rank);
+        as_report_json_u64(f, site >= 0, (uint64_t)site);
+        fprintf(f, ", \"bytes\": %" PRIu64 ", \"blocks\": %" PRIu64 ", \"frame\": ", bytes, blocks);
+        as_report_json_str(f, frame);
+        fputc('}', f);
+    }
+    (*n)++;
+}
+
+static void top_rows_put(FILE *f, int json, unsigned *nrow, const trace_sites *ts,
+                         const run_sites *r, const char *when, const acc *a, unsigned top,
+                         uint32_t *idx)
 {
     for (int by = 0; by < 2; by++) {
         unsigned n = top_rows(a, ts->nsites + 2, by, top, idx);
@@ -465,59 +487,72 @@ static void csv_rows(FILE *f, const trace_sites *ts, const run_sites *r, const c
                 snprintf(l, sizeof l, "(cached: free segments)");
             else
                 as_site_label(ts->sites, idx[i], l, sizeof l);
-            fprintf(f, "%u,%s,%s,%u,%" PRId64 ",%" PRIu64 ",%" PRIu64 ",", r->rep_run, when,
-                    by ? "waste" : "live", i + 1,
+            put_row(f, json, nrow, r->rep_run, when, by ? "waste" : "live", i + 1,
                     idx[i] == ts->nsites + 1 ? (int64_t)-1 : (int64_t)idx[i],
-                    by ? a[idx[i]].waste : a[idx[i]].live, a[idx[i]].blocks);
-            as_report_csv_str(f, l);
-            fputc('\n', f);
+                    by ? a[idx[i]].waste : a[idx[i]].live, a[idx[i]].blocks, l);
         }
     }
+}
+
+/* An OOM's rows: its request, the top sites live and by waste then, and the sites that pin
+ * its fragmented segments (block bytes summed over them). */
+static void oom_rows_put(FILE *f, int json, unsigned *nrow, const trace_sites *ts,
+                         const run_sites *r, unsigned top, uint32_t *idx)
+{
+    char l[512];
+    as_site_label(ts->sites, r->req_site, l, sizeof l);
+    put_row(f, json, nrow, r->rep_run, "oom", "request", 1, r->req_site, r->req_size, 1, l);
+    top_rows_put(f, json, nrow, ts, r, "oom", r->oom, top, idx);
+    acc pinned[NPIN * PIN_SITES];
+    uint32_t site[NPIN * PIN_SITES];
+    unsigned np = 0;
+    for (unsigned k = 0; k < r->npin; k++)
+        for (unsigned q = 0; q < r->pins[k].n; q++) {
+            unsigned x = 0;
+            while (x < np && site[x] != r->pins[k].site[q])
+                x++;
+            if (x == np)
+                site[np] = r->pins[k].site[q], pinned[np++] = (acc){0};
+            pinned[x].live += r->pins[k].bytes[q];
+            pinned[x].blocks++;
+        }
+    unsigned n = top_rows(pinned, np, 0, top, idx);
+    for (unsigned q = 0; q < n; q++) {
+        as_site_label(ts->sites, site[idx[q]], l, sizeof l);
+        put_row(f, json, nrow, r->rep_run, "oom", "pin", q + 1, site[idx[q]], pinned[idx[q]].live,
+                pinned[idx[q]].blocks, l);
+    }
+}
+
+static int write_rows(const as_siterep *s, FILE *f, unsigned top, int json)
+{
+    uint32_t idx[64];
+    unsigned nrow = 0;
+    top = top < 1 ? 1 : top > 64 ? 64 : top;
+    fputs(json ? "[" : "run,when,by,rank,site,bytes,blocks,frame\n", f);
+    for (size_t i = 0; i < s->ntr; i++) {
+        const trace_sites *ts = &s->tr[i];
+        for (size_t j = 0; j < ts->nruns; j++) {
+            const run_sites *r = &ts->runs[j];
+            top_rows_put(f, json, &nrow, ts, r, "peak", r->peak, top, idx);
+            if (r->has_oom)
+                oom_rows_put(f, json, &nrow, ts, r, top, idx);
+        }
+    }
+    if (json)
+        fputc(']', f);
+    return ferror(f) ? AS_EIO : 0;
 }
 
 int as_siterep_write_csv(const as_siterep *s, const as_report *rep, FILE *f, unsigned top)
 {
     (void)rep;
-    uint32_t idx[64];
-    top = top < 1 ? 1 : top > 64 ? 64 : top;
-    fputs("run,when,by,rank,site,bytes,blocks,frame\n", f);
-    for (size_t i = 0; i < s->ntr; i++) {
-        const trace_sites *ts = &s->tr[i];
-        for (size_t j = 0; j < ts->nruns; j++) {
-            const run_sites *r = &ts->runs[j];
-            char l[512];
-            csv_rows(f, ts, r, "peak", r->peak, top, idx);
-            if (!r->has_oom)
-                continue;
-            as_site_label(ts->sites, r->req_site, l, sizeof l);
-            fprintf(f, "%u,oom,request,1,%u,%" PRIu64 ",1,", r->rep_run, r->req_site, r->req_size);
-            as_report_csv_str(f, l);
-            fputc('\n', f);
-            csv_rows(f, ts, r, "oom", r->oom, top, idx);
-            acc pinned[NPIN * PIN_SITES];
-            uint32_t site[NPIN * PIN_SITES];
-            unsigned np = 0;
-            for (unsigned k = 0; k < r->npin; k++)
-                for (unsigned q = 0; q < r->pins[k].n; q++) {
-                    unsigned x = 0;
-                    while (x < np && site[x] != r->pins[k].site[q])
-                        x++;
-                    if (x == np)
-                        site[np] = r->pins[k].site[q], pinned[np++] = (acc){0};
-                    pinned[x].live += r->pins[k].bytes[q];
-                    pinned[x].blocks++;
-                }
-            unsigned n = top_rows(pinned, np, 0, top, idx);
-            for (unsigned q = 0; q < n; q++) {
-                as_site_label(ts->sites, site[idx[q]], l, sizeof l);
-                fprintf(f, "%u,oom,pin,%u,%u,%" PRIu64 ",%" PRIu64 ",", r->rep_run, q + 1,
-                        site[idx[q]], pinned[idx[q]].live, pinned[idx[q]].blocks);
-                as_report_csv_str(f, l);
-                fputc('\n', f);
-            }
-        }
-    }
-    return ferror(f) ? AS_EIO : 0;
+    return write_rows(s, f, top, 0);
+}
+
+int as_siterep_write_json(const as_siterep *s, FILE *f, unsigned top)
+{
+    return write_rows(s, f, top, 1);
 }
 
 /* ---- info ----------------------------------------------------------------------------- */
@@ -543,7 +578,7 @@ static int find_peak(as_trace_reader *rd, uint64_t *peak_event)
 }
 
 int as_siterep_peak_live(const char *path, const as_reader_opts *ro, unsigned top,
-                         char (*labels)[AS_SITE_LABEL], uint64_t *bytes, unsigned *n,
+                         char (*labels)[AS_SITE_LABEL], uint64_t *bytes, uint32_t *ids, unsigned *n,
                          uint32_t *nsites, as_trace_error *err)
 {
     as_trace_reader *rd = NULL;
@@ -591,6 +626,8 @@ int as_siterep_peak_live(const char *path, const as_reader_opts *ro, unsigned to
     for (unsigned i = 0; i < *n; i++) {
         as_site_label(as_trace_reader_sites(rd), idx[i], labels[i], AS_SITE_LABEL);
         bytes[i] = a[idx[i]].live;
+        if (ids)
+            ids[i] = idx[i];
     }
     free(a);
 out:

@@ -50,6 +50,9 @@ int as_siterep_write_text(const as_siterep *s, const as_report *rep, FILE *f, in
                           unsigned top);
 /* The CSV of sim/REPORT.md ("Call sites"): top rows per run, moment and measure. */
 int as_siterep_write_csv(const as_siterep *s, const as_report *rep, FILE *f, unsigned top);
+/* The same rows as a JSON array of objects (`-f json`'s "sites"; the cache's row has site
+ * null). Returns 0 or AS_EIO. */
+int as_siterep_write_json(const as_siterep *s, FILE *f, unsigned top);
 
 /* A site as people read it: its user frame (as_sites_user_frame) "FILE:LINE NAME" with
  * FILE after its last "site-packages/" (or "dist-packages/"), else its last two path
@@ -60,10 +63,11 @@ void as_site_label(const as_sites *s, uint32_t site, char *buf, size_t n);
 
 /* For `info`: the sites by requested bytes live at the trace's peak requested (first
  * reached; an allocation counts until its FREE), largest first, at most top (<= 64) of
- * them into labels/bytes. *n is how many were written; *nsites the trace's site count.
- * Two decodes of the trace. Returns 0 or < 0 (err filled). */
+ * them into labels/bytes and, unless it is NULL, their numbers into ids. *n is how many
+ * were written; *nsites the trace's site count. Two decodes of the trace. Returns 0 or < 0
+ * (err filled). */
 int as_siterep_peak_live(const char *path, const as_reader_opts *ro, unsigned top,
-                         char (*labels)[AS_SITE_LABEL], uint64_t *bytes, unsigned *n,
+                         char (*labels)[AS_SITE_LABEL], uint64_t *bytes, uint32_t *ids, unsigned *n,
                          uint32_t *nsites, as_trace_error *err);
 
 #endif

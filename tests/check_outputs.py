@@ -103,6 +103,8 @@ def json_type_ok(v, t):
         return v is None or isinstance(v, dict)
     if t == "array":
         return isinstance(v, list)
+    if t == "array?":
+        return v is None or isinstance(v, list)
     return False
 
 
@@ -181,6 +183,29 @@ def same_value(j, c, t):
     return str(j) == c
 
 
+def check_checks(allocsim, doc):
+    """check -f json on a reproduced snapshot, one that differs and one it cannot check."""
+    snaps = [SNAPSHOT, os.path.join(ROOT, "tests", "data", "torch-2.11-h200-graphs",
+                                    "infer.pickle.zst"),
+             os.path.join(ROOT, "tests", "data", "torch-2.11-h200-midrun",
+                          "midrun_state.pickle.zst")]
+    r = subprocess.run([allocsim, "check", "-f", "json", *snaps], capture_output=True,
+                       text=True, cwd=ROOT)
+    check(r.returncode == 1, "check -f json", f"exit {r.returncode}, expected 1 (bad input)")
+    cj = json.loads(r.stdout)
+    check_head("check -f json", cj)
+    check(cj.get("command") == "check", "check -f json", "no command")
+    check([c["status"] for c in cj["checks"]] == ["reproduced", "differs", "error"],
+          "check -f json", f"statuses {[c['status'] for c in cj['checks']]}")
+    for i, c in enumerate(cj["checks"]):
+        check_object(f"check -f json: checks[{i}]", c, doc["check"])
+        if c["difference"] is not None:
+            check_object(f"check -f json: checks[{i}].difference", c["difference"],
+                         doc["check-difference"])
+        if c["start"] is not None:
+            check_object(f"check -f json: checks[{i}].start", c["start"], doc["check-start"])
+
+
 def main():
     try:
         return checked()
@@ -197,8 +222,9 @@ def checked():
         return 2
     allocsim = os.path.abspath(sys.argv[1])
     doc = documented()
-    for kind in ("trace", "run", "timeline", "segments", "segmap", "sites", "mincap",
-                 "mincap-csv", "info", "compare", "tune", "tune-setting"):
+    for kind in ("trace", "run", "timeline", "segments", "segmap", "sites", "by-mark", "mincap",
+                 "mincap-csv", "info", "compare", "tune", "tune-setting", "check",
+                 "check-difference", "check-start"):
         check(kind in doc, "REPORT.md", f"no <!-- fields: {kind} --> table")
     with tempfile.TemporaryDirectory(prefix="allocsim-check-") as tmp:
         txt = os.path.join(tmp, "t.txt")
@@ -211,10 +237,28 @@ def checked():
                   "-c", "5MiB", "-c", "9G"]
         tl, sg, sm, st = (os.path.join(tmp, n) for n in ("tl.csv", "seg.csv", "map.csv",
                                                           "sites.csv"))
-        js = run(allocsim, *common, "-f", "json", *traces)
+        sj = os.path.join(tmp, "sites-j.csv")
+        js = run(allocsim, *common, "-f", "json", "--by-mark", "--sites", sj, *traces)
         cs = run(allocsim, *common, "-f", "csv", "--timeline", tl, "--segments", sg,
                  "--segment-map", sm, "--sites", st, *traces)
         rep = json.loads(js)
+        check(list(rep) == ["allocsim", "schema", "traces", "runs", "by_mark", "sites"],
+              "run -f json --by-mark --sites", f"members {list(rep)}")
+        check(rep["by_mark"]["match"] == "", "run -f json --by-mark", "match is not \"\"")
+        for i, x in enumerate(rep["by_mark"]["rows"]):
+            check_object(f"run -f json: by_mark.rows[{i}]", x, doc["by-mark"])
+        check({x["run"] for x in rep["by_mark"]["rows"]} == set(range(len(rep["runs"]))),
+              "run -f json --by-mark", "not every run has its rows")
+        for i, x in enumerate(rep["sites"]):
+            check_object(f"run -f json: sites[{i}]", x, doc["sites"])
+        with open(sj) as f:
+            srows = check_csv("--sites (with -f json)", f.read(), doc["sites"])
+        check(len(srows) == len(rep["sites"]) and len(srows) > 0, "run -f json --sites",
+              f"{len(rep['sites'])} JSON rows, {len(srows)} in the CSV file")
+        for i, (row, x) in enumerate(zip(srows, rep["sites"])):
+            for f, t in doc["sites"]:
+                check(same_value(x[f], row[f], t), "run -f json --sites",
+                      f"row {i}: {f} = {row[f]!r} in CSV, {x[f]!r} in JSON")
         check_head("run -f json", rep)
         for i, t in enumerate(rep["traces"]):
             check_object(f"run -f json: traces[{i}]", t, doc["trace"])
@@ -277,6 +321,7 @@ def checked():
         ij = json.loads(run(allocsim, "info", "-f", "json", traces[-1]))
         check_head("info -f json", ij)
         check_object("info -f json: traces[0]", ij["traces"][0], doc["trace"] + doc["info"])
+        check_checks(allocsim, doc)
         pj = os.path.join(tmp, "p.json")
         with open(pj, "w") as f:
             f.write(js)

@@ -530,7 +530,12 @@ static void test_completion(void)
     add(&w, "table", 5);
     add(&w, "csv", 3);
     add(&w, "json", 4);
+    add(&w, "jsonl", 5);
     expect_completion("run -f ", &w, 1);
+    memset(&w, 0, sizeof w);
+    add(&w, "text", 4);
+    add(&w, "json", 4);
+    expect_completion("check -f ", &w, 1);
     /* Card presets for -c and tune --device, outside presets for --outside, from the
      * table in sim/cards.c. */
     wset cards = {{0}}, outs = {{0}};

@@ -1,7 +1,11 @@
 /*
- * test_json.c - the JSON of the reports that scripts read beside run's (sim/REPORT.md,
- * schema 3), parsed with jansson and held to values worked out here from other sources:
- * run's yardstick fields against the planned run and the trace's own peak requested.
+ * test_json.c - the JSON that scripts read (sim/REPORT.md, schema 3), parsed with jansson
+ * and held to values from other sources: run's yardstick fields against the planned run and
+ * the trace's peak requested added up by hand; check -f json against the H200's own
+ * memory_stats() (segment counts and peaks in tests/data/torch-2.11-h200*); --by-mark's
+ * rows against how the frames seed is built; --sites' rows against the sites and sizes of a
+ * trace written here; info's sites against the peak computed in Python (test_siterep.c's
+ * info_peak).
  */
 #include <CUnit/CUnit.h>
 #include <jansson.h>
@@ -91,7 +95,229 @@ static void yardstick_fields(void)
     json_decref(doc);
 }
 
+/* A number of a JSON file of the GPU's (path in the tree, then a key, or two for a nested
+ * object). */
+static uint64_t stat_of(const char *path, const char *k1, const char *k2)
+{
+    json_t *d = json_load_file(tu_path(path), 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    json_t *v = json_object_get(d, k1);
+    if (k2)
+        v = json_object_get(v, k2);
+    CU_ASSERT(json_is_integer(v));
+    uint64_t x = (uint64_t)json_integer_value(v);
+    json_decref(d);
+    return x;
+}
+
+/* check -f json on three snapshots recorded on the H200: resnet from the process's start
+ * (reproduced: its 126 segments, no frees, and its peak as memory_stats() gave them),
+ * midrun recorded after its model was loaded (the segments rebuilt at the start plus those
+ * the trace made are the process's num_device_alloc), and the reduce-overhead inference,
+ * whose graph pool was released before the dump (differs; num_device_alloc + free is its
+ * 23 segment events), plus a state-only snapshot it cannot check (exit 1 outranks 3). */
+static void check_json(void)
+{
+    char args[2048];
+    snprintf(args, sizeof args, "check -f json %s %s %s %s",
+             tu_path("tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst"),
+             tu_path("tests/data/torch-2.11-h200-midrun/midrun.pickle.zst"),
+             tu_path("tests/data/torch-2.11-h200-graphs/infer.pickle.zst"),
+             tu_path("tests/data/torch-2.11-h200-midrun/midrun_state.pickle.zst"));
+    json_t *doc = run_json(args, 1);
+    CU_ASSERT_FATAL(doc != NULL);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(doc, "command")), "check");
+    json_t *c = json_object_get(doc, "checks");
+    CU_ASSERT_EQUAL_FATAL(json_array_size(c), 4);
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(doc, "traces")), 4);
+    /* resnet */
+    json_t *r = json_array_get(c, 0);
+    const char *meta = "tests/data/torch-2.11-h200/resnet_varbatch.meta.json";
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(r, "status")), "reproduced");
+    CU_ASSERT(json_is_true(json_object_get(r, "reproduced")));
+    CU_ASSERT_EQUAL(u64(r, "recorded_events"), stat_of(meta, "segments", NULL));
+    CU_ASSERT_EQUAL(u64(r, "simulated_events"), stat_of(meta, "segments", NULL));
+    CU_ASSERT_EQUAL(u64(r, "recorded_peak_reserved"), stat_of(meta, "peak_reserved", NULL));
+    CU_ASSERT_EQUAL(u64(r, "simulated_peak_reserved"), stat_of(meta, "peak_reserved", NULL));
+    CU_ASSERT(json_is_null(json_object_get(r, "difference")));
+    CU_ASSERT(json_is_false(json_object_get(json_object_get(r, "start"), "possible")));
+    /* midrun */
+    r = json_array_get(c, 1);
+    const char *ms = "tests/data/torch-2.11-h200-midrun/midrun.stats.json";
+    json_t *st = json_object_get(r, "start");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(r, "status")), "reproduced");
+    CU_ASSERT(json_is_true(json_object_get(st, "rebuilt")));
+    CU_ASSERT_EQUAL(u64(st, "segments") + u64(r, "recorded_events"),
+                    stat_of(ms, "num_device_alloc", NULL) + stat_of(ms, "num_device_free", NULL));
+    CU_ASSERT_EQUAL(u64(r, "recorded_peak_reserved"), stat_of(ms, "reserved_bytes.all.peak", NULL));
+    CU_ASSERT(json_is_null(json_object_get(st, "why")));
+    /* infer: the first difference is at the side stream's first 2 MiB small segment, which
+     * holds two tensors made before capture, in the default pool (its README) */
+    r = json_array_get(c, 2);
+    const char *is = "tests/data/torch-2.11-h200-graphs/infer_stats.json";
+    json_t *d = json_object_get(r, "difference");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(r, "status")), "differs");
+    CU_ASSERT_EQUAL(u64(r, "recorded_events"), stat_of(is, "stats_end", "num_device_alloc") +
+                                                   stat_of(is, "stats_end", "num_device_free"));
+    CU_ASSERT_EQUAL(u64(r, "recorded_peak_reserved"),
+                    stat_of(is, "stats_end", "reserved_bytes.all.peak"));
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(d, "kind")), "segment_event");
+    json_t *re = json_object_get(d, "recorded"), *se = json_object_get(d, "simulated");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(re, "action")), "segment_alloc");
+    CU_ASSERT_EQUAL(u64(re, "size"), 2u << 20);
+    CU_ASSERT(u64(d, "index") < u64(r, "recorded_events"));
+    CU_ASSERT(u64(re, "size") != u64(se, "size") || u64(re, "addr") != u64(se, "addr") ||
+              u64(re, "alloc") != u64(se, "alloc"));
+    uint64_t ka = u64(re, "alloc"), kb = u64(se, "alloc");
+    CU_ASSERT_EQUAL(u64(d, "allocation"), ka < kb ? ka : kb);
+    CU_ASSERT_PTR_NOT_NULL(strstr(json_string_value(json_object_get(d, "why")), "private pool"));
+    /* the state-only snapshot */
+    r = json_array_get(c, 3);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(r, "status")), "error");
+    CU_ASSERT_PTR_NOT_NULL(strstr(json_string_value(json_object_get(r, "error")), "no segment"));
+    CU_ASSERT(json_is_null(json_object_get(r, "line")));
+    json_decref(doc);
+}
+
+/* --by-mark on the frames seed (fuzz/make_seeds.py, frames_seed; test_siterep.c's by_mark):
+ * alloc k at event 2k, 256 + k % 5 bytes, freed before the next; the marks with "step" are
+ * START step#1 at event 201 (after alloc 100) and END step#1 at 1105 (after free 550): 101,
+ * 450 and 49 allocations, at most 260 B live. bestfit keeps its one segment; at 4 KiB it
+ * cannot reserve one, and stops at alloc 0, in interval 0. */
+static void by_mark_json(void)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "run -q -f json -p bestfit -c none -c 4K --by-mark=step %s",
+             tu_path("fuzz/corpus/pickle/frames.pickle"));
+    json_t *doc = run_json(args, 0);
+    CU_ASSERT_FATAL(doc != NULL);
+    json_t *bm = json_object_get(doc, "by_mark"), *rows = json_object_get(bm, "rows");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(bm, "match")), "step");
+    CU_ASSERT_EQUAL_FATAL(json_array_size(rows), 4);
+    static const uint64_t first[] = {0, 201, 1105}, allocs[] = {101, 450, 49};
+    static const char *const mark[] = {NULL, "START step#1", "END step#1"};
+    uint64_t run_peak = u64(json_array_get(json_object_get(doc, "runs"), 0), "peak_reserved");
+    uint64_t reserves = 0;
+    for (size_t k = 0; k < 3; k++) {
+        json_t *x = json_array_get(rows, k);
+        CU_ASSERT_EQUAL(u64(x, "run"), 0);
+        CU_ASSERT_EQUAL(u64(x, "interval"), k);
+        CU_ASSERT_EQUAL(u64(x, "first_event"), first[k]);
+        CU_ASSERT_EQUAL(u64(x, "allocs"), allocs[k]);
+        CU_ASSERT_EQUAL(u64(x, "peak_requested"), 260);
+        CU_ASSERT_EQUAL(u64(x, "peak_reserved"), run_peak); /* one segment, kept */
+        CU_ASSERT(json_is_false(json_object_get(x, "oom")));
+        json_t *m = json_object_get(x, "mark");
+        CU_ASSERT(mark[k] ? json_is_string(m) && !strcmp(json_string_value(m), mark[k])
+                          : json_is_null(m));
+        reserves += u64(x, "device_reserves");
+    }
+    CU_ASSERT_EQUAL(reserves, 1);
+    json_t *x = json_array_get(rows, 3);
+    CU_ASSERT_EQUAL(u64(x, "run"), 1);
+    CU_ASSERT_EQUAL(u64(x, "interval"), 0);
+    CU_ASSERT(json_is_true(json_object_get(x, "oom")));
+    json_decref(doc);
+    /* with -f csv it is refused, not ignored */
+    snprintf(args, sizeof args, "run -q -f csv --by-mark %s",
+             tu_path("fuzz/corpus/pickle/frames.pickle"));
+    char out[256], err[512];
+    CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 2);
+}
+
+/* --sites with -f json on test_siterep.c's trace of two sites (a.py:1 f, b.py:2 g): nocache
+ * at 12 MiB runs out at alloc 3 (8 MiB from site 2) and the request row says so; at its
+ * peak the live rows are the requested bytes of each site's live allocations; the cache's
+ * row, if any, has site null. */
+static void sites_json(void)
+{
+    const char *t = tu_write_tmp(".txt", "allocsim-text 2\n"
+                                         "frame 0 1 a.py f\n"
+                                         "frame 1 2 b.py g\n"
+                                         "site 1 0\n"
+                                         "site 2 1\n"
+                                         "alloc 0 1048576 site=1\n"
+                                         "alloc 1 3145728 site=2\n"
+                                         "alloc 2 1000000 site=1\n"
+                                         "free 0\n"
+                                         "alloc 3 8388608 site=2\n");
+    char args[1024];
+    snprintf(args, sizeof args, "run -q -f json -p nocache -c 12MiB --sites %s %s", tu_tmp(".csv"),
+             t);
+    json_t *doc = run_json(args, 0);
+    CU_ASSERT_FATAL(doc != NULL);
+    json_t *rows = json_object_get(doc, "sites");
+    CU_ASSERT_FATAL(json_is_array(rows) && json_array_size(rows) > 0);
+    size_t i;
+    json_t *x;
+    int requests = 0;
+    uint64_t live[3] = {0};
+    json_array_foreach(rows, i, x)
+    {
+        const char *when = json_string_value(json_object_get(x, "when"));
+        const char *by = json_string_value(json_object_get(x, "by"));
+        json_t *site = json_object_get(x, "site");
+        const char *frame = json_string_value(json_object_get(x, "frame"));
+        CU_ASSERT_EQUAL(u64(x, "run"), 0);
+        if (json_is_null(site)) {
+            CU_ASSERT_STRING_EQUAL(frame, "(cached: free segments)");
+            continue;
+        }
+        uint64_t s = (uint64_t)json_integer_value(site);
+        CU_ASSERT_STRING_EQUAL(frame, s == 1 ? "a.py:1 f" : "b.py:2 g");
+        if (!strcmp(by, "request")) {
+            requests++;
+            CU_ASSERT_STRING_EQUAL(when, "oom");
+            CU_ASSERT_EQUAL(s, 2);
+            CU_ASSERT_EQUAL(u64(x, "bytes"), 8388608);
+        }
+        if (!strcmp(when, "peak") && !strcmp(by, "live") && s < 3)
+            live[s] += u64(x, "bytes");
+    }
+    CU_ASSERT_EQUAL(requests, 1);
+    /* nocache reserves a request at a time: its peak is after alloc 2, before free 0 */
+    CU_ASSERT_EQUAL(live[1], 1048576 + 1000000);
+    CU_ASSERT_EQUAL(live[2], 3145728);
+    json_decref(doc);
+}
+
+/* info -f json on the ResNet snapshot: 48 sites; at the peak requested the most live bytes
+ * are under resnet.py:155 forward (924,850,176 B), then resnet.py:154 (924,844,032 B), as
+ * Python on the unpacked pickle adds them up (test_siterep.c's info_peak). */
+static void info_sites_json(void)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "info -f json %s",
+             tu_path("tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst"));
+    json_t *doc = run_json(args, 0);
+    CU_ASSERT_FATAL(doc != NULL);
+    json_t *t = json_array_get(json_object_get(doc, "traces"), 0);
+    CU_ASSERT_EQUAL(u64(t, "call_sites"), 48);
+    json_t *top = json_object_get(t, "sites_at_peak");
+    CU_ASSERT_EQUAL_FATAL(json_array_size(top), 10);
+    json_t *a = json_array_get(top, 0), *b = json_array_get(top, 1);
+    CU_ASSERT_EQUAL(u64(a, "rank"), 1);
+    CU_ASSERT_EQUAL(u64(a, "bytes"), 924850176);
+    CU_ASSERT_PTR_NOT_NULL(strstr(json_string_value(json_object_get(a, "frame")), "resnet.py:155"));
+    CU_ASSERT_EQUAL(u64(b, "bytes"), 924844032);
+    CU_ASSERT_PTR_NOT_NULL(strstr(json_string_value(json_object_get(b, "frame")), "resnet.py:154"));
+    CU_ASSERT(u64(a, "site") != u64(b, "site"));
+    json_decref(doc);
+    /* a trace without frames: none, and an empty list */
+    snprintf(args, sizeof args, "info -f json %s", tu_path("traces/samples/handwritten.txt"));
+    doc = run_json(args, 0);
+    CU_ASSERT_FATAL(doc != NULL);
+    t = json_array_get(json_object_get(doc, "traces"), 0);
+    CU_ASSERT_EQUAL(u64(t, "call_sites"), 0);
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(t, "sites_at_peak")), 0);
+    json_decref(doc);
+}
+
 CU_TestInfo test_json[] = {
     {"run: the yardstick fields (planned, peak requested) and their nulls", yardstick_fields},
+    {"check -f json: against the H200's memory_stats()", check_json},
+    {"run -f json --by-mark: intervals of the frames seed", by_mark_json},
+    {"run -f json --sites: the request's site and each site's live bytes", sites_json},
+    {"info -f json: call sites at the peak requested", info_sites_json},
     CU_TEST_INFO_NULL,
 };

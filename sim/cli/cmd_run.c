@@ -3,6 +3,7 @@
  * every -c is one run; each trace is decoded once and feeds all of its runs; one report
  * covers every trace. An OOM is a result (exit 0).
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include <sys/stat.h>
 
+#include "bymark.h"
 #include "cards.h"
 #include "check.h"
 #include "cli.h"
@@ -21,7 +23,6 @@
 #include "report.h"
 #include "segmap.h"
 #include "siterep.h"
-#include "bymark.h"
 #include "snapout.h"
 
 #define DEFAULT_TIMELINE_EVERY 100
@@ -64,11 +65,13 @@ static const char run_help[] =
     "                        'allocsim plot segments'\n"
     "      --sites FILE      CSV of the call sites (snapshot frames) with the most bytes live\n"
     "                        and the most waste at each run's peak and OOM, and the OOM's\n"
-    "                        request; the table then lists each run's top sites too\n"
+    "                        request; the table then lists each run's top sites too, and\n"
+    "                        -f json holds the rows as \"sites\"\n"
     "      --by-mark[=TEXT]  break the table's runs down between the trace's marks whose\n"
     "                        label contains TEXT (all marks without it): per interval the\n"
     "                        peak requested, each run's peak reserved and device calls; a\n"
-    "                        snapshot's annotations are marks 'START name' and 'END name'\n"
+    "                        snapshot's annotations are marks 'START name' and 'END name';\n"
+    "                        with -f json, the rows are \"by_mark\" (not with csv, jsonl)\n"
     "      --snapshot-out FILE  write the run as a torch.cuda.memory._dump_snapshot()\n"
     "                        pickle (its device_traces under the simulated policy and\n"
     "                        capacity, the segments at its end, the trace's frames) for\n"
@@ -277,6 +280,9 @@ static int run_parse(const char *cmd, int argc, char **argv, run_args *a)
     }
     if (optind >= argc)
         return as_cli_usage(cmd, "no trace given");
+    if (a->by_mark && (a->fmt == AS_REPORT_CSV || a->fmt == AS_REPORT_JSONL))
+        return as_cli_usage(cmd, "--by-mark breaks down the table or -f json, not -f %s",
+                            a->fmt == AS_REPORT_CSV ? "csv" : "jsonl");
     return 0;
 }
 
@@ -505,73 +511,109 @@ static int run_traces(const run_args *a, const as_policy_spec *specs, size_t nsp
     return ret;
 }
 
-/* Call sites (siterep.h): after a table, each OOM's request site and pinning sites when the
- * trace has frames (and with --sites, each run's top sites); with --sites FILE, the CSV.
- * 0 or an exit status. */
-static int run_sites(const run_args *a, const as_policy_spec *specs, size_t nspec,
-                     const run_out *ro, const as_report *rep, FILE *table)
+/* The second passes over the traces, after the runs: call sites (siterep.h) for a table
+ * (each OOM's request and pinning sites when the trace has frames) or --sites, and the
+ * breakdown between marks (bymark.h) for --by-mark. */
+typedef struct run_extra {
+    as_siterep *sites;
+    as_bymark **marks; /* one per trace of the report */
+    unsigned nmarks;
+} run_extra;
+
+static void extra_free(run_extra *x)
 {
-    int text = a->fmt == AS_REPORT_TABLE;
-    if (!text && !ro->sites)
-        return AS_EXIT_OK;
-    as_siterep *s = NULL;
-    int ret = AS_EXIT_OK;
-    if (as_siterep_create(&s)) {
-        as_cli_msg("out of host memory");
-        return AS_EXIT_INPUT;
-    }
-    for (unsigned t = 0; t < as_report_ntraces(rep) && !ret; t++) {
-        const char *path;
-        as_report_trace(rep, t, &path);
-        as_trace_error err = {0};
-        char why[300];
-        int rc = as_siterep_trace(s, rep, t, path, as_cli_reader_opts(), specs, nspec, a->caps,
-                                  a->ncap, &err, why, sizeof why);
-        if (rc < 0) {
-            if (err.code < 0)
-                ret = as_cli_trace_fail(&err, path);
-            else {
-                as_cli_msg("%s: %s", path, why[0] ? why : as_strerror(rc));
-                ret = AS_EXIT_INPUT;
-            }
-        }
-    }
-    char why[300] = "";
-    if (!ret && text && as_siterep_write_text(s, rep, table, ro->sites != NULL, 5))
-        ret = as_cli_write_error(AS_EIO, "write failed", "the report", ret);
-    if (!ret && ro->sites && as_siterep_write_csv(s, rep, as_out_file(ro->sites), 10))
-        ret = as_cli_write_error(AS_EIO, "write failed", a->sites_path, ret);
-    (void)why;
-    as_siterep_destroy(s);
-    return ret;
+    as_siterep_destroy(x->sites);
+    for (unsigned t = 0; t < x->nmarks; t++)
+        as_bymark_destroy(x->marks[t]);
+    free(x->marks);
 }
 
-/* --by-mark (bymark.h): after a table, each trace's runs between its marks. */
-static int run_by_mark(const run_args *a, const as_policy_spec *specs, size_t nspec,
-                       const as_report *rep, FILE *table)
+/* A second pass's failure, said: a trace error, or the engine's why. An exit status. */
+static int extra_fail(int rc, const as_trace_error *err, const char *path, const char *why)
 {
-    if (!a->by_mark || a->fmt != AS_REPORT_TABLE)
-        return AS_EXIT_OK;
-    for (unsigned t = 0; t < as_report_ntraces(rep); t++) {
+    if (err->code < 0)
+        return as_cli_trace_fail(err, path);
+    as_cli_msg("%s: %s", path, why[0] ? why : as_strerror(rc));
+    return AS_EXIT_INPUT;
+}
+
+/* Both passes, as the options ask. 0 or an exit status. */
+static int extra_compute(const run_args *a, const as_policy_spec *specs, size_t nspec,
+                         const as_report *rep, run_extra *x)
+{
+    unsigned nt = as_report_ntraces(rep);
+    char why[300];
+    if ((a->fmt == AS_REPORT_TABLE || a->sites_path) && as_siterep_create(&x->sites))
+        goto oom;
+    if (a->by_mark && !(x->marks = calloc(nt ? nt : 1, sizeof *x->marks)))
+        goto oom;
+    for (unsigned t = 0; t < nt; t++) {
         const char *path;
         as_report_trace(rep, t, &path);
         as_trace_error err = {0};
-        char why[300];
-        as_bymark *b = NULL;
-        int rc = as_bymark_trace(rep, t, path, as_cli_reader_opts(), specs, nspec, a->ncap,
-                                 a->by_mark, &b, &err, why, sizeof why);
-        if (rc < 0) {
-            if (err.code < 0)
-                return as_cli_trace_fail(&err, path);
-            as_cli_msg("%s: %s", path, why[0] ? why : as_strerror(rc));
-            return AS_EXIT_INPUT;
+        int rc = 0;
+        why[0] = 0;
+        if (x->sites)
+            rc = as_siterep_trace(x->sites, rep, t, path, as_cli_reader_opts(), specs, nspec,
+                                  a->caps, a->ncap, &err, why, sizeof why);
+        if (rc == 0 && x->marks) {
+            rc = as_bymark_trace(rep, t, path, as_cli_reader_opts(), specs, nspec, a->ncap,
+                                 a->by_mark, &x->marks[t], &err, why, sizeof why);
+            x->nmarks += rc == 0;
         }
-        rc = as_bymark_write_text(b, rep, table);
-        as_bymark_destroy(b);
-        if (rc)
-            return as_cli_write_error(AS_EIO, "write failed", "the report", AS_EXIT_OK);
+        if (rc < 0)
+            return extra_fail(rc, &err, path, why);
     }
     return AS_EXIT_OK;
+oom:
+    as_cli_msg("out of host memory");
+    return AS_EXIT_INPUT;
+}
+
+/* After a table: the sites' lines, then each trace's runs between its marks; and the
+ * --sites CSV file. 0 or an exit status. */
+static int extra_write(const run_args *a, const run_out *ro, const as_report *rep,
+                       const run_extra *x, FILE *table)
+{
+    int rc = 0;
+    if (a->fmt == AS_REPORT_TABLE && x->sites)
+        rc = as_siterep_write_text(x->sites, rep, table, ro->sites != NULL, 5);
+    for (unsigned t = 0; rc == 0 && a->fmt == AS_REPORT_TABLE && t < x->nmarks; t++)
+        rc = as_bymark_write_text(x->marks[t], rep, table);
+    if (rc)
+        return as_cli_write_error(AS_EIO, "write failed", "the report", AS_EXIT_OK);
+    if (ro->sites && as_siterep_write_csv(x->sites, rep, as_out_file(ro->sites), 10))
+        return as_cli_write_error(AS_EIO, "write failed", a->sites_path, AS_EXIT_OK);
+    return AS_EXIT_OK;
+}
+
+/* -f json: the report, then its "by_mark" and "sites" members (sim/REPORT.md). Returns 0,
+ * AS_ENOMEM or AS_EIO (why). */
+static int json_write(const run_args *a, const as_report *rep, const run_extra *x, FILE *f,
+                      char *why, size_t why_len)
+{
+    int rc = as_report_write_json_open(rep, f);
+    unsigned n = 0;
+    if (rc == 0 && x->marks) {
+        fputs(",\n \"by_mark\": {\"match\": ", f);
+        as_report_json_str(f, a->by_mark);
+        fputs(", \"rows\": [", f);
+        for (unsigned t = 0; rc == 0 && t < x->nmarks; t++)
+            rc = as_bymark_write_json(x->marks[t], rep, f, &n);
+        fputs("]}", f);
+    }
+    if (rc == 0 && x->sites) {
+        fputs(",\n \"sites\": ", f);
+        rc = as_siterep_write_json(x->sites, f, 10);
+    }
+    if (rc == AS_ENOMEM) {
+        snprintf(why, why_len, "out of host memory");
+        return rc;
+    }
+    fputs("}\n", f);
+    if (fflush(f) || ferror(f) || rc)
+        return as_errno_error(errno ? errno : EIO, "write failed", why, why_len);
+    return 0;
 }
 
 /* Closes the logs and renames each output into place only when it and everything before it
@@ -618,6 +660,7 @@ int as_cmd_run(int argc, char **argv)
     size_t nspec = 0;
     as_report *rep = NULL;
     as_driver_result res = {0};
+    run_extra extra = {0};
     int interrupted = 0, ret = run_parse(cmd, argc, argv, &a);
     char **traces = argv + optind;
     int ntr = argc - optind;
@@ -643,18 +686,25 @@ int as_cmd_run(int argc, char **argv)
     as_cli_warn_small_caps(rep);
     FILE *f = as_out_file(ro.out);
     char why[300];
+    /* JSON holds the second passes' results, so they run first; a table shows its runs
+     * before they start. */
+    if (a.fmt == AS_REPORT_JSON && !interrupted &&
+        (ret = extra_compute(&a, specs, nspec, rep, &extra)))
+        goto done;
     int wrc = a.fmt == AS_REPORT_JSONL
                   ? as_report_write_jsonl(rep, f, res.units, (unsigned)ntr, why, sizeof why)
-                  : as_report_write(rep, f, a.fmt, why, sizeof why);
+              : a.fmt == AS_REPORT_JSON ? json_write(&a, rep, &extra, f, why, sizeof why)
+                                        : as_report_write(rep, f, a.fmt, why, sizeof why);
     ret = as_cli_write_error(wrc, why, as_out_name(ro.out), ret);
     if (!ret && a.fmt == AS_REPORT_TABLE)
         run_check_lines(f, traces, ntr);
+    if (!ret && !interrupted && a.fmt != AS_REPORT_JSON)
+        ret = extra_compute(&a, specs, nspec, rep, &extra);
     if (!ret && !interrupted)
-        ret = run_sites(&a, specs, nspec, &ro, rep, f);
-    if (!ret && !interrupted)
-        ret = run_by_mark(&a, specs, nspec, rep, f);
+        ret = extra_write(&a, &ro, rep, &extra, f);
 done:
     ret = run_close(&a, &ro, ret, interrupted, ntr, &res, rep);
+    extra_free(&extra);
     as_report_destroy(rep);
     for (size_t i = 0; i < nspec; i++)
         as_policy_spec_free(&specs[i]);

@@ -12,9 +12,9 @@
 #include "cli.h"
 #include "gen.h"
 #include "info.h"
-#include "siterep.h"
 #include "outfile.h"
 #include "report.h"
+#include "siterep.h"
 
 /* Output format from --text/--native, else from the name (*.txt is text). */
 static as_trace_fmt out_format(const char *path, int forced)
@@ -415,7 +415,8 @@ static void info_sites(const char *path, const as_meta *m, const as_sites *sites
     unsigned n = 0;
     uint32_t ns;
     as_trace_error err;
-    if (as_siterep_peak_live(path, as_cli_reader_opts(), 10, labels, bytes, &n, &ns, &err) < 0)
+    if (as_siterep_peak_live(path, as_cli_reader_opts(), 10, labels, bytes, NULL, &n, &ns, &err) <
+        0)
         return;
     printf("  by bytes live at the peak requested:\n");
     for (unsigned i = 0; i < n; i++) {
@@ -425,6 +426,32 @@ static void info_sites(const char *path, const as_meta *m, const as_sites *sites
         as_cli_put_safe(stdout, labels[i]);
         putchar('\n');
     }
+}
+
+/* info -f json's call sites: their count, and the top ten by bytes live at the peak
+ * requested as text's list (null when not computed: standard input, or a failed pass). */
+static void json_sites(const char *path, const as_sites *sites)
+{
+    static char labels[10][AS_SITE_LABEL];
+    uint64_t bytes[10];
+    uint32_t ids[10], ns;
+    unsigned n = 0;
+    as_trace_error err;
+    printf(", \"call_sites\": %u, \"sites_at_peak\": ", as_sites_count(sites));
+    if (as_sites_count(sites) &&
+        (strcmp(path, "-") == 0 || as_siterep_peak_live(path, as_cli_reader_opts(), 10, labels,
+                                                        bytes, ids, &n, &ns, &err) < 0)) {
+        fputs("null", stdout);
+        return;
+    }
+    putchar('[');
+    for (unsigned i = 0; i < n; i++) {
+        printf("%s{\"rank\": %u, \"site\": %u, \"bytes\": %llu, \"frame\": ", i ? ", " : "", i + 1,
+               ids[i], (unsigned long long)bytes[i]);
+        as_report_json_str(stdout, labels[i]);
+        putchar('}');
+    }
+    putchar(']');
 }
 
 /* One JSON object; histogram buckets are [lo, 2 lo). */
@@ -453,6 +480,7 @@ static void info_json(const char *path, const as_trace_reader *rd, const as_trac
     json_hist("sizes", in->size_hist, in->size_bytes);
     json_hist("lifetimes", in->life_hist, NULL);
     json_hist("pending", in->pend_hist, NULL);
+    json_sites(path, as_trace_reader_sites(rd));
     printf("}]}\n");
 }
 

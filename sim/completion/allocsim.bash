@@ -100,8 +100,9 @@ _allocsim_value()
 {
     local prog=$1 cmd=$2 opt=$3 cur=$4
     case $cmd:$opt in
-    run:-f | run:--format | replay:-f | replay:--format) COMPREPLY=($(compgen -W "table csv json" -- "$cur")) ;;
-    info:-f | info:--format) COMPREPLY=($(compgen -W "text json" -- "$cur")) ;;
+    run:-f | run:--format) COMPREPLY=($(compgen -W "table csv json jsonl" -- "$cur")) ;;
+    replay:-f | replay:--format) COMPREPLY=($(compgen -W "table csv json" -- "$cur")) ;;
+    info:-f | info:--format | check:-f | check:--format) COMPREPLY=($(compgen -W "text json" -- "$cur")) ;;
     mincap:-f | mincap:--format) COMPREPLY=($(compgen -W "table json" -- "$cur")) ;;
     compare:-f) COMPREPLY=($(compgen -W "table csv" -- "$cur")) ;;
     policies:-f | policies:--format) COMPREPLY=($(compgen -W "table tsv" -- "$cur")) ;;
