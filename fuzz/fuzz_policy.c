@@ -67,6 +67,13 @@ static const knob_choice choices[] = {
     { "bfc", "limit", { "0", "64M", "300M", NULL } },
     { "bfc", "gc", { "true", "false", NULL } },
     { "bfc", "max_internal_fragmentation", { "0", "1M", "128M", NULL } },
+    { "gmlake", "stitch", { "true", "false", NULL } },
+    { "gmlake", "fraglimit", { "1", "2M", "8M", "64M", "512M", NULL } },
+    { "gmlake", "reuselimit", { "1", "1.5", "10", "1000", NULL } },
+    { "gmlake", "defraglevel", { "0", "1", "2", "3", NULL } },
+    { "gmlake", "autogc", { "0", "1", "1000", NULL } },
+    { "gmlake", "realloc", { "true", "false", NULL } },
+    { "gmlake", "maxsplit", { "0", "4", "40", NULL } },
 };
 
 static const char *const capacities[] = { "none", "67108864", "268435456", "629145600",

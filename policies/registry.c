@@ -14,6 +14,7 @@ extern const as_policy as_policy_buddy;
 extern const as_policy as_policy_bfc;
 extern const as_policy as_policy_nocache;
 extern const as_policy as_policy_cudamallocasync;
+extern const as_policy as_policy_gmlake;
 extern const as_policy as_policy_planned;
 
 static const as_policy *const policies[] = {
@@ -25,6 +26,7 @@ static const as_policy *const policies[] = {
     &as_policy_bfc,
     &as_policy_nocache,
     &as_policy_cudamallocasync, /* a calibrated model, not the driver's code */
+    &as_policy_gmlake,
     &as_policy_planned, /* offline: the yardstick */
 };
 

@@ -41,7 +41,9 @@ import validate_table  # noqa: E402
 MIB2 = 2 << 20
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TORCH_CONFS = ["default", "max_split_size_mb:128", "expandable_segments:True"]
-OTHER = ["bestfit", "nocache", "firstfit", "segfit", "buddy", "bfc"]
+OTHER = ["bestfit", "nocache", "firstfit", "segfit", "buddy", "bfc",
+         # GMLake at its defaults (fragLimit 512 MiB) and stitching every large request
+         "gmlake", "gmlake,fraglimit=2M"]
 GEN = {
     "transformer": ["transformer", "seq_dist=uniform", "steps=8", "layers=8"],
     "kvcache": ["kvcache", "requests=40", "layers=4", "output_mean=128", "prompt_mean=256",
@@ -324,7 +326,7 @@ def main():
     replay = os.path.join(ROOT, "build", "allocsim-replay")
     torch_replay = os.path.join(ROOT, "replay", "torch_replay.py")
     have = sh([allocsim, "policies"]).stdout
-    others = [p for p in OTHER if f"\n{p} - " in "\n" + have]
+    others = [p for p in OTHER if f"\n{p.split(',')[0]} - " in "\n" + have]
 
     traces = {}
     for name in a.traces.split(","):

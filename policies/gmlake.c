@@ -1,0 +1,1375 @@
+/*
+ * gmlake.c - GMLake (Guo et al., "GMLake: Efficient and Transparent GPU Memory
+ * Defragmentation for Large-scale DNN Training with Virtual Memory Stitching", ASPLOS
+ * 2024), as its public code defines it: intelligent-machine-learning/glake, GMLake/ (a
+ * patched PyTorch 2.0 CUDACachingAllocator.cpp and include/cuda_vmm_allocator.h). Our own
+ * code, written from these facts (function names are glake's):
+ *
+ * - Requests of at most 1 MiB are PyTorch 2.0's small pool: 512 B rounding, 2 MiB
+ *   cudaMalloc segments, split and merge (vmmDefragment never applies to it: malloc,
+ *   realloc_block). Larger requests are rounded up to 2 MiB (round_size) and served from
+ *   primitive blocks (pBlocks): a new segment is `alloc_size` bytes (20 MiB below 10 MiB,
+ *   else the request; get_allocation_size) of 2 MiB physical chunks, one cuMemCreate each
+ *   (PhyBlock), mapped into one cuMemAddressReserve range (VmmSegment, mapVirAddr).
+ *   pBlocks split at chunk boundaries (VmmSegment::split; should_split: a remainder of at
+ *   least 2 MiB, a request below max_split_size) and merge with free neighbours
+ *   (try_merge_blocks, VmmSegment::remerge).
+ * - A stitched block (sBlock) maps chunks of several free pBlocks, in any order, into a
+ *   new virtual range of its own (get_fused_fragmented_blocks: the stream's free pBlocks
+ *   from the largest down until they cover the request, the last one split to fit). It
+ *   takes no physical memory: a chunk is used by one block at a time, its pBlock's or
+ *   one sBlock's (PhyBlock::free, mapped_blocks). A freed sBlock stays cached with its
+ *   mapping: whole (free_fused_blocks) while all its chunks are free, fragmented
+ *   (fragmented_free_fused_blocks) once some chunk is used by another block; it returns
+ *   to the cache only when its chunks are all free again through a block of its stream
+ *   (update_block).
+ * - The alloc path (malloc): (1) best fit (stream, size, addr) over free pBlocks, with
+ *   PyTorch's max_split_size rules, an exact fit being the smallest one (get_free_block);
+ *   only when the stream has no free pBlock that large, the smallest cached sBlock that
+ *   fits and is at most reuseLimit x the request, whose first request/2 MiB chunks it
+ *   uses (the pBlocks they belong to split into used and free runs); (2) stitching, for
+ *   requests of at least fragLimit, at ladder step >= defragLevel; (3) a new pBlock
+ *   (realloc_block; with reAlloc only the part the free pBlocks do not cover, then
+ *   stitched: the paper's S4, off in the code); (4) release_available_cached_blocks and
+ *   a new pBlock; (5) stitching (step 1); (6) release_cached_blocks (whole free segments
+ *   only, and every cached sBlock that maps one of their chunks) and a new pBlock; (7)
+ *   stitching (step 2); else OOM.
+ * - garbage_collect_fused_blocks drops cached sBlocks (their virtual ranges; never a
+ *   chunk): when the stitched ranges made so far exceed autoGC GiB (the counter GMLake
+ *   keeps: stitches add, collections subtract), and at empty_cache.
+ *
+ * The device: pBlock segments are va_reserve + one map (the device's map is cuMemCreate +
+ * cuMemMap per 2 MiB page: one PhyBlock each), released by unmap + va_release; small
+ * segments reserve/release; an sBlock is a va_reserve alone. Its aliasing of existing
+ * chunks is kept here, not asked of the device (the interface has no call that maps a
+ * page twice), so capacity counts each chunk once, as on the GPU; on the CUDA device the
+ * stitched range is reserved but not mapped (replay/RESULTS.md says what that leaves
+ * unmeasured). Not modelled: CUDA graph pools (all requests share the default pool),
+ * events (a FREE_REQ'd block waits for its FREE), garbage_collection_threshold, and the
+ * retries after a failed cuMemAddressReserve (the simulated address space never fails).
+ * Where PyTorch 2.0 would release a piece of a split segment (release_available_cached_
+ * blocks on a block the stitching split), only whole segments are released.
+ *
+ * Invariant (gm_check): blocks tile their segments in address order, no two free blocks
+ * are neighbours, each pool holds exactly its free blocks in (stream, size, addr) order;
+ * every chunk is used by at most one block: an allocated pBlock (all its chunks) or the
+ * used prefix of one live sBlock; a pBlock's busy count, an sBlock's busy count and the
+ * chunk-to-sBlock maps agree; the counters match the device.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "grow.h"
+#include "knobs.h"
+
+#define CHUNK AS_DEV_GRANULARITY      /* granularitySize: one PhyBlock */
+#define SMALL_SIZE (1ull << 20)       /* kSmallSize: the small pool's largest request */
+#define SMALL_BUFFER (2ull << 20)     /* kSmallBuffer */
+#define LARGE_BUFFER (20ull << 20)    /* kLargeBuffer */
+#define MIN_LARGE_ALLOC (10ull << 20) /* kMinLargeAlloc */
+#define MIN_BLOCK 512ull              /* kMinBlockSize */
+#define DEAD UINT64_MAX               /* an sBlock's chunk that a release took away */
+#define GIB (1ull << 30)
+
+enum { B_UNUSED, B_FREE, B_ALLOC, B_HELD };  /* pBlock or small block */
+enum { S_UNUSED, S_ACTIVE, S_FREE, S_FRAG }; /* sBlock */
+enum { A_NONE, A_BLOCK, A_SBLK };            /* what an allocation slot holds */
+
+typedef struct chunk {
+    uint32_t *map; /* sBlocks mapping this chunk */
+    uint32_t nmap, cap;
+    uint32_t owner; /* the pBlock it lies in */
+    uint8_t used;
+} chunk;
+
+typedef struct seg {
+    uint64_t addr, size;
+    uint32_t head; /* lowest block; 0: the slot is unused */
+    uint8_t small;
+    chunk *ch; /* large: size / CHUNK */
+} seg;
+
+typedef struct blk {
+    uint64_t addr, size, stream;
+    uint32_t seg, prev, next;
+    uint32_t busy; /* pBlock: its chunks in use */
+    uint32_t slot; /* B_ALLOC: the allocation */
+    uint8_t state;
+} blk;
+
+typedef struct sblk {
+    uint64_t addr, size, stream;
+    uint64_t *ref; /* chunk refs (seg << 32 | index), in the range's order; DEAD */
+    uint32_t n, used, busy, slot;
+    uint8_t state, gc; /* gc: lost a chunk while active, dropped when freed */
+} sblk;
+
+typedef struct slot {
+    uint64_t id;
+    uint32_t gen, node;
+    uint8_t kind, pending;
+} slot;
+
+typedef struct ids {
+    uint32_t *v;
+    size_t n, cap;
+} ids;
+
+typedef struct gm {
+    const as_device *dev;
+    uint64_t maxsplit, fraglimit, autogc;
+    double reuselimit;
+    int stitch, defraglevel, realloc;
+    seg *s;
+    blk *b;
+    sblk *sb;
+    slot *sl;
+    size_t ns, cs, nb, cb, nsb, csb, nsl, csl;
+    ids free_s, free_b, free_sb, free_sl; /* recycled node indexes */
+    ids small, large, cached;             /* free blocks, cached whole sBlocks, sorted */
+    ids work;                             /* scratch: blocks to free or split */
+    uint64_t allocated, reserved, fused_total;
+    uint64_t nsegs, reserves, releases, retries;
+} gm;
+
+enum { K_STITCH, K_FRAGLIMIT, K_REUSELIMIT, K_DEFRAGLEVEL, K_AUTOGC, K_REALLOC, K_MAXSPLIT, K_N };
+
+static const as_knob knobs[K_N] = {
+    [K_STITCH] = {.name = "stitch",
+                  .alias = "vmmDefragment",
+                  .type = AS_KNOB_BOOL,
+                  .unit = "",
+                  .def = 1,
+                  .min = 0,
+                  .max = 1,
+                  .help = "stitch free blocks into one virtual range (false: PyTorch 2.0 over "
+                          "2 MiB chunks)"},
+    [K_FRAGLIMIT] = {.name = "fraglimit",
+                     .alias = "fragLimit",
+                     .type = AS_KNOB_SIZE,
+                     .unit = "bytes",
+                     .def = 512ll << 20,
+                     .min = 1,
+                     .max = 1ll << 50,
+                     .help = "only requests of at least this size are stitched"},
+    [K_REUSELIMIT] = {.name = "reuselimit",
+                      .alias = "reuseLimit",
+                      .type = AS_KNOB_FLOAT,
+                      .unit = "x request",
+                      .fdef = 10.0,
+                      .fmin = 1.0,
+                      .fmax = 1e9,
+                      .help = "a cached stitched block serves a request at most this many "
+                              "times smaller"},
+    [K_DEFRAGLEVEL] = {.name = "defraglevel",
+                       .alias = "defragLevel",
+                       .type = AS_KNOB_INT,
+                       .unit = "",
+                       .def = 0,
+                       .min = 0,
+                       .max = 3,
+                       .help = "stitch from this step of the alloc path on: 0 before a new "
+                               "block, 1 after the device refused one, 2 after the cache "
+                               "was released, 3 never"},
+    [K_AUTOGC] = {.name = "autogc",
+                  .alias = "autoGC",
+                  .type = AS_KNOB_INT,
+                  .unit = "GiB",
+                  .def = 1000,
+                  .min = 0,
+                  .max = 1 << 30,
+                  .help = "drop the cached stitched blocks once the ranges stitched exceed "
+                          "this"},
+    [K_REALLOC] = {.name = "realloc",
+                   .alias = "reAlloc",
+                   .type = AS_KNOB_BOOL,
+                   .unit = "",
+                   .def = 0,
+                   .min = 0,
+                   .max = 1,
+                   .help = "a new block covers only what the free blocks do not, and is "
+                           "stitched with them (the paper's S4)"},
+    [K_MAXSPLIT] = AS_KNOB_MAXSPLIT,
+};
+
+/* ---- small containers ------------------------------------------------------------------- */
+
+static int ids_push(ids *v, uint32_t x)
+{
+    if (as_grow((void **)&v->v, &v->cap, v->n + 1, sizeof *v->v, 16))
+        return AS_ENOMEM;
+    v->v[v->n++] = x;
+    return 0;
+}
+
+/* (stream, size, addr) of block or sBlock x, for the sorted pools. */
+typedef struct key {
+    uint64_t stream, size, addr;
+} key;
+
+static key key_of(const gm *g, const ids *pool, uint32_t x)
+{
+    if (pool == &g->cached)
+        return (key){g->sb[x].stream, g->sb[x].size, g->sb[x].addr};
+    return (key){g->b[x].stream, g->b[x].size, g->b[x].addr};
+}
+
+static int key_lt(key a, key b)
+{
+    if (a.stream != b.stream)
+        return a.stream < b.stream;
+    if (a.size != b.size)
+        return a.size < b.size;
+    return a.addr < b.addr;
+}
+
+/* The first position whose key is not below k. */
+static size_t lower_bound(const gm *g, const ids *pool, key k)
+{
+    size_t lo = 0, hi = pool->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (key_lt(key_of(g, pool, pool->v[mid]), k))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int pool_insert(gm *g, ids *pool, uint32_t x)
+{
+    if (as_grow((void **)&pool->v, &pool->cap, pool->n + 1, sizeof *pool->v, 16))
+        return AS_ENOMEM;
+    size_t at = lower_bound(g, pool, key_of(g, pool, x));
+    memmove(pool->v + at + 1, pool->v + at, (pool->n - at) * sizeof *pool->v);
+    pool->v[at] = x;
+    pool->n++;
+    return 0;
+}
+
+static void pool_remove(gm *g, ids *pool, uint32_t x)
+{
+    size_t at = lower_bound(g, pool, key_of(g, pool, x));
+    if (at < pool->n && pool->v[at] == x) {
+        memmove(pool->v + at, pool->v + at + 1, (pool->n - at - 1) * sizeof *pool->v);
+        pool->n--;
+    }
+}
+
+/* A node index from the recycled ones or a new one at the end (index 0 is nil). */
+static int node_new(void **arr, size_t *n, size_t *cap, size_t elem, ids *recycled, uint32_t *out)
+{
+    if (recycled->n) {
+        *out = recycled->v[--recycled->n];
+    } else {
+        size_t at = *n ? *n : 1;
+        if (at >= UINT32_MAX || as_grow(arr, cap, at + 1, elem, 64))
+            return AS_ENOMEM;
+        *n = at + 1;
+        *out = (uint32_t)at;
+    }
+    memset((char *)*arr + (size_t)*out * elem, 0, elem);
+    return 0;
+}
+
+static int blk_new(gm *g, uint32_t *out)
+{
+    return node_new((void **)&g->b, &g->nb, &g->cb, sizeof *g->b, &g->free_b, out);
+}
+
+static int blk_drop(gm *g, uint32_t x)
+{
+    g->b[x].state = B_UNUSED;
+    return ids_push(&g->free_b, x);
+}
+
+static chunk *chunk_at(gm *g, uint64_t ref)
+{
+    return &g->s[ref >> 32].ch[(uint32_t)ref];
+}
+
+static uint64_t ref_of(const gm *g, uint32_t b, uint64_t i)
+{
+    return (uint64_t)g->b[b].seg << 32 | ((g->b[b].addr - g->s[g->b[b].seg].addr) / CHUNK + i);
+}
+
+static uint64_t nchunks(const blk *x)
+{
+    return x->size / CHUNK;
+}
+
+static ids *pool_of(gm *g, uint32_t b)
+{
+    return g->s[g->b[b].seg].small ? &g->small : &g->large;
+}
+
+/* ---- chunks: who uses them ------------------------------------------------------------- */
+
+/* An sBlock other than self maps a chunk that is now used: a whole cached one becomes
+ * fragmented (get_free_block, get_fused_fragmented_blocks). */
+static void maps_use(gm *g, chunk *c, uint32_t self)
+{
+    for (uint32_t k = 0; k < c->nmap; k++) {
+        sblk *t = &g->sb[c->map[k]];
+        if (c->map[k] == self)
+            continue;
+        if (t->state == S_FREE) {
+            pool_remove(g, &g->cached, c->map[k]);
+            t->state = S_FRAG;
+        }
+        t->busy++;
+    }
+}
+
+/* The chunk is free again: an sBlock whose chunks are now all free goes back to the cache
+ * only when the block freeing it is of the sBlock's stream (update_block). */
+static int maps_release(gm *g, chunk *c, uint32_t self, uint64_t stream)
+{
+    for (uint32_t k = 0; k < c->nmap; k++) {
+        sblk *t = &g->sb[c->map[k]];
+        if (c->map[k] == self)
+            continue;
+        if (--t->busy == 0 && t->state == S_FRAG && t->stream == stream) {
+            t->state = S_FREE;
+            int rc = pool_insert(g, &g->cached, c->map[k]);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/* Chunks [from, from+n) of block b change state; the sBlocks mapping them follow. */
+static int chunks_set(gm *g, uint32_t b, uint64_t from, uint64_t n, int used, uint64_t stream)
+{
+    for (uint64_t i = from; i < from + n; i++) {
+        chunk *c = chunk_at(g, ref_of(g, b, i));
+        c->used = (uint8_t)used;
+        if (used) {
+            maps_use(g, c, 0);
+        } else {
+            int rc = maps_release(g, c, 0, stream);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+static void chunks_own(gm *g, uint32_t b)
+{
+    for (uint64_t i = 0; i < nchunks(&g->b[b]); i++)
+        chunk_at(g, ref_of(g, b, i))->owner = b;
+}
+
+/* ---- blocks: split and merge ------------------------------------------------------------ */
+
+/* Cuts block b at `size`: b keeps the head, the tail becomes a new block (state as given,
+ * not in any pool) right after it. */
+static int split_at(gm *g, uint32_t b, uint64_t size, uint8_t tail_state, uint32_t *tail)
+{
+    uint32_t r;
+    int rc = blk_new(g, &r);
+    if (rc)
+        return rc;
+    blk *x = &g->b[b], *t = &g->b[r];
+    *t = (blk){.addr = x->addr + size,
+               .size = x->size - size,
+               .stream = x->stream,
+               .seg = x->seg,
+               .prev = b,
+               .next = x->next,
+               .state = tail_state};
+    if (x->next)
+        g->b[x->next].prev = r;
+    x->next = r;
+    x->size = size;
+    if (!g->s[x->seg].small)
+        chunks_own(g, r);
+    *tail = r;
+    return 0;
+}
+
+/* Absorbs the free neighbour n into b (try_merge_blocks: only a block no one holds). */
+static int merge_into(gm *g, uint32_t b, uint32_t n)
+{
+    blk *x = &g->b[b], *y = &g->b[n];
+    pool_remove(g, pool_of(g, n), n);
+    if (y->addr < x->addr) {
+        x->addr = y->addr;
+        x->prev = y->prev;
+        if (y->prev)
+            g->b[y->prev].next = b;
+        else
+            g->s[x->seg].head = b;
+    } else {
+        x->next = y->next;
+        if (y->next)
+            g->b[y->next].prev = b;
+    }
+    x->size += y->size;
+    if (!g->s[x->seg].small)
+        chunks_own(g, b);
+    return blk_drop(g, n);
+}
+
+/* free_block: b is free; it merges with free neighbours and joins its pool. */
+static int block_to_pool(gm *g, uint32_t b)
+{
+    uint32_t nb[2] = {g->b[b].prev, g->b[b].next};
+    for (int k = 0; k < 2; k++)
+        if (nb[k] && g->b[nb[k]].state == B_FREE) {
+            int rc = merge_into(g, b, nb[k]);
+            if (rc)
+                return rc;
+        }
+    g->b[b].state = B_FREE;
+    g->b[b].busy = 0;
+    return pool_insert(g, pool_of(g, b), b);
+}
+
+/* A free pBlock that an sBlock reuse partly took: runs of used chunks become held blocks,
+ * runs of free chunks free blocks in the pool (the split in get_free_block). */
+static int split_runs(gm *g, uint32_t b)
+{
+    uint32_t cur = b;
+    for (;;) {
+        blk *x = &g->b[cur];
+        uint64_t n = nchunks(x), run = 1;
+        int used = chunk_at(g, ref_of(g, cur, 0))->used;
+        while (run < n && chunk_at(g, ref_of(g, cur, run))->used == used)
+            run++;
+        uint32_t tail = 0;
+        if (run < n) {
+            int rc = split_at(g, cur, run * CHUNK, B_HELD, &tail);
+            if (rc)
+                return rc;
+        }
+        x = &g->b[cur];
+        x->state = used ? B_HELD : B_FREE;
+        x->busy = used ? (uint32_t)run : 0;
+        if (!used) {
+            int rc = pool_insert(g, &g->large, cur);
+            if (rc)
+                return rc;
+        }
+        if (!tail)
+            return 0;
+        cur = tail;
+    }
+}
+
+/* ---- sBlocks ---------------------------------------------------------------------------- */
+
+static void map_remove(chunk *c, uint32_t s)
+{
+    for (uint32_t k = 0; k < c->nmap; k++)
+        if (c->map[k] == s) {
+            c->map[k] = c->map[--c->nmap];
+            return;
+        }
+}
+
+/* Drops sBlock s: its range goes back, its chunks forget it (garbage_collect_fused_blocks). */
+static int sblk_delete(gm *g, uint32_t s)
+{
+    sblk *x = &g->sb[s];
+    for (uint32_t i = 0; i < x->n; i++)
+        if (x->ref[i] != DEAD)
+            map_remove(chunk_at(g, x->ref[i]), s);
+    if (x->state == S_FREE)
+        pool_remove(g, &g->cached, s);
+    int rc = g->dev->ops->va_release(g->dev->ctx, x->addr, x->size);
+    free(x->ref);
+    memset(x, 0, sizeof *x);
+    int r2 = ids_push(&g->free_sb, s);
+    return rc ? rc : r2;
+}
+
+/* Every cached sBlock goes (fragmented ones; with all: whole ones too). *bytes: their
+ * stitched size, which the autoGC counter loses. */
+static int collect(gm *g, int all, uint64_t *bytes)
+{
+    *bytes = 0;
+    for (uint32_t s = 1; s < g->nsb; s++) {
+        uint8_t st = g->sb[s].state;
+        if (st == S_FRAG || (all && st == S_FREE)) {
+            *bytes += g->sb[s].size;
+            int rc = sblk_delete(g, s);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+static int collect_counted(gm *g)
+{
+    uint64_t bytes;
+    int rc = collect(g, 1, &bytes);
+    g->fused_total = g->fused_total > bytes ? g->fused_total - bytes : 0;
+    return rc;
+}
+
+static int map_add(chunk *c, uint32_t s)
+{
+    size_t cap = c->cap;
+    if (as_grow((void **)&c->map, &cap, (size_t)c->nmap + 1, sizeof *c->map, 2) || cap > UINT32_MAX)
+        return AS_ENOMEM;
+    c->cap = (uint32_t)cap;
+    c->map[c->nmap++] = s;
+    return 0;
+}
+
+/* A new active sBlock over the chunks refs[0..n) (already used), its range reserved. */
+static int sblk_make(gm *g, const uint64_t *refs, uint32_t n, uint64_t stream, uint32_t *out)
+{
+    uint32_t s;
+    int rc = node_new((void **)&g->sb, &g->nsb, &g->csb, sizeof *g->sb, &g->free_sb, &s);
+    if (rc)
+        return rc;
+    sblk *x = &g->sb[s];
+    x->ref = malloc((size_t)n * sizeof *x->ref);
+    if (!x->ref) {
+        ids_push(&g->free_sb, s);
+        return AS_ENOMEM;
+    }
+    memcpy(x->ref, refs, (size_t)n * sizeof *refs);
+    x->n = x->used = x->busy = n;
+    x->size = (uint64_t)n * CHUNK;
+    x->stream = stream;
+    x->state = S_ACTIVE;
+    rc = g->dev->ops->va_reserve(g->dev->ctx, x->size, &x->addr);
+    for (uint32_t i = 0; !rc && i < n; i++)
+        rc = map_add(chunk_at(g, refs[i]), s);
+    if (rc) {
+        for (uint32_t i = 0; i < n; i++)
+            map_remove(chunk_at(g, refs[i]), s);
+        if (x->addr)
+            g->dev->ops->va_release(g->dev->ctx, x->addr, x->size);
+        free(x->ref);
+        memset(x, 0, sizeof *x);
+        ids_push(&g->free_sb, s);
+        return rc < 0 ? rc : AS_EDEVICE;
+    }
+    *out = s;
+    return 0;
+}
+
+/* get_free_block's second half: the cached sBlock s serves `size`: its first size/CHUNK
+ * chunks become used, and the free pBlocks they lie in split into used and free runs. */
+static int sblk_reuse(gm *g, uint32_t s, uint64_t size)
+{
+    sblk *x = &g->sb[s];
+    uint32_t keep = (uint32_t)(size / CHUNK);
+    g->work.n = 0;
+    pool_remove(g, &g->cached, s);
+    for (uint32_t i = 0; i < keep; i++) {
+        chunk *c = chunk_at(g, x->ref[i]);
+        c->used = 1;
+        maps_use(g, c, s);
+        blk *o = &g->b[c->owner];
+        if (o->state == B_FREE) {
+            pool_remove(g, &g->large, c->owner);
+            o->state = B_HELD;
+            int rc = ids_push(&g->work, c->owner);
+            if (rc)
+                return rc;
+        }
+        o->busy++;
+    }
+    x = &g->sb[s];
+    x->state = S_ACTIVE;
+    x->used = x->busy = keep;
+    for (size_t k = 0; k < g->work.n; k++) {
+        uint32_t b = g->work.v[k];
+        if (g->b[b].busy < nchunks(&g->b[b])) {
+            int rc = split_runs(g, b);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/* ---- the alloc path ---------------------------------------------------------------------- */
+
+typedef struct found {
+    uint8_t kind;    /* A_BLOCK or A_SBLK */
+    uint8_t in_pool; /* A_BLOCK: still in its pool */
+    uint32_t node;
+} found;
+
+static uint64_t round_size(uint64_t size)
+{
+    if (size < MIN_BLOCK)
+        return MIN_BLOCK;
+    uint64_t r = as_align_up(size, MIN_BLOCK);
+    return r > SMALL_SIZE ? as_align_up(size, CHUNK) : r;
+}
+
+static uint64_t alloc_size(uint64_t size)
+{
+    if (size <= SMALL_SIZE)
+        return SMALL_BUFFER;
+    return size < MIN_LARGE_ALLOC ? LARGE_BUFFER : as_align_up(size, CHUNK);
+}
+
+/* get_free_block: 1 with *f, 0 when nothing cached serves the request. */
+static int get_free(gm *g, int small, uint64_t size, uint64_t stream, found *f)
+{
+    ids *pool = small ? &g->small : &g->large;
+    size_t at = lower_bound(g, pool, (key){stream, size, 0});
+    if (at == pool->n || g->b[pool->v[at]].stream != stream) {
+        if (small || !g->stitch)
+            return 0;
+        size_t c = lower_bound(g, &g->cached, (key){stream, size, 0});
+        if (c == g->cached.n)
+            return 0;
+        const sblk *x = &g->sb[g->cached.v[c]];
+        if (x->stream != stream || (double)x->size > (double)size * g->reuselimit)
+            return 0;
+        *f = (found){.kind = A_SBLK, .node = g->cached.v[c]};
+        int rc = sblk_reuse(g, f->node, size);
+        return rc ? rc : 1;
+    }
+    uint64_t bs = g->b[pool->v[at]].size;
+    if (size < g->maxsplit && bs >= g->maxsplit)
+        return 0; /* no oversize block for a smaller request */
+    if (size >= g->maxsplit && bs >= size + LARGE_BUFFER)
+        return 0; /* an oversize block rounds a request up, within a limit */
+    *f = (found){.kind = A_BLOCK, .in_pool = 1, .node = pool->v[at]};
+    return 1;
+}
+
+/* Takes the stream's free pBlocks from the largest down until they cover size; the last
+ * one is split to fit. 1 with *out (their chunk refs in *refs), 0 when they do not. */
+static int stitch_pick(gm *g, uint64_t size, uint64_t stream, uint64_t **refs, uint32_t *n)
+{
+    size_t lo = lower_bound(g, &g->large, (key){stream, 0, 0}), hi = lo;
+    while (hi < g->large.n && g->b[g->large.v[hi]].stream == stream)
+        hi++;
+    if (hi - lo < 2)
+        return 0; /* one free block or none: nothing to stitch */
+    uint64_t fuse = 0;
+    size_t k = hi;
+    while (k > lo && fuse < size)
+        fuse += g->b[g->large.v[--k]].size;
+    if (fuse < size)
+        return 0;
+    g->work.n = 0;
+    for (size_t i = hi; i > k; i--)
+        if (ids_push(&g->work, g->large.v[i - 1]))
+            return AS_ENOMEM;
+    uint32_t last = g->work.v[g->work.n - 1], tail;
+    for (size_t i = 0; i < g->work.n; i++)
+        pool_remove(g, &g->large, g->work.v[i]);
+    if (fuse - size >= CHUNK) {
+        int rc = split_at(g, last, g->b[last].size - (fuse - size), B_FREE, &tail);
+        if (!rc)
+            rc = pool_insert(g, &g->large, tail);
+        if (rc)
+            return rc;
+    }
+    *n = (uint32_t)(size / CHUNK);
+    *refs = malloc((size_t)*n * sizeof **refs);
+    if (!*refs)
+        return AS_ENOMEM;
+    uint32_t at = 0;
+    for (size_t i = 0; i < g->work.n; i++) {
+        uint32_t b = g->work.v[i];
+        g->b[b].state = B_HELD;
+        g->b[b].busy = (uint32_t)nchunks(&g->b[b]);
+        for (uint64_t c = 0; c < nchunks(&g->b[b]); c++)
+            (*refs)[at++] = ref_of(g, b, c);
+        int rc = chunks_set(g, b, 0, nchunks(&g->b[b]), 1, stream);
+        if (rc)
+            return rc;
+    }
+    return 1;
+}
+
+/* get_fused_fragmented_blocks at ladder step `step`. */
+static int stitch(gm *g, int small, uint64_t size, uint64_t stream, int step, found *f)
+{
+    if (!g->stitch || step < g->defraglevel || small || size < g->fraglimit)
+        return 0;
+    uint64_t *refs = NULL;
+    uint32_t n = 0, s = 0;
+    int rc = stitch_pick(g, size, stream, &refs, &n);
+    if (rc == 1)
+        rc = sblk_make(g, refs, n, stream, &s);
+    else
+        n = 0;
+    free(refs);
+    if (rc < 0 || !n)
+        return rc;
+    *f = (found){.kind = A_SBLK, .node = s};
+    g->fused_total += size;
+    if (g->fused_total > g->autogc * GIB)
+        rc = collect_counted(g);
+    return rc ? rc : 1;
+}
+
+static int seg_new(gm *g, uint64_t addr, uint64_t size, int small, uint32_t *blkout)
+{
+    uint32_t si, b;
+    int rc = node_new((void **)&g->s, &g->ns, &g->cs, sizeof *g->s, &g->free_s, &si);
+    if (!rc)
+        rc = blk_new(g, &b);
+    if (rc)
+        return rc;
+    seg *s = &g->s[si];
+    *s = (seg){.addr = addr, .size = size, .head = b, .small = (uint8_t)small};
+    if (!small && !(s->ch = calloc(size / CHUNK, sizeof *s->ch)))
+        return AS_ENOMEM;
+    g->b[b] = (blk){.addr = addr, .size = size, .stream = 0, .seg = si, .state = B_FREE};
+    if (!small)
+        chunks_own(g, b);
+    g->nsegs++;
+    g->reserves++;
+    g->reserved += size;
+    *blkout = b;
+    return 0;
+}
+
+/* The bytes a new pBlock needs with reAlloc: what the stream's free pBlocks leave. */
+static uint64_t realloc_need(const gm *g, uint64_t size, uint64_t stream)
+{
+    uint64_t freeb = 0;
+    for (size_t i = 0; i < g->large.n; i++)
+        if (g->b[g->large.v[i]].stream == stream)
+            freeb += g->b[g->large.v[i]].size;
+    return freeb >= size ? 0 : size - freeb;
+}
+
+/* realloc_block: a new segment. 1 with *f, 0 when the device refuses it. */
+static int grow_pool(gm *g, int small, uint64_t size, uint64_t stream, found *f)
+{
+    const as_device_ops *o = g->dev->ops;
+    uint64_t need = size, addr = 0;
+    if (!small && g->realloc && g->stitch && !(need = realloc_need(g, size, stream)))
+        return 0; /* the free blocks cover it: stitching's to do (GMLake's "weird" case) */
+    uint64_t bytes = alloc_size(need);
+    int rc;
+    if (small) {
+        rc = o->reserve(g->dev->ctx, bytes, &addr);
+    } else {
+        rc = o->va_reserve(g->dev->ctx, bytes, &addr);
+        if (rc == AS_DEV_OOM)
+            rc = AS_EDEVICE;
+        if (!rc && (rc = o->map(g->dev->ctx, addr, bytes)) != 0)
+            o->va_release(g->dev->ctx, addr, bytes);
+    }
+    if (rc)
+        return rc == AS_DEV_OOM ? 0 : rc;
+    uint32_t b;
+    if ((rc = seg_new(g, addr, bytes, small, &b)) != 0)
+        return rc;
+    g->b[b].stream = stream;
+    if (bytes >= size) {
+        *f = (found){.kind = A_BLOCK, .node = b};
+        return 1;
+    }
+    if ((rc = pool_insert(g, &g->large, b)) != 0)
+        return rc;
+    return stitch(g, 0, size, stream, 4, f);
+}
+
+static int seg_release(gm *g, uint32_t si);
+
+/* release_available_cached_blocks (max_split_size set): whole oversize free segments of
+ * the stream, the smallest that covers the request, else the largest down until they do.
+ * 1 when it released enough. */
+static int release_oversize(gm *g, int small, uint64_t size, uint64_t stream)
+{
+    ids *pool = small ? &g->small : &g->large;
+    uint64_t want = size < g->maxsplit ? g->maxsplit : size, got = 0;
+    if (g->maxsplit == UINT64_MAX)
+        return 0;
+    size_t at = lower_bound(g, pool, (key){stream, want, 0});
+    if (at < pool->n && g->b[pool->v[at]].stream == stream) {
+        const blk *x = &g->b[pool->v[at]];
+        if (x->prev || x->next)
+            return 0; /* a piece of a split segment: never given back */
+        int rc = seg_release(g, x->seg);
+        return rc ? rc : 1;
+    }
+    for (size_t i = at; i > 0 && got < want; i--) {
+        const blk *x = &g->b[pool->v[i - 1]];
+        if (x->stream != stream || x->size < g->maxsplit)
+            break;
+        if (x->prev || x->next)
+            continue;
+        got += x->size;
+        int rc = seg_release(g, x->seg);
+        if (rc)
+            return rc;
+    }
+    return got >= want;
+}
+
+/* release_cached_blocks: every whole free segment goes back to the device. */
+static int release_cached(gm *g)
+{
+    for (uint32_t si = 1; si < g->ns; si++) {
+        const seg *s = &g->s[si];
+        if (s->head && g->b[s->head].state == B_FREE && !g->b[s->head].next) {
+            int rc = seg_release(g, si);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/* The ladder of malloc after get_free_block; 1 with *f, 0 for an OOM. */
+static int ladder(gm *g, int small, uint64_t size, uint64_t stream, found *f)
+{
+    int rc = get_free(g, small, size, stream, f);
+    if (!rc)
+        rc = stitch(g, small, size, stream, 0, f);
+    if (!rc)
+        rc = grow_pool(g, small, size, stream, f);
+    if (!rc && g->maxsplit != UINT64_MAX) {
+        rc = release_oversize(g, small, size, stream);
+        if (rc == 1)
+            rc = grow_pool(g, small, size, stream, f);
+    }
+    if (!rc)
+        rc = stitch(g, small, size, stream, 1, f);
+    if (!rc) {
+        g->retries++;
+        rc = release_cached(g);
+        if (!rc)
+            rc = grow_pool(g, small, size, stream, f);
+    }
+    if (!rc)
+        rc = stitch(g, small, size, stream, 2, f);
+    return rc;
+}
+
+/* The found pBlock or small block serves size: its chunks become used, and its tail is
+ * split off when should_split allows. */
+static int take_block(gm *g, const found *f, uint64_t size, uint64_t stream)
+{
+    uint32_t b = f->node;
+    int small = g->s[g->b[b].seg].small;
+    if (f->in_pool)
+        pool_remove(g, pool_of(g, b), b);
+    g->b[b].state = B_ALLOC;
+    g->b[b].stream = stream;
+    uint64_t rest = g->b[b].size - size;
+    int rc = small ? 0 : chunks_set(g, b, 0, nchunks(&g->b[b]), 1, stream);
+    int split = small ? rest >= MIN_BLOCK : size < g->maxsplit && rest >= CHUNK;
+    if (!rc && split) {
+        uint32_t tail;
+        rc = split_at(g, b, size, B_FREE, &tail);
+        if (!rc && !small)
+            rc = chunks_set(g, tail, 0, nchunks(&g->b[tail]), 0, stream);
+        if (!rc)
+            rc = pool_insert(g, pool_of(g, tail), tail);
+    }
+    g->b[b].busy = small ? 0 : (uint32_t)nchunks(&g->b[b]);
+    return rc;
+}
+
+static int slot_new(gm *g, uint8_t kind, uint32_t node, uint64_t id, uint64_t *handle)
+{
+    uint32_t si;
+    uint32_t gen = 1;
+    if (g->free_sl.n) {
+        si = g->free_sl.v[--g->free_sl.n];
+        gen = g->sl[si].gen + 1 ? g->sl[si].gen + 1 : 1;
+    } else {
+        size_t at = g->nsl ? g->nsl : 1;
+        if (at >= UINT32_MAX || as_grow((void **)&g->sl, &g->csl, at + 1, sizeof *g->sl, 64))
+            return AS_ENOMEM;
+        g->nsl = at + 1;
+        si = (uint32_t)at;
+    }
+    g->sl[si] = (slot){.id = id, .gen = gen, .node = node, .kind = kind};
+    *handle = (uint64_t)gen << 32 | si;
+    return 0;
+}
+
+static int gm_alloc(void *st, const as_request *req, as_block *out)
+{
+    gm *g = st;
+    if (req->size > AS_REQUEST_MAX)
+        return AS_POLICY_OOM;
+    uint64_t size = round_size(req->size);
+    int small = size <= SMALL_SIZE;
+    found f = {0};
+    int rc = ladder(g, small, size, req->stream, &f);
+    if (rc <= 0)
+        return rc < 0 ? rc : AS_POLICY_OOM;
+    if (f.kind == A_BLOCK) {
+        if ((rc = take_block(g, &f, size, req->stream)) != 0)
+            return rc;
+        out->addr = g->b[f.node].addr;
+        out->size = g->b[f.node].size;
+    } else {
+        out->addr = g->sb[f.node].addr;
+        out->size = (uint64_t)g->sb[f.node].used * CHUNK;
+    }
+    if ((rc = slot_new(g, f.kind, f.node, req->id, &out->handle)) != 0)
+        return rc;
+    if (f.kind == A_BLOCK)
+        g->b[f.node].slot = (uint32_t)out->handle;
+    else
+        g->sb[f.node].slot = (uint32_t)out->handle;
+    g->allocated += out->size;
+    return 0;
+}
+
+/* ---- free --------------------------------------------------------------------------------- */
+
+/* update_block for an sBlock: its used chunks go free; pBlocks whose chunks are all free
+ * again go to the pool (merged), the sBlock to the cache (whole or fragmented), or away
+ * when a release took one of its chunks meanwhile. */
+static int free_sblk(gm *g, uint32_t s)
+{
+    sblk *x = &g->sb[s];
+    g->work.n = 0;
+    for (uint32_t i = 0; i < x->used; i++) {
+        chunk *c = chunk_at(g, x->ref[i]);
+        c->used = 0;
+        int rc = maps_release(g, c, s, x->stream);
+        if (!rc && --g->b[c->owner].busy == 0)
+            rc = ids_push(&g->work, c->owner);
+        if (rc)
+            return rc;
+        x = &g->sb[s];
+    }
+    x->busy -= x->used;
+    x->used = 0;
+    int rc = 0;
+    if (x->gc) {
+        rc = sblk_delete(g, s);
+    } else if (x->busy == 0) {
+        x->state = S_FREE;
+        rc = pool_insert(g, &g->cached, s);
+    } else {
+        x->state = S_FRAG;
+    }
+    for (size_t k = 0; !rc && k < g->work.n; k++)
+        rc = block_to_pool(g, g->work.v[k]);
+    return rc;
+}
+
+static int free_block(gm *g, uint32_t b)
+{
+    if (!g->s[g->b[b].seg].small) {
+        int rc = chunks_set(g, b, 0, nchunks(&g->b[b]), 0, g->b[b].stream);
+        if (rc)
+            return rc;
+    }
+    return block_to_pool(g, b);
+}
+
+static int gm_free(void *st, uint64_t handle, unsigned flags)
+{
+    gm *g = st;
+    uint32_t si = (uint32_t)handle;
+    if (si == 0 || si >= g->nsl || g->sl[si].kind == A_NONE || g->sl[si].gen != handle >> 32)
+        return AS_EINVAL;
+    slot *x = &g->sl[si];
+    if (flags & AS_FREE_PENDING) {
+        if (x->pending)
+            return AS_EINVAL;
+        x->pending = 1;
+        return 0;
+    }
+    uint8_t kind = x->kind;
+    uint32_t node = x->node;
+    g->allocated -= kind == A_BLOCK ? g->b[node].size : (uint64_t)g->sb[node].used * CHUNK;
+    x->kind = A_NONE;
+    int rc = ids_push(&g->free_sl, si);
+    if (rc)
+        return rc;
+    return kind == A_BLOCK ? free_block(g, node) : free_sblk(g, node);
+}
+
+/* ---- release ------------------------------------------------------------------------------ */
+
+/* release_block of a whole free segment: cached sBlocks mapping its chunks go; an active
+ * one loses the chunk (it lies past what it serves) and goes when freed. */
+static int seg_release(gm *g, uint32_t si)
+{
+    seg *s = &g->s[si];
+    int rc = 0;
+    for (uint64_t i = 0; !s->small && i < s->size / CHUNK; i++) {
+        chunk *c = &g->s[si].ch[i];
+        while (!rc && c->nmap) {
+            uint32_t t = c->map[c->nmap - 1];
+            if (g->sb[t].state == S_ACTIVE) {
+                sblk *x = &g->sb[t];
+                for (uint32_t k = 0; k < x->n; k++)
+                    if (x->ref[k] == ((uint64_t)si << 32 | i))
+                        x->ref[k] = DEAD;
+                x->gc = 1;
+                c->nmap--;
+            } else {
+                rc = sblk_delete(g, t);
+            }
+        }
+        free(c->map);
+    }
+    s = &g->s[si];
+    uint32_t b = s->head;
+    pool_remove(g, pool_of(g, b), b);
+    const as_device_ops *o = g->dev->ops;
+    int r2 = s->small ? o->release(g->dev->ctx, s->addr, s->size)
+                      : o->unmap(g->dev->ctx, s->addr, s->size);
+    if (!r2 && !s->small)
+        r2 = o->va_release(g->dev->ctx, s->addr, s->size);
+    g->reserved -= s->size;
+    g->releases++;
+    g->nsegs--;
+    free(s->ch);
+    memset(s, 0, sizeof *s);
+    int r3 = blk_drop(g, b);
+    int r4 = ids_push(&g->free_s, si);
+    return rc ? rc : r2 ? r2 : r3 ? r3 : r4;
+}
+
+/* emptyCache: release_cached_blocks, then every cached sBlock goes. */
+static int gm_empty_cache(void *st)
+{
+    gm *g = st;
+    int rc = release_cached(g);
+    return rc ? rc : collect_counted(g);
+}
+
+/* ---- the rest of the contract --------------------------------------------------------- */
+
+static int gm_init(void *st, const as_knob_value *cfg, const as_device *dev)
+{
+    gm *g = st;
+    g->dev = dev;
+    g->stitch = cfg[K_STITCH].i != 0;
+    g->fraglimit = (uint64_t)cfg[K_FRAGLIMIT].i;
+    g->reuselimit = cfg[K_REUSELIMIT].f;
+    g->defraglevel = (int)cfg[K_DEFRAGLEVEL].i;
+    g->autogc = (uint64_t)cfg[K_AUTOGC].i;
+    g->realloc = cfg[K_REALLOC].i != 0;
+    g->maxsplit = cfg[K_MAXSPLIT].i ? (uint64_t)cfg[K_MAXSPLIT].i * AS_MIB : UINT64_MAX;
+    return 0;
+}
+
+static uint64_t pool_max(const gm *g, const ids *pool)
+{
+    uint64_t m = 0;
+    for (size_t i = 0; i < pool->n; i++) {
+        key k = key_of(g, pool, pool->v[i]);
+        m = k.size > m ? k.size : m;
+    }
+    return m;
+}
+
+static void gm_stats(const void *st, as_policy_stats *out)
+{
+    const gm *g = st;
+    memset(out, 0, sizeof *out);
+    out->allocated = g->allocated;
+    out->reserved = g->reserved;
+    out->free_bytes = g->reserved - g->allocated;
+    uint64_t a = pool_max(g, &g->small), b = pool_max(g, &g->large), c = pool_max(g, &g->cached);
+    out->largest_free = a > b ? (a > c ? a : c) : (b > c ? b : c);
+    out->segments = g->nsegs;
+    out->device_reserves = g->reserves;
+    out->device_releases = g->releases;
+    out->retries = g->retries;
+}
+
+/* One segment's blocks: tiling, no free neighbours, chunk owners and busy counts. *used:
+ * the chunks used in it, *alloc the bytes of its allocated blocks. */
+static int check_seg(const gm *g, uint32_t si, uint64_t *used, uint64_t *alloc, as_check_failure *f)
+{
+    const seg *s = &g->s[si];
+    uint64_t at = s->addr;
+    uint32_t prev = 0;
+    for (uint32_t b = s->head; b; prev = b, b = g->b[b].next) {
+        const blk *x = &g->b[b];
+        if (x->addr != at || x->prev != prev || x->seg != si || x->size == 0 ||
+            x->state == B_UNUSED)
+            return as_check_fail(f, "segment %#llx: block %u does not tile it",
+                                 (unsigned long long)s->addr, b);
+        if (x->state == B_FREE && prev && g->b[prev].state == B_FREE)
+            return as_check_fail(f, "free blocks %u and %u are neighbours", prev, b);
+        if (x->state == B_ALLOC)
+            *alloc += x->size;
+        uint32_t busy = 0;
+        for (uint64_t i = 0; !s->small && i < nchunks(x); i++) {
+            const chunk *c = &s->ch[(x->addr - s->addr) / CHUNK + i];
+            busy += c->used;
+            if (c->owner != b)
+                return as_check_fail(f, "chunk %llu of block %u has owner %u",
+                                     (unsigned long long)i, b, c->owner);
+        }
+        *used += busy;
+        int ok = s->small || (x->state == B_FREE    ? busy == 0
+                              : x->state == B_ALLOC ? busy == nchunks(x)
+                                                    : busy > 0);
+        if (!ok || (!s->small && x->state != B_FREE && x->busy != busy))
+            return as_check_fail(f, "block %u (state %d) counts %u busy chunks, has %u", b,
+                                 x->state, x->busy, busy);
+        at += x->size;
+    }
+    if (at != s->addr + s->size)
+        return as_check_fail(f, "segment %#llx: blocks end at %#llx", (unsigned long long)s->addr,
+                             (unsigned long long)at);
+    return 0;
+}
+
+/* The pool holds exactly the free blocks (or whole cached sBlocks), in order. */
+static int check_pool(const gm *g, const ids *pool, uint64_t want, const char *name,
+                      as_check_failure *f)
+{
+    for (size_t i = 1; i < pool->n; i++)
+        if (!key_lt(key_of(g, pool, pool->v[i - 1]), key_of(g, pool, pool->v[i])))
+            return as_check_fail(f, "%s pool out of order at %zu", name, i);
+    for (size_t i = 0; i < pool->n; i++) {
+        uint32_t x = pool->v[i];
+        int ok = pool == &g->cached
+                     ? g->sb[x].state == S_FREE
+                     : g->b[x].state == B_FREE && (g->s[g->b[x].seg].small == (pool == &g->small));
+        if (!ok)
+            return as_check_fail(f, "%s pool holds %u, which is not free there", name, x);
+    }
+    if (pool->n != want)
+        return as_check_fail(f, "%s pool holds %zu, %llu are free", name, pool->n,
+                             (unsigned long long)want);
+    return 0;
+}
+
+/* sBlock s: busy count, maps both ways. *used: its used prefix. */
+static int check_sblk(const gm *g, uint32_t s, uint64_t *used, as_check_failure *f)
+{
+    const sblk *x = &g->sb[s];
+    uint32_t busy = 0;
+    for (uint32_t i = 0; i < x->n; i++) {
+        if (x->ref[i] == DEAD)
+            continue;
+        const chunk *c = &g->s[x->ref[i] >> 32].ch[(uint32_t)x->ref[i]];
+        uint32_t k = 0;
+        while (k < c->nmap && c->map[k] != s)
+            k++;
+        if (k == c->nmap || (i < x->used && !c->used))
+            return as_check_fail(f, "sBlock %u: chunk %u is not mapped or not used", s, i);
+        busy += c->used;
+    }
+    if (busy != x->busy || (x->state == S_FREE && busy) || (x->state != S_ACTIVE && x->used) ||
+        (x->gc && x->state != S_ACTIVE))
+        return as_check_fail(f, "sBlock %u (state %d): busy %u, counted %u", s, x->state, x->busy,
+                             busy);
+    *used += x->used;
+    return 0;
+}
+
+static int gm_check(const void *st, as_check_failure *f)
+{
+    const gm *g = st;
+    uint64_t used = 0, alloc = 0, resv = 0, segs = 0, nfree[2] = {0, 0}, cached = 0, prefix = 0;
+    for (uint32_t si = 1; si < g->ns; si++) {
+        if (!g->s[si].head)
+            continue;
+        int rc = check_seg(g, si, &used, &alloc, f);
+        if (rc)
+            return rc;
+        resv += g->s[si].size;
+        segs++;
+        for (uint32_t b = g->s[si].head; b; b = g->b[b].next)
+            nfree[g->s[si].small] += g->b[b].state == B_FREE;
+    }
+    for (uint32_t s = 1; s < g->nsb; s++) {
+        if (g->sb[s].state == S_UNUSED)
+            continue;
+        int rc = check_sblk(g, s, &prefix, f);
+        if (rc)
+            return rc;
+        cached += g->sb[s].state == S_FREE;
+        if (g->sb[s].state == S_ACTIVE)
+            alloc += (uint64_t)g->sb[s].used * CHUNK;
+    }
+    int rc = check_pool(g, &g->large, nfree[0], "large", f);
+    if (!rc)
+        rc = check_pool(g, &g->small, nfree[1], "small", f);
+    if (!rc)
+        rc = check_pool(g, &g->cached, cached, "stitched", f);
+    if (rc)
+        return rc;
+    uint64_t direct = 0;
+    for (uint32_t b = 1; b < g->nb; b++)
+        if (g->b[b].state == B_ALLOC && !g->s[g->b[b].seg].small)
+            direct += nchunks(&g->b[b]);
+    if (used != direct + prefix)
+        return as_check_fail(f, "%llu chunks used, blocks and sBlocks hold %llu",
+                             (unsigned long long)used, (unsigned long long)(direct + prefix));
+    if (alloc != g->allocated || resv != g->reserved || segs != g->nsegs ||
+        resv != g->dev->ops->reserved(g->dev->ctx))
+        return as_check_fail(f, "allocated %llu/%llu, reserved %llu/%llu, segments %llu/%llu",
+                             (unsigned long long)alloc, (unsigned long long)g->allocated,
+                             (unsigned long long)resv, (unsigned long long)g->reserved,
+                             (unsigned long long)segs, (unsigned long long)g->nsegs);
+    return 0;
+}
+
+typedef struct wseg {
+    uint64_t addr;
+    uint32_t node;
+    uint8_t sblk;
+} wseg;
+
+static int wseg_cmp(const void *a, const void *b)
+{
+    const wseg *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static int walk_alloc(const gm *g, uint32_t slot_ix, uint64_t addr, uint64_t size, uint64_t stream,
+                      as_walk_fn fn, void *user)
+{
+    const slot *sl = &g->sl[slot_ix];
+    as_walk_item it = {.kind = AS_WALK_BLOCK,
+                       .addr = addr,
+                       .size = size,
+                       .stream = stream,
+                       .state = sl->pending ? AS_BLOCK_PENDING : AS_BLOCK_ALLOCATED,
+                       .id = sl->id};
+    return fn(user, &it);
+}
+
+/* A segment's blocks; a held pBlock shows its free chunks (its used ones are served at
+ * their sBlock's address). */
+static int walk_blocks(const gm *g, const seg *s, as_walk_fn fn, void *user)
+{
+    for (uint32_t b = s->head; b; b = g->b[b].next) {
+        const blk *x = &g->b[b];
+        as_walk_item it = {
+            .kind = AS_WALK_BLOCK, .stream = x->stream, .state = AS_BLOCK_FREE, .id = UINT64_MAX};
+        int rc = 0;
+        if (x->state == B_ALLOC) {
+            rc = walk_alloc(g, x->slot, x->addr, x->size, x->stream, fn, user);
+        } else if (x->state == B_FREE) {
+            it.addr = x->addr;
+            it.size = x->size;
+            rc = fn(user, &it);
+        } else {
+            uint64_t first = (x->addr - s->addr) / CHUNK, n = nchunks(x);
+            for (uint64_t i = 0; !rc && i < n; i++) {
+                if (s->ch[first + i].used)
+                    continue;
+                uint64_t j = i;
+                while (j < n && !s->ch[first + j].used)
+                    j++;
+                it.addr = x->addr + i * CHUNK;
+                it.size = (j - i) * CHUNK;
+                rc = fn(user, &it);
+                i = j;
+            }
+        }
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int gm_walk(const void *st, as_walk_fn fn, void *user)
+{
+    const gm *g = st;
+    size_t n = 0;
+    wseg *w = malloc((g->ns + g->nsb + 1) * sizeof *w);
+    if (!w)
+        return AS_ENOMEM;
+    for (uint32_t si = 1; si < g->ns; si++)
+        if (g->s[si].head)
+            w[n++] = (wseg){.addr = g->s[si].addr, .node = si};
+    for (uint32_t s = 1; s < g->nsb; s++)
+        if (g->sb[s].state == S_ACTIVE)
+            w[n++] = (wseg){.addr = g->sb[s].addr, .node = s, .sblk = 1};
+    if (n > 1)
+        qsort(w, n, sizeof *w, wseg_cmp);
+    int rc = 0;
+    for (size_t i = 0; !rc && i < n; i++) {
+        as_walk_item it = {.kind = AS_WALK_SEGMENT, .id = UINT64_MAX};
+        if (w[i].sblk) {
+            const sblk *x = &g->sb[w[i].node];
+            it.addr = x->addr;
+            it.size = x->size;
+            it.stream = x->stream;
+            it.pool = "large";
+            rc = fn(user, &it);
+            if (!rc)
+                rc =
+                    walk_alloc(g, x->slot, x->addr, (uint64_t)x->used * CHUNK, x->stream, fn, user);
+        } else {
+            const seg *s = &g->s[w[i].node];
+            it.addr = s->addr;
+            it.size = s->size;
+            it.stream = g->b[s->head].stream;
+            it.pool = s->small ? "small" : "large";
+            rc = fn(user, &it);
+            if (!rc)
+                rc = walk_blocks(g, s, fn, user);
+        }
+    }
+    free(w);
+    return rc;
+}
+
+/* Everything back to the device, then the host memory. */
+static void gm_fini(void *st)
+{
+    gm *g = st;
+    const as_device_ops *o = g->dev->ops;
+    for (uint32_t s = 1; s < g->nsb; s++)
+        if (g->sb[s].state != S_UNUSED) {
+            o->va_release(g->dev->ctx, g->sb[s].addr, g->sb[s].size);
+            free(g->sb[s].ref);
+        }
+    for (uint32_t si = 1; si < g->ns; si++) {
+        seg *s = &g->s[si];
+        if (!s->head)
+            continue;
+        if (s->small) {
+            o->release(g->dev->ctx, s->addr, s->size);
+        } else {
+            o->unmap(g->dev->ctx, s->addr, s->size);
+            o->va_release(g->dev->ctx, s->addr, s->size);
+            for (uint64_t i = 0; i < s->size / CHUNK; i++)
+                free(s->ch[i].map);
+            free(s->ch);
+        }
+    }
+    free(g->s);
+    free(g->b);
+    free(g->sb);
+    free(g->sl);
+    ids *all[] = {&g->free_s, &g->free_b, &g->free_sb, &g->free_sl,
+                  &g->small,  &g->large,  &g->cached,  &g->work};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        free(all[i]->v);
+    memset(g, 0, sizeof *g);
+}
+
+const as_policy as_policy_gmlake = {
+    .name = "gmlake",
+    .summary = "GMLake (ASPLOS 2024): PyTorch 2.0's allocator over 2 MiB chunks, free blocks "
+               "stitched into one virtual range",
+    .abi = AS_POLICY_ABI,
+    .knobs = knobs,
+    .n_knobs = K_N,
+    .state_size = sizeof(gm),
+    .init = gm_init,
+    .alloc = gm_alloc,
+    .free = gm_free,
+    .empty_cache = gm_empty_cache,
+    .stats = gm_stats,
+    .check = gm_check,
+    .walk = gm_walk,
+    .fini = gm_fini,
+};
