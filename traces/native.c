@@ -768,12 +768,86 @@ AS_HOT int decode_time(native_st *s, ncur *c, as_event *ev, as_trace_error *err)
     return decode_time_slow(s, c, ev, err);
 }
 
+/* The common records with the cursor in registers (the general loop's cursor is a struct
+ * whose address its error paths take, so the compiler reloads it after every store to an
+ * event): an ALLOC from a filled size-cache slot and a FREE at most 2^14 + 63 allocations
+ * back, each with a one-byte time delta (or no time column), in a block without site and
+ * pool columns, each accepted by the validator's fast path. Decodes from evs[kk] until
+ * lim or the first other record, which the general loop then reads from the same place;
+ * returns the new kk. The events are exactly what the general loop makes of them. */
+static size_t decode_fast(native_st *s, as_validator *vd, ncur *c, as_event *restrict evs,
+                          size_t kk, size_t lim)
+{
+    if (c->kb || c->pb || !vd)
+        return kk;
+    const uint8_t *sp = c->sp, *const se = c->se, *tp = c->tp, *const te = c->te;
+    uint64_t nalloc = c->nalloc;
+    const uint64_t stream = c->cur_stream;
+    int64_t now = c->prev_time;
+    const int has_time = c->has_time;
+    const uint64_t *cache = s->size_cache;
+    while (kk < lim && se - sp >= 3) {
+        unsigned tag = sp[0], arg = tag >> 2;
+        int64_t t = AS_TIME_NONE;
+        if (has_time) {
+            if (tp >= te || (unsigned)(*tp - T_DELTA0) >= 0x80 - T_DELTA0)
+                break;
+            t = (int64_t)((uint64_t)now + (uint64_t)zz_dec(*tp - T_DELTA0));
+            if (t == AS_TIME_NONE)
+                break;
+        }
+        as_event *ev = &evs[kk];
+        unsigned used = 1;
+        if ((tag & 3) == K_ALLOC) {
+            uint64_t size = arg < SIZE_SLOTS ? cache[arg] : 0;
+            if (!size)
+                break;
+            *ev = (as_event){
+                .op = AS_OP_ALLOC, .id = nalloc, .size = size, .stream = stream, .time_us = t};
+            if (validate_alloc(vd, ev))
+                break;
+            nalloc++;
+        } else if ((tag & 3) == K_FREE) {
+            uint64_t v = arg + 1;
+            if (arg == V_FREE_FAR) { /* a varint of one or two bytes, then + 64 */
+                if (sp[1] < 0x80) {
+                    v = (uint64_t)sp[1] + 64;
+                    used = 2;
+                } else if (sp[2] && sp[2] < 0x80) {
+                    v = ((uint64_t)(sp[1] & 0x7F) | (uint64_t)sp[2] << 7) + 64;
+                    used = 3;
+                } else {
+                    break;
+                }
+            }
+            if (v > nalloc)
+                break;
+            *ev = (as_event){.op = AS_OP_FREE, .id = nalloc - v, .time_us = t};
+            if (validate_free(vd, ev))
+                break;
+        } else {
+            break;
+        }
+        sp += used;
+        if (has_time) {
+            tp++;
+            now = t;
+        }
+        kk++;
+    }
+    c->sp = sp;
+    c->tp = tp;
+    c->nalloc = nalloc;
+    c->prev_time = now;
+    return kk;
+}
+
 /* Decodes events of the current block into evs[*k..cap), each through the validator's
  * fast path when vd, until the block's end, cap, a MARK, an event the fast path declines
  * (both set *stop; the second also *unchecked) or an error (< 0). The position goes back
  * into s, so the next call resumes. */
-static int decode_block(native_st *s, as_validator *vd, as_event *evs, size_t cap, size_t *k,
-                        int *stop, int *unchecked, as_trace_error *err)
+static int decode_block(native_st *s, as_validator *vd, as_event *restrict evs, size_t cap,
+                        size_t *k, int *stop, int *unchecked, as_trace_error *err)
 {
     const void *pv;
     size_t total = s->hdr_len + block_body(s);
@@ -803,6 +877,11 @@ static int decode_block(native_st *s, as_validator *vd, as_event *evs, size_t ca
     size_t kk = *k, lim = kk + (cap - kk < s->nev - done ? cap - kk : s->nev - done);
     int rc = 0;
     while (kk < lim) {
+        size_t f = decode_fast(s, vd, &c, evs, kk, lim);
+        done += (uint32_t)(f - kk);
+        kk = f;
+        if (kk == lim)
+            break;
         as_event *ev = &evs[kk];
         const uint8_t *ev_start = c.sp;
         if (c.sp >= c.se) {
