@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "gen.h"
 #include "policy.h"
 #include "trace.h"
 #include "util.h"
@@ -49,7 +50,7 @@ static void replay_one(const char *name)
     as_trace_reader *r;
     as_trace_error err;
     CU_ASSERT_FATAL(as_trace_open(path, NULL, &r, &err) == 0);
-    as_meta meta = { 0 };
+    as_meta meta = {0};
     CU_ASSERT_FATAL(as_meta_copy(&meta, as_trace_reader_meta(r)) == 0);
     const char *spec_text = as_meta_get(&meta, "patho.policy");
     CU_ASSERT_FATAL(spec_text != NULL);
@@ -79,7 +80,7 @@ static void replay_one(const char *name)
     as_policy_spec spec;
     char why[256];
     CU_ASSERT_FATAL(as_policy_spec_parse(spec_text, &spec, why, sizeof why) == 0);
-    as_engine_opts o = { .threads = 1 };
+    as_engine_opts o = {.threads = 1};
     as_engine *eng;
     CU_ASSERT_FATAL(as_engine_create(&o, &eng) == 0);
     CU_ASSERT_FATAL(as_engine_add_run(eng, &spec, AS_CAPACITY_NONE) == 0);
@@ -94,8 +95,7 @@ static void replay_one(const char *name)
     CU_ASSERT_STRING_EQUAL(ratio, as_meta_get(&meta, "patho.ratio"));
     if (res->peak_reserved != want_res || strcmp(ratio, as_meta_get(&meta, "patho.ratio")))
         fprintf(stderr, "\n  %s: engine %" PRIu64 "/%" PRIu64 " = %s, recorded %s\n", name,
-                res->peak_reserved, res->peak_requested, ratio,
-                as_meta_get(&meta, "patho.ratio"));
+                res->peak_reserved, res->peak_requested, ratio, as_meta_get(&meta, "patho.ratio"));
     /* The search's objective never exceeds the ratio allocsim reports (requested <= M). */
     CU_ASSERT(strtod(as_meta_get(&meta, "patho.bound_ratio"), NULL) <= strtod(ratio, NULL));
     as_trace_close(r);
@@ -121,7 +121,127 @@ static void patho_samples_replay(void)
         replay_one(samples[i]);
 }
 
+/* ---- the constructions (traces/gen_robson.c) -------------------------------------------
+ * Each is replayed through the engine against its target and its peak reserved compared
+ * with the count of segments the construction's argument gives (fuzz/README.md,
+ * "Constructions"), computed here from that argument, not from the generator's code. */
+
+typedef struct gen_peaks {
+    uint64_t reserved, requested, max_live, bad_sizes;
+} gen_peaks;
+
+static gen_peaks run_robson(const char *spec, char **kv, int nkv, uint64_t unit, uint64_t n)
+{
+    gen_peaks p = {0};
+    as_trace_reader *r;
+    as_trace_error err;
+    CU_ASSERT_FATAL(as_gen_open("robson", nkv, kv, &r, &err) == 0);
+    as_policy_spec sp;
+    char why[256];
+    CU_ASSERT_FATAL(as_policy_spec_parse(spec, &sp, why, sizeof why) == 0);
+    as_engine_opts o = {.threads = 1};
+    as_engine *eng;
+    CU_ASSERT_FATAL(as_engine_create(&o, &eng) == 0);
+    CU_ASSERT_FATAL(as_engine_add_run(eng, &sp, AS_CAPACITY_NONE) == 0);
+    CU_ASSERT_FATAL(as_engine_run(eng, r, &err) == 0);
+    const as_run_result *res = as_engine_result(eng, 0);
+    CU_ASSERT(res->completed);
+    p.reserved = res->peak_reserved;
+    p.requested = res->peak_requested;
+    as_trace_close(r);
+    as_engine_destroy(eng);
+    as_policy_spec_free(&sp);
+    /* The setting, from a second pass over the same stream. */
+    CU_ASSERT_FATAL(as_gen_open("robson", nkv, kv, &r, &err) == 0);
+    as_event e;
+    uint64_t live = 0;
+    while (as_trace_next(r, &e) == 0) {
+        if (e.op == AS_OP_ALLOC) {
+            p.bad_sizes += e.size % unit || e.size == 0 || e.size > n * unit;
+            live += e.size;
+            p.max_live = live > p.max_live ? live : p.max_live;
+        } else if (e.op == AS_OP_FREE) {
+            live -= e.size;
+        }
+    }
+    as_trace_close(r);
+    return p;
+}
+
+/* firstfit: one pinned segment per live unit while n more fit, and the last n: M-n+1. */
+static void robson_firstfit(void)
+{
+    char *kv[] = {"target=firstfit"};
+    gen_peaks p = run_robson("firstfit", kv, 1, 1u << 20, 16);
+    CU_ASSERT_EQUAL(p.reserved, (256ull - 16 + 1) * (20u << 20));
+    CU_ASSERT_EQUAL(p.max_live, 256u << 20);
+    CU_ASSERT_EQUAL(p.bad_sizes, 0);
+}
+
+/* bestfit: phase b (10..15) adds segments while live + (b+1) per segment, +1 for the
+ * one being built, fits in M; each leaves a 1-unit pin; then n-unit fillers. */
+static void robson_bestfit(void)
+{
+    for (int m = 256; m <= 1024; m *= 4) {
+        char mk[16];
+        snprintf(mk, sizeof mk, "M=%d", m);
+        char *kv[] = {"target=bestfit", mk};
+        gen_peaks p = run_robson("bestfit", kv, 2, 1u << 20, 16);
+        uint64_t pins = 0, segs = 0;
+        for (uint64_t b = 10; b <= 15; b++) {
+            uint64_t k = ((uint64_t)m - pins - 1) / (b + 1);
+            pins += k;
+            segs += k;
+        }
+        segs += ((uint64_t)m - pins) / 16;
+        CU_ASSERT_EQUAL(p.reserved, segs * (20u << 20));
+        CU_ASSERT(p.max_live <= (uint64_t)m << 20);
+        CU_ASSERT_EQUAL(p.bad_sizes, 0);
+        if (m == 256) /* the search's target at M = 256 MiB, n = 16 MiB */
+            CU_ASSERT(p.reserved >= 8 * (256ull << 20));
+    }
+}
+
+/* buddy: phase j fills fresh memory with blocks of 2^j units (requests 2^(j-1)+1), then
+ * one live block per 2^(j+1) window is kept; memory is used contiguously, so the
+ * reservation is the used length rounded up to 64-unit segments. */
+static void robson_buddy(void)
+{
+    char *kv[] = {"target=buddy"};
+    gen_peaks p = run_robson("buddy", kv, 1, 1u << 20, 16);
+    uint64_t end = 0, live = 0, kept[5] = {0}; /* kept[i]: phase-i memory, units */
+    for (unsigned j = 0; j <= 4; j++) {
+        uint64_t occ = 1ull << j, req = j ? occ / 2 + 1 : 1;
+        /* before phase j, one live block per 2^j window of every older phase's memory */
+        live = 0;
+        for (unsigned i = 0; i < j; i++)
+            live += kept[i] / occ * (i ? (1ull << (i - 1)) + 1 : 1);
+        uint64_t c = (256 - live) / req;
+        end = (end + occ - 1) / occ * occ + c * occ;
+        kept[j] = c * occ;
+    }
+    CU_ASSERT_EQUAL(p.reserved, (end + 63) / 64 * (64u << 20));
+    CU_ASSERT_EQUAL(p.max_live, 256u << 20);
+    CU_ASSERT_EQUAL(p.bad_sizes, 0);
+}
+
+static void robson_bad_knobs(void)
+{
+    as_trace_reader *r;
+    as_trace_error err;
+    char *a[] = {"target=bestfit", "n=20"}; /* a 20-unit segment cannot hold the pin */
+    CU_ASSERT_EQUAL(as_gen_open("robson", 2, a, &r, &err), AS_EUSAGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "segment"));
+    char *b[] = {"target=buddy", "segment=48M"};
+    CU_ASSERT_EQUAL(as_gen_open("robson", 2, b, &r, &err), AS_EUSAGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "power"));
+}
+
 CU_TestInfo test_patho[] = {
-    { "samples_replay_to_recorded_ratio", patho_samples_replay },
+    {"samples_replay_to_recorded_ratio", patho_samples_replay},
+    {"robson_firstfit_one_segment_per_unit", robson_firstfit},
+    {"robson_bestfit_phases", robson_bestfit},
+    {"robson_buddy_doubling_phases", robson_buddy},
+    {"robson_bad_knobs", robson_bad_knobs},
     CU_TEST_INFO_NULL,
 };

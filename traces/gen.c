@@ -25,6 +25,7 @@ static const gen_kind *const kinds[] = {
     &as_gen_kvcache,
     &as_gen_cnn,
     &as_gen_random,
+    &as_gen_robson,
 };
 #define NKINDS (sizeof kinds / sizeof kinds[0])
 

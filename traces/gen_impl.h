@@ -57,7 +57,8 @@ typedef struct gen_kind {
     void (*fini)(void *st);
 } gen_kind;
 
-extern const gen_kind as_gen_random, as_gen_transformer, as_gen_kvcache, as_gen_cnn;
+extern const gen_kind as_gen_random, as_gen_transformer, as_gen_kvcache, as_gen_cnn,
+    as_gen_robson;
 
 /* Queueing. gen_alloc returns the new id (its ordinal). Errors (host memory) are sticky
  * and reported by the next as_gen_next. */
