@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "caught.h"
 #include "grow.h"
 #include "idmap.h"
 #include "lifetimes.h"
@@ -60,7 +61,8 @@ typedef struct run {
     int log_ok;     /* reserved is tracked from the device log */
     uint64_t capacity;
 
-    as_idring live; /* id -> (policy handle, block size | PENDING_BIT) */
+    as_idring live;       /* id -> (policy handle, block size | PENDING_BIT) */
+    as_caught_run fallen; /* workspace requests whose OOM was caught (caught.h) */
     uint64_t requested, allocated, reserved, pending;
     uint64_t events, allocs; /* handled so far: the index of the event in progress */
     int stopped;
@@ -97,6 +99,7 @@ struct as_engine {
     char msg[400];
 
     as_trace_summary sum;
+    as_caught *caught;    /* the trace's workspace sites; NULL: none, or the model is off */
     as_idmap sum_pending; /* FREE_REQ'd ids whose FREE has not come: no double subtract */
     as_idmap sum_streams;
     uint64_t sum_requested, last_stream, sum_live;
@@ -352,6 +355,7 @@ static void run_batch(run *r, const eng_ev *ev, size_t n)
     void *st = r->st;
     int (*palloc)(void *, const as_request *, as_block *) = r->pol->alloc;
     int (*pfree)(void *, uint64_t, unsigned) = r->pol->free;
+    const as_caught *cw = r->e->caught;
 
     for (size_t i = 0; i < n && !r->stopped; i++) {
         const eng_ev *x = &ev[i];
@@ -359,6 +363,11 @@ static void run_batch(run *r, const eng_ev *ev, size_t n)
         int rc = 0;
         switch (x->op) {
         case AS_OP_ALLOC: {
+            if (cw && as_caught_site(cw, x->site) &&
+                as_caught_fallen(&r->fallen, x->site, x->size)) {
+                r->res.caught_fallbacks++; /* the cached fallback engine: no workspace */
+                break;
+            }
             as_request rq = {.id = x->id, .size = x->size, .stream = x->stream, .pool = x->pool};
             as_block b;
             rc = palloc(st, &rq, &b);
@@ -380,6 +389,13 @@ static void run_batch(run *r, const eng_ev *ev, size_t n)
                     r->res.peak_requested = r->requested;
                 if (r->allocated > r->res.peak_allocated)
                     r->res.peak_allocated = r->allocated;
+            } else if (rc == AS_POLICY_OOM && cw && as_caught_site(cw, x->site)) {
+                r->res.caught_ooms++; /* PyTorch catches it and runs the fallback engine */
+                if (as_caught_add(&r->fallen, x->site, x->size)) {
+                    run_fail(r, AS_ENOMEM, "out of host memory for the caught OOMs");
+                    return;
+                }
+                rc = 0;
             } else if (rc == AS_POLICY_OOM) {
                 on_oom(r, idx, x);
                 if (r->stopped)
@@ -956,6 +972,11 @@ int as_engine_run(as_engine *e, as_trace_reader *rd, as_trace_error *err)
     }
     e->ran = 1;
     int rc = 0, trc = 0, started = 0, stopped = 0;
+    const as_sites *sites = rd ? as_trace_reader_sites(rd) : e->o.sites;
+    if (!e->o.no_caught_ooms && sites && as_caught_create(sites, &e->caught)) {
+        snprintf(e->msg, sizeof e->msg, "out of host memory");
+        return AS_ENOMEM;
+    }
     eng_ev *buf[2] = {malloc(BATCH * sizeof(eng_ev)), malloc(BATCH * sizeof(eng_ev))};
     if (!buf[0] || !buf[1]) {
         rc = AS_ENOMEM;
@@ -1113,6 +1134,7 @@ void as_engine_destroy(as_engine *e)
         if (r->fdev && e->o.factory->destroy)
             e->o.factory->destroy(e->o.factory->user, r->fdev);
         as_idring_free(&r->live);
+        as_caught_run_free(&r->fallen);
         free(r->st);
         free(r->segs);
         free(r->blks);
@@ -1124,5 +1146,6 @@ void as_engine_destroy(as_engine *e)
     free(e->own);
     as_idmap_free(&e->sum_pending);
     as_idmap_free(&e->sum_streams);
+    as_caught_destroy(e->caught);
     free(e);
 }

@@ -75,6 +75,10 @@ typedef struct as_run_result {
                               still going when as_engine_run returned AS_ENGINE_STOPPED */
     int offline;           /* its policy planned from the whole trace (as_policy.plan): the
                               report's yardstick (sim/REPORT.md, the table) */
+    /* OOMs the program survives (sim/caught.h): refused cuDNN workspace requests treated as
+     * caught (not in ooms: the run goes on), and later workspace requests that got the
+     * cached fallback engine at once (no allocation). */
+    uint64_t caught_ooms, caught_fallbacks;
 } as_run_result;
 
 /* as_engine_run's and as_engine_scan's result (not an error) when *opts.stop was set:
@@ -158,6 +162,12 @@ typedef struct as_engine_opts {
     /* Every block handed out (addition), buffered and handed over like on_segment: a run's
      * records come after its device events of the same batch. NULL = none. */
     void (*on_block)(void *user, const as_block_record *r);
+    /* OOMs the program survives (additions, sim/caught.h): a refused workspace request (its
+     * site names cuDNN's workspace allocation) is caught and the run goes on, unless
+     * no_caught_ooms is set (every OOM then counts as before). The sites come from the
+     * reader; `sites` gives them to as_engine_run_events (NULL: none recognised). */
+    int no_caught_ooms;
+    const as_sites *sites;
 } as_engine_opts;
 
 /* Trace-wide facts gathered while the runs execute. */

@@ -320,6 +320,25 @@ static void table_across(const as_report *r, FILE *f)
     free(seen);
 }
 
+/* The OOMs the program survives (sim/caught.h), per run of trace t that had any. */
+static void caught_lines(const as_report *r, unsigned t, FILE *f)
+{
+    for (unsigned i = 0; i < r->nr; i++) {
+        const as_run_result *x = &r->r[i].res;
+        if (r->r[i].trace != t || (!x->caught_ooms && !x->caught_fallbacks))
+            continue;
+        char cap[32], again[80] = "";
+        as_fmt_capacity(cap, sizeof cap, x->capacity);
+        if (x->caught_fallbacks)
+            snprintf(again, sizeof again, "; %llu later requests reused it",
+                     (unsigned long long)x->caught_fallbacks);
+        fprintf(f,
+                "  %s @ %s: OOMs treated as caught: %llu (cuDNN workspace requests, dropped for "
+                "a fallback engine taken to need none%s)\n",
+                x->policy, cap, (unsigned long long)x->caught_ooms, again);
+    }
+}
+
 static int write_table(const as_report *r, FILE *f)
 {
     cell(*rows)[T_NCOL] = calloc(r->nr ? r->nr : 1, sizeof *rows);
@@ -382,6 +401,7 @@ static int write_table(const as_report *r, FILE *f)
                     x->policy, cap, (unsigned long long)x->oom_alloc,
                     (unsigned long long)x->oom_event, sz, res, al, un, lf, dv);
         }
+        caught_lines(r, t, f);
     }
     free(rows);
     free(plans);
@@ -451,6 +471,8 @@ static const run_field run_fields[] = {
     {.name = "planned_peak_reserved", .kind = F_PLAN, .off = SIZE_MAX},
     {.name = "vs_planned", .kind = F_VS_PLAN, .off = SIZE_MAX, .prec = 6},
     {.name = "vs_requested", .kind = F_VS_REQ, .off = SIZE_MAX, .prec = 6},
+    RF(caught_ooms, F_U64, 0),
+    RF(caught_fallbacks, F_U64, 0),
     RD(wall_s, 6),
     RD(cpu_s, 6),
     RD(events_per_second, 1),

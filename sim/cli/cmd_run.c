@@ -80,6 +80,10 @@ static const char run_help[] =
     "                        e.g. --sweep 8GiB:12GiB:64MiB -f csv for 'allocsim plot capacity';\n"
     "                        at most 16384 capacities in all\n"
     "      --keep-going      after an OOM, skip the failed request and go on (counts OOMs)\n"
+    "      --no-caught-ooms  an OOM at a cuDNN workspace request stops the run too; by\n"
+    "                        default one is caught as PyTorch does and the fallback needs\n"
+    "                        no workspace (a snapshot recorded with C++ frames names\n"
+    "                        these requests; sim/REPORT.md, 'OOMs treated as caught')\n"
     "      --skip-bad        with several traces, name each one that cannot be read, report\n"
     "                        the others and exit 1; without it every trace is decoded\n"
     "                        before any run, and the first bad one stops the command\n"
@@ -471,6 +475,7 @@ static int run_traces(const run_args *a, const as_policy_spec *specs, size_t nsp
         .ncap = a->ncap,
         .reader = as_cli_reader_opts(),
         .engine = {.threads = (unsigned)a->co.threads,
+                   .no_caught_ooms = a->co.no_caught,
                    .keep_going = a->keep,
                    .check = a->check,
                    .timeline_every = a->tl_every,

@@ -50,6 +50,9 @@ int as_cli_common_option(const char *cmd, int c, const char *arg, as_cli_common 
         return 0;
     case AS_CLI_OPT_SNAPSHOT_DEVICE:
         return as_cli_snapshot_device(cmd, arg);
+    case AS_CLI_OPT_NO_CAUGHT:
+        co->no_caught = 1;
+        return 0;
     default:
         return AS_CLI_NOT_COMMON;
     }

@@ -21,6 +21,7 @@ enum {
     AS_CLI_OPT_OUTSIDE,
     AS_CLI_OPT_SHARD,
     AS_CLI_OPT_MEMORY,
+    AS_CLI_OPT_NO_CAUGHT,
 };
 
 /* clang-format off */
@@ -30,15 +31,16 @@ enum {
     {"quiet", no_argument, NULL, 'q'}, \
     {"help", no_argument, NULL, 'h'}
 /* What run, mincap and tune add: the card and what lies outside the allocator, shards,
- * host memory, threads (-j; a command without "j:" in its letters takes --threads only)
- * and the snapshot's device. */
+ * host memory, threads (-j; a command without "j:" in its letters takes --threads only),
+ * the snapshot's device and whether workspace OOMs are caught (sim/caught.h). */
 #define AS_CLI_TRACE_OPTIONS \
     {"device", required_argument, NULL, AS_CLI_OPT_DEVICE}, \
     {"outside", required_argument, NULL, AS_CLI_OPT_OUTSIDE}, \
     {"shard", required_argument, NULL, AS_CLI_OPT_SHARD}, \
     {"memory", required_argument, NULL, AS_CLI_OPT_MEMORY}, \
     {"threads", required_argument, NULL, 'j'}, \
-    {"snapshot-device", required_argument, NULL, AS_CLI_OPT_SNAPSHOT_DEVICE}
+    {"snapshot-device", required_argument, NULL, AS_CLI_OPT_SNAPSHOT_DEVICE}, \
+    {"no-caught-ooms", no_argument, NULL, AS_CLI_OPT_NO_CAUGHT}
 /* clang-format on */
 
 /* What the shared options said. */
@@ -52,6 +54,7 @@ typedef struct as_cli_common {
     uint64_t memory;         /* --memory (AS_DRIVER_MEMORY_DEFAULT without it) */
     uint64_t threads;        /* -j, --threads (0 without it) */
     int quiet;
+    int no_caught; /* --no-caught-ooms: an OOM at a cuDNN workspace request stops the run */
 } as_cli_common;
 
 /* Defaults; ptext is an array of maxp entries for -p, what names them ("policies"). */
