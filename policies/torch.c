@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "grow.h"
 #include "knobs.h"
 #include "policy.h"
 #include "torch_fset.h"
@@ -173,15 +174,12 @@ static inline uint32_t node_take(torch_state *t)
 
 static uint32_t node_grow(torch_state *t)
 {
-    if (t->nb + 1 >= t->bcap) {
-        uint32_t nc = t->bcap ? t->bcap * 2 : 256;
-        blk *nn = realloc(t->b, (size_t)nc * sizeof *nn);
-        if (!nn)
+    if (t->nb + 1 >= t->bcap) { /* the call only when it grows: this is the hot path */
+        int first = !t->b;
+        if (as_grow32((void **)&t->b, &t->bcap, (size_t)t->nb + 2, sizeof *t->b, 256) < 0)
             return 0;
-        if (!t->b)
-            nn[0] = (blk){0}; /* index 0 means none */
-        t->b = nn;
-        t->bcap = nc;
+        if (first)
+            t->b[0] = (blk){0}; /* index 0 means none */
     }
     uint32_t i = ++t->nb;
     t->b[i].gen = 0;
@@ -214,14 +212,11 @@ static uint32_t seg_new(torch_state *t)
         t->sfree = t->s[i].next_free;
     } else {
         if (t->ns + 1 >= t->scap) {
-            uint32_t nc = t->scap ? t->scap * 2 : 64;
-            seg *nn = realloc(t->s, (size_t)nc * sizeof *nn);
-            if (!nn)
+            int first = !t->s;
+            if (as_grow32((void **)&t->s, &t->scap, (size_t)t->ns + 2, sizeof *t->s, 64) < 0)
                 return 0;
-            if (!t->s)
-                nn[0] = (seg){0};
-            t->s = nn;
-            t->scap = nc;
+            if (first)
+                t->s[0] = (seg){0};
         }
         i = ++t->ns;
     }
@@ -397,14 +392,10 @@ static inline __attribute__((always_inline)) uint32_t split_after(torch_state *t
 
 static int scratch_push(torch_state *t, uint32_t v)
 {
-    if (t->nscratch == t->scratch_cap) {
-        uint32_t nc = t->scratch_cap ? t->scratch_cap * 2 : 64;
-        uint32_t *n = realloc(t->scratch, (size_t)nc * sizeof *n);
-        if (!n)
-            return AS_ENOMEM;
-        t->scratch = n;
-        t->scratch_cap = nc;
-    }
+    if (t->nscratch == t->scratch_cap &&
+        as_grow32((void **)&t->scratch, &t->scratch_cap, (size_t)t->nscratch + 1,
+                  sizeof *t->scratch, 64) < 0)
+        return AS_ENOMEM;
     t->scratch[t->nscratch++] = v;
     return 0;
 }
@@ -1064,14 +1055,10 @@ static int torch_free(void *st, uint64_t handle, unsigned flags)
     if (flags & AS_FREE_PENDING) {
         if (b->state != B_ALLOC)
             return AS_EINVAL;
-        if (t->npending == t->pcap) {
-            uint32_t nc = t->pcap ? t->pcap * 2 : 64;
-            uint32_t *n = realloc(t->pending, (size_t)nc * sizeof *n);
-            if (!n)
-                return AS_ENOMEM;
-            t->pending = n;
-            t->pcap = nc;
-        }
+        if (t->npending == t->pcap &&
+            as_grow32((void **)&t->pending, &t->pcap, (size_t)t->npending + 1, sizeof *t->pending,
+                      64) < 0)
+            return AS_ENOMEM;
         /* PyTorch's allocated_bytes drops here; the contract's `allocated` keeps pending
          * blocks until their FREE, so only the state changes. */
         b->state = B_PENDING;

@@ -404,14 +404,8 @@ static int place(run *r, uint64_t id, uint64_t size, uint64_t stream, uint64_t w
     if (id != UINT64_MAX) {
         r->handles[id] = b.handle;
     } else {
-        if (r->nfill == r->capfill) {
-            size_t nc = r->capfill ? r->capfill * 2 : 256;
-            uint64_t *nf = realloc(r->fill, nc * sizeof *nf);
-            if (!nf)
-                return AS_ENOMEM;
-            r->fill = nf;
-            r->capfill = nc;
-        }
+        if (as_grow((void **)&r->fill, &r->capfill, r->nfill + 1, sizeof *r->fill, 256) < 0)
+            return AS_ENOMEM;
         r->fill[r->nfill++] = b.handle;
     }
     if (b.addr != want || b.size != size) {

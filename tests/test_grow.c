@@ -47,8 +47,23 @@ static void grow_overflow(void)
     free(a);
 }
 
+/* The uint32-indexed form: the same doubling, and a need past UINT32_MAX refused before
+ * any allocation (an index would wrap). */
+static void grow32_bounds(void)
+{
+    int *a = NULL;
+    uint32_t cap = 0;
+    CU_ASSERT_EQUAL(as_grow32((void **)&a, &cap, 65, sizeof *a, 64), 0);
+    CU_ASSERT_EQUAL(cap, 128);
+    CU_ASSERT_EQUAL(as_grow32((void **)&a, &cap, (size_t)UINT32_MAX + 1, 1, 64), -1);
+    CU_ASSERT_EQUAL(cap, 128);
+    CU_ASSERT_PTR_NOT_NULL(a);
+    free(a);
+}
+
 CU_TestInfo test_grow[] = {
     {"doubles", grow_doubles},
     {"overflow", grow_overflow},
+    {"uint32 tables", grow32_bounds},
     CU_TEST_INFO_NULL,
 };

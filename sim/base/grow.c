@@ -26,3 +26,14 @@ int as_grow(void **arr, size_t *cap, size_t need, size_t elem, size_t first)
     *cap = nc;
     return 0;
 }
+
+int as_grow32(void **arr, uint32_t *cap, size_t need, size_t elem, size_t first)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap;
+    if (need > UINT32_MAX || as_grow(arr, &c, need, elem, first) < 0)
+        return -1;
+    *cap = c > UINT32_MAX ? UINT32_MAX : (uint32_t)c; /* the rest of the array goes unused */
+    return 0;
+}
