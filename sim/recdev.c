@@ -56,12 +56,18 @@ static int rd_reserve(void *c, uint64_t size, uint64_t *addr)
     return AS_DEV_OK;
 }
 
-static int rd_release(void *c, uint64_t addr, uint64_t size)
+/* A release or an unmap: reserved goes down by size. */
+static int rd_less(void *c, int action, uint64_t addr, uint64_t size)
 {
     as_recdev *d = c;
     d->reserved -= size;
-    rd_log(d, AS_DEV_SEGMENT_FREE, addr, size);
+    rd_log(d, action, addr, size);
     return AS_DEV_OK;
+}
+
+static int rd_release(void *c, uint64_t addr, uint64_t size)
+{
+    return rd_less(c, AS_DEV_SEGMENT_FREE, addr, size);
 }
 
 /* cuMemAddressReserve as the recorded run answered it: the start pool's bases first, then
@@ -118,10 +124,7 @@ static int rd_map(void *c, uint64_t addr, uint64_t size)
 
 static int rd_unmap(void *c, uint64_t addr, uint64_t size)
 {
-    as_recdev *d = c;
-    d->reserved -= size;
-    rd_log(d, AS_DEV_SEGMENT_UNMAP, addr, size);
-    return AS_DEV_OK;
+    return rd_less(c, AS_DEV_SEGMENT_UNMAP, addr, size);
 }
 
 static uint64_t rd_capacity(void *c)

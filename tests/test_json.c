@@ -10,6 +10,7 @@
 #include <CUnit/CUnit.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,10 +19,16 @@
 
 #define BIG (1u << 20)
 
-/* `allocsim ARGS` parsed (exit status want, else a failure); NULL when it is not JSON. */
-static json_t *run_json(const char *args, int want)
+/* `allocsim ARGS` (printf's fmt) parsed, its exit status want (else a failure); a failure
+ * that ends the test when it is not JSON. */
+static json_t *run_json(int want, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static json_t *run_json(int want, const char *fmt, ...)
 {
-    char *out = malloc(BIG), err[4096];
+    char args[2048], *out = malloc(BIG), err[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
     int rc = tu_run_allocsim(args, out, BIG, err, sizeof err);
     if (rc != want)
         fprintf(stderr, "\n  allocsim %s: exit %d (want %d): %s\n", args, rc, want, err);
@@ -32,7 +39,14 @@ static json_t *run_json(const char *args, int want)
         fprintf(stderr, "\n  allocsim %s: not JSON (%s, line %d): %.300s\n", args, je.text, je.line,
                 out);
     free(out);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
     return doc;
+}
+
+static const char *str(const json_t *o, const char *key)
+{
+    const char *v = json_string_value(json_object_get(o, key));
+    return v ? v : "(not a string)";
 }
 
 static uint64_t u64(const json_t *o, const char *key)
@@ -47,11 +61,8 @@ static uint64_t u64(const json_t *o, const char *key)
  * stream's 3 MiB stopped counting at its free_req). */
 static void yardstick_fields(void)
 {
-    char args[1024];
-    snprintf(args, sizeof args, "-q -f json -p planned -p bestfit -p nocache -c none -c 8M %s",
-             tu_path("traces/samples/handwritten.txt"));
-    json_t *doc = run_json(args, 0);
-    CU_ASSERT_FATAL(doc != NULL);
+    json_t *doc = run_json(0, "-q -f json -p planned -p bestfit -p nocache -c none -c 8M %s",
+                           tu_path("traces/samples/handwritten.txt"));
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(doc, "schema")), 3);
     json_t *runs = json_object_get(doc, "runs");
     CU_ASSERT_EQUAL_FATAL(json_array_size(runs), 6);
@@ -84,10 +95,7 @@ static void yardstick_fields(void)
     CU_ASSERT_EQUAL(completed, 3); /* under the 26 MiB peak, at 8 MiB, every run stops */
     json_decref(doc);
     /* Without a planned run there is no yardstick; the bound still applies. */
-    snprintf(args, sizeof args, "-q -f json -p bestfit %s",
-             tu_path("traces/samples/handwritten.txt"));
-    doc = run_json(args, 0);
-    CU_ASSERT_FATAL(doc != NULL);
+    doc = run_json(0, "-q -f json -p bestfit %s", tu_path("traces/samples/handwritten.txt"));
     r = json_array_get(json_object_get(doc, "runs"), 0);
     CU_ASSERT(json_is_null(json_object_get(r, "planned_peak_reserved")));
     CU_ASSERT(json_is_null(json_object_get(r, "vs_planned")));
@@ -118,22 +126,19 @@ static uint64_t stat_of(const char *path, const char *k1, const char *k2)
  * 23 segment events), plus a state-only snapshot it cannot check (exit 1 outranks 3). */
 static void check_json(void)
 {
-    char args[2048];
-    snprintf(args, sizeof args, "check -f json %s %s %s %s",
-             tu_path("tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst"),
-             tu_path("tests/data/torch-2.11-h200-midrun/midrun.pickle.zst"),
-             tu_path("tests/data/torch-2.11-h200-graphs/infer.pickle.zst"),
-             tu_path("tests/data/torch-2.11-h200-midrun/midrun_state.pickle.zst"));
-    json_t *doc = run_json(args, 1);
-    CU_ASSERT_FATAL(doc != NULL);
-    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(doc, "command")), "check");
+    json_t *doc = run_json(1, "check -f json %s %s %s %s",
+                           tu_path("tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst"),
+                           tu_path("tests/data/torch-2.11-h200-midrun/midrun.pickle.zst"),
+                           tu_path("tests/data/torch-2.11-h200-graphs/infer.pickle.zst"),
+                           tu_path("tests/data/torch-2.11-h200-midrun/midrun_state.pickle.zst"));
+    CU_ASSERT_STRING_EQUAL(str(doc, "command"), "check");
     json_t *c = json_object_get(doc, "checks");
     CU_ASSERT_EQUAL_FATAL(json_array_size(c), 4);
     CU_ASSERT_EQUAL(json_array_size(json_object_get(doc, "traces")), 4);
     /* resnet */
     json_t *r = json_array_get(c, 0);
     const char *meta = "tests/data/torch-2.11-h200/resnet_varbatch.meta.json";
-    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(r, "status")), "reproduced");
+    CU_ASSERT_STRING_EQUAL(str(r, "status"), "reproduced");
     CU_ASSERT(json_is_true(json_object_get(r, "reproduced")));
     CU_ASSERT_EQUAL(u64(r, "recorded_events"), stat_of(meta, "segments", NULL));
     CU_ASSERT_EQUAL(u64(r, "simulated_events"), stat_of(meta, "segments", NULL));
@@ -145,7 +150,7 @@ static void check_json(void)
     r = json_array_get(c, 1);
     const char *ms = "tests/data/torch-2.11-h200-midrun/midrun.stats.json";
     json_t *st = json_object_get(r, "start");
-    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(r, "status")), "reproduced");
+    CU_ASSERT_STRING_EQUAL(str(r, "status"), "reproduced");
     CU_ASSERT(json_is_true(json_object_get(st, "rebuilt")));
     CU_ASSERT_EQUAL(u64(st, "segments") + u64(r, "recorded_events"),
                     stat_of(ms, "num_device_alloc", NULL) + stat_of(ms, "num_device_free", NULL));
@@ -156,25 +161,25 @@ static void check_json(void)
     r = json_array_get(c, 2);
     const char *is = "tests/data/torch-2.11-h200-graphs/infer_stats.json";
     json_t *d = json_object_get(r, "difference");
-    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(r, "status")), "differs");
+    CU_ASSERT_STRING_EQUAL(str(r, "status"), "differs");
     CU_ASSERT_EQUAL(u64(r, "recorded_events"), stat_of(is, "stats_end", "num_device_alloc") +
                                                    stat_of(is, "stats_end", "num_device_free"));
     CU_ASSERT_EQUAL(u64(r, "recorded_peak_reserved"),
                     stat_of(is, "stats_end", "reserved_bytes.all.peak"));
-    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(d, "kind")), "segment_event");
+    CU_ASSERT_STRING_EQUAL(str(d, "kind"), "segment_event");
     json_t *re = json_object_get(d, "recorded"), *se = json_object_get(d, "simulated");
-    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(re, "action")), "segment_alloc");
+    CU_ASSERT_STRING_EQUAL(str(re, "action"), "segment_alloc");
     CU_ASSERT_EQUAL(u64(re, "size"), 2u << 20);
     CU_ASSERT(u64(d, "index") < u64(r, "recorded_events"));
     CU_ASSERT(u64(re, "size") != u64(se, "size") || u64(re, "addr") != u64(se, "addr") ||
               u64(re, "alloc") != u64(se, "alloc"));
     uint64_t ka = u64(re, "alloc"), kb = u64(se, "alloc");
     CU_ASSERT_EQUAL(u64(d, "allocation"), ka < kb ? ka : kb);
-    CU_ASSERT_PTR_NOT_NULL(strstr(json_string_value(json_object_get(d, "why")), "private pool"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(str(d, "why"), "private pool"));
     /* the state-only snapshot */
     r = json_array_get(c, 3);
-    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(r, "status")), "error");
-    CU_ASSERT_PTR_NOT_NULL(strstr(json_string_value(json_object_get(r, "error")), "no segment"));
+    CU_ASSERT_STRING_EQUAL(str(r, "status"), "error");
+    CU_ASSERT_PTR_NOT_NULL(strstr(str(r, "error"), "no segment"));
     CU_ASSERT(json_is_null(json_object_get(r, "line")));
     json_decref(doc);
 }
@@ -186,13 +191,10 @@ static void check_json(void)
  * cannot reserve one, and stops at alloc 0, in interval 0. */
 static void by_mark_json(void)
 {
-    char args[1024];
-    snprintf(args, sizeof args, "run -q -f json -p bestfit -c none -c 4K --by-mark=step %s",
-             tu_path("fuzz/corpus/pickle/frames.pickle"));
-    json_t *doc = run_json(args, 0);
-    CU_ASSERT_FATAL(doc != NULL);
+    json_t *doc = run_json(0, "run -q -f json -p bestfit -c none -c 4K --by-mark=step %s",
+                           tu_path("fuzz/corpus/pickle/frames.pickle"));
     json_t *bm = json_object_get(doc, "by_mark"), *rows = json_object_get(bm, "rows");
-    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(bm, "match")), "step");
+    CU_ASSERT_STRING_EQUAL(str(bm, "match"), "step");
     CU_ASSERT_EQUAL_FATAL(json_array_size(rows), 4);
     static const uint64_t first[] = {0, 201, 1105}, allocs[] = {101, 450, 49};
     static const char *const mark[] = {NULL, "START step#1", "END step#1"};
@@ -219,33 +221,22 @@ static void by_mark_json(void)
     CU_ASSERT(json_is_true(json_object_get(x, "oom")));
     json_decref(doc);
     /* with -f csv it is refused, not ignored */
+    char args[1024];
     snprintf(args, sizeof args, "run -q -f csv --by-mark %s",
              tu_path("fuzz/corpus/pickle/frames.pickle"));
     char out[256], err[512];
     CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 2);
 }
 
-/* --sites with -f json on test_siterep.c's trace of two sites (a.py:1 f, b.py:2 g): nocache
+/* --sites with -f json on traces/samples/sites.txt, two sites (a.py:1 f, b.py:2 g): nocache
  * at 12 MiB runs out at alloc 3 (8 MiB from site 2) and the request row says so; at its
  * peak the live rows are the requested bytes of each site's live allocations; the cache's
  * row, if any, has site null. */
 static void sites_json(void)
 {
-    const char *t = tu_write_tmp(".txt", "allocsim-text 2\n"
-                                         "frame 0 1 a.py f\n"
-                                         "frame 1 2 b.py g\n"
-                                         "site 1 0\n"
-                                         "site 2 1\n"
-                                         "alloc 0 1048576 site=1\n"
-                                         "alloc 1 3145728 site=2\n"
-                                         "alloc 2 1000000 site=1\n"
-                                         "free 0\n"
-                                         "alloc 3 8388608 site=2\n");
-    char args[1024];
-    snprintf(args, sizeof args, "run -q -f json -p nocache -c 12MiB --sites %s %s", tu_tmp(".csv"),
-             t);
-    json_t *doc = run_json(args, 0);
-    CU_ASSERT_FATAL(doc != NULL);
+    const char *t = tu_path("traces/samples/sites.txt");
+    json_t *doc =
+        run_json(0, "run -q -f json -p nocache -c 12MiB --sites %s %s", tu_tmp(".csv"), t);
     json_t *rows = json_object_get(doc, "sites");
     CU_ASSERT_FATAL(json_is_array(rows) && json_array_size(rows) > 0);
     size_t i;
@@ -286,11 +277,8 @@ static void sites_json(void)
  * Python on the unpacked pickle adds them up (test_siterep.c's info_peak). */
 static void info_sites_json(void)
 {
-    char args[1024];
-    snprintf(args, sizeof args, "info -f json %s",
-             tu_path("tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst"));
-    json_t *doc = run_json(args, 0);
-    CU_ASSERT_FATAL(doc != NULL);
+    json_t *doc = run_json(0, "info -f json %s",
+                           tu_path("tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst"));
     json_t *t = json_array_get(json_object_get(doc, "traces"), 0);
     CU_ASSERT_EQUAL(u64(t, "call_sites"), 48);
     json_t *top = json_object_get(t, "sites_at_peak");
@@ -298,15 +286,13 @@ static void info_sites_json(void)
     json_t *a = json_array_get(top, 0), *b = json_array_get(top, 1);
     CU_ASSERT_EQUAL(u64(a, "rank"), 1);
     CU_ASSERT_EQUAL(u64(a, "bytes"), 924850176);
-    CU_ASSERT_PTR_NOT_NULL(strstr(json_string_value(json_object_get(a, "frame")), "resnet.py:155"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(str(a, "frame"), "resnet.py:155"));
     CU_ASSERT_EQUAL(u64(b, "bytes"), 924844032);
-    CU_ASSERT_PTR_NOT_NULL(strstr(json_string_value(json_object_get(b, "frame")), "resnet.py:154"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(str(b, "frame"), "resnet.py:154"));
     CU_ASSERT(u64(a, "site") != u64(b, "site"));
     json_decref(doc);
     /* a trace without frames: none, and an empty list */
-    snprintf(args, sizeof args, "info -f json %s", tu_path("traces/samples/handwritten.txt"));
-    doc = run_json(args, 0);
-    CU_ASSERT_FATAL(doc != NULL);
+    doc = run_json(0, "info -f json %s", tu_path("traces/samples/handwritten.txt"));
     t = json_array_get(json_object_get(doc, "traces"), 0);
     CU_ASSERT_EQUAL(u64(t, "call_sites"), 0);
     CU_ASSERT_EQUAL(json_array_size(json_object_get(t, "sites_at_peak")), 0);

@@ -12,18 +12,6 @@
 
 #include "util.h"
 
-/* Two sites, four allocations. */
-static const char trace[] = "allocsim-text 2\n"
-                            "frame 0 1 a.py f\n"
-                            "frame 1 2 b.py g\n"
-                            "site 1 0\n"
-                            "site 2 1\n"
-                            "alloc 0 1048576 site=1\n"
-                            "alloc 1 3145728 site=2\n"
-                            "alloc 2 1000000 site=1\n"
-                            "free 0\n"
-                            "alloc 3 8388608 site=2\n";
-
 /* The CSV's column k of a line. */
 static void col(const char *line, int k, char *out, size_t n)
 {
@@ -47,11 +35,12 @@ static int col_of(const char *header, const char *name)
     return -1;
 }
 
+/* traces/samples/sites.txt: two sites, four allocations. */
 static void siterep_small(void)
 {
     static const unsigned site_of[] = {1, 2, 1, 2};
     static const uint64_t size_of[] = {1048576, 3145728, 1000000, 8388608};
-    const char *t = tu_write_tmp(".txt", trace), *csv = tu_tmp(".csv");
+    const char *t = tu_path("traces/samples/sites.txt"), *csv = tu_tmp(".csv");
     char cmd[1024], *out = malloc(1 << 16), *err = malloc(4096);
     /* nocache at 12 MiB runs out at alloc 3, bestfit (a 20 MiB first segment) at alloc 0;
      * both fit in 24 MiB. */
