@@ -334,8 +334,53 @@ static void mut_free_live(fz_trace *t, uint64_t *rng, const fz_params *p, size_t
     }
 }
 
+/* Every allocation of one size, from a random point on, one step larger or smaller: a
+ * phase of Robson's constructions asks for one size, and its successor for the next. */
+static void mut_size_class(fz_trace *t, uint64_t *rng, const fz_params *p)
+{
+    for (int tries = 0; tries < 8 && t->n; tries++) {
+        size_t k = below(rng, t->n);
+        if (t->ops[k].op != AS_OP_ALLOC)
+            continue;
+        uint64_t from = t->ops[k].size, step = p->unit ? p->unit : 1 + from / 16;
+        uint64_t to = below(rng, 2) ? from + step : from > step ? from - step : from;
+        if (p->unit && to > p->unit * p->nmax)
+            return;
+        size_t start = below(rng, 2) ? 0 : k;
+        for (size_t i = start; i < t->n; i++)
+            if (t->ops[i].op == AS_OP_ALLOC && t->ops[i].size == from)
+                t->ops[i].size = to;
+        return;
+    }
+}
+
+/* One operation moved by 1 to 8 places: a free a little earlier or later. */
+static void mut_nudge(fz_trace *t, uint64_t *rng)
+{
+    if (t->n < 2)
+        return;
+    size_t a = below(rng, t->n), d = 1 + below(rng, 8), b;
+    if (below(rng, 2))
+        b = a + d < t->n ? a + d : t->n - 1;
+    else
+        b = a > d ? a - d : 0;
+    fz_op o = t->ops[a];
+    if (a < b)
+        memmove(t->ops + a, t->ops + a + 1, (b - a) * sizeof *t->ops);
+    else
+        memmove(t->ops + b + 1, t->ops + b, (a - b) * sizeof *t->ops);
+    t->ops[b] = o;
+}
+
 static void mutate_one(fz_trace *t, uint64_t *rng, const fz_params *p)
 {
+    if (p->phases && below(rng, 4) == 0) {
+        if (below(rng, 2))
+            mut_size_class(t, rng, p);
+        else
+            mut_nudge(t, rng);
+        return;
+    }
     size_t at = pos(rng, t);
     switch (below(rng, p->extras ? 11 : 9)) {
     case 0: /* insert an allocation */

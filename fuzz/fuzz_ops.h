@@ -38,8 +38,10 @@ typedef struct fz_params {
     uint64_t unit, nmax;
     unsigned max_log2;
     size_t max_ops;
-    int streams;     /* vary the stream (0..3) */
-    int extras;      /* FREE_REQ and EMPTY_CACHE */
+    int streams; /* vary the stream (0..3) */
+    int extras;  /* FREE_REQ and EMPTY_CACHE */
+    int phases;  /* also the phase-shifting edits (fuzz_patho): a whole size class
+                    resized by a step, an operation moved a few places */
 } fz_params;
 
 /* Parses any trace the reader accepts (0), or returns its error (< 0). */

@@ -13,29 +13,31 @@
  * peak_reserved / M; peak_reserved / peak_requested, what allocsim reports, equals it
  * once the trace reaches M live bytes, which the best traces do.
  *
- * Feedback: libFuzzer's extra counters get one bit per score bucket (1/32 wide), so an
- * input reaching a new bucket is kept even without new coverage (FuzzFactory's waypoints
- * with a max reducer, in its simplest form), and LLVMFuzzerCustomMutator edits the
- * operation list (fuzz_ops.c). Whenever the process beats its best score and
- * $AS_PATHO_OUT is set, the filtered trace is written there as best.txt and as a native
- * trace best.zst whose metadata records the setting and the peaks, for
- * traces/samples/pathological/ and tests/test_patho.c.
+ * Feedback: libFuzzer's extra counters are a max reducer on the score (FuzzFactory's
+ * waypoints): an input scoring in bucket b (1/32 wide) sets the bits of buckets 0..b, so it
+ * brings a new feature only when it beats the best score so far, and
+ * LLVMFuzzerCustomMutator edits the operation list (fuzz_ops.c, with the phase-shifting
+ * edits on). Whenever the process beats its best score and $AS_PATHO_OUT is set, the
+ * filtered trace is written there as best.txt and as a native trace best.zst whose
+ * metadata records the setting and the peaks, for traces/samples/pathological/ and
+ * tests/test_patho.c.
+ *
+ * The minimiser (as_patho_minimise, patho.h) is delta debugging over the operation list
+ * with the same filter and replay as the objective.
  */
 #include "fuzz/fuzz.h"
 
 #include <string.h>
 
 #include "fuzz/fuzz_ops.h"
+#include "fuzz/patho.h"
 #include "fuzz/policy_harness.h"
 
 #define NBUCKETS 1024 /* score * 32, so ratios up to 32 */
 
 __attribute__((section("__libfuzzer_extra_counters"))) static uint8_t score_counters[NBUCKETS];
 
-typedef struct patho_cfg {
-    char policy[256];
-    uint64_t m_units, n, unit;
-} patho_cfg;
+typedef as_patho_setting patho_cfg;
 
 static uint64_t env_u64(const char *name, uint64_t def)
 {
@@ -56,8 +58,7 @@ static void cfg_default(patho_cfg *c)
     c->unit = env_u64("AS_PATHO_UNIT", 1ull << 20);
 }
 
-/* The setting from the metadata, else the defaults. 0, or -1 when the metadata is bad. */
-static int cfg_from_meta(const as_meta *m, patho_cfg *c)
+int as_patho_setting_of(const as_meta *m, as_patho_setting *c)
 {
     cfg_default(c);
     if (getenv("AS_PATHO_POLICY"))
@@ -65,8 +66,8 @@ static int cfg_from_meta(const as_meta *m, patho_cfg *c)
     const char *p = as_meta_get(m, "patho.policy");
     if (p)
         snprintf(c->policy, sizeof c->policy, "%s", p);
-    const char *keys[3] = { "patho.M", "patho.n", "patho.unit" };
-    uint64_t *dst[3] = { &c->m_units, &c->n, &c->unit };
+    const char *keys[3] = {"patho.M", "patho.n", "patho.unit"};
+    uint64_t *dst[3] = {&c->m_units, &c->n, &c->unit};
     for (int i = 0; i < 3; i++) {
         const char *v = as_meta_get(m, keys[i]);
         if (!v)
@@ -128,9 +129,7 @@ static void filter(fz_trace *t, const patho_cfg *c)
     free(sz);
 }
 
-typedef struct patho_result {
-    uint64_t peak_reserved, peak_requested;
-} patho_result;
+typedef as_patho_result patho_result;
 
 /* Replays the filtered trace over the default simulated device, as allocsim does. */
 static int evaluate(const fz_trace *t, const patho_cfg *c, patho_result *res)
@@ -173,7 +172,23 @@ static int evaluate(const fz_trace *t, const patho_cfg *c, patho_result *res)
     free(ids);
     free(req);
     ph_close(&h);
+    res->ops = t->n;
     return 0;
+}
+
+/* The setting and the result, as patho.* keys (fuzz/README.md). */
+static void result_meta(const patho_cfg *c, const patho_result *r, as_meta *meta)
+{
+    char b[64];
+    cfg_to_meta(c, meta);
+    snprintf(b, sizeof b, "%llu", (unsigned long long)r->peak_reserved);
+    as_meta_set(meta, "patho.peak_reserved", b);
+    snprintf(b, sizeof b, "%llu", (unsigned long long)r->peak_requested);
+    as_meta_set(meta, "patho.peak_requested", b);
+    snprintf(b, sizeof b, "%.6f", (double)r->peak_reserved / (double)r->peak_requested);
+    as_meta_set(meta, "patho.ratio", b);
+    snprintf(b, sizeof b, "%.6f", (double)r->peak_reserved / (double)(c->m_units * c->unit));
+    as_meta_set(meta, "patho.bound_ratio", b);
 }
 
 static double best_score;
@@ -182,25 +197,17 @@ static double best_score;
 static void save_best(fz_trace *t, const patho_cfg *c, const patho_result *r, double score)
 {
     const char *dir = getenv("AS_PATHO_OUT");
-    fprintf(stderr, "patho: %s M=%llu n=%llu unit=%llu: best peak_reserved/M %.4f "
-            "(reserved %llu, requested %llu, %zu ops)\n", c->policy,
-            (unsigned long long)c->m_units, (unsigned long long)c->n,
+    fprintf(stderr,
+            "patho: %s M=%llu n=%llu unit=%llu: best peak_reserved/M %.4f "
+            "(reserved %llu, requested %llu, %zu ops)\n",
+            c->policy, (unsigned long long)c->m_units, (unsigned long long)c->n,
             (unsigned long long)c->unit, score, (unsigned long long)r->peak_reserved,
             (unsigned long long)r->peak_requested, t->n);
     if (!dir)
         return;
-    as_meta meta = { 0 };
+    as_meta meta = {0};
     as_meta_set(&meta, "source", "fuzz_patho");
-    cfg_to_meta(c, &meta);
-    char b[64];
-    snprintf(b, sizeof b, "%llu", (unsigned long long)r->peak_reserved);
-    as_meta_set(&meta, "patho.peak_reserved", b);
-    snprintf(b, sizeof b, "%llu", (unsigned long long)r->peak_requested);
-    as_meta_set(&meta, "patho.peak_requested", b);
-    snprintf(b, sizeof b, "%.6f", (double)r->peak_reserved / (double)r->peak_requested);
-    as_meta_set(&meta, "patho.ratio", b);
-    snprintf(b, sizeof b, "%.6f", score);
-    as_meta_set(&meta, "patho.bound_ratio", b);
+    result_meta(c, r, &meta);
     as_meta_free(&t->meta);
     t->meta = meta;
     char path[4096];
@@ -227,8 +234,8 @@ int as_fuzz_patho(const uint8_t *data, size_t size)
     fz_trace t;
     if (fz_parse(data, size, &t) != 0)
         return 0;
-    patho_cfg c;
-    if (cfg_from_meta(&t.meta, &c) != 0)
+    as_patho_setting c;
+    if (as_patho_setting_of(&t.meta, &c) != 0)
         goto out;
     filter(&t, &c);
     patho_result r;
@@ -239,7 +246,7 @@ int as_fuzz_patho(const uint8_t *data, size_t size)
     patho_result r2;
     FUZZ_ASSERT(evaluate(&t, &c, &r2) == 0 && memcmp(&r, &r2, sizeof r) == 0);
     size_t b = (size_t)(score * 32.0);
-    score_counters[b < NBUCKETS ? b : NBUCKETS - 1] = 1;
+    memset(score_counters, 1, b < NBUCKETS ? b + 1 : NBUCKETS); /* the max reducer */
     if (score > best_score && getenv("AS_PATHO_OUT")) {
         best_score = score;
         save_best(&t, &c, &r, score);
@@ -254,7 +261,7 @@ size_t as_fuzz_patho_mutate(uint8_t *data, size_t size, size_t max_size, unsigne
     uint64_t rng = seed * 0x9E3779B97F4A7C15ull + size;
     patho_cfg c;
     cfg_default(&c);
-    fz_params p = { .unit = c.unit, .nmax = c.n, .max_ops = 6000 };
+    fz_params p = {.unit = c.unit, .nmax = c.n, .max_ops = 6000, .phases = 1};
     fz_trace t;
     if (fz_parse(data, size, &t) != 0) {
         memset(&t, 0, sizeof t);
@@ -268,4 +275,116 @@ size_t as_fuzz_patho_mutate(uint8_t *data, size_t size, size_t max_size, unsigne
     size_t n = fz_write_out(&t, data, size, max_size);
     fz_free(&t);
     return n;
+}
+
+/* ---- the minimiser ------------------------------------------------------------------- */
+
+__extension__ typedef unsigned __int128 u128;
+
+typedef struct mctx {
+    const patho_cfg *c;
+    patho_result base;
+    uint64_t evals, max_evals;
+} mctx;
+
+/* At least the base's reserved / requested and reserved / M (M is fixed). */
+static int at_least(const patho_result *r, const patho_result *base)
+{
+    return r->peak_requested && r->peak_reserved >= base->peak_reserved &&
+           (u128)r->peak_reserved * base->peak_requested >=
+               (u128)base->peak_reserved * r->peak_requested;
+}
+
+/* cand = cur without ops [lo, hi), filtered; 1 when it keeps the base's ratios. */
+static int try_without(mctx *m, const fz_trace *cur, size_t lo, size_t hi, fz_trace *cand)
+{
+    cand->n = 0;
+    for (size_t i = 0; i < cur->n; i++)
+        if (i < lo || i >= hi)
+            cand->ops[cand->n++] = cur->ops[i];
+    cand->next_tag = cur->next_tag;
+    filter(cand, m->c);
+    patho_result r;
+    m->evals++;
+    return cand->n && evaluate(cand, m->c, &r) == 0 && at_least(&r, &m->base);
+}
+
+/* ddmin (Zeller and Hildebrandt 2002), complements only: remove one of g chunks while
+ * that keeps the ratios, else split finer, down to single operations. */
+static void ddmin(mctx *m, fz_trace *cur, fz_trace *cand)
+{
+    size_t g = 2;
+    while (cur->n >= 2 && (!m->max_evals || m->evals < m->max_evals)) {
+        size_t chunk = (cur->n + g - 1) / g, i;
+        int cut = 0;
+        for (i = 0; i * chunk < cur->n && !cut; i++) {
+            if (m->max_evals && m->evals >= m->max_evals)
+                break;
+            size_t hi = (i + 1) * chunk < cur->n ? (i + 1) * chunk : cur->n;
+            cut = try_without(m, cur, i * chunk, hi, cand);
+        }
+        if (cut) {
+            fz_op *o = cur->ops; /* the candidate becomes the current list */
+            cur->ops = cand->ops;
+            cand->ops = o;
+            cur->n = cand->n;
+            g = g > 2 ? g - 1 : 2;
+        } else if (g >= cur->n) {
+            break;
+        } else {
+            g = g * 2 < cur->n ? g * 2 : cur->n;
+        }
+    }
+}
+
+int as_patho_minimise(const uint8_t *data, size_t size, const as_patho_setting *s,
+                      uint64_t max_evals, uint8_t **out, size_t *out_len, as_patho_result *before,
+                      as_patho_result *after)
+{
+    fz_trace cur, cand = {0};
+    *out = NULL;
+    *out_len = 0;
+    if (fz_parse(data, size, &cur) != 0)
+        return -1;
+    patho_cfg c;
+    int rc = -1;
+    if (s)
+        c = *s;
+    else if (as_patho_setting_of(&cur.meta, &c) != 0)
+        goto out;
+    filter(&cur, &c);
+    mctx m = {.c = &c, .max_evals = max_evals};
+    if (!cur.n || evaluate(&cur, &c, &m.base) != 0 || !m.base.peak_requested)
+        goto out;
+    *before = m.base;
+    cand.ops = malloc((cur.n + 1) * sizeof *cand.ops);
+    if (!cand.ops)
+        goto out;
+    cand.cap = cur.n + 1;
+    ddmin(&m, &cur, &cand);
+    FUZZ_ASSERT(evaluate(&cur, &c, after) == 0 && at_least(after, &m.base));
+    char src[256];
+    snprintf(src, sizeof src, "%s",
+             as_meta_get(&cur.meta, "source") ? as_meta_get(&cur.meta, "source") : "");
+    if (*src && strcmp(src, "patho-min"))
+        as_meta_set(&cur.meta, "patho.origin", src); /* a copy: the next set replaces it */
+    as_meta_set(&cur.meta, "source", "patho-min");
+    result_meta(&c, after, &cur.meta);
+    char b[32];
+    snprintf(b, sizeof b, "%zu", before->ops);
+    as_meta_set(&cur.meta, "patho.ops_before_minimising", b);
+    size_t cap = 4096 + cur.n * 48 + 64 * cur.meta.n;
+    for (size_t i = 0; i < cur.meta.n; i++)
+        cap += 4 * strlen(cur.meta.kv[i].value) + strlen(cur.meta.kv[i].key);
+    *out = malloc(cap);
+    *out_len = *out ? fz_write_text(&cur, *out, cap) : 0;
+    rc = *out_len ? 0 : -1;
+    if (rc) {
+        free(*out);
+        *out = NULL;
+    }
+out:
+    free(cand.ops);
+    fz_free(&cur);
+    return rc;
 }

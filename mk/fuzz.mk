@@ -24,7 +24,7 @@ FUZZ_MAXLEN_patho  := 65536
 FUZZ_MAXLEN_cli    := 4096
 SECS ?= 60
 
-.PHONY: fuzz fuzz-run fuzz-driver
+.PHONY: fuzz fuzz-run fuzz-driver fuzz-patho patho-min
 
 ## fuzz: build every libFuzzer harness (clang, ASan+UBSan) into build/fuzz/, and build/fuzz-driver
 fuzz: $(FUZZ_BINS) $(BUILD)/fuzz-driver
@@ -87,11 +87,27 @@ $(FUZZ_SDIR)/patho: $(FUZZ_SDIR)/obj/main-patho.o $(FUZZ_SDIR)/obj/fuzz/fuzz_pat
 .PRECIOUS: $(FUZZ_SDIR)/obj/%.o $(FUZZ_SDIR)/obj/main-patho.o
 
 ## fuzz-patho: P=SPEC SECS=N OUT=DIR [M= N= UNIT=]: search for sequences that maximise peak_reserved/M
-fuzz-patho: $(FUZZ_SDIR)/patho
+# Seeded with the constructions (allocsim gen robson, every target, in OUT/seeds).
+fuzz-patho: $(FUZZ_SDIR)/patho $(BUILD)/allocsim
 	@test -n "$(P)" -a -n "$(OUT)" || { echo "usage: make fuzz-patho P=SPEC SECS=N OUT=DIR" >&2; exit 2; }
-	@mkdir -p $(OUT)/corpus $(OUT)/crash
+	@mkdir -p $(OUT)/corpus $(OUT)/crash $(OUT)/seeds
+	$(Q)for t in bestfit firstfit buddy torch; do \
+	  $(BUILD)/allocsim gen robson target=$$t M=$(or $(M),256) n=$(or $(N),16) \
+	    unit=$(or $(UNIT),1048576) -o $(OUT)/seeds/robson-$$t.txt || exit 1; done
 	AS_PATHO_POLICY='$(P)' AS_PATHO_M=$(or $(M),256) AS_PATHO_N=$(or $(N),16) \
 	  AS_PATHO_UNIT=$(or $(UNIT),1048576) AS_PATHO_OUT=$(OUT) \
 	  $(FUZZ_SDIR)/patho -max_total_time=$(SECS) -max_len=$(FUZZ_MAXLEN_patho) -timeout=10 \
 	  -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(OUT)/crash/ $(FUZZ_ARGS) \
-	  $(OUT)/corpus fuzz/corpus/patho
+	  $(OUT)/corpus $(OUT)/seeds fuzz/corpus/patho
+
+# The minimiser (fuzz/patho_min_main.c): the shortest sequence with the same ratios.
+PATHO_MIN_SRC := $(filter-out %_main.c,$(sort $(wildcard fuzz/*.c))) fuzz/patho_min_main.c
+$(BUILD)/patho-min: $(call objs,$(BUILD),$(PATHO_MIN_SRC)) $(REL_LIB)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+## patho-min: IN=TRACE OUT=FILE[.zst] [P=SPEC M= N= UNIT=]: minimise a pathological trace
+patho-min: $(BUILD)/patho-min
+	@test -n "$(IN)" -a -n "$(OUT)" || { echo "usage: make patho-min IN=TRACE OUT=FILE" >&2; exit 2; }
+	$(BUILD)/patho-min $(if $(P),-p '$(P)') $(if $(M),-M $(M)) $(if $(N),-n $(N)) \
+	  $(if $(UNIT),-u $(UNIT)) $(IN) $(OUT)

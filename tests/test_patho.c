@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "fuzz/patho.h"
 #include "gen.h"
 #include "policy.h"
 #include "trace.h"
@@ -225,6 +226,31 @@ static void robson_buddy(void)
     CU_ASSERT_EQUAL(p.bad_sizes, 0);
 }
 
+/* torch: phase b (7..13) makes segments of b+3 MiB rounded up to 2 MiB, each holding b
+ * units until the phase ends and a pin of 2 (odd b) or 3 (even b) after; it goes on while
+ * the b+3 that starts a segment fits under M. Then 16-unit fillers. */
+static void robson_torch(void)
+{
+    char *kv[] = { "target=torch" };
+    gen_peaks p = run_robson("torch", kv, 1, 1u << 20, 16);
+    uint64_t pins = 0, mib = 0;
+    for (uint64_t b = 7; b <= 13; b++) {
+        uint64_t pin = b & 1 ? 2 : 3, k = 0;
+        while (pins + k * (b + pin) + b + 3 <= 256)
+            k++;
+        pins += k * pin;
+        mib += k * ((b + 3 + 1) / 2 * 2);
+    }
+    mib += (256 - pins) / 16 * 16;
+    CU_ASSERT_EQUAL(p.reserved, mib << 20);
+    CU_ASSERT(p.max_live <= 256u << 20);
+    CU_ASSERT_EQUAL(p.bad_sizes, 0);
+    char *bad[] = { "target=torch", "unit=2M" };
+    as_trace_reader *r;
+    as_trace_error err;
+    CU_ASSERT_EQUAL(as_gen_open("robson", 2, bad, &r, &err), AS_EUSAGE);
+}
+
 static void robson_bad_knobs(void)
 {
     as_trace_reader *r;
@@ -237,11 +263,86 @@ static void robson_bad_knobs(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "power"));
 }
 
+/* ---- the minimiser ------------------------------------------------------------------ */
+
+/* The bestfit construction at M = 64 with a tail of 1-unit allocations and frees that
+ * land in holes after the peak: minimising removes the tail and keeps the ratios; the
+ * result replays through the engine to the peaks its metadata records. */
+static void minimiser_drops_the_tail_and_keeps_the_ratio(void)
+{
+    as_trace_reader *r;
+    as_trace_error err;
+    char *kv[] = {"target=bestfit", "M=64"};
+    CU_ASSERT_FATAL(as_gen_open("robson", 2, kv, &r, &err) == 0);
+    size_t cap = 1 << 20, len = 0;
+    char *txt = malloc(cap);
+    CU_ASSERT_FATAL(txt != NULL);
+    len += (size_t)snprintf(txt, cap, "allocsim-text 1\n");
+    as_event e;
+    uint64_t ids = 0, ops = 0;
+    while (as_trace_next(r, &e) == 0) {
+        if (e.op == AS_OP_ALLOC)
+            len += (size_t)snprintf(txt + len, cap - len, "alloc %" PRIu64 " %" PRIu64 "\n", ids++,
+                                    e.size);
+        else
+            len += (size_t)snprintf(txt + len, cap - len, "free %" PRIu64 "\n", e.id);
+        ops++;
+    }
+    as_trace_close(r);
+    for (int i = 0; i < 10; i++) /* the tail: fits in the holes, changes nothing */
+        len += (size_t)snprintf(txt + len, cap - len,
+                                "alloc %" PRIu64 " 1048576\nfree %" PRIu64 "\n", ids, ids),
+            ids++;
+    as_patho_setting s = {.m_units = 64, .n = 16, .unit = 1u << 20};
+    snprintf(s.policy, sizeof s.policy, "bestfit");
+    uint8_t *out;
+    size_t out_len;
+    as_patho_result before, after;
+    CU_ASSERT_FATAL(
+        as_patho_minimise((const uint8_t *)txt, len, &s, 0, &out, &out_len, &before, &after) == 0);
+    CU_ASSERT_EQUAL(before.ops, ops + 20);
+    CU_ASSERT(after.ops <= ops);
+    CU_ASSERT(after.peak_reserved >= before.peak_reserved);
+    CU_ASSERT(after.peak_reserved * before.peak_requested >=
+              before.peak_reserved * after.peak_requested);
+    /* The output is a trace that replays to what it records. */
+    const char *path = tu_tmp(".txt");
+    FILE *f = fopen(path, "wb");
+    CU_ASSERT_FATAL(f != NULL);
+    fwrite(out, 1, out_len, f);
+    fclose(f);
+    CU_ASSERT_FATAL(as_trace_open(path, NULL, &r, &err) == 0);
+    as_meta meta = {0};
+    CU_ASSERT_FATAL(as_meta_copy(&meta, as_trace_reader_meta(r)) == 0);
+    as_trace_close(r);
+    CU_ASSERT_EQUAL(meta_u64(&meta, "patho.peak_reserved"), after.peak_reserved);
+    CU_ASSERT_EQUAL(meta_u64(&meta, "patho.ops_before_minimising"), ops + 20);
+    as_policy_spec sp;
+    char why[256];
+    CU_ASSERT_FATAL(as_policy_spec_parse("bestfit", &sp, why, sizeof why) == 0);
+    as_engine_opts o = {.threads = 1};
+    as_engine *eng;
+    CU_ASSERT_FATAL(as_engine_create(&o, &eng) == 0);
+    CU_ASSERT_FATAL(as_engine_add_run(eng, &sp, AS_CAPACITY_NONE) == 0);
+    CU_ASSERT_FATAL(as_trace_open(path, NULL, &r, &err) == 0);
+    CU_ASSERT_FATAL(as_engine_run(eng, r, &err) == 0);
+    CU_ASSERT_EQUAL(as_engine_result(eng, 0)->peak_reserved, after.peak_reserved);
+    CU_ASSERT_EQUAL(as_engine_result(eng, 0)->peak_requested, after.peak_requested);
+    as_trace_close(r);
+    as_engine_destroy(eng);
+    as_policy_spec_free(&sp);
+    as_meta_free(&meta);
+    free(out);
+    free(txt);
+}
+
 CU_TestInfo test_patho[] = {
+    {"minimiser_drops_the_tail_and_keeps_the_ratio", minimiser_drops_the_tail_and_keeps_the_ratio},
     {"samples_replay_to_recorded_ratio", patho_samples_replay},
     {"robson_firstfit_one_segment_per_unit", robson_firstfit},
     {"robson_bestfit_phases", robson_bestfit},
     {"robson_buddy_doubling_phases", robson_buddy},
+    {"robson_torch_exact_segments", robson_torch},
     {"robson_bad_knobs", robson_bad_knobs},
     CU_TEST_INFO_NULL,
 };

@@ -16,6 +16,13 @@
  *   fits), a 1-unit pin into the exact 1-unit hole left, free the 1 unit. The phase's b
  *   blocks stay live until it ends (a freed one would take the next b); then the holes
  *   are b and s-1-b, and the next phase asks for b+1. At the end, n-unit fillers.
+ * - torch (PyTorch's caching allocator, unit = 1 MiB): a request of 10 MiB or more gets a
+ *   segment of its size rounded up to 2 MiB, a block is split only when more than 1 MiB
+ *   would be left, and best fit breaks ties by address as bestfit does. Phases b = 7..n-3:
+ *   b+3 units (a new segment of b+3 or b+4 units, nothing cached is that large), freed,
+ *   b units (split off it: 3 or 4 units left), a pin of 2 (or 3, for an even b) units that
+ *   takes the rest unsplit. The b blocks stay live to the end of the phase, as bestfit's.
+ *   Then n-unit fillers.
  * - buddy: Robson's doubling phases j = 0..log2 n over aligned power-of-two blocks, with
  *   requests of 2^(j-1)+1 units that the buddy rounds to 2^j: each phase fills fresh
  *   memory (buddy takes consecutive addresses there), then keeps one live block in every
@@ -31,10 +38,10 @@
 #include "gen_impl.h"
 
 enum { K_TARGET, K_M, K_N_, K_UNIT, K_SEGMENT, K_N };
-enum { T_BESTFIT, T_FIRSTFIT, T_BUDDY };
+enum { T_BESTFIT, T_FIRSTFIT, T_BUDDY, T_TORCH };
 
 static const gen_knob knobs[K_N] = {
-    [K_TARGET] = {"target", GEN_ENUM, "bestfit", "", "bestfit|firstfit|buddy", 0, 0,
+    [K_TARGET] = {"target", GEN_ENUM, "bestfit", "", "bestfit|firstfit|buddy|torch", 0, 0,
                   "the policy the sequence is built against (its default knobs)"},
     [K_M] = {"M", GEN_U64, "256", "units", NULL, 1, 1 << 20,
              "most live memory at any time (Knuth's n)"},
@@ -103,6 +110,11 @@ static int rb_init(as_gen *g, void *st, const gen_val *v, as_trace_error *err)
                         r->unit, r->s);
         while (r->jtop < 40 && 2ull << r->jtop <= r->n && 2ull << r->jtop <= r->s)
             r->jtop++;
+    } else if (r->target == T_TORCH) {
+        if (r->unit != 1u << 20 || r->n < 10)
+            return fail(err, "torch: needs unit=1M (its thresholds are in MiB) and n >= 10 "
+                             "(unit %llu B, n %llu)",
+                        r->unit, r->n);
     } else if (r->s <= r->n || r->s > 2 * r->n) {
         return fail(err, "bestfit/firstfit: need n < segment <= 2n units (segment %llu, n %llu)",
                     r->s, r->n);
@@ -112,6 +124,8 @@ static int rb_init(as_gen *g, void *st, const gen_val *v, as_trace_error *err)
     r->bhi = r->n - 1;
     if (r->target == T_BESTFIT)
         r->b = (r->s - 1) / 2 + 1; /* b > s-1-b: the next b never fits a right hole */
+    if (r->target == T_TORCH)
+        r->b = 7, r->bhi = r->n - 3; /* b+3 >= 10 MiB: a segment of its own size */
     r->v = calloc(r->m + 1, sizeof *r->v);
     return r->v ? 0 : AS_ENOMEM;
 }
@@ -155,6 +169,31 @@ static int bf_refill(as_gen *g, robson *r)
     if (r->live + r->n > r->m)
         return AS_TRACE_EOF;
     ra(g, r, r->n); /* every hole is under n: a new segment each */
+    return 0;
+}
+
+/* One pinned segment of phase b, the end of a phase, or the fillers. */
+static int torch_refill(as_gen *g, robson *r)
+{
+    uint64_t b = r->b, pin = b & 1 ? 2 : 3;
+    if (b <= r->bhi && r->live + b + 3 <= r->m) {
+        uint64_t a = ra(g, r, b + 3); /* nothing cached holds it: a segment of b+3 or b+4 */
+        rf(g, r, a, b + 3);
+        r->v[r->nv].id = ra(g, r, b); /* split off that block, pin + 1 units left */
+        r->v[r->nv++].occ = b;
+        ra(g, r, pin); /* takes them all: 1 MiB left is not split off */
+        return 0;
+    }
+    if (b <= r->bhi) {
+        for (size_t i = 0; i < r->nv; i++)
+            rf(g, r, r->v[i].id, r->v[i].occ);
+        r->nv = 0;
+        r->b++;
+        return 0;
+    }
+    if (r->live + r->n > r->m)
+        return AS_TRACE_EOF;
+    ra(g, r, r->n);
     return 0;
 }
 
@@ -206,6 +245,8 @@ static int rb_refill(as_gen *g, void *st)
         return ff_refill(g, r);
     case T_BUDDY:
         return bd_refill(g, r);
+    case T_TORCH:
+        return torch_refill(g, r);
     default:
         return bf_refill(g, r);
     }
@@ -221,11 +262,12 @@ const gen_kind as_gen_robson = {
     .summary = "worst cases in Robson's setting (live <= M units, requests 1..n units)",
     .text = "Adversarial sequences that make one policy reserve as much as it can while\n"
             "the live memory never exceeds M units and every request is 1 to n units\n"
-            "(Knuth TAOCP vol. 1, 2.5 ex. 38-43): target=bestfit, firstfit or buddy, built\n"
-            "for that policy's default knobs on the default device. allocsim -p TARGET\n"
-            "replays one; fuzz/README.md explains each construction. At M=256, n=16,\n"
-            "unit=1M: bestfit reserves 104 segments of 20 MiB (8.1 x M), firstfit 241\n"
-            "(18.8 x M), buddy 16 of 64 MiB (4.0 x M).\n",
+            "(Knuth TAOCP vol. 1, 2.5 ex. 38-43): target=bestfit, firstfit, buddy or\n"
+            "torch, built for that policy's default knobs on the default device.\n"
+            "allocsim -p TARGET replays one; fuzz/README.md explains each construction.\n"
+            "At M=256, n=16, unit=1M: bestfit reserves 104 segments of 20 MiB\n"
+            "(8.1 x M), firstfit 241 (18.8 x M), buddy 16 of 64 MiB (4.0 x M), torch\n"
+            "1068 MiB (4.2 x M).\n",
     .knobs = knobs,
     .nknobs = K_N,
     .state_size = sizeof(robson),
