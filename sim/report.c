@@ -5,6 +5,7 @@
  * document, and tests/test_report_docs.c holds the three to each other.
  */
 #include "report.h"
+#include "grow.h"
 #include "text.h"
 
 #include <ctype.h>
@@ -28,9 +29,11 @@ typedef struct rep_run {
 
 struct as_report {
     rep_trace *t;
-    unsigned nt, capt;
+    unsigned nt;
+    uint32_t capt;
     rep_run *r;
-    unsigned nr, capr;
+    unsigned nr;
+    uint32_t capr;
 };
 
 static char *dupstr(const char *s)
@@ -86,14 +89,8 @@ void as_report_destroy(as_report *r)
 int as_report_add_trace(as_report *r, const char *path, const char *format,
                         const as_trace_summary *sum, const as_meta *meta)
 {
-    if (r->nt == r->capt) {
-        unsigned nc = r->capt ? r->capt * 2 : 4;
-        rep_trace *n = realloc(r->t, nc * sizeof *n);
-        if (!n)
-            return AS_ENOMEM;
-        r->t = n;
-        r->capt = nc;
-    }
+    if (as_grow32((void **)&r->t, &r->capt, (size_t)r->nt + 1, sizeof *r->t, 4) < 0)
+        return AS_ENOMEM;
     rep_trace *t = &r->t[r->nt];
     memset(t, 0, sizeof *t);
     t->path = dupstr(path ? path : "-");
@@ -112,14 +109,8 @@ int as_report_add_run(as_report *r, unsigned trace, const as_run_result *res)
 {
     if (trace >= r->nt)
         return AS_EINVAL;
-    if (r->nr == r->capr) {
-        unsigned nc = r->capr ? r->capr * 2 : 8;
-        rep_run *n = realloc(r->r, nc * sizeof *n);
-        if (!n)
-            return AS_ENOMEM;
-        r->r = n;
-        r->capr = nc;
-    }
+    if (as_grow32((void **)&r->r, &r->capr, (size_t)r->nr + 1, sizeof *r->r, 8) < 0)
+        return AS_ENOMEM;
     rep_run *x = &r->r[r->nr];
     x->trace = trace;
     x->res = *res;
