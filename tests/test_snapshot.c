@@ -91,12 +91,12 @@ static int has_meta(const got *g, const char *kv)
     return 0;
 }
 
-#define CHECK_EV(g, i, op_, id_, size_, stream_)                                               \
-    do {                                                                                       \
-        CU_ASSERT_EQUAL((g)->ev[i].op, op_);                                                   \
-        CU_ASSERT_EQUAL((g)->ev[i].id, id_);                                                   \
-        CU_ASSERT_EQUAL((g)->ev[i].size, size_);                                               \
-        CU_ASSERT_EQUAL((g)->ev[i].stream, stream_);                                           \
+#define CHECK_EV(g, i, op_, id_, size_, stream_)                                                   \
+    do {                                                                                           \
+        CU_ASSERT_EQUAL((g)->ev[i].op, op_);                                                       \
+        CU_ASSERT_EQUAL((g)->ev[i].id, id_);                                                       \
+        CU_ASSERT_EQUAL((g)->ev[i].size, size_);                                                   \
+        CU_ASSERT_EQUAL((g)->ev[i].stream, stream_);                                               \
     } while (0)
 
 /* ---- the real H200 snapshots (tests/data) -------------------------------------------- */
@@ -123,12 +123,12 @@ static void snapshot_h200_counts(void)
          * followed later by FREE (137 complete; 11 are still pending at the dump, matching
          * the 11 active_pending_free blocks): 9811 + 9428 + 148 + 137 = 19524 events. The
          * allocation ordinals, which the key's segment events use, are the same. */
-        {"tests/data/torch-2.11-h200-streams/streams2_default.pickle.zst", 9811, 19524, 9565,
-         148, "allocator_config="},
+        {"tests/data/torch-2.11-h200-streams/streams2_default.pickle.zst", 9811, 19524, 9565, 148,
+         "allocator_config="},
         /* Same run under expandable segments: 9430 pairs fold, 146 deferred (135 complete):
          * 9811 + 9430 + 146 + 135 = 19522. */
-        {"tests/data/torch-2.11-h200-streams/streams2_expandable_segments_True.pickle.zst",
-         9811, 19522, 9565, 146, "allocator_config=expandable_segments:True"},
+        {"tests/data/torch-2.11-h200-streams/streams2_expandable_segments_True.pickle.zst", 9811,
+         19522, 9565, 146, "allocator_config=expandable_segments:True"},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         got *g = malloc(sizeof *g);
@@ -171,8 +171,7 @@ static void snapshot_h200_events(void)
     } want[] = {
         {"tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst", 0xff64cafac1a57fb2ull},
         {"tests/data/torch-2.11-h200/moe_like.pickle.zst", 0x78e8cd5b9f5c6749ull},
-        {"tests/data/torch-2.11-h200-streams/streams2_default.pickle.zst",
-         0x829cb068a33cbd4aull},
+        {"tests/data/torch-2.11-h200-streams/streams2_default.pickle.zst", 0x829cb068a33cbd4aull},
         {"tests/data/torch-2.11-h200-streams/streams2_expandable_segments_True.pickle.zst",
          0x3892a34dbe03d28aull},
     };
@@ -222,8 +221,7 @@ static void snapshot_h200_spot_values(void)
     /* streams2_default: the first deferred free (python: the first free_requested not
      * followed by its free_completed) is of alloc ordinal 676, size 18905088, on stream
      * 319724480 (a real cudaStream_t), and is event 1188 of the reference walk above. */
-    const char *streams =
-        tu_path("tests/data/torch-2.11-h200-streams/streams2_default.pickle.zst");
+    const char *streams = tu_path("tests/data/torch-2.11-h200-streams/streams2_default.pickle.zst");
     CU_ASSERT_EQUAL_FATAL(event_at(streams, 1188, &e), 0);
     CU_ASSERT_EQUAL(e.op, AS_OP_FREE_REQ);
     CU_ASSERT_EQUAL(e.id, 676);
@@ -251,7 +249,10 @@ static void put(pw *w, const void *p, size_t n)
     w->n += n;
 }
 
-static void op(pw *w, uint8_t o) { put(w, &o, 1); }
+static void op(pw *w, uint8_t o)
+{
+    put(w, &o, 1);
+}
 
 static void memoize(pw *w)
 {
@@ -337,10 +338,22 @@ static void pw_end(pw *w)
     }
 }
 
-static void dict_open(pw *w) { op(w, '}'), memoize(w), op(w, '('); }
-static void list_open(pw *w) { op(w, ']'), memoize(w), op(w, '('); }
-static void dict_close(pw *w) { op(w, 'u'); }
-static void list_close(pw *w) { op(w, 'e'); }
+static void dict_open(pw *w)
+{
+    op(w, '}'), memoize(w), op(w, '(');
+}
+static void list_open(pw *w)
+{
+    op(w, ']'), memoize(w), op(w, '(');
+}
+static void dict_close(pw *w)
+{
+    op(w, 'u');
+}
+static void list_close(pw *w)
+{
+    op(w, 'e');
+}
 
 /* One trace entry dict; returns the byte offset of its EMPTY_DICT (what errors name). */
 static size_t entry(pw *w, const char *action, int64_t addr, int64_t size, int64_t stream,
@@ -428,20 +441,20 @@ static void build_basic(pw *w, int proto)
     pw_str(w, "device_traces"), list_open(w);
     list_open(w);
     entry(w, "segment_alloc", 0x1000, 0x2000, 0, 100);
-    entry(w, "alloc", 0x1000, 100, 0, 101);           /* A: id 0 */
+    entry(w, "alloc", 0x1000, 100, 0, 101); /* A: id 0 */
     entry(w, "segment_alloc", 0x8000, 0x200000, 7, 102);
-    entry(w, "alloc", 0x8000, 300000, 7, 103);        /* B: id 1, on stream 7 */
-    entry(w, "free_requested", 0x1000, 100, 0, 104);  /* A: no stream use */
-    entry(w, "free_completed", 0x1000, 100, 0, 104);  /*   -> one FREE */
+    entry(w, "alloc", 0x8000, 300000, 7, 103);          /* B: id 1, on stream 7 */
+    entry(w, "free_requested", 0x1000, 100, 0, 104);    /* A: no stream use */
+    entry(w, "free_completed", 0x1000, 100, 0, 104);    /*   -> one FREE */
     entry(w, "free_requested", 0x8000, 300000, 7, 105); /* B: record_stream'd */
     entry(w, "oom", 123456, 2097152, 0, 106);
-    entry(w, "alloc", 0x1000, 50, 0, 107);            /* C: reuses A's address, id 2 */
+    entry(w, "alloc", 0x1000, 50, 0, 107);              /* C: reuses A's address, id 2 */
     entry(w, "free_completed", 0x8000, 300000, 7, 108); /* B completes later */
     entry(w, "snapshot", 0, 512, 0, 109);
-    entry(w, "free_requested", 0x1000, 50, 0, 110);   /* C: its completion comes after... */
+    entry(w, "free_requested", 0x1000, 50, 0, 110);     /* C: its completion comes after... */
     entry(w, "segment_free", 0x8000, 0x200000, 7, 111); /* ...a non-event entry: still a FREE */
     entry(w, "free_completed", 0x1000, 50, 0, 112);
-    entry(w, "alloc", 0x1000, 512, 0, 113);           /* D: id 3, live at the dump */
+    entry(w, "alloc", 0x1000, 512, 0, 113); /* D: id 3, live at the dump */
     entry(w, "mystery_action", 1, 2, 3, 114);
     list_close(w);
     list_close(w);
@@ -948,7 +961,6 @@ static void snapshot_random_corruption(void)
     CU_ASSERT_EQUAL(bad, 0);
 }
 
-
 /* ---- streaming: one pass and two agree; bombs; every truncation of a real snapshot ----- */
 
 static const char *const shared_snapshots[] = {
@@ -1118,6 +1130,184 @@ static void snapshot_bombs_refused_small(void)
 /* Every proper prefix of a small real snapshot, decompressed and compressed, is an error
  * located inside the prefix: never success, never a crash (the prefixes are copied to
  * buffers of their exact size, so ASan sees any overread). */
+/* ---- the entry scanner (traces/pickle_entry.c) against the pickle VM alone ------------ */
+
+/* A whole reading folded: every event's fields and label, the metadata, the sites and
+ * their frames, the warnings, and how it ended. */
+typedef struct reading {
+    int rc;
+    as_trace_error err;
+    uint64_t digest, events;
+} reading;
+
+static uint64_t mix(uint64_t h, uint64_t x)
+{
+    return (h ^ x) * 0x100000001b3ull;
+}
+
+static uint64_t mix_str(uint64_t h, const char *s)
+{
+    for (; s && *s; s++)
+        h = mix(h, (uint8_t)*s);
+    return mix(h, 0);
+}
+
+static void read_mode(const uint8_t *b, size_t n, const char *path, int vm_only, int lenient,
+                      reading *g)
+{
+    memset(g, 0, sizeof *g);
+    as_trace_reader *r = NULL;
+    as_reader_opts o = {.lenient = lenient, .pickle_vm_only = vm_only};
+    g->rc =
+        path ? as_trace_open(path, &o, &r, &g->err) : as_trace_open_mem(b, n, "m", &o, &r, &g->err);
+    uint64_t h = 0xcbf29ce484222325ull;
+    if (g->rc == 0) {
+        const as_meta *m = as_trace_reader_meta(r);
+        for (size_t i = 0; i < m->n; i++)
+            h = mix_str(mix_str(h, m->kv[i].key), m->kv[i].value);
+        as_event e;
+        while ((g->rc = as_trace_next(r, &e)) == 0) {
+            g->events++;
+            h = mix(mix(mix(mix(mix(h, e.op), e.id), e.size), e.stream), (uint64_t)e.time_us);
+            h = e.op == AS_OP_MARK ? mix_str(h, e.label) : mix(mix(h, e.site), e.pool);
+        }
+        if (g->rc == AS_TRACE_EOF) {
+            g->rc = 0;
+        } else {
+            g->err = *as_trace_reader_error(r);
+        }
+        const as_sites *st = as_trace_reader_sites(r);
+        for (uint32_t k = 0; st && k < as_sites_nframes(st); k++) {
+            as_frame f;
+            if (as_sites_frame(st, k, &f) == 0)
+                h = mix(mix_str(mix_str(h, f.filename), f.name), f.line);
+        }
+        for (uint32_t k = 1; st && k <= as_sites_count(st); k++) {
+            const uint32_t *fids;
+            size_t nf = as_sites_stack(st, k, &fids);
+            for (size_t i = 0; i < nf; i++)
+                h = mix(h, fids[i]);
+            h = mix(h, nf);
+        }
+        h = mix(h, as_trace_reader_warnings(r));
+        as_trace_close(r);
+    }
+    if (g->rc)
+        h = mix_str(mix(mix(h, (uint64_t)g->rc), g->err.offset), g->err.msg);
+    g->digest = h;
+}
+
+/* 1 when the two readings are the same; says where they differ. */
+static int same_reading(const uint8_t *b, size_t n, const char *path, int lenient)
+{
+    reading g[2];
+    for (int k = 0; k < 2; k++)
+        read_mode(b, n, path, k, lenient, &g[k]);
+    int same = g[0].digest == g[1].digest && g[0].rc == g[1].rc && g[0].events == g[1].events;
+    if (!same)
+        fprintf(stderr,
+                "\nscanner: rc %d, %llu events, at %llu: %s\nVM:      rc %d, %llu events, at %llu: "
+                "%s\n",
+                g[0].rc, (unsigned long long)g[0].events, (unsigned long long)g[0].err.offset,
+                g[0].err.msg, g[1].rc, (unsigned long long)g[1].events,
+                (unsigned long long)g[1].err.offset, g[1].err.msg);
+    return same;
+}
+
+/* Every shared snapshot imports the same with the scanner as with the VM alone: events,
+ * metadata, sites and frames. */
+static void snapshot_scanner_real(void)
+{
+    static const char *const more[] = {
+        "tests/data/torch-2.11-h200-midrun/midrun.pickle.zst",
+        "tests/data/torch-2.11-h200-midrun/midrun_state.pickle.zst",
+        "tests/data/torch-2.11-h200-graphs/train.pickle.zst",
+    };
+    for (size_t i = 0; i < sizeof shared_snapshots / sizeof *shared_snapshots; i++)
+        CU_ASSERT(same_reading(NULL, 0, tu_path(shared_snapshots[i]), 0));
+    for (size_t i = 0; i < sizeof more / sizeof *more; i++)
+        CU_ASSERT(same_reading(NULL, 0, tu_path(more[i]), 0));
+}
+
+/* Entries with `frames` lists as Python's pickler writes them: the first alloc's frame
+ * dicts fresh, later ones memo references to them, and an empty list on each free. */
+static void build_framed(pw *w, int proto)
+{
+    size_t fd[3] = {0};
+    pw_begin(w, proto);
+    dict_open(w);
+    pw_str(w, "device_traces"), list_open(w);
+    list_open(w);
+    for (int i = 0; i < 12; i++) {
+        dict_open(w);
+        pw_str(w, "action"), pw_str(w, i % 2 ? "free_completed" : "alloc");
+        pw_str(w, "addr"), pw_int(w, 0x1000 + (i / 2) * 0x1000);
+        pw_str(w, "size"), pw_int(w, 512 + i);
+        pw_str(w, "stream"), pw_int(w, 0);
+        pw_str(w, "time_us"), pw_int(w, 100 + i);
+        pw_str(w, "frames"), list_open(w);
+        for (int k = 0; i % 2 == 0 && k < 3 - (i % 4 == 2); k++) {
+            if (i == 0) {
+                fd[k] = w->memo;
+                dict_open(w);
+                pw_str(w, "filename"), pw_str(w, k ? "model.py" : "train.py");
+                pw_str(w, "line"), pw_int(w, 10 + k);
+                pw_str(w, "name"), pw_str(w, k == 2 ? "forward" : "step");
+                dict_close(w);
+            } else {
+                pw_get(w, fd[k]);
+            }
+        }
+        list_close(w);
+        pw_str(w, "user_metadata"), pw_str(w, i < 6 ? "" : "phase2");
+        dict_close(w);
+    }
+    list_close(w);
+    list_close(w);
+    dict_close(w);
+    pw_end(w);
+}
+
+/* Mutants of handmade snapshots (protocols 2 and 4, the layout Python's pickler writes,
+ * which the scanner reads): flipped bytes, and a byte cut or repeated, lenient or not,
+ * read the same both ways (the same events or the same error at the same offset). */
+static void snapshot_scanner_mutants(void)
+{
+    static pw w;
+    uint64_t st = tu_seed("snapshot_scanner_mutants");
+    size_t differ = 0, failed = 0, runs = 0;
+    for (int v = 0; v < 4; v++) {
+        if (v < 2)
+            build_basic(&w, v ? 4 : 2);
+        else
+            build_framed(&w, v == 3 ? 4 : 2);
+        CU_ASSERT(same_reading(w.b, w.n, NULL, 0));
+        uint8_t *c = malloc(w.n + 1);
+        for (int round = 0; round < 1000; round++) {
+            size_t n = w.n;
+            memcpy(c, w.b, w.n);
+            size_t at = 2 + tu_rand(&st) % (w.n - 2);
+            int kind = (int)(tu_rand(&st) % 4);
+            if (kind == 0) { /* a byte cut */
+                memmove(c + at, c + at + 1, n - at - 1), n--;
+            } else if (kind == 1) { /* a byte repeated */
+                memmove(c + at + 1, c + at, n - at), n++;
+            } else {
+                for (int f = 0; f < kind; f++)
+                    c[2 + tu_rand(&st) % (w.n - 2)] = (uint8_t)tu_rand(&st);
+            }
+            reading g;
+            read_mode(c, n, NULL, 0, round & 1, &g);
+            failed += g.rc != 0;
+            differ += !same_reading(c, n, NULL, round & 1);
+            runs++;
+        }
+        free(c);
+    }
+    CU_ASSERT(failed > 0 && failed < runs); /* both kinds of outcome were exercised */
+    CU_ASSERT_EQUAL(differ, 0);
+}
+
 static void snapshot_real_truncations(void)
 {
     const char *path = tu_path("tests/data/torch-2.11-h200-pools/graph_probe.pickle.zst");
@@ -1165,7 +1355,6 @@ static void snapshot_real_truncations(void)
     }
     free(raw);
 }
-
 
 /* Reads path through a pipe (not seekable, so never read twice) into g; opts as given. */
 static int read_piped(const char *path, const as_reader_opts *o, got *g, uint64_t *events)
@@ -1351,6 +1540,8 @@ CU_TestInfo test_snapshot[] = {
     {"two_passes_agree", snapshot_two_passes_agree},
     {"bombs_refused_small", snapshot_bombs_refused_small},
     {"real_truncations", snapshot_real_truncations},
+    {"scanner_real", snapshot_scanner_real},
+    {"scanner_mutants", snapshot_scanner_mutants},
     {"from_a_pipe", snapshot_from_a_pipe},
     CU_TEST_INFO_NULL,
 };

@@ -119,7 +119,7 @@ static int fail(pk_parser *p, int code, const char *fmt, ...) __attribute__((for
 
 static int fail(pk_parser *p, int code, const char *fmt, ...)
 {
-    if (p->err) {
+    if (p->err && !p->quiet) { /* quiet: the entry scanner tries, the VM reports */
         va_list ap;
         va_start(ap, fmt);
         p->err->code = code;
@@ -304,6 +304,22 @@ static int check_keys(pk_parser *p, uint8_t op, const as_pk_ref *kv, size_t n)
     return 0;
 }
 
+int as_pk_memo_room(pk_parser *p, uint64_t idx)
+{
+    size_t old = p->capmemo;
+    int rc = pgrow(p, (void **)&p->memo, &p->capmemo, (size_t)idx + 1, sizeof *p->memo, "the memo");
+    if (rc)
+        return rc;
+    for (size_t i = old; i < p->capmemo; i++)
+        p->memo[i] = AS_PK_NIL;
+    return 0;
+}
+
+int as_pk_grow(pk_parser *p, void **arr, size_t *cap, size_t need, size_t elem)
+{
+    return pgrow(p, arr, cap, need, elem, "the entry scanner");
+}
+
 static inline int memo_put(pk_parser *p, uint8_t op, uint64_t idx)
 {
     if (avail(p) < 1)
@@ -317,12 +333,9 @@ static inline int memo_put(pk_parser *p, uint8_t op, uint64_t idx)
     if (idx >= bound)
         return fail(p, AS_ENOMEM, "%s: memo index %llu beyond the limit %llu", op_name(op),
                     (unsigned long long)idx, (unsigned long long)bound);
-    size_t old = p->capmemo;
-    int rc = pgrow(p, (void **)&p->memo, &p->capmemo, (size_t)idx + 1, sizeof *p->memo, "the memo");
+    int rc = as_pk_memo_room(p, idx);
     if (rc)
         return rc;
-    for (size_t i = old; i < p->capmemo; i++)
-        p->memo[i] = AS_PK_NIL;
     if (p->memo[idx] == AS_PK_NIL)
         p->memo_len++;
     p->memo[idx] = p->stack[p->nstack - 1];
@@ -406,6 +419,11 @@ static int refill(pk_parser *p, size_t need)
     return 0;
 }
 
+int as_pk_refill(pk_parser *p, size_t need)
+{
+    return refill(p, need);
+}
+
 /* Copies n bytes at the window's read position to dst, crossing refills (a string longer
  * than the window). Returns 0, or < 0 when the input ends first. */
 static int take(pk_parser *p, uint8_t *dst, uint64_t n, uint8_t op)
@@ -476,24 +494,42 @@ static int is_container(uint8_t t)
     return t == AS_PK_LIST || t == AS_PK_TUPLE || t == AS_PK_DICT;
 }
 
-static uint64_t node_hash(const as_pk *pk, as_pk_ref r, const pk_node *n)
+/* The hash of an interned container's items (refs, so a word at a time). */
+static uint64_t hash_items(uint8_t type, const uint32_t *x, size_t k)
+{
+    uint64_t h = 0xcbf29ce484222325ull ^ type ^ (uint64_t)k << 8;
+    for (size_t i = 0; i < k; i++) {
+        h = (h ^ x[i]) * 0x9E3779B97F4A7C15ull;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+/* A scalar's or string's hash: n's type and value, s its bytes (STR, BYTES). */
+static uint64_t value_hash(const pk_node *n, const uint8_t *s)
 {
     uint64_t h = 0xcbf29ce484222325ull ^ n->type;
     if (n->type == AS_PK_STR || n->type == AS_PK_BYTES)
-        return hash_bytes(h, str_bytes(pk, r, n), n->a);
-    if (is_container(n->type)) /* an interned container: its items, in icells */
-        return hash_bytes(h, (const uint8_t *)(pk->icells + n->u.head + 2), n->a * 4u);
+        return hash_bytes(h, s, n->a);
     return hash_bytes(h, (const uint8_t *)&n->u.i, sizeof n->u.i);
 }
 
-static int same_value(const as_pk *pk, as_pk_ref ra, const pk_node *a, as_pk_ref rb,
-                      const pk_node *b)
+static uint64_t node_hash(const as_pk *pk, as_pk_ref r, const pk_node *n)
 {
-    if (a->type != b->type)
+    if (is_container(n->type)) /* an interned container: its items, in icells */
+        return hash_items(n->type, pk->icells + n->u.head + 2, n->a);
+    return value_hash(n,
+                      n->type == AS_PK_STR || n->type == AS_PK_BYTES ? str_bytes(pk, r, n) : NULL);
+}
+
+/* Whether interned node c holds the value of n (bytes s for a string). */
+static int same_value(const as_pk *pk, const pk_node *c, const pk_node *n, const uint8_t *s)
+{
+    if (c->type != n->type)
         return 0;
-    if (a->type == AS_PK_STR || a->type == AS_PK_BYTES)
-        return a->a == b->a && memcmp(str_bytes(pk, ra, a), str_bytes(pk, rb, b), a->a) == 0;
-    return a->u.i == b->u.i;
+    if (c->type == AS_PK_STR || c->type == AS_PK_BYTES)
+        return c->a == n->a && (n->a == 0 || memcmp(pk->ibytes + c->u.data, s, n->a) == 0);
+    return c->u.i == n->u.i;
 }
 
 static int intern_rehash(pk_parser *p)
@@ -538,12 +574,20 @@ static int intern_keep(pk_parser *p, as_pk_ref r, size_t keep, as_pk_ref *out)
         *out = AS_PK_IBIT | (n->type == AS_PK_LIST ? 0u : n->type == AS_PK_TUPLE ? 1u : 2u);
         return 0;
     }
+    int str = n->type == AS_PK_STR || n->type == AS_PK_BYTES;
+    return as_pk_intern_value(p, n, str && n->a ? str_bytes(pk, r, n) : NULL, out);
+}
+
+int as_pk_intern_value(pk_parser *p, const pk_node *n, const uint8_t *s, as_pk_ref *out)
+{
+    as_pk *pk = p->pk;
+    int rc;
     if ((pk->ninodes + 1) * 4 > pk->capihash * 3 && (rc = intern_rehash(p)))
         return rc;
-    size_t j = node_hash(pk, r, n) & (pk->capihash - 1);
+    size_t j = value_hash(n, s) & (pk->capihash - 1);
     while (pk->ihash[j]) {
         uint32_t i = pk->ihash[j] - 1;
-        if (same_value(pk, AS_PK_IBIT | i, &pk->inodes[i], r, n)) {
+        if (same_value(pk, &pk->inodes[i], n, s)) {
             *out = AS_PK_IBIT | i;
             return 0;
         }
@@ -560,7 +604,8 @@ static int intern_keep(pk_parser *p, as_pk_ref r, size_t keep, as_pk_ref *out)
         if ((rc =
                  pgrow(p, (void **)&pk->ibytes, &pk->capibytes, pk->nibytes + n->a, 1, "the memo")))
             return rc;
-        memcpy(pk->ibytes + pk->nibytes, pk->bytes + n->u.data, n->a);
+        if (n->a)
+            memcpy(pk->ibytes + pk->nibytes, s, n->a);
         c.u.data = pk->nibytes;
         pk->nibytes += n->a;
     }
@@ -573,15 +618,14 @@ static int intern_keep(pk_parser *p, as_pk_ref r, size_t keep, as_pk_ref *out)
 
 /* An interned container with these items (dict: keys and values alternating): an existing
  * one with the same type and items, or a new one in icells. */
-static int intern_store(pk_parser *p, const pk_node *n, const as_pk_ref *items, size_t k,
-                        int nested, as_pk_ref *out)
+int as_pk_intern_items(pk_parser *p, const pk_node *n, const as_pk_ref *items, size_t k, int nested,
+                       as_pk_ref *out)
 {
     as_pk *pk = p->pk;
     int rc;
     if ((pk->ninodes + 1) * 4 > pk->capihash * 3 && (rc = intern_rehash(p)))
         return rc;
-    uint64_t h = hash_bytes(0xcbf29ce484222325ull ^ n->type, (const uint8_t *)items, k * 4);
-    size_t j = h & (pk->capihash - 1);
+    size_t j = hash_items(n->type, items, k) & (pk->capihash - 1);
     for (; pk->ihash[j]; j = (j + 1) & (pk->capihash - 1)) {
         const pk_node *c = &pk->inodes[pk->ihash[j] - 1];
         if (c->type == n->type && c->a == k &&
@@ -659,7 +703,7 @@ static int intern_container(pk_parser *p, as_pk_ref r, size_t keep, int nested, 
             rc = intern_item(p, &items[k++], keep, inner);
         }
     if (rc == 0)
-        rc = intern_store(p, &n, items, k, inner, out);
+        rc = as_pk_intern_items(p, &n, items, k, inner, out);
     if (items != local)
         free(items);
     return rc;
@@ -718,25 +762,31 @@ static int is_device_traces(const pk_parser *p, size_t i)
 /* Whether the list at stack[i], about to get items, is root["device_traces"][d]: either
  * the next single APPEND to the list below it, or an item of the APPENDS batch above
  * the MARK just above that list. Sets PKF_TRACE and the device on it. */
-int as_pk_vm_trace_list(pk_parser *p, size_t i)
+int as_pk_vm_is_trace_list(const pk_parser *p, size_t i, uint64_t *dev)
 {
     as_pk *pk = p->pk;
     as_pk_ref l = p->stack[i];
-    if (ibit(l))
+    if (ibit(l) || pk->nodes[l].type != AS_PK_LIST)
         return 0;
-    pk_node *n = &pk->nodes[l];
-    if (n->flags & PKF_TRACE)
-        return 1;
-    uint64_t dev;
+    const pk_node *n = &pk->nodes[l];
     size_t m;
-    if (i >= 1 && is_device_traces(p, i - 1))
-        dev = nd(pk, p->stack[i - 1])->a;
+    if (n->flags & PKF_TRACE)
+        *dev = n->dev;
+    else if (i >= 1 && is_device_traces(p, i - 1))
+        *dev = nd(pk, p->stack[i - 1])->a;
     else if ((m = mark_at_or_below(p, i)) >= 1 && is_device_traces(p, m - 1))
-        dev = (uint64_t)nd(pk, p->stack[m - 1])->a + (i - m);
+        *dev = (uint64_t)nd(pk, p->stack[m - 1])->a + (i - m);
     else
         return 0;
-    if (dev >= UINT16_MAX)
-        return 0; /* kept as a tree: the importer reads it there */
+    return *dev < UINT16_MAX; /* else kept as a tree: the importer reads it there */
+}
+
+int as_pk_vm_trace_list(pk_parser *p, size_t i)
+{
+    uint64_t dev;
+    if (!as_pk_vm_is_trace_list(p, i, &dev))
+        return 0;
+    pk_node *n = &p->pk->nodes[p->stack[i]];
     n->flags |= PKF_TRACE;
     n->dev = (uint16_t)dev;
     return 1;
@@ -1067,6 +1117,18 @@ static int op_refused(pk_parser *p, uint8_t op)
     return fail(p, AS_ECORRUPT, "invalid pickle opcode 0x%02x", op);
 }
 
+/* After a MARK (p->wp past it): when it opens a batch of a trace list, the entry scanner
+ * reads the batch (1) or leaves it to the VM (0). */
+static int scan_here(pk_parser *p)
+{
+    uint64_t dev;
+    if (p->nstack < 1 || p->marks[p->nmarks - 1].stack != p->nstack ||
+        (p->nmarks > 1 && p->marks[p->nmarks - 2].stack >= p->nstack) ||
+        !as_pk_vm_is_trace_list(p, p->nstack - 1, &dev))
+        return 0;
+    return as_pk_scan_batch(p);
+}
+
 /* The opcode loop. Returns 0 at STOP (root set), 1 with a streamed batch pending, or < 0.
  * The window holds 16 bytes at each opcode if the input does, more than any fixed
  * argument, so a short one means the input ended. */
@@ -1119,8 +1181,12 @@ static int run(pk_parser *p)
                 return rc;
             continue; /* the window moved past the bytes */
         case '(':     /* MARK */
-            rc = push_mark(p);
-            break;
+            if ((rc = push_mark(p)))
+                return rc;
+            p->wp = at + 1;
+            if (p->scan && (rc = scan_here(p)))
+                return rc; /* 1: a scanned batch to hand out, or the error */
+            continue;
         case 'a':
         case 's': /* APPEND, SETITEM */
             rc = as_pk_vm_append(p, op, at);
@@ -1177,6 +1243,7 @@ static int parser_init(pk_parser *p, const as_pk_limits *lim, as_pk_error *err)
 
 static void parser_free(pk_parser *p)
 {
+    as_pk_scan_free(p);
     free(p->stack);
     free(p->marks);
     free(p->memo);
@@ -1239,7 +1306,8 @@ int as_pk_stream_open(as_instream *in, const as_pk_limits *lim, as_pk_stream **o
     return 0;
 }
 
-int as_pk_stream_next(as_pk_stream *ps, as_pk_item *item, as_pk_error *err)
+/* The next item: from a scanned batch (e given), a streamed batch of the VM, or parsing on. */
+static int stream_next(as_pk_stream *ps, as_pk_item *item, as_pk_entry *e, as_pk_error *err)
 {
     pk_parser *p = &ps->p;
     int rc = 0;
@@ -1248,6 +1316,8 @@ int as_pk_stream_next(as_pk_stream *ps, as_pk_item *item, as_pk_error *err)
         goto out;
     }
     for (;;) {
+        if (e && as_pk_scan_next(p, item, e))
+            return 1;
         if (p->pend_op && p->pend_i < p->pend_n) {
             pk_node *l = &p->pk->nodes[p->pend_list];
             item->ref = p->stack[p->pend_m + p->pend_i++];
@@ -1273,6 +1343,18 @@ out:
     if (rc < 0 && err)
         *err = ps->err;
     return rc;
+}
+
+int as_pk_stream_next(as_pk_stream *ps, as_pk_item *item, as_pk_error *err)
+{
+    ps->p.scan = 0;
+    return stream_next(ps, item, NULL, err);
+}
+
+int as_pk_stream_next_entry(as_pk_stream *ps, as_pk_item *item, as_pk_entry *e, as_pk_error *err)
+{
+    ps->p.scan = !ps->p.lim.vm_only;
+    return stream_next(ps, item, e, err);
 }
 
 int as_pk_stream_open_mem(const uint8_t *buf, size_t len, const as_pk_limits *lim,

@@ -103,6 +103,33 @@ int as_pk_stream_open_mem(const uint8_t *buf, size_t len, const as_pk_limits *li
 /* Parses on to the next trace entry: 1 with *item, 0 at STOP (the pickle is complete and
  * nothing follows it), or < 0 with *err filled. */
 int as_pk_stream_next(as_pk_stream *ps, as_pk_item *item, as_pk_error *err);
+/* A value of a scanned trace entry: a string or container as a ref (interned, or kept in
+ * the tree), a number inline. */
+typedef struct as_pk_val {
+    uint8_t type;  /* as_pk_type */
+    as_pk_ref ref; /* STR, BYTES, LIST, TUPLE, DICT; else AS_PK_NIL */
+    int64_t i;     /* INT, BOOL: the value; FLOAT: its IEEE 754 bits; NONE: 0 */
+} as_pk_val;
+
+typedef struct as_pk_pair {
+    as_pk_ref key; /* a string (or another hashable value) */
+    as_pk_val val;
+} as_pk_pair;
+
+/* A trace entry read without building its dict: its pairs in the order they were set. */
+typedef struct as_pk_entry {
+    uint64_t off;            /* byte offset of the entry's EMPTY_DICT */
+    size_t n;                /* pairs (keys repeated: the last one wins, as in Python) */
+    const as_pk_pair *pairs; /* valid until the next as_pk_stream_next_entry */
+} as_pk_entry;
+
+/* as_pk_stream_next for a reader that takes entries either way: when item->ref is
+ * AS_PK_NIL the entry is in *e (its dict was never built: a batch of entries in the layout
+ * Python's pickler writes is read by a scanner beside the VM, with the same memo and the
+ * same values), else item->ref is the tree value as as_pk_stream_next gives it. Use one of
+ * the two on a stream, not both. Unless lim.vm_only. */
+int as_pk_stream_next_entry(as_pk_stream *ps, as_pk_item *item, as_pk_entry *e, as_pk_error *err);
+
 /* The tree: complete after as_pk_stream_next returned 0. A streamed list holds no items
  * (as_pk_len counts the items it handed out; as_pk_streamed says so). */
 const as_pk *as_pk_stream_tree(const as_pk_stream *ps);

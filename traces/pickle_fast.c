@@ -211,6 +211,8 @@ static inline int fast_mark(fast *f)
     pk_parser *p = f->p;
     if (p->nmarks >= p->lim.max_marks || p->nmarks >= p->capmarks)
         return 0;
+    if (p->scan && f->ns && nd(f->pk, f->stack[f->ns - 1])->type == AS_PK_LIST)
+        return 0; /* perhaps a trace batch: the VM asks the entry scanner */
     p->marks[p->nmarks++] = (pk_mark){.stack = f->ns,
                                       .nodes = f->nn,
                                       .cells = f->pk->ncells,

@@ -73,6 +73,8 @@ typedef struct pk_mark {
     uint32_t low; /* lowest container ref that got items above this mark (UINT32_MAX: none) */
 } pk_mark;
 
+typedef struct pk_scan pk_scan;
+
 /* Parser state. For as_pk_parse it lives on the stack; for as_pk_stream it persists. */
 typedef struct pk_parser {
     as_pk *pk;
@@ -103,6 +105,9 @@ typedef struct pk_parser {
     pk_mark pend_mark;
     int done;
     uint64_t generation; /* cut-backs so far */
+    int quiet;           /* fail() leaves err alone (the entry scanner's tries) */
+    int scan;            /* as_pk_stream_next_entry: trace batches go to the scanner */
+    pk_scan *sc;         /* its state (pickle_entry.c), NULL before the first batch */
 } pk_parser;
 
 struct as_pk_stream {
@@ -130,6 +135,33 @@ int as_pk_vm_fill(pk_parser *p, uint8_t op, size_t at); /* APPENDS, SETITEMS */
  * items are streamed): 1 or 0; it marks the list so when it is. */
 int as_pk_vm_trace_list(pk_parser *p, size_t i);
 int as_pk_vm_append(pk_parser *p, uint8_t op, size_t at); /* APPEND, SETITEM */
+
+/* Interning (pickle.c), also for the entry scanner: the interned copy of scalar or string
+ * n (s: a string's bytes), or of a container of type n->type made at n->off with items
+ * items[0..k) (already interned or kept in the tree; nested: it may hold flat ones). */
+int as_pk_intern_value(pk_parser *p, const pk_node *n, const uint8_t *s, as_pk_ref *out);
+int as_pk_intern_items(pk_parser *p, const pk_node *n, const as_pk_ref *items, size_t k, int nested,
+                       as_pk_ref *out);
+/* The memo slot idx, grown (and set to AS_PK_NIL) as memo_put would; 0 or < 0. */
+int as_pk_memo_room(pk_parser *p, uint64_t idx);
+/* Whether stack[i] is a list that would become root["device_traces"][d] (d in *dev), as
+ * as_pk_vm_trace_list decides but without marking it. */
+int as_pk_vm_is_trace_list(const pk_parser *p, size_t i, uint64_t *dev);
+/* At least need unread bytes in the window if the input has them (pickle.c's refill). */
+int as_pk_refill(pk_parser *p, size_t need);
+/* Budgeted growth of a scanner array (pickle.c's pool growth). */
+int as_pk_grow(pk_parser *p, void **arr, size_t *cap, size_t need, size_t elem);
+
+/* The entry scanner (pickle_entry.c): at the MARK of a trace list's APPENDS batch (p->wp
+ * just past it), reads the whole batch when every item is a trace entry in the layout
+ * Python's pickler writes, keeping no tree: the entries' pairs go to a buffer handed out
+ * by as_pk_stream_next_entry, memo slots get what the VM's cut-back would leave in them.
+ * 1 with the batch read (p->wp past its APPENDS), 0 when it leaves the batch to the VM
+ * untouched (anything else, or too long for its window), < 0 on a failed read. */
+int as_pk_scan_batch(pk_parser *p);
+/* The scanned batch's next entry: 1 with it, 0 when all were handed out. */
+int as_pk_scan_next(pk_parser *p, as_pk_item *item, as_pk_entry *e);
+void as_pk_scan_free(pk_parser *p);
 
 /* The fast path (pickle_fast.c): runs opcodes from p->wp while they are of the kinds trace
  * entries use and the window holds them. 0 at the first opcode it leaves to the VM (p->wp

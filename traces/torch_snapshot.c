@@ -208,6 +208,7 @@ struct snap_build {
     uint32_t scache_val[1024];
     uint64_t scache_gen[1024];
     char umeta[AS_MAX_LABEL + 1]; /* the user_metadata in force ("" = none) */
+    as_pk_ref umeta_ref;          /* an interned string holding it, or AS_PK_NIL */
     uint64_t allocs_framed, frames_cut, frames_lost;
 };
 
@@ -374,14 +375,24 @@ static inline int lookup(snap_build *b, as_pk_ref r, int key)
     return v;
 }
 
+/* An entry's value as an integer (an int or a bool, as as_pk_int): 0, or -1. */
+static inline int val_int(const as_pk_val *v, int64_t *i)
+{
+    if (v->type != AS_PK_INT && v->type != AS_PK_BOOL)
+        return -1;
+    *i = v->i;
+    return 0;
+}
+
 /* A segment_alloc/free/map/unmap entry of the device read, for the record (pass 1); one
  * without integer addr and size is left out. Returns 0 or -1 (host memory). */
-static int record_segev(snap_build *b, int name, as_pk_ref addr, as_pk_ref size, as_pk_ref stream)
+static int record_segev(snap_build *b, int name, const as_pk_val *addr, const as_pk_val *size,
+                        const as_pk_val *stream)
 {
     int64_t a, s, st = 0;
-    if (as_pk_int(b->pk, addr, &a) || as_pk_int(b->pk, size, &s) || s <= 0)
+    if (val_int(addr, &a) || val_int(size, &s) || s <= 0)
         return 0;
-    as_pk_int(b->pk, stream, &st);
+    val_int(stream, &st);
     if (grow((void **)&b->segev, &b->capsegev, b->nsegev + 1, sizeof *b->segev))
         return -1;
     b->segev[b->nsegev++] = (as_snap_segev){.alloc = b->alloc_entries,
@@ -395,9 +406,17 @@ static int record_segev(snap_build *b, int name, as_pk_ref addr, as_pk_ref size,
 static int frames_site(snap_build *b, as_pk_ref fr, uint32_t *site);
 static int user_mark(snap_build *b, as_pk_ref um, uint32_t *umark);
 
-/* Reads trace entry e (device_traces[device][index]) into *x: 1 for an alloc/free entry, 0
- * for another (counted) or one skipped (lenient), < 0 on error. */
-static int entry_fields(snap_build *b, as_pk_ref e, uint64_t index, snap_entry *x)
+/* A value of the tree as an entry's value (as_pk_val). */
+static as_pk_val tree_val(const as_pk *pk, as_pk_ref r)
+{
+    as_pk_val v = {.type = (uint8_t)as_pk_type_of(pk, r), .ref = r};
+    as_pk_int(pk, r, &v.i);
+    return v;
+}
+
+/* Trace entry e of the tree (device_traces[device][index]): its values by KEY_* into f[]
+ * (the last one set wins). 1, 0 for one skipped (lenient), or < 0. */
+static int tree_pairs(snap_build *b, as_pk_ref e, uint64_t index, as_pk_val *f)
 {
     const as_pk *pk = b->pk;
     uint64_t off = as_pk_offset(pk, e);
@@ -415,10 +434,6 @@ static int entry_fields(snap_build *b, as_pk_ref e, uint64_t index, snap_entry *
                      "device_traces[%u][%" PRIu64 "] is a %s, not a trace entry dict", b->device,
                      index, as_pk_type_name(as_pk_type_of(pk, e)));
     }
-    *x = (snap_entry){.off = off, .index = index, .time_us = AS_TIME_NONE};
-    as_pk_ref f[KEY_OTHER + 1]; /* by KEY_*: the last value set wins */
-    for (int i = 0; i <= KEY_OTHER; i++)
-        f[i] = AS_PK_NIL;
     const as_pk_ref *kv;
     size_t nkv = as_pk_items(pk, e, &kv);
     if (charge(b, (nkv != SIZE_MAX ? nkv / 2 : as_pk_len(pk, e)) + 1))
@@ -426,17 +441,32 @@ static int entry_fields(snap_build *b, as_pk_ref e, uint64_t index, snap_entry *
     cache_check(b);
     if (nkv != SIZE_MAX) { /* one SETITEMS batch: the common case */
         for (size_t i = 0; i + 1 < nkv; i += 2)
-            f[lookup(b, kv[i], 1)] = kv[i + 1];
+            f[lookup(b, kv[i], 1)] = tree_val(pk, kv[i + 1]);
     } else {
         as_pk_iter it;
         as_pk_ref k, v;
         as_pk_iter_init(&it, pk, e);
         while (as_pk_iter_next_pair(&it, &k, &v))
-            f[lookup(b, k, 1)] = v;
+            f[lookup(b, k, 1)] = tree_val(pk, v);
     }
-    as_pk_ref act = f[KEY_ACTION], addr = f[KEY_ADDR], size = f[KEY_SIZE], stream = f[KEY_STREAM],
-              time = f[KEY_TIME];
-    if (as_pk_type_of(pk, act) != AS_PK_STR) {
+    return 1;
+}
+
+/* The same for an entry the scanner read (pickle_entry.c). */
+static int scanned_pairs(snap_build *b, const as_pk_entry *pe, as_pk_val *f)
+{
+    if (charge(b, pe->n + 1))
+        return over_budget(b);
+    cache_check(b);
+    for (size_t i = 0; i < pe->n; i++)
+        f[lookup(b, pe->pairs[i].key, 1)] = pe->pairs[i].val;
+    return 1;
+}
+
+/* The action of an entry: counted, and the run of releases it starts or ends. */
+static int entry_action(snap_build *b, const as_pk_val *f, uint64_t off, uint64_t index, int *name)
+{
+    if (f[KEY_ACTION].type != AS_PK_STR) {
         if (b->lenient) {
             b->warnings++;
             return 0;
@@ -444,29 +474,46 @@ static int entry_fields(snap_build *b, as_pk_ref e, uint64_t index, snap_entry *
         return bfail(b, AS_ECORRUPT, off, "device_traces[%u][%" PRIu64 "] has no 'action' string",
                      b->device, index);
     }
-    int name = lookup(b, act, 0);
-    x->act = (uint8_t)(name >= 0 && name < 3 ? name : ACT_OTHER);
-    if (name >= 0)
-        b->act_count[name]++;
+    *name = lookup(b, f[KEY_ACTION].ref, 0);
+    if (*name >= 0)
+        b->act_count[*name]++;
     else
         b->unknown_actions++;
-    int64_t i64;
-    if (name == NAME_SEG_FREE || name == NAME_SEG_UNMAP) {
+    if (*name == NAME_SEG_FREE || *name == NAME_SEG_UNMAP) {
         b->empty_inferred += !b->in_release;
         b->empty_pending |= !b->in_release;
         b->in_release = 1;
-    } else if (name >= 0 && name <= NAME_SEG_MAP) {
+    } else if (*name >= 0 && *name <= NAME_SEG_MAP) {
         b->in_release = 0;
     }
+    return 1;
+}
+
+/* Reads trace entry e (device_traces[device][index]: tree value e, or when e is AS_PK_NIL
+ * the scanner's pe) into *x: 1 for an alloc/free entry, 0 for another (counted) or one
+ * skipped (lenient), < 0 on error. */
+static int entry_fields(snap_build *b, as_pk_ref e, const as_pk_entry *pe, uint64_t index,
+                        snap_entry *x)
+{
+    as_pk_val f[KEY_OTHER + 1];
+    for (int i = 0; i <= KEY_OTHER; i++)
+        f[i] = (as_pk_val){.type = AS_PK_NONE, .ref = AS_PK_NIL};
+    uint64_t off = e == AS_PK_NIL ? pe->off : as_pk_offset(b->pk, e);
+    int rc = e == AS_PK_NIL ? scanned_pairs(b, pe, f) : tree_pairs(b, e, index, f), name = -1;
+    if (rc <= 0 || (rc = entry_action(b, f, off, index, &name)) <= 0)
+        return rc;
+    *x = (snap_entry){.off = off, .index = index, .time_us = AS_TIME_NONE};
+    x->act = (uint8_t)(name >= 0 && name < 3 ? name : ACT_OTHER);
+    const as_pk_val *size = &f[KEY_SIZE];
+    int64_t i64;
     if (b->pass == 1) {
         b->entries++;
         b->alloc_entries += name == ACT_ALLOC;
         if (name >= NAME_SEG_ALLOC && name <= NAME_SEG_UNMAP &&
-            record_segev(b, name, addr, size, stream))
+            record_segev(b, name, &f[KEY_ADDR], size, &f[KEY_STREAM]))
             return oom(b);
     }
-    if ((name >= NAME_SEG_ALLOC && name <= NAME_SEG_UNMAP) && as_pk_int(pk, size, &i64) == 0 &&
-        i64 > 0) {
+    if ((name >= NAME_SEG_ALLOC && name <= NAME_SEG_UNMAP) && val_int(size, &i64) == 0 && i64 > 0) {
         if (name == NAME_SEG_ALLOC || name == NAME_SEG_MAP)
             b->seg_grow += (uint64_t)i64;
         else
@@ -474,7 +521,7 @@ static int entry_fields(snap_build *b, as_pk_ref e, uint64_t index, snap_entry *
     }
     if (x->act == ACT_OTHER)
         return 0;
-    if (as_pk_int(pk, addr, &i64)) {
+    if (val_int(&f[KEY_ADDR], &i64)) {
         if (b->lenient) {
             b->warnings++;
             return 0;
@@ -484,18 +531,17 @@ static int entry_fields(snap_build *b, as_pk_ref e, uint64_t index, snap_entry *
                      act_names[x->act]);
     }
     x->addr = (uint64_t)i64;
-    if (as_pk_int(pk, size, &i64) == 0) {
+    if (val_int(size, &i64) == 0) {
         x->size = (uint64_t)i64;
         x->has_size = i64 > 0 && (uint64_t)i64 <= AS_MAX_ALLOC_SIZE;
     }
-    if (as_pk_int(pk, stream, &i64) == 0)
+    if (val_int(&f[KEY_STREAM], &i64) == 0)
         x->stream = (uint64_t)i64;
-    if (as_pk_int(pk, time, &i64) == 0)
+    if (val_int(&f[KEY_TIME], &i64) == 0)
         x->time_us = i64;
-    int rc;
-    if (x->act == ACT_ALLOC && (rc = frames_site(b, f[KEY_FRAMES], &x->site)) < 0)
+    if (x->act == ACT_ALLOC && (rc = frames_site(b, f[KEY_FRAMES].ref, &x->site)) < 0)
         return rc;
-    if ((rc = user_mark(b, f[KEY_UMETA], &x->umark)) < 0)
+    if ((rc = user_mark(b, f[KEY_UMETA].ref, &x->umark)) < 0)
         return rc;
     x->empty_before = b->empty_pending;
     b->empty_pending = 0;
@@ -632,8 +678,15 @@ static int user_mark(snap_build *b, as_pk_ref um, uint32_t *umark)
 {
     char v[AS_MAX_LABEL + 1 - 14];
     *umark = 0;
-    if (um == AS_PK_NIL || c_string(b->pk, um, v, sizeof v) < 0 || strcmp(v, b->umeta) == 0)
+    if (um == AS_PK_NIL || um == b->umeta_ref) /* the same interned string as before */
         return 0;
+    if (c_string(b->pk, um, v, sizeof v) < 0)
+        return 0;
+    if (strcmp(v, b->umeta) == 0) {
+        b->umeta_ref = as_pk_interned(b->pk, um) ? um : AS_PK_NIL;
+        return 0;
+    }
+    b->umeta_ref = as_pk_interned(b->pk, um) ? um : AS_PK_NIL;
     char label[AS_MAX_LABEL + 1];
     int n = snprintf(label, sizeof label, "user_metadata=%s", v);
     size_t off;
@@ -827,10 +880,10 @@ static int step(snap_build *b, const snap_entry *x, const snap_entry *nxt)
 
 /* Entry e of the chosen device: an alloc/free entry waits for the next one (the pairing of
  * free_requested with free_completed looks one ahead). */
-static int feed(snap_build *b, as_pk_ref e, uint64_t index)
+static int feed(snap_build *b, as_pk_ref e, const as_pk_entry *pe, uint64_t index)
 {
     snap_entry x;
-    int rc = entry_fields(b, e, index, &x);
+    int rc = entry_fields(b, e, pe, index, &x);
     if (rc <= 0)
         return rc;
     if (!b->have_cur) {
@@ -1131,6 +1184,7 @@ static as_pk_limits snap_limits(const as_reader_opts *opts)
     if (opts) {
         l.max_input = opts->max_pickle_bytes;
         l.max_memory = opts->max_pickle_memory;
+        l.vm_only = opts->pickle_vm_only;
     }
     return l;
 }
@@ -1164,14 +1218,15 @@ static int read_pass(snap_build *b, const as_reader_opts *opts)
     if ((rc = as_pk_stream_open(b->in, &lim, &b->ps, &perr)))
         return bfail(b, perr.code, perr.offset, "pickle: %s", perr.msg);
     b->pk = as_pk_stream_tree(b->ps);
-    while ((rc = as_pk_stream_next(b->ps, &it, &perr)) == 1) {
+    as_pk_entry pe;
+    while ((rc = as_pk_stream_next_entry(b->ps, &it, &pe, &perr)) == 1) {
         if ((rc = count_entry(b, it.device, 1)) < 0)
             return rc;
         if (b->chosen < 0 && (!b->want_set || it.device == b->want)) {
             b->chosen = (int)it.device;
             b->device = it.device;
         }
-        if ((int)it.device == b->chosen && (rc = feed(b, it.ref, it.index)) < 0)
+        if ((int)it.device == b->chosen && (rc = feed(b, it.ref, &pe, it.index)) < 0)
             return rc;
     }
     if (rc < 0)
@@ -1250,7 +1305,7 @@ static int check_root(snap_build *b, as_pk_ref *traces, as_pk_ref *segments)
     b->device = fd;
     as_pk_iter_init(&it, pk, first);
     for (uint64_t i = 0; as_pk_iter_next(&it, &t); i++)
-        if ((rc = feed(b, t, i)) < 0)
+        if ((rc = feed(b, t, NULL, i)) < 0)
             return rc;
     return 0;
 }
@@ -1390,6 +1445,7 @@ static int start_pass2(snap_build *b)
     memset(b->fcache_ref, 0xff, sizeof b->fcache_ref);
     memset(b->scache_ref, 0xff, sizeof b->scache_ref);
     b->umeta[0] = 0;
+    b->umeta_ref = AS_PK_NIL;
     b->pass2_events = b->emitted;
     b->emitted = 0;
     b->pass = 2;
@@ -1590,6 +1646,7 @@ static int torch_open(as_instream *in, const as_reader_opts *opts, as_meta *meta
                       .pass = 1,
                       .chosen = -1,
                       .t0 = AS_TIME_NONE,
+                      .umeta_ref = AS_PK_NIL,
                       .buffer_max = SNAP_BUFFER_EVENTS};
     if (opts && opts->max_pickle_buffered)
         b->buffer_max = opts->max_pickle_buffered;
@@ -1675,8 +1732,9 @@ static int pass2_fill(snap_state *st, as_trace_error *err)
     st->pos = 0;
     if ((rc = umarks_reset(b)) < 0)
         return rc;
+    as_pk_entry pe;
     while (b->nev == 0) {
-        rc = as_pk_stream_next(b->ps, &it, &perr);
+        rc = as_pk_stream_next_entry(b->ps, &it, &pe, &perr);
         if (rc < 0)
             return bfail(b, perr.code, perr.offset, "pickle: %s", perr.msg);
         if (rc == 0) {
@@ -1691,7 +1749,7 @@ static int pass2_fill(snap_state *st, as_trace_error *err)
                              b->pass2_events, b->emitted);
             return AS_TRACE_EOF;
         }
-        if ((int)it.device == b->chosen && (rc = feed(b, it.ref, it.index)) < 0)
+        if ((int)it.device == b->chosen && (rc = feed(b, it.ref, &pe, it.index)) < 0)
             return rc;
     }
     st->ev = b->ev;

@@ -164,6 +164,8 @@ typedef struct as_reader_opts {
      * device with a trace (a snapshot tracing several is an error that lists them). */
     int device_set;
     unsigned device;
+    int pickle_vm_only; /* snapshot pickles: the general pickle VM alone, without its fast
+                           paths (tests and fuzzers compare the two) */
 } as_reader_opts;
 
 #define AS_ZSTD_WINDOW_LOG_DEFAULT 27 /* 128 MiB: zstd up to level 19 and --long=27 */

@@ -1,0 +1,929 @@
+/*
+ * pickle_entry.c - the entry scanner: a batch of a snapshot's trace entries read straight
+ * from the opcodes Python's pickler writes for it, without the VM's tree. A batch is
+ * MARK, then per entry EMPTY_DICT, its memo put, MARK, keys and values, SETITEMS, and at
+ * the end APPENDS onto root["device_traces"][d]. Keys and strings are memoized strings or
+ * memo references; values are numbers, strings, None, bools, or a `frames` list of frame
+ * dicts {filename, line, name}, themselves fresh or memo references. The scanner keeps a
+ * small stack of its own (numbers inline, strings and finished containers as interned
+ * refs, containers being built as their items) and writes each entry's pairs to a buffer
+ * that as_pk_stream_next_entry hands out; a memo reference costs a lookup, so a frame the
+ * pickle refers back to is never read or hashed again.
+ *
+ * Invariant: a batch is read whole or not at all. Until its APPENDS every memo write is
+ * logged, and when the scanner meets anything else (another opcode or layout, a limit, the
+ * end of its window) it takes them back and leaves the batch to the VM, which then reads
+ * it as if the scanner had not looked (interned values the scanner added stay: the table
+ * is deduplicated by content, and they are the values the VM's cut-back interns). When
+ * the batch is read, the memo holds what the VM's cut-back would leave (strings, numbers
+ * and small containers interned, an entry dict its dropped marker) and each entry's pairs
+ * are the dict's: fuzz_pickle and test_pickle import with and without the scanner.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pickle_internal.h"
+
+#define SC_DEPTH 64               /* the scanner's stack: an entry's keys, values and frames */
+#define SC_MARKS 16               /* MARKs open inside a batch */
+#define SC_OPEN 64                /* containers being built at once */
+#define SC_SLOTS 4                /* memo slots naming one container */
+#define SC_WINDOW (1u << 20)      /* the window asked for at a batch's start ... */
+#define SC_WINDOW_MAX (16u << 20) /* ... and at most, for a long batch */
+#define SC_MAX_ENTRIES 65536u     /* longer batches are left to the VM */
+#define PK_PENDING 0xFFFFFFFEu    /* a memo slot of a container not finished yet */
+#define HOT inline __attribute__((always_inline)) /* the common layout's steps, in one loop */
+
+enum { SC_ABORT = 0, SC_DONE, SC_MORE, SC_GO }; /* SC_MORE: a larger window might do */
+enum { SV_SCALAR, SV_REF, SV_OPEN, SV_ENTRY };
+
+/* A value on the scanner's stack. */
+typedef struct sv {
+    uint8_t kind; /* SV_* */
+    uint8_t type; /* as_pk_type */
+    uint32_t x;   /* SV_REF: the ref; SV_OPEN: its sc_open; SV_ENTRY: its entry */
+    int64_t i;    /* SV_SCALAR: the value (a float's bits) */
+    uint64_t off; /* SV_SCALAR: its opcode's offset */
+} sv;
+
+/* A container being built inside an entry: its items are refs, contiguous in items[]. */
+typedef struct sc_open {
+    uint8_t type, nslots;
+    uint32_t first, n, chunks; /* chunks: its fills (the VM's chunks, at most 64 interned) */
+    uint64_t off;
+    uint32_t slot[SC_SLOTS];
+} sc_open;
+
+typedef struct sc_ent {
+    uint64_t off;
+    uint32_t first, n; /* its pairs in pairs[] */
+    uint32_t slot[SC_SLOTS];
+    uint8_t nslots;
+} sc_ent;
+
+typedef struct sc_undo {
+    uint32_t idx;
+    as_pk_ref old;
+} sc_undo;
+
+struct pk_scan {
+    as_pk_pair *pairs; /* the batch's entries' pairs */
+    size_t npairs, cappairs;
+    sc_ent *ents;
+    size_t nents, capents, next; /* next: the entry as_pk_scan_next hands out */
+    as_pk_ref list;              /* the trace list of the batch handed out */
+    sc_undo *undo;               /* memo writes of the batch being read */
+    size_t nundo, capundo;
+    as_pk_ref *items; /* containers' items, for the entry being read */
+    size_t nitems, capitems;
+    /* short strings seen (up to 7 bytes, with their length and type): their interned ref,
+     * so that a fresh "N/A" in every entry is not hashed again */
+    uint64_t skey[64];
+    as_pk_ref sref[64];
+};
+
+/* The state of one try. */
+typedef struct scan {
+    pk_parser *p;
+    pk_scan *sc;
+    const uint8_t *w;
+    size_t at, wn;
+    int at_end; /* the window holds the rest of the input */
+    sv st[SC_DEPTH];
+    size_t depth;
+    size_t mk[SC_MARKS]; /* stack depth at each MARK */
+    size_t nmk;
+    sc_open open[SC_OPEN];
+    size_t nopen;
+    size_t memo_len; /* p->memo_len before the batch */
+} scan;
+
+static inline uint64_t rd(const uint8_t *s, unsigned n)
+{
+    uint64_t v = 0;
+    for (unsigned i = n; i-- > 0;)
+        v = v << 8 | s[i];
+    return v;
+}
+
+static inline uint32_t rd32(const uint8_t *s)
+{
+    return (uint32_t)s[0] | (uint32_t)s[1] << 8 | (uint32_t)s[2] << 16 | (uint32_t)s[3] << 24;
+}
+
+static inline uint8_t ref_type(const scan *s, as_pk_ref r)
+{
+    return nd(s->p->pk, r)->type;
+}
+
+/* Pushes a value; 0 when the stack is full. */
+static inline int push(scan *s, sv v)
+{
+    if (s->depth >= SC_DEPTH)
+        return 0;
+    s->st[s->depth++] = v;
+    return 1;
+}
+
+/* The fence of the innermost MARK (0: the batch's own). */
+static inline size_t fence(const scan *s)
+{
+    return s->nmk ? s->mk[s->nmk - 1] : 0;
+}
+
+/* A memo write, logged for the undo. */
+static int memo_set(scan *s, uint64_t idx, as_pk_ref v)
+{
+    pk_parser *p = s->p;
+    pk_scan *sc = s->sc;
+    if (sc->nundo >= sc->capundo &&
+        as_pk_grow(p, (void **)&sc->undo, &sc->capundo, sc->nundo + 1, sizeof *sc->undo))
+        return 0;
+    sc->undo[sc->nundo++] = (sc_undo){(uint32_t)idx, p->memo[idx]};
+    if (p->memo[idx] == AS_PK_NIL)
+        p->memo_len++;
+    p->memo[idx] = v;
+    return 1;
+}
+
+/* A scalar's interned copy (an item of an interned container, or memoized). */
+static int intern_scalar(scan *s, const sv *v, as_pk_ref *r)
+{
+    pk_node n = {.type = v->type, .off = v->off, .u.i = v->i};
+    return as_pk_intern_value(s->p, &n, NULL, r) == 0;
+}
+
+/* A value as a ref (the VM's intern_item), for an interned container's items. */
+static int as_ref(scan *s, const sv *v, as_pk_ref *r)
+{
+    if (v->kind == SV_REF) {
+        *r = v->x;
+        return 1;
+    }
+    return v->kind == SV_SCALAR && intern_scalar(s, v, r);
+}
+
+/* Whether item r may sit in an interned container of type t (intern_item's test). */
+static int item_ok(const scan *s, as_pk_ref r, uint8_t t)
+{
+    const pk_node *n = nd(s->p->pk, r);
+    if (n->type != AS_PK_LIST && n->type != AS_PK_TUPLE && n->type != AS_PK_DICT)
+        return 1;
+    return t != AS_PK_DICT && !(n->flags & (PKF_DROPPED | PKF_NESTED | PKF_TRACE)) &&
+           n->a <= PK_FLAT_CELLS;
+}
+
+/* A finished container c (consumed by a fill): its interned copy, as the VM's cut-back
+ * makes it from a memo slot, which its slots get. 0 when it would not be interned. */
+static int finish(scan *s, uint32_t c, int as_item, as_pk_ref *r)
+{
+    sc_open *o = &s->open[c];
+    if (o->chunks > 64 || o->n > (o->type == AS_PK_DICT ? PK_FLAT_CELLS : PK_NESTED_ITEMS))
+        return 0;
+    if (o->type != AS_PK_DICT && as_item)
+        return 0; /* a list in a list: interned flat by the VM; left to it */
+    const as_pk_ref *items = o->n ? s->sc->items + o->first : NULL;
+    for (uint32_t i = 0; i < o->n; i++)
+        if (!item_ok(s, items[i], o->type))
+            return 0;
+    static const as_pk_ref none[1] = {AS_PK_NIL};
+    pk_node n = {.type = o->type, .off = o->off};
+    if (as_pk_intern_items(s->p, &n, o->n ? items : none, o->n, o->type != AS_PK_DICT, r))
+        return 0;
+    for (uint8_t k = 0; k < o->nslots; k++)
+        s->p->memo[o->slot[k]] = *r; /* logged as PENDING when put */
+    return 1;
+}
+
+/* v as the value of an entry's pair or a container's item: finished when open. */
+static int settle(scan *s, sv *v, int as_item)
+{
+    as_pk_ref r;
+    if (v->kind == SV_ENTRY)
+        return 0;
+    if (v->kind != SV_OPEN)
+        return 1;
+    if (!finish(s, v->x, as_item, &r))
+        return 0;
+    *v = (sv){.kind = SV_REF, .type = s->open[v->x].type, .x = r};
+    return 1;
+}
+
+/* Items st[from..depth) into open container c (a fill), as refs, after its earlier ones. */
+static int fill_open(scan *s, uint32_t c, size_t from)
+{
+    pk_scan *sc = s->sc;
+    sc_open *o = &s->open[c];
+    size_t k = s->depth - from;
+    if (o->n + k > PK_NESTED_ITEMS || ++o->chunks > 64)
+        return 0;
+    int last = o->first + o->n == sc->nitems; /* its items end the pool: extend in place */
+    size_t need = sc->nitems + k + (last ? 0 : o->n);
+    if (need > sc->capitems &&
+        as_pk_grow(s->p, (void **)&sc->items, &sc->capitems, need, sizeof *sc->items))
+        return 0;
+    if (!last) { /* move its items to the end */
+        if (o->n)
+            memmove(sc->items + sc->nitems, sc->items + o->first, o->n * sizeof *sc->items);
+        o->first = (uint32_t)sc->nitems;
+        sc->nitems += o->n;
+    }
+    for (size_t i = from; i < s->depth; i++) {
+        sv *v = &s->st[i];
+        if (o->type == AS_PK_DICT && ((i - from) % 2) == 0 && v->kind != SV_SCALAR &&
+            (v->kind != SV_REF || v->type == AS_PK_LIST || v->type == AS_PK_DICT))
+            return 0; /* an unhashable key: the VM's error */
+        as_pk_ref r;
+        if (!settle(s, v, 1) || !as_ref(s, v, &r))
+            return 0;
+        sc->items[sc->nitems++] = r;
+    }
+    o->n += (uint32_t)k;
+    s->depth = from;
+    return 1;
+}
+
+/* Pairs st[from..depth) into the entry being read. */
+static int fill_entry(scan *s, uint32_t e, size_t from)
+{
+    pk_scan *sc = s->sc;
+    size_t k = s->depth - from;
+    if (k % 2)
+        return 0;
+    if (sc->npairs + k / 2 > sc->cappairs &&
+        as_pk_grow(s->p, (void **)&sc->pairs, &sc->cappairs, sc->npairs + k / 2, sizeof *sc->pairs))
+        return 0;
+    for (size_t i = from; i < s->depth; i += 2) {
+        sv *key = &s->st[i], *val = &s->st[i + 1];
+        as_pk_ref kr;
+        if (key->kind != SV_REF || key->type == AS_PK_LIST || key->type == AS_PK_DICT ||
+            (val->kind >= SV_OPEN && !settle(s, val, 0)))
+            return 0;
+        kr = key->x;
+        as_pk_pair *pr = &sc->pairs[sc->npairs++];
+        pr->key = kr;
+        pr->val = (as_pk_val){.type = val->type,
+                              .ref = val->kind == SV_REF ? val->x : AS_PK_NIL,
+                              .i = val->kind == SV_SCALAR ? val->i : 0};
+    }
+    sc->ents[e].n += (uint32_t)(k / 2);
+    s->depth = from;
+    return 1;
+}
+
+/* SETITEMS, APPENDS (single: SETITEM, APPEND) inside the batch. */
+static int fill(scan *s, uint8_t op)
+{
+    int single = op == 's' || op == 'a';
+    size_t k = op == 's' ? 2 : 1, from;
+    if (single) {
+        if (s->depth < fence(s) + k + 1)
+            return 0;
+        from = s->depth - k;
+    } else {
+        if (!s->nmk)
+            return 0;
+        from = s->mk[s->nmk - 1];
+        size_t below = s->nmk > 1 ? s->mk[s->nmk - 2] : 0;
+        if (from < 1 || from - 1 < below)
+            return 0;
+    }
+    sv *t = &s->st[from - 1];
+    int dict = op == 's' || op == 'u';
+    if (t->kind == SV_ENTRY && dict) {
+        if (!single)
+            s->nmk--;
+        return fill_entry(s, t->x, from);
+    }
+    if (t->kind != SV_OPEN || (t->type == AS_PK_DICT) != dict || (dict && (s->depth - from) % 2))
+        return 0;
+    if (!single)
+        s->nmk--;
+    return fill_open(s, t->x, from);
+}
+
+/* MEMOIZE, BINPUT, LONG_BINPUT of the top value. */
+static int put(scan *s, uint8_t op, const uint8_t *arg, size_t *len)
+{
+    pk_parser *p = s->p;
+    uint64_t idx = op == 0x94 ? p->memo_len : op == 'q' ? arg[0] : rd32(arg);
+    *len = op == 0x94 ? 1 : op == 'q' ? 2 : 5;
+    uint64_t bound = p->wbase + s->at + PK_MEMO_SLACK;
+    if (bound > p->lim.max_memo)
+        bound = p->lim.max_memo;
+    if (s->depth <= fence(s) || idx >= bound || (idx >= p->capmemo && as_pk_memo_room(p, idx)))
+        return 0;
+    sv *v = &s->st[s->depth - 1];
+    as_pk_ref r;
+    if (v->kind == SV_REF)
+        return memo_set(s, idx, v->x);
+    if (v->kind == SV_SCALAR)
+        return intern_scalar(s, v, &r) && memo_set(s, idx, r);
+    uint8_t *n = v->kind == SV_OPEN ? &s->open[v->x].nslots : &s->sc->ents[v->x].nslots;
+    uint32_t *slots = v->kind == SV_OPEN ? s->open[v->x].slot : s->sc->ents[v->x].slot;
+    if (*n >= SC_SLOTS || !memo_set(s, idx, PK_PENDING))
+        return 0;
+    slots[(*n)++] = (uint32_t)idx;
+    return 1;
+}
+
+/* EMPTY_DICT, EMPTY_LIST: at the batch's level a new entry (the one before is done). */
+static int empty(scan *s, uint8_t op)
+{
+    pk_scan *sc = s->sc;
+    uint64_t off = s->p->wbase + s->at;
+    if (s->nmk == 0) {
+        if (op != '}' || s->depth > 1 || (s->depth == 1 && s->st[0].kind != SV_ENTRY) ||
+            sc->nents >= SC_MAX_ENTRIES)
+            return 0;
+        if (sc->nents >= sc->capents &&
+            as_pk_grow(s->p, (void **)&sc->ents, &sc->capents, sc->nents + 1, sizeof *sc->ents))
+            return 0;
+        sc->ents[sc->nents] = (sc_ent){.off = off, .first = (uint32_t)sc->npairs};
+        s->st[0] = (sv){.kind = SV_ENTRY, .type = AS_PK_DICT, .x = (uint32_t)sc->nents++};
+        s->depth = 1;
+        s->nopen = 0;
+        sc->nitems = 0;
+        return 1;
+    }
+    if (s->nopen >= SC_OPEN)
+        return 0;
+    s->open[s->nopen] = (sc_open){
+        .type = op == '}' ? AS_PK_DICT : AS_PK_LIST, .first = (uint32_t)sc->nitems, .off = off};
+    return push(s,
+                (sv){.kind = SV_OPEN, .type = s->open[s->nopen].type, .x = (uint32_t)s->nopen++});
+}
+
+/* A number, None or a bool; len set. */
+static int scalar(scan *s, uint8_t op, const uint8_t *arg, size_t *len)
+{
+    sv v = {.kind = SV_SCALAR, .type = AS_PK_INT, .off = s->p->wbase + s->at};
+    switch (op) {
+    case 'J':
+        v.i = (int32_t)rd32(arg), *len = 5;
+        break;
+    case 'K':
+        v.i = arg[0], *len = 2;
+        break;
+    case 'M':
+        v.i = (int64_t)rd(arg, 2), *len = 3;
+        break;
+    case 0x8a: { /* LONG1 */
+        unsigned n = arg[0];
+        if (n > 8)
+            return 0;
+        uint64_t u = rd(arg + 1, n);
+        if (n > 0 && n < 8 && (arg[n] & 0x80))
+            u |= ~0ull << (8 * n);
+        memcpy(&v.i, &u, sizeof u);
+        *len = 2 + n;
+        break;
+    }
+    case 'G': { /* BINFLOAT, big-endian */
+        uint64_t u = 0;
+        for (int i = 0; i < 8; i++)
+            u = u << 8 | arg[i];
+        v.type = AS_PK_FLOAT, v.i = (int64_t)u, *len = 9;
+        break;
+    }
+    case 'N':
+        v.type = AS_PK_NONE, *len = 1;
+        break;
+    default: /* NEWTRUE, NEWFALSE */
+        v.type = AS_PK_BOOL, v.i = op == 0x88, *len = 1;
+        break;
+    }
+    return s->nmk && push(s, v);
+}
+
+/* The interned ref of string bytes b[0..n) of type at offset off: 1, or 0. */
+static int str_ref(scan *s, uint8_t type, const uint8_t *b, size_t n, uint64_t off, as_pk_ref *r)
+{
+    uint64_t key = 0;
+    size_t slot = 0;
+    if (n < 8) { /* the cache of short strings (their bytes, length and type: never 0) */
+        memcpy(&key, b, 8);
+        key = (n ? key & (~0ull >> (64 - 8 * n)) : 0) | (uint64_t)(n + 1) << 56 |
+              (uint64_t)type << 60;
+        slot = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 58);
+        if (s->sc->skey[slot] == key) {
+            *r = s->sc->sref[slot];
+            return 1;
+        }
+    }
+    pk_node node = {.type = type, .a = (uint32_t)n, .off = off};
+    if (as_pk_intern_value(s->p, &node, b, r))
+        return 0;
+    if (key)
+        s->sc->skey[slot] = key, s->sc->sref[slot] = *r;
+    return 1;
+}
+
+/* SHORT_BINUNICODE, BINUNICODE, SHORT_BINBYTES in the window: interned. */
+static int string(scan *s, uint8_t op, const uint8_t *arg, size_t *len)
+{
+    size_t hl = op == 'X' ? 4 : 1, n = hl == 4 ? rd32(arg) : arg[0];
+    if (n > s->wn - s->at - 1 - hl)
+        return SC_MORE;
+    uint8_t type = op == 'C' ? AS_PK_BYTES : AS_PK_STR;
+    as_pk_ref r;
+    *len = 1 + hl + n;
+    if (!s->nmk || !str_ref(s, type, arg + hl, n, s->p->wbase + s->at + 1 + hl, &r))
+        return 0;
+    return push(s, (sv){.kind = SV_REF, .type = type, .x = r});
+}
+
+/* BINGET, LONG_BINGET of a slot set and finished. */
+static int get(scan *s, uint8_t op, const uint8_t *arg, size_t *len)
+{
+    pk_parser *p = s->p;
+    uint64_t idx = op == 'h' ? arg[0] : rd32(arg);
+    *len = op == 'h' ? 2 : 5;
+    if (!s->nmk || idx >= p->capmemo || p->memo[idx] == AS_PK_NIL || p->memo[idx] == PK_PENDING)
+        return 0;
+    as_pk_ref r = p->memo[idx];
+    return push(s, (sv){.kind = SV_REF, .type = ref_type(s, r), .x = r});
+}
+
+/* The batch's APPENDS: every entry done, the memo slots of the entry dicts their dropped
+ * marker (an entry of more than 3 pairs is never interned), the trace list marked. */
+static int commit(scan *s)
+{
+    pk_parser *p = s->p;
+    pk_scan *sc = s->sc;
+    if (s->depth != 1 || s->st[0].kind != SV_ENTRY)
+        return 0;
+    for (size_t i = 0; i < sc->nents; i++) {
+        const sc_ent *e = &sc->ents[i];
+        if (e->nslots && e->n * 2 <= PK_FLAT_CELLS)
+            return 0;
+        for (uint8_t k = 0; k < e->nslots; k++)
+            p->memo[e->slot[k]] = AS_PK_IBIT | 2u;
+    }
+    if (p->nstack + sc->nents > p->lim.max_stack)
+        return 0; /* the VM would have run out of stack */
+    p->nmarks--;
+    as_pk_vm_trace_list(p, p->nstack - 1);
+    sc->list = p->stack[p->nstack - 1];
+    sc->next = 0;
+    p->wp = s->at + 1;
+    p->generation++;
+    return 1;
+}
+
+/* One opcode: SC_GO, SC_DONE at the batch's APPENDS, SC_ABORT or SC_MORE. */
+static int step(scan *s)
+{
+    if (s->wn - s->at < 16)
+        return s->at_end ? SC_ABORT : SC_MORE;
+    uint8_t op = s->w[s->at];
+    const uint8_t *arg = s->w + s->at + 1;
+    size_t len = 1;
+    int ok;
+    switch (op) {
+    case '}':
+    case ']':
+        ok = empty(s, op);
+        break;
+    case '(':
+        ok = s->nmk < SC_MARKS && s->p->nmarks + s->nmk < s->p->lim.max_marks &&
+             (s->nmk || (s->depth == 1 && s->st[0].kind == SV_ENTRY));
+        if (ok)
+            s->mk[s->nmk++] = s->depth;
+        break;
+    case 'e':
+        if (!s->nmk)
+            return commit(s) ? SC_DONE : SC_ABORT;
+        ok = fill(s, op);
+        break;
+    case 'u':
+    case 's':
+    case 'a':
+        ok = fill(s, op);
+        break;
+    case 0x94:
+    case 'q':
+    case 'r':
+        ok = put(s, op, arg, &len);
+        break;
+    case 'h':
+    case 'j':
+        ok = get(s, op, arg, &len);
+        break;
+    case 0x8c:
+    case 'X':
+    case 'C':
+        if ((ok = string(s, op, arg, &len)) == SC_MORE)
+            return s->at_end ? SC_ABORT : SC_MORE;
+        break;
+    case 'J':
+    case 'K':
+    case 'M':
+    case 0x8a:
+    case 'G':
+    case 'N':
+    case 0x88:
+    case 0x89:
+        ok = scalar(s, op, arg, &len);
+        break;
+    case 0x95: { /* FRAME: checked as the VM does when the frame is in the window */
+        uint64_t flen = rd(arg, 8);
+        if (flen > s->wn - s->at - 9)
+            return s->at_end ? SC_ABORT : SC_MORE;
+        ok = 1, len = 9;
+        break;
+    }
+    default:
+        ok = 0;
+    }
+    if (!ok)
+        return SC_ABORT;
+    s->at += len;
+    return SC_GO;
+}
+
+/* Takes back the memo writes of a try. */
+static void undo(scan *s)
+{
+    pk_scan *sc = s->sc;
+    while (sc->nundo) {
+        sc->nundo--;
+        s->p->memo[sc->undo[sc->nundo].idx] = sc->undo[sc->nundo].old;
+    }
+    s->p->memo_len = s->memo_len;
+    sc->nents = sc->npairs = sc->nitems = 0;
+}
+
+/* ---- the common layout in one go ------------------------------------------------------- */
+
+/* A memo put at w[at] of ref v (PK_PENDING: a container not finished): its length, or 0
+ * when it is not a put or the memo refuses it. */
+static inline size_t fast_put(scan *s, size_t at, as_pk_ref v)
+{
+    pk_parser *p = s->p;
+    const uint8_t *w = s->w;
+    uint64_t idx;
+    size_t len;
+    if (w[at] == 0x94)
+        idx = p->memo_len, len = 1;
+    else if (w[at] == 'q')
+        idx = w[at + 1], len = 2;
+    else if (w[at] == 'r')
+        idx = rd32(w + at + 1), len = 5;
+    else
+        return 0;
+    uint64_t bound = p->wbase + at + PK_MEMO_SLACK;
+    if (bound > p->lim.max_memo)
+        bound = p->lim.max_memo;
+    if (idx >= bound || (idx >= p->capmemo && as_pk_memo_room(p, idx)) || !memo_set(s, idx, v))
+        return 0;
+    return len;
+}
+
+/* A memo reference at w[at] (BINGET, LONG_BINGET) to a finished value: 0 or its length. */
+static HOT size_t fast_get(const scan *s, size_t at, as_pk_ref *r)
+{
+    const pk_parser *p = s->p;
+    const uint8_t *w = s->w;
+    uint64_t idx;
+    size_t len;
+    if (w[at] == 'h')
+        idx = w[at + 1], len = 2;
+    else if (w[at] == 'j')
+        idx = rd32(w + at + 1), len = 5;
+    else
+        return 0;
+    if (idx >= p->capmemo || (*r = p->memo[idx]) == AS_PK_NIL || *r == PK_PENDING)
+        return 0;
+    return len;
+}
+
+/* Item k of the frames list being read. */
+static int frame_item(scan *s, size_t k, as_pk_ref x)
+{
+    pk_scan *sc = s->sc;
+    if (k >= PK_NESTED_ITEMS)
+        return 0;
+    if (sc->nitems + k >= sc->capitems &&
+        as_pk_grow(s->p, (void **)&sc->items, &sc->capitems, sc->nitems + k + 1, sizeof *sc->items))
+        return 0;
+    sc->items[sc->nitems + k] = x;
+    return 1;
+}
+
+/* A frames list at w[at] (EMPTY_LIST, its put, and MARK items APPENDS, or one item APPEND,
+ * or none), its items memo references to finished flat dicts: interned (its slot too), as
+ * *r; 0 or its length. */
+static size_t fast_frames(scan *s, size_t at, as_pk_ref *r)
+{
+    pk_scan *sc = s->sc;
+    const uint8_t *w = s->w;
+    size_t start = at, len = 0;
+    uint32_t slot[SC_SLOTS];
+    size_t nslot = 0, n = 0;
+    uint64_t off = s->p->wbase + at;
+    at++;
+    while (s->wn - at >= 16 && (w[at] == 0x94 || w[at] == 'q' || w[at] == 'r') &&
+           nslot < SC_SLOTS) {
+        uint64_t idx = w[at] == 0x94 ? s->p->memo_len : w[at] == 'q' ? w[at + 1] : rd32(w + at + 1);
+        if (!(len = fast_put(s, at, PK_PENDING)))
+            return 0;
+        slot[nslot++] = (uint32_t)idx;
+        at += len;
+    }
+    as_pk_ref x;
+    if (s->wn - at >= 16 && w[at] == '(') { /* MARK, items, APPENDS */
+        for (at++;; at += len) {
+            if (s->wn - at < 16)
+                return 0;
+            if (w[at] == 'e')
+                break;
+            if (!(len = fast_get(s, at, &x)) || !item_ok(s, x, AS_PK_LIST) ||
+                !frame_item(s, n++, x))
+                return 0;
+        }
+        at++;
+    } else if (s->wn - at >= 16 && (len = fast_get(s, at, &x)) && w[at + len] == 'a') {
+        if (!item_ok(s, x, AS_PK_LIST) || !frame_item(s, n++, x))
+            return 0;
+        at += len + 1;
+    } /* else an empty list */
+    static const as_pk_ref none[1] = {AS_PK_NIL};
+    pk_node node = {.type = AS_PK_LIST, .off = off};
+    if (as_pk_intern_items(s->p, &node, n ? sc->items + sc->nitems : none, n, 1, r))
+        return 0;
+    for (size_t k = 0; k < nslot; k++)
+        s->p->memo[slot[k]] = *r;
+    return at - start;
+}
+
+static HOT size_t fast_str(scan *s, size_t at, as_pk_ref *r);
+
+/* A plain value at w[at] into *v: 0 or its length. */
+static HOT size_t fast_value(scan *s, size_t at, as_pk_val *v)
+{
+    const uint8_t *w = s->w;
+    uint8_t op = w[at];
+    size_t len;
+    as_pk_ref r;
+    switch (op) {
+    case 'K':
+        *v = (as_pk_val){.type = AS_PK_INT, .ref = AS_PK_NIL, .i = w[at + 1]};
+        return 2;
+    case 'M':
+        *v = (as_pk_val){.type = AS_PK_INT, .ref = AS_PK_NIL, .i = w[at + 1] | w[at + 2] << 8};
+        return 3;
+    case 'J':
+        *v = (as_pk_val){.type = AS_PK_INT, .ref = AS_PK_NIL, .i = (int32_t)rd32(w + at + 1)};
+        return 5;
+    case 0x8a: {
+        unsigned n = w[at + 1];
+        uint64_t u = 0;
+        if (n > 8)
+            return 0;
+        memcpy(&u, w + at + 2, 8);
+        if (n < 8)
+            u &= n ? ~0ull >> (64 - 8 * n) : 0;
+        if (n > 0 && n < 8 && (w[at + 1 + n] & 0x80))
+            u |= ~0ull << (8 * n);
+        *v = (as_pk_val){.type = AS_PK_INT, .ref = AS_PK_NIL};
+        memcpy(&v->i, &u, sizeof u);
+        return 2 + n;
+    }
+    case 'N':
+        *v = (as_pk_val){.type = AS_PK_NONE, .ref = AS_PK_NIL};
+        return 1;
+    case 0x88:
+    case 0x89:
+        *v = (as_pk_val){.type = AS_PK_BOOL, .ref = AS_PK_NIL, .i = op == 0x88};
+        return 1;
+    case 'h':
+    case 'j':
+        if (!(len = fast_get(s, at, &r)))
+            return 0;
+        *v = (as_pk_val){.type = nd(s->p->pk, r)->type, .ref = r};
+        return len;
+    case ']':
+        if (!(len = fast_frames(s, at, &r)))
+            return 0;
+        *v = (as_pk_val){.type = AS_PK_LIST, .ref = r};
+        return len;
+    case 0x8c:
+        if (!(len = fast_str(s, at, &r)))
+            return 0;
+        *v = (as_pk_val){.type = AS_PK_STR, .ref = r};
+        return len;
+    default:
+        return 0;
+    }
+}
+
+/* A string at w[at] (SHORT_BINUNICODE, then its puts), or a memo reference to one: its
+ * ref in *r; 0 or the length. */
+static HOT size_t fast_str(scan *s, size_t at, as_pk_ref *r)
+{
+    const uint8_t *w = s->w;
+    size_t len, start = at;
+    if ((len = fast_get(s, at, r)))
+        return nd(s->p->pk, *r)->type == AS_PK_STR ? len : 0;
+    if (w[at] != 0x8c || w[at + 1] > s->wn - at - 2 ||
+        !str_ref(s, AS_PK_STR, w + at + 2, w[at + 1], s->p->wbase + at + 2, r))
+        return 0;
+    at += 2 + w[at + 1];
+    while (s->wn - at >= 16 && (len = fast_put(s, at, *r)))
+        at += len;
+    return at - start;
+}
+
+/* An entry at s->at in the layout Python's pickler writes (EMPTY_DICT, its puts, MARK,
+ * string keys with plain values, SETITEMS), read in one go: 1, or 0 with nothing changed
+ * (the general loop then reads it). */
+static int entry_fast(scan *s)
+{
+    pk_scan *sc = s->sc;
+    const uint8_t *w = s->w;
+    const size_t wn = s->wn;
+    size_t at = s->at + 1, len, nundo = sc->nundo, npairs = sc->npairs, memo_len = s->p->memo_len;
+    sc_ent e = {.off = s->p->wbase + s->at, .first = (uint32_t)sc->npairs};
+    while (wn - at >= 16 && e.nslots < SC_SLOTS) {
+        uint64_t idx = w[at] == 0x94 ? s->p->memo_len : w[at] == 'q' ? w[at + 1] : rd32(w + at + 1);
+        if (!(len = fast_put(s, at, PK_PENDING)))
+            break;
+        e.slot[e.nslots++] = (uint32_t)idx;
+        at += len;
+    }
+    if (wn - at < 16 || w[at] != '(')
+        goto undo;
+    at++;
+    for (;;) {
+        if (wn - at < 16)
+            goto undo;
+        if (w[at] == 'u')
+            break;
+        as_pk_ref key;
+        as_pk_val v;
+        if (!(len = fast_str(s, at, &key)))
+            goto undo;
+        at += len;
+        if (wn - at < 16 || !(len = fast_value(s, at, &v)))
+            goto undo;
+        at += len;
+        if (sc->npairs >= sc->cappairs &&
+            as_pk_grow(s->p, (void **)&sc->pairs, &sc->cappairs, sc->npairs + 1, sizeof *sc->pairs))
+            goto undo;
+        sc->pairs[sc->npairs++] = (as_pk_pair){.key = key, .val = v};
+    }
+    e.n = (uint32_t)(sc->npairs - npairs);
+    if (e.n * 2 <= PK_FLAT_CELLS) /* a small entry may be interned: the general loop's */
+        goto undo;
+    sc->ents[sc->nents] = e;
+    s->st[0] = (sv){.kind = SV_ENTRY, .type = AS_PK_DICT, .x = (uint32_t)sc->nents++};
+    s->depth = 1;
+    s->nopen = 0;
+    sc->nitems = 0;
+    s->at = at + 1;
+    return 1;
+undo:
+    while (sc->nundo > nundo) {
+        sc->nundo--;
+        s->p->memo[sc->undo[sc->nundo].idx] = sc->undo[sc->nundo].old;
+    }
+    s->p->memo_len = memo_len;
+    sc->npairs = npairs;
+    return 0;
+}
+
+/* The hot loop: an entry's keys and plain values inline, with the window in locals; the
+ * other opcodes through step(). */
+static int scan_loop(scan *s)
+{
+    const pk_parser *p = s->p;
+    const uint8_t *w = s->w;
+    uint64_t wbase = p->wbase;
+    for (;;) {
+        size_t at = s->at;
+        if (s->wn - at >= 16 && s->nmk && s->depth < SC_DEPTH) {
+            sv *v = &s->st[s->depth];
+            uint8_t op = w[at];
+            uint64_t idx;
+            as_pk_ref r;
+            switch (op) {
+            case 'h':
+            case 'j':
+                idx = op == 'h' ? w[at + 1] : rd32(w + at + 1);
+                if (idx >= p->capmemo || (r = p->memo[idx]) == AS_PK_NIL || r == PK_PENDING)
+                    return SC_ABORT;
+                *v = (sv){.kind = SV_REF, .type = nd(p->pk, r)->type, .x = r};
+                s->depth++;
+                s->at = at + (op == 'h' ? 2 : 5);
+                continue;
+            case 'K':
+                *v = (sv){.kind = SV_SCALAR, .type = AS_PK_INT, .i = w[at + 1], .off = wbase + at};
+                s->depth++;
+                s->at = at + 2;
+                continue;
+            case 'J':
+                *v = (sv){.kind = SV_SCALAR,
+                          .type = AS_PK_INT,
+                          .i = (int32_t)rd32(w + at + 1),
+                          .off = wbase + at};
+                s->depth++;
+                s->at = at + 5;
+                continue;
+            default:
+                break;
+            }
+        }
+        if (s->wn - at >= 16 && !s->nmk && s->w[at] == '}' &&
+            (s->depth == 0 || (s->depth == 1 && s->st[0].kind == SV_ENTRY)) &&
+            s->sc->nents < SC_MAX_ENTRIES && s->sc->nents < s->sc->capents && entry_fast(s))
+            continue;
+        int rc = step(s);
+        if (rc != SC_GO)
+            return rc;
+    }
+}
+
+int as_pk_scan_batch(pk_parser *p)
+{
+    if (!p->sc && !(p->sc = calloc(1, sizeof *p->sc)))
+        return 0;
+    scan *s = malloc(sizeof *s);
+    if (!s)
+        return 0;
+    size_t want = SC_WINDOW;
+    int rc = SC_ABORT, refilled = 0;
+    p->quiet = 1;
+    for (;;) {
+        /* The window as it is when it holds a quarter of what is wanted, else refilled: a
+         * refill moves what is left to the buffer's start. */
+        uint64_t left = p->lim.max_input - (p->wbase + p->wp); /* never past the limit */
+        size_t ask = left < want ? (size_t)left : want;
+        int at_end = 0;
+        if (refilled || p->wn - p->wp < ask / 4) {
+            if (p->wn - p->wp < ask && as_pk_refill(p, ask))
+                break;
+            at_end = p->wn - p->wp < ask;
+            refilled = 1;
+        }
+        *s = (scan){.p = p,
+                    .sc = p->sc,
+                    .w = p->w,
+                    .at = p->wp,
+                    .wn = p->wn,
+                    .at_end = at_end,
+                    .memo_len = p->memo_len};
+        s->sc->nundo = s->sc->nents = s->sc->npairs = s->sc->nitems = 0;
+        /* Each value the VM would make costs a byte at least, and its stack holds the
+         * batch's entries and one's values: the batch cannot reach the VM's limits. */
+        if (p->pk->nnodes + p->pk->ninodes - 3 + (p->wn - p->wp) >= p->lim.max_nodes ||
+            p->nstack + SC_MAX_ENTRIES + SC_DEPTH >= p->lim.max_stack) {
+            rc = SC_ABORT;
+            break;
+        }
+        rc = scan_loop(s);
+        if (rc == SC_DONE)
+            break;
+        undo(s);
+        if (rc != SC_MORE || at_end)
+            break;
+        if (refilled && p->wn - p->wp >= ask) { /* the window was full: a larger one */
+            if (want >= SC_WINDOW_MAX || ask < want)
+                break;
+            want *= 4;
+        }
+        refilled = 1;
+    }
+    p->quiet = 0;
+    free(s);
+    p->sc->nundo = 0;
+    return rc == SC_DONE;
+}
+
+int as_pk_scan_next(pk_parser *p, as_pk_item *item, as_pk_entry *e)
+{
+    pk_scan *sc = p->sc;
+    if (!sc || sc->next >= sc->nents)
+        return 0;
+    const sc_ent *x = &sc->ents[sc->next++];
+    pk_node *l = &p->pk->nodes[sc->list];
+    item->ref = AS_PK_NIL;
+    item->device = l->dev;
+    item->index = l->a++;
+    *e = (as_pk_entry){.off = x->off, .n = x->n, .pairs = sc->pairs + x->first};
+    if (sc->next == sc->nents)
+        sc->nents = 0; /* the pairs stay until the next batch */
+    return 1;
+}
+
+void as_pk_scan_free(pk_parser *p)
+{
+    if (!p->sc)
+        return;
+    free(p->sc->pairs);
+    free(p->sc->ents);
+    free(p->sc->undo);
+    free(p->sc->items);
+    free(p->sc);
+    p->sc = NULL;
+}
