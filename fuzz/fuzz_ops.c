@@ -354,6 +354,17 @@ static void mut_size_class(fz_trace *t, uint64_t *rng, const fz_params *p)
     }
 }
 
+/* Operation a moved to position b, those between shifted by one. */
+static void move_op(fz_trace *t, size_t a, size_t b)
+{
+    fz_op o = t->ops[a];
+    if (a < b)
+        memmove(t->ops + a, t->ops + a + 1, (b - a) * sizeof *t->ops);
+    else
+        memmove(t->ops + b + 1, t->ops + b, (a - b) * sizeof *t->ops);
+    t->ops[b] = o;
+}
+
 /* One operation moved by 1 to 8 places: a free a little earlier or later. */
 static void mut_nudge(fz_trace *t, uint64_t *rng)
 {
@@ -364,12 +375,7 @@ static void mut_nudge(fz_trace *t, uint64_t *rng)
         b = a + d < t->n ? a + d : t->n - 1;
     else
         b = a > d ? a - d : 0;
-    fz_op o = t->ops[a];
-    if (a < b)
-        memmove(t->ops + a, t->ops + a + 1, (b - a) * sizeof *t->ops);
-    else
-        memmove(t->ops + b + 1, t->ops + b, (a - b) * sizeof *t->ops);
-    t->ops[b] = o;
+    move_op(t, a, b);
 }
 
 static void mutate_one(fz_trace *t, uint64_t *rng, const fz_params *p)
@@ -410,12 +416,7 @@ static void mutate_one(fz_trace *t, uint64_t *rng, const fz_params *p)
     case 5: /* move one operation */
         if (t->n >= 2) {
             size_t a = below(rng, t->n), b = below(rng, t->n);
-            fz_op o = t->ops[a];
-            if (a < b)
-                memmove(t->ops + a, t->ops + a + 1, (b - a) * sizeof *t->ops);
-            else
-                memmove(t->ops + b + 1, t->ops + b, (a - b) * sizeof *t->ops);
-            t->ops[b] = o;
+            move_op(t, a, b);
         }
         break;
     case 6: /* duplicate a run with fresh tags: repeats a pattern (a loop iteration) */

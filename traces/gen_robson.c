@@ -145,6 +145,24 @@ static int ff_refill(as_gen *g, robson *r)
     return 0;
 }
 
+/* After a phase's last pinned segment: the phase is over, its b holes now ask for b + 1
+ * (its blocks freed); after the last phase, fillers of n, a new segment each (every hole is
+ * under n), until the live units would pass m. */
+static int phase_end(as_gen *g, robson *r)
+{
+    if (r->b <= r->bhi) {
+        for (size_t i = 0; i < r->nv; i++)
+            rf(g, r, r->v[i].id, r->v[i].occ);
+        r->nv = 0;
+        r->b++;
+        return 0;
+    }
+    if (r->live + r->n > r->m)
+        return AS_TRACE_EOF;
+    ra(g, r, r->n);
+    return 0;
+}
+
 /* One pinned segment of phase b, the end of a phase, or the fillers. */
 static int bf_refill(as_gen *g, robson *r)
 {
@@ -159,17 +177,7 @@ static int bf_refill(as_gen *g, robson *r)
         rf(g, r, z, 1);
         return 0;
     }
-    if (b <= r->bhi) { /* phase over: its b holes now ask for b+1 */
-        for (size_t i = 0; i < r->nv; i++)
-            rf(g, r, r->v[i].id, r->v[i].occ);
-        r->nv = 0;
-        r->b++;
-        return 0;
-    }
-    if (r->live + r->n > r->m)
-        return AS_TRACE_EOF;
-    ra(g, r, r->n); /* every hole is under n: a new segment each */
-    return 0;
+    return phase_end(g, r);
 }
 
 /* One pinned segment of phase b, the end of a phase, or the fillers. */
@@ -184,17 +192,7 @@ static int torch_refill(as_gen *g, robson *r)
         ra(g, r, pin); /* takes them all: 1 MiB left is not split off */
         return 0;
     }
-    if (b <= r->bhi) {
-        for (size_t i = 0; i < r->nv; i++)
-            rf(g, r, r->v[i].id, r->v[i].occ);
-        r->nv = 0;
-        r->b++;
-        return 0;
-    }
-    if (r->live + r->n > r->m)
-        return AS_TRACE_EOF;
-    ra(g, r, r->n);
-    return 0;
+    return phase_end(g, r);
 }
 
 /* Keeps, in every 2^k-aligned window, the live block with the smallest request. */
