@@ -29,7 +29,12 @@ $(BUILD)/allocsim-replay: $(REPLAY_DIR)/replay_main.o $(REPLAY_CU_OBJ) $(REL_LIB
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(CUDA_LIBS) $(LDLIBS)
 
-REPLAY_BINS := $(BUILD)/allocsim-replay $(BUILD)/allocsim-calib
+# the stream-ordered pool's probe (replay/data/async-probe-h200): CUDA runtime only
+$(BUILD)/allocsim-asyncprobe: $(REPLAY_DIR)/async_probe.o
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(CUDA_LIBS) $(LDLIBS)
+
+REPLAY_BINS := $(BUILD)/allocsim-replay $(BUILD)/allocsim-calib $(BUILD)/allocsim-asyncprobe
 
 ## replay: build the real-GPU programs (needs the CUDA toolkit, not a GPU)
 replay: $(REPLAY_BINS)

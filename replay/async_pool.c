@@ -23,9 +23,9 @@
 #define POOL_MAGIC 0x61706f6fu /* "apoo": init refuses any other device */
 
 typedef struct pool_slot {
-    void *ptr; /* NULL: free slot, next_free links it */
-    uint64_t size;
-    uint32_t stream; /* index into streams[] */
+    void *ptr;         /* NULL: free slot, next_free links it */
+    uint64_t size, id; /* id: the allocation's ordinal */
+    uint32_t stream;   /* index into streams[] */
     uint32_t next_free;
     int pending; /* FREE_REQ seen, FREE not yet */
 } pool_slot;
@@ -47,6 +47,8 @@ struct as_asyncpool {
     as_asyncpool_stats s;
     as_dev_log_fn log;
     void *log_user;
+    as_asyncpool_op_fn op_log;
+    void *op_user;
     char err[256];
 };
 
@@ -76,10 +78,10 @@ static int note_reserved(as_asyncpool *a, uint64_t addr, double ns)
         return rc;
     if (cur == a->reserved)
         return 0;
-    as_dev_event ev = { .action = cur > a->reserved ? AS_DEV_SEGMENT_ALLOC : AS_DEV_SEGMENT_FREE,
-                        .addr = cur > a->reserved ? addr : 0,
-                        .size = cur > a->reserved ? cur - a->reserved : a->reserved - cur,
-                        .cost_ns = ns };
+    as_dev_event ev = {.action = cur > a->reserved ? AS_DEV_SEGMENT_ALLOC : AS_DEV_SEGMENT_FREE,
+                       .addr = cur > a->reserved ? addr : 0,
+                       .size = cur > a->reserved ? cur - a->reserved : a->reserved - cur,
+                       .cost_ns = ns};
     if (cur > a->reserved) {
         a->s.grows++;
         a->c.reserves++;
@@ -94,6 +96,24 @@ static int note_reserved(as_asyncpool *a, uint64_t addr, double ns)
     if (a->log)
         a->log(a->log_user, &ev);
     return 0;
+}
+
+/* The block log's row for one op, with the pool's counters read now. */
+static int note_op(as_asyncpool *a, const pool_slot *s, int is_free)
+{
+    if (!a->op_log)
+        return 0;
+    as_asyncpool_op op = {.id = s->id,
+                          .addr = (uint64_t)(uintptr_t)s->ptr,
+                          .size = s->size,
+                          .reserved = a->reserved,
+                          .stream = s->stream,
+                          .is_free = is_free};
+    int rc = rt_rc(a, cudaMemPoolGetAttribute(a->pool, cudaMemPoolAttrUsedMemCurrent, &op.used),
+                   "cudaMemPoolGetAttribute(UsedMemCurrent)", 0);
+    if (!rc)
+        a->op_log(a->op_user, &op);
+    return rc;
 }
 
 /* The real stream for a trace stream value, created on first use. */
@@ -161,8 +181,14 @@ static int no_range(void *ctx, uint64_t addr, uint64_t size)
     (void)ctx, (void)addr, (void)size;
     return AS_ENOSYS;
 }
-static uint64_t pool_capacity(void *ctx) { return ((as_asyncpool *)ctx)->p.capacity; }
-static uint64_t pool_reserved(void *ctx) { return ((as_asyncpool *)ctx)->reserved; }
+static uint64_t pool_capacity(void *ctx)
+{
+    return ((as_asyncpool *)ctx)->p.capacity;
+}
+static uint64_t pool_reserved(void *ctx)
+{
+    return ((as_asyncpool *)ctx)->reserved;
+}
 
 static int pool_cap_test(void *ctx, as_cap_pred pred, const void *arg, int *yes)
 {
@@ -183,8 +209,7 @@ static const as_device_ops pool_ops = {
     .reserved = pool_reserved,
 };
 
-int as_asyncpool_create(const as_asyncpool_params *p, as_asyncpool **out, char *why,
-                        size_t why_len)
+int as_asyncpool_create(const as_asyncpool_params *p, as_asyncpool **out, char *why, size_t why_len)
 {
     *out = NULL;
     as_asyncpool *a = calloc(1, sizeof *a);
@@ -198,7 +223,7 @@ int as_asyncpool_create(const as_asyncpool_params *p, as_asyncpool **out, char *
     a->dev.ctx = a;
     a->free_head = UINT32_MAX;
     /* the ballast first, so the pool can only ever get the capacity */
-    as_cudadev_params cp = { .capacity = p->capacity, .device = p->device, .no_sync = 1 };
+    as_cudadev_params cp = {.capacity = p->capacity, .device = p->device, .no_sync = 1};
     int rc = as_cudadev_create(&cp, &a->cd, why, why_len);
     if (rc) {
         free(a);
@@ -249,7 +274,10 @@ void as_asyncpool_destroy(as_asyncpool *a)
     free(a);
 }
 
-const as_device *as_asyncpool_device(as_asyncpool *a) { return &a->dev; }
+const as_device *as_asyncpool_device(as_asyncpool *a)
+{
+    return &a->dev;
+}
 
 void as_asyncpool_set_log(as_asyncpool *a, as_dev_log_fn fn, void *user)
 {
@@ -257,7 +285,16 @@ void as_asyncpool_set_log(as_asyncpool *a, as_dev_log_fn fn, void *user)
     a->log_user = user;
 }
 
-void as_asyncpool_counters_get(const as_asyncpool *a, as_dev_counters *out) { *out = a->c; }
+void as_asyncpool_set_op_log(as_asyncpool *a, as_asyncpool_op_fn fn, void *user)
+{
+    a->op_log = fn;
+    a->op_user = user;
+}
+
+void as_asyncpool_counters_get(const as_asyncpool *a, as_dev_counters *out)
+{
+    *out = a->c;
+}
 
 void as_asyncpool_stats_get(as_asyncpool *a, as_asyncpool_stats *out)
 {
@@ -267,14 +304,16 @@ void as_asyncpool_stats_get(as_asyncpool *a, as_asyncpool_stats *out)
         !rt_rc(a, cudaMemPoolGetAttribute(a->pool, cudaMemPoolAttrReservedMemHigh, &v),
                "cudaMemPoolGetAttribute(ReservedMemHigh)", 0))
         a->s.reserved_high = v;
-    if (a->have_pool &&
-        !rt_rc(a, cudaMemPoolGetAttribute(a->pool, cudaMemPoolAttrUsedMemHigh, &v),
-               "cudaMemPoolGetAttribute(UsedMemHigh)", 0))
+    if (a->have_pool && !rt_rc(a, cudaMemPoolGetAttribute(a->pool, cudaMemPoolAttrUsedMemHigh, &v),
+                               "cudaMemPoolGetAttribute(UsedMemHigh)", 0))
         a->s.used_high = v;
     *out = a->s;
 }
 
-const char *as_asyncpool_errmsg(const as_asyncpool *a) { return a->err; }
+const char *as_asyncpool_errmsg(const as_asyncpool *a)
+{
+    return a->err;
+}
 
 /* ---- the adapter policy --------------------------------------------------------------- */
 
@@ -321,6 +360,9 @@ static int p_alloc(void *st, const as_request *req, as_block *out)
     if (rc == AS_DEV_OOM) {
         a->c.refusals++;
         int r2 = note_reserved(a, 0, ns); /* a refused grow may still have trimmed */
+        pool_slot refused = {.size = req->size, .id = req->id, .stream = si};
+        if (!r2)
+            r2 = note_op(a, &refused, 0);
         return r2 ? dev_to_policy(r2) : AS_POLICY_OOM;
     }
     if (rc)
@@ -329,10 +371,12 @@ static int p_alloc(void *st, const as_request *req, as_block *out)
         (void)cudaFreeAsync(ptr, a->streams[si]);
         return dev_to_policy(rc);
     }
-    a->slot[k] = (pool_slot){ .ptr = ptr, .size = req->size, .stream = si };
+    a->slot[k] = (pool_slot){.ptr = ptr, .size = req->size, .id = req->id, .stream = si};
     a->allocated += req->size;
-    *out = (as_block){ .addr = (uint64_t)(uintptr_t)ptr, .size = req->size, .handle = k };
-    return dev_to_policy(note_reserved(a, out->addr, ns));
+    *out = (as_block){.addr = (uint64_t)(uintptr_t)ptr, .size = req->size, .handle = k};
+    if (!(rc = note_reserved(a, out->addr, ns)))
+        rc = note_op(a, &a->slot[k], 0);
+    return dev_to_policy(rc);
 }
 
 static int p_free(void *st, uint64_t handle, unsigned flags)
@@ -355,15 +399,17 @@ static int p_free(void *st, uint64_t handle, unsigned flags)
     if (rc)
         return dev_to_policy(rc == AS_DEV_OOM ? AS_EDEVICE : rc);
     a->allocated -= s->size;
+    pool_slot done = *s;
     s->ptr = NULL;
     s->pending = 0;
     s->next_free = a->free_head;
     a->free_head = (uint32_t)handle;
     /* The pool releases memory above its threshold at synchronisation points only. */
-    if (!a->p.no_sync &&
-        (rc = rt_rc(a, cudaStreamSynchronize(str), "cudaStreamSynchronize", 0)))
+    if (!a->p.no_sync && (rc = rt_rc(a, cudaStreamSynchronize(str), "cudaStreamSynchronize", 0)))
         return dev_to_policy(rc);
-    return dev_to_policy(note_reserved(a, 0, ns));
+    if (!(rc = note_reserved(a, 0, ns)))
+        rc = note_op(a, &done, 1);
+    return dev_to_policy(rc);
 }
 
 /* PyTorch's emptyCache for this backend: synchronise, then trim the pool to nothing. */
@@ -381,13 +427,13 @@ static int p_empty_cache(void *st)
 static void p_stats(const void *st, as_policy_stats *out)
 {
     const as_asyncpool *a = ((const pstate *)st)->a;
-    *out = (as_policy_stats){ .allocated = a->allocated,
-                              .reserved = a->reserved,
-                              .free_bytes = a->reserved > a->allocated ? a->reserved - a->allocated
-                                                                       : 0,
-                              .device_reserves = a->s.grows,
-                              .device_releases = a->s.trims,
-                              .retries = a->s.oom_retries };
+    *out =
+        (as_policy_stats){.allocated = a->allocated,
+                          .reserved = a->reserved,
+                          .free_bytes = a->reserved > a->allocated ? a->reserved - a->allocated : 0,
+                          .device_reserves = a->s.grows,
+                          .device_releases = a->s.trims,
+                          .retries = a->s.oom_retries};
     /* largest_free is unknown inside the pool: left 0, so no external fragmentation */
 }
 

@@ -31,13 +31,24 @@ typedef struct as_asyncpool_params {
 typedef struct as_asyncpool_stats {
     uint64_t reserved_high, used_high; /* cudaMemPoolAttr{Reserved,Used}MemHigh */
     uint64_t reserved_end;
-    uint64_t grows, trims;  /* steps of ReservedMemCurrent up / down */
-    uint64_t oom_retries;   /* refused allocations retried after synchronising the streams */
-    uint64_t streams;       /* real streams the trace's streams mapped to */
-    uint64_t probed;        /* capacity the ballast probe confirmed (0 = none / unset) */
+    uint64_t grows, trims; /* steps of ReservedMemCurrent up / down */
+    uint64_t oom_retries;  /* refused allocations retried after synchronising the streams */
+    uint64_t streams;      /* real streams the trace's streams mapped to */
+    uint64_t probed;       /* capacity the ballast probe confirmed (0 = none / unset) */
 } as_asyncpool_stats;
 
 typedef struct as_asyncpool as_asyncpool;
+
+/* One allocation or free as the pool did it, for the block log (--blocks): the pool's
+ * ReservedMemCurrent and UsedMemCurrent right after it (after the free's stream sync). */
+typedef struct as_asyncpool_op {
+    uint64_t id;             /* the allocation's ordinal in the trace */
+    uint64_t addr, size;     /* addr 0: refused */
+    uint64_t reserved, used; /* cudaMemPoolAttr{Reserved,Used}MemCurrent */
+    uint32_t stream;         /* index of the real stream */
+    int is_free;
+} as_asyncpool_op;
+typedef void (*as_asyncpool_op_fn)(void *user, const as_asyncpool_op *op);
 
 /* Returns 0, AS_DEV_OOM when the GPU has less free memory than the capacity, or
  * AS_EDEVICE with a reason in why. */
@@ -47,6 +58,8 @@ int as_asyncpool_create(const as_asyncpool_params *p, as_asyncpool **out, char *
 void as_asyncpool_destroy(as_asyncpool *a);
 const as_device *as_asyncpool_device(as_asyncpool *a);
 void as_asyncpool_set_log(as_asyncpool *a, as_dev_log_fn fn, void *user);
+/* Every allocation and free from now on goes to fn (NULL: none). */
+void as_asyncpool_set_op_log(as_asyncpool *a, as_asyncpool_op_fn fn, void *user);
 void as_asyncpool_counters_get(const as_asyncpool *a, as_dev_counters *out);
 void as_asyncpool_stats_get(as_asyncpool *a, as_asyncpool_stats *out);
 const char *as_asyncpool_errmsg(const as_asyncpool *a);

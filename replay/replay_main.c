@@ -3,7 +3,8 @@
  *
  *   allocsim-replay [-p SPEC]... [-c CAP]... [-f table|csv|json] [-o FILE]
  *                   [--segments F] [--latency F] [--no-sync] TRACE...
- *   allocsim-replay --async [--release-threshold N]... [-c CAP]... [--pool F] ... TRACE...
+ *   allocsim-replay --async [--release-threshold N]... [-c CAP]... [--pool F] [--blocks F]
+ *                   ... TRACE...
  *
  * Every -p crossed with every -c is one run, exactly as `allocsim run` numbers them: this
  * is the library's run driver (sim/driver.h) with the same policy code; only the device
@@ -68,6 +69,8 @@ static const char help[] =
     "      --release-threshold N  the pool's release threshold in bytes, or max (repeatable;\n"
     "                        default 0, CUDA's default; PyTorch's backend uses max)\n"
     "      --pool FILE       CSV per run: the pool's reserved/used high, grows, trims, retries\n"
+    "      --blocks FILE     CSV run,id,action,stream,addr,size,reserved,used: every\n"
+    "                        allocation (addr 0: refused) and free, the pool's counters after\n"
     "\n"
     "Needs an NVIDIA GPU and its driver (libcuda.so.1, loaded at run time); without them it\n"
     "says so and exits 1. 'allocsim run' simulates the same runs on any machine.\n"
@@ -82,7 +85,8 @@ enum {
     OPT_DEVICE,
     OPT_ASYNC,
     OPT_THRESHOLD,
-    OPT_POOL
+    OPT_POOL,
+    OPT_BLOCKS
 };
 static const struct option opts[] = {
     {"policy", required_argument, NULL, 'p'},
@@ -96,6 +100,7 @@ static const struct option opts[] = {
     {"async", no_argument, NULL, OPT_ASYNC},
     {"release-threshold", required_argument, NULL, OPT_THRESHOLD},
     {"pool", required_argument, NULL, OPT_POOL},
+    {"blocks", required_argument, NULL, OPT_BLOCKS},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -113,6 +118,7 @@ typedef struct ctx {
     uint64_t threshold; /* the release threshold of the run being created */
     as_asyncpool *pool; /* the async run in progress */
     FILE *poolf;
+    FILE *blocksf;       /* --blocks: every allocation and free of the pool */
     const uint64_t *thr; /* --async: run i's threshold is thr[i / ncap] */
     size_t ncap;
 } ctx;
@@ -175,6 +181,16 @@ static int write_status(int failed, const char *path, int ret)
 
 /* ---- the device factory ---------------------------------------------------------------- */
 
+/* One row of --blocks (addr 0: the pool refused the allocation). */
+static void on_block(void *user, const as_asyncpool_op *op)
+{
+    ctx *c = user;
+    fprintf(c->blocksf, "%u,%llu,%s,%u,%llu,%llu,%llu,%llu\n", c->run, (unsigned long long)op->id,
+            op->is_free ? "free" : "alloc", op->stream, (unsigned long long)op->addr,
+            (unsigned long long)op->size, (unsigned long long)op->reserved,
+            (unsigned long long)op->used);
+}
+
 static int f_create(void *user, uint64_t capacity, as_device *out, void **handle)
 {
     ctx *c = user;
@@ -191,6 +207,8 @@ static int f_create(void *user, uint64_t capacity, as_device *out, void **handle
         as_asyncpool_stats_get(a, &st);
         c->probed = st.probed;
         c->pool = a;
+        if (c->blocksf)
+            as_asyncpool_set_op_log(a, on_block, c);
         *out = *as_asyncpool_device(a);
         *handle = a;
         return 0;
@@ -352,7 +370,7 @@ typedef struct args {
     size_t np;
     uint64_t *caps, *thr;
     size_t ncap, nthr;
-    const char *out_path, *seg_path, *lat_path, *pool_path;
+    const char *out_path, *seg_path, *lat_path, *pool_path, *blocks_path;
     as_report_fmt fmt;
     int done; /* --help or --version was printed */
 } args;
@@ -417,6 +435,9 @@ static int option(int ch, char **argv, args *a, ctx *c)
     case OPT_POOL:
         a->pool_path = optarg;
         return 0;
+    case OPT_BLOCKS:
+        a->blocks_path = optarg;
+        return 0;
     case OPT_DEVICE:
         if (as_parse_count(optarg, &d) || d > 64)
             return usage("--device %s: a device ordinal", optarg);
@@ -455,8 +476,8 @@ static int parse(int argc, char **argv, args *a, ctx *c)
         return usage("no trace given");
     if (c->async && a->np)
         return usage("--async replays the CUDA pool itself: no -p");
-    if (!c->async && (a->nthr || a->pool_path))
-        return usage("--release-threshold and --pool need --async");
+    if (!c->async && (a->nthr || a->pool_path || a->blocks_path))
+        return usage("--release-threshold, --pool and --blocks need --async");
     return 0;
 }
 
@@ -513,6 +534,11 @@ static int open_logs(const args *a, ctx *c)
         fputs("run,policy,capacity,probed,completed,oom_alloc,peak_reserved,reserved_high,"
               "used_high,reserved_end,grows,trims,oom_retries,streams\n",
               c->poolf);
+    }
+    if (a->blocks_path) {
+        if ((ret = create(a->blocks_path, &c->blocksf)))
+            return ret;
+        fputs("run,id,action,stream,addr,size,reserved,used\n", c->blocksf);
     }
     return 0;
 }
@@ -580,6 +606,8 @@ done:
         ret = write_error(as_runlog_close(c.segs, msgbuf, sizeof msgbuf), msgbuf, a.seg_path, ret);
     if (c.poolf)
         ret = write_status(fclose(c.poolf), a.pool_path, ret);
+    if (c.blocksf)
+        ret = write_status(fclose(c.blocksf), a.blocks_path, ret);
     if (c.lat)
         ret = write_status(fclose(c.lat), a.lat_path, ret);
     if (out != stdout)
