@@ -356,7 +356,9 @@ static void run_batch(run *r, const eng_ev *ev, size_t n)
     int (*palloc)(void *, const as_request *, as_block *) = r->pol->alloc;
     int (*pfree)(void *, uint64_t, unsigned) = r->pol->free;
     const as_caught *cw = r->e->caught;
+    const int check = r->e->o.check, on_block = r->e->o.on_block != NULL;
 
+    /* A run_fail (from here or a callback) sets stopped, which ends the loop. */
     for (size_t i = 0; i < n && !r->stopped; i++) {
         const eng_ev *x = &ev[i];
         const uint64_t idx = r->events;
@@ -372,7 +374,7 @@ static void run_batch(run *r, const eng_ev *ev, size_t n)
             as_block b;
             rc = palloc(st, &rq, &b);
             if (rc == AS_POLICY_OK) {
-                if (b.size < x->size && r->e->o.check) {
+                if (b.size < x->size && check) {
                     run_fail(r, AS_ECHECK, "block of %llu bytes for a %llu-byte request",
                              (unsigned long long)b.size, (unsigned long long)x->size);
                     return;
@@ -381,7 +383,7 @@ static void run_batch(run *r, const eng_ev *ev, size_t n)
                     run_fail(r, AS_ENOMEM, "out of host memory for the live table");
                     return;
                 }
-                if (r->e->o.on_block && log_block(r, idx, x->id, &b))
+                if (on_block && log_block(r, idx, x->id, &b))
                     return;
                 r->requested += x->size;
                 r->allocated += b.size;
@@ -458,8 +460,6 @@ static void run_batch(run *r, const eng_ev *ev, size_t n)
         }
         r->events = idx + 1;
         r->allocs += x->op == AS_OP_ALLOC;
-        if (r->err)
-            return;
         r->last_time = x->time_us;
     }
 }
@@ -589,26 +589,12 @@ static void run_flush(as_engine *e, run *r)
 
 /* ---- decoding and the trace summary ------------------------------------------------- */
 
-static int summary_event(as_engine *e, const as_event *ev)
+/* The rare events of the summary, and an ALLOC on another stream than the last one's. */
+static int summary_other(as_engine *e, const as_event *ev)
 {
     as_trace_summary *s = &e->sum;
-    s->events++;
-    if (!e->have_t0 && ev->time_us != AS_TIME_NONE) {
-        e->t0 = ev->time_us;
-        e->have_t0 = 1;
-    }
     switch (ev->op) {
     case AS_OP_ALLOC:
-        s->allocs++;
-        if (ev->size && (!s->min_request || ev->size < s->min_request))
-            s->min_request = ev->size;
-        if (++e->sum_live > s->peak_live)
-            s->peak_live = e->sum_live;
-        e->sum_requested += ev->size;
-        if (e->sum_requested > s->peak_requested)
-            s->peak_requested = e->sum_requested;
-        if (e->have_last_stream && ev->stream == e->last_stream)
-            break;
         e->have_last_stream = 1;
         e->last_stream = ev->stream;
         if (ev->stream == UINT64_MAX) { /* the map's key is stream + 1 */
@@ -628,10 +614,8 @@ static int summary_event(as_engine *e, const as_event *ev)
                 return -1;
         }
         break;
-    case AS_OP_FREE: {
-        s->frees++;
-        e->sum_live -= e->sum_live > 0;
-        as_idmap_ent *m = e->sum_pending.n ? as_idmap_get(&e->sum_pending, ev->id) : NULL;
+    case AS_OP_FREE: { /* one whose FREE_REQ came first */
+        as_idmap_ent *m = as_idmap_get(&e->sum_pending, ev->id);
         if (m)
             as_idmap_del(&e->sum_pending, m);
         else
@@ -648,6 +632,72 @@ static int summary_event(as_engine *e, const as_event *ev)
     return 0;
 }
 
+/* The trace summary over ev[0..n): the number of events taken, n or fewer (then call
+ * again for the rest); *failed when out of host memory at ev[returned]. The running sums
+ * live in locals across the loop (the rare cases, in summary_other, see them in e), so an
+ * ALLOC or a FREE is a few register operations. */
+static size_t summarise(as_engine *e, const as_event *ev, size_t n, int *failed)
+{
+    as_trace_summary *s = &e->sum;
+    if (n && !e->have_t0) {
+        for (size_t i = 0; i < n; i++)
+            if (ev[i].time_us != AS_TIME_NONE) {
+                e->t0 = ev[i].time_us;
+                e->have_t0 = 1;
+                break;
+            }
+    }
+    uint64_t allocs = s->allocs, frees = s->frees, min_req = s->min_request;
+    uint64_t live = e->sum_live, peak_live = s->peak_live;
+    uint64_t req = e->sum_requested, peak_req = s->peak_requested;
+    const uint64_t last = e->last_stream;
+    const int have_last = e->have_last_stream;
+    size_t i = 0;
+    for (; i < n; i++) {
+        const as_event *x = &ev[i];
+        if (x->op == AS_OP_ALLOC) {
+            allocs++;
+            /* min_request: the smallest size above 0 (0 - 1 wraps above every size) */
+            if (x->size - 1 < min_req - 1)
+                min_req = x->size;
+            live++;
+            peak_live = live > peak_live ? live : peak_live;
+            req += x->size;
+            peak_req = req > peak_req ? req : peak_req;
+            if (have_last && x->stream == last)
+                continue;
+        } else if (x->op == AS_OP_FREE) {
+            frees++;
+            live -= live > 0;
+            if (!e->sum_pending.n) {
+                req -= x->size;
+                continue;
+            }
+        }
+        e->sum_requested = req;
+        int rc = summary_other(e, x);
+        req = e->sum_requested;
+        if (rc) {
+            *failed = 1;
+            s->events++; /* the failing event is counted, as the error's event number */
+            break;
+        }
+        if (e->have_last_stream != have_last || e->last_stream != last) {
+            i++;
+            break; /* a new last stream: the loop's constants change */
+        }
+    }
+    s->events += i;
+    s->allocs = allocs;
+    s->frees = frees;
+    s->min_request = min_req;
+    e->sum_live = live;
+    s->peak_live = peak_live;
+    e->sum_requested = req;
+    s->peak_requested = peak_req;
+    return i;
+}
+
 /* Decodes up to BATCH events (fewer at the end). Returns 0 (more may follow),
  * AS_TRACE_EOF, AS_ELIMIT (past opts.max_live: *n = 0, the batch is not to be
  * run), or < 0 with *err filled; the events before an error are in buf. */
@@ -659,8 +709,10 @@ static int decode(as_engine *e, as_trace_reader *rd, eng_ev *buf, size_t *n, as_
         size_t got = 0;
         uint64_t before = e->sum.events;
         rc = next_batch(e, rd, buf + k, BATCH - k, &got);
-        for (size_t i = 0; i < got; i++) {
-            if (summary_event(e, &buf[k + i])) {
+        for (size_t i = 0; i < got;) {
+            int failed = 0;
+            i += summarise(e, buf + k + i, got - i, &failed);
+            if (failed) {
                 *n = k + i;
                 if (err) {
                     memset(err, 0, sizeof *err);
