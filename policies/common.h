@@ -261,7 +261,7 @@ int as_check_fail(as_check_failure *f, const char *fmt, ...) __attribute__((form
 
 static inline unsigned as_log2_floor(uint64_t x)
 {
-    return 63u - (unsigned)__builtin_clzll(x);
+    return 63u ^ (unsigned)__builtin_clzll(x); /* = 63 - clz for x > 0: one bsr, no subtraction */
 }
 static inline unsigned as_log2_ceil(uint64_t x)
 {

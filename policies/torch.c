@@ -122,11 +122,16 @@ typedef struct seg {
     uint8_t live, small, expandable;
 } seg;
 
-typedef struct pool {
-    fset blocks;    /* free mapped blocks; per stream, the unmapped ranges too */
-    uint64_t calls; /* get_free_blocks_call_count */
-    uint8_t small;
+typedef union pool {
+    struct {
+        fset blocks;    /* free mapped blocks; per stream, the unmapped ranges too */
+        uint64_t calls; /* get_free_blocks_call_count */
+        uint8_t small;
+    };
+    uint8_t size[128]; /* a pool's address is a shift of its index */
 } pool;
+
+_Static_assert(sizeof(pool) == 128, "a pool is 128 bytes");
 
 typedef struct torch_state {
     const as_device *dev;
@@ -241,6 +246,14 @@ static inline pool *pool_of(torch_state *t, uint32_t i)
 static inline int is_exp(const torch_state *t, uint32_t i)
 {
     return t->b[i].exp;
+}
+
+/* A block's state and mapped bytes as one number (they are adjacent in blk). */
+static inline unsigned state_mapped(const blk *x)
+{
+    uint16_t v;
+    memcpy(&v, &x->state, sizeof v);
+    return v;
 }
 
 static inline int is_split(const blk *b, uint32_t i)
@@ -861,9 +874,11 @@ static inline __attribute__((always_inline)) int free_block(torch_state *t, uint
     t->active -= b[i].size;
     b[i].state = B_FREE;
     uint32_t p = b[i].prev, n = b[i].next;
-    /* Without short-circuits (node 0 is readable): one unpredictable branch, not six. */
-    int pf = (p != 0) & (b[p].state == B_FREE) & (b[p].mapped == b[i].mapped);
-    int nf = (n != 0) & (b[n].state == B_FREE) & (b[n].mapped == b[i].mapped);
+    /* Without short-circuits (node 0 is readable): one unpredictable branch, not six. A
+     * neighbour merges when its (state, mapped) pair is i's, now free: one 16-bit test. */
+    unsigned me = state_mapped(&b[i]);
+    int pf = (p != 0) & (state_mapped(&b[p]) == me);
+    int nf = (n != 0) & (state_mapped(&b[n]) == me);
     if (!b[i].mapped)
         return insert_free(t, merge_neighbours(t, i));
     pool *pl = pool_of(t, i);
@@ -1042,8 +1057,8 @@ static int torch_free(void *st, uint64_t handle, unsigned flags)
 {
     torch_state *t = st;
     uint32_t i = (uint32_t)handle, gen = (uint32_t)(handle >> 32);
-    if (i == 0 || i > t->nb || t->b[i].gen != gen ||
-        (t->b[i].state != B_ALLOC && t->b[i].state != B_PENDING)) {
+    /* i in 1..nb (0 wraps), and the block allocated or pending (B_ALLOC, B_PENDING = 1, 2) */
+    if (i - 1u >= t->nb || t->b[i].gen != gen || (unsigned)t->b[i].state - B_ALLOC > 1u) {
         /* A FREE whose pending free was already completed by an event sync. */
         if (!(flags & AS_FREE_PENDING) && t->early_done) {
             t->early_done--;

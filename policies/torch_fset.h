@@ -25,11 +25,12 @@
 #ifndef AS_POLICIES_TORCH_FSET_H
 #define AS_POLICIES_TORCH_FSET_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "policy.h"
 
-enum { B_FREE = 0, B_ALLOC = 1, B_PENDING = 2 };
+enum { B_FREE = 0, B_ALLOC = 1, B_PENDING = 2 }; /* torch_free tests the last two as one range */
 enum { IN_NONE = 0, IN_BLOCKS = 1, IN_UNMAPPED = 2 };
 
 typedef struct blk {
@@ -53,6 +54,8 @@ typedef struct blk {
 } blk;                  /* 64 bytes */
 
 _Static_assert(sizeof(blk) == 64, "a block node is one cache line");
+_Static_assert(offsetof(blk, mapped) == offsetof(blk, state) + 1,
+               "state and mapped are read as one 16-bit pair (torch.c, state_mapped)");
 
 #define NBINS 1024
 #define NWORDS (NBINS / 64)
@@ -138,8 +141,9 @@ int as_tfs_check(const blk *b, const fset *f, uint32_t nb, uint8_t small, int64_
  * so the 4 bits below the leading one always exist. */
 TFS_HOT unsigned as_tfs_bin(uint64_t size)
 {
-    unsigned fl = 63u - (unsigned)__builtin_clzll(size);
-    return fl * 16u + (unsigned)((size >> (fl - 4)) & 15u);
+    /* fl * 16 + the 4 bits below the leading one, which with it make 16..31 */
+    unsigned fl = 63u ^ (unsigned)__builtin_clzll(size);
+    return (unsigned)(size >> (fl - 4)) + fl * 16u - 16u;
 }
 
 /* The slot of `stream`, or -1. */

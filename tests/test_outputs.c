@@ -470,8 +470,12 @@ static void test_sigint_mincap(void)
     snprintf(csv, sizeof csv, "%s/sweep.csv", d);
     snprintf(errp, sizeof errp, "%s/err.txt", d);
     snprintf(txt, sizeof txt, "%s/t.txt", d); /* text: mincap spools it to a native file */
+    /* The sample 8 times over, so that the second search lasts well past the polling below
+     * (once itself, torch's took 0.06 s: on a loaded machine it could end before the
+     * signal came, and mincap then finished with 0). */
     CU_ASSERT_EQUAL_FATAL(
-        sh("@ convert '%s' '%s'", tu_path("traces/samples/transformer_gpt2.zst"), txt), 0);
+        sh("@ convert --repeat 8 '%s' '%s'", tu_path("traces/samples/transformer_gpt2.zst"), txt),
+        0);
     pid_t pid = fork();
     if (pid == 0) {
         int fo = open(o, O_WRONLY | O_CREAT | O_TRUNC, 0600);
