@@ -68,12 +68,15 @@ static void keep(decoded *d, const as_event *e)
         FUZZ_ASSERT_MSG(d->ev, "host memory");
     }
     as_event c = *e;
-    c.label = NULL;
+    if (e->op != AS_OP_ALLOC && e->op != AS_OP_EMPTY_CACHE) /* their pool shares the field */
+        c.label = NULL;
     if (e->op == AS_OP_MARK) {
         FUZZ_ASSERT_MSG(e->label && strlen(e->label) <= AS_MAX_LABEL, "MARK label");
         c.label = strdup(e->label);
     } else {
-        FUZZ_ASSERT_MSG(e->label == NULL || e->op == AS_OP_MARK, "label on a non-MARK");
+        /* an ALLOC's and an EMPTY_CACHE's pool share the field */
+        FUZZ_ASSERT_MSG(e->label == NULL || e->op == AS_OP_ALLOC || e->op == AS_OP_EMPTY_CACHE,
+                        "label on a FREE");
     }
     d->ev[d->n++] = c;
 }
@@ -173,6 +176,8 @@ static int same_event(const as_event *a, const as_event *b)
         return 0;
     if (a->op == AS_OP_MARK)
         return strcmp(a->label, b->label) == 0;
+    if (a->op == AS_OP_ALLOC || a->op == AS_OP_EMPTY_CACHE)
+        return a->pool == b->pool;
     return 1;
 }
 

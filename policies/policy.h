@@ -26,8 +26,8 @@
 /* The version of as_policy and of every type in this header and device.h. Raised whenever
  * any of them changes layout or meaning; a plug-in built against another version is
  * refused (policies/README.md, "Bring your own policy"). 2: the plan slot (offline
- * policies) and as_lifetime. */
-#define AS_POLICY_ABI 2
+ * policies) and as_lifetime. 3: the empty_pool slot (a private pool's release). */
+#define AS_POLICY_ABI 3
 
 enum {
     AS_POLICY_OK = 0,
@@ -157,6 +157,11 @@ typedef struct as_policy {
     int (*free)(void *st, uint64_t handle, unsigned flags);
     /* Give back every cached block the policy can (PyTorch empty_cache()). NULL: no-op. */
     int (*empty_cache)(void *st);
+    /* Private pool `pool` (1..) is released (no CUDA graph or MemPool uses it any more) and
+     * emptied: its cached free segments go back now, the default pool's stay, and from now
+     * on empty_cache (and the OOM retry) gives back the pool's free segments too (PyTorch's
+     * releasePool, then emptyCache(pool)). NULL: no-op (a policy without private pools). */
+    int (*empty_pool)(void *st, uint32_t pool);
     void (*stats)(const void *st, as_policy_stats *out);
     /* 0 when every invariant holds; AS_ECHECK with the first violation. */
     int (*check)(const void *st, as_check_failure *out);

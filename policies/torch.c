@@ -155,6 +155,8 @@ typedef struct torch_state {
     uint32_t npending, pcap;
     uint32_t *scratch;
     uint32_t nscratch, scratch_cap;
+    uint8_t *released; /* released[k]: private pool k is freeable (empty_pool); k < nreleased */
+    uint32_t nreleased;
     /* accounting */
     uint64_t reserved, allocated, active;
     uint64_t nsegments, nexp_live;
@@ -266,16 +268,22 @@ static inline int is_split(const blk *b, uint32_t i)
  * PyTorch: its blocks never serve another pool's requests, nor the default pool's its.
  * Here its blocks sit in the same free sets under their own keys, stream_key(stream,
  * pool): a lookup never leaves its key's slot, so the search is PyTorch's within the
- * pool. What differs is release: a trace records no graph or MemPool release, so every
- * private pool is live (use_count > 0) for the whole run, and release_cached_blocks
- * (empty_cache, the OOM retry) and the garbage collector, which take only the default
- * pools and freeable private pools, never release its free segments. */
+ * pool. A private pool is live (use_count > 0) until the trace releases it (an
+ * EMPTY_CACHE of the pool: torch_empty_pool); release_cached_blocks (empty_cache, the OOM
+ * retry) gives back the default pools' free segments, then each released pool's (small,
+ * then large, as PyTorch walks graph_pools_freeable), and the garbage collector takes the
+ * default large pool alone. */
 #define POOL_SHIFT 48
 #define POOL_MASK ((1ull << POOL_SHIFT) - 1)
 
 static inline int in_private(const torch_state *t, uint32_t i)
 {
     return t->s[t->b[i].seg].pool != 0;
+}
+
+static inline uint32_t pool_number(const torch_state *t, uint32_t i)
+{
+    return t->s[t->b[i].seg].pool;
 }
 
 /* The free-set key of a request: the stream itself in the default pool (so a trace
@@ -822,15 +830,17 @@ static int complete_pending(torch_state *t)
     return 0;
 }
 
-static int release_blocks(torch_state *t, pool *pl)
+/* release_blocks of the BlockPool pl of pool `which` (0 = the default pool, k = private
+ * pool k): its free set in comparator order, the other pools' blocks passed over. */
+static int release_blocks(torch_state *t, pool *pl, uint32_t which)
 {
     t->nscratch = 0;
     as_tfs_order(&pl->blocks);
     uint32_t i = as_tfs_first(t->b, &pl->blocks);
     while (i) {
         uint32_t nx = as_tfs_next_all(t->b, &pl->blocks, i);
-        if (in_private(t, i)) {
-            /* a live private pool keeps its cache (see stream_key) */
+        if (pool_number(t, i) != which) {
+            /* another pool's (a live private pool keeps its cache) */
         } else if (is_exp(t, i)) {
             int rc = scratch_push(t, i);
             if (rc)
@@ -855,13 +865,23 @@ static int release_blocks(torch_state *t, pool *pl)
     return 0;
 }
 
+/* A released private pool's free segments: small, then large. */
+static int release_pool(torch_state *t, uint32_t k)
+{
+    int rc = release_blocks(t, &t->pools[1], k);
+    return rc ? rc : release_blocks(t, &t->pools[0], k);
+}
+
 static int release_cached(torch_state *t)
 {
     int rc = t->sync_frees ? complete_pending(t) : 0;
     if (!rc)
-        rc = release_blocks(t, &t->pools[0]);
+        rc = release_blocks(t, &t->pools[0], 0);
     if (!rc)
-        rc = release_blocks(t, &t->pools[1]);
+        rc = release_blocks(t, &t->pools[1], 0);
+    for (uint32_t k = 1; k < t->nreleased && !rc; k++)
+        if (t->released[k])
+            rc = release_pool(t, k);
     return rc;
 }
 
@@ -1093,6 +1113,26 @@ static int torch_free(void *st, uint64_t handle, unsigned flags)
 static int torch_empty_cache(void *st)
 {
     return release_cached(st);
+}
+
+/* releasePool(k), then emptyCache(k): pool k is freeable from now on, and its free
+ * segments go back (no pending frees are completed, as for any pool but the default). */
+static int torch_empty_pool(void *st, uint32_t k)
+{
+    torch_state *t = st;
+    if (k >> 16) /* no block can be in it (stream_key) */
+        return 0;
+    if (k >= t->nreleased) {
+        uint32_t n = k + 1 > 2 * t->nreleased ? k + 1 : 2 * t->nreleased;
+        uint8_t *r = realloc(t->released, n);
+        if (!r)
+            return AS_ENOMEM;
+        memset(r + t->nreleased, 0, n - t->nreleased);
+        t->released = r;
+        t->nreleased = n;
+    }
+    t->released[k] = 1;
+    return release_pool(t, k);
 }
 
 static void torch_stats(const void *st, as_policy_stats *out)
@@ -1355,6 +1395,7 @@ static void torch_fini(void *st)
     free(t->s);
     free(t->pending);
     free(t->scratch);
+    free(t->released);
     memset(t, 0, sizeof *t);
 }
 
@@ -1370,6 +1411,7 @@ const as_policy as_policy_torch = {
     .alloc = torch_alloc,
     .free = torch_free,
     .empty_cache = torch_empty_cache,
+    .empty_pool = torch_empty_pool,
     .stats = torch_stats,
     .check = torch_check,
     .walk = torch_walk,

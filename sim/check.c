@@ -532,7 +532,9 @@ static int replay(run *r, as_recdev *d, const evbuf *eb, size_t from, uint64_t *
         } else if (e->op == AS_OP_FREE || e->op == AS_OP_FREE_REQ) {
             rc = r->pol->free(r->st, r->handles[e->id],
                               e->op == AS_OP_FREE_REQ ? AS_FREE_PENDING : AS_FREE_COMPLETE);
-        } else if (e->op == AS_OP_EMPTY_CACHE && r->pol->empty_cache) {
+        } else if (e->op == AS_OP_EMPTY_CACHE && e->pool && r->pol->empty_pool) {
+            rc = r->pol->empty_pool(r->st, e->pool);
+        } else if (e->op == AS_OP_EMPTY_CACHE && !e->pool && r->pol->empty_cache) {
             rc = r->pol->empty_cache(r->st);
         }
         if (rc)

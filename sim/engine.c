@@ -435,9 +435,9 @@ static void run_batch(run *r, const eng_ev *ev, size_t n)
             as_idring_del(&r->live, m);
             break;
         }
-        case AS_OP_EMPTY_CACHE:
-            if (r->pol->empty_cache)
-                rc = r->pol->empty_cache(st);
+        case AS_OP_EMPTY_CACHE: /* pool k: that private pool released and emptied */
+            if (x->pool ? r->pol->empty_pool != NULL : r->pol->empty_cache != NULL)
+                rc = x->pool ? r->pol->empty_pool(st, x->pool) : r->pol->empty_cache(st);
             break;
         default: /* MARK */
             break;

@@ -185,12 +185,15 @@ def same_value(j, c, t):
 
 def check_checks(allocsim, doc):
     """check -f json on a reproduced snapshot, one that differs and one it cannot check."""
-    snaps = [SNAPSHOT, os.path.join(ROOT, "tests", "data", "torch-2.11-h200-graphs",
-                                    "infer.pickle.zst"),
-             os.path.join(ROOT, "tests", "data", "torch-2.11-h200-midrun",
-                          "midrun_state.pickle.zst")]
-    r = subprocess.run([allocsim, "check", "-f", "json", *snaps], capture_output=True,
-                       text=True, cwd=ROOT)
+    with tempfile.TemporaryDirectory(prefix="allocsim-differs-") as tmp:
+        differs = os.path.join(tmp, "differs.pickle")
+        subprocess.run([sys.executable, os.path.join(ROOT, "tests", "differs_snapshot.py"),
+                        differs], check=True)
+        snaps = [SNAPSHOT, differs,
+                 os.path.join(ROOT, "tests", "data", "torch-2.11-h200-midrun",
+                              "midrun_state.pickle.zst")]
+        r = subprocess.run([allocsim, "check", "-f", "json", *snaps], capture_output=True,
+                           text=True, cwd=ROOT)
     check(r.returncode == 1, "check -f json", f"exit {r.returncode}, expected 1 (bad input)")
     cj = json.loads(r.stdout)
     check_head("check -f json", cj)

@@ -121,15 +121,19 @@ static uint64_t stat_of(const char *path, const char *k1, const char *k2)
 /* check -f json on three snapshots recorded on the H200: resnet from the process's start
  * (reproduced: its 126 segments, no frees, and its peak as memory_stats() gave them),
  * midrun recorded after its model was loaded (the segments rebuilt at the start plus those
- * the trace made are the process's num_device_alloc), and the reduce-overhead inference,
- * whose graph pool was released before the dump (differs; num_device_alloc + free is its
- * 23 segment events), plus a state-only snapshot it cannot check (exit 1 outranks 3). */
+ * the trace made are the process's num_device_alloc), and tests/differs_snapshot.py's
+ * snapshot, whose second request got a segment of its own (differs: 2 segment events
+ * recorded, 1 simulated, the first difference its segment_alloc), plus a state-only
+ * snapshot it cannot check (exit 1 outranks 3). */
 static void check_json(void)
 {
+    char pk[400], cmd[1000];
+    snprintf(pk, sizeof pk, "%s", tu_tmp(".pickle"));
+    snprintf(cmd, sizeof cmd, "python3 '%s' '%s'", tu_path("tests/differs_snapshot.py"), pk);
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
     json_t *doc = run_json(1, "check -f json %s %s %s %s",
                            tu_path("tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst"),
-                           tu_path("tests/data/torch-2.11-h200-midrun/midrun.pickle.zst"),
-                           tu_path("tests/data/torch-2.11-h200-graphs/infer.pickle.zst"),
+                           tu_path("tests/data/torch-2.11-h200-midrun/midrun.pickle.zst"), pk,
                            tu_path("tests/data/torch-2.11-h200-midrun/midrun_state.pickle.zst"));
     CU_ASSERT_STRING_EQUAL(str(doc, "command"), "check");
     json_t *c = json_object_get(doc, "checks");
@@ -156,26 +160,25 @@ static void check_json(void)
                     stat_of(ms, "num_device_alloc", NULL) + stat_of(ms, "num_device_free", NULL));
     CU_ASSERT_EQUAL(u64(r, "recorded_peak_reserved"), stat_of(ms, "reserved_bytes.all.peak", NULL));
     CU_ASSERT(json_is_null(json_object_get(st, "why")));
-    /* infer: the first difference is at the side stream's first 2 MiB small segment, which
-     * holds two tensors made before capture, in the default pool (its README) */
+    /* the differing one: its second request's segment_alloc, at 0x20000000, for allocation
+     * 1, where nothing is simulated */
     r = json_array_get(c, 2);
-    const char *is = "tests/data/torch-2.11-h200-graphs/infer_stats.json";
     json_t *d = json_object_get(r, "difference");
     CU_ASSERT_STRING_EQUAL(str(r, "status"), "differs");
-    CU_ASSERT_EQUAL(u64(r, "recorded_events"), stat_of(is, "stats_end", "num_device_alloc") +
-                                                   stat_of(is, "stats_end", "num_device_free"));
-    CU_ASSERT_EQUAL(u64(r, "recorded_peak_reserved"),
-                    stat_of(is, "stats_end", "reserved_bytes.all.peak"));
+    CU_ASSERT_EQUAL(u64(r, "recorded_events"), 2);
+    CU_ASSERT_EQUAL(u64(r, "simulated_events"), 1);
+    CU_ASSERT_EQUAL(u64(r, "recorded_peak_reserved"), 4u << 20);
+    CU_ASSERT_EQUAL(u64(r, "simulated_peak_reserved"), 2u << 20);
     CU_ASSERT_STRING_EQUAL(str(d, "kind"), "segment_event");
-    json_t *re = json_object_get(d, "recorded"), *se = json_object_get(d, "simulated");
+    json_t *re = json_object_get(d, "recorded");
     CU_ASSERT_STRING_EQUAL(str(re, "action"), "segment_alloc");
     CU_ASSERT_EQUAL(u64(re, "size"), 2u << 20);
-    CU_ASSERT(u64(d, "index") < u64(r, "recorded_events"));
-    CU_ASSERT(u64(re, "size") != u64(se, "size") || u64(re, "addr") != u64(se, "addr") ||
-              u64(re, "alloc") != u64(se, "alloc"));
-    uint64_t ka = u64(re, "alloc"), kb = u64(se, "alloc");
-    CU_ASSERT_EQUAL(u64(d, "allocation"), ka < kb ? ka : kb);
-    CU_ASSERT_PTR_NOT_NULL(strstr(str(d, "why"), "private pool"));
+    CU_ASSERT_EQUAL(u64(re, "addr"), 0x20000000u);
+    CU_ASSERT_EQUAL(u64(re, "alloc"), 1);
+    CU_ASSERT(json_is_null(json_object_get(d, "simulated")));
+    CU_ASSERT_EQUAL(u64(d, "index"), 1);
+    CU_ASSERT_EQUAL(u64(d, "allocation"), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(str(d, "why"), "decided otherwise"));
     /* the state-only snapshot */
     r = json_array_get(c, 3);
     CU_ASSERT_STRING_EQUAL(str(r, "status"), "error");

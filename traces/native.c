@@ -31,7 +31,7 @@ enum { K_ALLOC = 0, K_FREE = 1, K_FREE_REQ = 2, K_SPECIAL = 3 };
 #define SIZE_SLOTS 60     /* ALLOC v < 60: size from the size cache slot v */
 #define V_SIZE_LITERAL 60 /* ALLOC v = 60: varint size follows, cached at slot hash(size) */
 #define V_FREE_FAR 63     /* FREE*: v < 63 means distance v + 1; 63: varint (d - 64) follows */
-enum { S_EMPTY_CACHE = 0, S_MARK = 1, S_SET_STREAM = 2, S_NEW_STREAM = 3 };
+enum { S_EMPTY_CACHE = 0, S_MARK = 1, S_SET_STREAM = 2, S_NEW_STREAM = 3, S_POOL_EMPTY = 4 };
 /* Time column: varint u per event (only in blocks where some event has a time). */
 enum { T_NONE = 0, T_ABS = 1, T_DELTA0 = 2 };
 
@@ -692,7 +692,22 @@ static int decode_special(native_st *s, ncur *c, as_event *ev, unsigned arg,
     case S_EMPTY_CACHE:
         ev->op = AS_OP_EMPTY_CACHE;
         ev->id = ev->size = ev->stream = 0;
+        ev->pool = 0;
         return SPECIAL_EVENT;
+    case S_POOL_EMPTY: { /* an EMPTY_CACHE of private pool k (1..npools): varint k */
+        size_t used = varint(c->sp, c->se, &v);
+        if (!used)
+            return struct_fail(s, c, 0, err);
+        if (v == 0 || v > s->npools)
+            return nfail(s, err, AS_ECORRUPT, c->base + (uint64_t)(ev_start - c->sb),
+                         "empty_cache of pool %llu, past the pool table (%u pools)",
+                         (unsigned long long)v, s->npools);
+        c->sp += used;
+        ev->op = AS_OP_EMPTY_CACHE;
+        ev->id = ev->size = ev->stream = 0;
+        ev->pool = (uint32_t)v;
+        return SPECIAL_EVENT;
+    }
     case S_MARK: {
         size_t used = varint(c->sp, c->se, &v);
         if (!used)
@@ -1221,7 +1236,14 @@ static int nw_write(void *st, const as_event *ev, as_trace_error *err)
         break;
     }
     case AS_OP_EMPTY_CACHE:
-        s->p[s->len++] = (uint8_t)(K_SPECIAL | S_EMPTY_CACHE << 2);
+        if (ev->pool > w->npools)
+            return as_trace_set_error(err, AS_EINVAL, w->o->path, UINT64_MAX, 0,
+                                      "empty_cache of pool %u, past the %u of the metadata's "
+                                      "`pools`",
+                                      ev->pool, w->npools);
+        s->p[s->len++] = (uint8_t)(K_SPECIAL | (ev->pool ? S_POOL_EMPTY : S_EMPTY_CACHE) << 2);
+        if (ev->pool)
+            put_varint(s, ev->pool);
         break;
     case AS_OP_MARK: {
         size_t n = strlen(ev->label);

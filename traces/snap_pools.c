@@ -1,15 +1,35 @@
 /*
- * snap_pools.c - which pool served each allocation of a torch snapshot (issue 16).
+ * snap_pools.c - which pool served each allocation of a torch snapshot, and what each run
+ * of segment_free entries did (issue 16).
  *
  * A snapshot's trace entries carry no pool; only its `segments` (those alive at the dump)
  * carry `segment_pool_id`. From the record (as_snapshot_record) this builds every
- * segment's life over the ALLOC ordinals, [from, to): the trace's segment_alloc and
- * segment_free of each address, and the segments alive at the trace's start (freed by the
- * trace without being made by it, or at the dump and never made by it). A segment alive
- * at the dump has its recorded pool; one the trace frees has none recorded, and takes the
- * pool of its stream when every segment of that stream whose pool is recorded is in one
- * pool (a graph captures on its own stream); else it is ambiguous, and counted. An
- * allocation belongs to the segment whose range holds its address while it lives.
+ * segment's life over the ALLOC ordinals, [from, to), and reads its pool, first found wins:
+ *  1. recorded: alive at the dump, its segment_pool_id;
+ *  2. frames: the frames of the request that made it (the segment_alloc entry carries the
+ *     malloc's) run through cudagraph trees (a tree's warm-up or record: its private pool)
+ *     or through CUDAGraph.capture_begin (the RNG-state tensors a capture makes on its
+ *     stream before entering its pool: the default pool);
+ *  3. release order: release_cached_blocks frees the default pool's whole free segments
+ *     (large, then small, each in (stream, size, address) order), then each freeable
+ *     private pool's (small, then large); in a run of segment_free entries, a group after
+ *     the first large and the first small group (a break in that order, or a large group
+ *     after a small one) is a private pool's, and a run whose frames name a MemPool's
+ *     destructor frees that pool alone; the first groups are read as the default pool's;
+ *  4. by stream: its stream's pool when every segment of that stream whose pool is
+ *     recorded is in one pool (a graph captures on its own stream);
+ *  5. else ambiguous (simulated in the default pool), and counted.
+ * A private segment found by 2 or 3 takes its stream's recorded private pool when there is
+ * one, else a pool inferred for its stream (or for the MemPool's run), numbered after the
+ * recorded ones. An allocation belongs to the segment whose range holds its address while
+ * it lives.
+ * Each run of segment_free entries becomes EMPTY_CACHE events: none when its frames are
+ * those of the segment_alloc that follows (an OOM retry inside one malloc: PyTorch records
+ * both under the malloc's context), unless each free has the frames its segment was made
+ * with (empty_cache() recorded with context="alloc" writes those); else empty_cache() (pool 0) when
+ * it frees a default segment, names empty_cache in its frames or frees an already released pool,
+ * then one EMPTY_CACHE of each private pool it is the first to free (that pool released there: the
+ * trace does not show the release itself, only that its segments went back).
  *
  * Key invariant: lookups never scan more than SCAN_MAX segments, so a crafted record
  * costs time in proportion to its size; a lookup past that bound is counted ambiguous.
@@ -20,11 +40,17 @@
 #include "trace_internal.h"
 
 #define SCAN_MAX 4096
+#define SMALL_SEGMENT (2u << 20) /* kSmallBuffer: a small-pool segment; large ones differ */
 
 typedef struct pseg {
     uint64_t addr, end, from, to, stream;
+    size_t freed;  /* the segev index of its segment_free, SIZE_MAX when none */
+    uint64_t made; /* the frames hash of its segment_alloc (0: none, or made before) */
     uint32_t pool;
-    uint8_t how; /* AS_POOL_* */
+    uint8_t how;  /* AS_POOL_* */
+    uint32_t priv; /* found private by frames or release order (1), or in the release of
+                      one pool alone (2 + its run): the pool is named by stream (by_stream) */
+    uint8_t fcls; /* AS_SNAP_FR_* of the request that made it */
 } pseg;
 
 struct as_snap_pools {
@@ -32,7 +58,11 @@ struct as_snap_pools {
     size_t n;
     uint64_t max_len;
     int64_t (*pairs)[2]; /* private pool k (1..) is pairs[k - 1] */
-    uint32_t npairs;
+    uint32_t npairs, nrecorded;
+    uint32_t *emit; /* run r's events: emit[roff[r - 1] .. roff[r]) */
+    size_t *roff;
+    uint32_t nruns, maxrun;
+    uint64_t retries;
 };
 
 static int cmp_pair(const void *a, const void *b)
@@ -48,15 +78,14 @@ static uint32_t pool_number(const as_snap_pools *p, const int64_t pair[2])
 {
     if (!pair[0] && !pair[1])
         return 0;
-    const int64_t(*hit)[2] = bsearch(pair, p->pairs, p->npairs, sizeof *p->pairs, cmp_pair);
+    const int64_t(*hit)[2] = bsearch(pair, p->pairs, p->nrecorded, sizeof *p->pairs, cmp_pair);
     return hit ? (uint32_t)(hit - p->pairs) + 1 : 0;
 }
 
-static int build_pairs(as_snap_pools *p, const as_snapshot_record *rec)
+/* The recorded pairs, sorted and distinct; room for as many inferred pools as segments. */
+static int build_pairs(as_snap_pools *p, const as_snapshot_record *rec, size_t nseg)
 {
-    if (!rec->nsegs)
-        return 0;
-    p->pairs = malloc(rec->nsegs * sizeof *p->pairs);
+    p->pairs = malloc((rec->nsegs + nseg + 1) * sizeof *p->pairs);
     if (!p->pairs)
         return AS_ENOMEM;
     for (size_t i = 0; i < rec->nsegs; i++)
@@ -67,8 +96,20 @@ static int build_pairs(as_snap_pools *p, const as_snapshot_record *rec)
     for (uint32_t i = 0; i < p->npairs; i++)
         if (!k || cmp_pair(p->pairs[k - 1], p->pairs[i]))
             memcpy(p->pairs[k++], p->pairs[i], sizeof *p->pairs);
-    p->npairs = k;
+    p->npairs = p->nrecorded = k;
     return 0;
+}
+
+/* A new inferred pool: (0, N) with N past every recorded pair's second. */
+static uint32_t new_pool(as_snap_pools *p)
+{
+    int64_t n = 0;
+    for (uint32_t i = 0; i < p->npairs; i++)
+        if (p->pairs[i][0] == 0 && p->pairs[i][1] > n)
+            n = p->pairs[i][1];
+    p->pairs[p->npairs][0] = 0;
+    p->pairs[p->npairs][1] = n + 1;
+    return ++p->npairs;
 }
 
 typedef struct segix {
@@ -130,16 +171,20 @@ static int build_lives(as_snap_pools *p, const as_snapshot_record *rec, uint8_t 
         pseg s = {.addr = e->addr,
                   .end = e->addr + e->size,
                   .stream = e->stream,
+                  .freed = SIZE_MAX,
                   .how = AS_POOL_AMBIGUOUS};
         if (e->action == AS_SNAP_SEG_FREE) { /* made before the trace */
             s.to = e->alloc;
+            s.freed = ix[k].i;
         } else {
             s.from = e->alloc;
             s.to = UINT64_MAX;
+            s.fcls = e->fcls;
+            s.made = e->fhash;
             const as_snap_segev *f = k + 1 < m ? &rec->segev[ix[k + 1].i] : NULL;
             if (f && f->addr == e->addr && f->action == AS_SNAP_SEG_FREE) {
                 s.to = f->alloc;
-                k++;
+                s.freed = ix[++k].i;
             } else {
                 const as_snap_seg *d = dump_seg(rec, e->addr);
                 if (d && d->size == e->size) {
@@ -155,14 +200,64 @@ static int build_lives(as_snap_pools *p, const as_snapshot_record *rec, uint8_t 
     return 0;
 }
 
+/* Rule 2: the frames of the request that made the segment. */
+static void by_frames(as_snap_pools *p)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        pseg *s = &p->s[i];
+        if (s->how != AS_POOL_AMBIGUOUS)
+            continue;
+        if (s->fcls & AS_SNAP_FR_CAPBEGIN)
+            s->pool = 0, s->how = AS_POOL_FRAMES;
+        else if (s->fcls & AS_SNAP_FR_TREES)
+            s->priv = 1, s->how = AS_POOL_FRAMES;
+    }
+}
+
+/* Rule 3 over run [a, b) of segev (segment_free entries); of_free maps a segev index to
+ * its segment. Groups break where the (stream, size, address) order does or the kind
+ * changes; stage 1 is the default pool's large group, 2 its small one, 3 private pools'.
+ * A MemPool's run: one inferred pool for all of it. */
+static void by_release(as_snap_pools *p, const as_snapshot_record *rec, size_t a, size_t b,
+                       const size_t *of_free)
+{
+    int mempool = 0;
+    for (size_t i = a; i < b; i++)
+        mempool |= (rec->segev[i].fcls & AS_SNAP_FR_MEMPOOL) != 0;
+    int stage = 0;
+    const as_snap_segev *prev = NULL;
+    for (size_t i = a; i < b; i++) {
+        const as_snap_segev *e = &rec->segev[i];
+        int small = e->size == SMALL_SEGMENT;
+        int brk = !prev || small != (prev->size == SMALL_SEGMENT) || e->stream < prev->stream ||
+                  (e->stream == prev->stream &&
+                   (e->size < prev->size || (e->size == prev->size && e->addr <= prev->addr)));
+        if (brk)
+            stage = stage == 0 ? (small ? 2 : 1) : stage == 1 ? (small ? 2 : 3) : 3;
+        prev = e;
+        size_t si = of_free[i];
+        if (si == SIZE_MAX || p->s[si].how != AS_POOL_AMBIGUOUS)
+            continue;
+        pseg *s = &p->s[si];
+        s->how = AS_POOL_RELEASE;
+        if (mempool)
+            s->priv = 2 + e->run;
+        else if (stage < 3)
+            s->pool = 0;
+        else
+            s->priv = 1;
+    }
+}
+
 static int cmp_stream(const void *a, const void *b)
 {
     const pseg *x = *(pseg *const *)a, *y = *(pseg *const *)b;
     return x->stream < y->stream ? -1 : x->stream > y->stream;
 }
 
-/* A segment without a recorded pool takes its stream's, when the stream's recorded
- * segments all agree on one. */
+/* Rule 4, and the naming of rule 2 and 3's private segments: a stream's recorded private
+ * pool when its recorded segments agree on one, else one pool inferred for the stream (and
+ * one for each release of a pool alone on it). */
 static int by_stream(as_snap_pools *p)
 {
     pseg **v = malloc((p->n + 1) * sizeof *v);
@@ -174,19 +269,134 @@ static int by_stream(as_snap_pools *p)
     for (size_t i = 0; i < p->n;) {
         size_t j = i;
         int agree = 1, known = 0;
-        uint32_t pool = 0;
+        uint32_t pool = 0, group[16], named[16], ng = 0;
         for (; j < p->n && v[j]->stream == v[i]->stream; j++)
             if (v[j]->how == AS_POOL_RECORDED) {
                 agree &= !known || v[j]->pool == pool;
                 pool = v[j]->pool, known = 1;
             }
-        for (size_t k = i; k < j && known && agree; k++)
-            if (v[k]->how == AS_POOL_AMBIGUOUS)
+        for (size_t k = i; k < j; k++) {
+            if (v[k]->priv) { /* one pool per group of the stream (the 16th takes the rest) */
+                uint32_t g = 0;
+                while (g < ng && group[g] != v[k]->priv && g + 1 < 16)
+                    g++;
+                if (g == ng) {
+                    group[ng] = v[k]->priv;
+                    named[ng++] = known && agree && pool ? pool : new_pool(p);
+                }
+                v[k]->pool = named[g];
+            } else if (v[k]->how == AS_POOL_AMBIGUOUS && known && agree) {
                 v[k]->pool = pool, v[k]->how = AS_POOL_BY_STREAM;
+            }
+        }
         i = j;
     }
     free(v);
     return 0;
+}
+
+/* The EMPTY_CACHE events of one call's frees, segev [a, b), appended to the current run's
+ * (room for b - a + 1); released[k] marks the pools released so far. */
+static void run_events(as_snap_pools *p, const as_snapshot_record *rec, size_t a, size_t b,
+                       const size_t *of_free, uint8_t *released)
+{
+    const as_snap_segev *nx = b < rec->nsegev ? &rec->segev[b] : NULL;
+    int retry =
+            nx && nx->action == AS_SNAP_SEG_ALLOC && nx->fhash && nx->alloc == rec->segev[a].alloc,
+        own = 1;
+    for (size_t i = a; i < b && retry; i++) {
+        retry = rec->segev[i].fhash == nx->fhash;
+        own &= of_free[i] != SIZE_MAX && p->s[of_free[i]].made == rec->segev[i].fhash;
+    }
+    /* recorded with context="alloc", empty_cache()'s frees carry each segment's own
+     * frames: a run whose every free has its segment's frames is that, not a retry */
+    retry &= !own;
+    if (retry) {
+        p->retries++;
+        return;
+    }
+    size_t at = p->roff[p->nruns], start = at;
+    int need0 = 0;
+    for (size_t i = a; i < b; i++) {
+        need0 |= (rec->segev[i].fcls & AS_SNAP_FR_EMPTY) != 0;
+        uint32_t k = of_free[i] == SIZE_MAX ? 0 : p->s[of_free[i]].pool;
+        need0 |= k == 0 || released[k];
+    }
+    if (need0)
+        p->emit[at++] = 0;
+    for (size_t i = a; i < b; i++) {
+        uint32_t k = of_free[i] == SIZE_MAX ? 0 : p->s[of_free[i]].pool;
+        if (k && !released[k]) {
+            released[k] = 1; /* released here */
+            p->emit[at++] = k;
+        }
+    }
+    if (at == start) /* nothing read: empty_cache() */
+        p->emit[at++] = 0;
+    p->roff[p->nruns] = at;
+}
+
+/* Every run of segment_free entries, split where the frames change (one call's frees have
+ * its context's): rule 3 (when `events` is 0) or the run's events (1). */
+static int runs(as_snap_pools *p, const as_snapshot_record *rec, const size_t *of_free, int events)
+{
+    uint8_t *released = events ? calloc(p->npairs + 1, 1) : NULL;
+    if (events && !released)
+        return AS_ENOMEM;
+    for (size_t a = 0; a < rec->nsegev;) {
+        size_t b = a;
+        uint32_t r = rec->segev[a].run;
+        while (b < rec->nsegev && rec->segev[b].action == AS_SNAP_SEG_FREE &&
+               rec->segev[b].run == r && rec->segev[b].fhash == rec->segev[a].fhash)
+            b++;
+        if (b == a) {
+            a++;
+            continue;
+        }
+        if (!events) {
+            by_release(p, rec, a, b, of_free);
+        } else if (r <= p->maxrun && r >= p->nruns) {
+            while (p->nruns + 1 < r) /* runs of unmaps alone: empty_cache() */
+                p->emit[p->roff[p->nruns]] = 0, p->roff[p->nruns + 1] = p->roff[p->nruns] + 1,
+                p->nruns++;
+            if (p->nruns < r)
+                p->roff[r] = p->roff[r - 1], p->nruns = r;
+            run_events(p, rec, a, b, of_free, released); /* appended to run r's */
+        }
+        a = b;
+    }
+    free(released);
+    return 0;
+}
+
+/* of_free[i]: the segment whose segment_free is segev entry i (p->s in its final order). */
+static size_t *free_map(const as_snap_pools *p, const as_snapshot_record *rec)
+{
+    size_t *m = malloc((rec->nsegev + 1) * sizeof *m);
+    if (!m)
+        return NULL;
+    for (size_t i = 0; i < rec->nsegev; i++)
+        m[i] = SIZE_MAX;
+    for (size_t i = 0; i < p->n; i++)
+        if (p->s[i].freed != SIZE_MAX)
+            m[p->s[i].freed] = i;
+    return m;
+}
+
+static int build_runs(as_snap_pools *p, const as_snapshot_record *rec, const size_t *of_free)
+{
+    uint32_t maxrun = 0;
+    for (size_t i = 0; i < rec->nsegev; i++)
+        if (rec->segev[i].run > maxrun)
+            maxrun = rec->segev[i].run;
+    if (maxrun > rec->nsegev) /* runs are numbered by the entries that start them */
+        maxrun = (uint32_t)rec->nsegev;
+    p->maxrun = maxrun;
+    p->roff = calloc((size_t)maxrun + 2, sizeof *p->roff);
+    p->emit = malloc((2 * rec->nsegev + maxrun + 1) * sizeof *p->emit);
+    if (!p->roff || !p->emit)
+        return AS_ENOMEM;
+    return runs(p, rec, of_free, 1);
 }
 
 int as_snap_pools_build(const as_snapshot_record *rec, as_snap_pools **out)
@@ -194,8 +404,9 @@ int as_snap_pools_build(const as_snapshot_record *rec, as_snap_pools **out)
     *out = NULL;
     as_snap_pools *p = calloc(1, sizeof *p);
     uint8_t *used = calloc(rec->nsegs + 1, 1);
+    size_t *of_free = NULL;
     int rc = AS_ENOMEM;
-    if (!p || !used || (rc = build_pairs(p, rec)))
+    if (!p || !used || (rc = build_pairs(p, rec, rec->nsegev + rec->nsegs)))
         goto fail;
     rc = AS_ENOMEM;
     if (!(p->s = malloc((rec->nsegev + rec->nsegs + 1) * sizeof *p->s)))
@@ -208,15 +419,21 @@ int as_snap_pools_build(const as_snapshot_record *rec, as_snap_pools **out)
                           .end = rec->segs[i].addr + rec->segs[i].size,
                           .to = UINT64_MAX,
                           .stream = rec->segs[i].stream,
+                          .freed = SIZE_MAX,
                           .pool = pool_number(p, rec->segs[i].pool),
                           .how = AS_POOL_RECORDED});
-    if ((rc = by_stream(p)))
+    by_frames(p);
+    rc = AS_ENOMEM;
+    if (!(of_free = free_map(p, rec)) || (rc = runs(p, rec, of_free, 0)) || (rc = by_stream(p)) ||
+        (rc = build_runs(p, rec, of_free)))
         goto fail;
     qsort(p->s, p->n, sizeof *p->s, cmp_pseg);
+    free(of_free);
     free(used);
     *out = p;
     return 0;
 fail:
+    free(of_free);
     free(used);
     as_snap_pools_free(p);
     return rc;
@@ -250,10 +467,31 @@ uint32_t as_snap_pools_count(const as_snap_pools *p)
     return p ? p->npairs : 0;
 }
 
+uint32_t as_snap_pools_inferred(const as_snap_pools *p)
+{
+    return p ? p->npairs - p->nrecorded : 0;
+}
+
 void as_snap_pools_pair(const as_snap_pools *p, uint32_t k, int64_t pair[2])
 {
     pair[0] = p->pairs[k - 1][0];
     pair[1] = p->pairs[k - 1][1];
+}
+
+size_t as_snap_pools_run(const as_snap_pools *p, uint64_t run, const uint32_t **pools)
+{
+    static const uint32_t empty_cache = 0;
+    if (!p || run == 0 || run > p->nruns) {
+        *pools = &empty_cache;
+        return 1;
+    }
+    *pools = p->emit + p->roff[run - 1];
+    return p->roff[run] - p->roff[run - 1];
+}
+
+uint64_t as_snap_pools_retries(const as_snap_pools *p)
+{
+    return p ? p->retries : 0;
 }
 
 void as_snap_pools_free(as_snap_pools *p)
@@ -262,5 +500,7 @@ void as_snap_pools_free(as_snap_pools *p)
         return;
     free(p->s);
     free(p->pairs);
+    free(p->emit);
+    free(p->roff);
     free(p);
 }

@@ -461,14 +461,16 @@ bad:
     return rc < 0 ? rc : AS_EFORMAT;
 }
 
-/* Optional trailing "s=STREAM" / "t=TIME_US" parameters. */
+/* Optional trailing "s=STREAM" / "t=TIME_US" parameters; allow_stream 1 (an alloc) takes
+ * s=, site= and pool= too, 2 (an empty_cache) pool= alone. */
 static int parse_params(text_st *s, const char *p, const char *e, int allow_stream, as_event *ev,
                         as_trace_error *err)
 {
     const char *tb, *te;
-    int seen_s = 0, seen_t = 0, seen_k = 0, seen_p = 0;
+    int seen_s = 0, seen_t = 0, seen_k = 0, seen_p = 0, allow_pool = allow_stream != 0;
+    allow_stream = allow_stream == 1;
     while (next_tok(&p, e, &tb, &te)) {
-        if (te - tb > 5 && memcmp(tb, "pool=", 5) == 0 && allow_stream && !seen_p) {
+        if (te - tb > 5 && memcmp(tb, "pool=", 5) == 0 && allow_pool && !seen_p) {
             uint64_t k;
             if (parse_exact_u64(tb + 5, te, 0, &k) < 0 || k > s->npools)
                 return fail_at(s, err, AS_ECORRUPT, tb + 5,
@@ -540,7 +542,7 @@ static int text_next(void *stp, as_event *ev, as_trace_error *err)
         rc = parse_params(s, p, e, 0, ev, err);
     } else if (tok_is(tb, te, "empty_cache")) {
         ev->op = AS_OP_EMPTY_CACHE;
-        rc = parse_params(s, p, e, 0, ev, err);
+        rc = parse_params(s, p, e, 2, ev, err);
     } else if (tok_is(tb, te, "mark")) {
         ev->op = AS_OP_MARK;
         /* A trailing " t=TIME" is the mark's time; the writer escapes the blank of a label
@@ -825,6 +827,10 @@ static int text_w_write(void *stp, const as_event *ev, as_trace_error *err)
         break;
     case AS_OP_EMPTY_CACHE:
         p = put_str(p, "empty_cache");
+        if (ev->pool) {
+            p = put_str(p, " pool=");
+            p = put_u64(p, ev->pool);
+        }
         break;
     case AS_OP_MARK:
         p = put_str(p, "mark ");

@@ -69,7 +69,8 @@ typedef struct snap_entry {
     uint8_t has_size;
     uint32_t site;        /* alloc: its call site (frames), 0 = none */
     uint32_t umark;       /* a user_metadata MARK to emit before it: label offset + 1, 0 = none */
-    uint8_t empty_before; /* an inferred empty_cache() comes before it (snap_build) */
+    uint32_t empty_before; /* the run of segment_free entries (snap_build.empty_inferred)
+                              whose EMPTY_CACHE events come before it, 0 = none */
 } snap_entry;
 
 /* An emitted event; ids are fixed up once the prehistoric blocks are known. */
@@ -140,6 +141,7 @@ typedef struct snap_state {
     size_t nann, ann_pos;
     int ended;            /* the trace's events are all out (annotations may remain) */
     as_snap_pools *pools; /* which pool served each ALLOC (snap_pools.c) */
+    size_t sub;           /* events of the current EMPTY_CACHE's run handed out so far */
 } snap_state;
 
 /* Everything the conversion needs; in one pass it is freed before open returns. */
@@ -179,7 +181,8 @@ struct snap_build {
     /* A run of segment_free/unmap entries is an empty_cache() call (the only release
      * without memory pressure: torch.cuda.graph makes one when a capture begins): its
      * EMPTY_CACHE goes before the next alloc/free entry, or at the end. */
-    uint8_t in_release, empty_pending;
+    uint8_t in_release;
+    uint32_t empty_pending; /* the run whose events go before the next alloc/free entry */
     uint64_t empty_inferred;
     snap_ev *ev;
     size_t nev, capev;
@@ -385,21 +388,33 @@ static inline int val_int(const as_pk_val *v, int64_t *i)
 }
 
 /* A segment_alloc/free/map/unmap entry of the device read, for the record (pass 1); one
- * without integer addr and size is left out. Returns 0 or -1 (host memory). */
+ * without integer addr and size is left out. Returns 0 or < 0 (host memory, the work
+ * bound). */
+static int seg_frames(snap_build *b, as_pk_ref fr, uint64_t *hash, uint8_t *cls);
+
 static int record_segev(snap_build *b, int name, const as_pk_val *addr, const as_pk_val *size,
-                        const as_pk_val *stream)
+                        const as_pk_val *stream, as_pk_ref frames)
 {
     int64_t a, s, st = 0;
     if (val_int(addr, &a) || val_int(size, &s) || s <= 0)
         return 0;
     val_int(stream, &st);
+    uint64_t fh = 0;
+    uint8_t fc = 0;
+    int rc = seg_frames(b, frames, &fh, &fc);
+    if (rc < 0)
+        return rc;
     if (grow((void **)&b->segev, &b->capsegev, b->nsegev + 1, sizeof *b->segev))
-        return -1;
+        return oom(b);
+    int release = name == NAME_SEG_FREE || name == NAME_SEG_UNMAP;
     b->segev[b->nsegev++] = (as_snap_segev){.alloc = b->alloc_entries,
                                             .addr = (uint64_t)a,
                                             .size = (uint64_t)s,
                                             .stream = (uint64_t)st,
-                                            .action = (uint8_t)(name - NAME_SEG_ALLOC)};
+                                            .fhash = fh,
+                                            .run = release ? b->empty_inferred : 0,
+                                            .action = (uint8_t)(name - NAME_SEG_ALLOC),
+                                            .fcls = fc};
     return 0;
 }
 
@@ -481,7 +496,8 @@ static int entry_action(snap_build *b, const as_pk_val *f, uint64_t off, uint64_
         b->unknown_actions++;
     if (*name == NAME_SEG_FREE || *name == NAME_SEG_UNMAP) {
         b->empty_inferred += !b->in_release;
-        b->empty_pending |= !b->in_release;
+        if (!b->in_release)
+            b->empty_pending = (uint32_t)b->empty_inferred;
         b->in_release = 1;
     } else if (*name >= 0 && *name <= NAME_SEG_MAP) {
         b->in_release = 0;
@@ -509,9 +525,11 @@ static int entry_fields(snap_build *b, as_pk_ref e, const as_pk_entry *pe, uint6
     if (b->pass == 1) {
         b->entries++;
         b->alloc_entries += name == ACT_ALLOC;
-        if (name >= NAME_SEG_ALLOC && name <= NAME_SEG_UNMAP &&
-            record_segev(b, name, &f[KEY_ADDR], size, &f[KEY_STREAM]))
-            return oom(b);
+        int rs = name >= NAME_SEG_ALLOC && name <= NAME_SEG_UNMAP
+                     ? record_segev(b, name, &f[KEY_ADDR], size, &f[KEY_STREAM], f[KEY_FRAMES].ref)
+                     : 0;
+        if (rs < 0)
+            return rs;
     }
     if ((name >= NAME_SEG_ALLOC && name <= NAME_SEG_UNMAP) && val_int(size, &i64) == 0 && i64 > 0) {
         if (name == NAME_SEG_ALLOC || name == NAME_SEG_MAP)
@@ -672,6 +690,63 @@ static int frames_site(snap_build *b, as_pk_ref fr, uint32_t *site)
     return 0;
 }
 
+static int ends_with(const char *s, const char *tail)
+{
+    size_t n = strlen(s), m = strlen(tail);
+    return n >= m && memcmp(s + n - m, tail, m) == 0;
+}
+
+/* What frame f names, as AS_SNAP_FR_* bits. */
+static uint8_t frame_class(const as_frame *f)
+{
+    uint8_t c = 0;
+    if (ends_with(f->filename, "cudagraph_trees.py"))
+        c |= AS_SNAP_FR_TREES;
+    if (ends_with(f->filename, "torch/cuda/graphs.py") && strcmp(f->name, "capture_begin") == 0)
+        c |= AS_SNAP_FR_CAPBEGIN;
+    if (ends_with(f->filename, "torch/cuda/memory.py") && strcmp(f->name, "empty_cache") == 0)
+        c |= AS_SNAP_FR_EMPTY;
+    if (strstr(f->name, "~MemPool"))
+        c |= AS_SNAP_FR_MEMPOOL;
+    if (strcmp(f->filename, "<allocsim>") == 0) /* an export's (sim/snapout.c) */
+        c |= strcmp(f->name, "empty_cache()") == 0            ? AS_SNAP_FR_EMPTY
+             : strncmp(f->name, "empty_cache(pool=", 17) == 0 ? AS_SNAP_FR_MEMPOOL
+                                                              : 0;
+    return c;
+}
+
+/* A segment entry's frames: a hash of their content (0 when none) and what they name. Its
+ * frames are interned (frame table) but make no site: sites are the ALLOCs' stacks. */
+static int seg_frames(snap_build *b, as_pk_ref fr, uint64_t *hash, uint8_t *cls)
+{
+    const as_pk *pk = b->pk;
+    as_pk_type t = as_pk_type_of(pk, fr);
+    *hash = 0, *cls = 0;
+    if (fr == AS_PK_NIL || (t != AS_PK_LIST && t != AS_PK_TUPLE) || as_pk_len(pk, fr) == 0)
+        return 0;
+    if (charge(b, as_pk_len(pk, fr)))
+        return over_budget(b);
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a over the frame numbers */
+    as_pk_iter it;
+    as_pk_ref d;
+    size_t n = 0;
+    as_pk_iter_init(&it, pk, fr);
+    while (as_pk_iter_next(&it, &d) && n++ < AS_MAX_STACK) {
+        uint32_t fid;
+        as_frame f;
+        int rc;
+        if (as_pk_type_of(pk, d) != AS_PK_DICT)
+            continue;
+        if ((rc = frame_of(b, d, &fid)) < 0)
+            return rc;
+        h = (h ^ fid) * 0x100000001b3ull;
+        if (as_sites_frame(b->sites, fid, &f) == 0)
+            *cls |= frame_class(&f);
+    }
+    *hash = h ? h : 1;
+    return 0;
+}
+
 /* An entry's user_metadata (a string the program attaches to what follows; "" = none): when it
  * differs from the one in force, a MARK "user_metadata=VALUE" goes before the entry's event. */
 static int user_mark(snap_build *b, as_pk_ref um, uint32_t *umark)
@@ -749,9 +824,11 @@ static int emit_umark(snap_build *b, const snap_entry *x)
     return push_ev(b, &e);
 }
 
-static int emit_empty(snap_build *b)
+/* The EMPTY_CACHE of run `run`, expanded at hand-out into the events its release stands for
+ * (as_snap_pools_run: none for an OOM retry's, and private pools released there). */
+static int emit_empty(snap_build *b, uint32_t run)
 {
-    snap_ev e = {.op = AS_OP_EMPTY_CACHE, .time_us = AS_TIME_NONE};
+    snap_ev e = {.op = AS_OP_EMPTY_CACHE, .id = run, .time_us = AS_TIME_NONE};
     b->empty_pending = 0;
     return push_ev(b, &e);
 }
@@ -798,7 +875,8 @@ static int step(snap_build *b, const snap_entry *x, const snap_entry *nxt)
     addr_slot *s = map_find(&b->map, x->addr, 1);
     if (!s)
         return oom(b);
-    if ((rc = emit_umark(b, x)) < 0 || (x->empty_before && (rc = emit_empty(b)) < 0))
+    if ((rc = emit_umark(b, x)) < 0 ||
+        (x->empty_before && (rc = emit_empty(b, x->empty_before)) < 0))
         return rc;
     if (x->act == ACT_ALLOC) {
         if (s->state == ST_LIVE || s->state == ST_PENDING) {
@@ -905,7 +983,7 @@ static int feed_end(snap_build *b)
     int rc = b->have_cur ? step(b, &b->cur, NULL) : 0;
     b->have_cur = 0;
     if (rc >= 0 && b->empty_pending) /* the trace ends with a release */
-        rc = emit_empty(b);
+        rc = emit_empty(b, b->empty_pending);
     return rc < 0 ? rc : 0;
 }
 
@@ -1607,6 +1685,10 @@ static int pools_meta(const as_snap_pools *p, as_meta *meta)
         snprintf(key, sizeof key, "pool.%" PRIu32, k);
         rc = meta_fmt(meta, key, "(%" PRId64 ", %" PRId64 ")", pair[0], pair[1]);
     }
+    if (!rc && as_snap_pools_inferred(p))
+        rc = meta_fmt(meta, "pools.inferred", "%" PRIu32, as_snap_pools_inferred(p));
+    if (!rc && as_snap_pools_retries(p))
+        rc = meta_fmt(meta, "torch.oom_retry_runs", "%" PRIu64, as_snap_pools_retries(p));
     return rc ? AS_ENOMEM : 0;
 }
 
@@ -1618,6 +1700,9 @@ static uint32_t pool_of(snap_state *st, uint64_t addr, uint64_t id)
     st->rec.pool_allocs += pool != 0;
     st->rec.pool_by_stream += how == AS_POOL_BY_STREAM;
     st->rec.pool_ambiguous += how == AS_POOL_AMBIGUOUS;
+    st->rec.pool_by_frames += how == AS_POOL_FRAMES;
+    st->rec.pool_by_release += how == AS_POOL_RELEASE;
+    st->rec.pool_recorded += how == AS_POOL_RECORDED;
     return pool;
 }
 
@@ -1757,10 +1842,26 @@ static int pass2_fill(snap_state *st, as_trace_error *err)
     return 0;
 }
 
+/* Run e's next EMPTY_CACHE event into *ev: 1, or 0 once its events are out (pos moved). */
+static int run_event(snap_state *st, const snap_ev *e, as_event *ev)
+{
+    const uint32_t *pools;
+    size_t n = as_snap_pools_run(st->pools, e->id, &pools);
+    if (st->sub >= n) {
+        st->pos++, st->sub = 0;
+        return 0;
+    }
+    *ev = (as_event){.op = AS_OP_EMPTY_CACHE, .time_us = e->time_us, .pool = pools[st->sub++]};
+    if (st->sub == n)
+        st->pos++, st->sub = 0;
+    return 1;
+}
+
 static int torch_next(void *stp, as_event *ev, as_trace_error *err)
 {
     snap_state *st = stp;
     const snap_ev *e;
+again:
     if (st->b && st->pre_out < st->b->npre) {
         const pre_block *p = &st->b->pre[st->pre_out];
         *ev = (as_event){.op = AS_OP_ALLOC,
@@ -1784,6 +1885,11 @@ static int torch_next(void *stp, as_event *ev, as_trace_error *err)
     if (st->ann_pos < st->nann && e->time_us != AS_TIME_NONE &&
         st->ann[st->ann_pos].time_us <= e->time_us)
         return ann_event(st, ev);
+    if (e->op == AS_OP_EMPTY_CACHE) {
+        if (run_event(st, e, ev))
+            return 0;
+        goto again; /* an OOM retry's release: no event of its own */
+    }
     st->pos++;
     *ev = (as_event){.op = (as_op)e->op,
                      .site = e->op == AS_OP_ALLOC ? e->site : 0,

@@ -33,7 +33,8 @@ typedef enum as_op {
     AS_OP_ALLOC = 0,       /* id size stream: a request for memory */
     AS_OP_FREE = 1,        /* id: the block goes back to the allocator now */
     AS_OP_FREE_REQ = 2,    /* id: program let go, a stream still uses it; FREE follows */
-    AS_OP_EMPTY_CACHE = 3, /* the program called empty_cache() */
+    AS_OP_EMPTY_CACHE = 3, /* the program called empty_cache(); with pool k: private pool k
+                              was released (its last graph or MemPool gone) and emptied */
     AS_OP_MARK = 4,        /* label: iteration boundary or annotation */
 } as_op;
 
@@ -55,8 +56,12 @@ typedef struct as_event {
     union { /* by op, so the event stays 48 bytes */
         const char *label; /* MARK: NUL-terminated, valid until the next read */
         uint32_t pool;     /* ALLOC: the private pool serving it (a CUDA graph's or a
-                              MemPool's: 1.., FORMAT.md), 0 = the default pool */
-    };                     /* FREE*, EMPTY_CACHE: zero */
+                              MemPool's: 1.., FORMAT.md), 0 = the default pool;
+                              EMPTY_CACHE: 0 = empty_cache() (the default pool and every
+                              released private pool), k = private pool k is released and
+                              its free segments given back, the default pool's kept (the
+                              importer's reading of a release, FORMAT.md) */
+    };                     /* FREE*: zero */
 } as_event;
 
 /* ---- Call sites --------------------------------------------------------------------- */
@@ -204,10 +209,20 @@ const as_sites *as_trace_reader_sites(const as_trace_reader *r);
  * of the trace read, the segments and blocks of that device at the dump, and the blocks
  * allocated before the trace (the prehistoric ALLOCs, by id). */
 enum { AS_SNAP_SEG_ALLOC, AS_SNAP_SEG_FREE, AS_SNAP_SEG_MAP, AS_SNAP_SEG_UNMAP };
+/* What an entry's frames name (snap_pools.c reads capture and release from them). */
+enum {
+    AS_SNAP_FR_TREES = 1,    /* torch/_inductor/cudagraph_trees.py: a tree's warm-up/record */
+    AS_SNAP_FR_CAPBEGIN = 2, /* torch/cuda/graphs.py capture_begin: its RNG-state tensors */
+    AS_SNAP_FR_EMPTY = 4,    /* torch/cuda/memory.py empty_cache */
+    AS_SNAP_FR_MEMPOOL = 8,  /* a C++ frame ~MemPool: a MemPool's destructor emptying it */
+};
 typedef struct as_snap_segev {
     uint64_t alloc;              /* the ordinal of the ALLOC being served (or the next) */
     uint64_t addr, size, stream; /* the entry's */
+    uint64_t fhash;              /* a hash of its frames' content, 0 = none */
+    uint32_t run;                /* segment_free/unmap: its run of such entries (1..) */
     uint8_t action;              /* AS_SNAP_SEG_* */
+    uint8_t fcls;                /* AS_SNAP_FR_* its frames name */
 } as_snap_segev;
 enum { AS_SNAP_INACTIVE, AS_SNAP_ALLOCATED, AS_SNAP_PENDING };
 typedef struct as_snap_block {
@@ -237,6 +252,8 @@ typedef struct as_snapshot_record {
     /* ALLOCs by how their pool was found (snap_pools.c; complete once the trace is read):
      * in a private pool, by their stream's one pool, ambiguous (simulated in the default). */
     uint64_t pool_allocs, pool_by_stream, pool_ambiguous;
+    uint64_t pool_by_frames, pool_by_release; /* their capture frames; the release order */
+    uint64_t pool_recorded;                   /* their segment's segment_pool_id */
     int have_segments, have_traces, have_settings;
 } as_snapshot_record;
 /* The record of a torch snapshot (valid until as_trace_close), or NULL for other formats. */

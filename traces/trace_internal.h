@@ -119,16 +119,32 @@ int as_meta_key_ok(const char *key);
 
 /* ---- private pools of a torch snapshot (snap_pools.c) ----------------------------- */
 
-/* How an allocation's pool was found: the segment holding it is alive at the dump (its
- * segment_pool_id), or takes its stream's one pool, or neither (then the default pool). */
-enum { AS_POOL_RECORDED = 0, AS_POOL_BY_STREAM = 1, AS_POOL_AMBIGUOUS = 2 };
+/* How an allocation's pool was found (snap_pools.c's header says how each is read): the
+ * segment holding it is alive at the dump (its segment_pool_id), its stream's one pool,
+ * neither (then the default pool), the frames of the allocation that made the segment, or
+ * the order in which a release freed it. */
+enum {
+    AS_POOL_RECORDED = 0,
+    AS_POOL_BY_STREAM = 1,
+    AS_POOL_AMBIGUOUS = 2,
+    AS_POOL_FRAMES = 3,
+    AS_POOL_RELEASE = 4,
+};
 typedef struct as_snap_pools as_snap_pools;
 int as_snap_pools_build(const as_snapshot_record *rec, as_snap_pools **out);
 /* The pool (0 default, 1..count private) of the block at addr allocated by ALLOC `alloc`
  * (the record's ordinals: prehistoric ALLOCs first); *how is an AS_POOL_*. */
 uint32_t as_snap_pools_of(const as_snap_pools *p, uint64_t addr, uint64_t alloc, int *how);
-uint32_t as_snap_pools_count(const as_snap_pools *p); /* private pools at the dump */
-void as_snap_pools_pair(const as_snap_pools *p, uint32_t k, int64_t pair[2]); /* k: 1.. */
+/* Private pools: those at the dump (their segment_pool_id), then those inferred. */
+uint32_t as_snap_pools_count(const as_snap_pools *p);
+uint32_t as_snap_pools_inferred(const as_snap_pools *p);
+/* k: 1..count; an inferred pool gets an unused (0, N), as a graph_pool_handle() would be */
+void as_snap_pools_pair(const as_snap_pools *p, uint32_t k, int64_t pair[2]);
+/* The EMPTY_CACHE events that run `run` (segev's run numbers) stands for, in order: 0 for
+ * empty_cache() itself, k for private pool k released and emptied; none for an OOM retry's
+ * release (the simulation retries by itself). A run the record does not know: {0}. */
+size_t as_snap_pools_run(const as_snap_pools *p, uint64_t run, const uint32_t **pools);
+uint64_t as_snap_pools_retries(const as_snap_pools *p); /* runs read as OOM retries */
 void as_snap_pools_free(as_snap_pools *p);
 
 #endif

@@ -566,6 +566,29 @@ static void print_snapshot_state(const as_trace_reader *rd)
         printf("start of the trace: recorded mid-run; not rebuilt: %s\n", s.why);
 }
 
+/* How a snapshot's allocations were given their pools (traces/FORMAT.md, "Private pools"),
+ * once the trace is read: what is recorded, what is inferred, what is ambiguous. */
+static void print_snapshot_pools(const as_trace_reader *rd)
+{
+    const as_snapshot_record *rec = as_trace_reader_snapshot(rd);
+    const as_meta *m = as_trace_reader_meta(rd);
+    const char *np = as_meta_get(m, "pools"), *ni = as_meta_get(m, "pools.inferred");
+    const char *nr = as_meta_get(m, "torch.oom_retry_runs");
+    if (!rec || !np || (!strcmp(np, "0") && !rec->pool_ambiguous && !nr))
+        return;
+    printf("private pools: %s (%s inferred), %llu allocations in them; each allocation's pool "
+           "read from segment_pool_id for %llu, its segment's capture frames for %llu, the "
+           "release order for %llu, its stream for %llu; %llu ambiguous (simulated in the "
+           "default pool)",
+           np, ni ? ni : "0", (unsigned long long)rec->pool_allocs,
+           (unsigned long long)rec->pool_recorded, (unsigned long long)rec->pool_by_frames,
+           (unsigned long long)rec->pool_by_release, (unsigned long long)rec->pool_by_stream,
+           (unsigned long long)rec->pool_ambiguous);
+    if (nr)
+        printf("; %s release%s read as OOM retries", nr, strcmp(nr, "1") ? "s" : "");
+    putchar('\n');
+}
+
 static const char info_help[] =
     "usage: allocsim info [-f text|json] [--snapshot-device N] TRACE\n"
     "\n"
@@ -592,6 +615,7 @@ static void info_text(const char *path, as_trace_reader *rd, const as_trace_info
     putchar('\n');
     print_devices(m);
     print_snapshot_state(rd);
+    print_snapshot_pools(rd);
     if (m && m->n) {
         printf("metadata:\n");
         for (size_t i = 0; i < m->n; i++) {
