@@ -366,6 +366,7 @@ typedef struct pass {
      * one was set: then every entry carries it, "" too); the others are annotations. */
     char umeta[AS_MAX_LABEL + 1];
     int umeta_on;
+    const as_event *release; /* the EMPTY_CACHE whose frees are being written, else NULL */
     char *ann; /* annotations: time_us (8 bytes), stage (1), label, NUL; one after another */
     size_t nann, capann, annlen;
 } pass;
@@ -377,6 +378,31 @@ static void list_item_done(pass *p)
         op(&p->w, '(');
         p->in_batch = 0;
     }
+}
+
+/* The frames of an EMPTY_CACHE event's frees: one frame naming the call, which a simulated
+ * run has no stack for: {<allocsim>, 0, "empty_cache()"}, or "empty_cache(pool=K)" for
+ * private pool K released and emptied alone. An import reads each call's frees, and which
+ * of the two it was, from them (traces/FORMAT.md, "Private pools"). */
+static void release_frames(pass *p)
+{
+    pkw *w = &p->w;
+    char name[48];
+    int n = p->release->pool
+                ? snprintf(name, sizeof name, "empty_cache(pool=%" PRIu32 ")", p->release->pool)
+                : snprintf(name, sizeof name, "empty_cache()");
+    op(w, ']');
+    op(w, '(');
+    op(w, '}');
+    op(w, '(');
+    word(w, K_FILENAME);
+    pk_str(w, "<allocsim>", 10);
+    word(w, K_LINE);
+    pk_uint(w, 0);
+    word(w, K_NAME);
+    pk_str(w, name, (size_t)n);
+    op(w, 'u');
+    op(w, 'e');
 }
 
 /* One trace entry: {action, addr (or device_free), size, stream, time_us, frames}. */
@@ -397,7 +423,10 @@ static void entry(pass *p, int action, uint64_t addr, uint64_t size, uint64_t st
     word(w, K_TIME);
     pk_int(w, time_us == AS_TIME_NONE ? 0 : time_us);
     word(w, K_FRAMES);
-    frames(w, site);
+    if (p->release)
+        release_frames(p);
+    else
+        frames(w, site);
     if (p->umeta_on) {
         word(w, K_USER_META);
         pk_str(w, p->umeta, strlen(p->umeta));
@@ -469,9 +498,14 @@ static int dev_entries(pass *p, uint64_t k, const as_event *x)
         if (rc)
             return rc;
         p->reserved += grows ? d->size : (uint64_t)0 - d->size;
-        int alloc = grows && x && x->op == AS_OP_ALLOC;
+        /* made or freed while serving an ALLOC (an OOM retry frees cached segments first):
+         * the request's frames, as PyTorch records every entry of one malloc under its
+         * context (which is how an import tells a retry's release from empty_cache()) */
+        int during = x && x->op == AS_OP_ALLOC, alloc = grows && during;
+        p->release = x && x->op == AS_OP_EMPTY_CACHE && !grows ? x : NULL;
         entry(p, act[d->action], d->addr, d->size, alloc ? x->stream : stream,
-              x ? x->time_us : AS_TIME_NONE, alloc ? x->site : 0);
+              x ? x->time_us : AS_TIME_NONE, during ? x->site : 0);
+        p->release = NULL;
     }
     return 0;
 }

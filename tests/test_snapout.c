@@ -111,6 +111,9 @@ static void drop_event_column(char *csv)
     *w = 0;
 }
 
+static long long csv_field(const char *csv, const char *name);
+static long long info_value(const char *text, const char *key);
+
 /* The run of args over trace, exported, then the same run over the export. */
 static void round_trip(const char *trace, const char *args, int torch)
 {
@@ -155,13 +158,54 @@ static void test_round_trip_expandable(void)
                "-p expandable_segments:True,max_split_size_mb:200", 1);
 }
 
+/* Python over an export: "RUNS FRAMED" for its runs of segment_free entries that a
+ * segment_alloc follows at once, and those of them whose frees carry frames. */
+static void retry_runs(const char *pickle, long *runs, long *framed)
+{
+    char cmd[2048], line[64] = "";
+    snprintf(cmd, sizeof cmd,
+             "python3 -c 'import pickle,sys\n"
+             "t = pickle.load(open(sys.argv[1], \"rb\"))[\"device_traces\"][0]\n"
+             "r = f = 0\n"
+             "for i in range(1, len(t)):\n"
+             "    if t[i][\"action\"] == \"segment_alloc\" and t[i - 1][\"action\"] == "
+             "\"segment_free\":\n"
+             "        r += 1; f += bool(t[i][\"frames\"]) and t[i - 1][\"frames\"] == "
+             "t[i][\"frames\"]\n"
+             "print(r, f)' '%s'",
+             pickle);
+    FILE *p = popen(cmd, "r");
+    *runs = *framed = -1;
+    if (p && fgets(line, sizeof line, p))
+        sscanf(line, "%ld %ld", runs, framed);
+    if (p)
+        pclose(p);
+}
+
 static void test_round_trip_capacity(void)
 {
-    /* 9 GiB: the cached-segment frees and retries of a device that fills, and no OOM. A
-     * snapshot cannot tell such a release from an empty_cache() call, and the importer reads
-     * a run of segment_free entries as one (traces/torch_snapshot.c): the run of the export
-     * has those calls as events (4 here) and no retries, with the same device events at the
-     * same allocations and addresses and the same peaks, which is what is compared. */
+    /* 9 GiB: the cached-segment frees and retries of a device that fills (4 retries), and
+     * no OOM. PyTorch records a retry's segment_free entries under the malloc's context,
+     * the frames of its segment_alloc, and so does the export: the import tells such a
+     * release from an empty_cache() call by that, and the simulation retries by itself.
+     * Of the 4 failing requests only 1 has frames in the snapshot (the other 3 were made
+     * with no Python stack): their releases read as empty_cache() calls, so the run of the
+     * export has 3 of those as events and 1 retry, with the same device events at the same
+     * allocations and addresses and the same peaks, which is what is compared. */
+    char x[256], t[256];
+    snprintf(x, sizeof x, "%s", tu_tmp(".pickle"));
+    snprintf(t, sizeof t, "%s", tu_path("tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst"));
+    CU_ASSERT_EQUAL_FATAL(run("run -q -c 9G -f csv --snapshot-out %s %s", x, t), 0);
+    long long retries = csv_field(out, "retries");
+    long runs, framed;
+    retry_runs(x, &runs, &framed);
+    CU_ASSERT_EQUAL(runs, retries);
+    CU_ASSERT_EQUAL(framed, 1);
+    CU_ASSERT_EQUAL_FATAL(run("info %s", x), 0);
+    CU_ASSERT_EQUAL(info_value(out, "torch.oom_retry_runs"), framed);
+    char want[64];
+    snprintf(want, sizeof want, "empty_cache %lld,", retries - framed);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
     pressure = 1;
     round_trip("tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst", "-c 9G", 1);
     pressure = 0;
@@ -244,6 +288,12 @@ static void test_pools(void)
     CU_ASSERT_EQUAL(run("check %s", x), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, ": reproduced: all 23 segment events"));
     CU_ASSERT_PTR_NULL(strstr(out, "ambiguous"));
+    /* Pools released before the end: the export writes each release's frees with a frame
+     * naming the call (empty_cache(), or empty_cache(pool=K) for a pool released alone, as
+     * graph's MemPool is), from which the import reads its pools again: the same report,
+     * device events and check. */
+    round_trip("tests/data/torch-2.11-h200-graphs/graph.pickle.zst", "", 1);
+    round_trip("tests/data/torch-2.11-h200-graphs/train.pickle.zst", "", 1);
 }
 
 /* The number after "KEY = " in `allocsim info` output, or -1. */
