@@ -272,7 +272,11 @@ int as_curve_run(const as_policy_spec *spec, const uint64_t *grid, size_t n, con
                            .counters = dev_counters,
                            .set_log = dev_set_log,
                            .user = &c};
-    as_engine_opts eo = {.threads = 1, .factory = &f, .stop = o->stop};
+    as_engine_opts eo = {.threads = 1,
+                         .factory = &f,
+                         .stop = o->stop,
+                         .sites = o->sites,
+                         .no_caught_ooms = o->no_caught_ooms};
     as_engine *e = NULL;
     as_trace_error terr;
     int rc = as_engine_create(&eo, &e);

@@ -43,6 +43,10 @@ typedef struct as_curve_opts {
      * AS_CURVE_PINNED (the caller runs one pass per capacity instead), 1 = fork one
      * process per capacity there. */
     int pin;
+    /* OOMs the program survives (engine.h): the trace's call sites, NULL for none, and the
+     * switch that turns the model off. */
+    const as_sites *sites;
+    int no_caught_ooms;
 } as_curve_opts;
 
 /* as_curve_run's result when opts.pin is 0 and the policy read the capacity itself. */

@@ -541,6 +541,7 @@ static void run_finish(run *r)
     res->events = r->events;
     res->allocs = r->allocs;
     res->completed = !r->stopped && res->ooms == 0 && !r->err;
+    res->no_caught_ooms = o->no_caught_ooms;
     res->final_reserved = r->reserved;
     res->final_allocated = r->allocated;
     res->final_requested = r->requested;

@@ -79,6 +79,7 @@ typedef struct as_run_result {
      * caught (not in ooms: the run goes on), and later workspace requests that got the
      * cached fallback engine at once (no allocation). */
     uint64_t caught_ooms, caught_fallbacks;
+    int no_caught_ooms; /* the model was off (opts.no_caught_ooms): for passes that rerun it */
 } as_run_result;
 
 /* as_engine_run's and as_engine_scan's result (not an error) when *opts.stop was set:

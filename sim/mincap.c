@@ -31,6 +31,7 @@ typedef struct mem_trace {
     as_event *ev;
     size_t n;
     int pinned;          /* the policy read the capacity at once: passes instead */
+    as_sites *sites;     /* the trace's call sites, copied: its reader is closed */
     unsigned pass_batch; /* runs per pass then (the memory budget's batch) */
 } mem_trace;
 
@@ -70,6 +71,12 @@ static int load_events(as_trace_open_fn open, void *ou, uint64_t limit, mem_trac
                 mt->ev[mt->n + i].label = NULL; /* valid until the next read; no run needs it */
         mt->n += got;
     }
+    if (rc == AS_TRACE_EOF && mt->ev &&
+        (as_sites_new(&mt->sites) || as_sites_copy(mt->sites, as_trace_reader_sites(rd)))) {
+        free(mt->ev); /* no room for the call sites (caught OOMs): passes instead */
+        as_sites_free(mt->sites);
+        *mt = (mem_trace){0};
+    }
     if (rc < 0 && err) {
         const as_trace_error *re = as_trace_reader_error(rd);
         if (re)
@@ -80,6 +87,7 @@ static int load_events(as_trace_open_fn open, void *ou, uint64_t limit, mem_trac
     if (rc == AS_TRACE_EOF)
         return 0;
     free(mt->ev);
+    as_sites_free(mt->sites);
     *mt = (mem_trace){0};
     return rc < 0 ? rc : 0;
 }
@@ -98,7 +106,9 @@ static int run_curve(const mem_trace *mt, const as_policy_spec *spec, const as_m
     as_curve_opts co = {.procs = o->threads  ? o->threads
                                  : cores > 0 ? (unsigned)cores
                                              : 1,
-                        .stop = o->stop};
+                        .stop = o->stop,
+                        .sites = mt->sites,
+                        .no_caught_ooms = o->no_caught_ooms};
     int rc = as_curve_run(spec, caps, n, mt->ev, mt->n, &co, res, why, why_len);
     for (size_t i = 0; rc == 0 && i < n; i++)
         pts[i] = point_of(&res[i], caps[i]);
@@ -131,8 +141,11 @@ static int run_pass(as_trace_open_fn open, void *ou, const as_policy_spec *spec,
     }
     as_engine *e = NULL;
     as_trace_reader *rd = NULL;
-    as_engine_opts eo = {
-        .threads = o->threads, .stop = o->stop, .on_runs = o->on_runs, .user = o->user};
+    as_engine_opts eo = {.threads = o->threads,
+                         .stop = o->stop,
+                         .on_runs = o->on_runs,
+                         .user = o->user,
+                         .no_caught_ooms = o->no_caught_ooms};
     int rc = as_engine_create(&eo, &e);
     if (rc) {
         set_why(why, why_len, "cannot create the engine%s%s", "", "");
@@ -406,11 +419,13 @@ int as_mincap(as_trace_open_fn open, void *open_user, const as_policy_spec *spec
     }
     free(caps);
     free(mt.ev);
+    as_sites_free(mt.sites);
     *out = m;
     return 0;
 fail:
     free(caps);
     free(mt.ev);
+    as_sites_free(mt.sites);
     as_mincap_result_free(&m);
     return rc;
 }

@@ -65,6 +65,7 @@ typedef struct as_mincap_opts {
      * decoded into memory once and the grid's runs share their common prefix, forking
      * where a capacity decision splits them; the results are the same. */
     int exact_passes;
+    int no_caught_ooms; /* every engine's (engine.h): OOMs at workspace requests stop runs */
 } as_mincap_opts;
 
 /* The outcome at one capacity of the sweep. */

@@ -173,6 +173,7 @@ int as_segmap_pass(as_segmap *m, const as_engine *first, as_trace_reader *rd,
     as_engine_opts o = {
         .threads = base ? base->threads : 0,
         .keep_going = base ? base->keep_going : 0,
+        .no_caught_ooms = base ? base->no_caught_ooms : 0,
         .dev_params = base ? base->dev_params : NULL,
         .factory = base ? base->factory : NULL,
         .on_walk = on_walk,

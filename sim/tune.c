@@ -177,7 +177,8 @@ static int run_group(as_trace_open_fn open, void *ou, const as_tune_opts *o, as_
 {
     as_engine *e = NULL;
     as_trace_reader *rd = NULL;
-    as_engine_opts eo = {.threads = o->threads, .max_live = max_live};
+    as_engine_opts eo = {
+        .threads = o->threads, .max_live = max_live, .no_caught_ooms = o->no_caught_ooms};
     int rc = as_engine_create(&eo, &e);
     if (rc) {
         set_why(why, why_len, "cannot create the engine%s%s", "", "");
@@ -291,7 +292,8 @@ static int run_curves(as_trace_open_fn open, void *ou, const as_tune_opts *o, as
     unsigned done = 0;
     as_mincap_opts mo = {.threads = o->threads,
                          .memory = o->memory,
-                         .max = o->curve_max ? o->curve_max : o->capacity};
+                         .max = o->curve_max ? o->curve_max : o->capacity,
+                         .no_caught_ooms = o->no_caught_ooms};
     for (size_t i = 0; i < out->n && done < o->curves; i++) {
         as_tune_item *it = &out->items[i];
         if (!it->completed)
@@ -322,7 +324,10 @@ static int run_curves(as_trace_open_fn open, void *ou, const as_tune_opts *o, as
 static int miss_curve(as_trace_open_fn open, void *ou, const as_tune_opts *o, as_tune_result *out,
                       as_trace_error *err, char *why, size_t why_len)
 {
-    as_mincap_opts mo = {.threads = o->threads, .memory = o->memory, .max_points = o->max_points};
+    as_mincap_opts mo = {.threads = o->threads,
+                         .memory = o->memory,
+                         .max_points = o->max_points,
+                         .no_caught_ooms = o->no_caught_ooms};
     as_tune_item *b = &out->items[0];
     int rc = curve_of(open, ou, &mo, b, out, err, why, why_len);
     if (rc == AS_ELIMIT)

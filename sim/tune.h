@@ -66,6 +66,7 @@ typedef struct as_tune_opts {
     uint64_t curve_max;      /* top of the curves; 0 = capacity */
     unsigned shard, nshards; /* run only items with index % nshards == shard (0-based) */
     uint64_t max_points;     /* most capacities of the nothing-fits curve; 0 = no limit */
+    int no_caught_ooms;      /* engine.h: OOMs at workspace requests stop runs */
     void (*on_progress)(void *user, const char *what, uint64_t done, uint64_t total);
     void *user;
 } as_tune_opts;

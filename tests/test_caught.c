@@ -11,29 +11,35 @@
  */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "caught.h"
 #include "engine.h"
 #include "engine_fixture.h"
 #include "jsonin.h"
+#include "mincap.h"
 #include "trace.h"
 #include "util.h"
 
 #define DATA "tests/data/torch-2.11-h200-caught/"
 
-/* Frames as a snapshot with stacks="all" records them, innermost first. */
-static const as_frame f_unwind = {"??", "torch::unwind::unwind()", 0};
+/* Frames as a snapshot with stacks="all" records them (TORCH_SYMBOLIZE_MODE=fast: the
+ * library as the file, the offset as the line), innermost first. */
+#define LIB "/opt/venv/lib/python3.12/site-packages/torch/lib/"
+static const as_frame f_unwind = {LIB "libtorch_cpu.so", "torch::unwind::unwind()", 0};
 static const as_frame f_alloc = {
-    "??",
+    LIB "libc10_cuda.so",
     "c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::allocate(unsigned long)", 0};
-static const as_frame f_conv = {"??",
+static const as_frame f_conv = {LIB "libtorch_cuda.so",
                                 "at::native::run_conv_plan(cudnnContext*, at::Tensor const&, "
                                 "at::Tensor const&, at::Tensor const&, "
                                 "cudnn_frontend::ExecutionPlan const&)",
                                 0};
-static const as_frame f_fused = {"??", "at::native::run_conv_plan_fused(cudnnContext*)", 0};
-static const as_frame f_empty = {"??", "at::native::empty_cuda(c10::ArrayRef<long>)", 0};
+static const as_frame f_fused = {LIB "libtorch_cuda.so",
+                                 "at::native::run_conv_plan_fused(cudnnContext*)", 0};
+static const as_frame f_empty = {LIB "libtorch_cuda.so",
+                                 "at::native::empty_cuda(c10::ArrayRef<long>)", 0};
 static const as_frame f_py = {"model.py", "forward", 12};
 
 /* Sites 1..5: workspace, plain allocation, Python only, a plain allocation made under
@@ -87,6 +93,33 @@ static void recognise_frames(void)
     as_sites_free(e);
 }
 
+/* Sites of a C++ stack are named by the user's code, or by the operator when the stack has
+ * none (the autograd thread's). */
+static void user_frames(void)
+{
+    const as_frame interp = {"/usr/bin/python3.12", "_PyEval_EvalFrameDefault", 0};
+    const as_frame unnamed = {"/usr/bin/python3.12", "??", 0};
+    const as_frame libc = {"/lib/x86_64-linux-gnu/libc.so.6", "start_thread", 0};
+    const as_frame script = {"jobs/python3_train.py", "main", 7};
+    const as_frame venv = {"/x/.venv/lib/python3.12/site-packages/timm/layers/conv.py", "f", 3};
+    CU_ASSERT(as_frame_is_internal(&interp) && as_frame_is_internal(&unnamed) &&
+              as_frame_is_internal(&libc));
+    CU_ASSERT(!as_frame_is_internal(&script) && !as_frame_is_internal(&venv));
+    as_sites *s;
+    uint32_t k;
+    as_frame out;
+    CU_ASSERT_EQUAL_FATAL(as_sites_new(&s), 0);
+    const as_frame fwd[] = {f_unwind, f_alloc, f_conv, unnamed, f_py, interp};
+    const as_frame bwd[] = {f_unwind, f_alloc, f_conv, libc};
+    CU_ASSERT_EQUAL(as_sites_intern(s, fwd, 6, &k), 0);
+    CU_ASSERT_EQUAL(as_sites_user_frame(s, k, &out), 4);
+    CU_ASSERT_STRING_EQUAL(out.name, "forward");
+    CU_ASSERT_EQUAL(as_sites_intern(s, bwd, 4, &k), 0);
+    CU_ASSERT_EQUAL(as_sites_user_frame(s, k, &out), 2);
+    CU_ASSERT_STRING_EQUAL(out.name, f_conv.name);
+    as_sites_free(s);
+}
+
 static void fallback_set(void)
 {
     as_caught_run r = {0};
@@ -127,6 +160,52 @@ static void recognise_snapshot(void)
     CU_ASSERT_EQUAL(want, 1389);
     as_caught_destroy(c);
     as_trace_close(r);
+}
+
+static uint64_t meta_u64(const char *path, const char *key)
+{
+    as_trace_reader *r;
+    as_trace_error err;
+    uint64_t v = UINT64_MAX;
+    if (as_trace_open(path, NULL, &r, &err))
+        return v;
+    const char *t = as_meta_get(as_trace_reader_meta(r), key);
+    if (t)
+        v = strtoull(t, NULL, 10);
+    as_trace_close(r);
+    return v;
+}
+
+/* The importer's count of recorded OOMs the program survived (an alloc entry followed
+ * them) against ground_truth.py's OOMs at workspace sites, run by run. */
+static void recorded_caught(void)
+{
+    static const char *const dirs[] = {"fit", "heldout"};
+    unsigned runs = 0;
+    for (size_t d = 0; d < 2; d++) {
+        char path[256], why[300];
+        json_t *gt;
+        snprintf(path, sizeof path, DATA "%s/ground_truth.json", dirs[d]);
+        CU_ASSERT_EQUAL_FATAL(as_json_load(tu_path(path), &gt, why, sizeof why), 0);
+        const char *name;
+        json_t *g;
+        json_object_foreach(json_object_get(gt, "runs"), name, g)
+        {
+            uint64_t caught = 0, num = 0;
+            CU_ASSERT_EQUAL(as_json_u64(g, "caught_ooms", &caught), 1);
+            CU_ASSERT_EQUAL(as_json_u64(g, "num_ooms", &num), 1); /* memory_stats() */
+            snprintf(path, sizeof path, "%s", tu_path(DATA));
+            size_t k = strlen(path);
+            snprintf(path + k, sizeof path - k, "%s/%s.pickle.zst", dirs[d], name);
+            CU_ASSERT_EQUAL(meta_u64(path, "torch.oom_caught"), caught);
+            CU_ASSERT_EQUAL(meta_u64(path, "torch.oom_entries"),
+                            caught + json_is_true(json_object_get(g, "died")));
+            CU_ASSERT_EQUAL(meta_u64(path, "torch.oom_entries"), num);
+            runs++;
+        }
+        json_decref(gt);
+    }
+    CU_ASSERT_EQUAL(runs, 4 + 6);
 }
 
 static as_event at(uint64_t id, uint64_t size, uint32_t site)
@@ -269,11 +348,97 @@ static void prediction(void)
     CU_ASSERT_EQUAL(hit, 3 + 4); /* every fraction run but the known miss */
 }
 
+static int open_path(void *user, as_trace_reader **out, as_trace_error *err)
+{
+    return as_trace_open(user, NULL, out, err);
+}
+
+static as_mincap_result mincap(int curve, int off)
+{
+    char why[300];
+    as_policy_spec sp;
+    as_mincap_result m = {0};
+    as_trace_error err;
+    char path[512];
+    snprintf(path, sizeof path, "%s", tu_path(DATA "fit/unpressured.pickle.zst"));
+    CU_ASSERT_EQUAL_FATAL(as_policy_spec_parse("torch", &sp, why, sizeof why), 0);
+    as_mincap_opts o = {
+        .threads = 1, .memory = 1ull << 30, .exact_passes = !curve, .no_caught_ooms = off};
+    CU_ASSERT_EQUAL(as_mincap(open_path, path, &sp, &o, &m, &err, why, sizeof why), 0);
+    as_policy_spec_free(&sp);
+    return m;
+}
+
+/* mincap and its curve mode (events in memory, forked runs) see the caught OOMs alike, and
+ * every capacity that fails only without the model fails at a workspace request. */
+static void mincap_caught(void)
+{
+    as_mincap_result c = mincap(1, 0), p = mincap(0, 0), old = mincap(1, 1);
+    CU_ASSERT_EQUAL(c.min_capacity, p.min_capacity);
+    CU_ASSERT_EQUAL(c.npoints, p.npoints);
+    for (size_t i = 0; i < c.npoints && i < p.npoints; i++)
+        CU_ASSERT(c.points[i].capacity == p.points[i].capacity &&
+                  c.points[i].completed == p.points[i].completed &&
+                  c.points[i].oom_alloc == p.points[i].oom_alloc);
+    CU_ASSERT(c.min_capacity < old.min_capacity);
+    as_trace_reader *r;
+    as_trace_error err;
+    CU_ASSERT_EQUAL_FATAL(as_trace_open(tu_path(DATA "fit/unpressured.pickle.zst"), NULL, &r, &err),
+                          0);
+    as_caught *cw = NULL;
+    CU_ASSERT_EQUAL_FATAL(as_caught_create(as_trace_reader_sites(r), &cw), 0);
+    uint8_t *ws = calloc(c.allocs ? c.allocs : 1, 1);
+    as_event e;
+    while (ws && as_trace_next(r, &e) == 0)
+        if (e.op == AS_OP_ALLOC && e.id < c.allocs)
+            ws[e.id] = (uint8_t)as_caught_site(cw, e.site);
+    unsigned differ = 0;
+    for (size_t i = 0; ws && i < old.npoints; i++)
+        for (size_t j = 0; j < c.npoints; j++)
+            if (c.points[j].capacity == old.points[i].capacity && c.points[j].completed &&
+                !old.points[i].completed) {
+                CU_ASSERT(old.points[i].oom_alloc < c.allocs && ws[old.points[i].oom_alloc]);
+                differ++;
+            }
+    CU_ASSERT(differ > 0);
+    free(ws);
+    as_caught_destroy(cw);
+    as_trace_close(r);
+    as_mincap_result_free(&c);
+    as_mincap_result_free(&p);
+    as_mincap_result_free(&old);
+}
+
+/* The command: the table's line, and the passes that run the runs again (--sites) run them
+ * as the table did, with the model and without. */
+static void command(void)
+{
+    static char out[1 << 16], err[4096];
+    const char *args = "run -q -p torch -c 3340763135 " DATA "heldout/unpressured.pickle.zst";
+    char cmd[512];
+    CU_ASSERT_EQUAL_FATAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "(alloc 2133)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "torch @ ~3.11 GiB: OOMs treated as caught: 1 ("));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "OOM asking 32.0 MiB from ")); /* 2133: 33554432 B */
+    snprintf(cmd, sizeof cmd, "%s --no-caught-ooms", args);
+    CU_ASSERT_EQUAL_FATAL(tu_run_allocsim(cmd, out, sizeof out, err, sizeof err), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "(alloc 2117)"));
+    CU_ASSERT_PTR_NULL(strstr(out, "treated as caught"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "OOM asking 100.0 MiB from ")); /* 2117: W0 */
+    snprintf(cmd, sizeof cmd, "%s -f json", args);
+    CU_ASSERT_EQUAL_FATAL(tu_run_allocsim(cmd, out, sizeof out, err, sizeof err), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"caught_ooms\": 1, \"caught_fallbacks\": 0,"));
+}
+
 CU_TestInfo test_caught[] = {
     {"recognise_frames", recognise_frames},
+    {"user_frames", user_frames},
     {"fallback_set", fallback_set},
     {"recognise_snapshot", recognise_snapshot},
+    {"recorded_caught", recorded_caught},
     {"counting", counting},
     {"prediction", prediction},
+    {"mincap", mincap_caught},
+    {"command", command},
     CU_TEST_INFO_NULL,
 };

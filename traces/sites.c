@@ -321,6 +321,22 @@ int as_sites_copy(as_sites *dst, const as_sites *src)
 /* PyTorch's own code, which memory_viz shows but which names no user's line: Python files
  * inside the torch package, and the C++ and interpreter frames memory_viz's own frameFilter
  * (torch/utils/viz/MemoryViz.js) hides. */
+/* The interpreter's binary (python3.12), libpython, and the C and C++ runtimes: a C++
+ * stack (stacks="all") symbolized by TORCH_SYMBOLIZE_MODE=fast or dladdr names the binary
+ * of such a frame, not its source, and says nothing of the user's code. */
+static int native_runtime(const char *file)
+{
+    const char *b = strrchr(file, '/');
+    b = b ? b + 1 : file;
+    if (!strncmp(b, "libpython", 9) || !strncmp(b, "libc.so", 7) || !strncmp(b, "libstdc++.so", 12))
+        return 1;
+    if (strncmp(b, "python", 6))
+        return 0;
+    for (b += 6; (*b >= '0' && *b <= '9') || *b == '.'; b++)
+        ;
+    return *b == 0;
+}
+
 int as_frame_is_internal(const as_frame *f)
 {
     static const char *const omit_names[] = {
@@ -347,6 +363,8 @@ int as_frame_is_internal(const as_frame *f)
     for (size_t i = 0; i < sizeof omit_files / sizeof *omit_files; i++)
         if (strstr(f->filename, omit_files[i]))
             return 1;
+    if (!strcmp(f->name, "??") || native_runtime(f->filename)) /* nothing could name it */
+        return 1;
     /* Python: the package path after the last site-packages/ (or dist-packages/) starts
      * with torch/; a file outside an installed package is PyTorch's own when it sits in a
      * torch/ folder of PyTorch's layout (a source checkout). */
@@ -375,6 +393,19 @@ int as_sites_user_frame(const as_sites *s, uint32_t site, as_frame *out)
         if (!as_frame_is_internal(out))
             return (int)i;
     }
-    as_sites_frame(s, fids[0], out); /* all internal: the innermost */
+    /* All internal (the autograd thread's stacks have no Python frame): the innermost below
+     * the stack recorder and the caching allocator, the operator that asked. */
+    static const char *const below[] = {"torch::unwind::", "torch::CapturedTraceback::",
+                                        "torch::cuda::(anonymous namespace)::gather",
+                                        "c10::cuda::CUDACachingAllocator::"};
+    for (size_t i = 0; i < n; i++) {
+        as_sites_frame(s, fids[i], out);
+        size_t k = 0;
+        while (k < sizeof below / sizeof *below && strncmp(out->name, below[k], strlen(below[k])))
+            k++;
+        if (k == sizeof below / sizeof *below)
+            return (int)i;
+    }
+    as_sites_frame(s, fids[0], out); /* nothing else: the innermost */
     return 0;
 }

@@ -177,6 +177,9 @@ struct snap_build {
     uint8_t cache_key[256];
     uint64_t cache_gen;
     uint64_t act_count[N_ACT_NAMES], unknown_actions;
+    /* oom entries since the last alloc, and those an alloc followed: OOMs the program
+     * caught and survived (a cuDNN workspace's; sim/caught.h) */
+    uint64_t oom_open, oom_caught;
     uint64_t seg_grow, seg_shrink; /* bytes by segment_alloc/map and segment_free/unmap */
     /* A run of segment_free/unmap entries is an empty_cache() call (the only release
      * without memory pressure: torch.cuda.graph makes one when a capture begins): its
@@ -494,6 +497,12 @@ static int entry_action(snap_build *b, const as_pk_val *f, uint64_t off, uint64_
         b->act_count[*name]++;
     else
         b->unknown_actions++;
+    if (*name == NAME_OOM)
+        b->oom_open++;
+    else if (*name == ACT_ALLOC) {
+        b->oom_caught += b->oom_open;
+        b->oom_open = 0;
+    }
     if (*name == NAME_SEG_FREE || *name == NAME_SEG_UNMAP) {
         b->empty_inferred += !b->in_release;
         if (!b->in_release)
@@ -1213,6 +1222,7 @@ static int write_meta(snap_build *b, as_meta *meta, as_pk_ref root, uint64_t nde
         snprintf(v + j, sizeof v - j, "%sother:%" PRIu64, j ? "," : "", b->unknown_actions);
     rc |= as_meta_set(meta, "torch.actions", v[0] ? v : "none");
     rc |= meta_fmt(meta, "torch.oom_entries", "%" PRIu64, b->act_count[NAME_OOM]);
+    rc |= meta_fmt(meta, "torch.oom_caught", "%" PRIu64, b->oom_caught);
     rc |= meta_fmt(meta, "torch.empty_cache_inferred", "%" PRIu64, b->empty_inferred);
     if (have_segments) {
         rc |= meta_fmt(meta, "torch.segments_at_dump", "%" PRIu64, nseg);
@@ -1531,6 +1541,7 @@ static int start_pass2(snap_build *b)
     b->have_cur = 0;
     b->ntrace_allocs = b->deferred = b->warnings = b->work = 0;
     memset(b->act_count, 0, sizeof b->act_count);
+    b->oom_open = b->oom_caught = 0;
     b->unknown_actions = 0;
     b->seg_grow = b->seg_shrink = 0;
     b->in_release = b->empty_pending = 0;

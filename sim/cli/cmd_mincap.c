@@ -54,6 +54,8 @@ static const char usage_text[] =
     "  --device CARD       a card (sim/CARDS.md) or its bytes: --max is its usable memory\n"
     "  --outside BYTES     memory outside the allocator (as for run; default train)\n"
     "  --snapshot-device N  which device of a multi-device snapshot (as for run)\n"
+    "  --no-caught-ooms    an OOM at a cuDNN workspace request fails the capacity too\n"
+    "                      (as for run)\n"
     "  --shard I/N         only the policies at positions k (0-based, in -p order) with\n"
     "                      k % N == I - 1; -f jsonl writes one line per policy for\n"
     "                      'allocsim merge'\n"
@@ -388,6 +390,7 @@ static int mincap_parse(const char *cmd, int argc, char **argv, mincap_args *a)
         a->spec_text[a->co.np++] = "torch";
     a->o.memory = a->co.memory;
     a->o.threads = (unsigned)a->co.threads;
+    a->o.no_caught_ooms = a->co.no_caught;
     return 0;
 }
 

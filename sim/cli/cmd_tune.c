@@ -45,6 +45,8 @@ static const char usage_text[] =
     "                      cublas, cublas-bf16, nccl, train-start, train); default train,\n"
     "                      788 MB (sim/CARDS.md)\n"
     "  --snapshot-device N  which device of a multi-device snapshot (as for run)\n"
+    "  --no-caught-ooms    an OOM at a cuDNN workspace request fails the setting too\n"
+    "                      (as for run)\n"
     "  -p CONF             try only these settings (repeatable; PYTORCH_CUDA_ALLOC_CONF text,\n"
     "                      'default' for none)\n"
     "  --curves N          capacity curves for the N best distinct settings (default 8)\n"
@@ -497,6 +499,7 @@ static int parse_args(int argc, char **argv, tune_args *ta)
         return ret;
     ta->o.memory = ta->co.memory;
     ta->o.threads = (unsigned)ta->co.threads;
+    ta->o.no_caught_ooms = ta->co.no_caught;
     if (!ta->co.card)
         return as_cli_usage(cmd, "no card given: --device CARD (a preset, see --cards, or bytes)");
     if (optind >= argc)
