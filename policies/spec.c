@@ -303,6 +303,12 @@ static int parse_value(const char *pol, const as_knob *k, const char *s, as_knob
     }
     case AS_KNOB_SIZE: {
         uint64_t x;
+        /* "max" names an unbounded knob's top (cudaMallocAsync's release threshold, which
+         * PyTorch sets to UINT64_MAX), so the normalised text reads back. */
+        if (k->max == INT64_MAX && strcmp(s, "max") == 0) {
+            v->i = INT64_MAX;
+            return 0;
+        }
         rc = as_parse_size(s, strlen(s), &x);
         if (rc)
             return fail(why, wl,
@@ -552,7 +558,10 @@ static char *canonical(const as_policy *p, const as_knob_value *v)
             break;
         }
         case AS_KNOB_SIZE:
-            fmt_size(&b, (uint64_t)v[i].i);
+            if (k->max == INT64_MAX && v[i].i == INT64_MAX)
+                sb_add(&b, "max");
+            else
+                fmt_size(&b, (uint64_t)v[i].i);
             break;
         case AS_KNOB_ENUM:
             sb_add(&b, "%s", enum_word(k->choices, v[i].i, w, sizeof w));

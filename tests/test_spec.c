@@ -357,7 +357,15 @@ static void spec_default_torch(void)
      * (UINT64_MAX: never trim), unless the spec sets it. */
     CU_ASSERT_EQUAL(parse_ok("backend:cudaMallocAsync", &s, "release_threshold")->i, INT64_MAX);
     CU_ASSERT_STRING_EQUAL(s.policy->name, "cudamallocasync");
+    CU_ASSERT_STRING_EQUAL(s.text, "cudamallocasync,release_threshold=max");
     as_policy_spec_free(&s);
+    /* "max" is the knob's top and reads back as itself; a size knob with a finite top
+     * does not take it. */
+    CU_ASSERT_EQUAL(parse_ok("cudamallocasync,release_threshold=max", &s, "release_threshold")->i,
+                    INT64_MAX);
+    CU_ASSERT_STRING_EQUAL(s.text, "cudamallocasync,release_threshold=max");
+    as_policy_spec_free(&s);
+    parse_bad("bestfit,round=max", "'round'", "not a size");
     CU_ASSERT_EQUAL(
         parse_ok("backend:cudaMallocAsync,release_threshold=0", &s, "release_threshold")->i, 0);
     CU_ASSERT_STRING_EQUAL(s.text, "cudamallocasync,release_threshold=0");
