@@ -130,6 +130,19 @@ static as_snapshot_record read_all(const char *rel, uint64_t *n, uint64_t *first
     return rec;
 }
 
+/* Converts rel to a native trace nat and that to a text trace txt (each path 300 bytes),
+ * through the command, so what convert keeps can be read back from both formats. */
+static void convert_twice(const char *rel, char *nat, char *txt)
+{
+    static char out[4096], err[4096], args[1200];
+    snprintf(nat, 300, "%s", tu_tmp(".zst"));
+    snprintf(txt, 300, "%s", tu_tmp(".txt"));
+    snprintf(args, sizeof args, "convert '%s' '%s'", tu_path(rel), nat);
+    CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
+    snprintf(args, sizeof args, "convert '%s' '%s'", nat, txt);
+    CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
+}
+
 static void check_pools_import(void)
 {
     const char *rel = "tests/data/torch-2.11-h200-pools/graph_probe.pickle.zst";
@@ -147,14 +160,8 @@ static void check_pools_import(void)
     CU_ASSERT_EQUAL(rec.pool_allocs, 14 + 2);
     CU_ASSERT_EQUAL(rec.pool_ambiguous, 0);
     /* convert keeps every ALLOC's pool, through the native format and the text one. */
-    static char out[4096], err[4096], args[1200];
     char nat[300], txt[300];
-    snprintf(nat, sizeof nat, "%s", tu_tmp(".zst"));
-    snprintf(txt, sizeof txt, "%s", tu_tmp(".txt"));
-    snprintf(args, sizeof args, "convert '%s' '%s'", tu_path(rel), nat);
-    CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
-    snprintf(args, sizeof args, "convert '%s' '%s'", nat, txt);
-    CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
+    convert_twice(rel, nat, txt);
     const char *back[] = {nat, txt};
     for (int k = 0; k < 2; k++) {
         as_trace_reader *r;
@@ -297,12 +304,7 @@ static void check_graphs(void)
     uint32_t last = 0;
     const char *rel = "tests/data/torch-2.11-h200-graphs/graph.pickle.zst";
     size_t nf = alloc_pools(rel, fin, CAP, emp, sizeof emp, &last);
-    snprintf(nat, sizeof nat, "%s", tu_tmp(".zst"));
-    snprintf(txt, sizeof txt, "%s", tu_tmp(".txt"));
-    snprintf(args, sizeof args, "convert '%s' '%s'", tu_path(rel), nat);
-    CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
-    snprintf(args, sizeof args, "convert '%s' '%s'", nat, txt);
-    CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
+    convert_twice(rel, nat, txt);
     const char *conv[] = {nat, txt};
     for (int k = 0; k < 2; k++) {
         CU_ASSERT_EQUAL(alloc_pools(conv[k], back, CAP, bemp, sizeof bemp, &last), nf);
