@@ -18,22 +18,6 @@ struct as_caught {
     uint8_t *ws;          /* ws[site] for site 0..nsites */
 };
 
-/* Frames between the request and the code that made it: the stack recorder's
- * (gather_with_cpp and what it calls) and the caching allocator's own. */
-static int allocator_frame(const char *name)
-{
-    static const char *const prefixes[] = {
-        "torch::unwind::",
-        "torch::CapturedTraceback::",
-        "torch::cuda::(anonymous namespace)::gather",
-        "c10::cuda::CUDACachingAllocator::",
-    };
-    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
-        if (!strncmp(name, prefixes[i], strlen(prefixes[i])))
-            return 1;
-    return 0;
-}
-
 /* Conv_v8.cpp's workspace allocations whose OutOfMemoryError is caught. The benchmark
  * search's (generate_and_filter_plans) halves its request instead, which this model does
  * not reproduce, so it is left out. */
@@ -57,7 +41,7 @@ int as_caught_is_workspace(const as_sites *s, uint32_t site)
         as_frame f;
         if (as_sites_frame(s, fids[i], &f) < 0 || !f.name)
             return 0;
-        if (!allocator_frame(f.name))
+        if (!as_frame_is_recorder(f.name))
             return workspace_frame(f.name);
     }
     return 0;

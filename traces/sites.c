@@ -382,6 +382,20 @@ int as_frame_is_internal(const as_frame *f)
     return strncmp(p, "torch/", 6) == 0;
 }
 
+int as_frame_is_recorder(const char *name)
+{
+    static const char *const prefixes[] = {
+        "torch::unwind::",
+        "torch::CapturedTraceback::",
+        "torch::cuda::(anonymous namespace)::gather",
+        "c10::cuda::CUDACachingAllocator::",
+    };
+    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
+        if (!strncmp(name, prefixes[i], strlen(prefixes[i])))
+            return 1;
+    return 0;
+}
+
 int as_sites_user_frame(const as_sites *s, uint32_t site, as_frame *out)
 {
     const uint32_t *fids;
@@ -395,15 +409,9 @@ int as_sites_user_frame(const as_sites *s, uint32_t site, as_frame *out)
     }
     /* All internal (the autograd thread's stacks have no Python frame): the innermost below
      * the stack recorder and the caching allocator, the operator that asked. */
-    static const char *const below[] = {"torch::unwind::", "torch::CapturedTraceback::",
-                                        "torch::cuda::(anonymous namespace)::gather",
-                                        "c10::cuda::CUDACachingAllocator::"};
     for (size_t i = 0; i < n; i++) {
         as_sites_frame(s, fids[i], out);
-        size_t k = 0;
-        while (k < sizeof below / sizeof *below && strncmp(out->name, below[k], strlen(below[k])))
-            k++;
-        if (k == sizeof below / sizeof *below)
+        if (!as_frame_is_recorder(out->name))
             return (int)i;
     }
     as_sites_frame(s, fids[0], out); /* nothing else: the innermost */

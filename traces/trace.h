@@ -106,6 +106,9 @@ int as_sites_copy(as_sites *dst, const as_sites *src);
 /* 1 for a frame of PyTorch's own code: a Python file inside the torch package, or one of
  * the C++/interpreter frames memory_viz's frameFilter hides (see FORMAT.md). */
 int as_frame_is_internal(const as_frame *f);
+/* 1 for a frame of the stack recorder (gather_with_cpp and what it calls) or of the caching
+ * allocator itself: the frames between a request and the code that made it. */
+int as_frame_is_recorder(const char *name);
 /* The frame that names a site for people: its innermost frame outside PyTorch's own code
  * (as_frame_is_internal), or the innermost when every frame is internal. Returns that
  * frame's depth (0 = innermost), or -1 for site 0 / unknown. */
