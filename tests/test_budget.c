@@ -34,30 +34,6 @@ static int run(const char *fmt, ...)
     return tu_run_allocsim(args, out, sizeof out, err, sizeof err);
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 1 << 16, n = 0, k;
-    char *b = malloc(cap + 1);
-    while (b && (k = fread(b + n, 1, cap - n, f)) > 0) {
-        n += k;
-        if (n == cap) {
-            char *nb = realloc(b, (cap *= 2) + 1);
-            if (!nb) {
-                free(b);
-                b = NULL;
-            }
-            b = nb;
-        }
-    }
-    fclose(f);
-    if (b)
-        b[n] = 0;
-    return b;
-}
-
 static void run_bytes_model(void)
 {
     CU_ASSERT_EQUAL(as_engine_run_bytes(0, 0), AS_ENGINE_RUN_BASE);
@@ -167,7 +143,7 @@ static void groups_same_results(void)
     for (int b = 1; b < 3; b++) {
         CU_ASSERT_STRING_EQUAL(report[0], report[b]);
         for (int k = 0; k < 3; k++) {
-            char *x = slurp(files[0][k]), *y = slurp(files[b][k]);
+            char *x = tu_slurp(files[0][k], NULL), *y = tu_slurp(files[b][k], NULL);
             CU_ASSERT_FATAL(x && y);
             CU_ASSERT(strlen(x) > 100);
             CU_ASSERT_STRING_EQUAL(x, y);

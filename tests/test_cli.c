@@ -36,18 +36,6 @@ static const char *keep(char *dst, const char *tmp)
     return dst;
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *b = calloc(1, 1 << 20);
-    if (b)
-        (void)!fread(b, 1, (1 << 20) - 1, f);
-    fclose(f);
-    return b;
-}
-
 /* A hand trace: 1 MiB then 3 MiB live (4 MiB requested), a FREE_REQ, a MARK.
  * With nocache every request is one segment, and the whole segment is the block handed
  * out: 1 MiB -> 2 MiB and 3 MiB -> 4 MiB (allocated = reserved = 6 MiB at the peak), so
@@ -218,7 +206,7 @@ static void test_csv_and_logs(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, ",nocache,nocache,5242880,0,1,1,1,"));
     CU_ASSERT_PTR_NULL(strstr(out, ",,"));
 
-    char *s = slurp(seg);
+    char *s = tu_slurp(seg, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     CU_ASSERT_EQUAL(strncmp(s, "run,alloc,event,action,addr,size\n", 33), 0);
     /* Run 0 (nocache, unlimited): two segment_alloc then two segment_free; the 2 MiB
@@ -238,7 +226,7 @@ static void test_csv_and_logs(void)
         CU_ASSERT_PTR_NULL(strstr(r1, "\n0,"));
     free(s);
 
-    s = slurp(tl);
+    s = tu_slurp(tl, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     CU_ASSERT_EQUAL(strncmp(s, "run,event,alloc,time_us,requested,allocated,reserved\n", 53), 0);
     /* After event 1 of run 0: 4 MiB requested, 6 MiB allocated and reserved; no times
@@ -304,7 +292,7 @@ static void test_info_convert_gen_policies(void)
     /* Text -> native -> text gives the writer's canonical text of the input. */
     CU_ASSERT_EQUAL(run("convert %s %s", tp, nat), 0);
     CU_ASSERT_EQUAL(run("convert %s %s", nat, back), 0);
-    char *x = slurp(back);
+    char *x = tu_slurp(back, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(x);
     CU_ASSERT_PTR_NOT_NULL(strstr(x, "alloc 0 1048576\nalloc 1 3145728 s=0x7\nmark step 1\n"));
     free(x);
@@ -362,7 +350,7 @@ static void test_threads_cli(void)
     drop_timing(out);
     CU_ASSERT_STRING_EQUAL(a, out);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, ",bestfit,bestfit,2000000000,0,1,")); /* an OOM among them */
-    char *x = slurp(s1), *y = slurp(s3);
+    char *x = tu_slurp(s1, NULL), *y = tu_slurp(s3, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(x);
     CU_ASSERT_PTR_NOT_NULL_FATAL(y);
     CU_ASSERT(strlen(x) > 1000);

@@ -99,25 +99,11 @@ static int stray_files(const char *dir, const char *const *keep)
     return n;
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *b = malloc(1 << 22);
-    size_t n = b ? fread(b, 1, (1 << 22) - 1, f) : 0;
-    fclose(f);
-    if (b)
-        b[n] = 0;
-    *len = n;
-    return b;
-}
-
 /* 1 when path holds exactly the n bytes of want. */
 static int same_bytes(const char *path, const char *want, size_t n)
 {
     size_t len = 0;
-    char *b = slurp(path, &len);
+    char *b = tu_slurp(path, &len);
     int same = b && len == n && memcmp(b, want, n) == 0;
     free(b);
     return same;
@@ -148,7 +134,7 @@ static void test_output_is_input(void)
     put(t, trace_txt);
     CU_ASSERT_EQUAL_FATAL(sh("@ convert '%s' '%s'", t, z), 0);
     size_t zlen = 0;
-    char *zb = slurp(z, &zlen);
+    char *zb = tu_slurp(z, &zlen);
     CU_ASSERT_FATAL(zb && zlen > 16);
 
     CU_ASSERT_EQUAL(sh("@ -p bestfit -o '%s' '%s'", t, t), 2);
@@ -215,7 +201,7 @@ static void test_failure_keeps_old_file(void)
     put(bad, trace_txt);
     CU_ASSERT_EQUAL(sh("@ -p bestfit --timeline '%s' '%s'", tl, bad), 0);
     size_t n = 0;
-    char *b = slurp(tl, &n);
+    char *b = tu_slurp(tl, &n);
     CU_ASSERT(b && !strncmp(b, "run,event,alloc,", 16));
     free(b);
     struct stat st;
@@ -329,7 +315,7 @@ static void test_two_writers(void)
                            tl, t, tl, t),
                         0);
         size_t na = 0, nb = 0, nt = 0;
-        char *xa = slurp(a, &na), *xb = slurp(b, &nb), *xt = slurp(tl, &nt);
+        char *xa = tu_slurp(a, &na), *xb = tu_slurp(b, &nb), *xt = tu_slurp(tl, &nt);
         CU_ASSERT(xa && xb && xt);
         if (xa && xb && xt)
             CU_ASSERT((nt == na && !memcmp(xt, xa, na)) || (nt == nb && !memcmp(xt, xb, nb)));
@@ -367,7 +353,7 @@ static long tmp_size(const char *dir, const char *suffix)
 static long csv_rows(const char *path, int fields, long max_run)
 {
     size_t n = 0;
-    char *b = slurp(path, &n);
+    char *b = tu_slurp(path, &n);
     long rows = -1;
     if (!b || n == 0 || b[n - 1] != '\n')
         goto out;
@@ -416,7 +402,7 @@ static void test_sigint_sweep(void)
     waitpid(pid, &st, 0);
     CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 130);
     size_t n = 0;
-    char *e = slurp(errp, &n);
+    char *e = tu_slurp(errp, &n);
     CU_ASSERT(e && strstr(e, "interrupted: ") && strstr(e, " of 1665 runs had finished"));
     long runs =
         e && strstr(e, "interrupted: ") ? strtol(strstr(e, "interrupted: ") + 13, NULL, 10) : -1;
@@ -425,7 +411,7 @@ static void test_sigint_sweep(void)
     /* The report: a header and one complete row per finished run; the timeline's rows all
      * belong to those runs. */
     size_t hn = 0;
-    char *h = slurp(rep, &hn);
+    char *h = tu_slurp(rep, &hn);
     int fields = 1;
     for (char *c = h; c && *c && *c != '\n'; c++)
         fields += *c == ',';
@@ -491,7 +477,7 @@ static void test_sigint_mincap(void)
     char *b = NULL;
     for (int i = 0; i < 6000; i++) {
         free(b);
-        b = file_size(o) > 0 ? slurp(o, &n) : NULL;
+        b = file_size(o) > 0 ? tu_slurp(o, &n) : NULL;
         if (b && strstr(b, "swept")) /* the last line of a policy's answer */
             break;
         nanosleep(&ts, NULL);
@@ -501,13 +487,13 @@ static void test_sigint_mincap(void)
     int st = 0;
     waitpid(pid, &st, 0);
     CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 130);
-    b = slurp(o, &n);
+    b = tu_slurp(o, &n);
     CU_ASSERT(b && strstr(b, "policy nocache") && !strstr(b, "policy torch"));
     free(b);
-    b = slurp(errp, &n);
+    b = tu_slurp(errp, &n);
     CU_ASSERT(b && strstr(b, "interrupted: 1 of 2 policies searched"));
     free(b);
-    b = slurp(csv, &n);
+    b = tu_slurp(csv, &n);
     CU_ASSERT(b && strstr(b, ",nocache,") && !strstr(b, ",torch,"));
     CU_ASSERT(b && n && b[n - 1] == '\n');
     free(b);
@@ -575,7 +561,7 @@ static void test_bad_among_several(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "bad.txt: byte 27, line 3"));
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "1 of 3 traces could not be read"));
     size_t n = 0;
-    char *rep = slurp(r, &n);
+    char *rep = tu_slurp(r, &n);
     int good = 0, badn = 0;
     for (char *p = rep; p && (p = strstr(p, "good.txt")); p++)
         good++;
@@ -631,7 +617,7 @@ static void test_sigint_plot(void)
     waitpid(pid, &st, 0);
     CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 130);
     size_t n = 0;
-    char *e = slurp(errp, &n);
+    char *e = tu_slurp(errp, &n);
     CU_ASSERT(e && strstr(e, "not written"));
     free(e);
     CU_ASSERT_EQUAL(file_size(png), -1);

@@ -59,36 +59,11 @@ static void repo_pattern_catches(void)
     regfree(&re);
 }
 
-/* Reads a whole file (NUL-terminated; *len its size), or NULL. */
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 1 << 16, n = 0, got;
-    char *b = malloc(cap + 1);
-    while (b && (got = fread(b + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            char *nb = realloc(b, (cap *= 2) + 1);
-            if (!nb)
-                free(b);
-            b = nb;
-        }
-    }
-    fclose(f);
-    if (b) {
-        b[n] = 0;
-        *len = n;
-    }
-    return b;
-}
-
 /* Lines of one text file that match; returns how many, printing each with its place. */
 static unsigned check_file(const regex_t *re, const char *rel)
 {
     size_t len = 0;
-    char *text = slurp(tu_path(rel), &len);
+    char *text = tu_slurp(tu_path(rel), &len);
     unsigned hits = 0;
     if (!text || memchr(text, 0, len)) {
         free(text);
@@ -189,7 +164,7 @@ static int apt_packages(const char *text, const char *until, char *out, size_t n
 static void repo_readme_installs_what_ci_does(void)
 {
     size_t n1 = 0, n2 = 0;
-    char *readme = slurp(tu_path("README.md"), &n1), *ci = slurp(tu_path(".ci/run"), &n2);
+    char *readme = tu_slurp(tu_path("README.md"), &n1), *ci = tu_slurp(tu_path(".ci/run"), &n2);
     CU_ASSERT_PTR_NOT_NULL_FATAL(readme);
     CU_ASSERT_PTR_NOT_NULL_FATAL(ci);
     char a[2048], b[2048];

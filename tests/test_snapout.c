@@ -36,19 +36,6 @@ static int run(const char *fmt, ...)
     return rc;
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *b = malloc(1 << 22);
-    size_t n = b ? fread(b, 1, (1 << 22) - 1, f) : 0;
-    fclose(f);
-    if (b)
-        b[n] = 0;
-    return b;
-}
-
 /* The CSV report's row with the columns that depend on the file name or the clock blanked. */
 static int pressure; /* the run frees cached segments to retry: see test_round_trip_capacity */
 
@@ -129,7 +116,7 @@ static void round_trip(const char *trace, const char *args, int torch)
     CU_ASSERT_EQUAL_FATAL(run("run -q %s -f csv --segments %s %s", args, s2, x), 0);
     report_row(out, row2, sizeof row2);
     CU_ASSERT_STRING_EQUAL(row1, row2);
-    char *a = slurp(s1), *b = slurp(s2);
+    char *a = tu_slurp(s1, NULL), *b = tu_slurp(s2, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
     CU_ASSERT_PTR_NOT_NULL_FATAL(b);
     if (pressure) { /* run,alloc,event,...: the event index shifts by the inferred calls */

@@ -138,6 +138,35 @@ static void slurp(const char *path, char *dst, size_t cap)
     fclose(f);
 }
 
+char *tu_slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 16, n = 0, got;
+    char *b = malloc(cap + 1);
+    while (b && (got = fread(b + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            char *nb = realloc(b, (cap *= 2) + 1);
+            if (!nb)
+                free(b);
+            b = nb;
+        }
+    }
+    if (b && ferror(f)) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    if (b) {
+        b[n] = 0;
+        if (len)
+            *len = n;
+    }
+    return b;
+}
+
 int tu_run_allocsim(const char *args, char *out, size_t out_cap, char *err, size_t err_cap)
 {
     const char *bin = getenv("AS_ALLOCSIM");

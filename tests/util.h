@@ -22,6 +22,10 @@ void tu_rm(const char *path);
 /* Writes text to a new temporary file and returns its name. */
 const char *tu_write_tmp(const char *suffix, const char *text);
 
+/* The whole file at path, NUL-terminated, malloc'd (the caller frees it), its size in *len
+ * when len is not NULL; NULL when it cannot be opened or read, or out of memory. */
+char *tu_slurp(const char *path, size_t *len);
+
 /* Seed for randomised tests: $AS_SEED if set, else time-based. Printed once per test. */
 uint64_t tu_seed(const char *test_name);
 uint64_t tu_rand(uint64_t *state); /* splitmix64 */
