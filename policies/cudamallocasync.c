@@ -67,7 +67,7 @@ typedef struct cmasync {
     const as_device *dev;
     uint64_t round, grow, threshold;
     uint64_t base, va_size, tail; /* tail: offset where the unbounded free space starts */
-    uint32_t nchunk;
+    uint32_t nchunk, top_word;    /* top_word: that of the highest chunk ever mapped */
     uint32_t *chunk_live;
     uint64_t *mapped, *idle; /* bitmaps over the chunks */
     uint64_t nmapped, nidle;
@@ -168,6 +168,20 @@ static int node_new(cmasync *s, uint64_t off, uint64_t size, uint32_t cls, uint3
     return 0;
 }
 
+/* Range n becomes [off, off+size) under class cls, as a new range would (a new sequence
+ * number), where no other free range lies between its old and new addresses: its place in
+ * the address index holds, only the size index files it again. */
+static void node_rekey(cmasync *s, uint32_t n, uint64_t off, uint64_t size, uint32_t cls)
+{
+    cas_treap_erase(s->fs, &s->root_s[s->fa[n].cls], n);
+    s->fa[n].addr = off;
+    s->fa[n].size = size;
+    s->fa[n].cls = cls;
+    s->fs[n].addr = ++s->seq;
+    s->fs[n].size = size;
+    cas_treap_insert(s->fs, &s->root_s[cls], 0, n);
+}
+
 static void node_del(cmasync *s, uint32_t n)
 {
     caa_treap_erase(s->fa, &s->root_a, n);
@@ -175,14 +189,6 @@ static void node_del(cmasync *s, uint32_t n)
     s->fa[n].l = s->node_free;
     s->node_free = n;
     s->nfree--;
-}
-
-/* The free range that ends at off, or 0. */
-static uint32_t range_ending_at(const cmasync *s, uint64_t off)
-{
-    uint32_t n = caa_treap_lower_bound(s->fa, s->root_a, 1, 0, off);
-    n = n ? caa_treap_prev(s->fa, n) : caa_treap_max(s->fa, s->root_a);
-    return n && s->fa[n].addr + s->fa[n].size == off ? n : 0;
 }
 
 /* The free range holding off (0: none, or the tail). */
@@ -211,15 +217,15 @@ static int chunk_unmap(cmasync *s, uint32_t c)
     return 0;
 }
 
-/* The lowest (or highest) idle chunk outside [lo, hi], or UINT32_MAX. */
-static uint32_t idle_chunk(const cmasync *s, int highest, uint32_t lo, uint32_t hi)
+/* The highest idle chunk outside [lo, hi], or UINT32_MAX. Only the words up to the
+ * highest chunk ever mapped can hold an idle bit: the 1 TiB range has 512 words, a pool
+ * uses a few. */
+static uint32_t idle_chunk(const cmasync *s, uint32_t lo, uint32_t hi)
 {
-    uint32_t words = (s->nchunk + 63) / 64;
-    for (uint32_t k = 0; k < words; k++) {
-        uint32_t w = highest ? words - 1 - k : k;
+    for (uint32_t w = s->top_word + 1; w-- > 0;) {
         uint64_t m = s->idle[w];
         while (m) {
-            int b = highest ? 63 - __builtin_clzll(m) : __builtin_ctzll(m);
+            int b = 63 - __builtin_clzll(m);
             uint32_t c = w * 64 + (uint32_t)b;
             if (c < lo || c > hi)
                 return c;
@@ -233,7 +239,7 @@ static uint32_t idle_chunk(const cmasync *s, int highest, uint32_t lo, uint32_t 
 static int trim_to(cmasync *s, uint64_t keep)
 {
     while (s->nidle && s->nmapped * s->grow > keep) {
-        int rc = chunk_unmap(s, idle_chunk(s, 1, 1, 0));
+        int rc = chunk_unmap(s, idle_chunk(s, 1, 0));
         if (rc)
             return rc;
     }
@@ -259,7 +265,7 @@ static int map_span(cmasync *s, uint32_t c0, uint32_t c1)
     if (!fits)
         return AS_POLICY_OOM;
     for (uint64_t i = 0; i < moved; i++)
-        if ((rc = chunk_unmap(s, idle_chunk(s, 1, c0, c1))))
+        if ((rc = chunk_unmap(s, idle_chunk(s, c0, c1))))
             return rc;
     for (uint32_t c = c0; c <= c1; c++) {
         if (bit(s->mapped, c))
@@ -271,6 +277,8 @@ static int map_span(cmasync *s, uint32_t c0, uint32_t c1)
                               (uint64_t)(e - c + 1) * s->grow);
         if (rc) /* the capacity was asked first: a refusal now is the device's fault */
             return rc == AS_DEV_OOM ? AS_EDEVICE : rc;
+        if (e >> 6 > s->top_word)
+            s->top_word = e >> 6;
         for (uint32_t x = c; x <= e; x++) {
             set_bit(s->mapped, x);
             set_bit(s->idle, x); /* until the block is counted in, below */
@@ -361,9 +369,10 @@ static int ca_alloc(void *st, const as_request *req, as_block *out)
         s->tail += size;
     } else {
         uint64_t left = s->fa[n].size - size;
-        node_del(s, n);
-        if (left && (rc = node_new(s, off + size, left, range_class(s, off + size, left), &n)))
-            return rc;
+        if (left)
+            node_rekey(s, n, off + size, left, range_class(s, off + size, left));
+        else
+            node_del(s, n);
     }
     count_span(s, off, size, 1);
     live_rec *l = &s->lv[k];
@@ -381,26 +390,39 @@ static int ca_alloc(void *st, const as_request *req, as_block *out)
 /* The freed block [off, off+size) joins its free neighbours (and the tail). */
 static int merge_free(cmasync *s, uint64_t off, uint64_t size)
 {
-    uint32_t prev = range_ending_at(s, off), cls = 0; /* the block itself is mapped */
-    uint32_t next = caa_treap_lower_bound(s->fa, s->root_a, 1, 0, off + size);
+    /* No free range starts inside the live block: the first at or above its end is the
+     * first at or above its start, and the one before that is the only one that can end
+     * at its start. */
+    uint32_t next = caa_treap_lower_bound(s->fa, s->root_a, 1, 0, off + size), cls = 0;
+    uint32_t prev = next ? caa_treap_prev(s->fa, next) : caa_treap_max(s->fa, s->root_a);
+    if (prev && s->fa[prev].addr + s->fa[prev].size != off)
+        prev = 0;
     if (next && s->fa[next].addr != off + size)
-        next = 0;
+        next = 0; /* cls 0: the block itself is mapped */
     if (prev) {
         off = s->fa[prev].addr;
         size += s->fa[prev].size;
         cls |= s->fa[prev].cls;
-        node_del(s, prev);
     }
     if (next) {
         size += s->fa[next].size;
         cls |= s->fa[next].cls;
-        node_del(s, next);
     }
     if (off + size == s->tail) {
+        if (prev)
+            node_del(s, prev);
+        if (next)
+            node_del(s, next);
         s->tail = off;
         return 0;
     }
-    uint32_t n;
+    if (prev && next)
+        node_del(s, next);
+    uint32_t n = prev ? prev : next;
+    if (n) { /* the merged range takes a neighbour's place in the address index */
+        node_rekey(s, n, off, size, cls);
+        return 0;
+    }
     return node_new(s, off, size, cls, &n);
 }
 

@@ -10,6 +10,7 @@
 # usage: tests/same_results.sh BASE [NEW]
 #   BASE: a git revision (built into a temporary directory) or an allocsim binary
 #   NEW:  an allocsim binary (default build/allocsim)
+#   SPECS (environment): the policy settings to compare, space-separated (default: below)
 # Run from the repository root. Exit 0 when every report is identical, 1 otherwise.
 set -eu
 
@@ -30,11 +31,12 @@ else
 fi
 [ -x "$new" ] || { echo "same_results: $new is not built" >&2; exit 1; }
 
-specs="torch torch,expandable=true torch,maxsplit=128 torch,roundup=4 torch,gc=0.6
+specs=${SPECS:-"torch torch,expandable=true torch,maxsplit=128 torch,roundup=4 torch,gc=0.6
 torch,maxsplit=40,expandable=true torch,gc=0.9,maxsplit=64,roundup=[256:1,>:8]
 torch,sync_frees=true,large_segment=40 bestfit bestfit,maxsplit=64,release=always
 firstfit firstfit,maxsplit=64,round=4096 segfit segfit,classes=pow2,coalesce=false
-segfit,split=false buddy bfc nocache"
+segfit,split=false buddy bfc nocache cudamallocasync cudamallocasync,release_threshold=max
+gmlake gmlake,fraglimit=2M"}
 
 traces=$(ls replay/data/*.pickle.zst tests/data/*.pickle.zst tests/data/*/*.pickle.zst \
     traces/samples/*.zst traces/samples/*.csv traces/samples/*.txt \
