@@ -224,13 +224,31 @@ static int key_lt(key a, key b)
     return a.addr < b.addr;
 }
 
-/* The first position whose key is not below k. */
+/* Is (stream, size, addr) below k? */
+static inline int below(uint64_t stream, uint64_t size, uint64_t addr, key k)
+{
+    if (stream != k.stream)
+        return stream < k.stream;
+    return size != k.size ? size < k.size : addr < k.addr;
+}
+
+/* The first position whose key is not below k. The cached pool holds sBlocks, the others
+ * blocks: a loop each, so that a probe reads the node's fields in place. */
 static size_t lower_bound(const gm *g, const ids *pool, key k)
 {
     size_t lo = 0, hi = pool->n;
+    const uint32_t *v = pool->v;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (key_lt(key_of(g, pool, pool->v[mid]), k))
+        int lt;
+        if (pool == &g->cached) {
+            const sblk *x = &g->sb[v[mid]];
+            lt = below(x->stream, x->size, x->addr, k);
+        } else {
+            const blk *x = &g->b[v[mid]];
+            lt = below(x->stream, x->size, x->addr, k);
+        }
+        if (lt)
             lo = mid + 1;
         else
             hi = mid;
@@ -309,14 +327,15 @@ static ids *pool_of(gm *g, uint32_t b)
 
 /* An sBlock other than self maps a chunk that is now used: a whole cached one becomes
  * fragmented (get_free_block, get_fused_fragmented_blocks). */
-static void maps_use(gm *g, chunk *c, uint32_t self)
+static void maps_use(gm *g, const chunk *c, uint32_t self)
 {
-    for (uint32_t k = 0; k < c->nmap; k++) {
-        sblk *t = &g->sb[c->map[k]];
-        if (c->map[k] == self)
+    const uint32_t *m = c->map; /* no pool operation touches a chunk's maps */
+    for (uint32_t k = 0, nm = c->nmap; k < nm; k++) {
+        sblk *t = &g->sb[m[k]];
+        if (m[k] == self)
             continue;
         if (t->state == S_FREE) {
-            pool_remove(g, &g->cached, c->map[k]);
+            pool_remove(g, &g->cached, m[k]);
             t->state = S_FRAG;
         }
         t->busy++;
@@ -325,15 +344,16 @@ static void maps_use(gm *g, chunk *c, uint32_t self)
 
 /* The chunk is free again: an sBlock whose chunks are now all free goes back to the cache
  * only when the block freeing it is of the sBlock's stream (update_block). */
-static int maps_release(gm *g, chunk *c, uint32_t self, uint64_t stream)
+static int maps_release(gm *g, const chunk *c, uint32_t self, uint64_t stream)
 {
-    for (uint32_t k = 0; k < c->nmap; k++) {
-        sblk *t = &g->sb[c->map[k]];
-        if (c->map[k] == self)
+    const uint32_t *m = c->map;
+    for (uint32_t k = 0, nm = c->nmap; k < nm; k++) {
+        sblk *t = &g->sb[m[k]];
+        if (m[k] == self)
             continue;
         if (--t->busy == 0 && t->state == S_FRAG && t->stream == stream) {
             t->state = S_FREE;
-            int rc = pool_insert(g, &g->cached, c->map[k]);
+            int rc = pool_insert(g, &g->cached, m[k]);
             if (rc)
                 return rc;
         }
@@ -341,12 +361,16 @@ static int maps_release(gm *g, chunk *c, uint32_t self, uint64_t stream)
     return 0;
 }
 
-/* Chunks [from, from+n) of block b change state; the sBlocks mapping them follow. */
+/* Chunks [from, from+n) of block b change state; the sBlocks mapping them follow. A
+ * block's chunks are consecutive in its segment's array, which nothing here reallocates;
+ * most chunks are mapped by no sBlock, so that test comes first, inline. */
 static int chunks_set(gm *g, uint32_t b, uint64_t from, uint64_t n, int used, uint64_t stream)
 {
-    for (uint64_t i = from; i < from + n; i++) {
-        chunk *c = chunk_at(g, ref_of(g, b, i));
+    chunk *c = chunk_at(g, ref_of(g, b, from)), *end = c + n;
+    for (; c < end; c++) {
         c->used = (uint8_t)used;
+        if (!c->nmap)
+            continue;
         if (used) {
             maps_use(g, c, 0);
         } else {
@@ -360,8 +384,9 @@ static int chunks_set(gm *g, uint32_t b, uint64_t from, uint64_t n, int used, ui
 
 static void chunks_own(gm *g, uint32_t b)
 {
-    for (uint64_t i = 0; i < nchunks(&g->b[b]); i++)
-        chunk_at(g, ref_of(g, b, i))->owner = b;
+    chunk *c = chunk_at(g, ref_of(g, b, 0)), *end = c + nchunks(&g->b[b]);
+    for (; c < end; c++)
+        c->owner = b;
 }
 
 /* ---- blocks: split and merge ------------------------------------------------------------ */
