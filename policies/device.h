@@ -5,7 +5,9 @@
  * The same policy code runs over the simulated device (sim/simdev.h) and over a real GPU
  * (replay/cuda_device.h). A refusal for lack of memory is a result (AS_DEV_OOM), never an
  * error. Physical memory counted against the capacity is what reserve() and map() hand
- * out; va_reserve() only claims address space (expandable segments) and costs no capacity.
+ * out; va_reserve() only claims address space (expandable segments) and costs no capacity,
+ * and alias() maps pages that map() made a second time (GMLake's stitched blocks) without
+ * new physical memory.
  *
  * Rule for the slots: a device fills every slot of as_device_ops, so a caller never tests
  * one for NULL. A device that cannot do a call (no virtual memory management) still has
@@ -23,7 +25,7 @@
 #include "units.h" /* AS_CAPACITY_NONE */
 
 /* The version of as_device_ops and of the types below; raised when either changes. */
-#define AS_DEVICE_ABI 2 /* 2: cap_test */
+#define AS_DEVICE_ABI 3 /* 2: cap_test; 3: alias, unalias and their counters */
 
 /* A call returns 0, AS_DEV_OOM (not enough device memory: a result), or a negative code of
  * the one error space (error.h): AS_EINVAL (bad address or size: a policy bug), AS_ENOSYS
@@ -48,13 +50,22 @@ typedef struct as_device_ops {
     /* cudaFree of a whole earlier reservation. */
     int (*release)(void *ctx, uint64_t addr, uint64_t size);
     /* cuMemAddressReserve: address space only, never AS_DEV_OOM for capacity. AS_ENOSYS on
-     * a device without virtual memory management, as are the three below. */
+     * a device without virtual memory management, as are the five below. */
     int (*va_reserve)(void *ctx, uint64_t size, uint64_t *addr);
     int (*va_release)(void *ctx, uint64_t addr, uint64_t size);
     /* cuMemCreate + cuMemMap of [addr, addr+size) inside a va_reserve'd range; size and
      * addr are granularity multiples. Counts against the capacity. */
     int (*map)(void *ctx, uint64_t addr, uint64_t size);
     int (*unmap)(void *ctx, uint64_t addr, uint64_t size);
+    /* cuMemMap of the handles already backing [src, src+size) (pages map() made, in one
+     * va_reserve'd range) a second time at [dst, dst+size) (unmapped pages of a va_reserve'd
+     * range), then cuMemSetAccess: both addresses reach the same memory. No physical memory,
+     * never AS_DEV_OOM; reserved() does not change. The pages' own range may be unmap()ped
+     * only after every alias of them is unalias()ed, so physical memory is always what
+     * reserved() says. Not a segment event (GMLake records none for a stitched block). */
+    int (*alias)(void *ctx, uint64_t dst, uint64_t src, uint64_t size);
+    /* cuMemUnmap of [addr, addr+size), every page of it an alias. */
+    int (*unalias)(void *ctx, uint64_t addr, uint64_t size);
     /* The capacity the device enforces (AS_CAPACITY_NONE when unlimited). Allocators that
      * check a limit themselves (PyTorch's memory fraction) read it here. */
     uint64_t (*capacity)(void *ctx);
@@ -121,6 +132,7 @@ typedef struct as_dev_counters {
     uint64_t reserved, peak_reserved;
     uint64_t reserves, releases, maps, unmaps, refusals;
     double time_ns; /* modelled or measured time of every successful and refused call */
+    uint64_t aliases, unaliases; /* successful alias() and unalias() calls */
 } as_dev_counters;
 
 #endif

@@ -40,11 +40,16 @@
  *
  * The device: pBlock segments are va_reserve + one map (the device's map is cuMemCreate +
  * cuMemMap per 2 MiB page: one PhyBlock each), released by unmap + va_release; small
- * segments reserve/release; an sBlock is a va_reserve alone. Its aliasing of existing
- * chunks is kept here, not asked of the device (the interface has no call that maps a
- * page twice), so capacity counts each chunk once, as on the GPU; on the CUDA device the
- * stitched range is reserved but not mapped (replay/RESULTS.md says what that leaves
- * unmeasured). Not modelled: CUDA graph pools (all requests share the default pool),
+ * segments reserve/release; an sBlock is a va_reserve and one alias per run of chunks
+ * that lie in a row in one segment (cuMemMap of the chunks' own handles + cuMemSetAccess,
+ * page by page: VirBlock), kept mapped while it is cached, whole or fragmented, and
+ * unaliased (one cuMemUnmap per mapped run) + va_release'd when it is dropped. Capacity
+ * counts each chunk once, as on the GPU. One difference from glake: when a release takes
+ * a segment whose chunk an active sBlock maps past what it serves, glake drops its
+ * references but leaves the page mapped until the sBlock goes, so the driver keeps the
+ * page's memory after the allocator stopped counting it; here that page is unaliased at
+ * the release, so the memory goes when the allocator says it does.
+ * Not modelled: CUDA graph pools (all requests share the default pool),
  * events (a FREE_REQ'd block waits for its FREE), garbage_collection_threshold, and the
  * retries after a failed cuMemAddressReserve (the simulated address space never fails).
  * Where PyTorch 2.0 would release a piece of a split segment (release_available_cached_
@@ -497,6 +502,46 @@ static void map_remove(chunk *c, uint32_t s)
         }
 }
 
+/* The second mappings of sBlock x's chunks: one alias() per run of its range whose chunks
+ * lie in a row in one segment (a pBlock's, mostly), as GMLake maps a VmmSegment of
+ * PhyBlocks (mapVirAddr). *done: the chunks mapped, also when one fails. */
+static int sblk_alias(gm *g, const sblk *x, uint32_t *done)
+{
+    const as_device_ops *o = g->dev->ops;
+    int rc = 0;
+    for (*done = 0; !rc && *done < x->n;) {
+        uint32_t i = *done, j = i + 1;
+        while (j < x->n && x->ref[j] == x->ref[j - 1] + 1)
+            j++;
+        uint64_t src = g->s[x->ref[i] >> 32].addr + (uint64_t)(uint32_t)x->ref[i] * CHUNK;
+        rc = o->alias(g->dev->ctx, x->addr + (uint64_t)i * CHUNK, src, (uint64_t)(j - i) * CHUNK);
+        if (!rc)
+            *done = j;
+    }
+    return rc;
+}
+
+/* Unmaps chunks [0, n) of sBlock x's range: one unalias() per run of chunks a release did
+ * not take already (GMLake's VirDevPtr unmaps the whole range at once). */
+static int sblk_unalias(gm *g, const sblk *x, uint32_t n)
+{
+    int rc = 0;
+    for (uint32_t i = 0; i < n;) {
+        if (x->ref[i] == DEAD) {
+            i++;
+            continue;
+        }
+        uint32_t j = i + 1;
+        while (j < n && x->ref[j] != DEAD)
+            j++;
+        int r = g->dev->ops->unalias(g->dev->ctx, x->addr + (uint64_t)i * CHUNK,
+                                     (uint64_t)(j - i) * CHUNK);
+        rc = rc ? rc : r;
+        i = j;
+    }
+    return rc;
+}
+
 /* Drops sBlock s: its range goes back, its chunks forget it (garbage_collect_fused_blocks). */
 static int sblk_delete(gm *g, uint32_t s)
 {
@@ -506,7 +551,9 @@ static int sblk_delete(gm *g, uint32_t s)
             map_remove(chunk_at(g, x->ref[i]), s);
     if (x->state == S_FREE)
         pool_remove(g, &g->cached, s);
-    int rc = g->dev->ops->va_release(g->dev->ctx, x->addr, x->size);
+    int rc = sblk_unalias(g, x, x->n);
+    int r1 = g->dev->ops->va_release(g->dev->ctx, x->addr, x->size);
+    rc = rc ? rc : r1;
     free(x->ref);
     memset(x, 0, sizeof *x);
     int r2 = ids_push(&g->free_sb, s);
@@ -566,12 +613,16 @@ static int sblk_make(gm *g, const uint64_t *refs, uint32_t n, uint64_t stream, u
     x->size = (uint64_t)n * CHUNK;
     x->stream = stream;
     x->state = S_ACTIVE;
+    uint32_t mapped = 0;
     rc = g->dev->ops->va_reserve(g->dev->ctx, x->size, &x->addr);
+    if (!rc)
+        rc = sblk_alias(g, x, &mapped);
     for (uint32_t i = 0; !rc && i < n; i++)
         rc = map_add(chunk_at(g, refs[i]), s);
     if (rc) {
         for (uint32_t i = 0; i < n; i++)
             map_remove(chunk_at(g, refs[i]), s);
+        sblk_unalias(g, x, mapped);
         if (x->addr)
             g->dev->ops->va_release(g->dev->ctx, x->addr, x->size);
         free(x->ref);
@@ -1033,8 +1084,12 @@ static int seg_release(gm *g, uint32_t si)
             if (g->sb[t].state == S_ACTIVE) {
                 sblk *x = &g->sb[t];
                 for (uint32_t k = 0; k < x->n; k++)
-                    if (x->ref[k] == ((uint64_t)si << 32 | i))
+                    if (x->ref[k] == ((uint64_t)si << 32 | i)) {
+                        int r =
+                            g->dev->ops->unalias(g->dev->ctx, x->addr + (uint64_t)k * CHUNK, CHUNK);
+                        rc = rc ? rc : r;
                         x->ref[k] = DEAD;
+                    }
                 x->gc = 1;
                 c->nmap--;
             } else {
@@ -1353,6 +1408,7 @@ static void gm_fini(void *st)
     const as_device_ops *o = g->dev->ops;
     for (uint32_t s = 1; s < g->nsb; s++)
         if (g->sb[s].state != S_UNUSED) {
+            sblk_unalias(g, &g->sb[s], g->sb[s].n);
             o->va_release(g->dev->ctx, g->sb[s].addr, g->sb[s].size);
             free(g->sb[s].ref);
         }

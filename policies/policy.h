@@ -26,8 +26,9 @@
 /* The version of as_policy and of every type in this header and device.h. Raised whenever
  * any of them changes layout or meaning; a plug-in built against another version is
  * refused (policies/README.md, "Bring your own policy"). 2: the plan slot (offline
- * policies) and as_lifetime. 3: the empty_pool slot (a private pool's release). */
-#define AS_POLICY_ABI 3
+ * policies) and as_lifetime. 3: the empty_pool slot (a private pool's release). 4: the
+ * device's alias and unalias slots (device.h, AS_DEVICE_ABI 3). */
+#define AS_POLICY_ABI 4
 
 enum {
     AS_POLICY_OK = 0,

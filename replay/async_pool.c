@@ -181,6 +181,11 @@ static int no_range(void *ctx, uint64_t addr, uint64_t size)
     (void)ctx, (void)addr, (void)size;
     return AS_ENOSYS;
 }
+static int no_alias(void *ctx, uint64_t dst, uint64_t src, uint64_t size)
+{
+    (void)ctx, (void)dst, (void)src, (void)size;
+    return AS_ENOSYS;
+}
 static uint64_t pool_capacity(void *ctx)
 {
     return ((as_asyncpool *)ctx)->p.capacity;
@@ -204,6 +209,8 @@ static const as_device_ops pool_ops = {
     .va_release = no_range,
     .map = no_range,
     .unmap = no_range,
+    .alias = no_alias,
+    .unalias = no_range,
     .capacity = pool_capacity,
     .cap_test = pool_cap_test,
     .reserved = pool_reserved,

@@ -2,8 +2,10 @@
  * cuda_device.c - the device interface over a real GPU (see cuda_device.h).
  *
  * Invariants: `live` holds exactly the cudaMalloc ranges handed out and not yet freed;
- * every page of a va range is either unmapped (handle 0) or backed by its own 2 MiB
- * cuMemCreate handle, mapped and accessible. reserved = sum(live) + mapped pages. The
+ * every page of a va range is either unmapped (handle 0), backed by its own 2 MiB
+ * cuMemCreate handle (map), or an alias of such a page of another range (alias: src[]
+ * names the page, whose aliased[] counts it), mapped and accessible. A page with aliases
+ * is never unmapped, so its handle outlives them. reserved = sum(live) + own pages. The
  * ballast is allocated before any segment and freed after all of them; with VMM it holds
  * physical memory only, so it never takes cudaMalloc's address space.
  */
@@ -25,6 +27,8 @@
 typedef struct va_range {
     uint64_t addr, size;
     CUmemGenericAllocationHandle *page; /* size / page_size handles, 0 = unmapped */
+    uint64_t *src;                      /* per page: the page it aliases, 0; NULL: none yet */
+    uint32_t *aliased;                  /* per page: its aliases elsewhere; NULL: none yet */
 } va_range;
 
 typedef struct live_slot {
@@ -341,7 +345,23 @@ static int page_span(as_cudadev *d, uint64_t addr, uint64_t size, int mapped, va
     return AS_DEV_OK;
 }
 
-/* Unmaps and releases pages [first, first+n) of v; returns the first error. */
+/* Page i of v is an alias: it forgets its source, whose alias count goes down. */
+static void alias_drop(as_cudadev *d, va_range *v, uint64_t i)
+{
+    va_range *s = va_find(d, v->src[i], d->page);
+    if (s && s->aliased)
+        s->aliased[(v->src[i] - s->addr) / d->page]--;
+    v->src[i] = 0;
+    v->page[i] = 0;
+}
+
+static int is_alias(const va_range *v, uint64_t i)
+{
+    return v->src && v->src[i];
+}
+
+/* Unmaps pages [first, first+n) of v, releasing own handles (an alias's belongs to its
+ * source); returns the first error. */
 static int unmap_pages(as_cudadev *d, va_range *v, uint64_t first, uint64_t n)
 {
     int rc = AS_DEV_OK;
@@ -349,7 +369,11 @@ static int unmap_pages(as_cudadev *d, va_range *v, uint64_t first, uint64_t n)
         if (!v->page[i])
             continue;
         int r1 = drv_rc(d, as_cu.cuMemUnmap(v->addr + i * d->page, d->page), "cuMemUnmap", d->page);
-        int r2 = drv_rc(d, as_cu.cuMemRelease(v->page[i]), "cuMemRelease", d->page);
+        int r2 = AS_DEV_OK;
+        if (is_alias(v, i))
+            alias_drop(d, v, i);
+        else
+            r2 = drv_rc(d, as_cu.cuMemRelease(v->page[i]), "cuMemRelease", d->page);
         v->page[i] = 0;
         if (!rc)
             rc = r1 ? r1 : r2;
@@ -378,6 +402,8 @@ static int dev_va_release(void *ctx, uint64_t addr, uint64_t size)
     double ns = as_cuda_now_ns() - t0;
     if (rc == AS_DEV_OK) {
         free(v->page);
+        free(v->src);
+        free(v->aliased);
         d->va[i] = d->va[--d->nva];
     }
     record(d, "va_release", AS_DEV_SEGMENT_UNMAP, 0, rc, addr, size, ns);
@@ -430,6 +456,9 @@ static int dev_unmap(void *ctx, uint64_t addr, uint64_t size)
     int rc = page_span(d, addr, size, 1, &v, &first, &n);
     if (rc)
         return rc;
+    for (uint64_t i = first; i < first + n; i++)
+        if (is_alias(v, i) || (v->aliased && v->aliased[i]))
+            return AS_EINVAL; /* an alias (unalias it), or a page an alias still maps */
     quiesce(d);
     double t0 = as_cuda_now_ns();
     rc = unmap_pages(d, v, first, n);
@@ -439,6 +468,105 @@ static int dev_unmap(void *ctx, uint64_t addr, uint64_t size)
     if (rc == AS_DEV_OK)
         d->c.unmaps++;
     record(d, "segment_unmap", AS_DEV_SEGMENT_UNMAP, 1, rc, addr, size, ns);
+    return rc;
+}
+
+/* A part of a call's time, for the call log alone (record() bills the whole call). */
+static void note(as_cudadev *d, const char *kind, int rc, uint64_t addr, uint64_t size, double ns)
+{
+    if (d->call_log) {
+        as_cudadev_call c = { .kind = kind, .rc = rc, .addr = addr, .size = size, .ns = ns };
+        d->call_log(d->call_user, &c);
+    }
+}
+
+/* The per-page tables alias() needs, made the first time a range takes part in one. */
+static int alias_tables(as_cudadev *d, va_range *dv, va_range *sv)
+{
+    uint64_t n = dv->size / d->page, m = sv->size / d->page;
+    if ((!dv->src && !(dv->src = calloc(n, sizeof *dv->src))) ||
+        (!sv->aliased && !(sv->aliased = calloc(m, sizeof *sv->aliased)))) {
+        set_err(d, "out of host memory");
+        return AS_EDEVICE;
+    }
+    return AS_DEV_OK;
+}
+
+/* As GMLake's VirBlock: per page, cuMemMap of the source page's own handle, then
+ * cuMemSetAccess of that page. The call log also gets the two sums apart. */
+static int dev_alias(void *ctx, uint64_t dst, uint64_t src, uint64_t size)
+{
+    as_cudadev *d = ctx;
+    va_range *dv, *sv;
+    uint64_t df, sf, n, done = 0;
+    int rc = page_span(d, dst, size, 0, &dv, &df, &n);
+    if (!rc)
+        rc = page_span(d, src, size, 1, &sv, &sf, &n);
+    if (rc)
+        return rc;
+    for (uint64_t i = sf; i < sf + n; i++)
+        if (sv == dv || is_alias(sv, i))
+            return AS_EINVAL; /* alias the pages themselves, not an alias of them */
+    if ((rc = alias_tables(d, dv, sv)))
+        return rc;
+    quiesce(d);
+    double map_ns = 0, access_ns = 0;
+    for (; done < n && !rc; done++) {
+        uint64_t pa = dst + done * d->page;
+        double t0 = as_cuda_now_ns();
+        rc = drv_rc(d, as_cu.cuMemMap(pa, d->page, 0, sv->page[sf + done], 0), "cuMemMap", d->page);
+        double t1 = as_cuda_now_ns();
+        map_ns += t1 - t0;
+        if (rc)
+            break;
+        dv->page[df + done] = sv->page[sf + done];
+        dv->src[df + done] = src + done * d->page;
+        sv->aliased[sf + done]++;
+        rc = drv_rc(d, as_cu.cuMemSetAccess(pa, d->page, &d->access, 1), "cuMemSetAccess", d->page);
+        access_ns += as_cuda_now_ns() - t1;
+    }
+    if (rc) { /* all or nothing, as a map; never a capacity result */
+        (void)unmap_pages(d, dv, df, done);
+        rc = rc == AS_DEV_OOM ? AS_EDEVICE : rc;
+    } else {
+        d->c.aliases++;
+    }
+    note(d, "alias.map", rc, dst, size, map_ns);
+    note(d, "alias.access", rc, dst, size, access_ns);
+    record(d, "alias", AS_DEV_SEGMENT_MAP, 0, rc, dst, size, map_ns + access_ns);
+    return rc;
+}
+
+/* One cuMemUnmap over the range, as GMLake's VirDevPtr unmaps a stitched range; page by
+ * page (logged as unalias.pagewise) if the driver refuses that. */
+static int dev_unalias(void *ctx, uint64_t addr, uint64_t size)
+{
+    as_cudadev *d = ctx;
+    va_range *v;
+    uint64_t first, n;
+    int rc = page_span(d, addr, size, 1, &v, &first, &n);
+    if (rc)
+        return rc;
+    for (uint64_t i = first; i < first + n; i++)
+        if (!is_alias(v, i))
+            return AS_EINVAL;
+    quiesce(d);
+    double t0 = as_cuda_now_ns();
+    rc = drv_rc(d, as_cu.cuMemUnmap(addr, size), "cuMemUnmap", size);
+    double ns = as_cuda_now_ns() - t0;
+    if (rc) {
+        t0 = as_cuda_now_ns();
+        rc = unmap_pages(d, v, first, n);
+        double pw = as_cuda_now_ns() - t0;
+        note(d, "unalias.pagewise", rc, addr, size, pw);
+        ns += pw;
+    } else {
+        for (uint64_t i = first; i < first + n; i++)
+            alias_drop(d, v, i);
+    }
+    if (rc == AS_DEV_OK)
+        d->c.unaliases++;
+    record(d, "unalias", AS_DEV_SEGMENT_UNMAP, 0, rc, addr, size, ns);
     return rc;
 }
 
@@ -463,6 +591,8 @@ static const as_device_ops cudadev_ops = {
     .va_release = dev_va_release,
     .map = dev_map,
     .unmap = dev_unmap,
+    .alias = dev_alias,
+    .unalias = dev_unalias,
     .capacity = dev_capacity,
     .cap_test = dev_cap_test,
     .reserved = dev_reserved,
@@ -636,13 +766,19 @@ void as_cudadev_destroy(as_cudadev *d)
     for (size_t i = 0; i < d->live_cap; i++)
         if (d->live[i].addr)
             cudaFree((void *)(uintptr_t)d->live[i].addr);
+    if (d->ctx && d->nva)
+        as_cu.cuCtxSetCurrent(d->ctx);
+    for (size_t i = 0; i < d->nva; i++) /* aliases first: their sources are still there */
+        for (uint64_t k = 0; d->va[i].src && k < d->va[i].size / d->page; k++)
+            if (is_alias(&d->va[i], k))
+                unmap_pages(d, &d->va[i], k, 1);
     for (size_t i = 0; i < d->nva; i++) {
         va_range *v = &d->va[i];
-        if (d->ctx)
-            as_cu.cuCtxSetCurrent(d->ctx);
         unmap_pages(d, v, 0, v->size / d->page);
         as_cu.cuMemAddressFree(v->addr, v->size);
         free(v->page);
+        free(v->src);
+        free(v->aliased);
     }
     for (size_t i = 0; i < d->nballast; i++)
         ballast_free(&d->ballast[i]);

@@ -3,7 +3,9 @@
  *
  * reserve/release are cudaMalloc/cudaFree; va_reserve/map/unmap are the driver's virtual
  * memory calls (cuMemAddressReserve, cuMemCreate + cuMemMap + cuMemSetAccess per 2 MiB
- * page, cuMemUnmap + cuMemRelease). The capacity is enforced by the driver itself: at
+ * page, cuMemUnmap + cuMemRelease); alias/unalias map a page's existing handle a second
+ * time (cuMemMap + cuMemSetAccess per page) and cuMemUnmap it. The capacity is enforced by
+ * the driver itself: at
  * creation the device fills the GPU's free memory beyond the capacity with ballast
  * allocations, so an OOM is the driver's own refusal, never a software check.
  *
@@ -31,10 +33,14 @@ typedef struct as_cudadev_params {
     uint64_t limit;
 } as_cudadev_params;
 
-/* One device call as measured, successful or not (also va_reserve/va_release, which have
- * no as_dev_action: they are logged with kind "va_reserve"/"va_release"). */
+/* One device call as measured, successful or not (also those that log no as_dev_event:
+ * "va_reserve", "va_release", "alias", "unalias"). An alias call is preceded by two records
+ * of its parts, "alias.map" (its cuMemMap calls) and "alias.access" (its cuMemSetAccess
+ * calls), whose times sum to its own; an unalias the driver refused in one call and
+ * did page by page, by "unalias.pagewise". */
 typedef struct as_cudadev_call {
-    const char *kind; /* segment_alloc, segment_free, segment_map, segment_unmap, va_... */
+    const char *kind; /* segment_alloc, segment_free, segment_map, segment_unmap, va_...,
+                         alias, unalias and the parts above */
     int rc;           /* AS_DEV_OK, AS_DEV_OOM, or < 0 */
     uint64_t addr, size;
     double ns;        /* wall time of the CUDA calls */

@@ -2,7 +2,7 @@
  * replay_main.c - allocsim-replay: the simulator's runs, on a real GPU.
  *
  *   allocsim-replay [-p SPEC]... [-c CAP]... [-f table|csv|json] [-o FILE]
- *                   [--segments F] [--latency F] [--no-sync] TRACE...
+ *                   [--segments F] [--latency F] [--calls F] [--no-sync] TRACE...
  *   allocsim-replay --async [--release-threshold N]... [-c CAP]... [--pool F] [--blocks F]
  *                   ... TRACE...
  *
@@ -15,7 +15,9 @@
  * include (the Makefile gives replay/ no -Isim/cli).
  * The JSON report is allocsim's, marked "measured": true at the top; --segments is
  * allocsim's CSV with the real addresses; --latency has every successful device call
- * with its measured time: run,alloc,event,action,size,ns.
+ * with its measured time: run,alloc,event,action,size,ns; --calls every call of the CUDA
+ * device, those that log no segment event too (va_reserve, alias: a stitched block's maps)
+ * and the parts of an alias (cuda_device.h): run,call,rc,size,ns.
  *
  * --async replays through the CUDA stream-ordered pool instead of a policy (async_pool.h):
  * one run per release threshold and capacity, reserved = the pool's ReservedMemCurrent;
@@ -58,6 +60,8 @@ static const char help[] =
     "  -o, --output FILE     the report goes here instead of stdout\n"
     "      --segments FILE   CSV run,alloc,event,action,addr,size (real addresses)\n"
     "      --latency FILE    CSV run,alloc,event,action,size,ns: measured time of each call\n"
+    "      --calls FILE      CSV run,call,rc,size,ns: every device call, va_reserve, alias\n"
+    "                        (a second mapping of existing pages) and refusals included\n"
     "      --no-sync         no cudaDeviceSynchronize before each timed call\n"
     "      --device N        CUDA device ordinal (default 0)\n"
     "  -V, --version         the version, and those of zstd and the CUDA runtime\n"
@@ -86,7 +90,8 @@ enum {
     OPT_ASYNC,
     OPT_THRESHOLD,
     OPT_POOL,
-    OPT_BLOCKS
+    OPT_BLOCKS,
+    OPT_CALLS
 };
 static const struct option opts[] = {
     {"policy", required_argument, NULL, 'p'},
@@ -101,6 +106,7 @@ static const struct option opts[] = {
     {"release-threshold", required_argument, NULL, OPT_THRESHOLD},
     {"pool", required_argument, NULL, OPT_POOL},
     {"blocks", required_argument, NULL, OPT_BLOCKS},
+    {"calls", required_argument, NULL, OPT_CALLS},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -119,6 +125,7 @@ typedef struct ctx {
     as_asyncpool *pool; /* the async run in progress */
     FILE *poolf;
     FILE *blocksf;       /* --blocks: every allocation and free of the pool */
+    FILE *callsf;        /* --calls: every call of the CUDA device */
     const uint64_t *thr; /* --async: run i's threshold is thr[i / ncap] */
     size_t ncap;
 } ctx;
@@ -191,6 +198,14 @@ static void on_block(void *user, const as_asyncpool_op *op)
             (unsigned long long)op->used);
 }
 
+/* One row of --calls. */
+static void on_call(void *user, const as_cudadev_call *k)
+{
+    ctx *c = user;
+    fprintf(c->callsf, "%u,%s,%d,%llu,%.0f\n", c->run, k->kind, k->rc, (unsigned long long)k->size,
+            k->ns);
+}
+
 static int f_create(void *user, uint64_t capacity, as_device *out, void **handle)
 {
     ctx *c = user;
@@ -227,6 +242,8 @@ static int f_create(void *user, uint64_t capacity, as_device *out, void **handle
         return rc < 0 ? rc : AS_EDEVICE;
     c->effective = as_cudadev_effective_capacity(d);
     c->probed = as_cudadev_probed_capacity(d);
+    if (c->callsf)
+        as_cudadev_set_call_log(d, on_call, c);
     *out = *as_cudadev_device(d);
     *handle = d;
     return 0;
@@ -370,7 +387,7 @@ typedef struct args {
     size_t np;
     uint64_t *caps, *thr;
     size_t ncap, nthr;
-    const char *out_path, *seg_path, *lat_path, *pool_path, *blocks_path;
+    const char *out_path, *seg_path, *lat_path, *pool_path, *blocks_path, *calls_path;
     as_report_fmt fmt;
     int done; /* --help or --version was printed */
 } args;
@@ -438,6 +455,9 @@ static int option(int ch, char **argv, args *a, ctx *c)
     case OPT_BLOCKS:
         a->blocks_path = optarg;
         return 0;
+    case OPT_CALLS:
+        a->calls_path = optarg;
+        return 0;
     case OPT_DEVICE:
         if (as_parse_count(optarg, &d) || d > 64)
             return usage("--device %s: a device ordinal", optarg);
@@ -478,6 +498,8 @@ static int parse(int argc, char **argv, args *a, ctx *c)
         return usage("--async replays the CUDA pool itself: no -p");
     if (!c->async && (a->nthr || a->pool_path || a->blocks_path))
         return usage("--release-threshold, --pool and --blocks need --async");
+    if (c->async && a->calls_path)
+        return usage("--calls logs the CUDA device's calls: not with --async");
     return 0;
 }
 
@@ -539,6 +561,11 @@ static int open_logs(const args *a, ctx *c)
         if ((ret = create(a->blocks_path, &c->blocksf)))
             return ret;
         fputs("run,id,action,stream,addr,size,reserved,used\n", c->blocksf);
+    }
+    if (a->calls_path) {
+        if ((ret = create(a->calls_path, &c->callsf)))
+            return ret;
+        fputs("run,call,rc,size,ns\n", c->callsf);
     }
     return 0;
 }
@@ -608,6 +635,8 @@ done:
         ret = write_status(fclose(c.poolf), a.pool_path, ret);
     if (c.blocksf)
         ret = write_status(fclose(c.blocksf), a.blocks_path, ret);
+    if (c.callsf)
+        ret = write_status(fclose(c.callsf), a.calls_path, ret);
     if (c.lat)
         ret = write_status(fclose(c.lat), a.lat_path, ret);
     if (out != stdout)

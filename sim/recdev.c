@@ -127,6 +127,19 @@ static int rd_unmap(void *c, uint64_t addr, uint64_t size)
     return rd_less(c, AS_DEV_SEGMENT_UNMAP, addr, size);
 }
 
+/* A stitched mapping takes no memory, and a PyTorch snapshot records none. */
+static int rd_alias(void *c, uint64_t dst, uint64_t src, uint64_t size)
+{
+    (void)c, (void)dst, (void)src, (void)size;
+    return AS_DEV_OK;
+}
+
+static int rd_unalias(void *c, uint64_t addr, uint64_t size)
+{
+    (void)c, (void)addr, (void)size;
+    return AS_DEV_OK;
+}
+
 static uint64_t rd_capacity(void *c)
 {
     return ((as_recdev *)c)->o.capacity;
@@ -151,6 +164,8 @@ static const as_device_ops rec_ops = {
     .va_release = rd_va_release,
     .map = rd_map,
     .unmap = rd_unmap,
+    .alias = rd_alias,
+    .unalias = rd_unalias,
     .capacity = rd_capacity,
     .cap_test = rd_cap_test,
     .reserved = rd_reserved,

@@ -4,7 +4,9 @@
  * heap (placement_chunked.c) or an address space of the simple rules, which also holds the
  * virtual-only region (placement_space.c). Invariant: c.reserved is the bytes reserve()d
  * plus map()ped and never exceeds a capacity; a refused call changes nothing but the
- * refusal count and its cost.
+ * refusal count and its cost. alias() and unalias() cost time and no memory, and log no
+ * segment event (device.h); which pages are mapped where is the policy's to know, as for
+ * map().
  *
  * Cost model defaults (ns = fixed + per MiB * size): measured on an NVIDIA H200 with
  * CUDA 13 (replay/RESULTS.md, "Calibration"). Until that calibration they are the
@@ -180,6 +182,29 @@ static int dev_unmap(void *ctx, uint64_t addr, uint64_t size)
     return AS_DEV_OK;
 }
 
+/* Both ranges inside virtual reservations; that src's pages are mapped and dst's are not
+ * is the policy's to know (its check()), as for map(). */
+static int dev_alias(void *ctx, uint64_t dst, uint64_t src, uint64_t size)
+{
+    as_simdev *d = ctx;
+    if (bad_size(d, size) || (dst | src) % d->p.granularity || !in_va(d, dst, size) ||
+        !in_va(d, src, size))
+        return AS_EINVAL;
+    d->c.aliases++;
+    d->c.time_ns += cost(&d->p.alias, size);
+    return AS_DEV_OK;
+}
+
+static int dev_unalias(void *ctx, uint64_t addr, uint64_t size)
+{
+    as_simdev *d = ctx;
+    if (bad_size(d, size) || addr % d->p.granularity || !in_va(d, addr, size))
+        return AS_EINVAL;
+    d->c.unaliases++;
+    d->c.time_ns += cost(&d->p.unalias, size);
+    return AS_DEV_OK;
+}
+
 static uint64_t dev_capacity(void *ctx)
 {
     const as_simdev *d = ctx;
@@ -210,6 +235,8 @@ static const as_device_ops simdev_ops = {
     .va_release = dev_va_release,
     .map = dev_map,
     .unmap = dev_unmap,
+    .alias = dev_alias,
+    .unalias = dev_unalias,
     .capacity = dev_capacity,
     .reserved = dev_reserved,
     .cap_test = dev_cap_test,
@@ -228,6 +255,10 @@ void as_simdev_default_params(as_simdev_params *p)
         .release = {.fixed_ns = 38740, .ns_per_mib = 496.3}, /* cudaFree */
         .map = {.fixed_ns = 14541, .ns_per_mib = 26368.4},   /* cuMemCreate+Map, 2 MiB pages */
         .unmap = {.fixed_ns = 32351, .ns_per_mib = 14730.8}, /* cuMemUnmap+Release */
+        /* cuMemMap+SetAccess of existing handles, cuMemUnmap: not measured yet, the map
+         * and unmap costs stand in */
+        .alias = {.fixed_ns = 14541, .ns_per_mib = 26368.4},
+        .unalias = {.fixed_ns = 32351, .ns_per_mib = 14730.8},
         .placement = AS_PLACE_CHUNKED,
     };
 }

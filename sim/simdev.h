@@ -51,6 +51,7 @@ typedef struct as_simdev_params {
     uint64_t granularity; /* AS_DEV_GRANULARITY unless testing; a power of two (that
                              divides 2 MiB with AS_PLACE_CHUNKED), else create fails */
     as_cost reserve, release, map, unmap;
+    as_cost alias, unalias; /* a second mapping of existing pages, and its removal */
     as_placement placement; /* as_simdev_default_params: AS_PLACE_CHUNKED */
     /* An allocator-level limit reported by capacity() but not enforced by the device
      * (PyTorch's memory fraction on a bigger GPU). 0 (unset): capacity() reports

@@ -71,7 +71,8 @@ static void gm_stitch_without_memory(void)
             CU_ASSERT_EQUAL(s.reserved, 60 * MIB);
             CU_ASSERT_EQUAL(s.allocated, 60 * MIB);
             CU_ASSERT_EQUAL(s.free_bytes, 0);
-            CU_ASSERT_EQUAL(ph_dev(&t).maps, 1); /* the stitched range maps no new page */
+            CU_ASSERT_EQUAL(ph_dev(&t).maps, 1);    /* the stitched range maps no new page */
+            CU_ASSERT_EQUAL(ph_dev(&t).aliases, 2); /* it maps C's chunks, then A's, again */
         } else {
             CU_ASSERT_EQUAL(pd, 0); /* OOM */
             CU_ASSERT_EQUAL(s.reserved, 60 * MIB);
@@ -175,7 +176,9 @@ static void gm_empty_cache(void)
     two_holes(&t, &a, &b, &c);
     ph_alloc(&t, 40 * MIB, &d);
     CU_ASSERT_EQUAL(ph_free(&t, d, 0), 0);
+    CU_ASSERT_EQUAL(ph_dev(&t).unaliases, 0); /* cached with its mapping */
     CU_ASSERT_EQUAL(t.p->empty_cache(t.st), 0);
+    CU_ASSERT_EQUAL(ph_dev(&t).unaliases, 1);         /* dropped: its range unmapped at once */
     CU_ASSERT_EQUAL(ph_stats(&t).reserved, 60 * MIB); /* B pins the segment */
     CU_ASSERT_EQUAL(ph_free(&t, b, 0), 0);
     CU_ASSERT_EQUAL(t.p->empty_cache(t.st), 0);

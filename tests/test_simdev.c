@@ -226,6 +226,51 @@ static void simdev_log(void)
     as_simdev_destroy(d);
 }
 
+/* alias() maps pages a second time: no capacity (it succeeds on a full device), no
+ * segment event, its own cost; both ranges must lie in reservations, granularity-aligned. */
+static void simdev_alias(void)
+{
+    as_simdev_params p;
+    as_simdev_default_params(&p);
+    p.capacity = 8 * MIB;
+    p.alias = (as_cost){.fixed_ns = 1000, .ns_per_mib = 10};
+    p.unalias = (as_cost){.fixed_ns = 300, .ns_per_mib = 1};
+    as_simdev *d;
+    CU_ASSERT_FATAL(as_simdev_create(&p, &d) == 0);
+    logbuf l = {.n = 0};
+    as_simdev_set_log(d, log_fn, &l);
+    const as_device *dv = as_simdev_device(d);
+    uint64_t a, s;
+    CU_ASSERT_EQUAL(dv->ops->va_reserve(dv->ctx, 8 * MIB, &a), 0);
+    CU_ASSERT_EQUAL(dv->ops->va_reserve(dv->ctx, 8 * MIB, &s), 0);
+    CU_ASSERT_EQUAL(dv->ops->map(dv->ctx, a, 8 * MIB), 0); /* the device is full */
+    as_dev_counters c0, c;
+    as_simdev_counters_get(d, &c0);
+    CU_ASSERT_EQUAL(dv->ops->alias(dv->ctx, s + 4 * MIB, a, 4 * MIB), 0);
+    CU_ASSERT_EQUAL(dv->ops->alias(dv->ctx, s, a + 4 * MIB, 4 * MIB), 0);
+    CU_ASSERT_EQUAL(dv->ops->reserved(dv->ctx), 8 * MIB);
+    CU_ASSERT_EQUAL(dv->ops->alias(dv->ctx, s + MIB, a, 2 * MIB), AS_EINVAL); /* misaligned */
+    CU_ASSERT_EQUAL(dv->ops->alias(dv->ctx, s, a + MIB, 2 * MIB), AS_EINVAL);
+    CU_ASSERT_EQUAL(dv->ops->alias(dv->ctx, s, a, 0), AS_EINVAL);
+    CU_ASSERT_EQUAL(dv->ops->alias(dv->ctx, s + 6 * MIB, a, 4 * MIB), AS_EINVAL); /* past s */
+    CU_ASSERT_EQUAL(dv->ops->alias(dv->ctx, a, s + 8 * MIB, 2 * MIB), AS_EINVAL); /* no range */
+    CU_ASSERT_EQUAL(dv->ops->unalias(dv->ctx, s + 9 * MIB, 2 * MIB), AS_EINVAL);
+    CU_ASSERT_EQUAL(dv->ops->unalias(dv->ctx, s, 8 * MIB), 0);
+    as_simdev_counters_get(d, &c);
+    CU_ASSERT_EQUAL(c.aliases, 2);
+    CU_ASSERT_EQUAL(c.unaliases, 1);
+    CU_ASSERT_EQUAL(c.reserved, 8 * MIB);
+    CU_ASSERT_EQUAL(c.peak_reserved, 8 * MIB);
+    CU_ASSERT_EQUAL(c.maps, 1);
+    CU_ASSERT_EQUAL(c.refusals, 0);
+    /* 2 x (1000 + 10 x 4) + 300 + 1 x 8 */
+    CU_ASSERT_DOUBLE_EQUAL(c.time_ns - c0.time_ns, 2388.0, 1e-6);
+    CU_ASSERT_EQUAL(l.n, 1); /* the map alone: a second mapping is no segment event */
+    CU_ASSERT_EQUAL(dv->ops->unmap(dv->ctx, a, 8 * MIB), 0);
+    CU_ASSERT_EQUAL(dv->ops->reserved(dv->ctx), 0);
+    as_simdev_destroy(d);
+}
+
 static void simdev_many_holes(void)
 {
     /* 1024 ranges (64 full chunks), free every other one, then fill each hole: every reuse
@@ -726,8 +771,8 @@ static void simdev_seam(void)
     CU_ASSERT_FATAL(as_simdev_create(&p, &d) == 0);
     const as_device_ops *o = as_simdev_device(d)->ops;
     CU_ASSERT_EQUAL(o->abi, AS_DEVICE_ABI);
-    CU_ASSERT(o->reserve && o->release && o->va_reserve && o->va_release && o->map &&
-              o->unmap && o->capacity && o->reserved && o->cap_test);
+    CU_ASSERT(o->reserve && o->release && o->va_reserve && o->va_release && o->map && o->unmap &&
+              o->alias && o->unalias && o->capacity && o->reserved && o->cap_test);
     as_simdev_destroy(d);
 }
 
@@ -785,6 +830,7 @@ CU_TestInfo test_simdev[] = {
     {"placement_best_fit", simdev_placement_best_fit},
     {"capacity", simdev_capacity},
     {"log", simdev_log},
+    {"alias", simdev_alias},
     {"many_holes", simdev_many_holes},
     {"key_replay_addresses", simdev_key_replay_addresses},
     {"held_out_addresses", simdev_held_out_addresses},

@@ -127,7 +127,7 @@ _allocsim_takes_value()
         --timeline | --timeline-every | --segments | --segment-map | --sites | --snapshot-out | \
         --sweep | --csv | \
         --batch | --step | --runs | --every | --x | --when | --run | --layout | --title | \
-        --size | --keep | --scripts | --repeat | --latency | --device | --release-threshold | \
+        --size | --keep | --scripts | --repeat | --latency | --calls | --device | --release-threshold | \
         --pool | --outside | --curves | --top | --shard | --memory) return 0 ;;
     esac
     return 1
