@@ -230,11 +230,29 @@ static void mincap_run(const char *path, const char *spec_text, int passes, benc
 
 static const char *self_exe;
 
+/* What a launcher (--launch, below) reports of the measuring process it ran. */
+typedef struct launch_res {
+    double cpu;
+    long rss_kib;
+} launch_res;
+
+static double ru_cpu(const struct rusage *ru)
+{
+    return (double)ru->ru_utime.tv_sec + (double)ru->ru_utime.tv_usec * 1e-6 +
+           (double)ru->ru_stime.tv_sec + (double)ru->ru_stime.tv_usec * 1e-6;
+}
+
 /* One measurement in a fresh process (fork + exec of this program with --child), which
  * writes its bench_res to the pipe; its CPU time (user + system) and peak RSS come from
- * wait4. Returns the CPU seconds, or a negative number on failure (r->msg says why). */
+ * wait4. Returns the CPU seconds, or a negative number on failure (r->msg says why).
+ * Linux's ru_maxrss of a process counts the high-water RSS of the one it was forked from
+ * (exec keeps the larger of the old and new address spaces' peaks), so a child of this
+ * program, grown by the traces it has made, reports at least this program's peak. With
+ * launch the child is forked by a launcher (this program exec'd afresh, about 2 MiB),
+ * which waits for it and writes its rusage after its bench_res: the peak RSS is then the
+ * measuring process's own (at least the launcher's few MiB). */
 static double measure_once(const char *exe, int kind, const char *path, const char *spec,
-                           uint64_t cap, bench_res *r, long *rss_kib)
+                           uint64_t cap, bench_res *r, long *rss_kib, int launch)
 {
     int fd[2];
     memset(r, 0, sizeof *r);
@@ -251,22 +269,47 @@ static double measure_once(const char *exe, int kind, const char *path, const ch
         snprintf(k, sizeof k, "%d", kind);
         snprintf(f, sizeof f, "%d", fd[1]);
         snprintf(c, sizeof c, "%llu", (unsigned long long)cap);
-        execl(exe, exe, "--child", k, f, path, spec ? spec : "-", c, (char *)NULL);
+        if (launch)
+            execl(self_exe, self_exe, "--launch", exe, "--child", k, f, path, spec ? spec : "-", c,
+                  (char *)NULL);
+        else
+            execl(exe, exe, "--child", k, f, path, spec ? spec : "-", c, (char *)NULL);
         _exit(127);
     }
     close(fd[1]);
     bench_res x;
+    launch_res lr = {-1, 0};
     ssize_t got = read(fd[0], &x, sizeof x);
+    if (launch && got == (ssize_t)sizeof x && read(fd[0], &lr, sizeof lr) != (ssize_t)sizeof lr)
+        got = -1;
     close(fd[0]);
     int st;
     struct rusage ru;
-    if (wait4(pid, &st, 0, &ru) < 0 || got != (ssize_t)sizeof x)
+    if (wait4(pid, &st, 0, &ru) < 0 || got != (ssize_t)sizeof x || (launch && lr.cpu < 0))
         return -1;
     *r = x;
     if (rss_kib)
-        *rss_kib = ru.ru_maxrss;
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+        *rss_kib = launch ? lr.rss_kib : ru.ru_maxrss;
+    return launch ? lr.cpu : ru_cpu(&ru);
+}
+
+/* The launcher: runs argv[2..] (EXE --child ...) in a child and writes its CPU time and
+ * peak RSS to the child's result pipe (argv[5]) once the child has written and exited. */
+static int launch_main(char **argv)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return 1;
+    if (pid == 0) {
+        execv(argv[2], argv + 2);
+        _exit(127);
+    }
+    int st;
+    struct rusage ru;
+    launch_res lr = {-1, 0};
+    if (wait4(pid, &st, 0, &ru) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        lr = (launch_res){ru_cpu(&ru), ru.ru_maxrss};
+    return write(atoi(argv[5]), &lr, sizeof lr) == (ssize_t)sizeof lr ? 0 : 1;
 }
 
 static unsigned reps = 1;
@@ -279,7 +322,7 @@ static double measure(const char *exe, int kind, const char *path, const char *s
     bench_res r;
     *rate = 0;
     for (unsigned i = 0; i < reps; i++) {
-        double s = measure_once(exe, kind, path, spec, cap, &r, NULL);
+        double s = measure_once(exe, kind, path, spec, cap, &r, NULL, 0);
         if (s < 0 || !r.ok) {
             fprintf(stderr, "allocsim-bench: %s on %s: %s\n", spec ? spec : "(no policy)", path,
                     r.msg);
@@ -511,8 +554,8 @@ static void rss_rows(const char *p1, const char *p10)
 {
     bench_res r;
     long k1 = 0, k10 = 0;
-    measure_once(self_exe, 0, p1, NULL, AS_CAPACITY_NONE, &r, &k1);
-    measure_once(self_exe, 0, p10, NULL, AS_CAPACITY_NONE, &r, &k10);
+    measure_once(self_exe, 0, p1, NULL, AS_CAPACITY_NONE, &r, &k1, 0);
+    measure_once(self_exe, 0, p10, NULL, AS_CAPACITY_NONE, &r, &k10, 0);
     printf("\npeak RSS of decoding: 1M events %.1f MiB, 10M events %.1f MiB\n", (double)k1 / 1024,
            (double)k10 / 1024);
 }
@@ -626,8 +669,8 @@ static void mincap_rows(void)
             bench_res r, q;
             double rate;
             double one = measure(self_exe, 1, snaps[i], specs[k], AS_CAPACITY_NONE, &rate);
-            double cs = measure_once(self_exe, 4, snaps[i], specs[k], 0, &r, NULL);
-            double ps = measure_once(self_exe, 5, snaps[i], specs[k], 0, &q, NULL);
+            double cs = measure_once(self_exe, 4, snaps[i], specs[k], 0, &r, NULL, 0);
+            double ps = measure_once(self_exe, 5, snaps[i], specs[k], 0, &q, NULL, 0);
             if (one <= 0 || cs < 0 || ps < 0 || !r.ok || !q.ok) {
                 fprintf(stderr, "allocsim-bench: mincap %s on %s: %s\n", specs[k], snaps[i],
                         !r.ok ? r.msg : q.msg);
@@ -659,7 +702,7 @@ static double import_cell(const char *exe, int kind, const char *path, uint64_t 
     for (unsigned i = 0; i < reps; i++) {
         bench_res x;
         long kib = 0;
-        double s = measure_once(exe, kind, path, rs, events, &x, &kib);
+        double s = measure_once(exe, kind, path, rs, events, &x, &kib, 1);
         if (s < 0 || !x.ok) {
             fprintf(stderr, "allocsim-bench: import of %s: %s\n", path, x.msg);
             return -1;
@@ -822,6 +865,8 @@ int main(int argc, char **argv)
     const char *dir = "build/bench", *commit = NULL;
     uint64_t target = REAL_EVENTS;
     int quick = 0, import_only = 0;
+    if (argc == 9 && strcmp(argv[1], "--launch") == 0 && strcmp(argv[3], "--child") == 0)
+        return launch_main(argv);
     if (argc == 7 && strcmp(argv[1], "--child") == 0) {
         bench_res x = {0};
         uint64_t cap = strtoull(argv[6], NULL, 10);
