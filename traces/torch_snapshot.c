@@ -4,11 +4,12 @@
  * The pickle streams (pickle.c's as_pk_stream): entries of device_traces are turned into
  * events as they are decompressed, and only the rest (segments, allocator_settings) is kept
  * as a tree. Prehistoric blocks (below) come first in the event stream but are known only
- * at the end, and so is the metadata, so open() reads the whole pickle once: when its
- * events fit in SNAP_BUFFER_EVENTS they are kept and served from memory; otherwise the
- * input is read a second time (a file: a pipe cannot be) and events are produced as that
- * pass goes. Memory: the address map (one slot per distinct address), the dump's state, the
- * memo, and at most the event buffer, whatever the trace's length. The walk charges every
+ * at the end, and so is the metadata, so open() reads the whole pickle once, logging the
+ * events (snap_events.c: compact records, past a chunk in an unlinked temporary file), and
+ * hands them out from the log; with max_pickle_buffered set, a longer trace is read a
+ * second time instead (a file: a pipe cannot be) and events are produced as that pass
+ * goes. Memory: the address map (one slot per distinct address), the dump's state, the
+ * memo, and one chunk of the log, whatever the trace's length. The walk charges every
  * dict item it visits against a budget of 64 per input byte, since memo references can
  * make a small pickle describe a huge structure.
  *
@@ -38,6 +39,7 @@
  * address, and meta prehistoric_allocs=P says so: the trace's own k-th `alloc` entry is
  * allocation ordinal P + k.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -45,6 +47,7 @@
 #include <string.h>
 
 #include "pickle.h"
+#include "snap_events.h"
 #include "source.h"
 #include "trace.h"
 #include "trace_internal.h"
@@ -67,22 +70,11 @@ typedef struct snap_entry {
     uint64_t index; /* position in device_traces[d] */
     uint8_t act;
     uint8_t has_size;
-    uint32_t site;        /* alloc: its call site (frames), 0 = none */
-    uint32_t umark;       /* a user_metadata MARK to emit before it: label offset + 1, 0 = none */
+    uint32_t site;         /* alloc: its call site (frames), 0 = none */
+    uint32_t umark;        /* a user_metadata MARK to emit before it: label offset + 1, 0 = none */
     uint32_t empty_before; /* the run of segment_free entries (snap_build.empty_inferred)
                               whose EMPTY_CACHE events come before it, 0 = none */
 } snap_entry;
-
-/* An emitted event; ids are fixed up once the prehistoric blocks are known. */
-typedef struct snap_ev {
-    uint64_t id, size, stream; /* MARK: id is the label's offset in the user-mark pool */
-    int64_t time_us;
-    uint8_t op;
-    uint8_t pre;   /* id is an index into the prehistoric table, not a trace ordinal */
-    uint32_t site; /* ALLOC: its call site */
-    uint32_t pool; /* ALLOC: its private pool (snap_pools.c), set when handed out */
-    uint64_t addr; /* ALLOC: the block's address, which names its pool */
-} snap_ev;
 
 /* MARK labels, NUL-terminated, back to back. */
 typedef struct label_pool {
@@ -119,16 +111,22 @@ typedef struct addr_map {
     size_t cap, used;
 } addr_map;
 
-/* Events buffered at open: a snapshot whose events fit is read once; a longer one is read
- * twice (the first pass finds the prehistoric blocks, which come first, and the metadata,
- * which comes last), so that memory never follows the trace's length. */
-#define SNAP_BUFFER_EVENTS (1u << 20)
+/* Events handed out at a time from the first pass's log (snap_events.c). */
+#define SNAP_QUEUE 256
 
 typedef struct snap_build snap_build;
 
 typedef struct snap_state {
-    snap_ev *ev; /* one pass: every event; two passes: a queue of the next few */
+    snap_ev *ev; /* a queue of the next few events (two passes: the build's) */
     size_t nev, pos;
+    /* one pass: the log of its events, handed out after the prehistoric ALLOCs (pre, by
+     * address), ids final through rank (a prehistoric block's discovery index -> its id) */
+    as_evlog *log;
+    pre_block *pre;
+    size_t npre;
+    uint64_t *rank;
+    int64_t t0;
+    as_instream *in; /* for messages */
     uint64_t warnings;
     snap_build *b;          /* two passes: the second one, reading on demand */
     size_t pre_out;         /* prehistoric ALLOCs handed out so far */
@@ -187,10 +185,11 @@ struct snap_build {
     uint8_t in_release;
     uint32_t empty_pending; /* the run whose events go before the next alloc/free entry */
     uint64_t empty_inferred;
-    snap_ev *ev;
+    snap_ev *ev; /* pass 2: the queue of events made by the entries read */
     size_t nev, capev;
-    int overflow;          /* pass 1 stopped buffering: a second pass will emit */
-    uint64_t buffer_max;   /* events pass 1 may keep (SNAP_BUFFER_EVENTS or the option) */
+    as_evlog *log;         /* pass 1: its events (provisional ids) */
+    int overflow;          /* pass 1 stopped logging: a second pass will emit */
+    uint64_t buffer_max;   /* events pass 1 may keep (the option; else no limit) */
     uint64_t emitted;      /* events of the trace (pass 1 counts them, pass 2 checks) */
     uint64_t pass2_events; /* pass 1's count, which pass 2 must reach */
     int64_t t0;            /* time of the first trace event (the prehistoric ALLOCs take it) */
@@ -783,21 +782,28 @@ static int user_mark(snap_build *b, as_pk_ref um, uint32_t *umark)
 
 /* ---- the address state machine -------------------------------------------------------- */
 
-/* One event of the trace. Pass 1 buffers it (ids provisional: a trace ordinal, or a
- * prehistoric discovery index) until SNAP_BUFFER_EVENTS, then only counts; pass 2 queues
- * it with its final id (prehistoric blocks were preloaded with theirs). */
+/* One event of the trace. Pass 1 logs it (ids provisional: a trace ordinal, or a
+ * prehistoric discovery index) up to buffer_max, then only counts; pass 2 queues it with
+ * its final id (prehistoric blocks were preloaded with theirs). */
 static int push_ev(snap_build *b, const snap_ev *e)
 {
     if (!b->emitted++)
         b->t0 = e->time_us;
     if (b->overflow)
         return 0;
-    if (b->pass == 1 && b->nev >= b->buffer_max) {
-        b->overflow = 1;
-        free(b->ev);
-        b->ev = NULL;
-        b->nev = b->capev = 0;
-        return 0;
+    if (b->pass == 1) {
+        if (as_evlog_count(b->log) >= b->buffer_max) {
+            b->overflow = 1;
+            as_evlog_free(b->log);
+            b->log = NULL;
+            return 0;
+        }
+        int rc = as_evlog_put(b->log, e);
+        if (rc == AS_ENOMEM)
+            return oom(b);
+        return rc ? bfail(b, rc, UINT64_MAX, "cannot write the events' temporary file: %s",
+                          strerror(errno))
+                  : 0;
     }
     if (grow((void **)&b->ev, &b->capev, b->nev + 1, sizeof *b->ev))
         return oom(b);
@@ -1468,39 +1474,21 @@ static int finish_pass1(snap_build *b, as_meta *meta)
     return 0;
 }
 
-/* One pass: the buffered events become the final stream, prehistoric ALLOCs first (by
- * address), then the trace's with shifted ids, in the same array (moved up). */
-static int finish_buffered(snap_build *b, snap_state *st)
+/* One pass: the log and the prehistoric blocks move to the state, which hands out the
+ * prehistoric ALLOCs first (by address), then the log's events with their final ids. */
+static int finish_logged(snap_build *b, snap_state *st)
 {
-    uint64_t *rank = NULL;
-    if (b->npre) {
-        rank = malloc(b->npre * sizeof *rank);
-        if (!rank || grow((void **)&b->ev, &b->capev, b->nev + b->npre, sizeof *b->ev)) {
-            free(rank);
-            return oom(b);
-        }
-        for (size_t i = 0; i < b->npre; i++)
-            rank[b->pre[i].idx] = i;
-    }
-    for (size_t i = 0; i < b->nev; i++) {
-        snap_ev *e = &b->ev[i];
-        if (e->op != AS_OP_MARK) /* a MARK's id is its label */
-            e->id = e->pre ? rank[e->id] : e->id + b->npre;
-    }
-    free(rank);
-    int64_t t0 = b->nev ? b->ev[0].time_us : AS_TIME_NONE;
-    if (b->npre)
-        memmove(b->ev + b->npre, b->ev, b->nev * sizeof *b->ev);
+    if (b->npre && !(st->rank = malloc(b->npre * sizeof *st->rank)))
+        return oom(b);
     for (size_t i = 0; i < b->npre; i++)
-        b->ev[i] = (snap_ev){.op = AS_OP_ALLOC,
-                             .id = i,
-                             .size = b->pre[i].size,
-                             .stream = b->pre[i].stream,
-                             .time_us = t0,
-                             .addr = b->pre[i].addr};
-    st->ev = b->ev;
-    st->nev = b->nev + b->npre;
-    b->ev = NULL;
+        st->rank[b->pre[i].idx] = i;
+    if (!(st->ev = malloc(SNAP_QUEUE * sizeof *st->ev)))
+        return oom(b);
+    st->log = b->log, b->log = NULL;
+    st->pre = b->pre, b->pre = NULL;
+    st->npre = b->npre;
+    st->t0 = b->t0;
+    st->in = b->in;
     return 0;
 }
 
@@ -1597,6 +1585,7 @@ static void build_free(snap_build *b)
         return;
     as_pk_stream_close(b->ps);
     free(b->ev);
+    as_evlog_free(b->log);
     free(b->pre);
     free(b->map.slots);
     free(b->dev_entries);
@@ -1717,12 +1706,73 @@ static uint32_t pool_of(snap_state *st, uint64_t addr, uint64_t id)
     return pool;
 }
 
-/* Every buffered ALLOC's pool (a trace read in two passes resolves at hand-out). */
-static void resolve_pools(snap_state *st)
+/* The log could not be read back (its temporary file failed, or was changed). */
+static int log_fail(snap_state *st, as_trace_error *err, int rc)
 {
-    for (size_t i = 0; i < st->nev; i++)
-        if (st->ev[i].op == AS_OP_ALLOC)
-            st->ev[i].pool = pool_of(st, st->ev[i].addr, st->ev[i].id);
+    rc = as_instream_fail(st->in, err, rc, "the events' temporary file could not be read back%s%s",
+                          rc == AS_EIO ? ": " : "", rc == AS_EIO ? strerror(errno) : "");
+    if (err)
+        err->offset = UINT64_MAX;
+    return rc;
+}
+
+/* One pass: the next events of the log into the queue, prehistoric ALLOCs first, with
+ * final ids and their pools (count: into the record, as the walk at open does). 0, or
+ * AS_TRACE_EOF when all are out, or < 0 (the temporary file). */
+static int log_fill(snap_state *st, int count, as_trace_error *err)
+{
+    st->nev = st->pos = 0;
+    while (st->nev < SNAP_QUEUE && st->pre_out < st->npre) {
+        const pre_block *p = &st->pre[st->pre_out];
+        snap_ev *e = &st->ev[st->nev++];
+        *e = (snap_ev){.op = AS_OP_ALLOC,
+                       .id = st->pre_out++,
+                       .size = p->size,
+                       .stream = p->stream,
+                       .time_us = st->t0,
+                       .addr = p->addr};
+    }
+    while (st->nev < SNAP_QUEUE) {
+        snap_ev *e = &st->ev[st->nev];
+        int rc = as_evlog_get(st->log, e);
+        if (rc < 0)
+            return log_fail(st, err, rc);
+        if (rc == 0)
+            break;
+        if (e->op != AS_OP_MARK && e->op != AS_OP_EMPTY_CACHE) /* a MARK's id is its label */
+            e->id = e->pre ? st->rank[e->id] : e->id + st->npre;
+        st->nev++;
+    }
+    for (size_t i = 0; i < st->nev; i++) {
+        snap_ev *e = &st->ev[i];
+        if (e->op != AS_OP_ALLOC)
+            continue;
+        if (count) {
+            e->pool = pool_of(st, e->addr, e->id);
+        } else {
+            int how;
+            e->pool = as_snap_pools_of(st->pools, e->addr, e->id, &how);
+        }
+    }
+    return st->nev ? 0 : AS_TRACE_EOF;
+}
+
+/* One pass: every ALLOC's pool counted into the record at open (the events are handed out
+ * later, from a second walk of the log). */
+static int resolve_pools(snap_state *st, as_trace_error *err)
+{
+    int rc;
+    if ((rc = as_evlog_rewind(st->log)) < 0)
+        return log_fail(st, err, rc);
+    while ((rc = log_fill(st, 1, err)) == 0)
+        ;
+    if (rc != AS_TRACE_EOF)
+        return rc;
+    st->pre_out = 0;
+    st->nev = st->pos = 0;
+    if ((rc = as_evlog_rewind(st->log)) < 0)
+        return log_fail(st, err, rc);
+    return 0;
 }
 
 static int torch_open(as_instream *in, const as_reader_opts *opts, as_meta *meta, void **stp,
@@ -1743,11 +1793,9 @@ static int torch_open(as_instream *in, const as_reader_opts *opts, as_meta *meta
                       .chosen = -1,
                       .t0 = AS_TIME_NONE,
                       .umeta_ref = AS_PK_NIL,
-                      .buffer_max = SNAP_BUFFER_EVENTS};
+                      .buffer_max = UINT64_MAX};
     if (opts && opts->max_pickle_buffered)
         b->buffer_max = opts->max_pickle_buffered;
-    else if (!as_instream_rewindable(in))
-        b->buffer_max = UINT64_MAX; /* a pipe cannot be read twice: keep every event */
     if (opts && opts->device_set) {
         b->want_set = 1;
         b->want = opts->device;
@@ -1762,6 +1810,10 @@ static int torch_open(as_instream *in, const as_reader_opts *opts, as_meta *meta
     }
     b->sites = st->sites;
     b->umarks = &st->umarks;
+    if (as_evlog_new(1, &b->log) < 0) {
+        rc = as_instream_fail(in, err, AS_ENOMEM, "out of host memory");
+        goto fail;
+    }
     if ((rc = read_pass(b, opts)) || (rc = finish_pass1(b, meta)) ||
         (rc = read_annotations(b, st, meta)) || (rc = keep_record(b, st)))
         goto fail;
@@ -1771,9 +1823,8 @@ static int torch_open(as_instream *in, const as_reader_opts *opts, as_meta *meta
         goto fail;
     }
     if (!b->overflow) {
-        if ((rc = finish_buffered(b, st)))
+        if ((rc = finish_logged(b, st)) || (rc = resolve_pools(st, err)))
             goto fail;
-        resolve_pools(st);
         build_free(b);
         free(b);
     } else {
@@ -1885,7 +1936,7 @@ again:
         return 0;
     }
     if (st->pos >= st->nev && !st->ended) {
-        int rc = st->b ? pass2_fill(st, err) : AS_TRACE_EOF;
+        int rc = st->b ? pass2_fill(st, err) : log_fill(st, 0, err);
         if (rc < 0)
             return rc;
         st->ended = rc == AS_TRACE_EOF;
@@ -1909,11 +1960,10 @@ again:
                      .stream = e->stream,
                      .time_us = e->time_us,
                      .label = e->op == AS_OP_MARK ? st->umarks.p + e->id : NULL};
-    if (e->op == AS_OP_ALLOC && st->b) { /* two passes: resolved here */
+    if (e->op == AS_OP_ALLOC && st->b) /* two passes: resolved here */
         ev->pool = pool_of(st, e->addr, e->id);
-    } else if (e->op == AS_OP_ALLOC) {
+    else if (e->op == AS_OP_ALLOC)
         ev->pool = e->pool;
-    }
     return 0;
 }
 
@@ -1932,6 +1982,9 @@ static void torch_close(void *stp)
         free(st->b);
     } else {
         free(st->ev);
+        as_evlog_free(st->log);
+        free(st->pre);
+        free(st->rank);
     }
     state_free(st);
 }

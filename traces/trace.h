@@ -166,8 +166,8 @@ typedef struct as_reader_opts {
     int zstd_window_log;
     uint64_t max_pickle_bytes;  /* snapshot pickles: decompressed bytes read (0: 16 GiB) */
     uint64_t max_pickle_memory; /* snapshot pickles: parser memory (0: 1 GiB) */
-    uint64_t max_pickle_buffered; /* snapshot pickles: events kept from the first pass; a
-                                     longer trace is read twice (0: 2^20) */
+    uint64_t max_pickle_buffered; /* snapshot pickles: events logged from the first pass;
+                                     a longer trace is read twice (0: no limit) */
     /* Snapshot pickles: read device_traces[device] when device_set; otherwise the one
      * device with a trace (a snapshot tracing several is an error that lists them). */
     int device_set;
