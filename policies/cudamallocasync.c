@@ -54,6 +54,101 @@ typedef struct snode {
 #define OSET(name) cas_##name
 #include "oset.h"
 
+/* A size index (one per class): common.h's binned index over snodes, TLSF classes of
+ * short (size, seq) lists, a treap for a crowded one, so that "the smallest range that
+ * holds size, free first among equals" is a bitmap test and a short scan, where one
+ * treap of every range took a dozen levels and rotations per update. */
+#define SB_SL 5
+typedef struct sbins {
+    uint64_t flmap;
+    uint32_t slmap[64], treap[64]; /* treap: bit sl set when bin (fl, sl) is one */
+    uint32_t root[64][1u << SB_SL];
+    uint32_t cnt[64][1u << SB_SL];
+} sbins;
+
+static void sb_insert(snode *b, sbins *x, uint32_t n)
+{
+    unsigned fl, sl;
+    as_tlsf_class(b[n].size, SB_SL, 0, &fl, &sl);
+    int treap = x->treap[fl] >> sl & 1;
+    if (cas_bin_insert(b, &x->root[fl][sl], x->cnt[fl][sl], treap, n) != treap)
+        x->treap[fl] ^= 1u << sl;
+    x->cnt[fl][sl]++;
+    x->slmap[fl] |= 1u << sl;
+    x->flmap |= 1ull << fl;
+}
+
+static void sb_erase(snode *b, sbins *x, uint32_t n)
+{
+    unsigned fl, sl;
+    as_tlsf_class(b[n].size, SB_SL, 0, &fl, &sl);
+    int treap = x->treap[fl] >> sl & 1;
+    if (cas_bin_erase(b, &x->root[fl][sl], x->cnt[fl][sl], treap, n) != treap)
+        x->treap[fl] ^= 1u << sl;
+    if (--x->cnt[fl][sl] == 0) {
+        x->slmap[fl] &= ~(1u << sl);
+        if (!x->slmap[fl])
+            x->flmap &= ~(1ull << fl);
+    }
+}
+
+/* The smallest (size, seq) with size >= want, or 0 (as_bins_find). */
+static uint32_t sb_find(const snode *b, const sbins *x, uint64_t want)
+{
+    unsigned fl, sl;
+    as_tlsf_class(want ? want : 1, SB_SL, 0, &fl, &sl);
+    if (x->slmap[fl] >> sl & 1) {
+        uint32_t n = cas_bin_lower_bound(b, x->root[fl][sl], x->treap[fl] >> sl & 1, want);
+        if (n)
+            return n;
+    }
+    uint32_t m = sl + 1 < 32 ? x->slmap[fl] & (~0u << (sl + 1)) : 0;
+    if (!m) {
+        uint64_t fm = fl + 1 < 64 ? x->flmap & (~0ull << (fl + 1)) : 0;
+        if (!fm)
+            return 0;
+        fl = (unsigned)__builtin_ctzll(fm);
+        m = x->slmap[fl];
+    }
+    sl = (unsigned)__builtin_ctz(m); /* every range of a higher bin holds it */
+    return cas_bin_min(b, x->root[fl][sl], x->treap[fl] >> sl & 1);
+}
+
+static uint64_t sb_max(const snode *b, const sbins *x)
+{
+    if (!x->flmap)
+        return 0;
+    unsigned fl = 63u ^ (unsigned)__builtin_clzll(x->flmap);
+    unsigned sl = 31u ^ (unsigned)__builtin_clz(x->slmap[fl]);
+    return b[cas_bin_max(b, x->root[fl][sl], x->treap[fl] >> sl & 1)].size;
+}
+
+/* Each bin's structure, count, maps and class; *count: the ranges it holds. */
+static const char *sb_check(const snode *b, uint32_t nb, const sbins *x, uint64_t *count)
+{
+    *count = 0;
+    for (unsigned fl = 0; fl < 64; fl++)
+        for (unsigned sl = 0; sl < 32; sl++) {
+            uint32_t head = x->root[fl][sl];
+            int treap = x->treap[fl] >> sl & 1;
+            uint64_t c;
+            const char *why = cas_bin_check(b, nb, head, treap, &c);
+            if (why)
+                return why;
+            if (c != x->cnt[fl][sl] || !c != !(x->slmap[fl] >> sl & 1) ||
+                !x->slmap[fl] != !(x->flmap >> fl & 1) || (treap && !c))
+                return "a size bin's count or maps disagree with it";
+            for (uint32_t n = cas_bin_min(b, head, treap); n; n = cas_bin_next(b, head, treap, n)) {
+                unsigned f, l;
+                as_tlsf_class(b[n].size, SB_SL, 0, &f, &l);
+                if (f != fl || l != sl)
+                    return "a range is in the wrong size bin";
+            }
+            *count += c;
+        }
+    return NULL;
+}
+
 enum { LIVE_FREE, LIVE_ALLOC, LIVE_PENDING };
 
 typedef struct live_rec {
@@ -66,6 +161,7 @@ typedef struct live_rec {
 typedef struct cmasync {
     const as_device *dev;
     uint64_t round, grow, threshold;
+    unsigned gshift;              /* log2 of grow when a power of two, else 0 */
     uint64_t base, va_size, tail; /* tail: offset where the unbounded free space starts */
     uint32_t nchunk, top_word;    /* top_word: that of the highest chunk ever mapped */
     uint32_t *chunk_live;
@@ -74,7 +170,8 @@ typedef struct cmasync {
     fnode *fa;
     snode *fs;
     size_t ncap;
-    uint32_t nn, node_free, root_a, root_s[2];
+    uint32_t nn, node_free, root_a;
+    sbins sz[2]; /* the size index of each class */
     uint64_t nfree, seq;
     live_rec *lv;
     size_t lcap;
@@ -123,7 +220,9 @@ static void clr_bit(uint64_t *m, uint32_t c)
 
 static uint32_t chunk_of(const cmasync *s, uint64_t off)
 {
-    return (uint32_t)(off / s->grow);
+    /* A 64-bit division is tens of cycles, several per event: a shift for the power-of-two
+     * chunks of every measured setting. */
+    return (uint32_t)(s->gshift ? off >> s->gshift : off / s->grow);
 }
 
 /* 0 when every chunk under [off, off+size) is mapped, else 1. */
@@ -140,9 +239,9 @@ static void set_class(cmasync *s, uint32_t n, uint32_t cls)
 {
     if (s->fa[n].cls == cls)
         return;
-    cas_treap_erase(s->fs, &s->root_s[s->fa[n].cls], n);
+    sb_erase(s->fs, &s->sz[s->fa[n].cls], n);
     s->fa[n].cls = cls;
-    cas_treap_insert(s->fs, &s->root_s[cls], 0, n);
+    sb_insert(s->fs, &s->sz[cls], n);
 }
 
 static int node_new(cmasync *s, uint64_t off, uint64_t size, uint32_t cls, uint32_t *out)
@@ -162,7 +261,7 @@ static int node_new(cmasync *s, uint64_t off, uint64_t size, uint32_t cls, uint3
     s->fa[n] = (fnode){.addr = off, .size = size, .cls = cls};
     s->fs[n] = (snode){.addr = ++s->seq, .size = size};
     caa_treap_insert(s->fa, &s->root_a, 1, n);
-    cas_treap_insert(s->fs, &s->root_s[cls], 0, n);
+    sb_insert(s->fs, &s->sz[cls], n);
     s->nfree++;
     *out = n;
     return 0;
@@ -173,19 +272,19 @@ static int node_new(cmasync *s, uint64_t off, uint64_t size, uint32_t cls, uint3
  * the address index holds, only the size index files it again. */
 static void node_rekey(cmasync *s, uint32_t n, uint64_t off, uint64_t size, uint32_t cls)
 {
-    cas_treap_erase(s->fs, &s->root_s[s->fa[n].cls], n);
+    sb_erase(s->fs, &s->sz[s->fa[n].cls], n);
     s->fa[n].addr = off;
     s->fa[n].size = size;
     s->fa[n].cls = cls;
     s->fs[n].addr = ++s->seq;
     s->fs[n].size = size;
-    cas_treap_insert(s->fs, &s->root_s[cls], 0, n);
+    sb_insert(s->fs, &s->sz[cls], n);
 }
 
 static void node_del(cmasync *s, uint32_t n)
 {
     caa_treap_erase(s->fa, &s->root_a, n);
-    cas_treap_erase(s->fs, &s->root_s[s->fa[n].cls], n);
+    sb_erase(s->fs, &s->sz[s->fa[n].cls], n);
     s->fa[n].l = s->node_free;
     s->node_free = n;
     s->nfree--;
@@ -320,6 +419,7 @@ static int ca_init(void *st, const as_knob_value *cfg, const as_device *dev)
     s->dev = dev;
     s->round = round;
     s->grow = (uint64_t)cfg[K_GROW].i * AS_MIB;
+    s->gshift = s->grow & (s->grow - 1) ? 0 : (unsigned)__builtin_ctzll(s->grow);
     s->threshold = (uint64_t)cfg[K_THRESHOLD].i;
     s->va_size = VA_SIZE / s->grow * s->grow;
     s->nchunk = (uint32_t)(s->va_size / s->grow);
@@ -356,9 +456,9 @@ static int ca_alloc(void *st, const as_request *req, as_block *out)
     if (req->size > AS_REQUEST_MAX)
         return AS_POLICY_OOM;
     uint64_t size = as_align_up(req->size, s->round);
-    uint32_t n = cas_treap_lower_bound(s->fs, s->root_s[0], 0, size, 0), k;
+    uint32_t n = sb_find(s->fs, &s->sz[0], size), k;
     if (!n)
-        n = cas_treap_lower_bound(s->fs, s->root_s[1], 0, size, 0);
+        n = sb_find(s->fs, &s->sz[1], size);
     uint64_t off = n ? s->fa[n].addr : s->tail;
     if (!n && size > s->va_size - s->tail)
         return AS_POLICY_OOM; /* past the pool's address space */
@@ -460,11 +560,9 @@ static void ca_stats(const void *st, as_policy_stats *out)
     const cmasync *s = st;
     uint64_t reserved = s->nmapped * s->grow, fb = reserved - s->allocated;
     uint64_t largest = 0;
-    for (int c = 0; c < 2; c++) {
-        uint32_t top = cas_treap_max(s->fs, s->root_s[c]);
-        if (top && s->fs[top].size > largest)
-            largest = s->fs[top].size;
-    }
+    for (int c = 0; c < 2; c++)
+        if (sb_max(s->fs, &s->sz[c]) > largest)
+            largest = sb_max(s->fs, &s->sz[c]);
     *out = (as_policy_stats){.allocated = s->allocated,
                              .reserved = reserved,
                              .free_bytes = fb,
@@ -479,9 +577,9 @@ static int ca_check_ranges(const cmasync *s, as_check_failure *f)
     uint64_t na = 0, ns = 0, ns1 = 0, bytes = 0, end = 0;
     const char *why = caa_bin_check(s->fa, s->nn + 1, s->root_a, 2, &na);
     if (!why)
-        why = cas_bin_check(s->fs, s->nn + 1, s->root_s[0], 1, &ns);
+        why = sb_check(s->fs, s->nn + 1, &s->sz[0], &ns);
     if (!why)
-        why = cas_bin_check(s->fs, s->nn + 1, s->root_s[1], 1, &ns1);
+        why = sb_check(s->fs, s->nn + 1, &s->sz[1], &ns1);
     if (why)
         return as_check_fail(f, "free ranges: %s", why);
     ns += ns1;
