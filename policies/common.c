@@ -744,17 +744,21 @@ uint32_t as_btree_find(const as_heap *h, const as_btree *t, uint64_t want)
 {
     (void)h;
     uint32_t i = t->root;
-    if (!i || as_btree_max(t) < want)
+    if (!i)
         return AS_NIL;
-    for (;;) {
-        const as_btnode *x = &t->nd[i];
-        unsigned s = 0;
+    const as_btnode *x = &t->nd[i];
+    unsigned s = 0;
+    while (s < x->n && x->max[s] < want) /* the root's scan tells whether any fits */
+        s++;
+    if (s == x->n)
+        return AS_NIL;
+    while (!x->leaf) {
+        x = &t->nd[x->child[s]];
+        s = 0;
         while (x->max[s] < want) /* the summaries say one fits */
             s++;
-        if (x->leaf)
-            return x->child[s];
-        i = x->child[s];
     }
+    return x->child[s];
 }
 
 uint64_t as_btree_max(const as_btree *t)
