@@ -14,6 +14,15 @@ so a capacity is enforced there by a ballast of cudaMalloc'd memory that leaves 
 `capacity` bytes free, and the pool's ReservedMem/UsedMem (current, high) are read with
 cudaMemPoolGetAttribute. --release-threshold sets cudaMemPoolAttrReleaseThreshold.
 
+Harness variants, for the question of what the key's own harness did to the address space
+(issue 17, PLACEMENT.md section 7): --keep-snapshots keeps every run's snapshot object alive
+(with "last", each one until the next run's replaces it), --timing events times each run with
+CUDA events instead of time.perf_counter, --pinned-bytes keeps a pinned host buffer from each
+run's end, --load-late reads the trace after CUDA's initialisation, and --maps records the
+process's /proc/self/maps (in full at the start, then what each moment of a run added and
+removed: its start, the end of its replay, after its snapshot, after its teardown), so that a
+host mapping inside cudaMalloc's address range can be seen.
+
 Reads: allocsim text (`allocsim-text 1`), torch snapshot pickles (.pickle or zstd'd), and
 allocsim native traces through `allocsim convert` (--allocsim PATH). Writes the allocsim
 JSON report (marked "measured": true) and a --segments CSV run,alloc,event,action,addr,size.
@@ -293,6 +302,44 @@ def fraction_for(allowed, total):
     return min(f, 1.0)
 
 
+class MapsLog:
+    """/proc/self/maps over a process's life: the first read in full, then per moment the
+    lines it added and removed (address range, permissions, offset and name)."""
+
+    def __init__(self):
+        self.last = None
+        self.log = []
+
+    @staticmethod
+    def read():
+        with open("/proc/self/maps") as f:
+            return [ln.rstrip("\n") for ln in f]
+
+    def mark(self, run, moment):
+        now = self.read()
+        if self.last is None:
+            self.log.append({"run": run, "moment": moment, "full": now})
+        else:
+            old, new = set(self.last), set(now)
+            self.log.append({"run": run, "moment": moment,
+                             "added": [x for x in now if x not in old],
+                             "removed": [x for x in self.last if x not in new]})
+        self.last = now
+
+
+cfg_maps = None          # a MapsLog with --maps
+cfg_keep = None          # --keep-snapshots: the runs' snapshots kept (a list)
+cfg_keep_mode = "all"
+cfg_timing = "perf"
+cfg_pinned = 0
+cfg_pinned_keep = []
+
+
+def maps_mark(label, moment):
+    if cfg_maps is not None:
+        cfg_maps.mark(label, moment)
+
+
 def one_run(torch, evs, cap, total, is_async, rt, record, label):
     """Replays evs once; returns the run dict and its segment rows (alloc, event, action,
     addr, size)."""
@@ -325,6 +372,10 @@ def one_run(torch, evs, cap, total, is_async, rt, record, label):
     requested = peak_requested = 0
     oom_alloc = oom_event = None
     nalloc = 0
+    maps_mark(label, "start")
+    if cfg_timing == "events":
+        ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        ev0.record()
     t0 = time.perf_counter()
     for i, e in enumerate(evs):
         op = e[0]
@@ -354,7 +405,14 @@ def one_run(torch, evs, cap, total, is_async, rt, record, label):
         elif op == "e":
             torch.cuda.empty_cache()
     wall = time.perf_counter() - t0
+    if cfg_timing == "events":
+        ev1.record()
+        ev1.synchronize()
+        wall = ev0.elapsed_time(ev1) / 1000.0
     torch.cuda.synchronize()
+    maps_mark(label, "end")
+    if cfg_pinned:
+        cfg_pinned_keep.append(torch.empty(cfg_pinned, dtype=torch.uint8, pin_memory=True))
     st = torch.cuda.memory_stats()
     run = {
         "label": label,
@@ -384,6 +442,12 @@ def one_run(torch, evs, cap, total, is_async, rt, record, label):
     if record:
         snap = torch.cuda.memory._snapshot()
         torch.cuda.memory._record_memory_history(enabled=None)
+        if cfg_keep is not None:
+            # "last": the previous run's snapshot lives until this one replaces it, as in a
+            # loop that assigns each run's snapshot to one variable
+            if cfg_keep_mode == "last":
+                cfg_keep.clear()
+            cfg_keep.append(snap)
         dev = next((t for t in snap["device_traces"] if t), [])
         seen = 0
         nres = nrel = 0
@@ -409,11 +473,13 @@ def one_run(torch, evs, cap, total, is_async, rt, record, label):
             run["effective_capacity"] = ballast.effective
     if oom_alloc is not None and cap is None:
         run["hit_device_limit"] = True
+    maps_mark(label, "snapshot")
     live.clear()
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     if ballast is not None:
         ballast.release()
+    maps_mark(label, "teardown")
     return run, rows
 
 
@@ -422,12 +488,21 @@ cfg_history = "light"
 
 
 def worker(args):
-    global cfg_threshold, cfg_history
+    global cfg_threshold, cfg_history, cfg_maps, cfg_keep, cfg_keep_mode, cfg_timing, cfg_pinned
     cfg_history = args.history
+    cfg_maps = MapsLog() if args.maps else None
+    cfg_keep = [] if args.keep_snapshots else None
+    cfg_keep_mode = args.keep_snapshots
+    cfg_timing, cfg_pinned = args.timing, args.pinned_bytes
     import torch
-    evs, meta = load_trace(args.trace, args.allocsim)
+    maps_mark("process", "imported")
+    if not args.load_late:
+        evs, meta = load_trace(args.trace, args.allocsim)
     torch.cuda.init()
     torch.cuda.synchronize()
+    if args.load_late:
+        evs, meta = load_trace(args.trace, args.allocsim)
+    maps_mark("process", "initialised")
     total = torch.cuda.get_device_properties(0).total_memory
     conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
     is_async = "cudaMallocAsync" in conf
@@ -444,11 +519,14 @@ def worker(args):
     if args.key_protocol:
         for label in ("warmup", "timing"):
             r, _ = one_run(torch, evs, None, total, is_async, rt, False, label)
-    for c in args.caps:
+    for n, c in enumerate(args.caps):
         cap = None if c == "none" else int(c)
-        r, rows = one_run(torch, evs, cap, total, is_async, rt, record, "uncapped" if cap is None else "cap")
+        r, rows = one_run(torch, evs, cap, total, is_async, rt, record, n)
+        r["label"] = "uncapped" if cap is None else "cap"
         out["runs"].append(r)
         out["segments"].append(rows)
+    if cfg_maps is not None:
+        out["maps"] = cfg_maps.log
     with open(args.worker_out, "w") as f:
         json.dump(out, f)
 
@@ -477,6 +555,16 @@ def main():
     ap.add_argument("--host-heap", choices=("brk", "default"), default="brk",
                     help="the worker's host memory from the brk heap alone (default), or "
                          "Python's and glibc's defaults (mmap'd arenas, as the key's runs had)")
+    ap.add_argument("--keep-snapshots", nargs="?", const="all", choices=("all", "last"),
+                    help="keep every run's snapshot object alive to the process's end (all), "
+                         "or each one until the next run's replaces it (last)")
+    ap.add_argument("--timing", choices=("perf", "events"), default="perf",
+                    help="time each run with time.perf_counter (default) or CUDA events")
+    ap.add_argument("--pinned-bytes", type=int, default=0,
+                    help="keep a pinned host buffer of this many bytes from each run's end")
+    ap.add_argument("--load-late", action="store_true",
+                    help="read the trace after CUDA's initialisation instead of before")
+    ap.add_argument("--maps", help="write the worker's /proc/self/maps log here (JSON)")
     ap.add_argument("--worker-out", help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.caps = args.cap or ["none"]
@@ -513,6 +601,7 @@ def main():
                           "allocs": nalloc, "peak_requested": peak_req, "meta": meta}],
               "runs": []}
     seg_rows = []
+    maps_of = []
     for conf in args.conf or ["default"]:
         env = dict(os.environ)
         env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
@@ -534,7 +623,13 @@ def main():
             cmd += ["--allocsim", args.allocsim]
         if args.release_threshold is not None:
             cmd += ["--release-threshold", str(args.release_threshold)]
-        cmd += ["--history", args.history]
+        cmd += ["--history", args.history, "--timing", args.timing,
+                "--pinned-bytes", str(args.pinned_bytes)]
+        if args.keep_snapshots:
+            cmd += ["--keep-snapshots", args.keep_snapshots]
+        cmd += ["--load-late"] * args.load_late
+        if args.maps:
+            cmd += ["--maps", "1"]
         r = subprocess.run(cmd, env=env)
         if r.returncode != 0:
             print(f"torch_replay: config {conf}: worker failed ({r.returncode})", file=sys.stderr)
@@ -543,6 +638,8 @@ def main():
         with open(wout) as f:
             w = json.load(f)
         os.unlink(wout)
+        if args.maps:
+            maps_of.append({"conf": conf, "log": w.get("maps", [])})
         report.setdefault("total_memory", w["total_memory"])
         report.setdefault("torch", w["torch"])
         for run, rows in zip(w["runs"], w["segments"]):
@@ -558,6 +655,9 @@ def main():
             f.write(text + "\n")
     else:
         print(text)
+    if args.maps:
+        with open(args.maps, "w") as f:
+            json.dump(maps_of, f)
     if args.segments:
         with open(args.segments, "w") as f:
             f.write("run,alloc,event,action,addr,size\n")
