@@ -59,8 +59,9 @@ typedef struct as_device_ops {
     int (*unmap)(void *ctx, uint64_t addr, uint64_t size);
     /* cuMemMap of the handles already backing [src, src+size) (pages map() made, in one
      * va_reserve'd range) a second time at [dst, dst+size) (unmapped pages of a va_reserve'd
-     * range), then cuMemSetAccess: both addresses reach the same memory. No physical memory,
-     * never AS_DEV_OOM; reserved() does not change. The pages' own range may be unmap()ped
+     * range), then cuMemSetAccess: both addresses reach the same memory. No physical memory:
+     * reserved() does not change; AS_DEV_OOM only where the driver itself refuses a mapping
+     * for lack of memory (the simulated device never does). The pages' own range may be unmap()ped
      * only after every alias of them is unalias()ed, so physical memory is always what
      * reserved() says. Not a segment event (GMLake records none for a stitched block). */
     int (*alias)(void *ctx, uint64_t dst, uint64_t src, uint64_t size);

@@ -628,7 +628,7 @@ static int sblk_make(gm *g, const uint64_t *refs, uint32_t n, uint64_t stream, u
         free(x->ref);
         memset(x, 0, sizeof *x);
         ids_push(&g->free_sb, s);
-        return rc < 0 ? rc : AS_EDEVICE;
+        return rc < 0 || rc == AS_DEV_OOM ? rc : AS_EDEVICE;
     }
     *out = s;
     return 0;
@@ -767,7 +767,21 @@ static int stitch_pick(gm *g, uint64_t size, uint64_t stream, uint64_t **refs, u
     return 1;
 }
 
-/* get_fused_fragmented_blocks at ladder step `step`. */
+static int free_block(gm *g, uint32_t b);
+
+/* The blocks stitch_pick took (g->work) go back to the pool, the last one's split tail
+ * merged again: as before the pick. */
+static int stitch_undo(gm *g)
+{
+    int rc = 0;
+    for (size_t k = 0; !rc && k < g->work.n; k++)
+        rc = free_block(g, g->work.v[k]);
+    return rc;
+}
+
+/* get_fused_fragmented_blocks at ladder step `step`. A mapping the driver refuses for lack
+ * of memory (alias's AS_DEV_OOM) fails the stitch and the ladder goes on, as a failed
+ * mapVirAddr does in glake. */
 static int stitch(gm *g, int small, uint64_t size, uint64_t stream, int step, found *f)
 {
     if (!g->stitch || step < g->defraglevel || small || size < g->fraglimit)
@@ -779,6 +793,10 @@ static int stitch(gm *g, int small, uint64_t size, uint64_t stream, int step, fo
         rc = sblk_make(g, refs, n, stream, &s);
     else
         n = 0;
+    if (rc == AS_DEV_OOM) {
+        rc = stitch_undo(g);
+        n = 0;
+    }
     free(refs);
     if (rc < 0 || !n)
         return rc;

@@ -525,9 +525,9 @@ static int dev_alias(void *ctx, uint64_t dst, uint64_t src, uint64_t size)
         rc = drv_rc(d, as_cu.cuMemSetAccess(pa, d->page, &d->access, 1), "cuMemSetAccess", d->page);
         access_ns += as_cuda_now_ns() - t1;
     }
-    if (rc) { /* all or nothing, as a map; never a capacity result */
-        (void)unmap_pages(d, dv, df, done);
-        rc = rc == AS_DEV_OOM ? AS_EDEVICE : rc;
+    if (rc) { /* all or nothing, as a map; the driver's OOM stays a refusal */
+        int u = unmap_pages(d, dv, df, done);
+        rc = u < 0 && rc == AS_DEV_OOM ? u : rc;
     } else {
         d->c.aliases++;
     }

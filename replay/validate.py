@@ -235,7 +235,8 @@ def sides_of(a, p, base, trace, allocsim, replay, torch_replay):
     torch_specs = [spec_of(c) for c in TORCH_CONFS]
     out = [("replay", p["spec"] in torch_specs,
             [replay, "-f", "json", "-p", p["spec"], *capargs, "-o", base + ".replay.json",
-             "--segments", base + ".replay.csv", "--latency", base + ".lat.csv", trace])]
+             "--segments", base + ".replay.csv", "--latency", base + ".lat.csv",
+             "--calls", base + ".calls.csv", trace])]
     if p["spec"] in torch_specs and not a.no_pytorch:
         conf = [c for c in TORCH_CONFS if spec_of(c) == p["spec"]][0]
         out.append(("pytorch", True,
