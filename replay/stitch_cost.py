@@ -47,15 +47,19 @@ def members(path):
 
 
 def parse(text):
-    """Stitches (size, reserve_ns, map_ns, access_ns), drops (size, unalias_ns, calls),
-    lone single-page unaliases, every alias call (size, ns) and unalias call (size, ns)."""
+    """Stitches (size, reserve_ns, map_ns, access_ns), drops (size, unalias_ns, va_release_ns),
+    lone single-page unaliases, every alias call (size, ns) and unalias call (size, ns), and
+    the time of all calls (the parts aside)."""
     st, dr, lone, al, un = [], [], 0, [], []
+    total = 0.0
     pend_va = None  # the last va_reserve: (run, size, ns)
     cur = None  # the stitch being read: [size, reserve_ns, map_ns, access_ns, mapped]
     unal = []  # unalias calls not yet followed by a va_release: (size, ns)
     parts = {}
     for r in csv.DictReader(io.StringIO(text)):
         call, size, ns, ok = r["call"], int(r["size"]), float(r["ns"]), r["rc"] == "0"
+        if "." not in call:
+            total += ns
         if not ok:
             continue
         if call == "va_reserve":
@@ -79,16 +83,17 @@ def parse(text):
             unal.append((size, ns))
         elif call == "va_release":
             if unal:
-                dr.append((size, sum(n for _, n in unal), len(unal)))
+                dr.append((size, sum(n for _, n in unal), ns))
                 unal = []
         else:
             lone += sum(1 for s, _ in unal if s == PAGE)
             unal = []
-    return st, dr, lone, al, un
+    return st, dr, lone, al, un, total
 
 
-def med(xs):
-    return f"{statistics.median(xs):.0f}" if xs else "-"
+def med(xs, scale=1e-3):
+    """The median in µs (scale 1e-3) or ms (1e-6), one decimal; '-' for none."""
+    return f"{statistics.median(xs) * scale:.1f}" if xs else "-"
 
 
 def fit(points):
@@ -111,29 +116,33 @@ def main(argv):
     if len(args) != 1:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
-    rows, all_al, all_un = [], [], []
-    tot = [0, 0, 0, 0]
+    rows, all_al, all_un, pm, pa = [], [], [], [], []
+    tot = [0, 0, 0, 0, 0.0, 0.0]
     for name, text in members(args[0]):
-        st, dr, lone, al, un = parse(text)
+        st, dr, lone, al, un, total = parse(text)
         all_al += al
         all_un += un
+        pm += [m / (s // PAGE) for s, _, m, _ in st]
+        pa += [a / (s // PAGE) for s, _, _, a in st]
         pages = sum(s for s, *_ in st) // PAGE
-        tot = [tot[0] + len(st), tot[1] + pages, tot[2] + len(dr), tot[3] + lone]
-        per_page = [(m + a) / (s // PAGE) for s, _, m, a in st]
+        cost = sum(r + m + a for _, r, m, a in st) + sum(n + v for _, n, v in dr)
+        tot = [tot[0] + len(st), tot[1] + pages, tot[2] + len(dr), tot[3] + lone,
+               tot[4] + cost, tot[5] + total]
+        share = f"{100 * cost / total:.1f} %" if total and st else "-"
         rows.append(f"| {name[:-len('.calls.csv')]} | {len(st)} | {pages} | "
-                    f"{med([r + m + a for _, r, m, a in st])} | {med([r for _, r, _, _ in st])} | "
+                    f"{med([r + m + a for _, r, m, a in st], 1e-6)} | "
                     f"{med([m / (s // PAGE) for s, _, m, _ in st])} | "
-                    f"{med([a / (s // PAGE) for s, _, _, a in st])} | {med(per_page)} | "
-                    f"{len(dr)} | {med([n for _, n, _ in dr])} | "
-                    f"{med([n / (s // PAGE) for s, n in un])} | {lone} |")
-    print("| item | stitches | pages | ns per stitch | va_reserve | cuMemMap /page | "
-          "cuMemSetAccess /page | map+access /page | drops | unalias ns per drop | "
-          "unalias /page | lone pages |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+                    f"{med([a / (s // PAGE) for s, _, _, a in st])} | {len(dr)} | "
+                    f"{med([n / (s // PAGE) for s, n in un])} | {share} |")
+    print("| item | stitches | pages | ms per stitch | cuMemMap µs/page | "
+          "cuMemSetAccess µs/page | drops | cuMemUnmap µs/page | of device time |")
+    print("|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
-    print(f"| **all** | {tot[0]} | {tot[1]} | | | | | "
-          f"{med([n / (s // PAGE) for s, n in all_al])} | {tot[2]} | | "
-          f"{med([n / (s // PAGE) for s, n in all_un])} | {tot[3]} |")
+    share = f"{100 * tot[4] / tot[5]:.1f} %" if tot[5] else "-"
+    print(f"| **all** | {tot[0]} | {tot[1]} | | | | {tot[2]} | | {share} |")
+    print(f"per page, every stitch: cuMemMap {med(pm)} µs, cuMemSetAccess {med(pa)} µs, "
+          f"cuMemUnmap {med([n / (s // PAGE) for s, n in all_un])} µs (medians)")
+    print(f"single pages a segment release unaliased from an active sBlock: {tot[3]}")
     if do_fit:
         for what, pts in (("alias", all_al), ("unalias", all_un)):
             f = fit(pts)

@@ -255,10 +255,11 @@ void as_simdev_default_params(as_simdev_params *p)
         .release = {.fixed_ns = 38740, .ns_per_mib = 496.3}, /* cudaFree */
         .map = {.fixed_ns = 14541, .ns_per_mib = 26368.4},   /* cuMemCreate+Map, 2 MiB pages */
         .unmap = {.fixed_ns = 32351, .ns_per_mib = 14730.8}, /* cuMemUnmap+Release */
-        /* cuMemMap+SetAccess of existing handles, cuMemUnmap: not measured yet, the map
-         * and unmap costs stand in */
-        .alias = {.fixed_ns = 14541, .ns_per_mib = 26368.4},
-        .unalias = {.fixed_ns = 32351, .ns_per_mib = 14730.8},
+        /* GMLake's stitching on the H200: cuMemMap of existing handles + cuMemSetAccess
+         * per 2 MiB page, one cuMemUnmap per range; fitted on 8,853 and 2,813 calls
+         * (replay/stitch_cost.py --fit, replay/RESULTS.md "GMLake") */
+        .alias = {.fixed_ns = 11055, .ns_per_mib = 17272.2},
+        .unalias = {.fixed_ns = 42044, .ns_per_mib = 10990.6},
         .placement = AS_PLACE_CHUNKED,
     };
 }
