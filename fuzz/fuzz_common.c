@@ -43,7 +43,8 @@ typedef struct decoded {
 static void decoded_free(decoded *d)
 {
     for (size_t i = 0; i < d->n; i++)
-        free((void *)(uintptr_t)d->ev[i].label);
+        if (d->ev[i].op == AS_OP_MARK) /* the others' pool and slot share the field */
+            free((void *)(uintptr_t)d->ev[i].label);
     free(d->ev);
     as_meta_free(&d->meta);
     as_sites_free(d->sites);
@@ -74,9 +75,9 @@ static void keep(decoded *d, const as_event *e)
         FUZZ_ASSERT_MSG(e->label && strlen(e->label) <= AS_MAX_LABEL, "MARK label");
         c.label = strdup(e->label);
     } else {
-        /* an ALLOC's and an EMPTY_CACHE's pool share the field */
-        FUZZ_ASSERT_MSG(e->label == NULL || e->op == AS_OP_ALLOC || e->op == AS_OP_EMPTY_CACHE,
-                        "label on a FREE");
+        /* a FREE's pool is zero (its live slot shares the field with the label) */
+        FUZZ_ASSERT_MSG(e->pool == 0 || e->op == AS_OP_ALLOC || e->op == AS_OP_EMPTY_CACHE,
+                        "pool on a FREE");
     }
     d->ev[d->n++] = c;
 }

@@ -37,7 +37,14 @@
 #endif
 #define BATCH AS_ENGINE_BATCH
 #define STATS_EVERY 65536u       /* external fragmentation sampled this often (events) */
-#define PENDING_BIT (1ull << 63) /* in the map's block-size word */
+#define PENDING_BIT (1ull << 63) /* in a live slot's block-size word */
+#define LIVE_BIT (1ull << 62)    /* in a live slot's block-size word: the slot holds a block */
+
+/* A run's state of one live allocation, at its live slot (as_event.slot). */
+typedef struct live_slot {
+    uint64_t handle; /* the policy's */
+    uint64_t b;      /* block size | LIVE_BIT | PENDING_BIT; 0: no block (a failed ALLOC) */
+} live_slot;
 
 /* The runs read the reader's events in place (labels are not needed by any run). */
 typedef as_event eng_ev;
@@ -61,7 +68,9 @@ typedef struct run {
     int log_ok;     /* reserved is tracked from the device log */
     uint64_t capacity;
 
-    as_idring live;       /* id -> (policy handle, block size | PENDING_BIT) */
+    live_slot *live;      /* by live slot: the reader numbers them densely, so this is an
+                             array of at most the trace's peak live count */
+    size_t nlive;         /* slots the array covers (the rest are zero) */
     as_caught_run fallen; /* workspace requests whose OOM was caught (caught.h) */
     uint64_t requested, allocated, reserved, pending;
     uint64_t events, allocs; /* handled so far: the index of the event in progress */
@@ -125,12 +134,43 @@ struct as_engine {
     /* as_engine_run_events: the events come from this array instead of a reader */
     const as_event *mem;
     size_t mem_n, mem_pos;
+    /* their live slots, numbered here as the reader's validator numbers them (trace.h) */
+    as_idmap mem_live; /* id -> slot */
+    uint32_t *mem_free, mem_nfree, mem_nslots, mem_fcap;
     /* Offline runs (a policy with plan) need the whole trace before the first event: the
      * reader's events are read into own first and fed from there; mem_rc is the reader's
      * error after the last of them (0: the trace ended). */
     as_event *own;
     int mem_rc;
 };
+
+/* In-memory events are the caller's, made by hand or kept from a reader: their live slots
+ * are numbered again here, as the validator numbers them (a FREE of an id not live gets
+ * UINT32_MAX, which no run holds). 0, or -1 when out of host memory. */
+static int mem_slots(as_engine *e, as_event *ev, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        as_event *x = &ev[i];
+        if (x->op != AS_OP_ALLOC && x->op != AS_OP_FREE && x->op != AS_OP_FREE_REQ)
+            continue;
+        as_idmap_ent *m = as_idmap_get(&e->mem_live, x->id);
+        if (x->op != AS_OP_ALLOC || m) { /* an ALLOC of a live id keeps its slot */
+            x->slot = m ? (uint32_t)m->a : UINT32_MAX;
+            if (m && x->op == AS_OP_FREE) {
+                e->mem_free[e->mem_nfree++] = x->slot;
+                as_idmap_del(&e->mem_live, m);
+            }
+            continue;
+        }
+        if (!e->mem_nfree && as_grow32((void **)&e->mem_free, &e->mem_fcap,
+                                       (size_t)e->mem_nslots + 1, sizeof *e->mem_free, 1024))
+            return -1;
+        x->slot = e->mem_nfree ? e->mem_free[--e->mem_nfree] : e->mem_nslots++;
+        if (as_idmap_put(&e->mem_live, x->id, x->slot, 0))
+            return -1;
+    }
+    return 0;
+}
 
 /* The next events from the reader, or from the in-memory array (as_trace_next_batch's
  * contract: AS_TRACE_EOF once the last one has been handed out). */
@@ -140,6 +180,9 @@ static int next_batch(as_engine *e, as_trace_reader *rd, as_event *buf, size_t c
         return as_trace_next_batch(rd, buf, cap, got);
     size_t k = e->mem_n - e->mem_pos < cap ? e->mem_n - e->mem_pos : cap;
     memcpy(buf, e->mem + e->mem_pos, k * sizeof *buf);
+    *got = 0;
+    if (mem_slots(e, buf, k))
+        return AS_ENOMEM;
     e->mem_pos += k;
     *got = k;
     if (e->mem_pos < e->mem_n)
@@ -350,6 +393,18 @@ static void on_oom(run *r, uint64_t idx, const eng_ev *x)
 
 /* ---- the per-event loop ------------------------------------------------------------- */
 
+/* Live slots up to `slot` (the reader's numbering stays below the peak live count, so the
+ * array follows it), the new ones empty. 0, or -1 when out of host memory. */
+static __attribute__((noinline)) int live_grow(run *r, uint32_t slot)
+{
+    size_t cap = r->nlive;
+    if (as_grow((void **)&r->live, &cap, (size_t)slot + 1, sizeof *r->live, 64))
+        return -1;
+    memset(r->live + r->nlive, 0, (cap - r->nlive) * sizeof *r->live);
+    r->nlive = cap;
+    return 0;
+}
+
 static void run_batch(run *r, const eng_ev *ev, size_t n)
 {
     void *st = r->st;
@@ -357,9 +412,11 @@ static void run_batch(run *r, const eng_ev *ev, size_t n)
     int (*pfree)(void *, uint64_t, unsigned) = r->pol->free;
     const as_caught *cw = r->e->caught;
     const int check = r->e->o.check, on_block = r->e->o.on_block != NULL;
+    const int log_ok = r->log_ok;
 
     /* A run_fail (from here or a callback) sets stopped, which ends the loop. */
-    for (size_t i = 0; i < n && !r->stopped; i++) {
+    size_t i = 0;
+    for (; i < n && !r->stopped; i++) {
         const eng_ev *x = &ev[i];
         const uint64_t idx = r->events;
         int rc = 0;
@@ -379,10 +436,11 @@ static void run_batch(run *r, const eng_ev *ev, size_t n)
                              (unsigned long long)b.size, (unsigned long long)x->size);
                     return;
                 }
-                if (as_idring_put(&r->live, x->id, b.handle, b.size)) {
+                if (x->slot >= r->nlive && live_grow(r, x->slot)) {
                     run_fail(r, AS_ENOMEM, "out of host memory for the live table");
                     return;
                 }
+                r->live[x->slot] = (live_slot){b.handle, b.size | LIVE_BIT};
                 if (on_block && log_block(r, idx, x->id, &b))
                     return;
                 r->requested += x->size;
@@ -407,12 +465,13 @@ static void run_batch(run *r, const eng_ev *ev, size_t n)
             break;
         }
         case AS_OP_FREE_REQ: {
-            as_idmap_ent *m = as_idring_get(&r->live, x->id);
-            if (!m || (m->b & PENDING_BIT)) /* an allocation that failed (keep_going) */
+            /* none: an allocation that failed (keep_going) */
+            if (x->slot >= r->nlive || (r->live[x->slot].b & (LIVE_BIT | PENDING_BIT)) != LIVE_BIT)
                 break;
-            rc = pfree(st, m->a, AS_FREE_PENDING);
+            live_slot *m = &r->live[x->slot];
+            rc = pfree(st, m->handle, AS_FREE_PENDING);
             m->b |= PENDING_BIT;
-            uint64_t blk = m->b & ~PENDING_BIT;
+            uint64_t blk = m->b & ~(PENDING_BIT | LIVE_BIT);
             r->requested -= x->size;
             r->allocated -= blk;
             r->pending += blk;
@@ -421,18 +480,18 @@ static void run_batch(run *r, const eng_ev *ev, size_t n)
             break;
         }
         case AS_OP_FREE: {
-            as_idmap_ent *m = as_idring_get(&r->live, x->id);
-            if (!m)
+            if (x->slot >= r->nlive || !r->live[x->slot].b)
                 break;
-            uint64_t blk = m->b & ~PENDING_BIT;
-            rc = pfree(st, m->a, AS_FREE_COMPLETE);
+            live_slot *m = &r->live[x->slot];
+            uint64_t blk = m->b & ~(PENDING_BIT | LIVE_BIT);
+            rc = pfree(st, m->handle, AS_FREE_COMPLETE);
             if (m->b & PENDING_BIT) {
                 r->pending -= blk;
             } else {
                 r->requested -= x->size;
                 r->allocated -= blk;
             }
-            as_idring_del(&r->live, m);
+            m->b = 0;
             break;
         }
         case AS_OP_EMPTY_CACHE: /* pool k: that private pool released and emptied */
@@ -450,7 +509,7 @@ static void run_batch(run *r, const eng_ev *ev, size_t n)
                      (unsigned long long)x->id);
             return;
         }
-        if (!r->log_ok)
+        if (!log_ok)
             r->reserved = r->dev.ops->reserved(r->dev.ctx);
         if (r->reserved > r->res.peak_reserved)
             new_peak(r, idx, x);
@@ -460,8 +519,10 @@ static void run_batch(run *r, const eng_ev *ev, size_t n)
         }
         r->events = idx + 1;
         r->allocs += x->op == AS_OP_ALLOC;
-        r->last_time = x->time_us;
     }
+    /* The last event's time, for run_finish's closing sample (which a stopped run skips). */
+    if (i == n && n)
+        r->last_time = ev[n - 1].time_us;
 }
 
 static double thread_cpu_s(void)
@@ -1045,12 +1106,16 @@ int as_engine_run(as_engine *e, as_trace_reader *rd, as_trace_error *err)
         }
     }
 
-    if ((rc = plan_offline(e, rd)) || (rc = start_workers(e, &started)))
+    if ((rc = plan_offline(e, rd)))
         goto out;
 
     size_t n[2] = {0, 0};
     int cur = 0;
     trc = decode(e, rd, buf[0], &n[0], err);
+    /* Threads only for a trace longer than one batch: a short command (a tiny trace, a
+     * test) would spend more on creating and joining them than on its events. */
+    if (trc == 0 && (rc = start_workers(e, &started)))
+        goto out;
     while (n[cur] > 0) {
         if (e->nth) {
             publish(e, buf[cur], n[cur]);
@@ -1186,7 +1251,7 @@ void as_engine_destroy(as_engine *e)
             as_simdev_destroy(r->sim);
         if (r->fdev && e->o.factory->destroy)
             e->o.factory->destroy(e->o.factory->user, r->fdev);
-        as_idring_free(&r->live);
+        free(r->live);
         as_caught_run_free(&r->fallen);
         free(r->st);
         free(r->segs);
@@ -1198,6 +1263,8 @@ void as_engine_destroy(as_engine *e)
     free(e->runs);
     free(e->own);
     as_idmap_free(&e->sum_pending);
+    as_idmap_free(&e->mem_live);
+    free(e->mem_free);
     as_idmap_free(&e->sum_streams);
     as_caught_destroy(e->caught);
     free(e);

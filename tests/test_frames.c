@@ -196,7 +196,7 @@ static char *describe(const char *path)
     while (as_trace_next(r, &e) == 0 && j + 400 < cap)
         j += (size_t)snprintf(out + j, cap - j, "%d %llu %llu %u %lld %s\n", e.op,
                               (unsigned long long)e.id, (unsigned long long)e.size, e.site,
-                              (long long)e.time_us, e.label ? e.label : "");
+                              (long long)e.time_us, e.op == AS_OP_MARK && e.label ? e.label : "");
     as_trace_close(r);
     return out;
 }

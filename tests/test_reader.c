@@ -425,7 +425,9 @@ static void reader_live_table_model(void)
     CU_ASSERT_EQUAL(rc, AS_EINVAL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(as_trace_reader_error(r));
     CU_ASSERT_PTR_NOT_NULL(strstr(as_trace_reader_error(r)->msg, "double free"));
-    CU_ASSERT(max_table > 1024 * 32); /* the hash map was used: ids outlived the ring */
+    /* the hash map was used: ids outlived the ring (of 1024 40-byte entries, beside a stack
+     * of 1024 free slots that grows only when more than 1024 are live, in the hash too) */
+    CU_ASSERT(max_table > 1024 * 40 + 1024 * 4);
     as_trace_close(r);
 
     /* Again, ending with a second FREE_REQ of a live id that got its first FREE_REQ and
@@ -552,9 +554,10 @@ static void reader_bounded_memory(void)
     CU_ASSERT_EQUAL(rc, AS_TRACE_EOF);
     CU_ASSERT_EQUAL(total, N);
     CU_ASSERT(max_live <= LIVE);
-    /* the ring's 1024 slots of 32 bytes, plus a hash of at most 128 slots (64 live at load
-     * <= 1/2) for the few that outlive 1024 allocations */
-    CU_ASSERT(max_table <= (1024 + 128) * 32);
+    /* the ring's 1024 slots of 40 bytes, plus a hash of at most 128 slots (64 live at load
+     * <= 1/2) for the few that outlive 1024 allocations, and the free live slots' stack at
+     * its first 1024 */
+    CU_ASSERT(max_table <= (1024 + 128) * 40 + 1024 * 4);
     long grown = (long)m1.uordblks - (long)m0.uordblks;
     fprintf(stderr, "  [%zu events: live table <= %zu bytes, heap grew %ld bytes]\n", total,
             max_table, grown);
@@ -707,6 +710,68 @@ static void reader_zstd_messages(void)
     tu_rm(p);
 }
 
+/* The live slots (trace.h) of every ALLOC and FREE through the reader, against a model of
+ * the rule: an ALLOC takes the slot freed most recently, or the next new one when none is
+ * free; a FREE_REQ and a FREE carry their ALLOC's; a slot is never held twice at once, and
+ * stays below the peak live count. Native (fast and general decode loops), text, and a
+ * snapshot pickle with FREE_REQs. */
+static void reader_live_slots(void)
+{
+    static const char *paths[] = {
+        "traces/samples/transformer_gpt2.zst",
+        "traces/samples/handwritten.txt",
+        "tests/data/torch-2.11-h200-streams/streams2_default.pickle.zst",
+        "tests/data/torch-2.11-h200-llama/llama_accum_ckpt.pickle.zst",
+    };
+    for (size_t k = 0; k < sizeof paths / sizeof *paths; k++) {
+        as_trace_reader *r;
+        CU_ASSERT_FATAL(as_trace_open(tu_path(paths[k]), NULL, &r, NULL) == 0);
+        size_t cap = 1u << 17, nfree = 0, live = 0, peak = 0;
+        uint32_t nslots = 0, *of = calloc(cap, sizeof *of), *stack = malloc(cap * sizeof *stack);
+        uint64_t *held = calloc(cap, sizeof *held); /* slot -> id + 1, 0 = free */
+        uint64_t bad = 0, frees = 0, reqs = 0;
+        as_event ev[512];
+        size_t n;
+        int rc;
+        while ((rc = as_trace_next_batch(r, ev, 512, &n)) == 0) {
+            for (size_t i = 0; i < n; i++) {
+                const as_event *x = &ev[i];
+                if (x->op == AS_OP_ALLOC) {
+                    CU_ASSERT_FATAL(x->id < cap);
+                    uint32_t want = nfree ? stack[--nfree] : nslots++;
+                    bad += x->slot != want;
+                    peak = ++live > peak ? live : peak;
+                    bad += x->slot >= peak;
+                    held[x->slot] = x->id + 1;
+                    of[x->id] = x->slot;
+                } else if (x->op == AS_OP_FREE || x->op == AS_OP_FREE_REQ) {
+                    bad += x->slot != of[x->id] || held[x->slot] != x->id + 1;
+                    reqs += x->op == AS_OP_FREE_REQ;
+                    if (x->op == AS_OP_FREE) {
+                        held[x->slot] = 0;
+                        stack[nfree++] = x->slot;
+                        live--;
+                        frees++;
+                    }
+                }
+            }
+        }
+        CU_ASSERT_EQUAL(rc, AS_TRACE_EOF);
+        CU_ASSERT_EQUAL(bad, 0);
+        CU_ASSERT(frees > 0);
+        CU_ASSERT(nslots == peak); /* fresh slots only when every one is held */
+        if (k == 2)
+            CU_ASSERT(reqs > 0); /* the streams trace frees through FREE_REQ */
+        if (bad)
+            fprintf(stderr, "\n  %s: %llu events break the slot rule\n", paths[k],
+                    (unsigned long long)bad);
+        free(of);
+        free(stack);
+        free(held);
+        as_trace_close(r);
+    }
+}
+
 CU_TestInfo test_reader[] = {
     {"zstd_messages", reader_zstd_messages},
     {"names_and_meta", reader_names_and_meta},
@@ -720,5 +785,6 @@ CU_TestInfo test_reader[] = {
     {"live_table_model", reader_live_table_model},
     {"batch_and_next_mix", reader_batch_and_next_mix},
     {"bounded_memory", reader_bounded_memory},
+    {"live_slots", reader_live_slots},
     CU_TEST_INFO_NULL,
 };

@@ -46,7 +46,7 @@ static long read_all(const char *path, int lenient, evrec **out, as_trace_error 
             v = realloc(v, (cap *= 2) * sizeof *v);
         v[n].ev = ev;
         v[n].label[0] = 0;
-        if (ev.label)
+        if (ev.op == AS_OP_MARK && ev.label)
             snprintf(v[n].label, sizeof v[n].label, "%s", ev.label);
         v[n].ev.label = NULL;
         n++;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "live.h"
 
 /* ---- validation ------------------------------------------------------------------ */
@@ -31,6 +32,12 @@ int as_validate(as_validator *v, as_event *ev, char *msg, size_t cap)
                 goto bad;
             v->warnings++; /* lenient: keep it, keyed by the id the frees will use */
         }
+        if (!v->nfree && v->nslots == v->slot_cap &&
+            as_grow32((void **)&v->slot_free, &v->slot_cap, (size_t)v->nslots + 1,
+                      sizeof *v->slot_free, 1024) < 0) {
+            snprintf(msg, cap, "out of memory for the live-allocation table");
+            return AS_ENOMEM;
+        }
         e = as_live_add(&v->live, ev->id);
         if (!e) {
             snprintf(msg, cap, "out of memory for the live-allocation table");
@@ -39,6 +46,7 @@ int as_validate(as_validator *v, as_event *ev, char *msg, size_t cap)
         e->size = ev->size;
         e->stream = ev->stream;
         e->out_id = v->allocs_out++;
+        e->slot = ev->slot = v->nfree ? v->slot_free[--v->nfree] : v->nslots++;
         ev->id = e->out_id;
         break;
     }
@@ -69,12 +77,16 @@ int as_validate(as_validator *v, as_event *ev, char *msg, size_t cap)
         ev->id = AS_LIVE_ID(e);
         ev->size = e->size;
         ev->stream = e->stream;
-        if (ev->op == AS_OP_FREE)
+        ev->slot = e->slot;
+        if (ev->op == AS_OP_FREE) {
+            v->slot_free[v->nfree++] = e->slot;
             as_live_del(&v->live, e);
+        }
         break;
     }
     case AS_OP_EMPTY_CACHE:
         ev->id = ev->size = ev->stream = 0;
+        ev->slot = 0;
         break;
     case AS_OP_MARK:
         if (!ev->label) {
@@ -99,4 +111,12 @@ bad:
         return 1;
     }
     return AS_EINVAL;
+}
+
+void as_validator_free(as_validator *v)
+{
+    as_live_free(&v->live);
+    free(v->slot_free);
+    v->slot_free = NULL;
+    v->nfree = v->nslots = v->slot_cap = 0;
 }

@@ -30,7 +30,9 @@ typedef struct as_live_ent {
     uint64_t stream;
     uint64_t out_id; /* the id handed out (differs from the input id only after lenient
                         skips of bad ALLOCs); bit 63 is AS_LIVE_FREEREQ */
-} as_live_ent;       /* 32 bytes: two per cache line */
+    uint32_t slot;   /* its live slot (as_event.slot); the RMM importer's map leaves it 0 */
+    uint32_t pad;
+} as_live_ent; /* 40 bytes */
 
 #define AS_LIVE_FREEREQ (1ull << 63) /* in out_id: a FREE_REQ was seen */
 #define AS_LIVE_ID(e) ((e)->out_id & ~AS_LIVE_FREEREQ)
@@ -45,6 +47,11 @@ typedef struct as_live_ent {
 /* Validation state shared by the reader and the writer. */
 typedef struct as_validator {
     as_live live;
+    /* Live slots (as_event.slot): 0..nslots-1 handed out so far, the free ones stacked in
+     * slot_free (its capacity is at least nslots, so a FREE's push never fails); the most
+     * recently freed is reused first. */
+    uint32_t *slot_free;
+    uint32_t nfree, nslots, slot_cap;
     uint64_t allocs_in;  /* ALLOC events seen (input ordinals) */
     uint64_t allocs_out; /* ALLOC events accepted */
     uint64_t events;     /* events accepted */
@@ -55,36 +62,84 @@ typedef struct as_validator {
 /* Validates ev in place (fills FREE size/stream, renumbers after lenient skips).
  * Returns 0 (accept), 1 (skipped, lenient; counted in warnings) or < 0 with msg filled. */
 int as_validate(as_validator *v, as_event *ev, char *msg, size_t msg_cap);
+void as_validator_free(as_validator *v);
 
 #define AS_HOT static inline __attribute__((always_inline))
 
 /* The common cases, inlined into the hot loops. Each returns 0 when the event is valid
- * (and fills or renumbers it), -1 with nothing changed when as_validate must judge it. */
-AS_HOT int validate_alloc(as_validator *v, as_event *ev)
+ * (and fills or renumbers it), -1 with nothing changed when as_validate must judge it.
+ * The as_live_*_fast pair is the same for a decoder that builds the event afterwards
+ * (traces/native.c's fast loop): they leave v->events to the caller. */
+AS_HOT int as_live_alloc_fast(as_validator *v, uint64_t id, uint64_t size, uint64_t stream,
+                              uint64_t *out_id, uint32_t *out_slot)
 {
-    if (ev->id != v->allocs_in || ev->size - 1 >= AS_MAX_ALLOC_SIZE)
+    const uint32_t nfree = v->nfree, nslots = v->nslots;
+    /* a new slot with no room to stack it when freed: as_validate grows the stack */
+    if (id != v->allocs_in || size - 1 >= AS_MAX_ALLOC_SIZE || (!nfree && nslots == v->slot_cap))
         return -1;
-    as_live_ent *e = as_live_add(&v->live, ev->id);
+    as_live_ent *e = as_live_add(&v->live, id);
     if (!e)
         return -1;
-    v->allocs_in++;
-    e->size = ev->size;
-    e->stream = ev->stream;
-    e->out_id = v->allocs_out++;
-    ev->id = e->out_id;
+    uint32_t slot;
+    if (nfree) {
+        slot = v->slot_free[nfree - 1];
+        v->nfree = nfree - 1;
+    } else {
+        slot = nslots;
+        v->nslots = nslots + 1;
+    }
+    const uint64_t out = v->allocs_out;
+    v->allocs_in = id + 1;
+    v->allocs_out = out + 1;
+    e->size = size;
+    e->stream = stream;
+    e->out_id = out;
+    e->slot = slot;
+    *out_id = out;
+    *out_slot = slot;
+    return 0;
+}
+
+/* A FREE of id: its output id, size, stream and slot. */
+AS_HOT int as_live_free_fast(as_validator *v, uint64_t id, uint64_t *out_id, uint64_t *size,
+                             uint64_t *stream, uint32_t *out_slot)
+{
+    as_live_ent *e = as_live_get(&v->live, id);
+    if (!e)
+        return -1;
+    const uint32_t slot = e->slot, nfree = v->nfree;
+    *out_id = AS_LIVE_ID(e);
+    *size = e->size;
+    *stream = e->stream;
+    *out_slot = slot;
+    v->slot_free[nfree] = slot;
+    v->nfree = nfree + 1;
+    as_live_del(&v->live, e);
+    return 0;
+}
+
+AS_HOT int validate_alloc(as_validator *v, as_event *ev)
+{
+    uint64_t out;
+    uint32_t slot;
+    if (as_live_alloc_fast(v, ev->id, ev->size, ev->stream, &out, &slot))
+        return -1;
+    ev->id = out;
+    ev->slot = slot;
     v->events++;
     return 0;
 }
 
 AS_HOT int validate_free(as_validator *v, as_event *ev)
 {
-    as_live_ent *e = as_live_get(&v->live, ev->id);
-    if (!e)
+    uint64_t out, size, stream;
+    uint32_t slot;
+    if (as_live_free_fast(v, ev->id, &out, &size, &stream, &slot))
         return -1;
-    ev->id = AS_LIVE_ID(e);
-    ev->size = e->size;
-    ev->stream = e->stream;
-    as_live_del(&v->live, e);
+    ev->id = out;
+    ev->size = size;
+    ev->stream = stream;
+    ev->slot = slot;
     v->events++;
     return 0;
 }
@@ -98,6 +153,7 @@ AS_HOT int validate_free_req(as_validator *v, as_event *ev)
     ev->id = AS_LIVE_ID(e);
     ev->size = e->size;
     ev->stream = e->stream;
+    ev->slot = e->slot;
     v->events++;
     return 0;
 }
@@ -113,6 +169,7 @@ static inline int validate_fast(as_validator *v, as_event *ev)
         return validate_free_req(v, ev);
     case AS_OP_EMPTY_CACHE:
         ev->id = ev->size = ev->stream = 0;
+        ev->slot = 0;
         break;
     case AS_OP_MARK:
         if (!ev->label || strnlen(ev->label, AS_MAX_LABEL + 1) > AS_MAX_LABEL)

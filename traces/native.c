@@ -783,78 +783,175 @@ AS_HOT int decode_time(native_st *s, ncur *c, as_event *ev, as_trace_error *err)
     return decode_time_slow(s, c, ev, err);
 }
 
+/* The records the fast loop may take from here without a bound test (see fast_records):
+ * at most n, 3 per byte of the structure column and of the time column (tb, -1 when the
+ * block has none), none within 2^21 us a record of either end of int64_t. */
+AS_HOT size_t stretch(size_t n, ptrdiff_t sb, ptrdiff_t tb, int64_t now)
+{
+    size_t m = (size_t)sb / 3;
+    m = n < m ? n : m;
+    if (tb >= 0) {
+        size_t mt = (size_t)tb / 3;
+        m = mt < m ? mt : m;
+        /* m <= 2^20 (a block's events), so 2^21 m cannot overflow */
+        const int64_t reach = (int64_t)m << 21;
+        if (now <= INT64_MIN + reach || now >= INT64_MAX - reach)
+            m = 0; /* near either end: the general loop's checks */
+    }
+    return m;
+}
+
+/* An ALLOC's site from the site column at kp (before ke): a varint of one or two bytes
+ * naming a site of the table (0..nsites). Its length, 0 when not such a one. */
+AS_HOT unsigned fast_site(const uint8_t *kp, const uint8_t *ke, uint64_t nsites, uint64_t *site)
+{
+    unsigned used;
+    if (ke - kp >= 1 && kp[0] < 0x80) {
+        *site = kp[0];
+        used = 1;
+    } else if (ke - kp >= 2 && kp[1] && kp[1] < 0x80) {
+        *site = (uint64_t)(kp[0] & 0x7F) | (uint64_t)kp[1] << 7;
+        used = 2;
+    } else {
+        return 0;
+    }
+    return *site > nsites ? 0 : used;
+}
+
 /* The common records with the cursor in registers (the general loop's cursor is a struct
  * whose address its error paths take, so the compiler reloads it after every store to an
- * event): an ALLOC from a filled size-cache slot and a FREE at most 2^14 + 63 allocations
- * back, each with a one-byte time delta (or no time column), in a block without site and
- * pool columns, each accepted by the validator's fast path. Decodes from evs[kk] until
- * lim or the first other record, which the general loop then reads from the same place;
- * returns the new kk. The events are exactly what the general loop makes of them. */
-static size_t decode_fast(native_st *s, as_validator *vd, ncur *c, as_event *restrict evs,
-                          size_t kk, size_t lim)
+ * event): an ALLOC of a size from a filled size-cache slot or a literal one (its site, if
+ * the block has a site column, a varint of one or two bytes naming a site of the table) and a FREE
+ * at most 2^14 + 63 allocations back, each with a time delta of one to three bytes (or no time
+ * column), in a block without a pool column, each accepted by the validator's fast path. Decodes
+ * from evs[kk] until lim or the first other record, which the general loop then reads from the same
+ * place; returns the new kk. The events are exactly what the general loop makes of them.
+ *
+ * It runs in stretches in which no bound can be crossed: a record takes at most 3 bytes
+ * of the structure column (a literal size more: the stretch ends after it) and of the time
+ * column, and such a delta moves the time by at
+ * most 2^20 us, so a stretch of m records starting with at least 3m bytes in each column
+ * and a time more than 2^21 m from either end of int64_t tests none of those per record. has_time
+ * and has_site are constants in each of the four copies. */
+AS_HOT size_t fast_records(native_st *s, as_validator *vd, ncur *c, as_event *restrict evs,
+                           size_t kk, size_t lim, const int has_time, const int has_site)
 {
-    if (c->kb || c->pb || !vd)
-        return kk;
     const uint8_t *sp = c->sp, *const se = c->se, *tp = c->tp, *const te = c->te;
+    const uint8_t *kp = c->kp, *const ke = c->ke;
+    const uint64_t nsites = has_site ? as_sites_count(s->sites) : 0;
     uint64_t nalloc = c->nalloc;
     const uint64_t stream = c->cur_stream;
     int64_t now = c->prev_time;
-    const int has_time = c->has_time;
-    const uint64_t *cache = s->size_cache;
-    while (kk < lim && se - sp >= 3) {
-        unsigned tag = sp[0], arg = tag >> 2;
-        int64_t t = AS_TIME_NONE;
-        if (has_time) {
-            if (tp >= te || (unsigned)(*tp - T_DELTA0) >= 0x80 - T_DELTA0)
-                break;
-            t = (int64_t)((uint64_t)now + (uint64_t)zz_dec(*tp - T_DELTA0));
-            if (t == AS_TIME_NONE)
-                break;
-        }
-        as_event *ev = &evs[kk];
-        unsigned used = 1;
-        if ((tag & 3) == K_ALLOC) {
-            uint64_t size = arg < SIZE_SLOTS ? cache[arg] : 0;
-            if (!size)
-                break;
-            *ev = (as_event){
-                .op = AS_OP_ALLOC, .id = nalloc, .size = size, .stream = stream, .time_us = t};
-            if (validate_alloc(vd, ev))
-                break;
-            nalloc++;
-        } else if ((tag & 3) == K_FREE) {
-            uint64_t v = arg + 1;
-            if (arg == V_FREE_FAR) { /* a varint of one or two bytes, then + 64 */
-                if (sp[1] < 0x80) {
-                    v = (uint64_t)sp[1] + 64;
-                    used = 2;
-                } else if (sp[2] && sp[2] < 0x80) {
-                    v = ((uint64_t)(sp[1] & 0x7F) | (uint64_t)sp[2] << 7) + 64;
-                    used = 3;
-                } else {
-                    break;
+    uint64_t *const cache = s->size_cache;
+    const size_t k0 = kk;
+    size_t m;
+    while ((m = stretch(lim - kk, se - sp, has_time ? te - tp : -1, now)) > 0) {
+        for (size_t end = kk + m; kk < end; kk++) {
+            unsigned tag = sp[0], arg = tag >> 2;
+            int64_t t = AS_TIME_NONE;
+            unsigned tused = 1;
+            if (has_time) { /* a delta (>= T_DELTA0) in a canonical varint of 1-3 bytes */
+                uint64_t u = tp[0];
+                if (u >= 0x80) {
+                    if (tp[1] && tp[1] < 0x80) {
+                        u = (u & 0x7F) | (uint64_t)tp[1] << 7;
+                        tused = 2;
+                    } else if (tp[1] >= 0x80 && tp[2] && tp[2] < 0x80) {
+                        u = (u & 0x7F) | (uint64_t)(tp[1] & 0x7F) << 7 | (uint64_t)tp[2] << 14;
+                        tused = 3;
+                    } else {
+                        goto out;
+                    }
                 }
+                if (u < T_DELTA0)
+                    goto out;
+                t = now + zz_dec(u - T_DELTA0);
             }
-            if (v > nalloc)
-                break;
-            *ev = (as_event){.op = AS_OP_FREE, .id = nalloc - v, .time_us = t};
-            if (validate_free(vd, ev))
-                break;
-        } else {
-            break;
+            as_event *ev = &evs[kk];
+            unsigned used = 1;
+            uint64_t id, size, str, site = 0;
+            uint32_t slot;
+            if ((tag & 3) == K_ALLOC) {
+                size = arg < SIZE_SLOTS ? cache[arg] : 0;
+                int literal = 0;
+                if (!size) { /* a literal: the tag and a varint of at most 10 bytes */
+                    size_t k;
+                    if (arg != V_SIZE_LITERAL || se - sp < 11 ||
+                        !(k = varint_unbounded(sp + 1, &size)))
+                        goto out;
+                    used = 1 + (unsigned)k;
+                    literal = 1;
+                }
+                unsigned kused = 0;
+                if (has_site && !(kused = fast_site(kp, ke, nsites, &site)))
+                    goto out;
+                if (as_live_alloc_fast(vd, nalloc, size, stream, &id, &slot))
+                    goto out;
+                kp += kused;
+                if (literal) {
+                    cache[size_slot(size)] = size;
+                    end = kk + 1; /* it took more than 3 bytes */
+                }
+                str = stream;
+                nalloc++;
+                *ev = (as_event){.op = AS_OP_ALLOC,
+                                 .site = (uint32_t)site,
+                                 .id = id,
+                                 .size = size,
+                                 .stream = str,
+                                 .time_us = t,
+                                 .slot = slot};
+            } else if ((tag & 3) == K_FREE) {
+                uint64_t v = arg + 1;
+                if (arg == V_FREE_FAR) { /* a varint of one or two bytes, then + 64 */
+                    if (sp[1] < 0x80) {
+                        v = (uint64_t)sp[1] + 64;
+                        used = 2;
+                    } else if (sp[2] && sp[2] < 0x80) {
+                        v = ((uint64_t)(sp[1] & 0x7F) | (uint64_t)sp[2] << 7) + 64;
+                        used = 3;
+                    } else {
+                        goto out;
+                    }
+                }
+                if (v > nalloc || as_live_free_fast(vd, nalloc - v, &id, &size, &str, &slot))
+                    goto out;
+                *ev = (as_event){.op = AS_OP_FREE,
+                                 .id = id,
+                                 .size = size,
+                                 .stream = str,
+                                 .time_us = t,
+                                 .slot = slot};
+            } else {
+                goto out;
+            }
+            sp += used;
+            if (has_time) {
+                tp += tused;
+                now = t;
+            }
         }
-        sp += used;
-        if (has_time) {
-            tp++;
-            now = t;
-        }
-        kk++;
     }
+out:
+    vd->events += kk - k0;
     c->sp = sp;
     c->tp = tp;
+    c->kp = kp;
     c->nalloc = nalloc;
     c->prev_time = now;
     return kk;
+}
+
+static size_t decode_fast(native_st *s, as_validator *vd, ncur *c, as_event *restrict evs,
+                          size_t kk, size_t lim)
+{
+    if (c->pb || !vd)
+        return kk;
+    if (c->kb)
+        return c->has_time ? fast_records(s, vd, c, evs, kk, lim, 1, 1)
+                           : fast_records(s, vd, c, evs, kk, lim, 0, 1);
+    return c->has_time ? fast_records(s, vd, c, evs, kk, lim, 1, 0)
+                       : fast_records(s, vd, c, evs, kk, lim, 0, 0);
 }
 
 /* Decodes events of the current block into evs[*k..cap), each through the validator's

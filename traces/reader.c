@@ -300,8 +300,8 @@ void as_trace_reader_live(const as_trace_reader *r, uint64_t *live, size_t *tabl
 {
     if (live)
         *live = as_live_count(&r->v.live);
-    if (table_bytes)
-        *table_bytes = as_live_bytes(&r->v.live);
+    if (table_bytes) /* the id table and its stack of free live slots */
+        *table_bytes = as_live_bytes(&r->v.live) + (size_t)r->v.slot_cap * sizeof *r->v.slot_free;
 }
 
 void as_trace_close(as_trace_reader *r)
@@ -313,7 +313,7 @@ void as_trace_close(as_trace_reader *r)
     as_instream_close(r->in);
     as_meta_free(&r->meta);
     as_sites_free(r->no_sites);
-    as_live_free(&r->v.live);
+    as_validator_free(&r->v);
     free(r->sset);
     free(r->ahead);
     free(r);

@@ -55,13 +55,20 @@ typedef struct as_event {
     int64_t time_us; /* microseconds since an arbitrary origin, or AS_TIME_NONE */
     union { /* by op, so the event stays 48 bytes */
         const char *label; /* MARK: NUL-terminated, valid until the next read */
-        uint32_t pool;     /* ALLOC: the private pool serving it (a CUDA graph's or a
+        struct {
+            uint32_t pool; /* ALLOC: the private pool serving it (a CUDA graph's or a
                               MemPool's: 1.., FORMAT.md), 0 = the default pool;
                               EMPTY_CACHE: 0 = empty_cache() (the default pool and every
                               released private pool), k = private pool k is released and
                               its free segments given back, the default pool's kept (the
-                              importer's reading of a release, FORMAT.md) */
-    };                     /* FREE*: zero */
+                              importer's reading of a release, FORMAT.md); FREE*: zero */
+            uint32_t slot; /* ALLOC, FREE*: the allocation's live slot, set by the reader:
+                              a dense number below the trace's peak live count, taken at
+                              the ALLOC and given back at its FREE (the most recently given
+                              back is taken first), so per-allocation state can live in an
+                              array indexed by it (the engine's runs); EMPTY_CACHE: 0 */
+        };
+    };
 } as_event;
 
 /* ---- Call sites --------------------------------------------------------------------- */

@@ -180,7 +180,7 @@ int as_trace_writer_close(as_trace_writer *w, as_trace_error *err)
                                 strerror(errno));
     if (rc && err)
         *err = w->err;
-    as_live_free(&w->v.live);
+    as_validator_free(&w->v);
     as_sites_free(w->sites);
     free(w->o.buf);
     free(w);
