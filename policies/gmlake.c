@@ -108,6 +108,7 @@ typedef struct sblk {
     uint64_t *ref; /* chunk refs (seg << 32 | index), in the range's order; DEAD */
     uint32_t n, used, busy, slot;
     uint8_t state, gc; /* gc: lost a chunk while active, dropped when freed */
+    uint8_t pad[14];   /* to 64 bytes: the chunk maps' walks index sBlocks by a shift */
 } sblk;
 
 typedef struct slot {
@@ -332,7 +333,7 @@ static ids *pool_of(gm *g, uint32_t b)
 
 /* An sBlock other than self maps a chunk that is now used: a whole cached one becomes
  * fragmented (get_free_block, get_fused_fragmented_blocks). */
-static void maps_use(gm *g, const chunk *c, uint32_t self)
+static inline __attribute__((always_inline)) void maps_use(gm *g, const chunk *c, uint32_t self)
 {
     const uint32_t *m = c->map; /* no pool operation touches a chunk's maps */
     for (uint32_t k = 0, nm = c->nmap; k < nm; k++) {
@@ -349,7 +350,8 @@ static void maps_use(gm *g, const chunk *c, uint32_t self)
 
 /* The chunk is free again: an sBlock whose chunks are now all free goes back to the cache
  * only when the block freeing it is of the sBlock's stream (update_block). */
-static int maps_release(gm *g, const chunk *c, uint32_t self, uint64_t stream)
+static inline __attribute__((always_inline)) int maps_release(gm *g, const chunk *c, uint32_t self,
+                                                              uint64_t stream)
 {
     const uint32_t *m = c->map;
     for (uint32_t k = 0, nm = c->nmap; k < nm; k++) {
@@ -372,17 +374,19 @@ static int maps_release(gm *g, const chunk *c, uint32_t self, uint64_t stream)
 static int chunks_set(gm *g, uint32_t b, uint64_t from, uint64_t n, int used, uint64_t stream)
 {
     chunk *c = chunk_at(g, ref_of(g, b, from)), *end = c + n;
-    for (; c < end; c++) {
-        c->used = (uint8_t)used;
-        if (!c->nmap)
-            continue;
-        if (used) {
-            maps_use(g, c, 0);
-        } else {
-            int rc = maps_release(g, c, 0, stream);
-            if (rc)
-                return rc;
+    if (used) {
+        for (; c < end; c++) {
+            c->used = 1;
+            if (c->nmap)
+                maps_use(g, c, 0);
         }
+        return 0;
+    }
+    for (; c < end; c++) {
+        c->used = 0;
+        int rc = c->nmap ? maps_release(g, c, 0, stream) : 0;
+        if (rc)
+            return rc;
     }
     return 0;
 }
