@@ -32,11 +32,11 @@ static const as_knob knobs[K_N] = {
     [K_RELEASE] = AS_KNOB_RELEASE(AS_RELEASE_OOM),
 };
 
-static void ix_insert(as_heap *h, uint32_t b)
+AS_HOT void ix_insert(as_heap *h, uint32_t b)
 {
     as_bins_insert(h, &((bestfit *)h)->free, b);
 }
-static void ix_remove(as_heap *h, uint32_t b)
+AS_HOT void ix_remove(as_heap *h, uint32_t b)
 {
     as_bins_remove(h, &((bestfit *)h)->free, b);
 }

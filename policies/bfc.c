@@ -88,12 +88,12 @@ static uint64_t rounded_bytes(uint64_t n)
     return as_align_up(n ? n : 1, MIN_ALLOC);
 }
 
-static void ix_insert(as_heap *h, uint32_t b)
+AS_HOT void ix_insert(as_heap *h, uint32_t b)
 {
     as_bins_insert(h, &((bfc *)h)->free, b);
 }
 
-static void ix_remove(as_heap *h, uint32_t b)
+AS_HOT void ix_remove(as_heap *h, uint32_t b)
 {
     as_bins_remove(h, &((bfc *)h)->free, b);
 }

@@ -48,7 +48,7 @@ static unsigned order_of(uint64_t size)
     return as_log2_floor(size);
 }
 
-static void ix_insert(as_heap *h, uint32_t b)
+AS_HOT void ix_insert(as_heap *h, uint32_t b)
 {
     buddy *s = (buddy *)h;
     unsigned k = order_of(h->b[b].size);
@@ -61,7 +61,7 @@ static void ix_insert(as_heap *h, uint32_t b)
     s->omap |= 1ull << k;
 }
 
-static void ix_remove(as_heap *h, uint32_t b)
+AS_HOT void ix_remove(as_heap *h, uint32_t b)
 {
     buddy *s = (buddy *)h;
     as_blk *x = &h->b[b];

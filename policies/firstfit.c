@@ -37,7 +37,7 @@ static int oversize(const firstfit *s, uint64_t size)
     return s->maxsplit && size >= s->maxsplit;
 }
 
-static void ix_insert(as_heap *h, uint32_t b)
+AS_HOT void ix_insert(as_heap *h, uint32_t b)
 {
     firstfit *s = (firstfit *)h;
     if (oversize(s, h->b[b].size))
@@ -48,7 +48,7 @@ static void ix_insert(as_heap *h, uint32_t b)
 
 /* Takes b out of the index its size `as_size` selected when it went in, b's size may have
  * changed since (the B+ tree follows b's leaf link, the bins look up as_size's bin). */
-static void remove_as(firstfit *s, uint32_t b, uint64_t as_size)
+AS_HOT void remove_as(firstfit *s, uint32_t b, uint64_t as_size)
 {
     if (oversize(s, as_size))
         as_bins_remove_as(&s->h, &s->oversize, b, as_size);
@@ -56,12 +56,12 @@ static void remove_as(firstfit *s, uint32_t b, uint64_t as_size)
         as_btree_remove(&s->h, &s->byaddr, b);
 }
 
-static void ix_remove(as_heap *h, uint32_t b)
+AS_HOT void ix_remove(as_heap *h, uint32_t b)
 {
     remove_as((firstfit *)h, b, h->b[b].size);
 }
 
-static void ix_replace(as_heap *h, uint32_t old, uint32_t nw, uint64_t old_size)
+AS_HOT void ix_replace(as_heap *h, uint32_t old, uint32_t nw, uint64_t old_size)
 {
     firstfit *s = (firstfit *)h;
     if (!oversize(s, old_size) && !oversize(s, h->b[nw].size)) {
@@ -72,7 +72,7 @@ static void ix_replace(as_heap *h, uint32_t old, uint32_t nw, uint64_t old_size)
     ix_insert(h, nw);
 }
 
-static void ix_resized(as_heap *h, uint32_t b, uint64_t old_size)
+AS_HOT void ix_resized(as_heap *h, uint32_t b, uint64_t old_size)
 {
     firstfit *s = (firstfit *)h;
     if (!oversize(s, old_size) && !oversize(s, h->b[b].size)) {

@@ -75,7 +75,7 @@ static const as_knob knobs[K_N] = {
     [K_RELEASE] = AS_KNOB_RELEASE(AS_RELEASE_OOM),
 };
 
-static void ix_insert(as_heap *h, uint32_t b)
+AS_HOT void ix_insert(as_heap *h, uint32_t b)
 {
     segfit *s = (segfit *)h;
     unsigned fl, sl;
@@ -92,7 +92,7 @@ static void ix_insert(as_heap *h, uint32_t b)
     as_pheap_insert(h, &s->top[fl][sl], b);
 }
 
-static void ix_remove(as_heap *h, uint32_t b)
+AS_HOT void ix_remove(as_heap *h, uint32_t b)
 {
     segfit *s = (segfit *)h;
     as_blk *x = &h->b[b];
