@@ -92,7 +92,7 @@ $(FUZZ_SDIR)/patho: $(FUZZ_SDIR)/obj/main-patho.o $(FUZZ_SDIR)/obj/fuzz/fuzz_pat
 fuzz-patho: $(FUZZ_SDIR)/patho $(BUILD)/allocsim
 	@test -n "$(P)" -a -n "$(OUT)" || { echo "usage: make fuzz-patho P=SPEC SECS=N OUT=DIR" >&2; exit 2; }
 	@mkdir -p $(OUT)/corpus $(OUT)/crash $(OUT)/seeds
-	$(Q)for t in bestfit firstfit buddy torch; do \
+	$(Q)for t in bestfit firstfit buddy torch bfc; do \
 	  $(BUILD)/allocsim gen robson target=$$t M=$(or $(M),256) n=$(or $(N),16) \
 	    unit=$(or $(UNIT),1048576) -o $(OUT)/seeds/robson-$$t.txt 2>/dev/null || \
 	    echo "fuzz-patho: no $$t construction at M=$(or $(M),256) n=$(or $(N),16) unit=$(or $(UNIT),1048576)"; done

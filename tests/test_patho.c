@@ -231,7 +231,7 @@ static void robson_buddy(void)
  * the b+3 that starts a segment fits under M. Then 16-unit fillers. */
 static void robson_torch(void)
 {
-    char *kv[] = { "target=torch" };
+    char *kv[] = {"target=torch"};
     gen_peaks p = run_robson("torch", kv, 1, 1u << 20, 16);
     uint64_t pins = 0, mib = 0;
     for (uint64_t b = 7; b <= 13; b++) {
@@ -245,10 +245,46 @@ static void robson_torch(void)
     CU_ASSERT_EQUAL(p.reserved, mib << 20);
     CU_ASSERT(p.max_live <= 256u << 20);
     CU_ASSERT_EQUAL(p.bad_sizes, 0);
-    char *bad[] = { "target=torch", "unit=2M" };
+    char *bad[] = {"target=torch", "unit=2M"};
     as_trace_reader *r;
     as_trace_error err;
     CU_ASSERT_EQUAL(as_gen_open("robson", 2, bad, &r, &err), AS_EUSAGE);
+}
+
+/* bfc: its regions (policies/bfc.c, TF's Extend()) start at 2 MiB; a request of curr + 1
+ * units (3, 5, 9 at n = 16) doubles curr before the region is made, so the prelude gives
+ * regions of 4, 8 and 16 MiB, and from then on each region is twice the last: 16, 32, ...
+ * The phases take more fresh memory than the regions up to 256 MiB hold (524 MiB) and less
+ * than those up to 512 MiB (1036), gen_robson_bfc.c's argument: the peak is the sum of the
+ * regions up to 512 MiB. At n = 8 the prelude stops at 8 MiB (9 > n). */
+static uint64_t bfc_regions_mib(uint64_t n, uint64_t last)
+{
+    uint64_t curr = 2, sum = 0;
+    while (curr + 1 <= n)
+        curr *= 2, sum += curr; /* the prelude's regions: curr doubled, and kept */
+    for (; curr <= last; curr *= 2)
+        sum += curr;
+    return sum;
+}
+
+static void robson_bfc(void)
+{
+    char *kv[] = {"target=bfc"};
+    gen_peaks p = run_robson("bfc", kv, 1, 1u << 20, 16);
+    CU_ASSERT_EQUAL(bfc_regions_mib(16, 512), 4 + 8 + 16 + 16 + 32 + 64 + 128 + 256 + 512);
+    CU_ASSERT_EQUAL(p.reserved, bfc_regions_mib(16, 512) << 20); /* 1036 MiB, 4.05 x M */
+    CU_ASSERT(p.reserved > 4 * (256ull << 20));                  /* past the search's 4.02 */
+    CU_ASSERT(p.max_live <= 256u << 20);
+    CU_ASSERT_EQUAL(p.bad_sizes, 0);
+    char *kv8[] = {"target=bfc", "n=8"};
+    p = run_robson("bfc", kv8, 2, 1u << 20, 8);
+    CU_ASSERT_EQUAL(p.reserved, bfc_regions_mib(8, 512) << 20); /* 4 + 8 + 8 + ... + 512 */
+    CU_ASSERT_EQUAL(p.bad_sizes, 0);
+    char *bad[] = {"target=bfc", "unit=4M"}; /* a unit its 2 MiB first region cannot hold */
+    as_trace_reader *r;
+    as_trace_error err;
+    CU_ASSERT_EQUAL(as_gen_open("robson", 2, bad, &r, &err), AS_EUSAGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "2 MiB"));
 }
 
 static void robson_bad_knobs(void)
@@ -343,6 +379,7 @@ CU_TestInfo test_patho[] = {
     {"robson_bestfit_phases", robson_bestfit},
     {"robson_buddy_doubling_phases", robson_buddy},
     {"robson_torch_exact_segments", robson_torch},
+    {"robson_bfc_doubling_regions", robson_bfc},
     {"robson_bad_knobs", robson_bad_knobs},
     CU_TEST_INFO_NULL,
 };

@@ -27,6 +27,9 @@
  *   requests of 2^(j-1)+1 units that the buddy rounds to 2^j: each phase fills fresh
  *   memory (buddy takes consecutive addresses there), then keeps one live block in every
  *   2^(j+1)-aligned window so that no free block of the next order is left.
+ * - bfc (TensorFlow's BFC): a prelude that makes its doubling regions 4, 8, 16 MiB, then
+ *   doubling phases of T units in chunks of 2T - 1 that BFC gives whole; gen_robson_bfc.c
+ *   says why it reaches 1036 MiB (4.05 x M) at the defaults, and no more.
  *
  * Invariant: live bytes never exceed M units and every size is 1..n units (the search's
  * setting, fuzz/fuzz_patho.c); state is the live blocks, at most M of them.
@@ -36,12 +39,13 @@
 #include <string.h>
 
 #include "gen_impl.h"
+#include "gen_robson_bfc.h"
 
 enum { K_TARGET, K_M, K_N_, K_UNIT, K_SEGMENT, K_N };
-enum { T_BESTFIT, T_FIRSTFIT, T_BUDDY, T_TORCH };
+enum { T_BESTFIT, T_FIRSTFIT, T_BUDDY, T_TORCH, T_BFC };
 
 static const gen_knob knobs[K_N] = {
-    [K_TARGET] = {"target", GEN_ENUM, "bestfit", "", "bestfit|firstfit|buddy|torch", 0, 0,
+    [K_TARGET] = {"target", GEN_ENUM, "bestfit", "", "bestfit|firstfit|buddy|torch|bfc", 0, 0,
                   "the policy the sequence is built against (its default knobs)"},
     [K_M] = {"M", GEN_U64, "256", "units", NULL, 1, 1 << 20,
              "most live memory at any time (Knuth's n)"},
@@ -66,6 +70,7 @@ typedef struct robson {
     uint64_t end;     /* buddy: units of memory used so far */
     blk *v;           /* bestfit: the phase's b blocks; buddy: live blocks by position */
     size_t nv;
+    robson_bfc *bfc; /* bfc: its own state */
 } robson;
 
 static uint64_t ra(as_gen *g, robson *r, uint64_t units)
@@ -110,10 +115,18 @@ static int rb_init(as_gen *g, void *st, const gen_val *v, as_trace_error *err)
                         r->unit, r->s);
         while (r->jtop < 40 && 2ull << r->jtop <= r->n && 2ull << r->jtop <= r->s)
             r->jtop++;
+    } else if (r->target == T_BFC) {
+        if ((2u << 20) % r->unit || r->m > 4096)
+            return fail(err,
+                        "bfc: needs a unit that divides 2 MiB (its first region) and M <= "
+                        "4096 (its model's cost grows as M squared; unit %llu B, M %llu)",
+                        r->unit, r->m);
+        return gen_robson_bfc_create(r->m, r->n, r->unit, &r->bfc);
     } else if (r->target == T_TORCH) {
         if (r->unit != 1u << 20 || r->n < 10)
-            return fail(err, "torch: needs unit=1M (its thresholds are in MiB) and n >= 10 "
-                             "(unit %llu B, n %llu)",
+            return fail(err,
+                        "torch: needs unit=1M (its thresholds are in MiB) and n >= 10 "
+                        "(unit %llu B, n %llu)",
                         r->unit, r->n);
     } else if (r->s <= r->n || r->s > 2 * r->n) {
         return fail(err, "bestfit/firstfit: need n < segment <= 2n units (segment %llu, n %llu)",
@@ -245,6 +258,8 @@ static int rb_refill(as_gen *g, void *st)
         return bd_refill(g, r);
     case T_TORCH:
         return torch_refill(g, r);
+    case T_BFC:
+        return gen_robson_bfc_refill(g, r->bfc);
     default:
         return bf_refill(g, r);
     }
@@ -253,6 +268,7 @@ static int rb_refill(as_gen *g, void *st)
 static void rb_fini(void *st)
 {
     free(((robson *)st)->v);
+    gen_robson_bfc_free(((robson *)st)->bfc);
 }
 
 const gen_kind as_gen_robson = {
@@ -260,12 +276,12 @@ const gen_kind as_gen_robson = {
     .summary = "worst cases in Robson's setting (live <= M units, requests 1..n units)",
     .text = "Adversarial sequences that make one policy reserve as much as it can while\n"
             "the live memory never exceeds M units and every request is 1 to n units\n"
-            "(Knuth TAOCP vol. 1, 2.5 ex. 38-43): target=bestfit, firstfit, buddy or\n"
-            "torch, built for that policy's default knobs on the default device.\n"
+            "(Knuth TAOCP vol. 1, 2.5 ex. 38-43): target=bestfit, firstfit, buddy,\n"
+            "torch or bfc, built for that policy's default knobs on the default device.\n"
             "allocsim -p TARGET replays one; fuzz/README.md explains each construction.\n"
             "At M=256, n=16, unit=1M: bestfit reserves 104 segments of 20 MiB\n"
             "(8.1 x M), firstfit 241 (18.8 x M), buddy 16 of 64 MiB (4.0 x M), torch\n"
-            "1068 MiB (4.2 x M).\n",
+            "1068 MiB (4.2 x M), bfc 1036 MiB (4.0 x M).\n",
     .knobs = knobs,
     .nknobs = K_N,
     .state_size = sizeof(robson),
