@@ -304,15 +304,138 @@ static int check_keys(pk_parser *p, uint8_t op, const as_pk_ref *kv, size_t n)
     return 0;
 }
 
+/* ---- the memo's pages (pickle_internal.h) ------------------------------------------------ */
+
+/* A dense page's slots, charged against max_memory. */
+static int page_alloc(pk_parser *p, as_pk_ref **out)
+{
+    const uint64_t bytes = PK_MPAGE * sizeof **out;
+    if (p->mem + bytes > p->lim.max_memory)
+        return fail(p, AS_ENOMEM, "parsing needs more than %llu MiB of memory (for %s; the limit)",
+                    (unsigned long long)(p->lim.max_memory >> 20), "the memo");
+    if (!(*out = malloc(bytes)))
+        return fail(p, AS_ENOMEM, "out of host memory for %s", "the memo");
+    p->mem += bytes;
+    return 0;
+}
+
 int as_pk_memo_room(pk_parser *p, uint64_t idx)
 {
-    size_t old = p->capmemo;
-    int rc = pgrow(p, (void **)&p->memo, &p->capmemo, (size_t)idx + 1, sizeof *p->memo, "the memo");
+    size_t need = (size_t)(idx >> PK_MPAGE_BITS) + 1;
+    int rc = pgrow(p, (void **)&p->mpages, &p->cappages, need, sizeof *p->mpages, "the memo");
+    while (rc == 0 && p->npages < need) {
+        pk_mpage *g = &p->mpages[p->npages];
+        *g = (pk_mpage){0};
+        if ((rc = page_alloc(p, &g->dense)) == 0) {
+            memset(g->dense, 0xff, PK_MPAGE * sizeof *g->dense); /* AS_PK_NIL */
+            p->npages++;
+            p->capmemo = p->npages * PK_MPAGE;
+        }
+    }
+    return rc;
+}
+
+static uint64_t packed_bytes(const pk_mpage *g)
+{
+    return (uint64_t)g->npal * sizeof *g->pal + (PK_MPAGE * g->width) / 8;
+}
+
+int as_pk_memo_unpack(pk_parser *p, uint64_t idx)
+{
+    pk_mpage *g = &p->mpages[idx >> PK_MPAGE_BITS];
+    as_pk_ref *d;
+    int rc = page_alloc(p, &d);
     if (rc)
         return rc;
-    for (size_t i = old; i < p->capmemo; i++)
-        p->memo[i] = AS_PK_NIL;
+    for (size_t i = 0; i < PK_MPAGE; i++)
+        d[i] = pk_memo_packed(g, i);
+    p->mem -= packed_bytes(g);
+    free(g->pal);
+    free(g->bits);
+    *g = (pk_mpage){.dense = d, .pinned = 1};
     return 0;
+}
+
+/* Page g as a palette and an index a slot, when it has at most 256 distinct values (and
+ * memory for the packed form; else it stays as it is). */
+static void pack_page(pk_parser *p, pk_mpage *g)
+{
+    as_pk_ref key[512], pal[256];
+    uint8_t val[512], ix[PK_MPAGE];
+    unsigned n = 0;
+    if (!g->dense || g->pinned)
+        return;
+    memset(key, 0xff, sizeof key); /* AS_PK_NIL marks an empty cell; NIL itself is cell 511 */
+    int nil = -1;
+    as_pk_ref last[2] = {AS_PK_NIL, AS_PK_NIL}; /* the two values seen last, by index */
+    uint8_t lastix[2] = {0, 0};
+    for (size_t i = 0; i < PK_MPAGE; i++) {
+        as_pk_ref v = g->dense[i];
+        if (v == last[0] && v != AS_PK_NIL) { /* a trace entry's slots alternate two */
+            ix[i] = lastix[0];
+            continue;
+        }
+        if (v == last[1] && v != AS_PK_NIL) {
+            ix[i] = lastix[1];
+            last[1] = last[0], lastix[1] = lastix[0];
+            last[0] = v, lastix[0] = ix[i];
+            continue;
+        }
+        if (v == AS_PK_NIL) {
+            if (nil < 0) {
+                if (n == 256)
+                    return;
+                nil = (int)n, pal[n++] = v;
+            }
+            ix[i] = (uint8_t)nil;
+            continue;
+        }
+        unsigned h = (unsigned)((v * 0x9E3779B1u) >> 23);
+        while (key[h] != AS_PK_NIL && key[h] != v)
+            h = (h + 1) & 511;
+        if (key[h] == AS_PK_NIL) {
+            if (n == 256)
+                return;
+            key[h] = v, val[h] = (uint8_t)n, pal[n++] = v;
+        }
+        ix[i] = val[h];
+        last[1] = last[0], lastix[1] = lastix[0];
+        last[0] = v, lastix[0] = ix[i];
+    }
+    unsigned w = n <= 1 ? 0 : n <= 2 ? 1 : n <= 4 ? 2 : n <= 16 ? 4 : 8;
+    pk_mpage q = {.width = (uint8_t)w, .npal = (uint16_t)n};
+    q.pal = malloc(n * sizeof *q.pal);
+    q.bits = w ? calloc(PK_MPAGE * w / 8, 1) : NULL;
+    if (!q.pal || (w && !q.bits)) {
+        free(q.pal);
+        free(q.bits);
+        return;
+    }
+    memcpy(q.pal, pal, n * sizeof *q.pal);
+    for (size_t i = 0; w && i < PK_MPAGE; i++)
+        q.bits[i * w / 8] |= (uint8_t)(ix[i] << (i * w % 8));
+    p->mem -= PK_MPAGE * sizeof *g->dense;
+    p->mem += packed_bytes(&q);
+    free(g->dense);
+    *g = q;
+}
+
+void as_pk_memo_pack(pk_parser *p)
+{
+    if (p->npages <= PK_MEMO_DENSE)
+        return; /* a small memo stays as it is */
+    while (p->packed_upto + 2 < p->npages)
+        pack_page(p, &p->mpages[p->packed_upto++]);
+}
+
+void as_pk_memo_free(pk_parser *p)
+{
+    for (size_t i = 0; i < p->npages; i++) {
+        free(p->mpages[i].dense);
+        free(p->mpages[i].pal);
+        free(p->mpages[i].bits);
+    }
+    free(p->mpages);
 }
 
 int as_pk_grow(pk_parser *p, void **arr, size_t *cap, size_t need, size_t elem)
@@ -336,9 +459,10 @@ static inline int memo_put(pk_parser *p, uint8_t op, uint64_t idx)
     int rc = as_pk_memo_room(p, idx);
     if (rc)
         return rc;
-    if (p->memo[idx] == AS_PK_NIL)
+    if (pk_memo_get(p, idx) == AS_PK_NIL)
         p->memo_len++;
-    p->memo[idx] = p->stack[p->nstack - 1];
+    if ((rc = pk_memo_set(p, idx, p->stack[p->nstack - 1])))
+        return rc;
     if (p->nmarks && p->streaming) { /* a cut back to an open MARK must see this slot */
         if ((rc = pgrow(p, (void **)&p->dirty, &p->capdirty, p->ndirty + 1, sizeof *p->dirty,
                         "the memo")))
@@ -350,10 +474,11 @@ static inline int memo_put(pk_parser *p, uint8_t op, uint64_t idx)
 
 static int memo_get(pk_parser *p, uint8_t op, uint64_t idx)
 {
-    if (idx >= p->capmemo || p->memo[idx] == AS_PK_NIL)
+    as_pk_ref r = pk_memo_get(p, idx);
+    if (r == AS_PK_NIL)
         return fail(p, AS_ECORRUPT, "%s: memo key %llu was never set", op_name(op),
                     (unsigned long long)idx);
-    return push(p, p->memo[idx]);
+    return push(p, r);
 }
 
 /* Reverses every container's chunk list, so that iteration runs in insertion order. */
@@ -716,9 +841,9 @@ static int cut_back(pk_parser *p, const pk_mark *m)
     as_pk *pk = p->pk;
     int rc;
     for (size_t i = m->dirty; i < p->ndirty; i++) {
-        as_pk_ref *slot = &p->memo[p->dirty[i]];
-        if (*slot != AS_PK_NIL && !ibit(*slot) && *slot >= m->nodes &&
-            (rc = intern_keep(p, *slot, m->nodes, slot)))
+        as_pk_ref v = pk_memo_get(p, p->dirty[i]);
+        if (v != AS_PK_NIL && !ibit(v) && v >= m->nodes &&
+            ((rc = intern_keep(p, v, m->nodes, &v)) || (rc = pk_memo_set(p, p->dirty[i], v))))
             return rc;
     }
     p->ndirty = m->dirty;
@@ -726,6 +851,7 @@ static int cut_back(pk_parser *p, const pk_mark *m)
     pk->nnodes = m->nodes;
     pk->ncells = m->cells;
     pk->nbytes = m->bytes;
+    as_pk_memo_pack(p);
     return 0;
 }
 
@@ -1223,6 +1349,8 @@ static int parser_init(pk_parser *p, const as_pk_limits *lim, as_pk_error *err)
 {
     set_limits(&p->lim, lim);
     p->fast = !p->lim.vm_only;
+    memset(p->mc_idx, 0xff, sizeof p->mc_idx);
+    memset(p->mc_ref, 0xff, sizeof p->mc_ref); /* AS_PK_NIL */
     p->err = err;
     p->pk = calloc(1, sizeof *p->pk);
     if (!p->pk)
@@ -1246,7 +1374,7 @@ static void parser_free(pk_parser *p)
     as_pk_scan_free(p);
     free(p->stack);
     free(p->marks);
-    free(p->memo);
+    as_pk_memo_free(p);
     free(p->dirty);
     as_pk_free(p->pk);
     memset(p, 0, sizeof *p);

@@ -31,7 +31,6 @@
 #define SC_WINDOW (1u << 20)      /* the window asked for at a batch's start ... */
 #define SC_WINDOW_MAX (16u << 20) /* ... and at most, for a long batch */
 #define SC_MAX_ENTRIES 65536u     /* longer batches are left to the VM */
-#define PK_PENDING 0xFFFFFFFEu    /* a memo slot of a container not finished yet */
 #define HOT inline __attribute__((always_inline)) /* the common layout's steps, in one loop */
 
 enum { SC_ABORT = 0, SC_DONE, SC_MORE, SC_GO }; /* SC_MORE: a larger window might do */
@@ -111,11 +110,6 @@ static inline uint32_t rd32(const uint8_t *s)
     return (uint32_t)s[0] | (uint32_t)s[1] << 8 | (uint32_t)s[2] << 16 | (uint32_t)s[3] << 24;
 }
 
-static inline uint8_t ref_type(const scan *s, as_pk_ref r)
-{
-    return nd(s->p->pk, r)->type;
-}
-
 /* Pushes a value; 0 when the stack is full. */
 static inline int push(scan *s, sv v)
 {
@@ -139,10 +133,15 @@ static int memo_set(scan *s, uint64_t idx, as_pk_ref v)
     if (sc->nundo >= sc->capundo &&
         as_pk_grow(p, (void **)&sc->undo, &sc->capundo, sc->nundo + 1, sizeof *sc->undo))
         return 0;
-    sc->undo[sc->nundo++] = (sc_undo){(uint32_t)idx, p->memo[idx]};
-    if (p->memo[idx] == AS_PK_NIL)
+    pk_mpage *g = &p->mpages[idx >> PK_MPAGE_BITS]; /* idx < capmemo: the callers' room */
+    if (!g->dense && as_pk_memo_unpack(p, idx))
+        return 0;
+    as_pk_ref *slot = &g->dense[idx & (PK_MPAGE - 1)], old = *slot;
+    *slot = v;
+    pk_memo_forget(p, idx);
+    sc->undo[sc->nundo++] = (sc_undo){(uint32_t)idx, old};
+    if (old == AS_PK_NIL)
         p->memo_len++;
-    p->memo[idx] = v;
     return 1;
 }
 
@@ -191,7 +190,8 @@ static int finish(scan *s, uint32_t c, int as_item, as_pk_ref *r)
     if (as_pk_intern_items(s->p, &n, o->n ? items : none, o->n, o->type != AS_PK_DICT, r))
         return 0;
     for (uint8_t k = 0; k < o->nslots; k++)
-        s->p->memo[o->slot[k]] = *r; /* logged as PENDING when put */
+        if (pk_memo_set(s->p, o->slot[k], *r)) /* logged as PENDING when put */
+            return 0;
     return 1;
 }
 
@@ -439,10 +439,11 @@ static int get(scan *s, uint8_t op, const uint8_t *arg, size_t *len)
     pk_parser *p = s->p;
     uint64_t idx = op == 'h' ? arg[0] : rd32(arg);
     *len = op == 'h' ? 2 : 5;
-    if (!s->nmk || idx >= p->capmemo || p->memo[idx] == AS_PK_NIL || p->memo[idx] == PK_PENDING)
+    uint8_t type;
+    as_pk_ref r = pk_memo_typed(p, idx, &type);
+    if (!s->nmk || r == AS_PK_NIL || r == PK_PENDING)
         return 0;
-    as_pk_ref r = p->memo[idx];
-    return push(s, (sv){.kind = SV_REF, .type = ref_type(s, r), .x = r});
+    return push(s, (sv){.kind = SV_REF, .type = type, .x = r});
 }
 
 /* The batch's APPENDS: every entry done, the memo slots of the entry dicts their dropped
@@ -458,7 +459,8 @@ static int commit(scan *s)
         if (e->nslots && e->n * 2 <= PK_FLAT_CELLS)
             return 0;
         for (uint8_t k = 0; k < e->nslots; k++)
-            p->memo[e->slot[k]] = AS_PK_IBIT | 2u;
+            if (pk_memo_set(p, e->slot[k], AS_PK_IBIT | 2u))
+                return 0;
     }
     if (p->nstack + sc->nents > p->lim.max_stack)
         return 0; /* the VM would have run out of stack */
@@ -548,7 +550,7 @@ static void undo(scan *s)
     pk_scan *sc = s->sc;
     while (sc->nundo) {
         sc->nundo--;
-        s->p->memo[sc->undo[sc->nundo].idx] = sc->undo[sc->nundo].old;
+        pk_memo_set(s->p, sc->undo[sc->nundo].idx, sc->undo[sc->nundo].old); /* dense */
     }
     s->p->memo_len = s->memo_len;
     sc->nents = sc->npairs = sc->nitems = 0;
@@ -580,10 +582,11 @@ static inline size_t fast_put(scan *s, size_t at, as_pk_ref v)
     return len;
 }
 
-/* A memo reference at w[at] (BINGET, LONG_BINGET) to a finished value: 0 or its length. */
-static HOT size_t fast_get(const scan *s, size_t at, as_pk_ref *r)
+/* A memo reference at w[at] (BINGET, LONG_BINGET) to a finished value, its node's type in
+ * *type: 0 or its length. */
+static HOT size_t fast_get(const scan *s, size_t at, as_pk_ref *r, uint8_t *type)
 {
-    const pk_parser *p = s->p;
+    pk_parser *p = s->p;
     const uint8_t *w = s->w;
     uint64_t idx;
     size_t len;
@@ -593,7 +596,7 @@ static HOT size_t fast_get(const scan *s, size_t at, as_pk_ref *r)
         idx = rd32(w + at + 1), len = 5;
     else
         return 0;
-    if (idx >= p->capmemo || (*r = p->memo[idx]) == AS_PK_NIL || *r == PK_PENDING)
+    if ((*r = pk_memo_typed(p, idx, type)) == AS_PK_NIL || *r == PK_PENDING)
         return 0;
     return len;
 }
@@ -632,18 +635,19 @@ static size_t fast_frames(scan *s, size_t at, as_pk_ref *r)
         at += len;
     }
     as_pk_ref x;
+    uint8_t type;
     if (s->wn - at >= 16 && w[at] == '(') { /* MARK, items, APPENDS */
         for (at++;; at += len) {
             if (s->wn - at < 16)
                 return 0;
             if (w[at] == 'e')
                 break;
-            if (!(len = fast_get(s, at, &x)) || !item_ok(s, x, AS_PK_LIST) ||
+            if (!(len = fast_get(s, at, &x, &type)) || !item_ok(s, x, AS_PK_LIST) ||
                 !frame_item(s, n++, x))
                 return 0;
         }
         at++;
-    } else if (s->wn - at >= 16 && (len = fast_get(s, at, &x)) && w[at + len] == 'a') {
+    } else if (s->wn - at >= 16 && (len = fast_get(s, at, &x, &type)) && w[at + len] == 'a') {
         if (!item_ok(s, x, AS_PK_LIST) || !frame_item(s, n++, x))
             return 0;
         at += len + 1;
@@ -653,7 +657,8 @@ static size_t fast_frames(scan *s, size_t at, as_pk_ref *r)
     if (as_pk_intern_items(s->p, &node, n ? sc->items + sc->nitems : none, n, 1, r))
         return 0;
     for (size_t k = 0; k < nslot; k++)
-        s->p->memo[slot[k]] = *r;
+        if (pk_memo_set(s->p, slot[k], *r))
+            return 0;
     return at - start;
 }
 
@@ -698,11 +703,13 @@ static HOT size_t fast_value(scan *s, size_t at, as_pk_val *v)
         *v = (as_pk_val){.type = AS_PK_BOOL, .ref = AS_PK_NIL, .i = op == 0x88};
         return 1;
     case 'h':
-    case 'j':
-        if (!(len = fast_get(s, at, &r)))
+    case 'j': {
+        uint8_t type;
+        if (!(len = fast_get(s, at, &r, &type)))
             return 0;
-        *v = (as_pk_val){.type = nd(s->p->pk, r)->type, .ref = r};
+        *v = (as_pk_val){.type = type, .ref = r};
         return len;
+    }
     case ']':
         if (!(len = fast_frames(s, at, &r)))
             return 0;
@@ -724,8 +731,9 @@ static HOT size_t fast_str(scan *s, size_t at, as_pk_ref *r)
 {
     const uint8_t *w = s->w;
     size_t len, start = at;
-    if ((len = fast_get(s, at, r)))
-        return nd(s->p->pk, *r)->type == AS_PK_STR ? len : 0;
+    uint8_t type;
+    if ((len = fast_get(s, at, r, &type)))
+        return type == AS_PK_STR ? len : 0;
     if (w[at] != 0x8c || w[at + 1] > s->wn - at - 2 ||
         !str_ref(s, AS_PK_STR, w + at + 2, w[at + 1], s->p->wbase + at + 2, r))
         return 0;
@@ -786,7 +794,7 @@ static int entry_fast(scan *s)
 undo:
     while (sc->nundo > nundo) {
         sc->nundo--;
-        s->p->memo[sc->undo[sc->nundo].idx] = sc->undo[sc->nundo].old;
+        pk_memo_set(s->p, sc->undo[sc->nundo].idx, sc->undo[sc->nundo].old); /* dense */
     }
     s->p->memo_len = memo_len;
     sc->npairs = npairs;
@@ -797,7 +805,7 @@ undo:
  * other opcodes through step(). */
 static int scan_loop(scan *s)
 {
-    const pk_parser *p = s->p;
+    pk_parser *p = s->p;
     const uint8_t *w = s->w;
     uint64_t wbase = p->wbase;
     for (;;) {
@@ -807,13 +815,14 @@ static int scan_loop(scan *s)
             uint8_t op = w[at];
             uint64_t idx;
             as_pk_ref r;
+            uint8_t type;
             switch (op) {
             case 'h':
             case 'j':
                 idx = op == 'h' ? w[at + 1] : rd32(w + at + 1);
-                if (idx >= p->capmemo || (r = p->memo[idx]) == AS_PK_NIL || r == PK_PENDING)
+                if ((r = pk_memo_typed(p, idx, &type)) == AS_PK_NIL || r == PK_PENDING)
                     return SC_ABORT;
-                *v = (sv){.kind = SV_REF, .type = nd(p->pk, r)->type, .x = r};
+                *v = (sv){.kind = SV_REF, .type = type, .x = r};
                 s->depth++;
                 s->at = at + (op == 'h' ? 2 : 5);
                 continue;
@@ -897,6 +906,8 @@ int as_pk_scan_batch(pk_parser *p)
     p->quiet = 0;
     free(s);
     p->sc->nundo = 0;
+    if (rc == SC_DONE) /* nothing is mid-read: the memo's old pages pack */
+        as_pk_memo_pack(p);
     return rc == SC_DONE;
 }
 

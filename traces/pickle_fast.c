@@ -179,9 +179,14 @@ static inline int fast_put(fast *f, uint8_t op, const uint8_t *arg)
     if (f->ns <= f->fence || idx >= bound || idx >= p->capmemo ||
         (track && p->ndirty >= p->capdirty))
         return 0;
-    if (p->memo[idx] == AS_PK_NIL)
+    as_pk_ref *slot = p->mpages[idx >> PK_MPAGE_BITS].dense;
+    if (!slot) /* a packed page: the VM unpacks it */
+        return 0;
+    slot += idx & (PK_MPAGE - 1);
+    if (*slot == AS_PK_NIL)
         p->memo_len++;
-    p->memo[idx] = f->stack[f->ns - 1];
+    *slot = f->stack[f->ns - 1];
+    pk_memo_forget(p, idx);
     if (track)
         p->dirty[p->ndirty++] = (uint32_t)idx;
     f->at += len;
@@ -198,9 +203,10 @@ static inline int fast_get(fast *f, uint8_t op, const uint8_t *arg)
     } else {
         idx = le_bytes(arg, 4);
     }
-    if (idx >= p->capmemo || p->memo[idx] == AS_PK_NIL || f->ns >= f->sroom)
+    as_pk_ref r = pk_memo_get(p, idx);
+    if (r == AS_PK_NIL || f->ns >= f->sroom)
         return 0;
-    f->stack[f->ns++] = p->memo[idx];
+    f->stack[f->ns++] = r;
     f->at += op == 'h' ? 2 : 5;
     return 1;
 }

@@ -75,6 +75,27 @@ typedef struct pk_mark {
 
 typedef struct pk_scan pk_scan;
 
+/* The memo, in pages of PK_MPAGE slots (pickle.c). Python's pickler memoizes every string,
+ * list and dict, so a snapshot's memo grows by a slot or two per trace entry, nearly all
+ * of them the same few values (the dropped marker of an entry dict, an interned "N/A" or
+ * frames list): once the memo has more than PK_MEMO_DENSE pages, a page the reading has
+ * left behind is packed, at the next point where no batch is being read or cut back, into
+ * a palette of its distinct values and 0-8 bits a slot when it has at most 256 of them; a
+ * write into a packed page unpacks it for good. */
+#define PK_MPAGE_BITS 12
+#define PK_MPAGE (1u << PK_MPAGE_BITS)
+#define PK_MEMO_DENSE 64 /* pages (1 MiB) before any packs */
+#define PK_MCACHE 64
+#define PK_PENDING 0xFFFFFFFEu /* the entry scanner's mark of a slot being filled */
+typedef struct pk_mpage {
+    as_pk_ref *dense; /* the slots, or NULL when packed */
+    as_pk_ref *pal;   /* packed: the distinct values */
+    uint8_t *bits;    /* packed: each slot's index into pal, width bits, low bits first */
+    uint8_t width;    /* packed: 0 (one value), 1, 2, 4 or 8 */
+    uint8_t pinned;   /* unpacked by a write: stays dense */
+    uint16_t npal;
+} pk_mpage;
+
 /* Parser state. For as_pk_parse it lives on the stack; for as_pk_stream it persists. */
 typedef struct pk_parser {
     as_pk *pk;
@@ -92,8 +113,14 @@ typedef struct pk_parser {
     size_t stack_room; /* min(capstack, max_stack): push's one check */
     pk_mark *marks;
     size_t nmarks, capmarks;
-    as_pk_ref *memo; /* AS_PK_NIL = unset */
+    pk_mpage *mpages; /* the memo (AS_PK_NIL = unset); capmemo = npages * PK_MPAGE */
+    size_t npages, cappages, packed_upto;
     size_t capmemo, memo_len;
+    /* the entry scanner's memo references, by index: the ref and its node's type (a
+     * trace entry's keys are the same few slots); every write of a slot drops its line */
+    uint32_t mc_idx[PK_MCACHE]; /* UINT32_MAX: empty (mc_ref AS_PK_NIL) */
+    as_pk_ref mc_ref[PK_MCACHE];
+    uint8_t mc_type[PK_MCACHE];
     uint32_t *dirty; /* memo indices set while a MARK was open, newest last */
     size_t ndirty, capdirty;
     int streaming;
@@ -144,6 +171,71 @@ int as_pk_intern_items(pk_parser *p, const pk_node *n, const as_pk_ref *items, s
                        as_pk_ref *out);
 /* The memo slot idx, grown (and set to AS_PK_NIL) as memo_put would; 0 or < 0. */
 int as_pk_memo_room(pk_parser *p, uint64_t idx);
+/* The page of slot idx (< capmemo) dense again, for good: 0 or < 0 (memory). */
+int as_pk_memo_unpack(pk_parser *p, uint64_t idx);
+/* Packs the pages two or more below the newest, once each (at a point where no entry
+ * scanner's try is under way: its undo writes only dense pages). */
+void as_pk_memo_pack(pk_parser *p);
+void as_pk_memo_free(pk_parser *p);
+
+static inline as_pk_ref pk_memo_packed(const pk_mpage *g, size_t i)
+{
+    unsigned w = g->width;
+    if (!w)
+        return g->pal[0];
+    size_t bit = i * w;
+    return g->pal[(g->bits[bit >> 3] >> (bit & 7)) & ((1u << w) - 1)];
+}
+
+/* Memo slot idx (AS_PK_NIL: unset, or past the memo). */
+static inline as_pk_ref pk_memo_get(const pk_parser *p, uint64_t idx)
+{
+    if (idx >= p->capmemo)
+        return AS_PK_NIL;
+    const pk_mpage *g = &p->mpages[idx >> PK_MPAGE_BITS];
+    size_t i = (size_t)idx & (PK_MPAGE - 1);
+    return g->dense ? g->dense[i] : pk_memo_packed(g, i);
+}
+
+/* The scanner's cache forgets slot idx (it is being written). */
+static inline void pk_memo_forget(pk_parser *p, uint64_t idx)
+{
+    size_t h = (size_t)idx & (PK_MCACHE - 1);
+    if (p->mc_idx[h] == idx) {
+        p->mc_idx[h] = UINT32_MAX;
+        p->mc_ref[h] = AS_PK_NIL;
+    }
+}
+
+/* Sets memo slot idx (< capmemo: as_pk_memo_room first): 0, or < 0 (memory). */
+static inline int pk_memo_set(pk_parser *p, uint64_t idx, as_pk_ref v)
+{
+    pk_mpage *g = &p->mpages[idx >> PK_MPAGE_BITS];
+    int rc;
+    if (!g->dense && (rc = as_pk_memo_unpack(p, idx)))
+        return rc;
+    g->dense[idx & (PK_MPAGE - 1)] = v;
+    pk_memo_forget(p, idx);
+    return 0;
+}
+
+/* Memo slot idx through the scanner's cache, its node's type in *type (a slot unset or
+ * being filled is returned and not cached). */
+static inline as_pk_ref pk_memo_typed(pk_parser *p, uint64_t idx, uint8_t *type)
+{
+    size_t h = (size_t)idx & (PK_MCACHE - 1);
+    if (p->mc_idx[h] == idx) {
+        *type = p->mc_type[h];
+        return p->mc_ref[h];
+    }
+    as_pk_ref r = pk_memo_get(p, idx);
+    if (r != AS_PK_NIL && r != PK_PENDING) {
+        p->mc_idx[h] = (uint32_t)idx;
+        p->mc_ref[h] = r;
+        p->mc_type[h] = *type = nd(p->pk, r)->type;
+    }
+    return r;
+}
 /* Whether stack[i] is a list that would become root["device_traces"][d] (d in *dev), as
  * as_pk_vm_trace_list decides but without marking it. */
 int as_pk_vm_is_trace_list(const pk_parser *p, size_t i, uint64_t *dev);
