@@ -40,9 +40,9 @@ struct as_instream {
     uint64_t raw_done, raw_total;
     /* zstd */
     ZSTD_DStream *zd;
-    size_t zret; /* last ZSTD_decompressStream result: 0 = at a frame boundary */
-    int zdone;   /* decompressed stream fully drained */
-    int wlog;    /* largest window accepted (log2 bytes) */
+    size_t zret;          /* last ZSTD_decompressStream result: 0 = at a frame boundary */
+    int zdone;            /* decompressed stream fully drained */
+    int wlog;             /* largest window accepted (log2 bytes) */
     uint64_t frame_start; /* compressed offset of the current frame */
     /* sticky error */
     as_trace_error err;
@@ -212,6 +212,23 @@ static int zstd_fail(as_instream *in, size_t r, size_t ipos)
 }
 
 /* Appends at least one byte to the window, or sets zdone/raw_eof. */
+/* Plain file input read into the window itself (window_fill made room). */
+static int read_direct(as_instream *in)
+{
+    for (;;) {
+        ssize_t r = read(in->fd, in->buf + in->len, in->cap - in->len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return stream_fail(in, AS_EIO, "read failed: %s", strerror(errno));
+        if (r == 0)
+            in->raw_eof = in->zdone = 1;
+        in->len += (size_t)r;
+        in->raw_done += (size_t)r;
+        return 0;
+    }
+}
+
 static int window_fill(as_instream *in)
 {
     if (in->failed)
@@ -219,7 +236,10 @@ static int window_fill(as_instream *in)
     if (window_reserve(in, IN_CHUNK / 2) < 0)
         return in->err.code;
     if (!in->zd) {
-        /* Plain input: move raw bytes straight into the window. */
+        /* Plain input: once the raw buffer is used up, a file is read straight into the
+         * window (no copy through raw); before that, and from memory, raw bytes move. */
+        if (in->raw_pos == in->raw_len && !in->mem && !in->raw_eof)
+            return read_direct(in);
         if (in->raw_pos == in->raw_len && raw_fill(in) < 0)
             return in->err.code;
         size_t k = in->raw_len - in->raw_pos;

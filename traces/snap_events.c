@@ -1,6 +1,6 @@
 /*
  * snap_events.c - the snapshot importer's event log: a trace's events as compact records
- * (a header byte and LEB128 varints, each field a delta from the last event's where that
+ * (a header byte and prefix varints, each field a delta from the last event's where that
  * is small: an ALLOC's id is the count of ALLOCs before it, a FREE's the distance back to
  * its ALLOC, the time a difference, the stream a bit when unchanged), 6-14 bytes an event
  * on real snapshots instead of the 56 of a snap_ev. Up to one chunk stays in memory; past
@@ -23,8 +23,9 @@
 #include "error.h"
 #include "trace.h"
 
-#define EV_CHUNK (1u << 20) /* bytes kept in memory before the log spills */
-#define EV_MAX_REC 96       /* a record's most bytes (8 varints of 10 and two bytes) */
+#define EV_CHUNK (1u << 20)  /* bytes kept in memory before the log spills */
+#define EV_FIRST (16u << 10) /* the buffer's first size, doubled up to EV_CHUNK */
+#define EV_MAX_REC 96        /* a record's most bytes (3 and 6 varints of 9) and a store's 8 */
 
 /* Header byte: the op in bits 0-2 (EV_WHOLE: every field follows as it is), then flags. */
 enum { EV_WHOLE = 7 };
@@ -47,25 +48,33 @@ int as_evlog_new(int spill, as_evlog **out)
 {
     as_evlog *g = calloc(1, sizeof *g);
     *out = NULL;
-    if (!g || !(g->buf = malloc(EV_CHUNK))) {
+    if (!g || !(g->buf = malloc(EV_FIRST))) {
         free(g);
         return AS_ENOMEM;
     }
-    g->cap = EV_CHUNK;
+    g->cap = EV_FIRST;
     g->spill = spill;
     g->fd = -1;
     *out = g;
     return 0;
 }
 
-static uint8_t *put_v(uint8_t *p, uint64_t v)
+/* A number as a prefix varint: the trailing one bits of the first byte count the bytes
+ * that follow (t of them: 7 * (t + 1) bits of value, little-endian, above the t + 1 bits
+ * of length), and 0xFF starts 8 raw bytes. Written and read with one 8-byte store or load
+ * (the buffer keeps EV_MAX_REC bytes of room). */
+static inline uint8_t *put_v(uint8_t *p, uint64_t v)
 {
-    while (v >= 0x80) {
-        *p++ = (uint8_t)(v | 0x80);
-        v >>= 7;
+    unsigned bits = 64 - (unsigned)__builtin_clzll(v | 1);
+    if (bits > 56) {
+        *p = 0xff;
+        memcpy(p + 1, &v, 8);
+        return p + 9;
     }
-    *p++ = (uint8_t)v;
-    return p;
+    unsigned t = (bits - 1) / 7;
+    uint64_t u = v << (t + 1) | ((1ull << t) - 1);
+    memcpy(p, &u, 8);
+    return p + t + 1;
 }
 
 static uint64_t zz(uint64_t d) /* a difference taken mod 2^64, as a small unsigned number */
@@ -76,6 +85,16 @@ static uint64_t zz(uint64_t d) /* a difference taken mod 2^64, as a small unsign
 static uint64_t unzz(uint64_t z)
 {
     return (z >> 1) ^ (uint64_t) - (int64_t)(z & 1);
+}
+
+static int grow_buf(as_evlog *g)
+{
+    size_t cap = g->cap * 2;
+    uint8_t *nb = cap > g->cap ? realloc(g->buf, cap) : NULL;
+    if (!nb)
+        return AS_ENOMEM;
+    g->buf = nb, g->cap = cap;
+    return 0;
 }
 
 /* The temporary file, unlinked as soon as it exists. 0, or -1 (no spill then). */
@@ -105,10 +124,13 @@ static int write_all(int fd, const uint8_t *p, size_t n)
     return 0;
 }
 
-/* Room for one more record: the chunk to the file, or (no file) a larger buffer. */
+/* Room for one more record: a larger buffer up to a chunk, then the chunk to the file, or
+ * (no file) a larger buffer. */
 static int make_room(as_evlog *g)
 {
-    if (g->spill && g->fd < 0 && open_spill(g))
+    if (g->cap < EV_CHUNK || !g->spill)
+        return grow_buf(g);
+    if (g->fd < 0 && open_spill(g))
         g->spill = 0; /* no temporary file here: memory, as before */
     if (g->spill) {
         if (write_all(g->fd, g->buf, g->n))
@@ -117,12 +139,7 @@ static int make_room(as_evlog *g)
         g->n = 0;
         return 0;
     }
-    size_t cap = g->cap * 2;
-    uint8_t *nb = cap > g->cap ? realloc(g->buf, cap) : NULL;
-    if (!nb)
-        return AS_ENOMEM;
-    g->buf = nb, g->cap = cap;
-    return 0;
+    return grow_buf(g);
 }
 
 int as_evlog_put(as_evlog *g, const snap_ev *e)
@@ -244,37 +261,56 @@ int as_evlog_rewind(as_evlog *g)
     return 0;
 }
 
-/* A varint at buf[pos] (the caller made sure EV_MAX_REC bytes or the rest are there). */
-static int get_v(as_evlog *g, uint64_t *v)
+/* A prefix varint at *pp (put_v; the caller made sure 9 bytes are readable). */
+static inline uint64_t get_v(const uint8_t **pp)
 {
-    uint64_t x = 0;
-    for (unsigned sh = 0; sh < 70; sh += 7) {
-        if (g->pos >= g->n)
-            return 0;
-        uint8_t c = g->buf[g->pos++];
-        x |= (uint64_t)(c & 0x7f) << sh;
-        if (!(c & 0x80)) {
-            *v = x;
-            return 1;
-        }
+    uint64_t u;
+    memcpy(&u, *pp, 8);
+    unsigned t = (unsigned)__builtin_ctzll(~u | 0x100); /* 8: 0xFF, raw bytes follow */
+    if (t == 8) {
+        memcpy(&u, *pp + 1, 8);
+        *pp += 9;
+        return u;
     }
-    return 0;
+    *pp += t + 1;
+    return t == 7 ? u >> 8 : (u & ((1ull << (8 * (t + 1))) - 1)) >> (t + 1);
 }
 
-/* The fields of a record written whole. */
-static int get_whole(as_evlog *g, snap_ev *e)
+/* One record at p (EV_MAX_REC bytes readable) into *e: the bytes it took. */
+static size_t decode(as_evlog *g, const uint8_t *p, snap_ev *e)
 {
-    uint64_t v[6];
-    if (g->n - g->pos < 2)
-        return 0;
-    e->op = g->buf[g->pos++];
-    e->pre = g->buf[g->pos++];
-    for (int i = 0; i < 6; i++)
-        if (!get_v(g, &v[i]))
-            return 0;
-    e->id = v[0], e->size = v[1], e->stream = v[2], e->time_us = (int64_t)v[3];
-    e->site = (uint32_t)v[4], e->addr = v[5];
-    return 1;
+    const uint8_t *start = p;
+    uint8_t f = *p++;
+    *e = (snap_ev){.op = f & 7, .time_us = AS_TIME_NONE};
+    if ((f & 7) == EV_WHOLE) {
+        e->op = *p++;
+        e->pre = *p++;
+        e->id = get_v(&p), e->size = get_v(&p), e->stream = get_v(&p);
+        e->time_us = (int64_t)get_v(&p);
+        e->site = (uint32_t)get_v(&p), e->addr = get_v(&p);
+        return (size_t)(p - start);
+    }
+    if (e->op == AS_OP_EMPTY_CACHE) {
+        e->id = get_v(&p);
+        return (size_t)(p - start);
+    }
+    if (e->op != AS_OP_ALLOC) {
+        uint64_t v = get_v(&p);
+        e->pre = (f & EVF_PRE) != 0;
+        e->id = e->op == AS_OP_MARK || e->pre ? v : g->allocs - 1 - v;
+    }
+    if (!(f & EVF_NO_TIME))
+        g->time = e->time_us = (int64_t)((uint64_t)g->time + unzz(get_v(&p)));
+    if (e->op == AS_OP_MARK)
+        return (size_t)(p - start);
+    e->size = get_v(&p);
+    g->stream = e->stream = f & EVF_SAME_STREAM ? g->stream : get_v(&p);
+    if (e->op == AS_OP_ALLOC) {
+        e->site = (uint32_t)get_v(&p);
+        g->addr = e->addr = g->addr + unzz(get_v(&p));
+        e->id = g->allocs++;
+    }
+    return (size_t)(p - start);
 }
 
 int as_evlog_get(as_evlog *g, snap_ev *e)
@@ -283,44 +319,17 @@ int as_evlog_get(as_evlog *g, snap_ev *e)
         return 0;
     if (g->fd >= 0 && g->n - g->pos < EV_MAX_REC && refill(g))
         return AS_EIO;
-    if (g->pos >= g->n)
-        return AS_ECORRUPT;
-    uint8_t f = g->buf[g->pos++];
-    uint64_t v;
-    *e = (snap_ev){.op = f & 7, .time_us = AS_TIME_NONE};
+    size_t left = g->n - g->pos, k;
+    if (left >= EV_MAX_REC) {
+        k = decode(g, g->buf + g->pos, e);
+    } else { /* the log's last bytes: decoded from a zero-padded copy, never past them */
+        uint8_t tail[EV_MAX_REC + 16] = {0};
+        memcpy(tail, g->buf + g->pos, left);
+        if ((k = decode(g, tail, e)) > left)
+            return AS_ECORRUPT;
+    }
+    g->pos += k;
     g->got++;
-    if ((f & 7) == EV_WHOLE)
-        return get_whole(g, e) ? 1 : AS_ECORRUPT;
-    if (e->op == AS_OP_EMPTY_CACHE)
-        return get_v(g, &e->id) ? 1 : AS_ECORRUPT;
-    if (e->op != AS_OP_ALLOC) {
-        if (!get_v(g, &v))
-            return AS_ECORRUPT;
-        e->pre = (f & EVF_PRE) != 0;
-        e->id = e->op == AS_OP_MARK || e->pre ? v : g->allocs - 1 - v;
-    }
-    if (!(f & EVF_NO_TIME)) {
-        if (!get_v(g, &v))
-            return AS_ECORRUPT;
-        g->time = e->time_us = (int64_t)((uint64_t)g->time + unzz(v));
-    }
-    if (e->op == AS_OP_MARK)
-        return 1;
-    if (!get_v(g, &e->size))
-        return AS_ECORRUPT;
-    if (f & EVF_SAME_STREAM)
-        e->stream = g->stream;
-    else if (!get_v(g, &e->stream))
-        return AS_ECORRUPT;
-    g->stream = e->stream;
-    if (e->op == AS_OP_ALLOC) {
-        if (!get_v(g, &v) || !get_v(g, &e->addr))
-            return AS_ECORRUPT;
-        e->site = (uint32_t)v;
-        e->addr = g->addr + unzz(e->addr);
-        g->addr = e->addr;
-        e->id = g->allocs++;
-    }
     return 1;
 }
 

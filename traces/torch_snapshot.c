@@ -1717,9 +1717,10 @@ static int log_fail(snap_state *st, as_trace_error *err, int rc)
 }
 
 /* One pass: the next events of the log into the queue, prehistoric ALLOCs first, with
- * final ids and their pools (count: into the record, as the walk at open does). 0, or
+ * final ids and their pools (counted into the record as they are handed out, as in two
+ * passes: the record's pool counts are complete once the trace is read). 0, or
  * AS_TRACE_EOF when all are out, or < 0 (the temporary file). */
-static int log_fill(snap_state *st, int count, as_trace_error *err)
+static int log_fill(snap_state *st, as_trace_error *err)
 {
     st->nev = st->pos = 0;
     while (st->nev < SNAP_QUEUE && st->pre_out < st->npre) {
@@ -1731,6 +1732,7 @@ static int log_fill(snap_state *st, int count, as_trace_error *err)
                        .stream = p->stream,
                        .time_us = st->t0,
                        .addr = p->addr};
+        e->pool = pool_of(st, e->addr, e->id);
     }
     while (st->nev < SNAP_QUEUE) {
         snap_ev *e = &st->ev[st->nev];
@@ -1739,40 +1741,15 @@ static int log_fill(snap_state *st, int count, as_trace_error *err)
             return log_fail(st, err, rc);
         if (rc == 0)
             break;
-        if (e->op != AS_OP_MARK && e->op != AS_OP_EMPTY_CACHE) /* a MARK's id is its label */
+        if (e->op == AS_OP_ALLOC) {
+            e->id += st->npre;
+            e->pool = pool_of(st, e->addr, e->id);
+        } else if (e->op != AS_OP_MARK && e->op != AS_OP_EMPTY_CACHE) { /* MARK: a label */
             e->id = e->pre ? st->rank[e->id] : e->id + st->npre;
+        }
         st->nev++;
     }
-    for (size_t i = 0; i < st->nev; i++) {
-        snap_ev *e = &st->ev[i];
-        if (e->op != AS_OP_ALLOC)
-            continue;
-        if (count) {
-            e->pool = pool_of(st, e->addr, e->id);
-        } else {
-            int how;
-            e->pool = as_snap_pools_of(st->pools, e->addr, e->id, &how);
-        }
-    }
     return st->nev ? 0 : AS_TRACE_EOF;
-}
-
-/* One pass: every ALLOC's pool counted into the record at open (the events are handed out
- * later, from a second walk of the log). */
-static int resolve_pools(snap_state *st, as_trace_error *err)
-{
-    int rc;
-    if ((rc = as_evlog_rewind(st->log)) < 0)
-        return log_fail(st, err, rc);
-    while ((rc = log_fill(st, 1, err)) == 0)
-        ;
-    if (rc != AS_TRACE_EOF)
-        return rc;
-    st->pre_out = 0;
-    st->nev = st->pos = 0;
-    if ((rc = as_evlog_rewind(st->log)) < 0)
-        return log_fail(st, err, rc);
-    return 0;
 }
 
 static int torch_open(as_instream *in, const as_reader_opts *opts, as_meta *meta, void **stp,
@@ -1823,8 +1800,12 @@ static int torch_open(as_instream *in, const as_reader_opts *opts, as_meta *meta
         goto fail;
     }
     if (!b->overflow) {
-        if ((rc = finish_logged(b, st)) || (rc = resolve_pools(st, err)))
+        if ((rc = finish_logged(b, st)))
             goto fail;
+        if ((rc = as_evlog_rewind(st->log)) < 0) {
+            rc = log_fail(st, err, rc);
+            goto fail;
+        }
         build_free(b);
         free(b);
     } else {
@@ -1936,7 +1917,7 @@ again:
         return 0;
     }
     if (st->pos >= st->nev && !st->ended) {
-        int rc = st->b ? pass2_fill(st, err) : log_fill(st, 0, err);
+        int rc = st->b ? pass2_fill(st, err) : log_fill(st, err);
         if (rc < 0)
             return rc;
         st->ended = rc == AS_TRACE_EOF;
