@@ -46,7 +46,7 @@ shared = ev("alloc", 0x5000, 256)
 w("fuzz/corpus/pickle/memo.pickle", pickle.dumps(snap([[shared, shared, ev("free_completed", 0x5000, 256)]]), protocol=4))
 w("fuzz/corpus/pickle/annotations.pickle",
   pickle.dumps({"segments": [], "device_traces": [basic[:3]], "external_annotations": [{"stage": "x"}]}, protocol=4))
-# entries laid out as torch 2.11 writes them (the pickle VM's fast path): keys in one order,
+# entries laid out as torch 2.11 writes them (the entry scanner's layout): keys in one order,
 # fresh strings, frames lists of {filename, line, name} dicts (empty, one, several)
 def tev(action, addr, i, nframes):
     frames = [{"filename": "/opt/model.py", "line": 100 + i + k, "name": "forward"}

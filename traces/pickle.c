@@ -1054,7 +1054,7 @@ static int end_batch(pk_parser *p)
 
 /* APPENDS, SETITEMS and TUPLE: the items above the innermost MARK go into the container
  * below it (or a new tuple). APPENDS onto a trace list starts a streamed batch instead. */
-int as_pk_vm_fill(pk_parser *p, uint8_t op, size_t at)
+static int vm_fill(pk_parser *p, uint8_t op, size_t at)
 {
     int rc;
     as_pk_ref r = AS_PK_NIL;
@@ -1181,7 +1181,7 @@ static int op_string(pk_parser *p, uint8_t op, size_t at, const uint8_t *arg, si
 
 /* APPEND (list item) and SETITEM (dict key value); an APPEND to a trace list is a streamed
  * batch of one (1). */
-int as_pk_vm_append(pk_parser *p, uint8_t op, size_t at)
+static int vm_append(pk_parser *p, uint8_t op, size_t at)
 {
     int rc;
     size_t k = op == 'a' ? 1 : 2;
@@ -1262,8 +1262,6 @@ static int run(pk_parser *p)
 {
     int rc;
     for (;;) {
-        if (p->fast && (rc = as_pk_fast_run(p)) != 0)
-            return rc;
         if (p->wn - p->wp < 16 && (rc = refill(p, 16)))
             return rc;
         size_t at = p->wp;
@@ -1315,12 +1313,12 @@ static int run(pk_parser *p)
             continue;
         case 'a':
         case 's': /* APPEND, SETITEM */
-            rc = as_pk_vm_append(p, op, at);
+            rc = vm_append(p, op, at);
             break;
         case 'e':
         case 'u':
         case 't': /* APPENDS, SETITEMS, TUPLE */
-            rc = as_pk_vm_fill(p, op, at);
+            rc = vm_fill(p, op, at);
             break;
         case 0x85:
         case 0x86:
@@ -1348,7 +1346,6 @@ static int run(pk_parser *p)
 static int parser_init(pk_parser *p, const as_pk_limits *lim, as_pk_error *err)
 {
     set_limits(&p->lim, lim);
-    p->fast = !p->lim.vm_only;
     memset(p->mc_idx, 0xff, sizeof p->mc_idx);
     memset(p->mc_ref, 0xff, sizeof p->mc_ref); /* AS_PK_NIL */
     p->err = err;

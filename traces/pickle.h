@@ -60,8 +60,8 @@ typedef struct as_pk_limits {
     uint64_t max_memo;   /* memo index bound (default 2^26; never above the bytes read) */
     uint64_t max_memory; /* host bytes of parser state: values, items, strings, memo,
                             stack (default 1 GiB) */
-    int vm_only;         /* 1: the general opcode loop alone, without its fast path for
-                            trace entries (the tests compare the two) */
+    int vm_only;         /* 1: the general opcode loop alone, without the entry scanner
+                            for trace batches (the tests compare the two) */
 } as_pk_limits;
 
 #define AS_PK_DEFAULT_MAX_INPUT (16ull << 30)

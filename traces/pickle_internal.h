@@ -1,8 +1,8 @@
 /*
  * pickle_internal.h - the pickle reader's state, shared by the general VM (pickle.c) and
- * its fast path for the opcodes trace entries are made of (pickle_fast.c); internal to
- * traces/. Invariant: the fast path changes this state only as the VM's own opcode would,
- * so either may run the next opcode.
+ * the entry scanner that reads trace batches without its tree (pickle_entry.c); internal
+ * to traces/. Invariant: the scanner leaves this state as the VM's own opcodes would have
+ * (or untouched, when it hands a batch back), so the VM may run the next opcode.
  */
 #ifndef AS_TRACES_PICKLE_INTERNAL_H
 #define AS_TRACES_PICKLE_INTERNAL_H
@@ -124,7 +124,6 @@ typedef struct pk_parser {
     uint32_t *dirty; /* memo indices set while a MARK was open, newest last */
     size_t ndirty, capdirty;
     int streaming;
-    int fast; /* the fast path runs what it can (0: the general VM alone) */
     /* a streamed batch being handed out: stack[pend_m .. pend_m + pend_n) */
     uint8_t pend_op;
     size_t pend_m, pend_n, pend_i;
@@ -154,14 +153,9 @@ static inline pk_node *nd(const as_pk *pk, as_pk_ref r)
     return ibit(r) ? &pk->inodes[r & ~AS_PK_IBIT] : &pk->nodes[r];
 }
 
-/* The VM's opcodes that the fast path hands on (pickle.c): each does exactly what the
- * general loop does for the opcode at offset at of the window (p->pos already set), and
- * returns 0, 1 (a streamed batch to hand out, p->wp already past) or < 0 (the error). */
-int as_pk_vm_fill(pk_parser *p, uint8_t op, size_t at); /* APPENDS, SETITEMS */
 /* Whether the list at stack[i], about to get items, is root["device_traces"][d] (whose
- * items are streamed): 1 or 0; it marks the list so when it is. */
+ * items are streamed): 1 or 0; it marks the list so when it is (pickle.c). */
 int as_pk_vm_trace_list(pk_parser *p, size_t i);
-int as_pk_vm_append(pk_parser *p, uint8_t op, size_t at); /* APPEND, SETITEM */
 
 /* Interning (pickle.c), also for the entry scanner: the interned copy of scalar or string
  * n (s: a string's bytes), or of a container of type n->type made at n->off with items
@@ -254,10 +248,5 @@ int as_pk_scan_batch(pk_parser *p);
 /* The scanned batch's next entry: 1 with it, 0 when all were handed out. */
 int as_pk_scan_next(pk_parser *p, as_pk_item *item, as_pk_entry *e);
 void as_pk_scan_free(pk_parser *p);
-
-/* The fast path (pickle_fast.c): runs opcodes from p->wp while they are of the kinds trace
- * entries use and the window holds them. 0 at the first opcode it leaves to the VM (p->wp
- * is there), 1 with a streamed batch, or < 0. */
-int as_pk_fast_run(pk_parser *p);
 
 #endif
