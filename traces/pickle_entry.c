@@ -921,7 +921,8 @@ int as_pk_scan_next(pk_parser *p, as_pk_item *item, as_pk_entry *e)
     item->ref = AS_PK_NIL;
     item->device = l->dev;
     item->index = l->a++;
-    *e = (as_pk_entry){.off = x->off, .n = x->n, .pairs = sc->pairs + x->first};
+    /* an entry of no pairs may come before any: no offset from a NULL pool */
+    *e = (as_pk_entry){.off = x->off, .n = x->n, .pairs = x->n ? sc->pairs + x->first : NULL};
     if (sc->next == sc->nents)
         sc->nents = 0; /* the pairs stay until the next batch */
     return 1;
