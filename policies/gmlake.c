@@ -391,11 +391,12 @@ static int chunks_set(gm *g, uint32_t b, uint64_t from, uint64_t n, int used, ui
     return 0;
 }
 
-static void chunks_own(gm *g, uint32_t b)
+/* The chunks of block b now lie in block owner (b itself, or the block absorbing it). */
+static void chunks_own(gm *g, uint32_t b, uint32_t owner)
 {
     chunk *c = chunk_at(g, ref_of(g, b, 0)), *end = c + nchunks(&g->b[b]);
     for (; c < end; c++)
-        c->owner = b;
+        c->owner = owner;
 }
 
 /* ---- blocks: split and merge ------------------------------------------------------------ */
@@ -421,7 +422,7 @@ static int split_at(gm *g, uint32_t b, uint64_t size, uint8_t tail_state, uint32
     x->next = r;
     x->size = size;
     if (!g->s[x->seg].small)
-        chunks_own(g, r);
+        chunks_own(g, r, r);
     *tail = r;
     return 0;
 }
@@ -431,6 +432,8 @@ static int merge_into(gm *g, uint32_t b, uint32_t n)
 {
     blk *x = &g->b[b], *y = &g->b[n];
     pool_remove(g, pool_of(g, n), n);
+    if (!g->s[x->seg].small) /* b's own chunks are b's already */
+        chunks_own(g, n, b);
     if (y->addr < x->addr) {
         x->addr = y->addr;
         x->prev = y->prev;
@@ -444,8 +447,6 @@ static int merge_into(gm *g, uint32_t b, uint32_t n)
             g->b[y->next].prev = b;
     }
     x->size += y->size;
-    if (!g->s[x->seg].small)
-        chunks_own(g, b);
     return blk_drop(g, n);
 }
 
@@ -825,7 +826,7 @@ static int seg_new(gm *g, uint64_t addr, uint64_t size, int small, uint32_t *blk
         return AS_ENOMEM;
     g->b[b] = (blk){.addr = addr, .size = size, .stream = 0, .seg = si, .state = B_FREE};
     if (!small)
-        chunks_own(g, b);
+        chunks_own(g, b, b);
     g->nsegs++;
     g->reserves++;
     g->reserved += size;
