@@ -22,9 +22,11 @@ typedef struct chunk {
 
 typedef struct lent {
     uint64_t addr;  /* 0: empty slot */
-    uint32_t pages; /* its size */
+    uint32_t pages; /* its size, and LENT_VA for a cuMemAddressReserve range */
     uint32_t chunk;
 } lent;
+
+#define LENT_VA 0x80000000u /* pages stay under 2^26 (simdev.c bounds a range) */
 
 typedef struct gap {
     uint64_t base, len;
@@ -40,9 +42,8 @@ struct as_chunked {
     lent *lt;
     uint32_t ltmask, nlent;
     unsigned ltshift; /* 64 - log2 of the table's size: a Fibonacci hash takes the top bits */
-    gap *g;
+    gap *g;           /* the free space outside the chunks in [AS_SIMDEV_VA_LOW, AS_SIMDEV_TOP) */
     uint32_t ng, gcap;
-    uint64_t edge; /* everything below is free; no chunk was ever lower than it is now */
 };
 
 /* AS_PLACE_CHUNKED (see simdev.h), built for one device call per event (nocache):
@@ -52,12 +53,14 @@ struct as_chunked {
  *   each one's longest free run (lowered lazily, as_chunked_take): "the most recent chunk with
  *   room" is a search for the rightmost leaf with a run long enough, from the newest
  *   (dead leaves hold 0; the order is compacted when it fills); inside that chunk, the
- *   smallest free run that holds the range (run_best);
+ *   smallest free run that holds the range, or for a reservation the lowest (run_fit);
  * - the ranges handed out are in a hash table (address -> size, chunk);
  * - the free address space under the top, outside the chunks, is a sorted array of gaps
- *   and an edge below which everything is free. Gaps lie between chunks, so there are at
- *   most as many as chunks; the highest one that fits is found by a scan from the top,
- *   done only when a chunk is made. */
+ *   (at first one, from AS_SIMDEV_VA_LOW to the top). Gaps lie between chunks, so there
+ *   are at most one more than chunks; a cudaMalloc's new chunk takes the highest one that
+ *   fits (a scan from the top), a reservation's the lowest (a scan from the bottom), done
+ *   only when a chunk is made. Both kinds of range share the chunks (PLACEMENT.md
+ *   section 9): only where a new chunk opens depends on the kind. */
 
 static inline uint64_t *cbits(chunk *c)
 {
@@ -93,8 +96,9 @@ static int64_t prev_used(const uint64_t *b, uint32_t from)
 }
 
 /* Start of the smallest free run of >= k pages, the lowest of equals (best fit inside the
- * chunk, PLACEMENT.md section 6), or UINT32_MAX. */
-static uint32_t run_best(chunk *c, uint32_t k)
+ * chunk, PLACEMENT.md section 6c: cudaMalloc), or with `first` the lowest run of >= k pages
+ * (first fit: a reservation, section 9), or UINT32_MAX. */
+static uint32_t run_fit(chunk *c, uint32_t k, int first)
 {
     uint32_t best = UINT32_MAX, blen = UINT32_MAX;
     if (c->npages <= 64) {
@@ -109,7 +113,7 @@ static uint32_t run_best(chunk *c, uint32_t k)
             if (e - s >= k && e - s < blen) {
                 best = s;
                 blen = e - s;
-                if (blen == k)
+                if (blen == k || first)
                     break;
             }
             p = e;
@@ -124,7 +128,7 @@ static uint32_t run_best(chunk *c, uint32_t k)
         if (e - s >= k && e - s < blen) {
             best = s;
             blen = e - s;
-            if (blen == k)
+            if (blen == k || first)
                 return best;
         }
         p = e;
@@ -284,7 +288,7 @@ static lent *lt_find(as_chunked *h, uint64_t addr)
     }
 }
 
-static int lt_put(as_chunked *h, uint64_t addr, uint64_t size, uint32_t c)
+static int lt_put(as_chunked *h, uint64_t addr, uint64_t size, int va, uint32_t c)
 {
     if (2 * (h->nlent + 1) > h->ltmask + 1) {
         uint32_t n = 2 * (h->ltmask + 1);
@@ -307,7 +311,7 @@ static int lt_put(as_chunked *h, uint64_t addr, uint64_t size, uint32_t c)
     uint32_t i = lt_hash(h, addr);
     while (h->lt[i].addr)
         i = (i + 1) & h->ltmask;
-    h->lt[i] = (lent){addr, (uint32_t)(size >> h->shift), c};
+    h->lt[i] = (lent){addr, (uint32_t)(size >> h->shift) | (va ? LENT_VA : 0), c};
     h->nlent++;
     return AS_DEV_OK;
 }
@@ -398,23 +402,42 @@ static uint32_t gap_index(const as_chunked *h, uint64_t a)
     return lo;
 }
 
-/* A new chunk of len bytes: the top of the highest gap that holds len + 32 MiB - 4 KiB
- * (an aligned mmap maps the size plus the alignment less a page; gaps are multiples of
- * 32 MiB here, so the gap must be larger than the chunk), else right under the edge. */
-static int gap_take(as_chunked *h, uint64_t len, uint64_t *base)
+static void gap_remove(as_chunked *h, uint32_t i)
+{
+    memmove(&h->g[i], &h->g[i + 1], (h->ng - i - 1) * sizeof *h->g);
+    h->ng--;
+}
+
+/* A new cudaMalloc chunk of len bytes: the top of the highest gap that holds len + 32 MiB
+ * - 4 KiB (an aligned mmap maps the size plus the alignment less a page; gaps are
+ * multiples of 32 MiB here, so the gap must be larger than the chunk). The gap keeps at
+ * least 32 MiB - 4 KiB: never empty. */
+static int gap_take_top(as_chunked *h, uint64_t len, uint64_t *base)
 {
     uint64_t need = len + AS_SIMDEV_CHUNK - 4096;
     for (uint32_t i = h->ng; i--;)
         if (h->g[i].len >= need) {
-            h->g[i].len -= len; /* stays >= 32 MiB - 4 KiB: never empty */
+            h->g[i].len -= len;
             *base = h->g[i].base + h->g[i].len;
             return AS_DEV_OK;
         }
-    if (h->edge - AS_SIMDEV_VA_BASE < len) /* the heap ends where the virtual region starts */
-        return AS_DEV_OOM;
-    h->edge -= len;
-    *base = h->edge;
-    return AS_DEV_OK;
+    return AS_DEV_OOM;
+}
+
+/* A new reservation chunk: the bottom of the lowest gap that holds it (PLACEMENT.md
+ * section 9: from AS_SIMDEV_VA_LOW up, an exact fit taken). */
+static int gap_take_low(as_chunked *h, uint64_t len, uint64_t *base)
+{
+    for (uint32_t i = 0; i < h->ng; i++)
+        if (h->g[i].len >= len) {
+            *base = h->g[i].base;
+            h->g[i].base += len;
+            h->g[i].len -= len;
+            if (!h->g[i].len)
+                gap_remove(h, i);
+            return AS_DEV_OK;
+        }
+    return AS_DEV_OOM;
 }
 
 static int gap_give(as_chunked *h, uint64_t a, uint64_t len)
@@ -424,15 +447,10 @@ static int gap_give(as_chunked *h, uint64_t a, uint64_t len)
     int above = i < h->ng && h->g[i].base == a + len;
     if (above) {
         len += h->g[i].len;
-        memmove(&h->g[i], &h->g[i + 1], (h->ng - i - 1) * sizeof *h->g);
-        h->ng--;
+        gap_remove(h, i);
     }
     if (below) {
         h->g[i - 1].len += len;
-        return AS_DEV_OK;
-    }
-    if (a == h->edge) { /* the bottom of the heap rises back */
-        h->edge = a + len;
         return AS_DEV_OK;
     }
     if (h->ng == h->gcap) {
@@ -449,7 +467,7 @@ static int gap_give(as_chunked *h, uint64_t a, uint64_t len)
     return AS_DEV_OK;
 }
 
-int as_chunked_take(as_chunked *h, uint64_t size, uint64_t *addr)
+int as_chunked_take(as_chunked *h, uint64_t size, int va, uint64_t *addr)
 {
     uint32_t k = (uint32_t)(size >> h->shift), c, p, s;
     /* The most recent chunk with room. The order holds an upper bound of each chunk's
@@ -457,7 +475,7 @@ int as_chunked_take(as_chunked *h, uint64_t size, uint64_t *addr)
      * costs no update, and a chunk that has no room for k is found once per k. */
     while ((s = mx_rightmost(h, k)) != UINT32_MAX) {
         c = h->slot_ch[s];
-        if ((p = run_best(&h->ch[c], k)) != UINT32_MAX)
+        if ((p = run_fit(&h->ch[c], k, va)) != UINT32_MAX)
             break;
         h->ch[c].bound = run_max(&h->ch[c]);
         mx_update(h, s, h->ch[c].bound);
@@ -465,7 +483,7 @@ int as_chunked_take(as_chunked *h, uint64_t size, uint64_t *addr)
     if (s == UINT32_MAX) {
         uint64_t len = (size + AS_SIMDEV_CHUNK - 1) / AS_SIMDEV_CHUNK * AS_SIMDEV_CHUNK;
         uint64_t base;
-        int rc = gap_take(h, len, &base);
+        int rc = va ? gap_take_low(h, len, &base) : gap_take_top(h, len, &base);
         if (rc)
             return rc;
         if (chunk_new(h, base, len, &c)) {
@@ -476,18 +494,18 @@ int as_chunked_take(as_chunked *h, uint64_t size, uint64_t *addr)
     }
     chunk *ck = &h->ch[c];
     uint64_t a = ck->base + ((uint64_t)p << h->shift);
-    if (lt_put(h, a, size, c))
+    if (lt_put(h, a, size, va, c))
         return AS_EDEVICE;
     bits_set(ck, p, k, 1);
     *addr = a;
     return AS_DEV_OK;
 }
 
-int as_chunked_give(as_chunked *h, uint64_t addr, uint64_t size)
+int as_chunked_give(as_chunked *h, uint64_t addr, uint64_t size, int va)
 {
     lent *e = lt_find(h, addr);
-    if (!e || (uint64_t)e->pages << h->shift != size)
-        return AS_EINVAL;
+    if (!e || (uint64_t)(e->pages & ~LENT_VA) << h->shift != size || !(e->pages & LENT_VA) != !va)
+        return AS_EINVAL; /* not handed out, another size, or the other kind */
     uint32_t c = e->chunk;
     lt_del(h, e);
     chunk *ck = &h->ch[c];
@@ -533,7 +551,10 @@ static int chunked_init(as_chunked *h, uint64_t granularity)
     if (granularity & (granularity - 1) || (2ull << 20) % granularity)
         return AS_EINVAL;
     h->shift = (unsigned)__builtin_ctzll(granularity);
-    h->edge = AS_SIMDEV_TOP;
+    h->gcap = 64;
+    h->g = malloc(h->gcap * sizeof *h->g);
+    if (h->g)
+        h->g[h->ng++] = (gap){AS_SIMDEV_VA_LOW, AS_SIMDEV_TOP - AS_SIMDEV_VA_LOW};
     h->scap = 64;
     h->mtop = (4 * h->scap - 1) / 3 - 1;
     h->mx = calloc(h->mtop + 1, sizeof *h->mx);
@@ -541,7 +562,7 @@ static int chunked_init(as_chunked *h, uint64_t granularity)
     h->ltmask = 1023;
     h->ltshift = 64 - 10;
     h->lt = calloc(h->ltmask + 1, sizeof *h->lt);
-    if (!h->mx || !h->slot_ch || !h->lt)
+    if (!h->mx || !h->slot_ch || !h->lt || !h->g)
         return AS_EDEVICE;
     for (size_t i = 0; i < sizeof ctx_chunks / sizeof ctx_chunks[0]; i++) {
         uint32_t c;

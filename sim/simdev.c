@@ -1,12 +1,13 @@
 /*
  * simdev.c - the simulated device (see simdev.h): capacity, counters, the cost model and
  * the event log. Where a range goes is its placement engine's (placement.h): the chunked
- * heap (placement_chunked.c) or an address space of the simple rules, which also holds the
- * virtual-only region (placement_space.c). Invariant: c.reserved is the bytes reserve()d
- * plus map()ped and never exceeds a capacity; a refused call changes nothing but the
- * refusal count and its cost. alias() and unalias() cost time and no memory, and log no
- * segment event (device.h); which pages are mapped where is the policy's to know, as for
- * map().
+ * heap (placement_chunked.c), which places va_reserve()'s ranges too, or an address space
+ * of the simple rules beside a virtual-only region for them (placement_space.c).
+ * Invariant: c.reserved is the bytes reserve()d plus map()ped and never exceeds a
+ * capacity; a refused call changes nothing but the refusal count and its cost; vlive holds
+ * exactly the va_reserve() ranges live in the chunked heap. alias() and unalias() cost
+ * time and no memory, and log no segment event (device.h); which pages are mapped where is
+ * the policy's to know, as for map().
  *
  * Cost model defaults (ns = fixed + per MiB * size): measured on an NVIDIA H200 with
  * CUDA 13 (replay/RESULTS.md, "Calibration"). Until that calibration they are the
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "addr_treap.h"
 #include "placement.h"
 
 struct as_simdev {
@@ -25,7 +27,8 @@ struct as_simdev {
     as_simdev_params p;
     as_chunked *heap; /* physical (cudaMalloc) address space, AS_PLACE_CHUNKED */
     as_space *phys;   /* physical address space, the simple rules */
-    as_space *va;     /* virtual-only (cuMemAddressReserve) space */
+    as_space *va;     /* virtual-only (cuMemAddressReserve) space, the simple rules */
+    as_atreap vlive;  /* the heap's cuMemAddressReserve ranges, for map()'s check */
     as_dev_counters c;
     as_dev_log_fn log;
     void *log_user;
@@ -90,6 +93,14 @@ static int bad_size(const as_simdev *d, uint64_t size)
     return size == 0 || (size & (d->p.granularity - 1)) != 0; /* a power of two */
 }
 
+/* On the chunked heap, 2^26 pages (128 TiB at 2 MiB) or more, beyond any GPU and the
+ * heap's whole address space: its chunks keep a bit per page, so a bound keeps a bitmap
+ * under 8 MiB. */
+static int too_many_pages(const as_simdev *d, uint64_t size)
+{
+    return d->heap && size >> 26 >> __builtin_ctzll(d->p.granularity);
+}
+
 static int dev_reserve(void *ctx, uint64_t size, uint64_t *addr)
 {
     as_simdev *d = ctx;
@@ -99,13 +110,10 @@ static int dev_reserve(void *ctx, uint64_t size, uint64_t *addr)
     int rc = over_capacity(d, size, &over);
     if (rc)
         return rc;
-    /* past any capacity, or, on the chunked heap, 2^26 pages (128 TiB at 2 MiB), more than
-     * any GPU: its chunks keep a bit per page, so a bound keeps a bitmap under 8 MiB */
-    rc = over || (d->p.placement == AS_PLACE_CHUNKED &&
-                  size >> 26 >> __builtin_ctzll(d->p.granularity))
-             ? AS_DEV_OOM
-         : d->heap ? as_chunked_take(d->heap, size, addr)
-                   : as_space_take(d->phys, size, addr);
+    /* past any capacity, or too large a range for the chunked heap (too_many_pages) */
+    rc = over || too_many_pages(d, size) ? AS_DEV_OOM
+         : d->heap                       ? as_chunked_take(d->heap, size, 0, addr)
+                                         : as_space_take(d->phys, size, addr);
     if (rc == AS_DEV_OOM) { /* a refusal, also when the heap's address space runs out */
         d->c.refusals++;
         d->c.time_ns += cost(&d->p.reserve, 0);
@@ -121,7 +129,7 @@ static int dev_reserve(void *ctx, uint64_t size, uint64_t *addr)
 static int dev_release(void *ctx, uint64_t addr, uint64_t size)
 {
     as_simdev *d = ctx;
-    int rc = d->heap ? as_chunked_give(d->heap, addr, size) : as_space_give(d->phys, addr, size);
+    int rc = d->heap ? as_chunked_give(d->heap, addr, size, 0) : as_space_give(d->phys, addr, size);
     if (rc)
         return rc;
     d->c.reserved -= size;
@@ -130,25 +138,45 @@ static int dev_release(void *ctx, uint64_t addr, uint64_t size)
     return AS_DEV_OK;
 }
 
+/* Address space only: no capacity, counter or cost. On the chunked heap a reservation
+ * takes a chunk's free space as a cudaMalloc does (simdev.h); the heap refuses one only
+ * when its address space has no room (AS_DEV_OOM, as cuMemAddressReserve fails). */
 static int dev_va_reserve(void *ctx, uint64_t size, uint64_t *addr)
 {
     as_simdev *d = ctx;
     if (bad_size(d, size))
         return AS_EINVAL;
-    return as_space_take(d->va, size, addr);
+    if (!d->heap)
+        return as_space_take(d->va, size, addr);
+    if (too_many_pages(d, size))
+        return AS_DEV_OOM;
+    int rc = as_chunked_take(d->heap, size, 1, addr);
+    if (!rc && as_atreap_insert(&d->vlive, *addr, size)) {
+        as_chunked_give(d->heap, *addr, size, 1);
+        rc = AS_EDEVICE;
+    }
+    return rc;
 }
 
 static int dev_va_release(void *ctx, uint64_t addr, uint64_t size)
 {
     as_simdev *d = ctx;
-    return as_space_give(d->va, addr, size);
+    if (!d->heap)
+        return as_space_give(d->va, addr, size);
+    int rc = as_chunked_give(d->heap, addr, size, 1);
+    if (!rc)
+        as_atreap_remove(&d->vlive, addr);
+    return rc;
 }
 
 /* The range must lie inside one virtual reservation. Whether pages are already mapped is
  * the policy's to know; check() of the policy verifies its own page accounting. */
 static int in_va(const as_simdev *d, uint64_t addr, uint64_t size)
 {
-    return as_space_holds(d->va, addr, size);
+    if (!d->heap)
+        return as_space_holds(d->va, addr, size);
+    uint32_t p = as_atreap_pred(&d->vlive, addr + 1);
+    return p && addr + size <= d->vlive.n[p].addr + d->vlive.n[p].len;
 }
 
 static int dev_map(void *ctx, uint64_t addr, uint64_t size)
@@ -293,10 +321,11 @@ int as_simdev_create(const as_simdev_params *p, as_simdev **out)
     }
     d->dev.ops = &simdev_ops;
     d->dev.ctx = d;
-    int rc = as_space_create(AS_SIMDEV_VA_BASE, 0, &d->va);
-    if (!rc && d->p.placement == AS_PLACE_CHUNKED)
+    as_atreap_init(&d->vlive);
+    int rc;
+    if (d->p.placement == AS_PLACE_CHUNKED)
         rc = as_chunked_create(d->p.granularity, &d->heap);
-    else if (!rc)
+    else if (!(rc = as_space_create(AS_SIMDEV_VA_BASE, 0, &d->va)))
         rc = as_space_create(d->p.placement == AS_PLACE_LOW_FIRST_FIT ? AS_SIMDEV_BASE
                                                                       : AS_SIMDEV_TOP,
                              d->p.placement == AS_PLACE_TOP_DOWN, &d->phys);
@@ -315,6 +344,7 @@ void as_simdev_destroy(as_simdev *d)
     as_chunked_destroy(d->heap);
     as_space_destroy(d->phys);
     as_space_destroy(d->va);
+    as_atreap_free(&d->vlive);
     free(d);
 }
 

@@ -14,10 +14,14 @@
  * 24 MiB at + 488 MiB, where a process's first small segments land (replay/PLACEMENT.md
  * measures these rules).
  * Even with no capacity it refuses (AS_DEV_OOM) a range of 2^26 pages or more (128 TiB
- * at 2 MiB), and a chunk that would reach down to AS_SIMDEV_VA_BASE (2 TiB of heap).
+ * at 2 MiB), and a chunk for which no gap in [AS_SIMDEV_VA_LOW, AS_SIMDEV_TOP) has room.
+ * va_reserve() ranges (cuMemAddressReserve) share that heap's chunks: a reservation takes
+ * free space in a cudaMalloc chunk and a cudaMalloc the free tail of a reservation's
+ * chunk; a reservation that fits no chunk opens one at the bottom of the lowest gap from
+ * AS_SIMDEV_VA_LOW up, where the H200's driver puts them (replay/PLACEMENT.md section 9).
  * AS_PLACE_TOP_DOWN (highest hole, growing down from AS_SIMDEV_TOP) and
  * AS_PLACE_LOW_FIRST_FIT (lowest hole, growing up from AS_SIMDEV_BASE) are the simple
- * rules. va_reserve() ranges come from a separate region, first fit from
+ * rules; with them va_reserve() ranges come from a separate region, first fit from
  * AS_SIMDEV_VA_BASE. The cost model charges each call fixed + per_byte * size nanoseconds
  * (parameters documented in simdev.c and calibrated on an H200, see replay/RESULTS.md).
  */
@@ -30,7 +34,8 @@
 #include "policy.h"
 
 #define AS_SIMDEV_BASE 0x7f0000000000ull
-#define AS_SIMDEV_VA_BASE 0x7e0000000000ull
+#define AS_SIMDEV_VA_BASE 0x7e0000000000ull /* the simple rules' va_reserve() region */
+#define AS_SIMDEV_VA_LOW 0x302000000ull /* the chunked heap's bottom: reservations' first chunk */
 #define AS_SIMDEV_TOP 0x7fff00000000ull /* where a top-down space starts (and grows down) */
 #define AS_SIMDEV_CHUNK (32ull << 20)   /* AS_PLACE_CHUNKED: chunks are multiples of this */
 

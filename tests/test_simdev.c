@@ -162,6 +162,61 @@ static void simdev_placement_best_fit(void)
     as_simdev_destroy(d);
 }
 
+static void simdev_placement_reservations(void)
+{
+    /* cuMemAddressReserve's ranges share the chunked heap (PLACEMENT.md section 9): they
+     * take free space in any chunk, a cudaMalloc takes a reservation chunk's tail, and a
+     * reservation that fits no chunk opens one at the lowest gap from AS_SIMDEV_VA_LOW. */
+    as_simdev *d;
+    CU_ASSERT_FATAL(as_simdev_create(NULL, &d) == 0);
+    const as_device *dv = as_simdev_device(d);
+    const uint64_t low = AS_SIMDEV_VA_LOW;
+    uint64_t c, r, s, t, u, x;
+    /* a first 20 MiB reservation lands in the CUDA context's chunk, as gmlake's did */
+    CU_ASSERT_EQUAL(dv->ops->va_reserve(dv->ctx, 20 * MIB, &c), 0);
+    CU_ASSERT_EQUAL(c, AS_SIMDEV_TOP + 488 * MIB);
+    /* 100 MiB: a 128 MiB chunk at the bottom; 2 MiB cudaMalloc goes to its tail (the
+     * newest chunk with room), and so does a 12 MiB reservation */
+    CU_ASSERT_EQUAL(dv->ops->va_reserve(dv->ctx, 100 * MIB, &r), 0);
+    CU_ASSERT_EQUAL(r, low);
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 2 * MIB, &x), 0);
+    CU_ASSERT_EQUAL(x, low + 100 * MIB);
+    CU_ASSERT_EQUAL(dv->ops->va_reserve(dv->ctx, 12 * MIB, &s), 0);
+    CU_ASSERT_EQUAL(s, low + 102 * MIB);
+    /* 40 MiB fits no chunk: the next one up, not under the cudaMalloc heap's top */
+    CU_ASSERT_EQUAL(dv->ops->va_reserve(dv->ctx, 40 * MIB, &t), 0);
+    CU_ASSERT_EQUAL(t, low + 128 * MIB);
+    /* a chunk emptied gives its range back, and the lowest gap that holds the next one is
+     * taken, an exact fit included: 128 MiB goes back to the bottom */
+    CU_ASSERT_EQUAL(dv->ops->va_release(dv->ctx, r, 100 * MIB), 0);
+    CU_ASSERT_EQUAL(dv->ops->va_release(dv->ctx, s, 12 * MIB), 0);
+    CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, x, 2 * MIB), 0);
+    CU_ASSERT_EQUAL(dv->ops->va_reserve(dv->ctx, 128 * MIB, &u), 0);
+    CU_ASSERT_EQUAL(u, low);
+    /* inside a chunk a reservation takes the lowest free range that holds it, a cudaMalloc
+     * the smallest: the 40 MiB one's 64 MiB chunk (the newest with room, u's is full)
+     * takes 8 MiB above it; with the 40 MiB freed it has 40 MiB free at its bottom and
+     * 16 MiB at its top */
+    CU_ASSERT_EQUAL(dv->ops->va_reserve(dv->ctx, 8 * MIB, &x), 0);
+    CU_ASSERT_EQUAL(x, low + 168 * MIB);
+    CU_ASSERT_EQUAL(dv->ops->va_release(dv->ctx, t, 40 * MIB), 0);
+    CU_ASSERT_EQUAL(dv->ops->va_reserve(dv->ctx, 16 * MIB, &s), 0);
+    CU_ASSERT_EQUAL(s, low + 128 * MIB);
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 2 * MIB, &r), 0);
+    CU_ASSERT_EQUAL(r, low + 176 * MIB);
+    /* each kind is given back by its own call; map() wants a reservation */
+    CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, s, 16 * MIB), AS_EINVAL);
+    CU_ASSERT_EQUAL(dv->ops->va_release(dv->ctx, r, 2 * MIB), AS_EINVAL);
+    CU_ASSERT_EQUAL(dv->ops->map(dv->ctx, s + 14 * MIB, 2 * MIB), 0);
+    CU_ASSERT_EQUAL(dv->ops->map(dv->ctx, s + 14 * MIB, 4 * MIB), AS_EINVAL);
+    CU_ASSERT_EQUAL(dv->ops->map(dv->ctx, r, 2 * MIB), AS_EINVAL);
+    CU_ASSERT_EQUAL(dv->ops->unmap(dv->ctx, s + 14 * MIB, 2 * MIB), 0);
+    CU_ASSERT_EQUAL(dv->ops->va_release(dv->ctx, s, 16 * MIB), 0);
+    CU_ASSERT_EQUAL(dv->ops->map(dv->ctx, s, 2 * MIB), AS_EINVAL);
+    CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, r, 2 * MIB), 0);
+    as_simdev_destroy(d);
+}
+
 static void simdev_capacity(void)
 {
     as_simdev_params p;
@@ -748,11 +803,16 @@ static void simdev_granularity(void)
     const as_device *dv = as_simdev_device(d);
     uint64_t a;
     CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, (1ull << 26) * 2 * MIB, &a), AS_DEV_OOM);
-    /* the heap ends where the virtual-only region starts, 2044 GiB under its top */
-    uint64_t tib = 1ull << 40, b;
-    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, tib, &a), 0);
-    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, tib, &b), AS_DEV_OOM);
-    CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, a, tib), 0);
+    /* the heap is [AS_SIMDEV_VA_LOW, AS_SIMDEV_TOP), 16 GiB short of 128 TiB: 64 TiB fit,
+     * and then 64 TiB more do not, as a cudaMalloc nor as a reservation */
+    uint64_t half = 1ull << 46, b;
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, half, &a), 0);
+    CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, half, &b), AS_DEV_OOM);
+    CU_ASSERT_EQUAL(dv->ops->va_reserve(dv->ctx, half, &b), AS_DEV_OOM);
+    CU_ASSERT_EQUAL(dv->ops->va_reserve(dv->ctx, half - 64 * (1ull << 30), &b), 0);
+    CU_ASSERT_EQUAL(b, AS_SIMDEV_VA_LOW);
+    CU_ASSERT_EQUAL(dv->ops->va_release(dv->ctx, b, half - 64 * (1ull << 30)), 0);
+    CU_ASSERT_EQUAL(dv->ops->release(dv->ctx, a, half), 0);
     CU_ASSERT_EQUAL(dv->ops->reserve(dv->ctx, 2 * MIB, &a), 0);
     CU_ASSERT_EQUAL(a, AS_SIMDEV_TOP + 414 * MIB);
     as_dev_counters c;
@@ -828,6 +888,7 @@ CU_TestInfo test_simdev[] = {
     {"placement_top_down", simdev_placement_top_down},
     {"placement_chunked", simdev_placement_chunked},
     {"placement_best_fit", simdev_placement_best_fit},
+    {"placement_reservations", simdev_placement_reservations},
     {"capacity", simdev_capacity},
     {"log", simdev_log},
     {"alias", simdev_alias},
