@@ -3,7 +3,8 @@
  * growing upward; top-down highest hole growing downward; the CUDA driver's chunked heap,
  * the default) with reuse and merging of freed ranges, capacity refusals as results,
  * counters and the event log; and the chunked heap against the addresses the H200's
- * driver really returned (replay/data/torch-key-replay).
+ * driver really returned (replay/data/torch-key-replay, h200-reuse and
+ * validate-h200-gmlake-heap: cudaMalloc's and cuMemAddressReserve's).
  */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
@@ -371,8 +372,9 @@ static void simdev_many_holes(void)
 
 /* ---- the chunked heap against the H200's recorded addresses ------------------------------ */
 
-/* A whole file, NUL-terminated (caller frees), zstd-decoded when zst; NULL on error. */
-static char *read_file(const char *path, int zst)
+/* A whole file, NUL-terminated (caller frees), zstd-decoded when zst, its length in *len
+ * when len is not NULL; NULL on error. */
+static char *read_file(const char *path, int zst, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     ZSTD_DCtx *z = ZSTD_createDCtx();
@@ -408,6 +410,8 @@ static char *read_file(const char *path, int zst)
         return NULL;
     }
     out[n] = 0;
+    if (len)
+        *len = n;
     return out;
 }
 
@@ -502,7 +506,7 @@ static void torch_recordings(const char *dir, const char *const *stems, size_t n
         if (as_json_load(tu_path(path), &root, why, sizeof why))
             fprintf(stderr, "\n  %s\n", why);
         snprintf(path, sizeof path, "%s/%s.csv.zst", dir, stems[f]);
-        char *csv = read_file(tu_path(path), 1);
+        char *csv = read_file(tu_path(path), 1, NULL);
         CU_ASSERT_FATAL(root && csv);
         /* the JSON's runs, in order, each with its "conf": one process per conf */
         const char *conf_of_run[64], *confs[16];
@@ -536,16 +540,32 @@ static void simdev_key_replay_addresses(void)
     CU_ASSERT_EQUAL(exact, total);
 }
 
-/* One row of record_reuse.py's CSV (proc,step,op,size,addr) at l + 1; 1 when it is one. */
+/* One row of record_reuse.py's or record_reserve.py's CSV (proc,step,op,size,addr) at
+ * l + 1; 1 when it is one. */
 static int reuse_row(const char *l, int *proc, char op[16], unsigned long long *size,
                      unsigned long long *addr)
 {
     return sscanf(l + 1, "%d,%*u,%15[^,],%llu,%llu", proc, op, size, addr) == 4;
 }
 
-/* One process of record_reuse.py (its rows from *line on), free-running as replay_process
- * does; *line ends at the next process's first row. */
-static void reuse_process(const char **line, unsigned *exact, unsigned *total)
+#define HIGH 0x700000000000ull /* the driver's cudaMalloc heap lies above, reservations below */
+
+typedef struct addr_count {
+    unsigned exact, total;   /* cudaMallocs */
+    unsigned vexact, vtotal; /* cuMemAddressReserve ranges */
+} addr_count;
+
+/* Where our device should have put what the driver put at rec: below HIGH the same address
+ * (AS_SIMDEV_VA_LOW is the driver's own), above it the same offset from the heap's top. */
+static uint64_t ours(uint64_t rec, uint64_t rec_top)
+{
+    return rec < HIGH ? rec : rec - rec_top + AS_SIMDEV_TOP;
+}
+
+/* One process of record_reuse.py or record_reserve.py (its rows from *line on),
+ * free-running as replay_process does, reservations through va_reserve; *line ends at the
+ * next process's first row. */
+static void reuse_process(const char **line, addr_count *n)
 {
     int proc = -1, p, ok = 1;
     uint64_t rec_top = 0;
@@ -568,21 +588,24 @@ static void reuse_process(const char **line, unsigned *exact, unsigned *total)
         if (p != proc)
             break;
         *line = strchr(l + 1, '\n');
-        if (!strcmp(op, "malloc")) {
+        int va = !strcmp(op, "reserve") || !strcmp(op, "release");
+        if (!strcmp(op, "malloc") || !strcmp(op, "reserve")) {
             uint64_t s = 0;
-            ok &= dv->ops->reserve(dv->ctx, sz, &s) == 0;
-            (*total)++;
-            *exact += s - AS_SIMDEV_TOP == a - rec_top;
+            ok &= (va ? dv->ops->va_reserve(dv->ctx, sz, &s) : dv->ops->reserve(dv->ctx, sz, &s)) ==
+                  0;
+            *(va ? &n->vtotal : &n->total) += 1;
+            *(va ? &n->vexact : &n->exact) += s == ours(a, rec_top);
             if (nlive == cap) {
                 cap = cap ? 2 * cap : 256;
                 live = realloc(live, cap * sizeof *live);
                 CU_ASSERT_FATAL(live != NULL);
             }
             live[nlive++] = (rec_seg){a, s, sz};
-        } else if (!strcmp(op, "free")) {
+        } else if (!strcmp(op, "free") || !strcmp(op, "release")) {
             for (size_t i = 0; i < nlive; i++)
                 if (live[i].rec == a) {
-                    ok &= dv->ops->release(dv->ctx, live[i].sim, sz) == 0;
+                    ok &= (va ? dv->ops->va_release(dv->ctx, live[i].sim, sz)
+                              : dv->ops->release(dv->ctx, live[i].sim, sz)) == 0;
                     live[i] = live[--nlive];
                     break;
                 }
@@ -602,13 +625,16 @@ static void simdev_held_out_addresses(void)
     static const char *const stems[] = {"torch_llama_0", "torch_llama_1", "torch_llama_2",
                                         "torch_llama_3", "torch_llama_4", "torch_llama_5",
                                         "torch_llama_6"};
-    unsigned exact = 0, total = 0, rexact = 0, rtotal = 0, procs = 0;
+    unsigned exact = 0, total = 0, procs = 0;
     torch_recordings("replay/data/h200-reuse", stems, 7, &exact, &total);
-    char *csv = read_file(tu_path("replay/data/h200-reuse/reuse.csv.zst"), 1);
+    char *csv = read_file(tu_path("replay/data/h200-reuse/reuse.csv.zst"), 1, NULL);
     CU_ASSERT_FATAL(csv != NULL);
+    addr_count n = {0};
     for (const char *line = strchr(csv, '\n'); line && line[1]; procs++)
-        reuse_process(&line, &rexact, &rtotal);
+        reuse_process(&line, &n);
     free(csv);
+    unsigned rexact = n.exact, rtotal = n.total;
+    CU_ASSERT_EQUAL(n.vtotal, 0);
     fprintf(stderr,
             "\n  simdev, held out: llama replays %u of %u segments exact, free/reallocate "
             "patterns %u of %u in %u processes\n",
@@ -618,6 +644,252 @@ static void simdev_held_out_addresses(void)
     CU_ASSERT_EQUAL(procs, 80);
     CU_ASSERT_EQUAL(rtotal, 24992);
     CU_ASSERT_EQUAL(rexact, rtotal);
+}
+
+/* ---- cuMemAddressReserve's ranges against the H200's addresses -------------------------- */
+
+/* record_reserve.py's 40 processes (replay/data/validate-h200-gmlake-heap), recorded after
+ * the rule of PLACEMENT.md section 9 was fixed: cudaMalloc and cuMemAddressReserve calls in
+ * four patterns made to put reservations and cudaMallocs into each other's chunks and to
+ * give a chunk several free ranges. Every range where the driver put it, free-running: the
+ * 3180 cudaMallocs and all 5549 reservations (with a reservation taking the smallest free
+ * range of its chunk, as a cudaMalloc does, 3056: replay/gmlake_addresses.py --probe). */
+static void simdev_reservation_probe(void)
+{
+    char *csv =
+        read_file(tu_path("replay/data/validate-h200-gmlake-heap/reserve.csv.zst"), 1, NULL);
+    CU_ASSERT_FATAL(csv != NULL);
+    addr_count n = {0};
+    unsigned procs = 0;
+    for (const char *line = strchr(csv, '\n'); line && line[1]; procs++)
+        reuse_process(&line, &n);
+    free(csv);
+    fprintf(
+        stderr,
+        "\n  simdev, held out: %u of %u reservations, %u of %u cudaMallocs exact in %u processes\n",
+        n.vexact, n.vtotal, n.exact, n.total, procs);
+    CU_ASSERT_EQUAL(procs, 40);
+    CU_ASSERT_EQUAL(n.vtotal, 5549);
+    CU_ASSERT_EQUAL(n.vexact, n.vtotal);
+    CU_ASSERT_EQUAL(n.total, 3180);
+    CU_ASSERT_EQUAL(n.exact, n.total);
+}
+
+typedef struct tar_file {
+    char name[101];
+    const char *data;
+    size_t len;
+} tar_file;
+
+/* The regular files of a ustar archive in memory, at most max; returns how many. */
+static size_t tar_files(const char *t, size_t n, tar_file *out, size_t max)
+{
+    size_t k = 0;
+    for (size_t off = 0; off + 512 <= n && t[off] && k < max;) {
+        size_t len = (size_t)strtoull(t + off + 124, NULL, 8);
+        if (off + 512 + len > n)
+            break;
+        if (t[off + 156] == '0' || t[off + 156] == 0) {
+            memcpy(out[k].name, t + off, 100);
+            out[k].name[100] = 0;
+            out[k].data = t + off + 512;
+            out[k++].len = len;
+        }
+        off += 512 + (len + 511) / 512 * 512;
+    }
+    return k;
+}
+
+typedef struct seg_row {
+    unsigned run;
+    unsigned long long alloc, addr, size;
+    char act[32];
+} seg_row;
+
+/* A --segments CSV (run,alloc,event,action,addr,size) into rows; returns how many. */
+static size_t seg_rows(const char *csv, seg_row **out)
+{
+    size_t n = 0, cap = 0;
+    *out = NULL;
+    for (const char *l = strchr(csv, '\n'); l && l[1]; l = strchr(l + 1, '\n')) {
+        seg_row r;
+        if (sscanf(l + 1, "%u,%llu,%*u,%31[^,],%llu,%llu", &r.run, &r.alloc, r.act, &r.addr,
+                   &r.size) != 5)
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 1024;
+            *out = realloc(*out, cap * sizeof **out);
+            CU_ASSERT_FATAL(*out != NULL);
+        }
+        (*out)[n++] = r;
+    }
+    return n;
+}
+
+typedef struct gm_count {
+    unsigned runs, same;     /* runs, runs with the GPU's device events */
+    unsigned vexact, vtotal; /* mapped reservations at the driver's address */
+    unsigned mexact, mtotal; /* cudaMallocs in reservation chunks (below HIGH) */
+} gm_count;
+
+/* One item of the gmlake validate: allocsim at its 9 capacities (its pred.json says the
+ * spec, trace and capacities), the simulated device's addresses against the driver's
+ * (replay.csv). A pBlock is mapped whole right after its cuMemAddressReserve, so a map's
+ * address is its reservation's; stitched ranges are reserved unmapped and not in the log,
+ * but the simulator makes them too. */
+static void gm_item(const tar_file *pj, const tar_file *rc, gm_count *g)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(pj->data, pj->len, 0, &jerr);
+    CU_ASSERT_FATAL(root != NULL);
+    const json_t *runs = json_object_get(root, "runs"), *r;
+    const char *spec = json_string_value(json_object_get(json_array_get(runs, 0), "spec"));
+    const char *trace = json_string_value(
+        json_object_get(json_array_get(json_object_get(root, "traces"), 0), "file"));
+    CU_ASSERT_FATAL(spec && trace);
+    char tmp[1024]; /* tu_tmp's buffer is one of tu_path's four */
+    snprintf(tmp, sizeof tmp, "%s", tu_tmp(".csv"));
+    char args[4096];
+    int at = snprintf(args, sizeof args, "-q -p '%s' --segments %s", spec, tmp);
+    size_t i;
+    json_array_foreach(runs, i, r) at +=
+        snprintf(args + at, sizeof args - (size_t)at, " -c %lld",
+                 (long long)json_integer_value(json_object_get(r, "capacity")));
+    snprintf(args + at, sizeof args - (size_t)at, " %s > /dev/null", tu_path(trace));
+    g->runs += (unsigned)json_array_size(runs);
+    CU_ASSERT_EQUAL_FATAL(tu_run_allocsim(args, NULL, 0, NULL, 0), 0);
+    char *sim = tu_slurp(tmp, NULL), *rec = malloc(rc->len + 1);
+    CU_ASSERT_FATAL(sim && rec);
+    memcpy(rec, rc->data, rc->len);
+    rec[rc->len] = 0;
+    seg_row *a, *b;
+    size_t na = seg_rows(sim, &a), nb = seg_rows(rec, &b);
+    for (unsigned run = 0; run < json_array_size(runs); run++) {
+        int same = 1;
+        size_t x = 0, y = 0;
+        while (x < na && a[x].run < run)
+            x++;
+        while (y < nb && b[y].run < run)
+            y++;
+        for (; x < na && y < nb && a[x].run == run && b[y].run == run; x++, y++) {
+            same &=
+                a[x].alloc == b[y].alloc && a[x].size == b[y].size && !strcmp(a[x].act, b[y].act);
+            int map = !strcmp(b[y].act, "segment_map"), alloc = !strcmp(b[y].act, "segment_alloc");
+            if (b[y].addr < HIGH && (map || alloc)) {
+                *(map ? &g->vtotal : &g->mtotal) += 1;
+                *(map ? &g->vexact : &g->mexact) += a[x].addr == b[y].addr;
+            }
+        }
+        same &= !(x < na && a[x].run == run) && !(y < nb && b[y].run == run);
+        g->same += same;
+    }
+    free(a);
+    free(b);
+    free(sim);
+    free(rec);
+    tu_rm(tmp);
+    json_decref(root);
+}
+
+/* One gmlake validate's archive: every item (its pred.json and replay.csv), the items
+ * section 9's rules were read off counted in fit, the others in held. */
+static unsigned gm_archive(const char *rel, gm_count *fit, gm_count *held)
+{
+    size_t n;
+    char *tar = read_file(tu_path(rel), 1, &n);
+    CU_ASSERT_FATAL(tar != NULL);
+    static tar_file f[256];
+    size_t nf = tar_files(tar, n, f, 256);
+    unsigned items = 0;
+    for (size_t i = 0; i < nf; i++) {
+        size_t l = strlen(f[i].name);
+        if (l < 10 || strcmp(f[i].name + l - 10, ".pred.json"))
+            continue;
+        char want[128];
+        snprintf(want, sizeof want, "%.*s.replay.csv", (int)(l - 10), f[i].name);
+        for (size_t j = 0; j < nf; j++)
+            if (!strcmp(f[j].name, want)) {
+                int fitted = strstr(want, "resnet_varbatch") || strstr(want, "graph_probe") ||
+                             strstr(want, "moe_like_gmlake-fraglimit");
+                gm_item(&f[i], &f[j], fitted ? fit : held);
+                items++;
+            }
+    }
+    free(tar);
+    fprintf(stderr,
+            "\n  %s: fitted %u of %u runs' events, %u of %u reservations, %u of %u "
+            "cudaMallocs among them; held out %u of %u, %u of %u, %u of %u\n",
+            rel, fit->same, fit->runs, fit->vexact, fit->vtotal, fit->mexact, fit->mtotal,
+            held->same, held->runs, held->vexact, held->vtotal, held->mexact, held->mtotal);
+    return items;
+}
+
+static void gm_expect(const gm_count *g, unsigned runs, unsigned resv, unsigned mallocs)
+{
+    CU_ASSERT_EQUAL(g->runs, runs);
+    CU_ASSERT_EQUAL(g->same, g->runs);
+    CU_ASSERT_EQUAL(g->vtotal, resv);
+    CU_ASSERT_EQUAL(g->vexact, g->vtotal);
+    CU_ASSERT_EQUAL(g->mtotal, mallocs);
+    CU_ASSERT_EQUAL(g->mexact, g->mtotal);
+}
+
+/* The gmlake validates on the H200 (108 runs each: 6 traces, gmlake's defaults and
+ * fraglimit=2M, 9 capacities each): the one recorded with this rule
+ * (validate-h200-gmlake-heap) and the one with the stitched blocks mapped
+ * (validate-h200-gmlake-stitch, at the earlier simulator's capacities): every run's device
+ * events as the GPU's, every mapped reservation and every cudaMalloc that went into a
+ * reservation's chunk at the driver's very address. Fitted: the items section 9's rules
+ * were read off (resnet_varbatch, graph_probe; the lowest free range from moe_like at
+ * fraglimit=2M, the only reservation where lowest and smallest differ); held out: moe_like
+ * at the defaults, llama_accum_ckpt and both streams2 (of which only the first 40 events
+ * of one run each were looked at; the later runs' large reservations, which
+ * gmlake_addresses.py's replay of the log misses, follow ranges stitched and never mapped
+ * as pBlocks). */
+static void simdev_gmlake_addresses(void)
+{
+    gm_count fit = {0}, held = {0}, sfit = {0}, sheld = {0};
+    CU_ASSERT_EQUAL(gm_archive("replay/data/validate-h200-gmlake-heap/runs.tar.zst", &fit, &held),
+                    12);
+    gm_expect(&fit, 45, 4117, 546);
+    gm_expect(&held, 63, 6914, 365);
+    CU_ASSERT_EQUAL(
+        gm_archive("replay/data/validate-h200-gmlake-stitch/runs.tar.zst", &sfit, &sheld), 12);
+    gm_expect(&sfit, 45, 4135, 534);
+    gm_expect(&sheld, 63, 6914, 365);
+}
+
+/* PyTorch's expandable segments reserve with cuMemAddressReserve too (about 157 GiB a
+ * segment on the H200): the streams2 recording replayed through PyTorch on the GPU
+ * (replay/data/h200-reuse) put its 4 segments at 0x302000000 and each next chunk up, and
+ * the simulator's torch,expandable=true maps all 102 pages at the very addresses. */
+static void simdev_expandable_addresses(void)
+{
+    char tmp[1024]; /* tu_tmp's buffer is one of tu_path's four */
+    snprintf(tmp, sizeof tmp, "%s", tu_tmp(".csv"));
+    char args[3072];
+    snprintf(
+        args, sizeof args, "-q -p torch,expandable=true --segments %s %s > /dev/null", tmp,
+        tu_path("tests/data/torch-2.11-h200-streams/streams2_expandable_segments_True.pickle.zst"));
+    CU_ASSERT_EQUAL_FATAL(tu_run_allocsim(args, NULL, 0, NULL, 0), 0);
+    char *sim = tu_slurp(tmp, NULL);
+    char *rec = read_file(
+        tu_path("replay/data/h200-reuse/streams_expandable_segments_True.pytorch.csv.zst"), 1,
+        NULL);
+    CU_ASSERT_FATAL(sim && rec);
+    seg_row *a, *b;
+    size_t na = seg_rows(sim, &a), nb = seg_rows(rec, &b), same = 0;
+    for (size_t i = 0; i < na && i < nb; i++)
+        same += a[i].alloc == b[i].alloc && a[i].addr == b[i].addr && a[i].size == b[i].size &&
+                !strcmp(a[i].act, b[i].act);
+    CU_ASSERT_EQUAL(nb, 102);
+    CU_ASSERT_EQUAL(na, nb);
+    CU_ASSERT_EQUAL(same, nb);
+    free(a);
+    free(b);
+    free(sim);
+    free(rec);
+    tu_rm(tmp);
 }
 
 /* ---- the chunked heap against a straightforward model of the same rules -------------- */
@@ -631,7 +903,7 @@ typedef struct ref_chunk {
 
 typedef struct ref_range {
     uint64_t addr, size;
-    int chunk;
+    int chunk, va; /* va: a va_reserve() range */
 } ref_range;
 
 typedef struct ref_heap {
@@ -654,14 +926,15 @@ static void ref_init(ref_heap *h, uint64_t gran)
     /* the CUDA context's chunks (simdev.h), with the part the context uses as a range
      * that is never released */
     ref_add_chunk(h, AS_SIMDEV_TOP + 480 * MIB, 32 * MIB);
-    h->r[h->nr++] = (ref_range){AS_SIMDEV_TOP + 480 * MIB, 8 * MIB, 0};
+    h->r[h->nr++] = (ref_range){AS_SIMDEV_TOP + 480 * MIB, 8 * MIB, 0, 0};
     ref_add_chunk(h, AS_SIMDEV_TOP + 384 * MIB, 32 * MIB);
-    h->r[h->nr++] = (ref_range){AS_SIMDEV_TOP + 384 * MIB, 30 * MIB, 1};
+    h->r[h->nr++] = (ref_range){AS_SIMDEV_TOP + 384 * MIB, 30 * MIB, 1, 0};
 }
 
 /* The start of the smallest free range of chunk c that holds `size` bytes, the lowest of
- * equals (best fit inside the chunk), or 0: every page of the chunk, one by one. */
-static uint64_t ref_fit_in(const ref_heap *h, int c, uint64_t size)
+ * equals (best fit inside the chunk), or with `first` the lowest that holds it, or 0: every
+ * page of the chunk, one by one. */
+static uint64_t ref_fit_in(const ref_heap *h, int c, uint64_t size, int first)
 {
     const ref_chunk *k = &h->ch[c];
     uint64_t best = 0, blen = UINT64_MAX, run = 0, start = 0;
@@ -675,6 +948,8 @@ static uint64_t ref_fit_in(const ref_heap *h, int c, uint64_t size)
             if (run * h->gran >= size && run * h->gran < blen) {
                 best = start;
                 blen = run * h->gran;
+                if (first)
+                    return best;
             }
             run = 0;
         }
@@ -682,7 +957,23 @@ static uint64_t ref_fit_in(const ref_heap *h, int c, uint64_t size)
     return best;
 }
 
-static uint64_t ref_reserve(ref_heap *h, uint64_t size)
+/* A new reservation chunk: the bottom of the lowest gap from AS_SIMDEV_VA_LOW up that
+ * holds it, found by stepping over every chunk in the way. */
+static uint64_t ref_low_gap(const ref_heap *h, uint64_t clen)
+{
+    uint64_t at = AS_SIMDEV_VA_LOW;
+    for (;;) {
+        int hit = -1;
+        for (int c = 0; c < h->nch; c++)
+            if (h->ch[c].alive && h->ch[c].base < at + clen && h->ch[c].base + h->ch[c].len > at)
+                hit = c;
+        if (hit < 0)
+            return at;
+        at = h->ch[hit].base + h->ch[hit].len;
+    }
+}
+
+static uint64_t ref_reserve(ref_heap *h, uint64_t size, int va)
 {
     /* the most recently made chunk with room, best fit inside it */
     int best = -1;
@@ -690,16 +981,19 @@ static uint64_t ref_reserve(ref_heap *h, uint64_t size)
     for (int c = 0; c < h->nch; c++) {
         uint64_t a;
         if (h->ch[c].alive && (best < 0 || h->ch[c].seq > h->ch[best].seq) &&
-            (a = ref_fit_in(h, c, size))) {
+            (a = ref_fit_in(h, c, size, va))) {
             best = c;
             at = a;
         }
     }
     if (best < 0) {
-        /* a new chunk at the top of the highest gap under the top larger than itself, or
-         * under the lowest chunk */
+        /* a new chunk: a reservation's at the lowest gap from AS_SIMDEV_VA_LOW up that
+         * holds it; a cudaMalloc's at the top of the highest gap under the top larger than
+         * itself, or under the lowest chunk */
         uint64_t clen = (size + 32 * MIB - 1) / (32 * MIB) * (32 * MIB), top = AS_SIMDEV_TOP;
-        for (;;) {
+        if (va)
+            top = ref_low_gap(h, clen) + clen;
+        while (!va) {
             int below = -1; /* the highest chunk under `top` */
             for (int c = 0; c < h->nch; c++)
                 if (h->ch[c].alive && h->ch[c].base < top &&
@@ -716,14 +1010,15 @@ static uint64_t ref_reserve(ref_heap *h, uint64_t size)
             h->nch++;
         h->ch[best] = (ref_chunk){at, clen, ++h->seq, 1};
     }
-    h->r[h->nr++] = (ref_range){at, size, best};
+    h->r[h->nr++] = (ref_range){at, size, best, va};
     return at;
 }
 
-static int ref_release(ref_heap *h, uint64_t addr, uint64_t size)
+static int ref_release(ref_heap *h, uint64_t addr, uint64_t size, int va)
 {
     int i = 0;
-    while (i < h->nr && !(h->r[i].addr == addr && h->r[i].size == size && i > 1))
+    while (i < h->nr &&
+           !(h->r[i].addr == addr && h->r[i].size == size && h->r[i].va == va && i > 1))
         i++;
     if (i == h->nr)
         return AS_EINVAL;
@@ -736,6 +1031,12 @@ static int ref_release(ref_heap *h, uint64_t addr, uint64_t size)
     return AS_DEV_OK;
 }
 
+static int dev_give(const as_device *dv, uint64_t a, uint64_t size, int va)
+{
+    return va ? dv->ops->va_release(dv->ctx, a, size) : dv->ops->release(dv->ctx, a, size);
+}
+
+/* cudaMalloc's ranges and, a third of them, cuMemAddressReserve's, in one heap. */
 static void simdev_chunked_matches_model(void)
 {
     uint64_t rng = tu_seed("simdev_chunked_matches_model");
@@ -753,6 +1054,7 @@ static void simdev_chunked_matches_model(void)
         const as_device *dv = as_simdev_device(d);
         ref_init(&h, g);
         uint64_t live[512], lsz[512];
+        int lva[512];
         int nlive = 0, ok = 1, step;
         for (step = 0; step < 6000 && ok; step++) {
             uint64_t x = tu_rand(&rng);
@@ -761,19 +1063,28 @@ static void simdev_chunked_matches_model(void)
                                      ? 1 + (x >> 16) % 600
                                      : 1 + (x >> 16) % ((x >> 40) % 2 ? 2 : 16);
                 uint64_t size = pages * (g == 2 * MIB ? 2 * MIB : (x >> 50) % 2 ? g : 2 * MIB);
-                uint64_t a = 0, want = ref_reserve(&h, size);
-                ok &= dv->ops->reserve(dv->ctx, size, &a) == 0 && a == want;
+                int va = (x >> 58) % 3 == 0;
+                uint64_t a = 0, want = ref_reserve(&h, size, va);
+                ok &= (va ? dv->ops->va_reserve(dv->ctx, size, &a)
+                          : dv->ops->reserve(dv->ctx, size, &a)) == 0 &&
+                      a == want;
                 live[nlive] = a;
+                lva[nlive] = va;
                 lsz[nlive++] = size;
             } else {
                 int i = (int)((x >> 8) % (uint64_t)nlive);
+                int va = lva[i];
                 if ((x >> 40) % 16 == 0) /* a wrong size is refused by both */
-                    ok &= dv->ops->release(dv->ctx, live[i], lsz[i] + g) == AS_EINVAL &&
-                          ref_release(&h, live[i], lsz[i] + g) == AS_EINVAL;
-                ok &= dv->ops->release(dv->ctx, live[i], lsz[i]) == 0 &&
-                      ref_release(&h, live[i], lsz[i]) == 0;
+                    ok &= dev_give(dv, live[i], lsz[i] + g, va) == AS_EINVAL &&
+                          ref_release(&h, live[i], lsz[i] + g, va) == AS_EINVAL;
+                if ((x >> 44) % 16 == 0) /* and so is the other kind's call */
+                    ok &= dev_give(dv, live[i], lsz[i], !va) == AS_EINVAL &&
+                          ref_release(&h, live[i], lsz[i], !va) == AS_EINVAL;
+                ok &= dev_give(dv, live[i], lsz[i], va) == 0 &&
+                      ref_release(&h, live[i], lsz[i], va) == 0;
                 live[i] = live[--nlive];
                 lsz[i] = lsz[nlive];
+                lva[i] = lva[nlive];
             }
         }
         if (!ok)
@@ -895,6 +1206,9 @@ CU_TestInfo test_simdev[] = {
     {"many_holes", simdev_many_holes},
     {"key_replay_addresses", simdev_key_replay_addresses},
     {"held_out_addresses", simdev_held_out_addresses},
+    {"reservation_probe", simdev_reservation_probe},
+    {"gmlake_addresses", simdev_gmlake_addresses},
+    {"expandable_addresses", simdev_expandable_addresses},
     {"chunked_matches_model", simdev_chunked_matches_model},
     {"granularity", simdev_granularity},
     CU_TEST_INFO_NULL,
