@@ -243,7 +243,7 @@ typedef struct as_bins {
     uint32_t slmap[AS_BINS_FL];
     uint32_t treap[AS_BINS_FL];                  /* bit sl: bin (fl, sl) is a treap */
     uint32_t root[AS_BINS_FL][1u << AS_BINS_SL]; /* list: the smallest; treap: the root */
-    uint16_t cnt[AS_BINS_FL][1u << AS_BINS_SL];
+    uint32_t cnt[AS_BINS_FL][1u << AS_BINS_SL]; /* a bin can hold every block of the heap */
     uint64_t n;
 } as_bins;
 

@@ -273,9 +273,52 @@ static void index_pheap(void)
     run_index(IX_PHEAP, "index_pheap");
 }
 
+/* One bin far more crowded than any list: 70,000 free blocks of one size (a crafted trace
+ * of small allocations with live spacers between them makes this). The bin's count must
+ * not wrap (it was 16 bits, and at 65,536 blocks the bin took its treap for an empty
+ * list); best fit over equal sizes is the lowest address. */
+static void index_bins_crowded(void)
+{
+    enum { NC = 70000 };
+    as_heap h;
+    as_bins bins;
+    as_check_failure f = {{0}};
+    CU_ASSERT_FATAL(as_heap_init(&h, NULL, NULL) == 0);
+    free(h.b);
+    h.b = aligned_alloc(64, (NC + 1) * sizeof *h.b);
+    CU_ASSERT_FATAL(h.b != NULL);
+    memset(h.b, 0, (NC + 1) * sizeof *h.b);
+    h.nb = h.cap_b = NC + 1;
+    h.b[0].state = AS_BLK_DEAD;
+    as_bins_init(&bins);
+    for (uint32_t b = 1; b <= NC; b++) { /* highest address first: each insert is a new front */
+        h.b[b].state = AS_BLOCK_FREE;
+        h.b[b].size = 4096;
+        h.b[b].addr = (uint64_t)(NC + 1 - b) << 13;
+        as_bins_insert(&h, &bins, b);
+        h.b[b].indexed = 1;
+    }
+    CU_ASSERT_EQUAL(as_bins_check(&h, &bins, &f), 0);
+    CU_ASSERT_EQUAL(as_bins_find(&h, &bins, 4096), NC);
+    CU_ASSERT_EQUAL(as_bins_find(&h, &bins, 4097), AS_NIL);
+    for (uint32_t b = NC; b > 10; b--) { /* lowest addresses out, one at a time */
+        as_bins_remove(&h, &bins, b);
+        h.b[b].indexed = 0;
+        if (b % 9973 == 0) {
+            CU_ASSERT_EQUAL(as_bins_find(&h, &bins, 1), b - 1);
+            CU_ASSERT_EQUAL(as_bins_check(&h, &bins, &f), 0);
+        }
+    }
+    CU_ASSERT_EQUAL(as_bins_find(&h, &bins, 1), 10);
+    CU_ASSERT_EQUAL(as_bins_check(&h, &bins, &f), 0);
+    free(h.b);
+    free(h.s);
+}
+
 CU_TestInfo test_index[] = {
     {"btree_vs_naive", index_btree},
     {"bins_vs_naive", index_bins},
     {"pheap_vs_naive", index_pheap},
+    {"bins_crowded", index_bins_crowded},
     CU_TEST_INFO_NULL,
 };
