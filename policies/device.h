@@ -25,7 +25,7 @@
 #include "units.h" /* AS_CAPACITY_NONE */
 
 /* The version of as_device_ops and of the types below; raised when either changes. */
-#define AS_DEVICE_ABI 3 /* 2: cap_test; 3: alias, unalias and their counters */
+#define AS_DEVICE_ABI 4 /* 2: cap_test; 3: alias, unalias and their counters; 4: streams */
 
 /* A call returns 0, AS_DEV_OOM (not enough device memory: a result), or a negative code of
  * the one error space (error.h): AS_EINVAL (bad address or size: a policy bug), AS_ENOSYS
@@ -78,6 +78,14 @@ typedef struct as_device_ops {
      * curve mode, sim/curve.h) answers for all of them and splits the range only where
      * the answer changes, while a capacity() read pins one value. Returns 0 or < 0. */
     int (*cap_test)(void *ctx, as_cap_pred pred, const void *arg, int *yes);
+    /* The process has now made n CUDA streams in all (never fewer than it said before:
+     * streams are not given back). The engine calls it, never a policy: right before the
+     * allocation that needed the streams (as_engine_opts.streams). The driver's memory for
+     * streams is the device's own, counted against the capacity and not in reserved(), and
+     * on a GPU it takes room in cudaMalloc's heap (replay/PLACEMENT.md section 10). Returns
+     * 0, or AS_ENOSYS from a device that does not model streams (a real one: the process
+     * makes its own). */
+    int (*streams)(void *ctx, uint32_t n);
 } as_device_ops;
 
 typedef struct as_device {

@@ -27,8 +27,9 @@
  * any of them changes layout or meaning; a plug-in built against another version is
  * refused (policies/README.md, "Bring your own policy"). 2: the plan slot (offline
  * policies) and as_lifetime. 3: the empty_pool slot (a private pool's release). 4: the
- * device's alias and unalias slots (device.h, AS_DEVICE_ABI 3). */
-#define AS_POLICY_ABI 4
+ * device's alias and unalias slots (device.h, AS_DEVICE_ABI 3). 5: the device's streams
+ * slot (AS_DEVICE_ABI 4). */
+#define AS_POLICY_ABI 5
 
 enum {
     AS_POLICY_OK = 0,

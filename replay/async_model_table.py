@@ -11,9 +11,11 @@ Two sets of measured runs (allocsim-replay --async on the H200):
 
 Per trace and threshold it replays the trace through `allocsim -p cudamallocasync` at
 every measured capacity and prints: runs (capped), outcome exact (completed or not as on
-the GPU), OOM allocation exact (and at the same allocation), the same with the capacity
-less one 2 MiB page for the harness's second stream (column 'stream page', multi-stream
-traces only), the uncapped peak reserved on the GPU and in the model, and for how many
+the GPU), OOM allocation exact (and at the same allocation), the same with the device not
+told of the replay's streams (column 'no stream', multi-stream traces only: the model
+before the streams' pages, replay/PLACEMENT.md section 10; the replay makes one stream per
+trace stream, `--device-streams each`), the uncapped peak reserved on the GPU and in the
+model, and for how many
 allocations of the uncapped run the model's reserved after the allocation equals the
 pool's ReservedMemCurrent, with the first that differs.
 
@@ -29,7 +31,6 @@ from validate import GEN, REAL  # noqa: E402
 from record_async import FIT, HELD_GEN, HELD_REAL  # noqa: E402
 
 MAX = 18446744073709551615
-PAGE = 2 << 20
 
 
 def zcat(path):
@@ -50,11 +51,13 @@ def spec(thr):
     return "cudamallocasync,release_threshold=" + (str(2**63 - 1) if thr == "max" else thr)
 
 
-def model(bin_, path, thr, caps, less=0):
-    """{capacity: (completed, oom_alloc, peak_reserved)}, the model at each cap - less."""
-    args = [bin_, "-q", "-p", spec(thr), "-f", "csv", path]
+def model(bin_, path, thr, caps, streams="each"):
+    """{capacity: (completed, oom_alloc, peak_reserved)}, the model at each cap, the device
+    told of the replay's streams as allocsim-replay --async makes them (one per trace
+    stream, at its first allocation: --device-streams each) or not (streams="none")."""
+    args = [bin_, "-q", "-p", spec(thr), "-f", "csv", "--device-streams", streams, path]
     for c in caps:
-        args += ["-c", "none" if c == MAX else str(c - less)]
+        args += ["-c", "none" if c == MAX else str(c)]
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
     res = {}
     for c, r in zip(caps, csv.DictReader(io.StringIO(out))):
@@ -91,7 +94,7 @@ def row(st, name, thr, ns, capped, bin_, path, unc_gpu, blocks, tmp):
     """One line: capped is [(capacity, completed, oom_alloc)] as the GPU did them."""
     caps = [c for c, _, _ in capped]
     m = model(bin_, path, thr, caps + [MAX])
-    mp = model(bin_, path, thr, caps, PAGE) if ns > 1 else None
+    mp = model(bin_, path, thr, caps, "none") if ns > 1 else None
     outc = sum(m[c][0] == d for c, d, _ in capped)
     oom = sum(m[c][0] == d and m[c][1] == o for c, d, o in capped)
     pg = sum(mp[c][0] == d and mp[c][1] == o for c, d, o in capped) if mp else None
@@ -147,10 +150,10 @@ def probe_pools(bin_, tmp):
 def main():
     bin_ = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build/allocsim")
     old = list(csv.DictReader(io.StringIO(zcat(OLD))))
-    print("set  trace             thr  streams runs  outcome  oom alloc  stream   "
+    print("set  trace             thr  streams runs  outcome  oom alloc  no       "
           "uncapped peak: GPU    model     err   reserved = GPU's  first")
-    print("                                         exact      exact     page"
-          "                                       after allocs      differs")
+    print("                                         exact      exact     stream"
+          "                                     after allocs      differs")
     tot = {"fit": [0, 0, 0], "held": [0, 0, 0]}
     with tempfile.TemporaryDirectory() as tmp:
         for name in FIT:
@@ -182,7 +185,7 @@ def main():
     print("probes: the model's reserved equals the pool's after every allocation and "
           "synchronisation in %d of %d probe pools" % (good, n))
     for k, (n, oom, pg) in tot.items():
-        print("%s: %d capped runs, OOM allocation exact in %d; with the stream page %d" %
+        print("%s: %d capped runs, OOM allocation exact in %d; without the streams' pages %d" %
               (k, n, oom, pg))
 
 

@@ -201,6 +201,14 @@ static int pool_cap_test(void *ctx, as_cap_pred pred, const void *arg, int *yes)
     return 0;
 }
 
+/* The pool makes a real stream per trace stream itself (stream_for). */
+static int pool_streams(void *ctx, uint32_t n)
+{
+    (void)ctx;
+    (void)n;
+    return AS_ENOSYS;
+}
+
 static const as_device_ops pool_ops = {
     .abi = AS_DEVICE_ABI,
     .reserve = no_reserve,
@@ -213,6 +221,7 @@ static const as_device_ops pool_ops = {
     .unalias = no_range,
     .capacity = pool_capacity,
     .cap_test = pool_cap_test,
+    .streams = pool_streams,
     .reserved = pool_reserved,
 };
 

@@ -583,6 +583,15 @@ static int dev_cap_test(void *ctx, as_cap_pred pred, const void *arg, int *yes)
     return 0;
 }
 
+/* A real process: the replay makes no stream for cudaMalloc policies (PLACEMENT.md
+ * section 10 measures what streams would do to its heap). */
+static int dev_streams(void *ctx, uint32_t n)
+{
+    (void)ctx;
+    (void)n;
+    return AS_ENOSYS;
+}
+
 static const as_device_ops cudadev_ops = {
     .abi = AS_DEVICE_ABI,
     .reserve = dev_reserve,
@@ -595,6 +604,7 @@ static const as_device_ops cudadev_ops = {
     .unalias = dev_unalias,
     .capacity = dev_capacity,
     .cap_test = dev_cap_test,
+    .streams = dev_streams,
     .reserved = dev_reserved,
 };
 

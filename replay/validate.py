@@ -72,6 +72,15 @@ def sh(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
 
+def streams_of(allocsim, path):
+    """The trace's distinct streams (allocsim info)."""
+    r = sh([allocsim, "info", path])
+    for line in r.stdout.splitlines():
+        if line.startswith("streams:"):
+            return int(line.split(":", 1)[1].split()[0])
+    return 1
+
+
 def spec_of(conf):
     return "torch" if conf == "default" else conf
 
@@ -261,8 +270,10 @@ def measure(p, side, cmd, base, allocsim, deadline):
     if r.returncode:
         p["measured"][side] = {"error": r.stderr.strip()[-400:]}
         return
-    c = sh([allocsim, "compare", "-f", "csv", "--segments", base + ".pred.csv",
-            base + f".{side}.csv", base + ".pred.json", base + f".{side}.json"])
+    pred = base + (".predpt" if side == "pytorch" and os.path.exists(base + ".predpt.json")
+                   else ".pred")
+    c = sh([allocsim, "compare", "-f", "csv", "--segments", pred + ".csv",
+            base + f".{side}.csv", pred + ".json", base + f".{side}.json"])
     if c.returncode:
         p["measured"][side] = {"error": "compare: " + c.stderr.strip()}
         return
@@ -286,6 +297,14 @@ def run_plan(a, plan, traces, out, allocsim, replay, torch_replay, t0):
         r = sh([allocsim, "-q", "-f", "json", "-p", p["spec"], *capargs, "-o", base + ".pred.json",
                 "--segments", base + ".pred.csv", traces[p["trace"]]])
         p["measured"] = {}
+        torch_specs = [spec_of(c) for c in TORCH_CONFS]
+        if (not r.returncode and p["spec"] in torch_specs and not a.no_pytorch
+                and streams_of(allocsim, traces[p["trace"]]) > 1):
+            # PyTorch's process makes its stream pool at the first torch.cuda.Stream()
+            # (PLACEMENT.md section 10); allocsim-replay makes none
+            r = sh([allocsim, "-q", "-f", "json", "-p", p["spec"], *capargs, "--device-streams",
+                    "pytorch", "-o", base + ".predpt.json", "--segments", base + ".predpt.csv",
+                    traces[p["trace"]]])
         if r.returncode:
             p["error"] = "predict: " + r.stderr.strip()
             continue

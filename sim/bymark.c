@@ -124,8 +124,10 @@ static int replay(as_bymark *b, const as_report *rep, as_trace_reader *rd,
     as_engine *e = NULL;
     as_engine_opts o = {.on_segment = on_segment, .user = b};
     unsigned tr0;
-    if (b->nruns) /* the runs as the report made them: caught OOMs or not */
+    if (b->nruns) { /* the runs as the report made them: caught OOMs or not, streams */
         o.no_caught_ooms = as_report_run(rep, b->rep_run[0], &tr0)->no_caught_ooms;
+        o.streams = as_report_run(rep, b->rep_run[0], &tr0)->streams;
+    }
     int rc = as_engine_create(&o, &e);
     for (unsigned j = 0; rc == 0 && j < b->nruns; j++) {
         unsigned tr;

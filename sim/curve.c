@@ -276,7 +276,8 @@ int as_curve_run(const as_policy_spec *spec, const uint64_t *grid, size_t n, con
                          .factory = &f,
                          .stop = o->stop,
                          .sites = o->sites,
-                         .no_caught_ooms = o->no_caught_ooms};
+                         .no_caught_ooms = o->no_caught_ooms,
+                         .streams = o->streams};
     as_engine *e = NULL;
     as_trace_error terr;
     int rc = as_engine_create(&eo, &e);

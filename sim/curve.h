@@ -47,6 +47,7 @@ typedef struct as_curve_opts {
      * switch that turns the model off. */
     const as_sites *sites;
     int no_caught_ooms;
+    uint32_t streams; /* the CUDA streams the process makes (engine.h) */
 } as_curve_opts;
 
 /* as_curve_run's result when opts.pin is 0 and the policy read the capacity itself. */

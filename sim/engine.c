@@ -82,6 +82,12 @@ typedef struct run {
     uint64_t last_sample; /* event of the last timeline sample, AS_NONE if none */
     uint64_t walk_event;  /* AS_NONE if no walk is asked */
 
+    /* opts.streams: the trace streams seen so far (at most AS_ENGINE_STREAM_IDS), watched
+     * while s_watch; s_last is the last allocation's */
+    int s_watch;
+    uint32_t s_n;
+    uint64_t s_last, s_ids[AS_ENGINE_STREAM_IDS];
+
     as_run_result res;
     as_seg_record *segs;
     size_t nseg, capseg;
@@ -405,6 +411,38 @@ static __attribute__((noinline)) int live_grow(run *r, uint32_t slot)
     return 0;
 }
 
+/* An allocation on another stream than the last one's, with opts.streams set: tells the
+ * device when the process makes its streams (engine.h). 0, or the run failed. */
+static int note_stream(run *r, uint64_t stream)
+{
+    uint32_t mode = r->e->o.streams;
+    r->s_last = stream;
+    for (uint32_t i = 0; i < r->s_n; i++)
+        if (r->s_ids[i] == stream)
+            return 0;
+    r->s_ids[r->s_n++] = stream;
+    if (mode != AS_ENGINE_STREAMS_EACH && r->s_n < 2)
+        return 0; /* the first stream is the default one: no stream made for it */
+    uint32_t n = mode == AS_ENGINE_STREAMS_EACH ? r->s_n : mode;
+    r->s_watch = mode == AS_ENGINE_STREAMS_EACH && r->s_n < AS_ENGINE_STREAM_IDS;
+    int rc = r->dev.ops->streams(r->dev.ctx, n);
+    if (rc == AS_ENOSYS) { /* a device that does not model them */
+        r->s_watch = 0;
+        return 0;
+    }
+    if (rc)
+        run_fail(r, AS_EDEVICE, "the device failed (%d) when the process made %u streams", rc, n);
+    return rc;
+}
+
+/* Whether the run goes on to event x: with opts.streams, an allocation on another stream
+ * than the last one's first tells the device (note_stream; 0 when that failed). */
+static inline int streams_ok(run *r, const eng_ev *x)
+{
+    return !r->s_watch || x->op != AS_OP_ALLOC || (x->stream == r->s_last && r->s_n) ||
+           !note_stream(r, x->stream);
+}
+
 static void run_batch(run *r, const eng_ev *ev, size_t n)
 {
     void *st = r->st;
@@ -416,7 +454,7 @@ static void run_batch(run *r, const eng_ev *ev, size_t n)
 
     /* A run_fail (from here or a callback) sets stopped, which ends the loop. */
     size_t i = 0;
-    for (; i < n && !r->stopped; i++) {
+    for (; i < n && !r->stopped && streams_ok(r, &ev[i]); i++) {
         const eng_ev *x = &ev[i];
         const uint64_t idx = r->events;
         int rc = 0;
@@ -585,6 +623,7 @@ static int run_start(run *r)
         return r->err;
     }
     r->inited = 1;
+    r->s_watch = o->streams != 0;
     if (!r->log_ok)
         r->reserved = r->dev.ops->reserved(r->dev.ctx);
     r->res.peak_reserved = r->reserved;
@@ -603,6 +642,7 @@ static void run_finish(run *r)
     res->allocs = r->allocs;
     res->completed = !r->stopped && res->ooms == 0 && !r->err;
     res->no_caught_ooms = o->no_caught_ooms;
+    res->streams = o->streams;
     res->final_reserved = r->reserved;
     res->final_allocated = r->allocated;
     res->final_requested = r->requested;

@@ -80,6 +80,7 @@ typedef struct as_run_result {
      * cached fallback engine at once (no allocation). */
     uint64_t caught_ooms, caught_fallbacks;
     int no_caught_ooms; /* the model was off (opts.no_caught_ooms): for passes that rerun it */
+    uint32_t streams;   /* opts.streams, likewise */
 } as_run_result;
 
 /* as_engine_run's and as_engine_scan's result (not an error) when *opts.stop was set:
@@ -169,7 +170,21 @@ typedef struct as_engine_opts {
      * reader; `sites` gives them to as_engine_run_events (NULL: none recognised). */
     int no_caught_ooms;
     const as_sites *sites;
+    /* The CUDA streams the process makes (addition), told to the device (its streams()
+     * slot) right before the allocation that needed them: 0, none (allocsim-replay's
+     * cudaMalloc replay makes none); AS_ENGINE_STREAMS_EACH, one per distinct trace
+     * stream, made at its first allocation (allocsim-replay --async); n, n streams made
+     * before the first allocation on a stream other than the first allocation's (PyTorch:
+     * its pool, AS_ENGINE_STREAMS_PYTORCH, at the first torch.cuda.Stream()). EACH counts
+     * up to AS_ENGINE_STREAM_IDS streams. */
+    uint32_t streams;
 } as_engine_opts;
+
+#define AS_ENGINE_STREAMS_EACH UINT32_MAX
+/* 32 per priority level, for min(the device's levels, 4) levels (c10/cuda/CUDAStream.cpp):
+ * 128 on an H100 or H200 (six levels), 64 on a device with two. */
+#define AS_ENGINE_STREAMS_PYTORCH 128u
+#define AS_ENGINE_STREAM_IDS 64u
 
 /* Trace-wide facts gathered while the runs execute. */
 typedef struct as_trace_summary {

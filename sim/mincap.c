@@ -108,7 +108,8 @@ static int run_curve(const mem_trace *mt, const as_policy_spec *spec, const as_m
                                              : 1,
                         .stop = o->stop,
                         .sites = mt->sites,
-                        .no_caught_ooms = o->no_caught_ooms};
+                        .no_caught_ooms = o->no_caught_ooms,
+                        .streams = o->streams};
     int rc = as_curve_run(spec, caps, n, mt->ev, mt->n, &co, res, why, why_len);
     for (size_t i = 0; rc == 0 && i < n; i++)
         pts[i] = point_of(&res[i], caps[i]);
@@ -145,7 +146,8 @@ static int run_pass(as_trace_open_fn open, void *ou, const as_policy_spec *spec,
                          .stop = o->stop,
                          .on_runs = o->on_runs,
                          .user = o->user,
-                         .no_caught_ooms = o->no_caught_ooms};
+                         .no_caught_ooms = o->no_caught_ooms,
+                         .streams = o->streams};
     int rc = as_engine_create(&eo, &e);
     if (rc) {
         set_why(why, why_len, "cannot create the engine%s%s", "", "");
@@ -304,12 +306,13 @@ static void too_many(char *why, size_t n, const as_mincap_result *m, uint64_t ma
                  m->npoints, lo, hi, st, (unsigned long long)max, (unsigned long long)(fit >> 20));
 }
 
-/* The grid of m: from peak requested to the uncapped peak reserved in steps, no higher
- * than the card (max, 0 for none). */
-static void grid(as_mincap_result *m, uint64_t max, uint64_t step)
+/* The grid of m: from peak requested to the uncapped peak reserved, plus what the
+ * process's streams take of the device (extra), in steps, no higher than the card (max, 0
+ * for none). */
+static void grid(as_mincap_result *m, uint64_t max, uint64_t step, uint64_t extra)
 {
     m->lo = (m->peak_requested + step - 1) / step * step;
-    m->hi = (m->peak_reserved + step - 1) / step * step;
+    m->hi = (m->peak_reserved + extra + step - 1) / step * step;
     if (m->hi < m->lo)
         m->hi = m->lo; /* a policy holding less than requested is a bug; still sweep one */
     if (max && m->hi > max / step * step) { /* nothing above the card matters */
@@ -374,7 +377,11 @@ int as_mincap(as_trace_open_fn open, void *open_user, const as_policy_spec *spec
         *out = m;
         return 0;
     }
-    grid(&m, o->max, step);
+    /* the streams the engine tells the device of (engine.h) by the trace's end */
+    uint32_t ns = o->streams == AS_ENGINE_STREAMS_EACH ? (uint32_t)sum.streams
+                  : sum.streams > 1                    ? o->streams
+                                                       : 0;
+    grid(&m, o->max, step, as_simdev_stream_memory(ns));
     if (o->max_points > 1 && m.npoints > o->max_points) {
         too_many(why, why_len, &m, o->max_points);
         rc = AS_ELIMIT;

@@ -66,6 +66,7 @@ typedef struct as_mincap_opts {
      * where a capacity decision splits them; the results are the same. */
     int exact_passes;
     int no_caught_ooms; /* every engine's (engine.h): OOMs at workspace requests stop runs */
+    uint32_t streams;   /* every engine's (engine.h): the CUDA streams the process makes */
 } as_mincap_opts;
 
 /* The outcome at one capacity of the sweep. */

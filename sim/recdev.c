@@ -156,6 +156,14 @@ static int rd_cap_test(void *c, as_cap_pred pred, const void *arg, int *yes)
     return 0;
 }
 
+/* The recorded addresses already say where the streams' pages put the segments. */
+static int rd_streams(void *c, uint32_t n)
+{
+    (void)c;
+    (void)n;
+    return AS_ENOSYS;
+}
+
 static const as_device_ops rec_ops = {
     .abi = AS_DEVICE_ABI,
     .reserve = rd_reserve,
@@ -169,6 +177,7 @@ static const as_device_ops rec_ops = {
     .capacity = rd_capacity,
     .cap_test = rd_cap_test,
     .reserved = rd_reserved,
+    .streams = rd_streams,
 };
 
 int as_recdev_create(const as_recdev_opts *o, as_recdev **out)

@@ -8,6 +8,8 @@
  * exactly the va_reserve() ranges live in the chunked heap. alias() and unalias() cost
  * time and no memory, and log no segment event (device.h); which pages are mapped where is
  * the policy's to know, as for map().
+ * Streams the process makes (dev_streams) hold pages of their own: s_bytes, counted
+ * against the capacity beside c.reserved, never in it.
  *
  * Cost model defaults (ns = fixed + per MiB * size): measured on an NVIDIA H200 with
  * CUDA 13 (replay/RESULTS.md, "Calibration"). Until that calibration they are the
@@ -33,6 +35,8 @@ struct as_simdev {
     as_dev_log_fn log;
     void *log_user;
     as_cap_oracle oracle; /* curve mode: answers for the capacities it carries */
+    uint32_t nstreams;    /* streams the process has made (dev_streams) */
+    uint64_t s_bytes;     /* the driver's memory for them */
 };
 
 /* ---- device calls ------------------------------------------------------------------------ */
@@ -77,7 +81,7 @@ static inline int over_capacity(const as_simdev *d, uint64_t size, int *over)
     *over = 0;
     if (d->p.capacity == AS_CAPACITY_NONE)
         return 0;
-    room_q q = {.reserved = d->c.reserved, .size = size};
+    room_q q = {.reserved = d->c.reserved + d->s_bytes, .size = size};
     int fits = room_pred(&q, d->p.capacity);
     if (d->oracle.ask) {
         int rc = d->oracle.ask(d->oracle.user, room_pred, &q, &fits);
@@ -233,18 +237,44 @@ static int dev_unalias(void *ctx, uint64_t addr, uint64_t size)
     return AS_DEV_OK;
 }
 
+/* What an enforced capacity leaves the policy once the streams took their pages (a limit
+ * the policy checks itself, PyTorch's memory fraction, is not lowered by them). */
+static uint64_t less_streams(const as_simdev *d, uint64_t cap)
+{
+    if (d->p.limit || cap == AS_CAPACITY_NONE)
+        return cap;
+    return cap > d->s_bytes ? cap - d->s_bytes : 0;
+}
+
 static uint64_t dev_capacity(void *ctx)
 {
     const as_simdev *d = ctx;
     uint64_t cap = d->p.limit ? d->p.limit : d->p.capacity;
     if (d->oracle.pin) /* a number: the oracle keeps one capacity of its range */
         d->oracle.pin(d->oracle.user, &cap);
-    return cap;
+    return less_streams(d, cap);
+}
+
+typedef struct streams_q {
+    const as_simdev *d;
+    as_cap_pred pred;
+    const void *arg;
+} streams_q;
+
+static int streams_pred(const void *arg, uint64_t cap)
+{
+    const streams_q *q = arg;
+    return q->pred(q->arg, less_streams(q->d, cap));
 }
 
 static int dev_cap_test(void *ctx, as_cap_pred pred, const void *arg, int *yes)
 {
     const as_simdev *d = ctx;
+    streams_q q = {.d = d, .pred = pred, .arg = arg};
+    if (d->s_bytes) { /* the question asked at the capacity the streams leave */
+        pred = streams_pred;
+        arg = &q;
+    }
     if (d->oracle.ask)
         return d->oracle.ask(d->oracle.user, pred, arg, yes);
     *yes = pred(arg, d->p.limit ? d->p.limit : d->p.capacity);
@@ -253,6 +283,41 @@ static int dev_cap_test(void *ctx, as_cap_pred pred, const void *arg, int *yes)
 static uint64_t dev_reserved(void *ctx)
 {
     return ((as_simdev *)ctx)->c.reserved;
+}
+
+/* Pages a process that has made n streams holds for them in cudaMalloc's heap, and outside
+ * it (H200, replay/PLACEMENT.md section 10: measured at every n from 0 to 130). */
+static uint32_t stream_heap_pages(uint32_t n)
+{
+    return (uint32_t)(((uint64_t)n + 2) / 4);
+}
+
+static uint32_t stream_other_pages(uint32_t n)
+{
+    return (uint32_t)(((uint64_t)n + 7) / 43);
+}
+
+/* Each new heap page is placed as a cudaMalloc(2 MiB) would be now and never given back; a
+ * capacity does not refuse them (cudaStreamCreate is not an allocation the policy sees):
+ * what they take is gone from every later request's room. */
+static int dev_streams(void *ctx, uint32_t n)
+{
+    as_simdev *d = ctx;
+    if (n <= d->nstreams)
+        return AS_DEV_OK;
+    uint64_t page = AS_DEV_GRANULARITY > d->p.granularity ? AS_DEV_GRANULARITY : d->p.granularity;
+    for (uint32_t k = stream_heap_pages(d->nstreams); k < stream_heap_pages(n); k++) {
+        uint64_t addr;
+        int rc = d->heap ? as_chunked_take(d->heap, page, 0, &addr)
+                         : as_space_take(d->phys, page, &addr);
+        if (rc < 0)
+            return rc;
+        /* AS_DEV_OOM: no address space left, the page is memory alone */
+        d->s_bytes += page;
+    }
+    d->s_bytes += (uint64_t)(stream_other_pages(n) - stream_other_pages(d->nstreams)) * page;
+    d->nstreams = n;
+    return AS_DEV_OK;
 }
 
 static const as_device_ops simdev_ops = {
@@ -268,6 +333,7 @@ static const as_device_ops simdev_ops = {
     .capacity = dev_capacity,
     .reserved = dev_reserved,
     .cap_test = dev_cap_test,
+    .streams = dev_streams,
 };
 
 /* ---- public ---------------------------------------------------------------------------- */
@@ -372,4 +438,14 @@ void as_simdev_set_oracle(as_simdev *d, const as_cap_oracle *o)
 void as_simdev_counters_get(const as_simdev *d, as_dev_counters *out)
 {
     *out = d->c;
+}
+
+uint64_t as_simdev_stream_bytes(const as_simdev *d)
+{
+    return d->s_bytes;
+}
+
+uint64_t as_simdev_stream_memory(uint32_t n)
+{
+    return (uint64_t)(stream_heap_pages(n) + stream_other_pages(n)) * AS_DEV_GRANULARITY;
 }

@@ -24,6 +24,10 @@
  * rules; with them va_reserve() ranges come from a separate region, first fit from
  * AS_SIMDEV_VA_BASE. The cost model charges each call fixed + per_byte * size nanoseconds
  * (parameters documented in simdev.c and calibrated on an H200, see replay/RESULTS.md).
+ * Streams (the streams() slot: the process has made n) take floor((n + 2) / 4) 2 MiB pages
+ * of the heap, each placed as a reserve() of 2 MiB then, never given back, and
+ * floor((n + 7) / 43) more pages of memory outside it; both count against the capacity and
+ * neither in reserved (an H200's driver, PLACEMENT.md section 10).
  */
 #ifndef AS_SIM_SIMDEV_H
 #define AS_SIM_SIMDEV_H
@@ -100,5 +104,10 @@ typedef struct as_cap_oracle {
 } as_cap_oracle;
 void as_simdev_set_oracle(as_simdev *d, const as_cap_oracle *o);
 void as_simdev_counters_get(const as_simdev *d, as_dev_counters *out);
+/* The driver's memory for the streams the process made (the streams() slot): counted
+ * against the capacity, not in the counters' reserved. */
+uint64_t as_simdev_stream_bytes(const as_simdev *d);
+/* What n streams take on a device of 2 MiB pages (the same rule). */
+uint64_t as_simdev_stream_memory(uint32_t n);
 
 #endif

@@ -270,8 +270,10 @@ static int walk_runs(as_siterep *s, const as_report *rep, as_trace_reader *rd,
     trace_sites *ts = s->cur;
     as_engine *e = NULL;
     as_engine_opts o = {.on_walk = on_walk, .walk_at_oom = 1, .user = s};
-    if (ts->nruns) /* the runs as the report made them: caught OOMs or not */
+    if (ts->nruns) { /* the runs as the report made them: caught OOMs or not, streams */
         o.no_caught_ooms = run_of(rep, ts->runs[0].rep_run)->no_caught_ooms;
+        o.streams = run_of(rep, ts->runs[0].rep_run)->streams;
+    }
     int rc = as_engine_create(&o, &e);
     for (size_t j = 0; rc == 0 && j < ts->nruns; j++) {
         const as_run_result *r = run_of(rep, ts->runs[j].rep_run);

@@ -129,7 +129,7 @@ static void plugin_refusals(void)
         {"int not_a_policy(void); int not_a_policy(void) { return 1; }",
          "no symbol as_policy_plugin_abi"},
         {"extern const int as_policy_plugin_abi; const int as_policy_plugin_abi = 1;",
-         "built against policy ABI 1, this allocsim has ABI 4"},
+         "built against policy ABI 1, this allocsim has ABI 5"},
         {"#include \"policy.h\"\nstatic const as_policy t = {.name = \"x\", .summary = \"\","
          " .abi = AS_POLICY_ABI};\nAS_POLICY_EXPORT(t)",
          "init, alloc, free and stats must not be NULL"},

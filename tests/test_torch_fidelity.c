@@ -28,6 +28,7 @@
 #include <string.h>
 #include <zstd.h>
 
+#include "engine.h"
 #include "jsonin.h"
 #include "policy.h"
 #include "recdev.h"
@@ -85,7 +86,7 @@ static int load_trace(const char *path, trace_buf *tb, char *why, size_t why_len
 typedef struct dev_rec {
     uint64_t alloc;
     as_dev_action action;
-    uint64_t size;
+    uint64_t size, addr;
 } dev_rec;
 
 typedef struct cell_out {
@@ -115,7 +116,8 @@ static void on_dev(void *user, const as_dev_event *e)
         o->rec = nn;
         o->cap = nc;
     }
-    o->rec[o->n++] = (dev_rec){.alloc = o->cur_alloc, .action = e->action, .size = e->size};
+    o->rec[o->n++] =
+        (dev_rec){.alloc = o->cur_alloc, .action = e->action, .size = e->size, .addr = e->addr};
 }
 
 /* The key's runs: an H200 (the device limit was never reached: hit_device_limit is false
@@ -128,9 +130,12 @@ static void on_dev(void *user, const as_dev_event *e)
  * One replay of the trace (up to its first OOM) through `spec` with the memory fraction
  * `capacity`, on the process's device `sd`: like the key's runs, it starts from an empty
  * allocator and ends with every block freed and the cache emptied (fini), but the
- * device's address space keeps whatever the earlier runs of the process left there. */
+ * device's address space keeps whatever the earlier runs of the process left there.
+ * With streams > 0 the process makes that many CUDA streams before the first allocation on
+ * a second stream (the engine's as_engine_opts.streams; once per device: a process makes
+ * its pool once). */
 static int run_cell(const trace_buf *tb, const as_policy_spec *spec, uint64_t capacity,
-                    as_simdev *sd, cell_out *o)
+                    as_simdev *sd, cell_out *o, uint32_t streams)
 {
     const as_policy *pol = spec->policy;
     void *st = calloc(1, pol->state_size);
@@ -157,6 +162,13 @@ static int run_cell(const trace_buf *tb, const as_policy_spec *spec, uint64_t ca
         case AS_OP_ALLOC: {
             as_request rq = {.id = e->id, .size = e->size, .stream = e->stream};
             as_block blk;
+            if (streams && e->stream != tb->ev[0].stream) {
+                const as_device *dv = as_simdev_device(sd);
+                prc = dv->ops->streams(dv->ctx, streams);
+                streams = 0;
+                if (prc)
+                    break;
+            }
             prc = pol->alloc(st, &rq, &blk);
             if (prc == AS_POLICY_OOM) {
                 o->oom_alloc = k;
@@ -290,7 +302,7 @@ static void check_one(const json_t *kc, const json_t *alt, int capped, const cha
     }
     cell_out o;
     char why[300] = "";
-    int ok = run_cell(tb, spec, cap, sd, &o) == 0;
+    int ok = run_cell(tb, spec, cap, sd, &o, 0) == 0;
     if (!kc) {
         if (!ok)
             fprintf(stderr, "\n  torch fidelity: %s [%s] warm-up: %s", wl, cfg, o.error);
@@ -715,11 +727,141 @@ static void torch_fidelity_llama_addresses(void)
     CU_ASSERT_EQUAL(exact, runs);
 }
 
+/* ---- the multi-stream traces through PyTorch, as validate.py ran them ----------------- */
+
+/* One recorded run against the simulated one: every segment event (alloc, action, size),
+ * the OOM allocation and the peak reserved; *addr_ok when every address is the recorded
+ * one less off (the process's heap top, one offset per process: the first run's). */
+static int protocol_run(const cell_out *o, const as_snap_segev *want, size_t n, uint64_t key_oom,
+                        uint64_t key_peak, uint64_t *off, int *addr_ok)
+{
+    int ok = o->n == n && o->oom_alloc == key_oom && o->peak_reserved == key_peak;
+    *addr_ok = o->n == n;
+    for (size_t i = 0; i < n && i < o->n; i++) {
+        if (o->rec[i].alloc != want[i].alloc || (int)o->rec[i].action != want[i].action ||
+            o->rec[i].size != want[i].size)
+            ok = *addr_ok = 0;
+        if (*off == 0)
+            *off = want[i].addr - o->rec[i].addr;
+        if (want[i].addr - o->rec[i].addr != *off)
+            *addr_ok = 0;
+    }
+    return ok;
+}
+
+typedef struct protocol_tally {
+    unsigned runs, exact, addr_exact;
+} protocol_tally;
+
+/* One torch_replay.py --key-protocol process (replay/validate.py's PyTorch side: a
+ * warm-up and a timing replay, then the caps in order) recorded in dir/stem.{json,csv.zst},
+ * simulated on one device, with PyTorch's pool made before the warm-up's first allocation
+ * on a side stream (streams); streams = 0 gives the simulation before the model. */
+static void protocol_file(const char *dir, const char *stem, uint32_t streams, protocol_tally *t)
+{
+    char path[600], why[400];
+    json_t *root;
+    snprintf(path, sizeof path, "%s/%s.json", dir, stem);
+    if (as_json_load(tu_path(path), &root, why, sizeof why)) {
+        fprintf(stderr, "\n  streams protocol: %s", why);
+        CU_FAIL("cannot read a replay record");
+        return;
+    }
+    snprintf(path, sizeof path, "%s/%s.csv.zst", dir, stem);
+    size_t len = 0;
+    char *csv = read_zst(tu_path(path), &len);
+    const char *trace = json_string_value(
+        json_object_get(json_array_get(json_object_get(root, "traces"), 0), "file"));
+    const json_t *runs = json_object_get(root, "runs");
+    const char *cfg = json_string_value(json_object_get(json_array_get(runs, 0), "conf"));
+    trace_buf tb = {0};
+    as_policy_spec spec;
+    as_simdev *sd = NULL;
+    as_snap_segev *ev = NULL;
+    int *run_of = NULL;
+    size_t nev = parse_records(csv, &ev, &run_of);
+    int ready =
+        csv && trace && cfg && nev && load_trace(tu_path(trace), &tb, why, sizeof why) == 0 &&
+        !as_policy_spec_parse(strcmp(cfg, "default") ? cfg : "torch", &spec, why, sizeof why);
+    CU_ASSERT_FATAL(ready);
+    CU_ASSERT_FATAL(as_simdev_create(NULL, &sd) == 0);
+    cell_out o;
+    const int model = streams != 0;
+    for (int w = 0; w < 2; w++) { /* the warm-up and the timing replay */
+        CU_ASSERT(run_cell(&tb, &spec, AS_CAPACITY_NONE, sd, &o, streams) == 0);
+        streams = 0;
+        free(o.rec);
+    }
+    uint64_t off = 0;
+    size_t idx, from = 0;
+    const json_t *r;
+    json_array_foreach(runs, idx, r)
+    {
+        uint64_t cap = AS_CAPACITY_NONE, key_oom = UINT64_MAX, key_peak = 0;
+        CU_ASSERT(as_json_u64(r, "capacity", &cap) >= 0);
+        CU_ASSERT(as_json_u64(r, "oom_alloc", &key_oom) >= 0);
+        CU_ASSERT(as_json_u64(r, "peak_reserved", &key_peak) == 1);
+        size_t n = 0;
+        while (from < nev && run_of[from] != (int)idx)
+            from++;
+        while (from + n < nev && run_of[from + n] == (int)idx)
+            n++;
+        int addr_ok = 0;
+        CU_ASSERT(run_cell(&tb, &spec, cap, sd, &o, 0) == 0);
+        t->runs++;
+        if (protocol_run(&o, ev + from, n, key_oom, key_peak, &off, &addr_ok))
+            t->exact++;
+        else if (model)
+            fprintf(stderr, "\n  streams protocol: %s run %zu differs", stem, idx);
+        t->addr_exact += addr_ok;
+        free(o.rec);
+        from += n;
+    }
+    as_simdev_destroy(sd);
+    as_policy_spec_free(&spec);
+    free(ev);
+    free(run_of);
+    free(csv);
+    free(tb.ev);
+    json_decref(root);
+}
+
+/* validate.py's PyTorch runs of the two multi-stream traces under the torch default and
+ * max_split_size_mb:128 (36 runs: replay/RESULTS.md, mismatch 2), recorded twice
+ * (validate-h200-wide/mismatch, and brk-rerun: the same items again with the worker's host
+ * memory from the brk heap), none of them looked at when the stream rule was read
+ * (replay/PLACEMENT.md section 10). With PyTorch's pool made in the warm-up, every event,
+ * OOM allocation, peak reserved and address; without it, the figures before the model. */
+static void torch_fidelity_streams_protocol(void)
+{
+    static const char *const stems[] = {
+        "49_streams2_default_max_split_size_mb-128", "51_streams2_default_torch",
+        "57_streams2_expandable_max_split_size_mb-128", "59_streams2_expandable_torch"};
+    static const char *const dirs[] = {"replay/data/validate-h200-wide/mismatch",
+                                       "replay/data/validate-h200-wide/brk-rerun"};
+    for (int d = 0; d < 2; d++) {
+        protocol_tally with = {0}, without = {0};
+        for (size_t i = 0; i < sizeof stems / sizeof stems[0]; i++) {
+            char stem[200];
+            snprintf(stem, sizeof stem, "%s%s", stems[i], d ? "" : ".pytorch");
+            protocol_file(dirs[d], stem, AS_ENGINE_STREAMS_PYTORCH, &with);
+            protocol_file(dirs[d], stem, 0, &without);
+        }
+        fprintf(stderr,
+                "\n  streams through PyTorch (%s): %u runs; with PyTorch's pool %u exact, %u with "
+                "every address; without it %u exact, %u with every address\n",
+                dirs[d], with.runs, with.exact, with.addr_exact, without.exact, without.addr_exact);
+        CU_ASSERT_EQUAL(with.runs, 36);
+        CU_ASSERT_EQUAL(with.exact, with.runs);
+    }
+}
+
 CU_TestInfo test_torch_fidelity[] = {
     {"h200_key", torch_fidelity_h200},
     {"h200_streams_key", torch_fidelity_streams},
     {"h200_llama_key", torch_fidelity_llama},
     {"real_addresses", torch_fidelity_addresses},
     {"llama_real_addresses", torch_fidelity_llama_addresses},
+    {"h200_streams_protocol", torch_fidelity_streams_protocol},
     CU_TEST_INFO_NULL,
 };

@@ -56,6 +56,8 @@ static const char usage_text[] =
     "  --snapshot-device N  which device of a multi-device snapshot (as for run)\n"
     "  --no-caught-ooms    an OOM at a cuDNN workspace request fails the capacity too\n"
     "                      (as for run)\n"
+    "  --device-streams S  the CUDA streams the process made, whose pages take room in\n"
+    "                      the heap and the capacity (as for run; default none)\n"
     "  --shard I/N         only the policies at positions k (0-based, in -p order) with\n"
     "                      k % N == I - 1; -f jsonl writes one line per policy for\n"
     "                      'allocsim merge'\n"
@@ -290,7 +292,7 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-enum { OPT_CSV = 256, OPT_BATCH, OPT_STEP, OPT_MAX, OPT_PASSES };
+enum { OPT_CSV = 256, OPT_BATCH, OPT_STEP, OPT_MAX, OPT_PASSES, OPT_STREAMS };
 
 static const struct option mincap_opts[] = {
     {"format", required_argument, NULL, 'f'},
@@ -299,6 +301,7 @@ static const struct option mincap_opts[] = {
     {"step", required_argument, NULL, OPT_STEP},
     {"exact-passes", no_argument, NULL, OPT_PASSES},
     {"max", required_argument, NULL, OPT_MAX},
+    {"device-streams", required_argument, NULL, OPT_STREAMS},
     AS_CLI_BASE_OPTIONS,
     AS_CLI_TRACE_OPTIONS,
     {NULL, 0, NULL, 0},
@@ -359,6 +362,8 @@ static int mincap_option(const char *cmd, int c, char **argv, mincap_args *a)
         if (as_parse_bytes(optarg, &a->o.max))
             return as_cli_usage(cmd, "--max %s: bytes with an optional unit", optarg);
         return 0;
+    case OPT_STREAMS:
+        return as_cli_parse_streams(cmd, optarg, &a->o.streams);
     case 'h':
         fputs(usage_text, stdout);
         a->help = 1;

@@ -87,6 +87,13 @@ static const char run_help[] =
     "      --skip-bad        with several traces, name each one that cannot be read, report\n"
     "                        the others and exit 1; without it every trace is decoded\n"
     "                        before any run, and the first bad one stops the command\n"
+    "      --device-streams S  the CUDA streams the traced process made, whose pages take\n"
+    "                        room in the device's heap and memory (replay/PLACEMENT.md\n"
+    "                        section 10): none (the default: allocsim-replay makes none),\n"
+    "                        pytorch (PyTorch's pool, 128 streams on an H100/H200, made\n"
+    "                        before the first allocation on a second stream), each (one\n"
+    "                        per trace stream at its first allocation: allocsim-replay\n"
+    "                        --async), or N (N streams, made as pytorch's)\n"
     "      --check           verify the policy's invariants after every event (slow)\n"
     "      --threads N       worker threads (default: one per run, up to the cores);\n"
     "                        results do not depend on it\n"
@@ -113,6 +120,7 @@ enum {
     OPT_SKIP_BAD,
     OPT_CHECK,
     OPT_SNAPOUT,
+    OPT_STREAMS,
 };
 
 static const struct option run_opts[] = {
@@ -130,6 +138,7 @@ static const struct option run_opts[] = {
     {"skip-bad", no_argument, NULL, OPT_SKIP_BAD},
     {"check", no_argument, NULL, OPT_CHECK},
     {"snapshot-out", required_argument, NULL, OPT_SNAPOUT},
+    {"device-streams", required_argument, NULL, OPT_STREAMS},
     AS_CLI_BASE_OPTIONS,
     AS_CLI_TRACE_OPTIONS,
     {NULL, 0, NULL, 0},
@@ -149,6 +158,7 @@ typedef struct run_args {
     as_report_fmt fmt;
     uint64_t tl_every;
     int keep, check, skip_bad, help;
+    uint32_t streams; /* --device-streams: as_engine_opts.streams */
 } run_args;
 
 /* The outputs of one `run` and the progress line, for the driver's hooks. */
@@ -244,6 +254,8 @@ static int run_option(const char *cmd, int c, char **argv, run_args *a)
     case OPT_CHECK:
         a->check = 1;
         return 0;
+    case OPT_STREAMS:
+        return as_cli_parse_streams(cmd, optarg, &a->streams);
     case OPT_SNAPOUT:
         a->snap_path = optarg;
         return 0;
@@ -478,6 +490,7 @@ static int run_traces(const run_args *a, const as_policy_spec *specs, size_t nsp
                    .no_caught_ooms = a->co.no_caught,
                    .keep_going = a->keep,
                    .check = a->check,
+                   .streams = a->streams,
                    .timeline_every = a->tl_every,
                    .stop = &as_out_stop},
         .budget = a->co.memory,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "driver.h"
+#include "engine.h"
 #include "units.h"
 
 void as_cli_common_init(as_cli_common *co, const char **ptext, size_t maxp, const char *what)
@@ -56,6 +57,25 @@ int as_cli_common_option(const char *cmd, int c, const char *arg, as_cli_common 
     default:
         return AS_CLI_NOT_COMMON;
     }
+}
+
+int as_cli_parse_streams(const char *cmd, const char *arg, uint32_t *out)
+{
+    uint64_t n;
+    if (!strcmp(arg, "none"))
+        *out = 0;
+    else if (!strcmp(arg, "pytorch"))
+        *out = AS_ENGINE_STREAMS_PYTORCH;
+    else if (!strcmp(arg, "each"))
+        *out = AS_ENGINE_STREAMS_EACH;
+    else if (!as_cli_parse_u64(arg, &n) && n >= 1 && n <= 65536)
+        *out = (uint32_t)n;
+    else
+        return as_cli_usage(cmd,
+                            "--device-streams %s: none, pytorch, each or a count from 1 to "
+                            "65536",
+                            arg);
+    return 0;
 }
 
 int as_cli_fmt_tjl(const char *cmd, const char *arg, int *fmt)

@@ -66,6 +66,10 @@ void as_cli_common_init(as_cli_common *co, const char **ptext, size_t maxp, cons
 #define AS_CLI_NOT_COMMON (-1)
 int as_cli_common_option(const char *cmd, int c, const char *arg, as_cli_common *co);
 
+/* --device-streams S (run, mincap): none, pytorch, each or a count, as
+ * as_engine_opts.streams takes them. 0 or a usage error. */
+int as_cli_parse_streams(const char *cmd, const char *arg, uint32_t *out);
+
 /* -f for the commands whose report is table, json or jsonl (mincap, tune): *fmt gets 0, 1
  * or 2. 0 or a usage error. */
 int as_cli_fmt_tjl(const char *cmd, const char *arg, int *fmt);
