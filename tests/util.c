@@ -92,8 +92,17 @@ const char *tu_tmp(const char *suffix)
     return b;
 }
 
+/* Only what the suite made: a name that a stale tu_tmp buffer has since turned into a
+ * tu_path (they share the rotating buffers) would otherwise delete a tracked file. */
 void tu_rm(const char *path)
 {
+    const char *dir = tu_tmpdir();
+    size_t n = strlen(dir);
+    if (strncmp(path, dir, n) != 0 || path[n] != '/') {
+        fprintf(stderr, "\n  [tu_rm: %s is not in the suite's temporary folder: left alone]\n",
+                path);
+        return;
+    }
     unlink(path);
 }
 

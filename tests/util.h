@@ -16,7 +16,8 @@ const char *tu_path(const char *rel);
  * names it for child processes; removed with everything in it at exit). */
 const char *tu_tmpdir(void);
 /* A fresh temporary file name in tu_tmpdir() (the file is created empty). Static buffer
- * per call slot (4 rotating); tu_rm removes it early, exit removes what is left. */
+ * per call slot (4 rotating, shared with tu_path); tu_rm removes it early (and removes
+ * nothing outside tu_tmpdir()), exit removes what is left. */
 const char *tu_tmp(const char *suffix);
 void tu_rm(const char *path);
 /* Writes text to a new temporary file and returns its name. */
