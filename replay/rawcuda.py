@@ -1,13 +1,17 @@
 """rawcuda.py - cudaMalloc, cudaFree and cudaMemGetInfo through ctypes, for the recording
-scripts (record_reuse.py, probe_nearfull.py) that must see the driver with nothing between.
+scripts (record_reuse.py, record_reserve.py, probe_nearfull.py) that must see the driver with
+nothing between, and record_processes, their fan-out over fresh processes.
 
 No torch: the CUDA runtime is loaded from the toolkit ($CUDA_HOME, /usr/local/cuda) or the
 loader's path. AS_FAKE_CUDA=1 swaps in a small simulated heap (lowest free address, no
 limit but AS_FAKE_CUDA_BYTES) so the scripts can be exercised on a machine without a GPU;
 its addresses mean nothing."""
+import concurrent.futures as cf
 import ctypes
 import glob
 import os
+import subprocess
+import sys
 
 MIB = 1 << 20
 
@@ -100,3 +104,28 @@ class FakeCuda:
 
 def open_cuda():
     return FakeCuda() if os.environ.get("AS_FAKE_CUDA") else Cuda()
+
+
+def record_processes(script, out, seeds, ops, jobs, header):
+    """Runs `script --worker SEED --ops OPS` once per seed, each in a fresh process (the
+    driver's address space must be a new process's), `jobs` at a time, and writes their
+    CSV rows under `header` to `out` in seed order: to out.tmp, renamed when complete."""
+    lo, _, hi = seeds.partition("-")
+
+    def one(s):
+        r = subprocess.run([sys.executable, os.path.abspath(script), "--out", "-",
+                            "--worker", str(s), "--ops", str(ops)],
+                           capture_output=True, text=True)
+        if r.returncode:
+            raise RuntimeError("seed %d: %s" % (s, r.stderr.strip()))
+        return r.stdout
+
+    with cf.ThreadPoolExecutor(jobs) as ex:
+        outs = list(ex.map(one, range(int(lo), int(hi or lo) + 1)))
+    tmp = out + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(header + "\n")
+        for o in outs:
+            f.write(o)
+    os.replace(tmp, out)
+    return 0

@@ -22,11 +22,9 @@ decimal), every row of every seed in seed order. Nothing is mapped or touched, s
 memory is used beyond the cudaMallocs' and no kernel runs. AS_FAKE_CUDA=1: rawcuda's fake
 heap and a fake reservation space (addresses mean nothing), to exercise the script."""
 import argparse
-import concurrent.futures as cf
 import ctypes
 import os
 import random
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -158,26 +156,8 @@ def main():
         for r in worker(a.worker, a.ops):
             print("%d,%d,%s,%d,%d" % r)
         return 0
-    lo, _, hi = a.seeds.partition("-")
-    seeds = range(int(lo), int(hi or lo) + 1)
-
-    def one(s):
-        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--out", "-",
-                            "--worker", str(s), "--ops", str(a.ops)],
-                           capture_output=True, text=True)
-        if r.returncode:
-            raise RuntimeError("seed %d: %s" % (s, r.stderr.strip()))
-        return r.stdout
-
-    with cf.ThreadPoolExecutor(a.jobs) as ex:
-        outs = list(ex.map(one, seeds))
-    tmp = a.out + ".tmp"
-    with open(tmp, "w") as f:
-        f.write("proc,step,op,size,addr\n")
-        for o in outs:
-            f.write(o)
-    os.replace(tmp, a.out)
-    return 0
+    return rawcuda.record_processes(__file__, a.out, a.seeds, a.ops, a.jobs,
+                                    "proc,step,op,size,addr")
 
 
 if __name__ == "__main__":
