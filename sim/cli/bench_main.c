@@ -554,8 +554,8 @@ static void rss_rows(const char *p1, const char *p10)
 {
     bench_res r;
     long k1 = 0, k10 = 0;
-    measure_once(self_exe, 0, p1, NULL, AS_CAPACITY_NONE, &r, &k1, 0);
-    measure_once(self_exe, 0, p10, NULL, AS_CAPACITY_NONE, &r, &k10, 0);
+    measure_once(self_exe, 0, p1, NULL, AS_CAPACITY_NONE, &r, &k1, 1);
+    measure_once(self_exe, 0, p10, NULL, AS_CAPACITY_NONE, &r, &k10, 1);
     printf("\npeak RSS of decoding: 1M events %.1f MiB, 10M events %.1f MiB\n", (double)k1 / 1024,
            (double)k10 / 1024);
 }
