@@ -887,7 +887,8 @@ AS_HOT size_t fast_records(native_st *s, as_validator *vd, ncur *c, as_event *re
                     goto out;
                 if (as_live_alloc_fast(vd, nalloc, size, stream, &id, &slot))
                     goto out;
-                kp += kused;
+                if (has_site) /* kp is NULL without a site column: no NULL + 0 */
+                    kp += kused;
                 if (literal) {
                     cache[size_slot(size)] = size;
                     end = kk + 1; /* it took more than 3 bytes */
