@@ -1,11 +1,12 @@
 """rawcuda.py - cudaMalloc, cudaFree and cudaMemGetInfo through ctypes, for the recording
 scripts (record_reuse.py, record_reserve.py, probe_nearfull.py) that must see the driver with
-nothing between, and record_processes, their fan-out over fresh processes.
+nothing between, and seeded_main, their command line and fan-out over fresh processes.
 
 No torch: the CUDA runtime is loaded from the toolkit ($CUDA_HOME, /usr/local/cuda) or the
 loader's path. AS_FAKE_CUDA=1 swaps in a small simulated heap (lowest free address, no
 limit but AS_FAKE_CUDA_BYTES) so the scripts can be exercised on a machine without a GPU;
 its addresses mean nothing."""
+import argparse
 import concurrent.futures as cf
 import ctypes
 import glob
@@ -106,26 +107,38 @@ def open_cuda():
     return FakeCuda() if os.environ.get("AS_FAKE_CUDA") else Cuda()
 
 
-def record_processes(script, out, seeds, ops, jobs, header):
-    """Runs `script --worker SEED --ops OPS` once per seed, each in a fresh process (the
-    driver's address space must be a new process's), `jobs` at a time, and writes their
-    CSV rows under `header` to `out` in seed order: to out.tmp, renamed when complete."""
-    lo, _, hi = seeds.partition("-")
+def seeded_main(script, doc, worker, seeds, ops):
+    """The command line of a recording script whose worker(seed, ops) returns CSV rows
+    (proc, step, op, size, addr): each seed runs in a fresh process (`script --worker SEED`:
+    the driver's address space must be a new process's), --jobs at a time, and the rows go
+    to --out in seed order, written to out.tmp and renamed when complete."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--seeds", default=seeds)
+    ap.add_argument("--ops", type=int, default=ops)
+    ap.add_argument("--jobs", type=int, default=8)
+    ap.add_argument("--worker", type=int, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker is not None:
+        for r in worker(a.worker, a.ops):
+            print("%d,%d,%s,%d,%d" % r)
+        return 0
+    lo, _, hi = a.seeds.partition("-")
 
     def one(s):
         r = subprocess.run([sys.executable, os.path.abspath(script), "--out", "-",
-                            "--worker", str(s), "--ops", str(ops)],
+                            "--worker", str(s), "--ops", str(a.ops)],
                            capture_output=True, text=True)
         if r.returncode:
             raise RuntimeError("seed %d: %s" % (s, r.stderr.strip()))
         return r.stdout
 
-    with cf.ThreadPoolExecutor(jobs) as ex:
+    with cf.ThreadPoolExecutor(a.jobs) as ex:
         outs = list(ex.map(one, range(int(lo), int(hi or lo) + 1)))
-    tmp = out + ".tmp"
+    tmp = a.out + ".tmp"
     with open(tmp, "w") as f:
-        f.write(header + "\n")
+        f.write("proc,step,op,size,addr\n")
         for o in outs:
             f.write(o)
-    os.replace(tmp, out)
+    os.replace(tmp, a.out)
     return 0

@@ -21,7 +21,6 @@ Writes proc,step,op,size,addr (op malloc, free, reserve, release or refused; add
 decimal), every row of every seed in seed order. Nothing is mapped or touched, so no
 memory is used beyond the cudaMallocs' and no kernel runs. AS_FAKE_CUDA=1: rawcuda's fake
 heap and a fake reservation space (addresses mean nothing), to exercise the script."""
-import argparse
 import ctypes
 import os
 import random
@@ -145,19 +144,7 @@ def worker(seed, nops):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--seeds", default="0-39")
-    ap.add_argument("--ops", type=int, default=400)
-    ap.add_argument("--jobs", type=int, default=8)
-    ap.add_argument("--worker", type=int, help=argparse.SUPPRESS)
-    a = ap.parse_args()
-    if a.worker is not None:
-        for r in worker(a.worker, a.ops):
-            print("%d,%d,%s,%d,%d" % r)
-        return 0
-    return rawcuda.record_processes(__file__, a.out, a.seeds, a.ops, a.jobs,
-                                    "proc,step,op,size,addr")
+    return rawcuda.seeded_main(__file__, __doc__, worker, "0-39", 400)
 
 
 if __name__ == "__main__":

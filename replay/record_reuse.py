@@ -15,7 +15,6 @@ N cudaMalloc/cudaFree calls of sizes PyTorch asks for (multiples of 2 MiB: small
                 gone while the chunk lives on)
 Writes proc,step,op,size,addr (op malloc or free; addr in decimal), every row of every
 seed in seed order. The segments are never touched, so no kernel runs."""
-import argparse
 import os
 import random
 import sys
@@ -108,19 +107,7 @@ def worker(seed, nops):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--seeds", default="0-59")
-    ap.add_argument("--ops", type=int, default=600)
-    ap.add_argument("--jobs", type=int, default=8)
-    ap.add_argument("--worker", type=int, help=argparse.SUPPRESS)
-    a = ap.parse_args()
-    if a.worker is not None:
-        for r in worker(a.worker, a.ops):
-            print("%d,%d,%s,%d,%d" % r)
-        return 0
-    return rawcuda.record_processes(__file__, a.out, a.seeds, a.ops, a.jobs,
-                                    "proc,step,op,size,addr")
+    return rawcuda.seeded_main(__file__, __doc__, worker, "0-59", 600)
 
 
 if __name__ == "__main__":
