@@ -622,44 +622,78 @@ static size_t parse_records(char *csv, as_snap_segev **ev, int **run_of)
     return nev;
 }
 
+/* A replay record, dir/stem.{json,csv.zst} (torch_replay.py's report and segments), its
+ * segment events parsed: root NULL (said under `tag`, and a failure) when the report cannot
+ * be read; csv NULL and nev 0 when the segments cannot. */
+typedef struct replay_rec {
+    json_t *root;
+    char *csv;
+    as_snap_segev *ev;
+    int *run_of;
+    size_t nev;
+} replay_rec;
+
+static int rec_load(const char *dir, const char *stem, const char *tag, replay_rec *rec)
+{
+    char path[600], why[400];
+    size_t len = 0;
+    *rec = (replay_rec){0};
+    snprintf(path, sizeof path, "%s/%s.json", dir, stem);
+    if (as_json_load(tu_path(path), &rec->root, why, sizeof why)) {
+        fprintf(stderr, "\n  %s: %s", tag, why);
+        CU_FAIL("cannot read a replay record");
+        rec->root = NULL;
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/%s.csv.zst", dir, stem);
+    rec->csv = read_zst(tu_path(path), &len);
+    rec->nev = parse_records(rec->csv, &rec->ev, &rec->run_of);
+    return 0;
+}
+
+/* The events of run idx: *from moves to its first at or after *from; returns their count. */
+static size_t rec_run(const replay_rec *rec, size_t idx, size_t *from)
+{
+    size_t n = 0;
+    while (*from < rec->nev && rec->run_of[*from] != (int)idx)
+        (*from)++;
+    while (*from + n < rec->nev && rec->run_of[*from + n] == (int)idx)
+        n++;
+    return n;
+}
+
+static void rec_free(replay_rec *rec)
+{
+    free(rec->ev);
+    free(rec->run_of);
+    free(rec->csv);
+    json_decref(rec->root);
+}
+
 /* Every run of one replay record, dir/stem.{json,csv.zst} (torch_replay.py's report and
  * segments), of the trace at `trace`. */
 static void address_file(const char *dir, const char *stem, const char *trace, unsigned *runs,
                          unsigned *exact)
 {
-    char path[600], why[400];
-    json_t *root;
-    snprintf(path, sizeof path, "%s/%s.json", dir, stem);
-    if (as_json_load(tu_path(path), &root, why, sizeof why)) {
-        fprintf(stderr, "\n  torch addresses: %s", why);
-        CU_FAIL("cannot read a replay record");
+    char why[400];
+    replay_rec rec;
+    if (rec_load(dir, stem, "torch addresses", &rec))
         return;
-    }
-    snprintf(path, sizeof path, "%s/%s.csv.zst", dir, stem);
-    size_t len = 0;
-    char *csv = read_zst(tu_path(path), &len);
     trace_buf tb;
     int tok = load_trace(tu_path(trace), &tb, why, sizeof why) == 0;
-    CU_ASSERT_PTR_NOT_NULL(csv);
+    CU_ASSERT_PTR_NOT_NULL(rec.csv);
     CU_ASSERT(tok);
-    as_snap_segev *ev;
-    int *run_of;
-    size_t nev = parse_records(csv, &ev, &run_of);
-    CU_ASSERT(nev > 0);
+    CU_ASSERT(rec.nev > 0);
     size_t idx;
     const json_t *r;
-    json_array_foreach(csv && tok && nev ? json_object_get(root, "runs") : NULL, idx, r)
+    json_array_foreach(rec.csv && tok && rec.nev ? json_object_get(rec.root, "runs") : NULL, idx, r)
     {
         const char *cfg = json_string_value(json_object_get(r, "conf"));
         if (!cfg)
             cfg = "default";
         if (strstr(cfg, "backend"))
             continue; /* cudaMallocAsync runs: not this allocator */
-        size_t from = 0, n = 0;
-        while (from < nev && run_of[from] != (int)idx)
-            from++;
-        while (from + n < nev && run_of[from + n] == (int)idx)
-            n++;
+        size_t from = 0, n = rec_run(&rec, idx, &from);
         as_policy_spec spec;
         char err[200];
         if (as_policy_spec_parse(strcmp(cfg, "default") ? cfg : "torch", &spec, err, sizeof err)) {
@@ -671,17 +705,14 @@ static void address_file(const char *dir, const char *stem, const char *trace, u
         CU_ASSERT(as_json_u64(r, "capacity", &fraction) >= 0);
         CU_ASSERT(as_json_u64(r, "oom_alloc", &key_oom) >= 0);
         (*runs)++;
-        if (address_run(&tb, &spec, fraction, ev + from, n, key_oom, why, sizeof why))
+        if (address_run(&tb, &spec, fraction, rec.ev + from, n, key_oom, why, sizeof why))
             (*exact)++;
         else
             fprintf(stderr, "\n  torch addresses: %s run %zu [%s]: %s", stem, idx, cfg, why);
         as_policy_spec_free(&spec);
     }
-    free(ev);
-    free(run_of);
-    free(csv);
     free(tb.ev);
-    json_decref(root);
+    rec_free(&rec);
 }
 
 static void torch_fidelity_addresses(void)
@@ -759,29 +790,20 @@ typedef struct protocol_tally {
  * on a side stream (streams); streams = 0 gives the simulation before the model. */
 static void protocol_file(const char *dir, const char *stem, uint32_t streams, protocol_tally *t)
 {
-    char path[600], why[400];
-    json_t *root;
-    snprintf(path, sizeof path, "%s/%s.json", dir, stem);
-    if (as_json_load(tu_path(path), &root, why, sizeof why)) {
-        fprintf(stderr, "\n  streams protocol: %s", why);
-        CU_FAIL("cannot read a replay record");
+    char why[400];
+    replay_rec rec;
+    if (rec_load(dir, stem, "streams protocol", &rec))
         return;
-    }
-    snprintf(path, sizeof path, "%s/%s.csv.zst", dir, stem);
-    size_t len = 0;
-    char *csv = read_zst(tu_path(path), &len);
     const char *trace = json_string_value(
-        json_object_get(json_array_get(json_object_get(root, "traces"), 0), "file"));
-    const json_t *runs = json_object_get(root, "runs");
+        json_object_get(json_array_get(json_object_get(rec.root, "traces"), 0), "file"));
+    const json_t *runs = json_object_get(rec.root, "runs");
     const char *cfg = json_string_value(json_object_get(json_array_get(runs, 0), "conf"));
     trace_buf tb = {0};
     as_policy_spec spec;
     as_simdev *sd = NULL;
-    as_snap_segev *ev = NULL;
-    int *run_of = NULL;
-    size_t nev = parse_records(csv, &ev, &run_of);
     int ready =
-        csv && trace && cfg && nev && load_trace(tu_path(trace), &tb, why, sizeof why) == 0 &&
+        rec.csv && trace && cfg && rec.nev &&
+        load_trace(tu_path(trace), &tb, why, sizeof why) == 0 &&
         !as_policy_spec_parse(strcmp(cfg, "default") ? cfg : "torch", &spec, why, sizeof why);
     CU_ASSERT_FATAL(ready);
     CU_ASSERT_FATAL(as_simdev_create(NULL, &sd) == 0);
@@ -801,15 +823,11 @@ static void protocol_file(const char *dir, const char *stem, uint32_t streams, p
         CU_ASSERT(as_json_u64(r, "capacity", &cap) >= 0);
         CU_ASSERT(as_json_u64(r, "oom_alloc", &key_oom) >= 0);
         CU_ASSERT(as_json_u64(r, "peak_reserved", &key_peak) == 1);
-        size_t n = 0;
-        while (from < nev && run_of[from] != (int)idx)
-            from++;
-        while (from + n < nev && run_of[from + n] == (int)idx)
-            n++;
+        size_t n = rec_run(&rec, idx, &from);
         int addr_ok = 0;
         CU_ASSERT(run_cell(&tb, &spec, cap, sd, &o, 0) == 0);
         t->runs++;
-        if (protocol_run(&o, ev + from, n, key_oom, key_peak, &off, &addr_ok))
+        if (protocol_run(&o, rec.ev + from, n, key_oom, key_peak, &off, &addr_ok))
             t->exact++;
         else if (model)
             fprintf(stderr, "\n  streams protocol: %s run %zu differs", stem, idx);
@@ -819,11 +837,8 @@ static void protocol_file(const char *dir, const char *stem, uint32_t streams, p
     }
     as_simdev_destroy(sd);
     as_policy_spec_free(&spec);
-    free(ev);
-    free(run_of);
-    free(csv);
     free(tb.ev);
-    json_decref(root);
+    rec_free(&rec);
 }
 
 /* validate.py's PyTorch runs of the two multi-stream traces under the torch default and
