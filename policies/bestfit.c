@@ -20,6 +20,7 @@ typedef struct bestfit {
     uint64_t round, maxsplit, segment;
     int64_t release;
     uint32_t div[AS_DIV_INTERVALS];
+    int divs; /* some division is on (as_round_req) */
 } bestfit;
 
 enum { K_ROUND, K_ROUNDUP, K_MAXSPLIT, K_SEGMENT, K_RELEASE, K_N };
@@ -40,7 +41,23 @@ AS_HOT void ix_remove(as_heap *h, uint32_t b)
 {
     as_bins_remove(h, &((bestfit *)h)->free, b);
 }
-static const as_index_ops index_ops = {.insert = ix_insert, .remove = ix_remove};
+/* A split's tail and a merged block keep their place in their bin's list when they can. */
+AS_HOT void ix_replace(as_heap *h, uint32_t old, uint32_t nw, uint64_t old_size)
+{
+    (void)old_size;
+    as_bins_replace(h, &((bestfit *)h)->free, old, nw);
+}
+AS_HOT void ix_resized(as_heap *h, uint32_t b, uint64_t old_size)
+{
+    (void)old_size;
+    as_bins_rekey(h, &((bestfit *)h)->free, b);
+}
+static const as_index_ops index_ops = {
+    .insert = ix_insert,
+    .remove = ix_remove,
+    .replace = ix_replace,
+    .resized = ix_resized,
+};
 
 static int bf_init(void *st, const as_knob_value *cfg, const as_device *dev)
 {
@@ -58,6 +75,7 @@ static int bf_init(void *st, const as_knob_value *cfg, const as_device *dev)
     s->release = cfg[K_RELEASE].i;
     for (int i = 0; i < AS_DIV_INTERVALS; i++)
         s->div[i] = cfg[K_ROUNDUP].div[i];
+    s->divs = as_divs_on(s->div);
     return 0;
 }
 
@@ -66,7 +84,7 @@ static int bf_alloc(void *st, const as_request *req, as_block *out)
     bestfit *s = st;
     if (req->size > AS_REQUEST_MAX)
         return AS_POLICY_OOM;
-    uint64_t size = as_round_size(req->size, s->round, s->div);
+    uint64_t size = as_round_req(req->size, s->round, s->div, s->divs);
     uint32_t b = as_bins_find(&s->h, &s->free, size);
     if (b && !as_maxsplit_fits(s->h.b[b].size, size, s->maxsplit, s->segment))
         b = AS_NIL; /* the smallest fit is refused, so every larger block is too */

@@ -236,16 +236,6 @@ int as_heap_release_empty(as_heap *h, uint64_t *bytes)
     return 0;
 }
 
-int as_heap_after_free(as_heap *h, uint32_t blk, int64_t release)
-{
-    if (release != AS_RELEASE_ALWAYS || !blk)
-        return 0;
-    uint32_t si = h->b[blk].seg;
-    if (h->s[si].nused == 0)
-        return as_heap_release_seg(h, si);
-    return 0;
-}
-
 int as_heap_grow_or_release(as_heap *h, uint64_t size, int64_t release, uint32_t *blk)
 {
     int rc = as_heap_grow(h, size, blk);
@@ -460,7 +450,7 @@ static int check_bin(const as_heap *h, const as_bins *bins, unsigned fl, unsigne
         if (B[x].state != AS_BLOCK_FREE || !B[x].indexed)
             return as_check_fail(f, "free index holds block %#llx which is not free",
                                  (unsigned long long)B[x].addr);
-        if (cf != fl || cs != sl)
+        if (cf != fl || cs != sl || B[x].bin != (fl << AS_BINS_SL | sl))
             return as_check_fail(f, "bin (%u,%u) holds a block of another class", fl, sl);
     }
     if (c != bins->cnt[fl][sl] || (treap ? c <= OSET_LIST_BACK : c > OSET_LIST_MAX))
@@ -548,6 +538,7 @@ static uint32_t bt_new(as_btree *t, int leaf)
     t->nd[i].n = 0;
     t->nd[i].leaf = (uint8_t)leaf;
     t->nd[i].parent = AS_NIL;
+    t->nd[i].mx = 0;
     return i;
 }
 
@@ -575,22 +566,31 @@ static inline unsigned bt_slot(const as_btnode *x, uint32_t c)
 }
 
 /* In node i, an entry whose size (or child's largest size) was o is now v (0: it was
- * removed), and the node's lowest address may have changed: carry both up while a
- * parent's copy differs. A node's largest size is recomputed only when its largest entry
- * shrank; otherwise it is the larger of v and the parent's copy. */
-static void bt_changed(as_btree *t, uint32_t i, uint64_t o, uint64_t v)
+ * removed), and when kc the node's lowest address (key[0]) may have changed: carry both up
+ * while they change. A node's largest size is recomputed only when its largest entry
+ * shrank; otherwise it is the larger of v and the node's own copy, so a change that moves
+ * neither stops here, without a look at the parent. */
+static void bt_changed(as_btree *t, uint32_t i, uint64_t o, uint64_t v, int kc)
 {
-    for (uint32_t p = t->nd[i].parent; p; i = p, p = t->nd[p].parent) {
+    for (;;) {
+        as_btnode *x = &t->nd[i];
+        uint64_t was = x->mx;
+        uint64_t m = v >= was ? v : o < was ? was : bt_max(x);
+        if (m == was && !kc)
+            return;
+        x->mx = m;
+        uint32_t p = x->parent;
+        if (!p)
+            return;
         as_btnode *y = &t->nd[p];
         unsigned s = bt_slot(y, i);
-        uint64_t was = y->max[s], k = t->nd[i].key[0];
-        uint64_t m = v >= was ? v : o < was ? was : bt_max(&t->nd[i]);
-        if (y->key[s] == k && m == was)
-            break;
+        uint64_t k = x->key[0];
+        kc = s == 0 && y->key[0] != k;
         y->key[s] = k;
         y->max[s] = m;
         o = was;
         v = m;
+        i = p;
     }
 }
 
@@ -617,10 +617,12 @@ static void bt_split(as_heap *h, as_btree *t, uint32_t p, unsigned s)
     memmove(z->key + s + 2, z->key + s + 1, m * sizeof *z->key);
     memmove(z->max + s + 2, z->max + s + 1, m * sizeof *z->max);
     memmove(z->child + s + 2, z->child + s + 1, m * sizeof *z->child);
+    y->mx = bt_max(y);
+    x->mx = bt_max(x);
     z->key[s + 1] = y->key[0];
-    z->max[s + 1] = bt_max(y);
+    z->max[s + 1] = y->mx;
     z->child[s + 1] = d;
-    z->max[s] = bt_max(x);
+    z->max[s] = x->mx;
     z->n++;
 }
 
@@ -638,7 +640,7 @@ void as_btree_insert(as_heap *h, as_btree *t, uint32_t b)
         x->n = 1;
         x->child[0] = old;
         x->key[0] = t->nd[old].key[0];
-        x->max[0] = bt_max(&t->nd[old]);
+        x->max[0] = x->mx = t->nd[old].mx;
         t->nd[old].parent = r;
         t->root = r;
         t->depth++;
@@ -659,6 +661,8 @@ void as_btree_insert(as_heap *h, as_btree *t, uint32_t b)
             x->key[s] = addr; /* only ever at slot 0 */
         if (x->max[s] < size)
             x->max[s] = size;
+        if (x->mx < size)
+            x->mx = size;
         i = x->child[s];
     }
     as_btnode *x = &t->nd[i];
@@ -673,6 +677,8 @@ void as_btree_insert(as_heap *h, as_btree *t, uint32_t b)
     x->max[s] = size;
     x->child[s] = b;
     x->n++;
+    if (x->mx < size)
+        x->mx = size;
     h->b[b].up = i;
 }
 
@@ -683,9 +689,10 @@ void as_btree_remove(as_heap *h, as_btree *t, uint32_t b)
     t->n--;
     uint32_t c = b;
     uint64_t gone;
+    unsigned s;
     for (;;) {
         as_btnode *x = &t->nd[i];
-        unsigned s = bt_slot(x, c);
+        s = bt_slot(x, c);
         unsigned m = x->n - s - 1;
         gone = x->max[s];
         memmove(x->key + s, x->key + s + 1, m * sizeof *x->key);
@@ -705,7 +712,7 @@ void as_btree_remove(as_heap *h, as_btree *t, uint32_t b)
         t->depth = 0;
         return;
     }
-    bt_changed(t, i, gone, 0);
+    bt_changed(t, i, gone, 0, s == 0);
     while (!t->nd[t->root].leaf && t->nd[t->root].n == 1) {
         uint32_t r = t->root;
         t->root = t->nd[r].child[0];
@@ -726,7 +733,7 @@ void as_btree_replace(as_heap *h, as_btree *t, uint32_t old, uint32_t nw)
     x->max[s] = h->b[nw].size;
     h->b[nw].up = i;
     h->b[old].up = AS_NIL;
-    bt_changed(t, i, was, x->max[s]);
+    bt_changed(t, i, was, x->max[s], s == 0);
 }
 
 void as_btree_resized(as_heap *h, as_btree *t, uint32_t b)
@@ -735,9 +742,10 @@ void as_btree_resized(as_heap *h, as_btree *t, uint32_t b)
     as_btnode *x = &t->nd[i];
     unsigned s = bt_slot(x, b);
     uint64_t was = x->max[s];
+    int kc = s == 0 && x->key[0] != h->b[b].addr;
     x->key[s] = h->b[b].addr;
     x->max[s] = h->b[b].size;
-    bt_changed(t, i, was, x->max[s]);
+    bt_changed(t, i, was, x->max[s], kc);
 }
 
 uint32_t as_btree_find(const as_heap *h, const as_btree *t, uint64_t want)
@@ -763,7 +771,7 @@ uint32_t as_btree_find(const as_heap *h, const as_btree *t, uint64_t want)
 
 uint64_t as_btree_max(const as_btree *t)
 {
-    return t->root ? bt_max(&t->nd[t->root]) : 0;
+    return t->root ? t->nd[t->root].mx : 0;
 }
 
 static int bt_check_node(const as_heap *h, const as_btree *t, uint32_t i, uint32_t parent,
@@ -775,6 +783,8 @@ static int bt_check_node(const as_heap *h, const as_btree *t, uint32_t i, uint32
     const as_btnode *x = &t->nd[i];
     if (x->parent != parent || x->n == 0 || x->n > AS_BT_FAN)
         return as_check_fail(f, "free index: B+ tree node %u has a bad parent or count", i);
+    if (x->mx != bt_max(x))
+        return as_check_fail(f, "free index: B+ tree node %u's own largest size is stale", i);
     if (x->leaf != (depth == t->depth))
         return as_check_fail(f, "free index: B+ tree leaves are not all at depth %u", t->depth);
     for (unsigned s = 0; s < x->n; s++) {

@@ -44,6 +44,7 @@ typedef struct as_blk {
     uint32_t gen;    /* bumped at every hand-out; half of the handle */
     uint8_t state;   /* as_block_state, or AS_BLK_DEAD */
     uint8_t indexed; /* 1 while in the free index */
+    uint16_t bin;    /* while in an as_bins index: its bin, fl << AS_BINS_SL | sl */
 } as_blk;            /* 64 bytes: one cache line when the arena is aligned */
 
 typedef struct as_seg {
@@ -61,12 +62,15 @@ typedef struct as_heap as_heap;
 typedef struct as_index_ops {
     void (*insert)(as_heap *h, uint32_t b);
     void (*remove)(as_heap *h, uint32_t b);
-    /* Optional, for address-ordered indexes, which then skip a remove + insert:
-     * replace: nw (a free block not indexed) takes the place of old (indexed), nw's key
-     * ordering exactly where old's did (no other free block lies between them);
-     * resized: b's size changed from old_size while its place in the order stayed (its
-     * address may have moved down over a merged predecessor). old_size is the size the block
-     * had when it was indexed (old's own size may have changed already). */
+    /* Optional, together, for indexes that can often skip a remove + insert (they must then
+     * give the same answers as remove + insert would):
+     * replace: nw (a free block not indexed, a split's tail) takes the place of old
+     * (indexed), which leaves the index; nw lies right above old, so in address order it
+     * orders exactly where old did (no other free block lies between them);
+     * resized: b's size grew from old_size by a merge, with b still indexed (its address
+     * may have moved down over a merged predecessor: no other free block lies between its
+     * old and new address). old_size is the size the block had when it was indexed (old's
+     * own size may have changed already). */
     void (*replace)(as_heap *h, uint32_t old, uint32_t nw, uint64_t old_size);
     void (*resized)(as_heap *h, uint32_t b, uint64_t old_size);
 } as_index_ops;
@@ -114,7 +118,12 @@ int as_heap_release_seg(as_heap *h, uint32_t seg);
 int as_heap_release_empty(as_heap *h, uint64_t *bytes);
 /* The release knob's rule after a free that produced the free block blk: with
  * release=always, its segment goes back to the device once nothing in it is in use. */
-int as_heap_after_free(as_heap *h, uint32_t blk, int64_t release);
+static inline int as_heap_after_free(as_heap *h, uint32_t b, int64_t release)
+{
+    if (release != AS_RELEASE_ALWAYS || !b || h->s[h->b[b].seg].nused)
+        return 0;
+    return as_heap_release_seg(h, h->b[b].seg);
+}
 /* Reserves a segment, and when the device refuses and release != none gives back every
  * empty segment and tries once more (counted in retries). */
 int as_heap_grow_or_release(as_heap *h, uint64_t size, int64_t release, uint32_t *blk);
@@ -158,6 +167,21 @@ static inline int as_maxsplit_fits(uint64_t cand, uint64_t req, uint64_t maxspli
         return cand < maxsplit;
     return cand < req + tolerance;
 }
+/* as_round_size with `round` a power of two, for a policy that knows whether any of its
+ * divisions is on (divs: some div[i] > 1): the common case inline, the same result. */
+static inline uint64_t as_round_req(uint64_t size, uint64_t round, const uint32_t *div, int divs)
+{
+    if (__builtin_expect(!divs, 1))
+        return size < round ? round : (size + round - 1) & ~(round - 1);
+    return as_round_size(size, round, div);
+}
+static inline int as_divs_on(const uint32_t *div)
+{
+    for (int i = 0; i < AS_DIV_INTERVALS; i++)
+        if (div[i] > 1)
+            return 1;
+    return 0;
+}
 /* Blocks of at least maxsplit bytes are handed out whole. */
 static inline int as_maxsplit_may_split(uint64_t size, uint64_t maxsplit)
 {
@@ -180,6 +204,8 @@ typedef struct as_btnode {
     uint64_t key[AS_BT_FAN];   /* leaf: the block's address; inner: the child's lowest */
     uint64_t max[AS_BT_FAN];   /* leaf: the block's size; inner: the child's largest */
     uint32_t child[AS_BT_FAN]; /* leaf: block indices; inner: node indices */
+    uint64_t mx;               /* the largest of max[0..n): the parent's copy, kept here so
+                                * that a change that leaves it be stops without the parent */
     uint32_t parent;           /* AS_NIL at the root; next free node when recycled */
     uint16_t n;
     uint8_t leaf;
@@ -243,15 +269,17 @@ typedef struct as_bins {
     uint32_t slmap[AS_BINS_FL];
     uint32_t treap[AS_BINS_FL];                  /* bit sl: bin (fl, sl) is a treap */
     uint32_t root[AS_BINS_FL][1u << AS_BINS_SL]; /* list: the smallest; treap: the root */
-    uint32_t cnt[AS_BINS_FL][1u << AS_BINS_SL]; /* a bin can hold every block of the heap */
+    uint32_t cnt[AS_BINS_FL][1u << AS_BINS_SL];  /* a bin can hold every block of the heap */
     uint64_t n;
 } as_bins;
 
 void as_bins_init(as_bins *bins);
-/* Inline, in common_hot.h: as_bins_insert(h, bins, b); as_bins_remove(h, bins, b);
- * as_bins_remove_as(h, bins, b, size), for a block filed under `size`, which its size has
- * since left; as_bins_find(h, bins, want): the smallest (size, addr) with size >= want,
- * AS_NIL when none. */
+/* Inline, in common_hot.h: as_bins_insert(h, bins, b); as_bins_remove(h, bins, b) (out of
+ * the bin b was filed in, b->bin, whatever its size is now); as_bins_replace(h, bins, old,
+ * nw) and as_bins_rekey(h, bins, b), the index ops' replace and resized, which keep a block
+ * where it stands in its bin's list when its new key still orders there;
+ * as_bins_find(h, bins, want): the smallest (size, addr) with size >= want, AS_NIL when
+ * none. */
 uint64_t as_bins_max(const as_heap *h, const as_bins *bins); /* largest size, 0 when empty */
 int as_bins_check(const as_heap *h, const as_bins *bins, as_check_failure *f);
 

@@ -260,29 +260,48 @@ AS_HOT int as_heap_free_ix(as_heap *h, const as_index_ops *ix, uint64_t handle, 
 #define OSET(name) ob_##name
 #include "oset.h"
 
-AS_HOT void as_bins_insert(as_heap *h, as_bins *bins, uint32_t b)
+/* The bin of a size, fl << AS_BINS_SL | sl (as_tlsf_class's, without its branches for
+ * search and the shifts' two directions on the common path). */
+AS_HOT unsigned as_bins_class(uint64_t size)
 {
-    unsigned fl, sl;
-    as_tlsf_class(h->b[b].size, AS_BINS_SL, 0, &fl, &sl);
+    unsigned f = as_log2_floor(size);
+    if (__builtin_expect(f >= AS_BINS_SL, 1)) /* size >> (f - SL) is 2^SL + sl */
+        return (f << AS_BINS_SL) + (unsigned)(size >> (f - AS_BINS_SL)) - (1u << AS_BINS_SL);
+    return f << AS_BINS_SL | ((unsigned)(size << (AS_BINS_SL - f)) & ((1u << AS_BINS_SL) - 1));
+}
+
+#define AS_BINS_ROOT(bins, c) (&(bins)->root[(c) >> AS_BINS_SL][(c) & ((1u << AS_BINS_SL) - 1)])
+#define AS_BINS_CNT(bins, c) (&(bins)->cnt[(c) >> AS_BINS_SL][(c) & ((1u << AS_BINS_SL) - 1)])
+#define AS_BINS_TREAP(bins, c) ((bins)->treap[(c) >> AS_BINS_SL] >> ((c)&31u) & 1)
+
+/* b into bin c, which must be its size's (as_bins_class). */
+AS_HOT void as_bins_insert_in(as_heap *h, as_bins *bins, uint32_t b, unsigned c)
+{
+    unsigned fl = c >> AS_BINS_SL, sl = c & 31u;
+    h->b[b].bin = (uint16_t)c;
     int treap = bins->treap[fl] >> sl & 1;
-    if (__builtin_expect(
-            ob_bin_insert(h->b, &bins->root[fl][sl], bins->cnt[fl][sl], treap, b) != treap, 0))
+    uint32_t *cnt = AS_BINS_CNT(bins, c);
+    if (__builtin_expect(ob_bin_insert(h->b, AS_BINS_ROOT(bins, c), *cnt, treap, b) != treap, 0))
         bins->treap[fl] ^= 1u << sl;
-    bins->cnt[fl][sl]++;
+    ++*cnt;
     bins->slmap[fl] |= 1u << sl;
     bins->flmap |= 1ull << fl;
     bins->n++;
 }
 
-AS_HOT void as_bins_remove_as(as_heap *h, as_bins *bins, uint32_t b, uint64_t size)
+AS_HOT void as_bins_insert(as_heap *h, as_bins *bins, uint32_t b)
 {
-    unsigned fl, sl;
-    as_tlsf_class(size, AS_BINS_SL, 0, &fl, &sl);
-    uint32_t *root = &bins->root[fl][sl];
+    as_bins_insert_in(h, bins, b, as_bins_class(h->b[b].size));
+}
+
+AS_HOT void as_bins_remove(as_heap *h, as_bins *bins, uint32_t b)
+{
+    unsigned c = h->b[b].bin, fl = c >> AS_BINS_SL, sl = c & 31u;
+    uint32_t *root = AS_BINS_ROOT(bins, c), *cnt = AS_BINS_CNT(bins, c);
     int treap = bins->treap[fl] >> sl & 1;
-    if (__builtin_expect(ob_bin_erase(h->b, root, bins->cnt[fl][sl], treap, b) != treap, 0))
+    if (__builtin_expect(ob_bin_erase(h->b, root, *cnt, treap, b) != treap, 0))
         bins->treap[fl] ^= 1u << sl;
-    bins->cnt[fl][sl]--;
+    --*cnt;
     bins->n--;
     if (!*root) {
         bins->slmap[fl] &= ~(1u << sl);
@@ -291,15 +310,61 @@ AS_HOT void as_bins_remove_as(as_heap *h, as_bins *bins, uint32_t b, uint64_t si
     }
 }
 
-AS_HOT void as_bins_remove(as_heap *h, as_bins *bins, uint32_t b)
+/* Would a block of key (size, addr) in place of x, in x's list bin `head`, keep the list
+ * in order? (Its neighbours are x's l and r; the head is the smallest, the last's r the
+ * head.) */
+AS_HOT int as_bins_fits_at(const as_blk *B, uint32_t head, uint32_t x, uint64_t size, uint64_t addr)
 {
-    as_bins_remove_as(h, bins, b, h->b[b].size);
+    uint32_t l = B[x].l, r = B[x].r;
+    if (x != head && (B[l].size > size || (B[l].size == size && B[l].addr >= addr)))
+        return 0;
+    return r == head || size < B[r].size || (size == B[r].size && addr < B[r].addr);
+}
+
+/* The split tail nw (not indexed) replaces old (indexed): in old's place in its list when
+ * nw's key is of the same bin and orders there, else old out and nw in. */
+AS_HOT void as_bins_replace(as_heap *h, as_bins *bins, uint32_t old, uint32_t nw)
+{
+    as_blk *B = h->b;
+    unsigned c = B[old].bin, nc = as_bins_class(B[nw].size);
+    uint32_t *root = AS_BINS_ROOT(bins, c);
+    if (nc == c && !AS_BINS_TREAP(bins, c) &&
+        as_bins_fits_at(B, *root, old, B[nw].size, B[nw].addr)) {
+        uint32_t l = B[old].l, r = B[old].r;
+        if (r == old) {
+            l = r = nw;
+        } else {
+            B[l].r = nw;
+            B[r].l = nw;
+        }
+        B[nw].l = l;
+        B[nw].r = r;
+        B[nw].bin = (uint16_t)c;
+        B[old].l = B[old].r = 0;
+        if (*root == old)
+            *root = nw;
+        return;
+    }
+    as_bins_remove(h, bins, old);
+    as_bins_insert_in(h, bins, nw, nc);
+}
+
+/* b's key (size, addr) changed while it was indexed: it stays where it is when the new key
+ * is of the same bin and orders there, else it is filed again. */
+AS_HOT void as_bins_rekey(as_heap *h, as_bins *bins, uint32_t b)
+{
+    as_blk *B = h->b;
+    unsigned c = B[b].bin, nc = as_bins_class(B[b].size);
+    if (nc == c && !AS_BINS_TREAP(bins, c) &&
+        as_bins_fits_at(B, *AS_BINS_ROOT(bins, c), b, B[b].size, B[b].addr))
+        return;
+    as_bins_remove(h, bins, b);
+    as_bins_insert_in(h, bins, b, nc);
 }
 
 AS_HOT uint32_t as_bins_find(const as_heap *h, const as_bins *bins, uint64_t want)
 {
-    unsigned fl, sl;
-    as_tlsf_class(want ? want : 1, AS_BINS_SL, 0, &fl, &sl);
+    unsigned c = as_bins_class(want ? want : 1), fl = c >> AS_BINS_SL, sl = c & 31u;
     if (bins->slmap[fl] >> sl & 1) {
         uint32_t b = ob_bin_lower_bound(h->b, bins->root[fl][sl], bins->treap[fl] >> sl & 1, want);
         if (b)

@@ -20,6 +20,7 @@ typedef struct firstfit {
     uint64_t round, maxsplit, segment;
     int64_t release;
     uint32_t div[AS_DIV_INTERVALS];
+    int divs; /* some division is on (as_round_req) */
 } firstfit;
 
 enum { K_ROUND, K_ROUNDUP, K_MAXSPLIT, K_SEGMENT, K_RELEASE, K_N };
@@ -47,11 +48,11 @@ AS_HOT void ix_insert(as_heap *h, uint32_t b)
 }
 
 /* Takes b out of the index its size `as_size` selected when it went in, b's size may have
- * changed since (the B+ tree follows b's leaf link, the bins look up as_size's bin). */
+ * changed since (the B+ tree follows b's leaf link, the bins b's own record of its bin). */
 AS_HOT void remove_as(firstfit *s, uint32_t b, uint64_t as_size)
 {
     if (oversize(s, as_size))
-        as_bins_remove_as(&s->h, &s->oversize, b, as_size);
+        as_bins_remove(&s->h, &s->oversize, b);
     else
         as_btree_remove(&s->h, &s->byaddr, b);
 }
@@ -107,6 +108,7 @@ static int ff_init(void *st, const as_knob_value *cfg, const as_device *dev)
     s->release = cfg[K_RELEASE].i;
     for (int i = 0; i < AS_DIV_INTERVALS; i++)
         s->div[i] = cfg[K_ROUNDUP].div[i];
+    s->divs = as_divs_on(s->div);
     return 0;
 }
 
@@ -118,7 +120,7 @@ static int ff_alloc(void *st, const as_request *req, as_block *out)
     /* A new segment's block and a split tail: two insertions at most. */
     if (as_btree_reserve(&s->byaddr, 2))
         return AS_ENOMEM;
-    uint64_t size = as_round_size(req->size, s->round, s->div);
+    uint64_t size = as_round_req(req->size, s->round, s->div, s->divs);
     uint32_t b;
     if (!s->maxsplit || size < s->maxsplit) {
         b = as_btree_find(&s->h, &s->byaddr, size);

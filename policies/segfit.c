@@ -26,6 +26,7 @@ typedef struct segfit {
     int split, coalesce;
     uint64_t round, segment;
     uint32_t div[AS_DIV_INTERVALS];
+    int divs; /* some division is on (as_round_req) */
     int64_t release;
     uint64_t flmap;
     uint64_t slmap[FL_MAX];
@@ -130,6 +131,7 @@ static int sf_init(void *st, const as_knob_value *cfg, const as_device *dev)
     s->coalesce = (int)cfg[K_COALESCE].i;
     for (int i = 0; i < AS_DIV_INTERVALS; i++)
         s->div[i] = cfg[K_ROUNDUP].div[i];
+    s->divs = as_divs_on(s->div);
     s->round = round;
     s->segment = (uint64_t)cfg[K_SEGMENT].i * AS_MIB;
     s->release = cfg[K_RELEASE].i;
@@ -169,7 +171,7 @@ static int sf_alloc(void *st, const as_request *req, as_block *out)
     segfit *s = st;
     if (req->size > AS_REQUEST_MAX)
         return AS_POLICY_OOM;
-    uint64_t size = as_round_size(req->size, s->round, s->div);
+    uint64_t size = as_round_req(req->size, s->round, s->div, s->divs);
     uint32_t b = find(s, size);
     if (!b) {
         /* Size the segment to the start of the request's good-fit class, so that once it
@@ -244,8 +246,7 @@ static int sf_check(const void *st, as_check_failure *f)
             if (rc)
                 return rc;
             if (in_class && s->h.b[s->top[fl][sl]].size != largest)
-                return as_check_fail(f, "class (%u,%u): its heap's top is not its largest", fl,
-                                     sl);
+                return as_check_fail(f, "class (%u,%u): its heap's top is not its largest", fl, sl);
         }
     }
     if (n != s->h.nfree)

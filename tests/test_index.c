@@ -196,9 +196,8 @@ static void run_index(ix_kind kind, const char *name)
             } else if (kind == IX_BINS && r < 70) {
                 /* Out of the bin it was filed in after the size has changed (firstfit's
                  * oversize blocks). */
-                uint64_t old = B[b].size;
                 B[b].size = rnd_size(x);
-                as_bins_remove_as(&x->h, &x->bins, b, old);
+                as_bins_remove(&x->h, &x->bins, b);
                 x->h.b[b].indexed = 0;
                 x->in[b] = 0;
                 x->nin--;
