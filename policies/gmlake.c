@@ -82,17 +82,24 @@ enum { S_UNUSED, S_ACTIVE, S_FREE, S_FRAG }; /* sBlock */
 enum { A_NONE, A_BLOCK, A_SBLK };            /* what an allocation slot holds */
 
 typedef struct chunk {
-    uint32_t *map; /* sBlocks mapping this chunk */
+    uint32_t *map; /* sBlocks mapping this chunk, in the order they map it */
     uint32_t nmap, cap;
-    uint32_t owner; /* the pBlock it lies in */
-    uint8_t used;
+    uint8_t used; /* used by an sBlock (it lies in a held pBlock); an allocated pBlock's
+                   * chunks are used without it */
 } chunk;
+
+/* Chunks [lo, hi) of a segment that sBlock sb maps (a run of its range in a row). */
+typedef struct srun {
+    uint32_t sb, lo, hi;
+} srun;
 
 typedef struct seg {
     uint64_t addr, size;
     uint32_t head; /* lowest block; 0: the slot is unused */
     uint8_t small;
     chunk *ch; /* large: size / CHUNK */
+    srun *run; /* the sBlocks' runs over its chunks, in no order */
+    size_t nrun, crun;
 } seg;
 
 typedef struct blk {
@@ -331,36 +338,44 @@ static ids *pool_of(gm *g, uint32_t b)
 
 /* ---- chunks: who uses them ------------------------------------------------------------- */
 
-/* An sBlock other than self maps a chunk that is now used: a whole cached one becomes
- * fragmented (get_free_block, get_fused_fragmented_blocks). */
-static inline __attribute__((always_inline)) void maps_use(gm *g, const chunk *c, uint32_t self)
+/* Chunks [lo, hi) of segment sg go used: each sBlock other than self mapping some of them
+ * counts them busy, and a whole cached one becomes fragmented (get_free_block,
+ * get_fused_fragmented_blocks). A segment's runs are few (an sBlock maps a pBlock's chunks
+ * in a row), so this is a walk of a short array where a walk of each chunk's maps was
+ * one of several per chunk. */
+static inline __attribute__((always_inline)) void runs_use(gm *g, const seg *sg, uint64_t lo,
+                                                           uint64_t hi, uint32_t self)
 {
-    const uint32_t *m = c->map; /* no pool operation touches a chunk's maps */
-    for (uint32_t k = 0, nm = c->nmap; k < nm; k++) {
-        sblk *t = &g->sb[m[k]];
-        if (m[k] == self)
+    for (size_t k = 0, nr = sg->nrun; k < nr; k++) {
+        const srun *r = &sg->run[k];
+        uint64_t a = r->lo > lo ? r->lo : lo, e = r->hi < hi ? r->hi : hi;
+        if (a >= e || r->sb == self)
             continue;
+        sblk *t = &g->sb[r->sb];
         if (t->state == S_FREE) {
-            pool_remove(g, &g->cached, m[k]);
+            pool_remove(g, &g->cached, r->sb);
             t->state = S_FRAG;
         }
-        t->busy++;
+        t->busy += (uint32_t)(e - a);
     }
 }
 
-/* The chunk is free again: an sBlock whose chunks are now all free goes back to the cache
- * only when the block freeing it is of the sBlock's stream (update_block). */
-static inline __attribute__((always_inline)) int maps_release(gm *g, const chunk *c, uint32_t self,
-                                                              uint64_t stream)
+/* Chunks [lo, hi) of segment sg are free again: an sBlock whose chunks are now all free
+ * goes back to the cache only when the block freeing it is of the sBlock's stream
+ * (update_block). */
+static inline __attribute__((always_inline)) int
+runs_release(gm *g, const seg *sg, uint64_t lo, uint64_t hi, uint32_t self, uint64_t stream)
 {
-    const uint32_t *m = c->map;
-    for (uint32_t k = 0, nm = c->nmap; k < nm; k++) {
-        sblk *t = &g->sb[m[k]];
-        if (m[k] == self)
+    for (size_t k = 0, nr = sg->nrun; k < nr; k++) {
+        const srun *r = &sg->run[k];
+        uint64_t a = r->lo > lo ? r->lo : lo, e = r->hi < hi ? r->hi : hi;
+        if (a >= e || r->sb == self)
             continue;
-        if (--t->busy == 0 && t->state == S_FRAG && t->stream == stream) {
+        sblk *t = &g->sb[r->sb];
+        t->busy -= (uint32_t)(e - a);
+        if (t->busy == 0 && t->state == S_FRAG && t->stream == stream) {
             t->state = S_FREE;
-            int rc = pool_insert(g, &g->cached, m[k]);
+            int rc = pool_insert(g, &g->cached, r->sb);
             if (rc)
                 return rc;
         }
@@ -368,35 +383,47 @@ static inline __attribute__((always_inline)) int maps_release(gm *g, const chunk
     return 0;
 }
 
-/* Chunks [from, from+n) of block b change state; the sBlocks mapping them follow. A
- * block's chunks are consecutive in its segment's array, which nothing here reallocates;
- * most chunks are mapped by no sBlock, so that test comes first, inline. */
-static int chunks_set(gm *g, uint32_t b, uint64_t from, uint64_t n, int used, uint64_t stream)
+/* Chunks [from, from+n) of pBlock b go used or free as the block does; only the sBlocks
+ * mapping them follow (a chunk's own flag is an sBlock's, see chunk). Most segments are
+ * mapped by no sBlock: that test comes first, inline. */
+static inline int chunks_set(gm *g, uint32_t b, uint64_t from, uint64_t n, int used,
+                             uint64_t stream)
 {
-    chunk *c = chunk_at(g, ref_of(g, b, from)), *end = c + n;
+    const seg *sg = &g->s[g->b[b].seg];
+    if (!sg->nrun)
+        return 0;
+    uint64_t lo = (g->b[b].addr - sg->addr) / CHUNK + from;
     if (used) {
-        for (; c < end; c++) {
-            c->used = 1;
-            if (c->nmap)
-                maps_use(g, c, 0);
-        }
+        runs_use(g, sg, lo, lo + n, 0);
         return 0;
     }
-    for (; c < end; c++) {
-        c->used = 0;
-        int rc = c->nmap ? maps_release(g, c, 0, stream) : 0;
-        if (rc)
-            return rc;
-    }
-    return 0;
+    return runs_release(g, sg, lo, lo + n, 0, stream);
 }
 
-/* The chunks of block b now lie in block owner (b itself, or the block absorbing it). */
-static void chunks_own(gm *g, uint32_t b, uint32_t owner)
+/* The first chunk of block b in its segment. */
+static uint64_t first_chunk(const gm *g, uint32_t b)
 {
-    chunk *c = chunk_at(g, ref_of(g, b, 0)), *end = c + nchunks(&g->b[b]);
-    for (; c < end; c++)
-        c->owner = owner;
+    return (g->b[b].addr - g->s[g->b[b].seg].addr) / CHUNK;
+}
+
+/* The block of segment si holding chunk i. */
+static uint32_t block_at(const gm *g, uint32_t si, uint64_t i)
+{
+    uint64_t at = g->s[si].addr + i * CHUNK;
+    uint32_t b = g->s[si].head;
+    while (g->b[b].addr + g->b[b].size <= at)
+        b = g->b[b].next;
+    return b;
+}
+
+/* The end of the run of sBlock x's refs from i on that lie in a row in one segment,
+ * at most lim. */
+static uint32_t ref_run(const sblk *x, uint32_t i, uint32_t lim)
+{
+    uint32_t j = i + 1;
+    while (j < lim && x->ref[j] == x->ref[j - 1] + 1)
+        j++;
+    return j;
 }
 
 /* ---- blocks: split and merge ------------------------------------------------------------ */
@@ -421,8 +448,6 @@ static int split_at(gm *g, uint32_t b, uint64_t size, uint8_t tail_state, uint32
         g->b[x->next].prev = r;
     x->next = r;
     x->size = size;
-    if (!g->s[x->seg].small)
-        chunks_own(g, r, r);
     *tail = r;
     return 0;
 }
@@ -432,8 +457,6 @@ static int merge_into(gm *g, uint32_t b, uint32_t n)
 {
     blk *x = &g->b[b], *y = &g->b[n];
     pool_remove(g, pool_of(g, n), n);
-    if (!g->s[x->seg].small) /* b's own chunks are b's already */
-        chunks_own(g, n, b);
     if (y->addr < x->addr) {
         x->addr = y->addr;
         x->prev = y->prev;
@@ -547,10 +570,44 @@ static int sblk_unalias(gm *g, const sblk *x, uint32_t n)
     return rc;
 }
 
+/* The runs of sBlock s leave the segments its refs (those a release left) lie in. */
+static void runs_drop(gm *g, uint32_t s)
+{
+    const sblk *x = &g->sb[s];
+    for (uint32_t i = 0, j; i < x->n; i = j) {
+        j = i + 1;
+        if (x->ref[i] == DEAD)
+            continue;
+        j = ref_run(x, i, x->n);
+        seg *sg = &g->s[x->ref[i] >> 32];
+        for (size_t k = 0; k < sg->nrun;)
+            if (sg->run[k].sb == s)
+                sg->run[k] = sg->run[--sg->nrun];
+            else
+                k++;
+    }
+}
+
+/* sBlock s's range, run by run, into its segments' runs. */
+static int runs_add(gm *g, uint32_t s)
+{
+    const sblk *x = &g->sb[s];
+    for (uint32_t i = 0, j; i < x->n; i = j) {
+        j = ref_run(x, i, x->n);
+        seg *sg = &g->s[x->ref[i] >> 32];
+        if (as_grow((void **)&sg->run, &sg->crun, sg->nrun + 1, sizeof *sg->run, 4))
+            return AS_ENOMEM;
+        uint32_t lo = (uint32_t)x->ref[i];
+        sg->run[sg->nrun++] = (srun){.sb = s, .lo = lo, .hi = lo + (j - i)};
+    }
+    return 0;
+}
+
 /* Drops sBlock s: its range goes back, its chunks forget it (garbage_collect_fused_blocks). */
 static int sblk_delete(gm *g, uint32_t s)
 {
     sblk *x = &g->sb[s];
+    runs_drop(g, s);
     for (uint32_t i = 0; i < x->n; i++)
         if (x->ref[i] != DEAD)
             map_remove(chunk_at(g, x->ref[i]), s);
@@ -624,7 +681,10 @@ static int sblk_make(gm *g, const uint64_t *refs, uint32_t n, uint64_t stream, u
         rc = sblk_alias(g, x, &mapped);
     for (uint32_t i = 0; !rc && i < n; i++)
         rc = map_add(chunk_at(g, refs[i]), s);
+    if (!rc)
+        rc = runs_add(g, s);
     if (rc) {
+        runs_drop(g, s);
         for (uint32_t i = 0; i < n; i++)
             map_remove(chunk_at(g, refs[i]), s);
         sblk_unalias(g, x, mapped);
@@ -647,21 +707,26 @@ static int sblk_reuse(gm *g, uint32_t s, uint64_t size)
     uint32_t keep = (uint32_t)(size / CHUNK);
     g->work.n = 0;
     pool_remove(g, &g->cached, s);
-    for (uint32_t i = 0; i < keep; i++) {
-        chunk *c = chunk_at(g, x->ref[i]);
-        c->used = 1;
-        maps_use(g, c, s);
-        blk *o = &g->b[c->owner];
-        if (o->state == B_FREE) {
-            pool_remove(g, &g->large, c->owner);
-            o->state = B_HELD;
-            int rc = ids_push(&g->work, c->owner);
-            if (rc)
-                return rc;
+    for (uint32_t i = 0, j; i < keep; i = j) { /* a run of chunks in a row at a time */
+        j = ref_run(x, i, keep);
+        uint32_t si = (uint32_t)(x->ref[i] >> 32);
+        uint64_t lo = (uint32_t)x->ref[i], hi = lo + (j - i);
+        for (uint64_t c = lo; c < hi; c++)
+            g->s[si].ch[c].used = 1;
+        runs_use(g, &g->s[si], lo, hi, s);
+        for (uint32_t b = block_at(g, si, lo); b && first_chunk(g, b) < hi; b = g->b[b].next) {
+            blk *o = &g->b[b];
+            uint64_t b0 = first_chunk(g, b), b1 = b0 + nchunks(o);
+            if (o->state == B_FREE) {
+                pool_remove(g, &g->large, b);
+                o->state = B_HELD;
+                int rc = ids_push(&g->work, b);
+                if (rc)
+                    return rc;
+            }
+            o->busy += (uint32_t)((b1 < hi ? b1 : hi) - (b0 > lo ? b0 : lo));
         }
-        o->busy++;
     }
-    x = &g->sb[s];
     x->state = S_ACTIVE;
     x->used = x->busy = keep;
     for (size_t k = 0; k < g->work.n; k++) {
@@ -763,8 +828,10 @@ static int stitch_pick(gm *g, uint64_t size, uint64_t stream, uint64_t **refs, u
         uint32_t b = g->work.v[i];
         g->b[b].state = B_HELD;
         g->b[b].busy = (uint32_t)nchunks(&g->b[b]);
-        for (uint64_t c = 0; c < nchunks(&g->b[b]); c++)
+        for (uint64_t c = 0; c < nchunks(&g->b[b]); c++) {
             (*refs)[at++] = ref_of(g, b, c);
+            chunk_at(g, ref_of(g, b, c))->used = 1;
+        }
         int rc = chunks_set(g, b, 0, nchunks(&g->b[b]), 1, stream);
         if (rc)
             return rc;
@@ -825,8 +892,6 @@ static int seg_new(gm *g, uint64_t addr, uint64_t size, int small, uint32_t *blk
     if (!small && !(s->ch = calloc(size / CHUNK, sizeof *s->ch)))
         return AS_ENOMEM;
     g->b[b] = (blk){.addr = addr, .size = size, .stream = 0, .seg = si, .state = B_FREE};
-    if (!small)
-        chunks_own(g, b, b);
     g->nsegs++;
     g->reserves++;
     g->reserved += size;
@@ -1033,15 +1098,23 @@ static int free_sblk(gm *g, uint32_t s)
 {
     sblk *x = &g->sb[s];
     g->work.n = 0;
-    for (uint32_t i = 0; i < x->used; i++) {
-        chunk *c = chunk_at(g, x->ref[i]);
-        c->used = 0;
-        int rc = maps_release(g, c, s, x->stream);
-        if (!rc && --g->b[c->owner].busy == 0)
-            rc = ids_push(&g->work, c->owner);
+    for (uint32_t i = 0, j; i < x->used; i = j) { /* a run of chunks in a row at a time */
+        j = ref_run(x, i, x->used);
+        uint32_t si = (uint32_t)(x->ref[i] >> 32);
+        uint64_t lo = (uint32_t)x->ref[i], hi = lo + (j - i);
+        for (uint64_t c = lo; c < hi; c++)
+            g->s[si].ch[c].used = 0;
+        int rc = runs_release(g, &g->s[si], lo, hi, s, x->stream);
+        for (uint32_t b = block_at(g, si, lo); !rc && b && first_chunk(g, b) < hi;
+             b = g->b[b].next) {
+            blk *o = &g->b[b];
+            uint64_t b0 = first_chunk(g, b), b1 = b0 + nchunks(o);
+            o->busy -= (uint32_t)((b1 < hi ? b1 : hi) - (b0 > lo ? b0 : lo));
+            if (o->busy == 0)
+                rc = ids_push(&g->work, b);
+        }
         if (rc)
             return rc;
-        x = &g->sb[s];
     }
     x->busy -= x->used;
     x->used = 0;
@@ -1062,6 +1135,9 @@ static int free_sblk(gm *g, uint32_t s)
 static int free_block(gm *g, uint32_t b)
 {
     if (!g->s[g->b[b].seg].small) {
+        if (g->b[b].state == B_HELD) /* a stitch undone: its chunks were the sBlock's */
+            for (chunk *c = chunk_at(g, ref_of(g, b, 0)), *e = c + nchunks(&g->b[b]); c < e; c++)
+                c->used = 0;
         int rc = chunks_set(g, b, 0, nchunks(&g->b[b]), 0, g->b[b].stream);
         if (rc)
             return rc;
@@ -1133,6 +1209,7 @@ static int seg_release(gm *g, uint32_t si)
     g->releases++;
     g->nsegs--;
     free(s->ch);
+    free(s->run);
     memset(s, 0, sizeof *s);
     int r3 = blk_drop(g, b);
     int r4 = ids_push(&g->free_s, si);
@@ -1188,7 +1265,7 @@ static void gm_stats(const void *st, as_policy_stats *out)
     out->retries = g->retries;
 }
 
-/* One segment's blocks: tiling, no free neighbours, chunk owners and busy counts. *used:
+/* One segment's blocks: tiling, no free neighbours, chunk flags and busy counts. *used:
  * the chunks used in it, *alloc the bytes of its allocated blocks. */
 static int check_seg(const gm *g, uint32_t si, uint64_t *used, uint64_t *alloc, as_check_failure *f)
 {
@@ -1206,13 +1283,12 @@ static int check_seg(const gm *g, uint32_t si, uint64_t *used, uint64_t *alloc, 
         if (x->state == B_ALLOC)
             *alloc += x->size;
         uint32_t busy = 0;
-        for (uint64_t i = 0; !s->small && i < nchunks(x); i++) {
-            const chunk *c = &s->ch[(x->addr - s->addr) / CHUNK + i];
-            busy += c->used;
-            if (c->owner != b)
-                return as_check_fail(f, "chunk %llu of block %u has owner %u",
-                                     (unsigned long long)i, b, c->owner);
-        }
+        for (uint64_t i = 0; !s->small && i < nchunks(x); i++)
+            busy += s->ch[(x->addr - s->addr) / CHUNK + i].used;
+        if (busy && x->state != B_HELD)
+            return as_check_fail(f, "block %u (state %d) has chunks an sBlock uses", b, x->state);
+        if (!s->small && x->state == B_ALLOC)
+            busy = (uint32_t)nchunks(x);
         *used += busy;
         int ok = s->small || (x->state == B_FREE    ? busy == 0
                               : x->state == B_ALLOC ? busy == nchunks(x)
@@ -1249,6 +1325,16 @@ static int check_pool(const gm *g, const ids *pool, uint64_t want, const char *n
     return 0;
 }
 
+/* Is chunk i of segment si mapped by sBlock s? */
+static int mapped_by(const gm *g, uint32_t si, uint64_t i, uint32_t s)
+{
+    const chunk *c = &g->s[si].ch[i];
+    uint32_t k = 0;
+    while (k < c->nmap && c->map[k] != s)
+        k++;
+    return k < c->nmap;
+}
+
 /* sBlock s: busy count, maps both ways. *used: its used prefix. */
 static int check_sblk(const gm *g, uint32_t s, uint64_t *used, as_check_failure *f)
 {
@@ -1257,13 +1343,12 @@ static int check_sblk(const gm *g, uint32_t s, uint64_t *used, as_check_failure 
     for (uint32_t i = 0; i < x->n; i++) {
         if (x->ref[i] == DEAD)
             continue;
-        const chunk *c = &g->s[x->ref[i] >> 32].ch[(uint32_t)x->ref[i]];
-        uint32_t k = 0;
-        while (k < c->nmap && c->map[k] != s)
-            k++;
-        if (k == c->nmap || (i < x->used && !c->used))
+        uint32_t si = (uint32_t)(x->ref[i] >> 32);
+        uint64_t ci = (uint32_t)x->ref[i];
+        int inuse = g->s[si].ch[ci].used || g->b[block_at(g, si, ci)].state == B_ALLOC;
+        if (!mapped_by(g, si, ci, s) || (i < x->used && !g->s[si].ch[ci].used))
             return as_check_fail(f, "sBlock %u: chunk %u is not mapped or not used", s, i);
-        busy += c->used;
+        busy += (uint32_t)inuse;
     }
     if (busy != x->busy || (x->state == S_FREE && busy) || (x->state != S_ACTIVE && x->used) ||
         (x->gc && x->state != S_ACTIVE))
@@ -1271,6 +1356,38 @@ static int check_sblk(const gm *g, uint32_t s, uint64_t *used, as_check_failure 
                              busy);
     *used += x->used;
     return 0;
+}
+
+/* Each segment's runs: in range, over chunks their sBlock maps, and as many chunks per
+ * sBlock as it maps outside released segments. */
+static int check_runs(const gm *g, as_check_failure *f)
+{
+    uint64_t *cnt = calloc(g->nsb + 1, sizeof *cnt);
+    int rc = cnt ? 0 : AS_ENOMEM;
+    for (uint32_t si = 1; !rc && si < g->ns; si++) {
+        const seg *sg = &g->s[si];
+        for (size_t k = 0; sg->head && !rc && k < sg->nrun; k++) {
+            const srun *r = &sg->run[k];
+            int ok = !sg->small && r->lo < r->hi && r->hi <= sg->size / CHUNK && r->sb &&
+                     r->sb < g->nsb && g->sb[r->sb].state != S_UNUSED;
+            for (uint64_t i = r->lo; ok && i < r->hi; i++)
+                ok = mapped_by(g, si, i, r->sb);
+            if (!ok)
+                rc = as_check_fail(f, "segment %u: a run of sBlock %u is not its own", si, r->sb);
+            else
+                cnt[r->sb] += r->hi - r->lo;
+        }
+    }
+    for (uint32_t s = 1; !rc && s < g->nsb; s++) {
+        uint64_t live = 0;
+        for (uint32_t i = 0; g->sb[s].state != S_UNUSED && i < g->sb[s].n; i++)
+            live += g->sb[s].ref[i] != DEAD;
+        if (live != cnt[s])
+            rc = as_check_fail(f, "sBlock %u maps %llu chunks, its runs cover %llu", s,
+                               (unsigned long long)live, (unsigned long long)cnt[s]);
+    }
+    free(cnt);
+    return rc;
 }
 
 static int gm_check(const void *st, as_check_failure *f)
@@ -1298,7 +1415,9 @@ static int gm_check(const void *st, as_check_failure *f)
         if (g->sb[s].state == S_ACTIVE)
             alloc += (uint64_t)g->sb[s].used * CHUNK;
     }
-    int rc = check_pool(g, &g->large, nfree[0], "large", f);
+    int rc = check_runs(g, f);
+    if (!rc)
+        rc = check_pool(g, &g->large, nfree[0], "large", f);
     if (!rc)
         rc = check_pool(g, &g->small, nfree[1], "small", f);
     if (!rc)
@@ -1447,6 +1566,7 @@ static void gm_fini(void *st)
             for (uint64_t i = 0; i < s->size / CHUNK; i++)
                 free(s->ch[i].map);
             free(s->ch);
+            free(s->run);
         }
     }
     free(g->s);
