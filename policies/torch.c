@@ -158,7 +158,8 @@ typedef struct torch_state {
     uint8_t *released; /* released[k]: private pool k is freeable (empty_pool); k < nreleased */
     uint32_t nreleased;
     /* accounting */
-    uint64_t reserved, allocated, active;
+    /* allocated: PyTorch's active bytes too (a pending block is both until its FREE) */
+    uint64_t reserved, allocated;
     uint64_t nsegments, nexp_live;
     uint64_t dev_reserves, dev_releases, retries, ooms;
     uint64_t early_done; /* frees completed by an event sync before their FREE arrived */
@@ -335,8 +336,9 @@ static inline void erase_any(torch_state *t, uint32_t i)
 
 static inline uint64_t round_size(const torch_state *t, uint64_t size)
 {
-    if (!t->use_div) /* as_round_size's rule without divisions, inline */
-        return size < MIN_BLOCK ? MIN_BLOCK : (size + MIN_BLOCK - 1) & ~(MIN_BLOCK - 1);
+    if (!t->use_div) /* as_round_size's rule without divisions, inline (size >= 1: sizes
+                      * below MIN_BLOCK round up to it too) */
+        return (size + MIN_BLOCK - 1) & ~(MIN_BLOCK - 1);
     return as_round_size(size, MIN_BLOCK, t->div);
 }
 
@@ -395,15 +397,13 @@ static inline __attribute__((always_inline)) uint32_t split_after(torch_state *t
     n->id = 0;
     n->prev = i;
     n->next = nx;
-    n->l = n->r = n->up = 0;
-    n->seg = b[i].seg;
+    n->seg = b[i].seg; /* l, r, up and bin: set as it goes into a set */
     n->sx = b[i].sx;
     n->state = B_FREE;
     n->mapped = b[i].mapped;
     n->in = IN_NONE;
     n->small = b[i].small;
     n->exp = b[i].exp;
-    n->bin = 0;
     if (nx)
         b[nx].prev = r;
     b[i].next = r;
@@ -674,33 +674,44 @@ static int alloc_block(torch_state *t, params *p, int retry)
     return 1;
 }
 
+/* get_free_block's walk from `it`, the first fit, over expandable blocks: with expandable
+ * segments on, the one of the least size counting its unmapped tail (PyTorch compares
+ * them so); without, the first block that is not expandable. The block or 0. */
+static __attribute__((noinline)) uint32_t exp_fit(const torch_state *t, const fset *f, uint32_t it)
+{
+    const blk *b = t->b;
+    if (t->expandable) {
+#define EXP_SIZE(i) (b[i].size + (b[i].next && !b[b[i].next].mapped ? b[b[i].next].size : 0))
+        uint32_t nx = as_tfs_next(b, f, it);
+        while (is_exp(t, it) && nx && EXP_SIZE(nx) < EXP_SIZE(it)) {
+            it = nx;
+            nx = as_tfs_next(b, f, nx);
+        }
+#undef EXP_SIZE
+        return it;
+    }
+    do
+        it = as_tfs_next(b, f, it);
+    while (it && is_exp(t, it));
+    return it;
+}
+
 /* get_free_block: best fit on (stream, size, addr) in slot k of pl's free set, with
- * PyTorch's expandable and oversize rules. The block (still in the free set: the caller
- * takes it out, or puts the split's remainder in its place), else 0. */
-static inline uint32_t get_free_block(torch_state *t, pool *pl, uint32_t k, uint64_t size)
+ * PyTorch's expandable and oversize rules. The block (still in the free set, in bin *tbp:
+ * the caller takes it out, or puts the split's remainder in its place), else 0. */
+static inline uint32_t get_free_block(torch_state *t, pool *pl, uint32_t k, uint64_t size,
+                                      tbin **tbp)
 {
     blk *b = t->b;
     if (t->gc_on)
         pl->calls++;
-    uint32_t it = as_tfs_lower_bound_in(b, &pl->blocks, k, size);
+    uint32_t it = as_tfs_lower_bound_at(b, &pl->blocks, k, size, tbp);
     if (!it)
         return 0;
-    if (is_exp(t, it)) {
-        if (t->expandable) {
-#define EXP_SIZE(i) (b[i].size + (b[i].next && !b[b[i].next].mapped ? b[b[i].next].size : 0))
-            uint32_t nx = as_tfs_next(b, &pl->blocks, it);
-            while (is_exp(t, it) && nx && EXP_SIZE(nx) < EXP_SIZE(it)) {
-                it = nx;
-                nx = as_tfs_next(b, &pl->blocks, nx);
-            }
-#undef EXP_SIZE
-        } else {
-            do
-                it = as_tfs_next(b, &pl->blocks, it);
-            while (it && is_exp(t, it));
-            if (!it)
-                return 0;
-        }
+    if (__builtin_expect(is_exp(t, it), 0)) {
+        if (!(it = exp_fit(t, &pl->blocks, it)))
+            return 0;
+        *tbp = tfs_binp(&pl->blocks, &pl->blocks.s[k], b[it].bin);
     }
     if (size < t->max_split && b[it].size >= t->max_split)
         return 0;
@@ -891,7 +902,6 @@ static int release_cached(torch_state *t)
 static inline __attribute__((always_inline)) int free_block(torch_state *t, uint32_t i)
 {
     blk *b = t->b;
-    t->active -= b[i].size;
     b[i].state = B_FREE;
     uint32_t p = b[i].prev, n = b[i].next;
     /* Without short-circuits (node 0 is readable): one unpredictable branch, not six. A
@@ -1015,62 +1025,90 @@ static __attribute__((noinline)) int alloc_new(torch_state *t, params *p)
     return 0;
 }
 
+/* should_split: the remainder of a block of `had` bytes handed out for `size`. */
+static inline int should_split(const torch_state *t, const pool *pl, uint64_t size, uint64_t had)
+{
+    uint64_t remaining = had - size;
+    return (pl->small || t->expandable) ? remaining >= MIN_BLOCK
+                                        : (size < t->max_split && remaining > SMALL_SIZE);
+}
+
+/* Block i, split already, is the request's: its state, the accounting and the answer. */
+static inline int hand_out(torch_state *t, blk *b, uint32_t i, const as_request *req, as_block *out)
+{
+    uint64_t size = b[i].size;
+    uint32_t gen = ++b[i].gen;
+    b[i].in = IN_NONE;
+    b[i].state = B_ALLOC;
+    b[i].id = req->id;
+    t->allocated += size;
+    out->addr = b[i].addr;
+    out->size = size;
+    out->handle = (uint64_t)gen << 32 | i;
+    return 0;
+}
+
+/* No cached block fits: a new segment (alloc_new), split when PyTorch splits it, the
+ * remainder into the free set. Out of line, so that the common path of torch_alloc keeps
+ * its registers. */
+static __attribute__((noinline)) int alloc_fresh(torch_state *t, const as_request *req,
+                                                 as_block *out, pool *pl, uint64_t key, uint32_t k,
+                                                 uint64_t size)
+{
+    params p = {.stream = key, .size = size, .pl = pl, .priv = (uint16_t)req->pool, .k = k};
+    int rc = alloc_new(t, &p);
+    if (rc)
+        return rc;
+    uint32_t i = p.block;
+    if (should_split(t, pl, size, t->b[i].size)) {
+        uint32_t r = split_after(t, i, size);
+        if (!r)
+            return AS_ENOMEM;
+        t->b[r].gc_base = pl->calls;
+        t->b[r].in = IN_BLOCKS;
+        if (as_tfs_insert_cold(t->b, &pl->blocks, r))
+            return AS_ENOMEM;
+    }
+    return hand_out(t, t->b, i, req, out);
+}
+
 static int torch_alloc(void *st, const as_request *req, as_block *out)
 {
     torch_state *t = st;
-    if (req->size == 0)
-        return AS_EINVAL;
-    if (req->size > (1ull << 50)) /* no device holds 1 PiB; keeps round_size from overflowing */
-        return AS_POLICY_OOM;
+    uint64_t rs = req->size;
+    /* 0, or no device holds 1 PiB (which keeps round_size from overflowing) */
+    if (__builtin_expect(rs - 1 >= (1ull << 50), 0))
+        return rs ? AS_POLICY_OOM : AS_EINVAL;
     uint64_t key;
     if (stream_key(req, &key))
         return AS_EINVAL;
-    uint64_t size = round_size(t, req->size);
+    uint64_t size = round_size(t, rs);
     pool *pl = &t->pools[size <= SMALL_SIZE];
     fset *fs = &pl->blocks;
     int64_t k = fs->n && fs->s[fs->last].stream == key ? fs->last : as_tfs_slot(fs, key);
     if (k < 0)
         return AS_ENOMEM; /* insert_free relies on the slot */
 
-    uint32_t i = get_free_block(t, pl, (uint32_t)k, size);
-    int in_set = i != 0;
-    if (!in_set) { /* the slow path's state lives in memory, not in this one's registers */
-        params p = {
-            .stream = key, .size = size, .pl = pl, .priv = (uint16_t)req->pool, .k = (uint32_t)k};
-        int rc = alloc_new(t, &p);
-        if (rc)
-            return rc;
-        i = p.block;
-    }
-
+    tbin *tb;
+    uint32_t i = get_free_block(t, pl, (uint32_t)k, size, &tb);
+    if (!i)
+        return alloc_fresh(t, req, out, pl, key, (uint32_t)k, size);
     blk *b = t->b;
-    uint64_t had = b[i].size, remaining = had - size;
-    int split = (pl->small || t->expandable) ? remaining >= MIN_BLOCK
-                                             : (size < t->max_split && remaining > SMALL_SIZE);
-    if (split) {
+    uint64_t had = b[i].size;
+    if (should_split(t, pl, size, had)) {
         uint32_t r = split_after(t, i, size);
         if (!r)
             return AS_ENOMEM;
         b = t->b;
         b[r].gc_base = pl->calls;
         b[r].in = IN_BLOCKS;
-        /* The remainder takes the block's place in the free set, or goes in anew. */
-        if (in_set ? as_tfs_replace(b, fs, i, had, r) : as_tfs_insert_cold(b, fs, r))
+        /* The remainder takes the block's place in the free set. */
+        if (as_tfs_split_move(b, fs, (uint32_t)k, tb, i, had, r))
             return AS_ENOMEM;
-        b[i].in = IN_NONE;
-    } else if (in_set) {
-        as_tfs_erase(b, fs, i);
-        b[i].in = IN_NONE;
+    } else {
+        as_tfs_take(b, fs, (uint32_t)k, tb, i, had);
     }
-    b[i].state = B_ALLOC;
-    b[i].id = req->id;
-    b[i].gen++;
-    t->allocated += b[i].size;
-    t->active += b[i].size;
-    out->addr = b[i].addr;
-    out->size = b[i].size;
-    out->handle = (uint64_t)b[i].gen << 32 | i;
-    return 0;
+    return hand_out(t, b, i, req, out);
 }
 
 static int torch_free(void *st, uint64_t handle, unsigned flags)
@@ -1143,7 +1181,7 @@ static void torch_stats(const void *st, as_policy_stats *out)
     *out = (as_policy_stats){
         .allocated = t->allocated,
         .reserved = t->reserved,
-        .free_bytes = t->reserved - t->active,
+        .free_bytes = t->reserved - t->allocated,
         .largest_free = largest,
         .segments = t->nsegments + t->nexp_live,
         .device_reserves = t->dev_reserves,
@@ -1242,8 +1280,7 @@ static int check_segment(const torch_state *t, uint32_t si, uint64_t *acc, as_ch
             return as_check_fail(out, "%s at 0x%llx", why, (unsigned long long)b[i].addr);
         acc[0] += b[i].state == B_FREE;
         acc[1] += b[i].state != B_FREE ? b[i].size : 0;
-        acc[2] += b[i].state != B_FREE ? b[i].size : 0;
-        acc[3] += b[i].state == B_PENDING;
+        acc[2] += b[i].state == B_PENDING;
         mapped += b[i].mapped ? b[i].size : 0;
         at += b[i].size;
         last = i;
@@ -1256,7 +1293,7 @@ static int check_segment(const torch_state *t, uint32_t si, uint64_t *acc, as_ch
         return as_check_fail(out, "expandable segment 0x%llx maps %llu but its blocks cover %llu",
                              (unsigned long long)s->addr, (unsigned long long)s->mapped,
                              (unsigned long long)mapped);
-    acc[4] += s->expandable ? mapped : s->size;
+    acc[3] += s->expandable ? mapped : s->size;
     return 0;
 }
 
@@ -1276,8 +1313,8 @@ static int torch_check(const void *st, as_check_failure *out)
     uint32_t *v = sorted_segments(t, &ns);
     if (!v)
         return as_check_fail(out, "no host memory for the check");
-    /* free blocks, allocated bytes, active bytes, pending blocks, reserved bytes */
-    uint64_t acc[5] = {0}, prev_end = 0, nseg = 0, nexp = 0;
+    /* free blocks, allocated (and active) bytes, pending blocks, reserved bytes */
+    uint64_t acc[4] = {0}, prev_end = 0, nseg = 0, nexp = 0;
     int rc = 0;
     for (uint32_t k = 0; k < ns && !rc; k++) {
         const seg *s = &t->s[v[k]];
@@ -1296,18 +1333,17 @@ static int torch_check(const void *st, as_check_failure *out)
     if ((int64_t)acc[0] != in_trees)
         return as_check_fail(out, "free sets hold %lld blocks, the chains %llu free ones",
                              (long long)in_trees, (unsigned long long)acc[0]);
-    if (acc[4] != t->reserved)
+    if (acc[3] != t->reserved)
         return as_check_fail(out, "segments hold %llu bytes, accounting says %llu",
-                             (unsigned long long)acc[4], (unsigned long long)t->reserved);
-    if (t->dev->ops->reserved && t->dev->ops->reserved(t->dev->ctx) != acc[4])
+                             (unsigned long long)acc[3], (unsigned long long)t->reserved);
+    if (t->dev->ops->reserved && t->dev->ops->reserved(t->dev->ctx) != acc[3])
         return as_check_fail(out, "the device holds %llu bytes, the segments %llu",
                              (unsigned long long)t->dev->ops->reserved(t->dev->ctx),
-                             (unsigned long long)acc[4]);
-    if (acc[1] != t->allocated || acc[2] != t->active)
-        return as_check_fail(out, "allocated/active bytes %llu/%llu, accounting %llu/%llu",
-                             (unsigned long long)acc[1], (unsigned long long)acc[2],
-                             (unsigned long long)t->allocated, (unsigned long long)t->active);
-    if (acc[3] != t->npending || nseg != t->nsegments || nexp != t->nexp_live)
+                             (unsigned long long)acc[3]);
+    if (acc[1] != t->allocated)
+        return as_check_fail(out, "allocated bytes %llu, accounting %llu",
+                             (unsigned long long)acc[1], (unsigned long long)t->allocated);
+    if (acc[2] != t->npending || nseg != t->nsegments || nexp != t->nexp_live)
         return as_check_fail(out, "pending or segment counts disagree with the chains");
     for (uint32_t k = 0; k < t->npending; k++)
         if (t->b[t->pending[k]].state != B_PENDING || t->b[t->pending[k]].pidx != k)

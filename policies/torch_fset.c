@@ -161,12 +161,32 @@ void as_tfs_max_changed(const blk *b, fset *f, uint32_t k)
     as_tfs_max_changed_to(f, k, x ? b[x].size : 0);
 }
 
-/* A slot's first block in a word of bins: its chunk, then the insertion. */
+/* as_tfs_insert's rare cases: a slot's first block in a word of bins (its chunk), a full
+ * list (it becomes a treap) or a treap bin. */
 int as_tfs_insert_slow(blk *b, fset *f, uint32_t x)
 {
-    unsigned w = as_tfs_bin(b[x].size) >> 6;
-    int rc = as_tfs_chunk(f, b[x].sx, w);
-    return rc ? rc : as_tfs_insert(b, f, x);
+    uint32_t k = b[x].sx;
+    uint64_t size = b[x].size;
+    unsigned bin = as_tfs_bin(size);
+    if (!f->s[k].chunk[bin >> 6]) {
+        int rc = as_tfs_chunk(f, k, bin >> 6);
+        if (rc)
+            return rc;
+    }
+    sidx *ix = &f->s[k];
+    tbin *tb = tfs_binp(f, ix, bin);
+    uint32_t cnt = tb->cnt;
+    if (cnt < OSET_LIST_MAX) {
+        tfs_list_put(b, ix, tb, bin, x, size, b[x].addr);
+    } else {
+        b[x].bin = (uint16_t)bin;
+        tfs_bin_insert_treap(b, &tb->head, cnt & TFS_TREAP, x);
+        tb->cnt = (cnt | TFS_TREAP) + 1;
+        tfs_mark(ix, bin);
+    }
+    if (size > ix->max)
+        tfs_push_max(f, k, size);
+    return 0;
 }
 
 int as_tfs_replace_slow(blk *b, fset *f, uint32_t old, uint64_t old_size, uint32_t nw)

@@ -184,8 +184,59 @@ TFS_HOT void tfs_unmark(sidx *ix, unsigned bin)
         ix->summary &= ~(1ull << (bin >> 6));
 }
 
+/* Is the key (xs, xa) below block y's in (size, addr) order? */
+TFS_HOT int tfs_key_below(const blk *b, uint64_t xs, uint64_t xa, uint32_t y)
+{
+    return xs < b[y].size || (xs == b[y].size && xa < b[y].addr);
+}
+
+/* x (size xs, address xa) into list bin tb (no treap, fewer than OSET_LIST_MAX blocks)
+ * at `bin` of slot ix. An empty bin is the common case on real size mixes, then a block
+ * that goes last (the list's tail is the head's l). */
+TFS_HOT void tfs_list_put(blk *b, sidx *ix, tbin *tb, unsigned bin, uint32_t x, uint64_t xs,
+                          uint64_t xa)
+{
+    uint32_t h = tb->head;
+    tb->cnt++;
+    b[x].bin = (uint16_t)bin;
+    if (!h) {
+        b[x].l = b[x].r = x;
+        tb->head = x;
+        tfs_mark(ix, bin);
+        return;
+    }
+    uint32_t before = h;
+    if (tfs_key_below(b, xs, xa, b[h].l)) { /* not last: the first block above x */
+        while (!tfs_key_below(b, xs, xa, before))
+            before = b[before].r;
+        if (before == h)
+            tb->head = x;
+    }
+    uint32_t p = b[before].l;
+    b[x].l = p;
+    b[x].r = before;
+    b[p].r = x;
+    b[before].l = x;
+}
+
+/* x out of list bin tb (no treap) at `bin` of slot ix. */
+TFS_HOT void tfs_list_take(blk *b, sidx *ix, tbin *tb, unsigned bin, uint32_t x)
+{
+    uint32_t l = b[x].l, r = b[x].r;
+    tb->cnt--;
+    if (r == x) {
+        tb->head = 0;
+        tfs_unmark(ix, bin);
+        return;
+    }
+    b[l].r = r;
+    b[r].l = l;
+    if (tb->head == x)
+        tb->head = r;
+}
+
 /* Puts free block x into the set (its slot b[x].sx exists): 0 or AS_ENOMEM. A bin
- * chunk's first use is as_tfs_insert_slow's. */
+ * chunk's first use, a full list and a treap are as_tfs_insert_slow's. */
 TFS_HOT int as_tfs_insert(blk *b, fset *f, uint32_t x)
 {
     uint32_t k = b[x].sx;
@@ -193,19 +244,10 @@ TFS_HOT int as_tfs_insert(blk *b, fset *f, uint32_t x)
     uint64_t size = b[x].size;
     unsigned bin = as_tfs_bin(size);
     uint32_t ci = ix->chunk[bin >> 6];
-    if (__builtin_expect(!ci, 0))
-        return as_tfs_insert_slow(b, f, x);
     tbin *tb = &f->c[ci].bin[bin & 63];
-    uint32_t cnt = tb->cnt;
-    b[x].bin = (uint16_t)bin;
-    if (__builtin_expect(cnt >= OSET_LIST_MAX, 0)) { /* a treap, or a full list */
-        tfs_bin_insert_treap(b, &tb->head, cnt & TFS_TREAP, x);
-        cnt |= TFS_TREAP;
-    } else {
-        tb->head = tfs_list_insert(b, tb->head, x);
-    }
-    tb->cnt = cnt + 1;
-    tfs_mark(ix, bin);
+    if (__builtin_expect(!ci || tb->cnt >= OSET_LIST_MAX, 0))
+        return as_tfs_insert_slow(b, f, x);
+    tfs_list_put(b, ix, tb, bin, x, size, b[x].addr);
     if (size > ix->max)
         tfs_push_max(f, k, size);
     return 0;
@@ -219,13 +261,13 @@ TFS_HOT void tfs_bin_take(blk *b, sidx *ix, tbin *tb, unsigned bin, uint32_t x)
         cnt &= ~TFS_TREAP;
         if (tfs_bin_erase_treap(b, &tb->head, cnt, x))
             cnt |= TFS_TREAP;
-    } else {
-        tb->head = tfs_list_erase(b, tb->head, x);
+        tb->cnt = cnt - 1;
+        b[x].up = 0;
+        if (!tb->head)
+            tfs_unmark(ix, bin);
+        return;
     }
-    tb->cnt = cnt - 1;
-    b[x].up = 0;
-    if (!tb->head)
-        tfs_unmark(ix, bin);
+    tfs_list_take(b, ix, tb, bin, x);
 }
 
 /* Takes x out of the set; size: its size when it went in (in its bin b[x].bin). */
@@ -255,27 +297,14 @@ TFS_HOT int as_tfs_replace(blk *b, fset *f, uint32_t old, uint64_t old_size, uin
     sidx *ix = &f->s[k];
     uint64_t size = b[nw].size;
     unsigned ob = b[old].bin, nb = as_tfs_bin(size);
+    bchunk *c = f->c;
     uint32_t nci = ix->chunk[nb >> 6];
-    tbin *ot = tfs_binp(f, ix, ob), *nt = &f->c[nci].bin[nb & 63];
-    /* Lists only: the old bin's count has no treap bit, the new one has room. */
-    if (__builtin_expect(!nci || ((ot->cnt | nt->cnt) & TFS_TREAP) ||
-                             (ob != nb && nt->cnt == OSET_LIST_MAX),
-                         0)) {
+    tbin *ot = &c[ix->chunk[ob >> 6]].bin[ob & 63], *nt = &c[nci].bin[nb & 63];
+    /* Lists only, and the new one with room even before old leaves it. */
+    if (__builtin_expect(!nci || ((ot->cnt | nt->cnt) & TFS_TREAP) || nt->cnt >= OSET_LIST_MAX, 0))
         return as_tfs_replace_slow(b, f, old, old_size, nw);
-    }
-    uint32_t h = tfs_list_erase(b, ot->head, old);
-    b[old].up = 0;
-    if (ob != nb) {
-        ot->head = h;
-        ot->cnt--;
-        if (!h)
-            tfs_unmark(ix, ob);
-        h = nt->head;
-        nt->cnt++;
-        tfs_mark(ix, nb);
-    }
-    b[nw].bin = (uint16_t)nb;
-    nt->head = tfs_list_insert(b, h, nw);
+    tfs_list_take(b, ix, ot, ob, old);
+    tfs_list_put(b, ix, nt, nb, nw, size, b[nw].addr);
     if (size > ix->max)
         tfs_push_max(f, k, size);
     else if (old_size == ix->max && size != old_size)
@@ -323,6 +352,57 @@ TFS_HOT uint32_t as_tfs_lower_bound_in(const blk *b, const fset *f, uint32_t k, 
     }
     bin = as_tfs_bin_next(ix, bin + 1);
     return bin < NBINS ? tfs_tbin_min(b, tfs_binp(f, ix, bin)) : 0;
+}
+
+/* as_tfs_lower_bound_in, with the bin the block is filed in (*tbp) when there is one. */
+TFS_HOT uint32_t as_tfs_lower_bound_at(const blk *b, const fset *f, uint32_t k, uint64_t size,
+                                       tbin **tbp)
+{
+    const sidx *ix = &f->s[k];
+    unsigned bin = as_tfs_bin(size);
+    if (ix->words[bin >> 6] >> (bin & 63) & 1) {
+        tbin *tb = tfs_binp(f, ix, bin);
+        uint32_t x = tfs_bin_lower_bound(b, tb->head, (tb->cnt & TFS_TREAP) != 0, size);
+        if (x) {
+            *tbp = tb;
+            return x;
+        }
+    }
+    bin = as_tfs_bin_next(ix, bin + 1);
+    if (bin >= NBINS)
+        return 0;
+    tbin *tb = tfs_binp(f, ix, bin);
+    *tbp = tb;
+    return tfs_tbin_min(b, tb);
+}
+
+/* Takes x, filed under `size` in bin tb of slot k, out of the set (a block handed out
+ * whole). */
+TFS_HOT void as_tfs_take(blk *b, fset *f, uint32_t k, tbin *tb, uint32_t x, uint64_t size)
+{
+    sidx *ix = &f->s[k];
+    tfs_bin_take(b, ix, tb, b[x].bin, x);
+    if (size == ix->max)
+        as_tfs_max_changed(b, f, k);
+}
+
+/* A split's remainder nw (smaller than old) takes the place of old, filed under old_size
+ * in bin ot of slot k: old leaves its bin, nw goes into its own. 0 or AS_ENOMEM. */
+TFS_HOT int as_tfs_split_move(blk *b, fset *f, uint32_t k, tbin *ot, uint32_t old,
+                              uint64_t old_size, uint32_t nw)
+{
+    sidx *ix = &f->s[k];
+    uint64_t size = b[nw].size;
+    unsigned nb = as_tfs_bin(size);
+    uint32_t nci = ix->chunk[nb >> 6];
+    tbin *nt = &f->c[nci].bin[nb & 63];
+    if (__builtin_expect(!nci || ((ot->cnt | nt->cnt) & TFS_TREAP) || nt->cnt >= OSET_LIST_MAX, 0))
+        return as_tfs_replace_slow(b, f, old, old_size, nw);
+    tfs_list_take(b, ix, ot, b[old].bin, old);
+    tfs_list_put(b, ix, nt, nb, nw, size, b[nw].addr);
+    if (old_size == ix->max) /* nw is smaller: the maximum can only fall */
+        as_tfs_max_changed(b, f, k);
+    return 0;
 }
 
 /* The same for a stream's key (0 when the stream has no slot). */
