@@ -130,10 +130,9 @@ static int bd_free(void *st, uint64_t handle, unsigned flags)
     buddy *s = st;
     as_heap *h = &s->h;
     uint32_t b;
-    int rc = as_heap_free_ix(h, &index_ops, handle, flags, 0, &b);
+    int rc = as_heap_free_mark(h, handle, flags, &b);
     if (rc || !b)
         return rc;
-    as_heap_unindex_ix(h, &index_ops, b);
     for (;;) {
         const as_blk *x = &h->b[b];
         const as_seg *g = &h->s[x->seg];

@@ -583,7 +583,7 @@ static void bt_changed(as_btree *t, uint32_t i, uint64_t o, uint64_t v, int kc)
         if (!p)
             return;
         as_btnode *y = &t->nd[p];
-        unsigned s = bt_slot(y, i);
+        unsigned s = x->pslot;
         uint64_t k = x->key[0];
         kc = s == 0 && y->key[0] != k;
         y->key[s] = k;
@@ -608,15 +608,20 @@ static void bt_split(as_heap *h, as_btree *t, uint32_t p, unsigned s)
     x->n = (uint16_t)half;
     y->parent = p;
     for (unsigned i = 0; i < half; i++) {
-        if (y->leaf)
+        if (y->leaf) {
             h->b[y->child[i]].up = d;
-        else
+        } else {
             t->nd[y->child[i]].parent = d;
+            t->nd[y->child[i]].pslot = (uint16_t)i;
+        }
     }
     unsigned m = z->n - s - 1;
     memmove(z->key + s + 2, z->key + s + 1, m * sizeof *z->key);
     memmove(z->max + s + 2, z->max + s + 1, m * sizeof *z->max);
     memmove(z->child + s + 2, z->child + s + 1, m * sizeof *z->child);
+    for (unsigned j = s + 2; j < z->n + 1u; j++)
+        t->nd[z->child[j]].pslot = (uint16_t)j;
+    y->pslot = (uint16_t)(s + 1);
     y->mx = bt_max(y);
     x->mx = bt_max(x);
     z->key[s + 1] = y->key[0];
@@ -642,6 +647,7 @@ void as_btree_insert(as_heap *h, as_btree *t, uint32_t b)
         x->key[0] = t->nd[old].key[0];
         x->max[0] = x->mx = t->nd[old].mx;
         t->nd[old].parent = r;
+        t->nd[old].pslot = 0;
         t->root = r;
         t->depth++;
         bt_split(h, t, r, 0);
@@ -690,20 +696,24 @@ void as_btree_remove(as_heap *h, as_btree *t, uint32_t b)
     uint32_t c = b;
     uint64_t gone;
     unsigned s;
+    s = bt_slot(&t->nd[i], b);
     for (;;) {
         as_btnode *x = &t->nd[i];
-        s = bt_slot(x, c);
         unsigned m = x->n - s - 1;
         gone = x->max[s];
         memmove(x->key + s, x->key + s + 1, m * sizeof *x->key);
         memmove(x->max + s, x->max + s + 1, m * sizeof *x->max);
         memmove(x->child + s, x->child + s + 1, m * sizeof *x->child);
         x->n--;
+        if (!x->leaf)
+            for (unsigned j = s; j < x->n; j++)
+                t->nd[x->child[j]].pslot = (uint16_t)j;
         if (x->n || !x->parent)
             break;
         /* An emptied node leaves its parent. */
         c = i;
         i = x->parent;
+        s = x->pslot;
         bt_put(t, c);
     }
     if (!t->nd[i].n) { /* the root emptied: the tree is empty */
@@ -811,7 +821,7 @@ static int bt_check_node(const as_heap *h, const as_btree *t, uint32_t i, uint32
             if (c == AS_NIL || c >= t->nn)
                 return as_check_fail(f, "free index: bad child %u of B+ tree node %u", c, i);
             const as_btnode *y = &t->nd[c];
-            if (y->n == 0 || x->key[s] != y->key[0] || x->max[s] != bt_max(y))
+            if (y->n == 0 || x->key[s] != y->key[0] || x->max[s] != bt_max(y) || y->pslot != s)
                 return as_check_fail(f, "free index: B+ tree node %u's summary of slot %u", i, s);
             int rc = bt_check_node(h, t, c, i, depth + 1, last, seen, count, entries, f);
             if (rc)
@@ -844,23 +854,6 @@ int as_btree_check(const as_heap *h, const as_btree *t, as_check_failure *f)
 
 /* ---- pairing heaps by size ----------------------------------------------------------------- */
 
-/* Melds two roots (neither has siblings); the smaller becomes the larger's first child. */
-static uint32_t ph_link(as_blk *B, uint32_t a, uint32_t b)
-{
-    if (B[a].size < B[b].size) {
-        uint32_t t = a;
-        a = b;
-        b = t;
-    }
-    uint32_t c = B[a].hchild;
-    B[b].hnext = c;
-    if (c)
-        B[c].hprev = b;
-    B[b].hprev = a;
-    B[a].hchild = b;
-    return a;
-}
-
 /* The two-pass meld of a sibling list starting at `first`: one root, no siblings. */
 static uint32_t ph_merge_pairs(as_blk *B, uint32_t first)
 {
@@ -878,7 +871,7 @@ static uint32_t ph_merge_pairs(as_blk *B, uint32_t first)
         }
         first = B[b].hnext;
         B[a].hprev = B[a].hnext = B[b].hprev = B[b].hnext = AS_NIL;
-        uint32_t c = ph_link(B, a, b);
+        uint32_t c = as_ph_link(B, a, b);
         B[c].hnext = stack;
         stack = c;
     }
@@ -889,18 +882,11 @@ static uint32_t ph_merge_pairs(as_blk *B, uint32_t first)
     while (stack) {
         uint32_t n = B[stack].hnext;
         B[stack].hnext = AS_NIL;
-        root = ph_link(B, root, stack);
+        root = as_ph_link(B, root, stack);
         stack = n;
     }
     B[root].hprev = AS_NIL;
     return root;
-}
-
-void as_pheap_insert(as_heap *h, uint32_t *root, uint32_t b)
-{
-    as_blk *B = h->b;
-    B[b].hprev = B[b].hnext = B[b].hchild = AS_NIL;
-    *root = *root ? ph_link(B, *root, b) : b;
 }
 
 void as_pheap_remove(as_heap *h, uint32_t *root, uint32_t b)
@@ -918,7 +904,7 @@ void as_pheap_remove(as_heap *h, uint32_t *root, uint32_t b)
             B[n].hprev = p;
         uint32_t sub = ph_merge_pairs(B, B[b].hchild);
         if (sub)
-            *root = ph_link(B, *root, sub);
+            *root = as_ph_link(B, *root, sub);
     }
     B[b].hprev = B[b].hnext = B[b].hchild = AS_NIL;
 }

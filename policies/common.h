@@ -208,6 +208,7 @@ typedef struct as_btnode {
                                 * that a change that leaves it be stops without the parent */
     uint32_t parent;           /* AS_NIL at the root; next free node when recycled */
     uint16_t n;
+    uint16_t pslot; /* its slot in its parent (not at the root) */
     uint8_t leaf;
 } as_btnode;
 
@@ -248,7 +249,7 @@ int as_btree_check(const as_heap *h, const as_btree *t, as_check_failure *f);
  * removal O(log n) amortised (Fredman, Sedgewick, Sleator and Tarjan 1986): removing a
  * node that is not the root cuts it out and melds its children, two-pass, back in. */
 
-void as_pheap_insert(as_heap *h, uint32_t *root, uint32_t b);
+/* as_pheap_insert(h, root, b) is inline, in common_hot.h. */
 void as_pheap_remove(as_heap *h, uint32_t *root, uint32_t b);
 /* Heap order, links and the node count; n: how many nodes it should hold. */
 int as_pheap_check(const as_heap *h, uint32_t root, uint64_t n, as_check_failure *f);

@@ -13,8 +13,9 @@
 
 #define AS_HOT static inline __attribute__((always_inline))
 
-/* A block node: the recycled list inline, the arena's growth (as_heap_blk_grow) not.
- * AS_NIL on host OOM. */
+/* A free block node, not indexed: the recycled list inline, the arena's growth
+ * (as_heap_blk_grow) not. Its caller sets addr, size, prev, next and seg; the index sets
+ * its links. AS_NIL on host OOM. */
 uint32_t as_heap_blk_grow(as_heap *h);
 
 AS_HOT uint32_t as_heap_blk_new(as_heap *h)
@@ -22,9 +23,10 @@ AS_HOT uint32_t as_heap_blk_new(as_heap *h)
     uint32_t i = h->free_b;
     if (__builtin_expect(!i, 0))
         return as_heap_blk_grow(h);
-    h->free_b = h->b[i].l;
-    uint32_t gen = h->b[i].gen;
-    h->b[i] = (as_blk){.gen = gen, .state = AS_BLOCK_FREE};
+    as_blk *x = &h->b[i];
+    h->free_b = x->l;
+    x->state = AS_BLOCK_FREE;
+    x->indexed = 0;
     return i;
 }
 
@@ -211,9 +213,10 @@ AS_HOT int as_heap_merge_in_place(as_heap *h, const as_index_ops *ix, uint32_t b
     return 0;
 }
 
-/* as_heap_free with the index ops ix (h->ix, or the policy's own const ops). */
-AS_HOT int as_heap_free_ix(as_heap *h, const as_index_ops *ix, uint64_t handle, unsigned flags,
-                           int coalesce, uint32_t *got)
+/* The first half of a free: the handle's block becomes free (accounting, its segment's use
+ * count), neither merged nor indexed, *got = it; or it is marked pending (*got = AS_NIL).
+ * For a policy that merges by its own rule (buddy) before it indexes the result once. */
+AS_HOT int as_heap_free_mark(as_heap *h, uint64_t handle, unsigned flags, uint32_t *got)
 {
     uint32_t b = as_heap_lookup_(h, handle);
     *got = AS_NIL;
@@ -233,11 +236,24 @@ AS_HOT int as_heap_free_ix(as_heap *h, const as_index_ops *ix, uint64_t handle, 
     as_seg *s = &h->s[x->seg];
     if (--s->nused == 0)
         as_heap_empty_push(h, x->seg);
+    *got = b;
+    return 0;
+}
+
+/* as_heap_free with the index ops ix (h->ix, or the policy's own const ops). */
+AS_HOT int as_heap_free_ix(as_heap *h, const as_index_ops *ix, uint64_t handle, unsigned flags,
+                           int coalesce, uint32_t *got)
+{
+    uint32_t b;
+    int rc = as_heap_free_mark(h, handle, flags, &b);
+    *got = AS_NIL;
+    if (rc || !b)
+        return rc;
     if (coalesce && ix && ix->replace) {
         if (as_heap_merge_in_place(h, ix, b, got))
             return 0;
     } else if (coalesce) {
-        uint32_t p = x->prev;
+        uint32_t p = h->b[b].prev;
         if (p && h->b[p].state == AS_BLOCK_FREE) {
             as_heap_unindex_ix(h, ix, p);
             as_heap_merge_next_(h, p);
@@ -252,6 +268,32 @@ AS_HOT int as_heap_free_ix(as_heap *h, const as_index_ops *ix, uint64_t handle, 
     as_heap_index_ix(h, ix, b);
     *got = b;
     return 0;
+}
+
+/* ---- pairing heaps: the insertion (common.h) -------------------------------------------- */
+
+/* Melds two roots (neither has siblings); the smaller becomes the larger's first child. */
+AS_HOT uint32_t as_ph_link(as_blk *B, uint32_t a, uint32_t b)
+{
+    if (B[a].size < B[b].size) {
+        uint32_t t = a;
+        a = b;
+        b = t;
+    }
+    uint32_t c = B[a].hchild;
+    B[b].hnext = c;
+    if (c)
+        B[c].hprev = b;
+    B[b].hprev = a;
+    B[a].hchild = b;
+    return a;
+}
+
+AS_HOT void as_pheap_insert(as_heap *h, uint32_t *root, uint32_t b)
+{
+    as_blk *B = h->b;
+    B[b].hprev = B[b].hnext = B[b].hchild = AS_NIL;
+    *root = *root ? as_ph_link(B, *root, b) : b;
 }
 
 /* ---- the binned size index's updates and search ----------------------------------------- */

@@ -82,6 +82,7 @@ AS_HOT void ix_insert(as_heap *h, uint32_t b)
     unsigned fl, sl;
     as_tlsf_class(h->b[b].size, s->sl, 0, &fl, &sl);
     as_blk *x = &h->b[b];
+    x->bin = (uint16_t)(fl << 6 | sl); /* its class, for ix_remove */
     uint32_t n = s->head[fl][sl];
     x->l = AS_NIL;
     x->r = n;
@@ -97,8 +98,7 @@ AS_HOT void ix_remove(as_heap *h, uint32_t b)
 {
     segfit *s = (segfit *)h;
     as_blk *x = &h->b[b];
-    unsigned fl, sl;
-    as_tlsf_class(x->size, s->sl, 0, &fl, &sl);
+    unsigned fl = x->bin >> 6, sl = x->bin & 63u;
     as_pheap_remove(h, &s->top[fl][sl], b);
     if (x->r)
         h->b[x->r].l = x->l;
@@ -236,7 +236,8 @@ static int sf_check(const void *st, as_check_failure *f)
                     return as_check_fail(f, "class lists hold more blocks than are free");
                 unsigned cf, cs;
                 as_tlsf_class(x->size, s->sl, 0, &cf, &cs);
-                if (x->state != AS_BLOCK_FREE || cf != fl || cs != sl || x->l != prev)
+                if (x->state != AS_BLOCK_FREE || cf != fl || cs != sl || x->l != prev ||
+                    x->bin != (fl << 6 | sl))
                     return as_check_fail(f, "block %#llx+%llu is wrongly in class (%u,%u)",
                                          (unsigned long long)x->addr, (unsigned long long)x->size,
                                          fl, sl);
