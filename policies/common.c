@@ -736,7 +736,9 @@ void as_btree_replace(as_heap *h, as_btree *t, uint32_t old, uint32_t nw)
 {
     uint32_t i = h->b[old].up;
     as_btnode *x = &t->nd[i];
-    unsigned s = bt_slot(x, old);
+    unsigned s = t->found_slot;
+    if (t->found != old || s >= x->n || x->child[s] != old)
+        s = bt_slot(x, old);
     uint64_t was = x->max[s];
     x->child[s] = nw;
     x->key[s] = h->b[nw].addr;
@@ -758,7 +760,7 @@ void as_btree_resized(as_heap *h, as_btree *t, uint32_t b)
     bt_changed(t, i, was, x->max[s], kc);
 }
 
-uint32_t as_btree_find(const as_heap *h, const as_btree *t, uint64_t want)
+uint32_t as_btree_find(const as_heap *h, as_btree *t, uint64_t want)
 {
     (void)h;
     uint32_t i = t->root;
@@ -776,6 +778,8 @@ uint32_t as_btree_find(const as_heap *h, const as_btree *t, uint64_t want)
         while (x->max[s] < want) /* the summaries say one fits */
             s++;
     }
+    t->found = x->child[s];
+    t->found_slot = s;
     return x->child[s];
 }
 

@@ -9,7 +9,9 @@
  * Invariant (checked by as_heap_check): the blocks of each live segment tile it exactly,
  * in address order along next/prev; every free block is in the policy's free index and no
  * other block is; allocated + free_bytes == reserved; a segment is on the empty list iff it
- * has no allocated or pending block. Index 0 of the arenas is the nil sentinel.
+ * has no allocated or pending block. Index 0 of the arenas is the nil sentinel; the block
+ * sentinel's prev and next are scratch, written without a test at a chain's end and never
+ * read.
  *
  * Not part of the policy contract: only policies/ includes this.
  */
@@ -215,6 +217,7 @@ typedef struct as_btnode {
 typedef struct as_btree {
     as_btnode *nd; /* node 0 is unused (nil) */
     uint32_t nn, cap, free, nfree, root, depth;
+    uint32_t found, found_slot; /* the last find's answer and its leaf slot (a hint) */
     uint64_t n;
 } as_btree;
 
@@ -237,8 +240,9 @@ void as_btree_remove(as_heap *h, as_btree *t, uint32_t b);
 void as_btree_replace(as_heap *h, as_btree *t, uint32_t old, uint32_t nw);
 /* b's address or size changed, not its place in the order. */
 void as_btree_resized(as_heap *h, as_btree *t, uint32_t b);
-/* The lowest address with size >= want; AS_NIL when none. */
-uint32_t as_btree_find(const as_heap *h, const as_btree *t, uint64_t want);
+/* The lowest address with size >= want; AS_NIL when none. It remembers its leaf slot, so
+ * that the replace of a split that follows needs no scan of the leaf (checked there). */
+uint32_t as_btree_find(const as_heap *h, as_btree *t, uint64_t want);
 uint64_t as_btree_max(const as_btree *t); /* 0 when empty */
 /* Order, summaries, links and copies, and that it holds exactly n indexed free blocks. */
 int as_btree_check(const as_heap *h, const as_btree *t, as_check_failure *f);

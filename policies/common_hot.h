@@ -91,8 +91,7 @@ AS_HOT int as_heap_split_(as_heap *h, uint32_t b, uint64_t size, uint32_t *tail)
     y->prev = b;
     y->next = x->next;
     y->seg = x->seg;
-    if (x->next)
-        h->b[x->next].prev = t;
+    h->b[x->next].prev = t; /* at the end the nil sentinel's: scratch (common.h) */
     x->next = t;
     x->size = size;
     h->nfree++;
@@ -107,8 +106,7 @@ AS_HOT void as_heap_merge_next_(as_heap *h, uint32_t b)
     as_blk *y = &h->b[n];
     x->size += y->size;
     x->next = y->next;
-    if (y->next)
-        h->b[y->next].prev = b;
+    h->b[y->next].prev = b; /* at the end the nil sentinel's: scratch (common.h) */
     as_heap_blk_put(h, n);
     h->nfree--;
 }
@@ -345,11 +343,10 @@ AS_HOT void as_bins_remove(as_heap *h, as_bins *bins, uint32_t b)
         bins->treap[fl] ^= 1u << sl;
     --*cnt;
     bins->n--;
-    if (!*root) {
-        bins->slmap[fl] &= ~(1u << sl);
-        if (!bins->slmap[fl])
-            bins->flmap &= ~(1ull << fl);
-    }
+    /* The bitmaps without branches: whether the bin emptied follows no pattern. */
+    uint32_t m = bins->slmap[fl] & ~((uint32_t)(*root == 0) << sl);
+    bins->slmap[fl] = m;
+    bins->flmap &= ~((uint64_t)(m == 0) << fl);
 }
 
 /* Would a block of key (size, addr) in place of x, in x's list bin `head`, keep the list
