@@ -131,11 +131,12 @@ static int read_settings(const buf *w, int vm_only, char got[NREF + 2][32], uint
     as_pk_stream *ps = NULL;
     as_pk_error e = {0};
     as_pk_item it;
-    as_pk_entry pe;
+    const as_pk_entry *pe;
+    size_t nent;
     int rc = as_pk_stream_open_mem(w->b, w->n, &lim, &ps, &e);
     *entries = 0;
-    while (!rc && (rc = as_pk_stream_next_entry(ps, &it, &pe, &e)) == 1)
-        rc = 0, (*entries)++;
+    while (!rc && (rc = as_pk_stream_next_entries(ps, &it, &pe, &nent, &e)) == 1)
+        rc = 0, *entries += nent;
     if (rc) {
         fprintf(stderr, "\n  pickle: %s at %llu\n", e.msg, (unsigned long long)e.offset);
         as_pk_stream_close(ps);

@@ -1432,7 +1432,8 @@ int as_pk_stream_open(as_instream *in, const as_pk_limits *lim, as_pk_stream **o
 }
 
 /* The next item: from a scanned batch (e given), a streamed batch of the VM, or parsing on. */
-static int stream_next(as_pk_stream *ps, as_pk_item *item, as_pk_entry *e, as_pk_error *err)
+static int stream_next(as_pk_stream *ps, as_pk_item *item, const as_pk_entry **e, size_t *n,
+                       as_pk_error *err)
 {
     pk_parser *p = &ps->p;
     int rc = 0;
@@ -1441,10 +1442,12 @@ static int stream_next(as_pk_stream *ps, as_pk_item *item, as_pk_entry *e, as_pk
         goto out;
     }
     for (;;) {
-        if (e && as_pk_scan_next(p, item, e))
+        if (e && as_pk_scan_next(p, item, e, n))
             return 1;
         if (p->pend_op && p->pend_i < p->pend_n) {
             pk_node *l = &p->pk->nodes[p->pend_list];
+            if (e)
+                *e = NULL, *n = 1;
             item->ref = p->stack[p->pend_m + p->pend_i++];
             item->device = l->dev;
             item->index = l->a++;
@@ -1473,13 +1476,29 @@ out:
 int as_pk_stream_next(as_pk_stream *ps, as_pk_item *item, as_pk_error *err)
 {
     ps->p.scan = 0;
-    return stream_next(ps, item, NULL, err);
+    return stream_next(ps, item, NULL, NULL, err);
 }
 
-int as_pk_stream_next_entry(as_pk_stream *ps, as_pk_item *item, as_pk_entry *e, as_pk_error *err)
+int as_pk_stream_next_entries(as_pk_stream *ps, as_pk_item *item, const as_pk_entry **e, size_t *n,
+                              as_pk_error *err)
 {
     ps->p.scan = !ps->p.lim.vm_only;
-    return stream_next(ps, item, e, err);
+    return stream_next(ps, item, e, n, err);
+}
+
+int as_pk_stream_keys(as_pk_stream *ps, const char *const *keys, size_t n)
+{
+    if (n > AS_PK_MAX_KEYS || ps->p.sc)
+        return AS_EINVAL;
+    for (size_t k = 0; k < n; k++) {
+        size_t len = strlen(keys[k]);
+        if (len > 255)
+            return AS_EINVAL;
+        ps->p.keylen[k] = (uint8_t)len;
+    }
+    ps->p.keys = keys;
+    ps->p.nkeys = (uint8_t)n;
+    return 0;
 }
 
 int as_pk_stream_open_mem(const uint8_t *buf, size_t len, const as_pk_limits *lim,

@@ -111,24 +111,29 @@ typedef struct as_pk_val {
     int64_t i;     /* INT, BOOL: the value; FLOAT: its IEEE 754 bits; NONE: 0 */
 } as_pk_val;
 
-typedef struct as_pk_pair {
-    as_pk_ref key; /* a string (or another hashable value) */
-    as_pk_val val;
-} as_pk_pair;
-
-/* A trace entry read without building its dict: its pairs in the order they were set. */
+/* A trace entry read without building its dict: the values of the keys the reader named
+ * (as_pk_stream_keys), the last one set of each. */
 typedef struct as_pk_entry {
-    uint64_t off;            /* byte offset of the entry's EMPTY_DICT */
-    size_t n;                /* pairs (keys repeated: the last one wins, as in Python) */
-    const as_pk_pair *pairs; /* valid until the next as_pk_stream_next_entry */
+    uint64_t off;       /* byte offset of the entry's EMPTY_DICT */
+    size_t n;           /* pairs (keys repeated count again, and keys not named) */
+    const as_pk_val *f; /* f[k]: the value of keys[k] (type AS_PK_NONE, ref AS_PK_NIL when
+                           the entry has none); f[nkeys] is scratch. Valid until the next
+                           as_pk_stream_next_entries */
 } as_pk_entry;
 
-/* as_pk_stream_next for a reader that takes entries either way: when item->ref is
- * AS_PK_NIL the entry is in *e (its dict was never built: a batch of entries in the layout
- * Python's pickler writes is read by a scanner beside the VM, with the same memo and the
- * same values), else item->ref is the tree value as as_pk_stream_next gives it. Use one of
- * the two on a stream, not both. Unless lim.vm_only. */
-int as_pk_stream_next_entry(as_pk_stream *ps, as_pk_item *item, as_pk_entry *e, as_pk_error *err);
+#define AS_PK_MAX_KEYS 15
+/* The keys of a trace entry the reader takes (strings, at most AS_PK_MAX_KEYS, which must
+ * outlive the stream), before the first as_pk_stream_next_entries; 0, or AS_EINVAL. */
+int as_pk_stream_keys(as_pk_stream *ps, const char *const *keys, size_t n);
+
+/* as_pk_stream_next for a reader that takes entries either way, a batch at a time: when
+ * item->ref is AS_PK_NIL, (*e)[0..*n) are the entries item->index, item->index + 1, ... of
+ * device_traces[item->device] (their dicts were never built: a batch of entries in the
+ * layout Python's pickler writes is read by a scanner beside the VM, with the same memo and
+ * the same values), else item->ref is the tree value as as_pk_stream_next gives it (*n is 1,
+ * *e NULL). Use one of the two on a stream, not both. Unless lim.vm_only. */
+int as_pk_stream_next_entries(as_pk_stream *ps, as_pk_item *item, const as_pk_entry **e, size_t *n,
+                              as_pk_error *err);
 
 /* The tree: complete after as_pk_stream_next returned 0. A streamed list holds no items
  * (as_pk_len counts the items it handed out; as_pk_streamed says so). */

@@ -6,9 +6,11 @@
  * memo references; values are numbers, strings, None, bools, or a `frames` list of frame
  * dicts {filename, line, name}, themselves fresh or memo references. The scanner keeps a
  * small stack of its own (numbers inline, strings and finished containers as interned
- * refs, containers being built as their items) and writes each entry's pairs to a buffer
- * that as_pk_stream_next_entry hands out; a memo reference costs a lookup, so a frame the
- * pickle refers back to is never read or hashed again.
+ * refs, containers being built as their items) and writes each entry's values, by the key
+ * the reader named (as_pk_stream_keys), to a buffer that as_pk_stream_next_entries hands
+ * out a batch at a time; a memo reference costs a lookup, so a frame the pickle refers back
+ * to is never read or hashed again, and a key's number is cached with its memo line. The
+ * common layout (entry_one) reads entry after entry in one loop.
  *
  * Invariant: a batch is read whole or not at all. Until its APPENDS every memo write is
  * logged, and when the scanner meets anything else (another opcode or layout, a limit, the
@@ -16,8 +18,9 @@
  * it as if the scanner had not looked (interned values the scanner added stay: the table
  * is deduplicated by content, and they are the values the VM's cut-back interns). When
  * the batch is read, the memo holds what the VM's cut-back would leave (strings, numbers
- * and small containers interned, an entry dict its dropped marker) and each entry's pairs
- * are the dict's: fuzz_pickle and test_pickle import with and without the scanner.
+ * and small containers interned, an entry dict its dropped marker) and each entry's values
+ * are the dict's (the last one set of each key): fuzz_pickle and test_pickle import with
+ * and without the scanner.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +58,7 @@ typedef struct sc_open {
 
 typedef struct sc_ent {
     uint64_t off;
-    uint32_t first, n; /* its pairs in pairs[] */
+    uint32_t first, n; /* its values from fields[first]; n: its pairs */
     uint32_t slot[SC_SLOTS];
     uint8_t nslots;
 } sc_ent;
@@ -66,8 +69,10 @@ typedef struct sc_undo {
 } sc_undo;
 
 struct pk_scan {
-    as_pk_pair *pairs; /* the batch's entries' pairs */
-    size_t npairs, cappairs;
+    as_pk_val *fields; /* the batch's entries' values, stride() an entry, by key */
+    size_t nfields, capfields;
+    as_pk_entry *out; /* the batch as handed out */
+    size_t capout;
     sc_ent *ents;
     size_t nents, capents, next; /* next: the entry as_pk_scan_next hands out */
     as_pk_ref list;              /* the trace list of the batch handed out */
@@ -125,16 +130,24 @@ static inline size_t fence(const scan *s)
     return s->nmk ? s->mk[s->nmk - 1] : 0;
 }
 
-/* A memo write, logged for the undo. */
-static int memo_set(scan *s, uint64_t idx, as_pk_ref v)
+/* memo_set's room: the undo log's and slot idx's page dense; 1, or 0 (memory). */
+static __attribute__((noinline)) int memo_room(scan *s, uint64_t idx)
 {
     pk_parser *p = s->p;
     pk_scan *sc = s->sc;
     if (sc->nundo >= sc->capundo &&
         as_pk_grow(p, (void **)&sc->undo, &sc->capundo, sc->nundo + 1, sizeof *sc->undo))
         return 0;
+    return p->mpages[idx >> PK_MPAGE_BITS].dense || !as_pk_memo_unpack(p, idx);
+}
+
+/* A memo write, logged for the undo. */
+static HOT int memo_set(scan *s, uint64_t idx, as_pk_ref v)
+{
+    pk_parser *p = s->p;
+    pk_scan *sc = s->sc;
     pk_mpage *g = &p->mpages[idx >> PK_MPAGE_BITS]; /* idx < capmemo: the callers' room */
-    if (!g->dense && as_pk_memo_unpack(p, idx))
+    if ((sc->nundo >= sc->capundo || !g->dense) && !memo_room(s, idx))
         return 0;
     as_pk_ref *slot = &g->dense[idx & (PK_MPAGE - 1)], old = *slot;
     *slot = v;
@@ -243,28 +256,36 @@ static int fill_open(scan *s, uint32_t c, size_t from)
     return 1;
 }
 
-/* Pairs st[from..depth) into the entry being read. */
+/* The number of string r among the reader's keys (as_pk_stream_keys), p->nkeys for
+ * anything else. */
+static unsigned key_of(const pk_parser *p, as_pk_ref r)
+{
+    const char *b = "";
+    size_t n = nd(p->pk, r)->a;
+    if (nd(p->pk, r)->type != AS_PK_STR || (n && as_pk_str(p->pk, r, &b, &n)))
+        return p->nkeys; /* (an empty string may have no byte pool to point into) */
+    for (unsigned k = 0; k < p->nkeys; k++)
+        if (p->keylen[k] == n && memcmp(p->keys[k], b, n) == 0)
+            return k;
+    return p->nkeys;
+}
+
+/* Pairs st[from..depth) into the entry being read (its values by key, the last one wins). */
 static int fill_entry(scan *s, uint32_t e, size_t from)
 {
     pk_scan *sc = s->sc;
     size_t k = s->depth - from;
     if (k % 2)
         return 0;
-    if (sc->npairs + k / 2 > sc->cappairs &&
-        as_pk_grow(s->p, (void **)&sc->pairs, &sc->cappairs, sc->npairs + k / 2, sizeof *sc->pairs))
-        return 0;
+    as_pk_val *f = sc->fields + sc->ents[e].first;
     for (size_t i = from; i < s->depth; i += 2) {
         sv *key = &s->st[i], *val = &s->st[i + 1];
-        as_pk_ref kr;
         if (key->kind != SV_REF || key->type == AS_PK_LIST || key->type == AS_PK_DICT ||
             (val->kind >= SV_OPEN && !settle(s, val, 0)))
             return 0;
-        kr = key->x;
-        as_pk_pair *pr = &sc->pairs[sc->npairs++];
-        pr->key = kr;
-        pr->val = (as_pk_val){.type = val->type,
-                              .ref = val->kind == SV_REF ? val->x : AS_PK_NIL,
-                              .i = val->kind == SV_SCALAR ? val->i : 0};
+        f[key_of(s->p, key->x)] = (as_pk_val){.type = val->type,
+                                              .ref = val->kind == SV_REF ? val->x : AS_PK_NIL,
+                                              .i = val->kind == SV_SCALAR ? val->i : 0};
     }
     sc->ents[e].n += (uint32_t)(k / 2);
     s->depth = from;
@@ -327,6 +348,44 @@ static int put(scan *s, uint8_t op, const uint8_t *arg, size_t *len)
     return 1;
 }
 
+/* An entry's values in fields[]: its keys' and a scratch one, in 8 or 16. */
+static inline unsigned stride(unsigned nkeys)
+{
+    _Static_assert(AS_PK_MAX_KEYS < 16, "an entry's values are 16 at most");
+    return nkeys < 8 ? 8 : 16;
+}
+
+/* Room for one more entry, its values and its place in the batch handed out; 0 when memory
+ * refuses it. */
+static int entry_room(scan *s)
+{
+    pk_scan *sc = s->sc;
+    size_t nf = stride(s->p->nkeys);
+    return (sc->nents < sc->capents ||
+            !as_pk_grow(s->p, (void **)&sc->ents, &sc->capents, sc->nents + 1, sizeof *sc->ents)) &&
+           (sc->nents < sc->capout ||
+            !as_pk_grow(s->p, (void **)&sc->out, &sc->capout, sc->nents + 1, sizeof *sc->out)) &&
+           (sc->nfields + nf <= sc->capfields ||
+            !as_pk_grow(s->p, (void **)&sc->fields, &sc->capfields, sc->nfields + nf,
+                        sizeof *sc->fields));
+}
+
+/* An entry's values before its pairs: none (all of its stride, the scratch one too). */
+static inline void fields_none(as_pk_val *f, unsigned nkeys)
+{
+#define NONE_                                                                                      \
+    {                                                                                              \
+        .type = AS_PK_NONE, .ref = AS_PK_NIL                                                       \
+    }
+    static const as_pk_val none[16] = {NONE_, NONE_, NONE_, NONE_, NONE_, NONE_, NONE_, NONE_,
+                                       NONE_, NONE_, NONE_, NONE_, NONE_, NONE_, NONE_, NONE_};
+#undef NONE_
+    if (stride(nkeys) == 8) /* fixed-length copies */
+        memcpy(f, none, 8 * sizeof *f);
+    else
+        memcpy(f, none, 16 * sizeof *f);
+}
+
 /* EMPTY_DICT, EMPTY_LIST: at the batch's level a new entry (the one before is done). */
 static int empty(scan *s, uint8_t op)
 {
@@ -336,10 +395,11 @@ static int empty(scan *s, uint8_t op)
         if (op != '}' || s->depth > 1 || (s->depth == 1 && s->st[0].kind != SV_ENTRY) ||
             sc->nents >= SC_MAX_ENTRIES)
             return 0;
-        if (sc->nents >= sc->capents &&
-            as_pk_grow(s->p, (void **)&sc->ents, &sc->capents, sc->nents + 1, sizeof *sc->ents))
+        if (!entry_room(s))
             return 0;
-        sc->ents[sc->nents] = (sc_ent){.off = off, .first = (uint32_t)sc->npairs};
+        sc->ents[sc->nents] = (sc_ent){.off = off, .first = (uint32_t)sc->nfields};
+        fields_none(sc->fields + sc->nfields, s->p->nkeys);
+        sc->nfields += stride(s->p->nkeys);
         s->st[0] = (sv){.kind = SV_ENTRY, .type = AS_PK_DICT, .x = (uint32_t)sc->nents++};
         s->depth = 1;
         s->nopen = 0;
@@ -396,8 +456,23 @@ static int scalar(scan *s, uint8_t op, const uint8_t *arg, size_t *len)
     return s->nmk && push(s, v);
 }
 
-/* The interned ref of string bytes b[0..n) of type at offset off: 1, or 0. */
-static int str_ref(scan *s, uint8_t type, const uint8_t *b, size_t n, uint64_t off, as_pk_ref *r)
+/* str_ref past its cache: the string interned (and cached under key, when not 0). */
+static __attribute__((noinline)) int str_intern(scan *s, uint8_t type, const uint8_t *b, size_t n,
+                                                uint64_t off, uint64_t key, size_t slot,
+                                                as_pk_ref *r)
+{
+    pk_node node = {.type = type, .a = (uint32_t)n, .off = off};
+    if (as_pk_intern_value(s->p, &node, b, r))
+        return 0;
+    if (key)
+        s->sc->skey[slot] = key, s->sc->sref[slot] = *r;
+    return 1;
+}
+
+/* The interned ref of string bytes b[0..n) of type at offset off (b has 8 bytes readable):
+ * 1, or 0. */
+static HOT int str_ref(scan *s, uint8_t type, const uint8_t *b, size_t n, uint64_t off,
+                       as_pk_ref *r)
 {
     uint64_t key = 0;
     size_t slot = 0;
@@ -411,12 +486,7 @@ static int str_ref(scan *s, uint8_t type, const uint8_t *b, size_t n, uint64_t o
             return 1;
         }
     }
-    pk_node node = {.type = type, .a = (uint32_t)n, .off = off};
-    if (as_pk_intern_value(s->p, &node, b, r))
-        return 0;
-    if (key)
-        s->sc->skey[slot] = key, s->sc->sref[slot] = *r;
-    return 1;
+    return str_intern(s, type, b, n, off, key, slot, r);
 }
 
 /* SHORT_BINUNICODE, BINUNICODE, SHORT_BINBYTES in the window: interned. */
@@ -553,14 +623,14 @@ static void undo(scan *s)
         pk_memo_set(s->p, sc->undo[sc->nundo].idx, sc->undo[sc->nundo].old); /* dense */
     }
     s->p->memo_len = s->memo_len;
-    sc->nents = sc->npairs = sc->nitems = 0;
+    sc->nents = sc->nfields = sc->nitems = 0;
 }
 
 /* ---- the common layout in one go ------------------------------------------------------- */
 
 /* A memo put at w[at] of ref v (PK_PENDING: a container not finished): its length, or 0
  * when it is not a put or the memo refuses it. */
-static inline size_t fast_put(scan *s, size_t at, as_pk_ref v)
+static HOT size_t fast_put(scan *s, size_t at, as_pk_ref v)
 {
     pk_parser *p = s->p;
     const uint8_t *w = s->w;
@@ -743,62 +813,104 @@ static HOT size_t fast_str(scan *s, size_t at, as_pk_ref *r)
     return at - start;
 }
 
-/* An entry at s->at in the layout Python's pickler writes (EMPTY_DICT, its puts, MARK,
- * string keys with plain values, SETITEMS), read in one go: 1, or 0 with nothing changed
- * (the general loop then reads it). */
-static int entry_fast(scan *s)
+/* A key at w[at]: a memo reference to a string (its number among the reader's keys cached
+ * with the memo line, so a key the pickler refers back to costs a compare of the index) or
+ * a fresh string and its puts; its number in *k: the length, or 0. */
+static HOT size_t fast_key(scan *s, size_t at, unsigned *k)
 {
-    pk_scan *sc = s->sc;
+    pk_parser *p = s->p;
     const uint8_t *w = s->w;
-    const size_t wn = s->wn;
-    size_t at = s->at + 1, len, nundo = sc->nundo, npairs = sc->npairs, memo_len = s->p->memo_len;
-    sc_ent e = {.off = s->p->wbase + s->at, .first = (uint32_t)sc->npairs};
-    while (wn - at >= 16 && e.nslots < SC_SLOTS) {
+    uint64_t idx;
+    size_t len;
+    as_pk_ref r;
+    uint8_t type = AS_PK_NONE;
+    if (w[at] == 'h')
+        idx = w[at + 1], len = 2;
+    else if (w[at] == 'j')
+        idx = rd32(w + at + 1), len = 5;
+    else if ((len = fast_str(s, at, &r))) {
+        *k = key_of(p, r);
+        return len;
+    } else
+        return 0;
+    size_t h = (size_t)idx & (PK_MCACHE - 1);
+    if (p->mc_idx[h] == idx && p->mc_key[h] != PK_KEY_UNSEEN) {
+        *k = p->mc_key[h];
+        return len;
+    }
+    if ((r = pk_memo_typed(p, idx, &type)) == AS_PK_NIL || r == PK_PENDING || type != AS_PK_STR)
+        return 0;
+    *k = key_of(p, r);
+    if (p->mc_idx[h] == idx)
+        p->mc_key[h] = (uint8_t)*k;
+    return len;
+}
+
+/* One entry at w[at] in the layout Python's pickler writes (EMPTY_DICT, its puts, MARK,
+ * string keys with plain values, SETITEMS), its values straight to their keys' places
+ * f[]: the length, or 0 (its memo writes are logged: the caller takes them back). */
+static HOT size_t entry_one(scan *s, size_t at, as_pk_val *f, sc_ent *e)
+{
+    const uint8_t *w = s->w;
+    const size_t wn = s->wn, start = at;
+    size_t len;
+    for (at++; wn - at >= 16 && e->nslots < SC_SLOTS; at += len) {
         uint64_t idx = w[at] == 0x94 ? s->p->memo_len : w[at] == 'q' ? w[at + 1] : rd32(w + at + 1);
         if (!(len = fast_put(s, at, PK_PENDING)))
             break;
-        e.slot[e.nslots++] = (uint32_t)idx;
-        at += len;
+        e->slot[e->nslots++] = (uint32_t)idx;
     }
     if (wn - at < 16 || w[at] != '(')
-        goto undo;
-    at++;
-    for (;;) {
+        return 0;
+    fields_none(f, s->p->nkeys);
+    for (at++;; e->n++) {
+        unsigned k;
         if (wn - at < 16)
-            goto undo;
+            return 0;
         if (w[at] == 'u')
             break;
-        as_pk_ref key;
-        as_pk_val v;
-        if (!(len = fast_str(s, at, &key)))
-            goto undo;
+        if (!(len = fast_key(s, at, &k)))
+            return 0;
         at += len;
-        if (wn - at < 16 || !(len = fast_value(s, at, &v)))
-            goto undo;
+        if (wn - at < 16 || !(len = fast_value(s, at, &f[k])))
+            return 0;
         at += len;
-        if (sc->npairs >= sc->cappairs &&
-            as_pk_grow(s->p, (void **)&sc->pairs, &sc->cappairs, sc->npairs + 1, sizeof *sc->pairs))
-            goto undo;
-        sc->pairs[sc->npairs++] = (as_pk_pair){.key = key, .val = v};
     }
-    e.n = (uint32_t)(sc->npairs - npairs);
-    if (e.n * 2 <= PK_FLAT_CELLS) /* a small entry may be interned: the general loop's */
-        goto undo;
-    sc->ents[sc->nents] = e;
-    s->st[0] = (sv){.kind = SV_ENTRY, .type = AS_PK_DICT, .x = (uint32_t)sc->nents++};
+    /* a small entry may be interned: the general loop's */
+    return e->n * 2 <= PK_FLAT_CELLS ? 0 : at + 1 - start;
+}
+
+/* The entries at s->at in the common layout (entry_one), read one after another: 1 when
+ * one was read at least (the last one's state as empty() and fill_entry leave it), or 0;
+ * an entry that is not in the layout is taken back whole and left to the general loop. */
+static int entry_fast(scan *s)
+{
+    pk_scan *sc = s->sc;
+    size_t at = s->at, len, got = 0;
+    while (s->wn - at >= 16 && s->w[at] == '}' && sc->nents < SC_MAX_ENTRIES && entry_room(s)) {
+        size_t nundo = sc->nundo, memo_len = s->p->memo_len;
+        sc_ent e = {.off = s->p->wbase + at, .first = (uint32_t)sc->nfields};
+        if (!(len = entry_one(s, at, sc->fields + sc->nfields, &e))) {
+            while (sc->nundo > nundo) {
+                sc->nundo--;
+                pk_memo_set(s->p, sc->undo[sc->nundo].idx, sc->undo[sc->nundo].old); /* dense */
+            }
+            s->p->memo_len = memo_len;
+            break;
+        }
+        sc->nfields += stride(s->p->nkeys);
+        sc->ents[sc->nents++] = e;
+        at += len;
+        got++;
+    }
+    if (!got)
+        return 0;
+    s->st[0] = (sv){.kind = SV_ENTRY, .type = AS_PK_DICT, .x = (uint32_t)sc->nents - 1};
     s->depth = 1;
     s->nopen = 0;
     sc->nitems = 0;
-    s->at = at + 1;
+    s->at = at;
     return 1;
-undo:
-    while (sc->nundo > nundo) {
-        sc->nundo--;
-        pk_memo_set(s->p, sc->undo[sc->nundo].idx, sc->undo[sc->nundo].old); /* dense */
-    }
-    s->p->memo_len = memo_len;
-    sc->npairs = npairs;
-    return 0;
 }
 
 /* The hot loop: an entry's keys and plain values inline, with the window in locals; the
@@ -845,7 +957,7 @@ static int scan_loop(scan *s)
         }
         if (s->wn - at >= 16 && !s->nmk && s->w[at] == '}' &&
             (s->depth == 0 || (s->depth == 1 && s->st[0].kind == SV_ENTRY)) &&
-            s->sc->nents < SC_MAX_ENTRIES && s->sc->nents < s->sc->capents && entry_fast(s))
+            s->sc->nents < SC_MAX_ENTRIES && entry_fast(s))
             continue;
         int rc = step(s);
         if (rc != SC_GO)
@@ -882,7 +994,7 @@ int as_pk_scan_batch(pk_parser *p)
                     .wn = p->wn,
                     .at_end = at_end,
                     .memo_len = p->memo_len};
-        s->sc->nundo = s->sc->nents = s->sc->npairs = s->sc->nitems = 0;
+        s->sc->nundo = s->sc->nents = s->sc->nfields = s->sc->nitems = 0;
         /* Each value the VM would make costs a byte at least, and its stack holds the
          * batch's entries and one's values: the batch cannot reach the VM's limits. */
         if (p->pk->nnodes + p->pk->ninodes - 3 + (p->wn - p->wp) >= p->lim.max_nodes ||
@@ -911,20 +1023,23 @@ int as_pk_scan_batch(pk_parser *p)
     return rc == SC_DONE;
 }
 
-int as_pk_scan_next(pk_parser *p, as_pk_item *item, as_pk_entry *e)
+int as_pk_scan_next(pk_parser *p, as_pk_item *item, const as_pk_entry **e, size_t *n)
 {
     pk_scan *sc = p->sc;
     if (!sc || sc->next >= sc->nents)
         return 0;
-    const sc_ent *x = &sc->ents[sc->next++];
+    for (size_t i = 0; i < sc->nents; i++) {
+        const sc_ent *x = &sc->ents[i];
+        sc->out[i] = (as_pk_entry){.off = x->off, .n = x->n, .f = sc->fields + x->first};
+    }
     pk_node *l = &p->pk->nodes[sc->list];
     item->ref = AS_PK_NIL;
     item->device = l->dev;
-    item->index = l->a++;
-    /* an entry of no pairs may come before any: no offset from a NULL pool */
-    *e = (as_pk_entry){.off = x->off, .n = x->n, .pairs = x->n ? sc->pairs + x->first : NULL};
-    if (sc->next == sc->nents)
-        sc->nents = 0; /* the pairs stay until the next batch */
+    item->index = l->a;
+    l->a += (uint32_t)sc->nents;
+    *e = sc->out;
+    *n = sc->nents;
+    sc->next = sc->nents = 0; /* the values stay until the next batch */
     return 1;
 }
 
@@ -932,7 +1047,8 @@ void as_pk_scan_free(pk_parser *p)
 {
     if (!p->sc)
         return;
-    free(p->sc->pairs);
+    free(p->sc->fields);
+    free(p->sc->out);
     free(p->sc->ents);
     free(p->sc->undo);
     free(p->sc->items);

@@ -87,6 +87,7 @@ typedef struct pk_scan pk_scan;
 #define PK_MEMO_DENSE 64 /* pages (1 MiB) before any packs */
 #define PK_MCACHE 64
 #define PK_PENDING 0xFFFFFFFEu /* the entry scanner's mark of a slot being filled */
+#define PK_KEY_UNSEEN 0xFFu
 typedef struct pk_mpage {
     as_pk_ref *dense; /* the slots, or NULL when packed */
     as_pk_ref *pal;   /* packed: the distinct values */
@@ -121,6 +122,11 @@ typedef struct pk_parser {
     uint32_t mc_idx[PK_MCACHE]; /* UINT32_MAX: empty (mc_ref AS_PK_NIL) */
     as_pk_ref mc_ref[PK_MCACHE];
     uint8_t mc_type[PK_MCACHE];
+    uint8_t mc_key[PK_MCACHE]; /* the slot's string as a key: its number, or PK_KEY_UNSEEN */
+    /* the keys a scanned entry's values are taken by (as_pk_stream_keys) */
+    const char *const *keys;
+    uint8_t nkeys;
+    uint8_t keylen[AS_PK_MAX_KEYS];
     uint32_t *dirty; /* memo indices set while a MARK was open, newest last */
     size_t ndirty, capdirty;
     int streaming;
@@ -132,7 +138,7 @@ typedef struct pk_parser {
     int done;
     uint64_t generation; /* cut-backs so far */
     int quiet;           /* fail() leaves err alone (the entry scanner's tries) */
-    int scan;            /* as_pk_stream_next_entry: trace batches go to the scanner */
+    int scan;            /* as_pk_stream_next_entries: trace batches go to the scanner */
     pk_scan *sc;         /* its state (pickle_entry.c), NULL before the first batch */
 } pk_parser;
 
@@ -227,6 +233,7 @@ static inline as_pk_ref pk_memo_typed(pk_parser *p, uint64_t idx, uint8_t *type)
         p->mc_idx[h] = (uint32_t)idx;
         p->mc_ref[h] = r;
         p->mc_type[h] = *type = nd(p->pk, r)->type;
+        p->mc_key[h] = PK_KEY_UNSEEN;
     }
     return r;
 }
@@ -241,12 +248,13 @@ int as_pk_grow(pk_parser *p, void **arr, size_t *cap, size_t need, size_t elem);
 /* The entry scanner (pickle_entry.c): at the MARK of a trace list's APPENDS batch (p->wp
  * just past it), reads the whole batch when every item is a trace entry in the layout
  * Python's pickler writes, keeping no tree: the entries' pairs go to a buffer handed out
- * by as_pk_stream_next_entry, memo slots get what the VM's cut-back would leave in them.
+ * by as_pk_stream_next_entries, memo slots get what the VM's cut-back would leave in them.
  * 1 with the batch read (p->wp past its APPENDS), 0 when it leaves the batch to the VM
  * untouched (anything else, or too long for its window), < 0 on a failed read. */
 int as_pk_scan_batch(pk_parser *p);
-/* The scanned batch's next entry: 1 with it, 0 when all were handed out. */
-int as_pk_scan_next(pk_parser *p, as_pk_item *item, as_pk_entry *e);
+/* The scanned batch's entries, all at once (*e[0..*n), the first one's place in *item): 1,
+ * or 0 when they were handed out. */
+int as_pk_scan_next(pk_parser *p, as_pk_item *item, const as_pk_entry **e, size_t *n);
 void as_pk_scan_free(pk_parser *p);
 
 #endif

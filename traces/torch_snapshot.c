@@ -469,14 +469,14 @@ static int tree_pairs(snap_build *b, as_pk_ref e, uint64_t index, as_pk_val *f)
     return 1;
 }
 
-/* The same for an entry the scanner read (pickle_entry.c). */
-static int scanned_pairs(snap_build *b, const as_pk_entry *pe, as_pk_val *f)
+/* The same for an entry the scanner read (pickle_entry.c), whose values come by key
+ * (as_pk_stream_keys: entry_keys): *f set to them. */
+static int scanned_pairs(snap_build *b, const as_pk_entry *pe, const as_pk_val **f)
 {
     if (charge(b, pe->n + 1))
         return over_budget(b);
     cache_check(b);
-    for (size_t i = 0; i < pe->n; i++)
-        f[lookup(b, pe->pairs[i].key, 1)] = pe->pairs[i].val;
+    *f = pe->f;
     return 1;
 }
 
@@ -519,11 +519,19 @@ static int entry_action(snap_build *b, const as_pk_val *f, uint64_t off, uint64_
 static int entry_fields(snap_build *b, as_pk_ref e, const as_pk_entry *pe, uint64_t index,
                         snap_entry *x)
 {
-    as_pk_val f[KEY_OTHER + 1];
-    for (int i = 0; i <= KEY_OTHER; i++)
-        f[i] = (as_pk_val){.type = AS_PK_NONE, .ref = AS_PK_NIL};
-    uint64_t off = e == AS_PK_NIL ? pe->off : as_pk_offset(b->pk, e);
-    int rc = e == AS_PK_NIL ? scanned_pairs(b, pe, f) : tree_pairs(b, e, index, f), name = -1;
+    as_pk_val tf[KEY_OTHER + 1];
+    const as_pk_val *f = tf;
+    uint64_t off;
+    int rc, name = -1;
+    if (e == AS_PK_NIL) {
+        off = pe->off;
+        rc = scanned_pairs(b, pe, &f);
+    } else {
+        for (int i = 0; i <= KEY_OTHER; i++)
+            tf[i] = (as_pk_val){.type = AS_PK_NONE, .ref = AS_PK_NIL};
+        off = as_pk_offset(b->pk, e);
+        rc = tree_pairs(b, e, index, tf);
+    }
     if (rc <= 0 || (rc = entry_action(b, f, off, index, &name)) <= 0)
         return rc;
     *x = (snap_entry){.off = off, .index = index, .time_us = AS_TIME_NONE};
@@ -992,6 +1000,17 @@ static int feed(snap_build *b, as_pk_ref e, const as_pk_entry *pe, uint64_t inde
     return 0;
 }
 
+/* What as_pk_stream_next_entries handed out: a tree entry (it->ref), or n scanned ones. */
+static int feed_all(snap_build *b, const as_pk_item *it, const as_pk_entry *pe, size_t n)
+{
+    int rc = 0;
+    if (it->ref != AS_PK_NIL)
+        return feed(b, it->ref, NULL, it->index);
+    for (size_t i = 0; i < n && rc >= 0; i++)
+        rc = feed(b, AS_PK_NIL, &pe[i], it->index + i);
+    return rc;
+}
+
 /* The last entry waiting for a successor. */
 static int feed_end(snap_build *b)
 {
@@ -1311,16 +1330,18 @@ static int read_pass(snap_build *b, const as_reader_opts *opts)
     b->budget = 1u << 20;
     if ((rc = as_pk_stream_open(b->in, &lim, &b->ps, &perr)))
         return bfail(b, perr.code, perr.offset, "pickle: %s", perr.msg);
+    as_pk_stream_keys(b->ps, entry_keys, KEY_OTHER);
     b->pk = as_pk_stream_tree(b->ps);
-    as_pk_entry pe;
-    while ((rc = as_pk_stream_next_entry(b->ps, &it, &pe, &perr)) == 1) {
-        if ((rc = count_entry(b, it.device, 1)) < 0)
+    const as_pk_entry *pe;
+    size_t n;
+    while ((rc = as_pk_stream_next_entries(b->ps, &it, &pe, &n, &perr)) == 1) {
+        if ((rc = count_entry(b, it.device, n)) < 0)
             return rc;
         if (b->chosen < 0 && (!b->want_set || it.device == b->want)) {
             b->chosen = (int)it.device;
             b->device = it.device;
         }
-        if ((int)it.device == b->chosen && (rc = feed(b, it.ref, &pe, it.index)) < 0)
+        if ((int)it.device == b->chosen && (rc = feed_all(b, &it, pe, n)) < 0)
             return rc;
     }
     if (rc < 0)
@@ -1817,6 +1838,7 @@ static int torch_open(as_instream *in, const as_reader_opts *opts, as_meta *meta
             rc = bfail(b, perr.code, perr.offset, "pickle: %s", perr.msg);
             goto fail;
         }
+        as_pk_stream_keys(b->ps, entry_keys, KEY_OTHER);
         b->pk = as_pk_stream_tree(b->ps);
         b->err = NULL; /* pass 2 reports through next() */
         st->b = b;
@@ -1860,9 +1882,10 @@ static int pass2_fill(snap_state *st, as_trace_error *err)
     st->pos = 0;
     if ((rc = umarks_reset(b)) < 0)
         return rc;
-    as_pk_entry pe;
+    const as_pk_entry *pe;
+    size_t n;
     while (b->nev == 0) {
-        rc = as_pk_stream_next_entry(b->ps, &it, &pe, &perr);
+        rc = as_pk_stream_next_entries(b->ps, &it, &pe, &n, &perr);
         if (rc < 0)
             return bfail(b, perr.code, perr.offset, "pickle: %s", perr.msg);
         if (rc == 0) {
@@ -1877,7 +1900,7 @@ static int pass2_fill(snap_state *st, as_trace_error *err)
                              b->pass2_events, b->emitted);
             return AS_TRACE_EOF;
         }
-        if ((int)it.device == b->chosen && (rc = feed(b, it.ref, &pe, it.index)) < 0)
+        if ((int)it.device == b->chosen && (rc = feed_all(b, &it, pe, n)) < 0)
             return rc;
     }
     st->ev = b->ev;
