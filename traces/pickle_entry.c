@@ -84,6 +84,12 @@ struct pk_scan {
      * so that a fresh "N/A" in every entry is not hashed again */
     uint64_t skey[64];
     as_pk_ref sref[64];
+    /* key strings by ref -> their number (key_of): a key whose memo line the frames'
+     * references pushed out is not compared again; valid in one generation (AS_PK_NIL:
+     * empty) */
+    as_pk_ref kc_ref[64];
+    uint8_t kc_key[64];
+    uint64_t kc_gen;
 };
 
 /* The state of one try. */
@@ -151,10 +157,11 @@ static HOT int memo_set(scan *s, uint64_t idx, as_pk_ref v)
         return 0;
     as_pk_ref *slot = &g->dense[idx & (PK_MPAGE - 1)], old = *slot;
     *slot = v;
-    pk_memo_forget(p, idx);
     sc->undo[sc->nundo++] = (sc_undo){(uint32_t)idx, old};
-    if (old == AS_PK_NIL)
+    if (old == AS_PK_NIL) /* an unset slot is in no line of the scanner's cache */
         p->memo_len++;
+    else
+        pk_memo_forget(p, idx);
     return 1;
 }
 
@@ -258,16 +265,25 @@ static int fill_open(scan *s, uint32_t c, size_t from)
 
 /* The number of string r among the reader's keys (as_pk_stream_keys), p->nkeys for
  * anything else. */
-static unsigned key_of(const pk_parser *p, as_pk_ref r)
+static __attribute__((noinline)) unsigned key_of(const pk_parser *p, as_pk_ref r)
 {
+    pk_scan *sc = p->sc;
+    size_t c = ((size_t)r * 0x9E3779B9u >> 8) & 63;
+    if (sc->kc_gen != p->generation + 1) { /* refs may name other values now */
+        memset(sc->kc_ref, 0xff, sizeof sc->kc_ref);
+        sc->kc_gen = p->generation + 1;
+    }
+    if (sc->kc_ref[c] == r)
+        return sc->kc_key[c];
     const char *b = "";
     size_t n = nd(p->pk, r)->a;
-    if (nd(p->pk, r)->type != AS_PK_STR || (n && as_pk_str(p->pk, r, &b, &n)))
-        return p->nkeys; /* (an empty string may have no byte pool to point into) */
-    for (unsigned k = 0; k < p->nkeys; k++)
-        if (p->keylen[k] == n && memcmp(p->keys[k], b, n) == 0)
-            return k;
-    return p->nkeys;
+    unsigned k = p->nkeys;
+    if (nd(p->pk, r)->type == AS_PK_STR && (!n || !as_pk_str(p->pk, r, &b, &n)))
+        for (k = 0; k < p->nkeys; k++) /* (an empty string may have no byte pool) */
+            if (p->keylen[k] == n && memcmp(p->keys[k], b, n) == 0)
+                break;
+    sc->kc_ref[c] = r, sc->kc_key[c] = (uint8_t)k;
+    return k;
 }
 
 /* Pairs st[from..depth) into the entry being read (its values by key, the last one wins). */
@@ -889,8 +905,9 @@ static int entry_fast(scan *s)
     size_t at = s->at, len, got = 0;
     while (s->wn - at >= 16 && s->w[at] == '}' && sc->nents < SC_MAX_ENTRIES && entry_room(s)) {
         size_t nundo = sc->nundo, memo_len = s->p->memo_len;
-        sc_ent e = {.off = s->p->wbase + at, .first = (uint32_t)sc->nfields};
-        if (!(len = entry_one(s, at, sc->fields + sc->nfields, &e))) {
+        sc_ent *e = &sc->ents[sc->nents];
+        *e = (sc_ent){.off = s->p->wbase + at, .first = (uint32_t)sc->nfields};
+        if (!(len = entry_one(s, at, sc->fields + sc->nfields, e))) {
             while (sc->nundo > nundo) {
                 sc->nundo--;
                 pk_memo_set(s->p, sc->undo[sc->nundo].idx, sc->undo[sc->nundo].old); /* dense */
@@ -899,7 +916,7 @@ static int entry_fast(scan *s)
             break;
         }
         sc->nfields += stride(s->p->nkeys);
-        sc->ents[sc->nents++] = e;
+        sc->nents++;
         at += len;
         got++;
     }

@@ -273,7 +273,7 @@ static inline uint64_t get_v(const uint8_t **pp)
         return u;
     }
     *pp += t + 1;
-    return t == 7 ? u >> 8 : (u & ((1ull << (8 * (t + 1))) - 1)) >> (t + 1);
+    return (u << (56 - 8 * t)) >> (57 - 7 * t); /* bits t + 1 .. 8 (t + 1) of u */
 }
 
 /* One record at p (EV_MAX_REC bytes readable) into *e: the bytes it took. */

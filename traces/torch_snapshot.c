@@ -470,12 +470,12 @@ static int tree_pairs(snap_build *b, as_pk_ref e, uint64_t index, as_pk_val *f)
 }
 
 /* The same for an entry the scanner read (pickle_entry.c), whose values come by key
- * (as_pk_stream_keys: entry_keys): *f set to them. */
+ * (as_pk_stream_keys: entry_keys): *f set to them. (feed_all checked the cache for the
+ * batch: no value is dropped while it is handed out.) */
 static int scanned_pairs(snap_build *b, const as_pk_entry *pe, const as_pk_val **f)
 {
     if (charge(b, pe->n + 1))
         return over_budget(b);
-    cache_check(b);
     *f = pe->f;
     return 1;
 }
@@ -1006,6 +1006,7 @@ static int feed_all(snap_build *b, const as_pk_item *it, const as_pk_entry *pe, 
     int rc = 0;
     if (it->ref != AS_PK_NIL)
         return feed(b, it->ref, NULL, it->index);
+    cache_check(b);
     for (size_t i = 0; i < n && rc >= 0; i++)
         rc = feed(b, AS_PK_NIL, &pe[i], it->index + i);
     return rc;
