@@ -13,7 +13,11 @@ spec (torch under three PyTorch configs and every other registered policy):
   2. predict: allocsim at those capacities (JSON report + --segments);
   3. measure: allocsim-replay with the same policy code over cudaMalloc/cuMem* with the
      capacity enforced by the driver; for the torch configs also PyTorch's own allocator
-     through torch_replay.py (the ground-truth method of tests/data). Multi-stream traces
+     through torch_replay.py (the ground-truth method of tests/data, the worker's host
+     memory from the brk heap alone: --host-heap brk). PyTorch makes its stream pool at
+     the first side stream, allocsim-replay no stream, so a multi-stream trace's PyTorch
+     side is predicted with --device-streams pytorch, every other run with none (the
+     summary's device_streams says which). Multi-stream traces
      run in their recorded order of requests and completions: a FREE_REQ then the FREE
      where the trace completes it (allocsim-replay: the engine's deferred free;
      torch_replay.py: the tensor dropped at its free_completed). Runs that only limit
@@ -250,7 +254,8 @@ def sides_of(a, p, base, trace, allocsim, replay, torch_replay):
         conf = [c for c in TORCH_CONFS if spec_of(c) == p["spec"]][0]
         out.append(("pytorch", True,
                     [sys.executable, torch_replay, trace, "--conf", conf, "--key-protocol",
-                     "--allocsim", allocsim, *sum((["--cap", c] for c in caps), []),
+                     "--host-heap", "brk", "--allocsim", allocsim,
+                     *sum((["--cap", c] for c in caps), []),
                      "--json", base + ".pytorch.json", "--segments", base + ".pytorch.csv"]))
     return out
 
@@ -270,8 +275,7 @@ def measure(p, side, cmd, base, allocsim, deadline):
     if r.returncode:
         p["measured"][side] = {"error": r.stderr.strip()[-400:]}
         return
-    pred = base + (".predpt" if side == "pytorch" and os.path.exists(base + ".predpt.json")
-                   else ".pred")
+    pred = base + (".predpt" if p["device_streams"].get(side) == "pytorch" else ".pred")
     c = sh([allocsim, "compare", "-f", "csv", "--segments", pred + ".csv",
             base + f".{side}.csv", pred + ".json", base + f".{side}.json"])
     if c.returncode:
@@ -297,14 +301,18 @@ def run_plan(a, plan, traces, out, allocsim, replay, torch_replay, t0):
         r = sh([allocsim, "-q", "-f", "json", "-p", p["spec"], *capargs, "-o", base + ".pred.json",
                 "--segments", base + ".pred.csv", traces[p["trace"]]])
         p["measured"] = {}
+        # which streams each side's prediction made (allocsim --device-streams)
+        p["device_streams"] = {"replay": "none"}
         torch_specs = [spec_of(c) for c in TORCH_CONFS]
-        if (not r.returncode and p["spec"] in torch_specs and not a.no_pytorch
-                and streams_of(allocsim, traces[p["trace"]]) > 1):
-            # PyTorch's process makes its stream pool at the first torch.cuda.Stream()
-            # (PLACEMENT.md section 10); allocsim-replay makes none
-            r = sh([allocsim, "-q", "-f", "json", "-p", p["spec"], *capargs, "--device-streams",
-                    "pytorch", "-o", base + ".predpt.json", "--segments", base + ".predpt.csv",
-                    traces[p["trace"]]])
+        if not r.returncode and p["spec"] in torch_specs and not a.no_pytorch:
+            p["device_streams"]["pytorch"] = "none"
+            if streams_of(allocsim, traces[p["trace"]]) > 1:
+                # PyTorch's process makes its stream pool at the first torch.cuda.Stream()
+                # (PLACEMENT.md section 10); allocsim-replay makes none
+                p["device_streams"]["pytorch"] = "pytorch"
+                r = sh([allocsim, "-q", "-f", "json", "-p", p["spec"], *capargs,
+                        "--device-streams", "pytorch", "-o", base + ".predpt.json",
+                        "--segments", base + ".predpt.csv", traces[p["trace"]]])
         if r.returncode:
             p["error"] = "predict: " + r.stderr.strip()
             continue
