@@ -13,6 +13,7 @@
 
 #include "engine.h"
 #include "error.h"
+#include "simdev.h"
 
 static const char *const space_es[] = {NULL, "expandable_segments:True"};
 static const char *const space_ms[] = {NULL,
@@ -177,15 +178,17 @@ static int run_group(as_trace_open_fn open, void *ou, const as_tune_opts *o, as_
 {
     as_engine *e = NULL;
     as_trace_reader *rd = NULL;
-    as_engine_opts eo = {
-        .threads = o->threads, .max_live = max_live, .no_caught_ooms = o->no_caught_ooms};
+    as_engine_opts eo = {.threads = o->threads,
+                         .max_live = max_live,
+                         .no_caught_ooms = o->no_caught_ooms,
+                         .streams = o->streams};
     int rc = as_engine_create(&eo, &e);
     if (rc) {
         set_why(why, why_len, "cannot create the engine%s%s", "", "");
         goto done;
     }
     for (size_t i = 0; i < n; i++)
-        if ((rc = as_engine_add_run(e, &specs[i], o->capacity)) < 0) {
+        if ((rc = as_engine_add_run(e, &specs[i], out->capacity)) < 0) {
             set_why(why, why_len, "cannot add a run: %s%s", as_engine_errmsg(e), "");
             goto done;
         }
@@ -218,6 +221,45 @@ done:
     if (rd)
         as_trace_close(rd);
     as_engine_destroy(e);
+    return rc;
+}
+
+/* The streams the process makes for this trace (tune.h) and the capacity their pages leave
+ * the allocator: one scan counts the trace's streams. */
+static int scan_streams(as_trace_open_fn open, void *ou, const as_tune_opts *o, as_tune_result *out,
+                        as_trace_error *err, char *why, size_t why_len)
+{
+    out->capacity = o->capacity;
+    if (!o->streams)
+        return 0;
+    as_engine *e = NULL;
+    as_trace_reader *rd = NULL;
+    as_engine_opts eo = {0};
+    int rc = as_engine_create(&eo, &e);
+    if (rc == 0 && (rc = open(ou, &rd, err)) == 0)
+        rc = as_engine_scan(e, rd, err);
+    if (rc == 0) {
+        uint64_t seen = as_engine_summary(e)->streams;
+        out->trace_streams = seen;
+        out->decodes++;
+        if (o->streams == AS_ENGINE_STREAMS_EACH) /* one per trace stream (engine.h) */
+            out->streams = (uint32_t)(seen < AS_ENGINE_STREAM_IDS ? seen : AS_ENGINE_STREAM_IDS);
+        else if (seen > 1) /* made at the first allocation on a second stream */
+            out->streams = o->streams;
+        out->stream_bytes = as_simdev_stream_memory(out->streams);
+    }
+    if (rd)
+        as_trace_close(rd);
+    as_engine_destroy(e);
+    if (rc == 0 && out->stream_bytes >= o->capacity) {
+        char a[24], b[24];
+        snprintf(a, sizeof a, "%llu", (unsigned long long)out->stream_bytes);
+        snprintf(b, sizeof b, "%llu", (unsigned long long)o->capacity);
+        set_why(why, why_len, "the streams' pages (%s B) leave nothing of the capacity (%s B)", a,
+                b);
+        return AS_EINVAL;
+    }
+    out->capacity = o->capacity - out->stream_bytes;
     return rc;
 }
 
@@ -270,13 +312,19 @@ static int curve_of(as_trace_open_fn open, void *ou, const as_mincap_opts *mo, a
     as_policy_spec_free(&spec);
     if (rc)
         return rc;
+    /* the curve ran at the allocator's capacities: the card's are the streams' pages more */
+    const uint64_t sb = out->stream_bytes;
     it->has_curve = 1;
-    it->min_capacity = m.min_capacity;
-    it->fits_from = m.fits_from;
+    it->min_capacity = m.min_capacity == AS_NONE ? AS_NONE : m.min_capacity + sb;
+    it->fits_from = m.fits_from == AS_NONE ? AS_NONE : m.fits_from + sb;
     it->gaps = m.gaps;
     it->ngaps = m.ngaps;
-    it->curve_lo = m.lo;
-    it->curve_hi = m.hi;
+    for (size_t i = 0; i < m.ngaps; i++) {
+        it->gaps[i].lo += sb;
+        it->gaps[i].hi += sb;
+    }
+    it->curve_lo = m.lo + sb;
+    it->curve_hi = m.hi + sb;
     it->curve_points = m.npoints;
     out->decodes += m.passes;
     m.gaps = NULL;
@@ -290,10 +338,12 @@ static int run_curves(as_trace_open_fn open, void *ou, const as_tune_opts *o, as
                       as_trace_error *err, char *why, size_t why_len)
 {
     unsigned done = 0;
+    uint64_t top = o->curve_max ? o->curve_max : o->capacity;
     as_mincap_opts mo = {.threads = o->threads,
                          .memory = o->memory,
-                         .max = o->curve_max ? o->curve_max : o->capacity,
-                         .no_caught_ooms = o->no_caught_ooms};
+                         .max = top > out->stream_bytes ? top - out->stream_bytes : 1,
+                         .no_caught_ooms = o->no_caught_ooms,
+                         .streams = o->streams};
     for (size_t i = 0; i < out->n && done < o->curves; i++) {
         as_tune_item *it = &out->items[i];
         if (!it->completed)
@@ -327,7 +377,8 @@ static int miss_curve(as_trace_open_fn open, void *ou, const as_tune_opts *o, as
     as_mincap_opts mo = {.threads = o->threads,
                          .memory = o->memory,
                          .max_points = o->max_points,
-                         .no_caught_ooms = o->no_caught_ooms};
+                         .no_caught_ooms = o->no_caught_ooms,
+                         .streams = o->streams};
     as_tune_item *b = &out->items[0];
     int rc = curve_of(open, ou, &mo, b, out, err, why, why_len);
     if (rc == AS_ELIMIT)
@@ -380,7 +431,8 @@ int as_tune(as_trace_open_fn open, void *open_user, char **confs, size_t nconfs,
             goto done;
         nspecs++;
     }
-    if (out->n && (rc = run_all(open, open_user, opts, specs, out, err, why, why_len)))
+    if (out->n && ((rc = scan_streams(open, open_user, opts, out, err, why, why_len)) ||
+                   (rc = run_all(open, open_user, opts, specs, out, err, why, why_len))))
         goto done;
     as_tune_rank(out->items, out->n);
     if (opts->curves && (rc = run_curves(open, open_user, opts, out, err, why, why_len)))

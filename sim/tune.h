@@ -25,6 +25,14 @@
  * one's curve without the card's cap says how far it misses (min_capacity; max_points caps
  * that grid, and past it the miss stays unknown).
  *
+ * Streams (opts.streams, engine.h's encoding): the CUDA streams the process makes take 2 MiB
+ * pages of the card (as_simdev_stream_memory) that PyTorch's own limit, which the torch
+ * runs model the card's capacity with, does not count. So the settings run at the card's
+ * capacity less those pages (result.capacity), the engine places the pages in the heap as
+ * the process makes them, and every curve capacity reported is the card's: the allocator's
+ * plus the pages. One scan of the trace first counts its streams (a trace of one stream
+ * makes none, except under EACH's one per stream: none of memory either).
+ *
  * Invariant: nothing here prints; results are exact engine runs.
  */
 #ifndef AS_SIM_TUNE_H
@@ -67,6 +75,7 @@ typedef struct as_tune_opts {
     unsigned shard, nshards; /* run only items with index % nshards == shard (0-based) */
     uint64_t max_points;     /* most capacities of the nothing-fits curve; 0 = no limit */
     int no_caught_ooms;      /* engine.h: OOMs at workspace requests stop runs */
+    uint32_t streams;        /* engine.h: the CUDA streams the process makes; 0 = none */
     void (*on_progress)(void *user, const char *what, uint64_t done, uint64_t total);
     void *user;
 } as_tune_opts;
@@ -76,6 +85,11 @@ typedef struct as_tune_result {
     size_t n;
     uint64_t events, allocs, peak_requested; /* of the trace */
     uint64_t decodes;
+    /* with opts.streams: the trace's streams, the streams the process makes for them and
+     * the bytes their pages take of the card; capacity is what that leaves the allocator */
+    uint64_t trace_streams;
+    uint32_t streams;
+    uint64_t stream_bytes, capacity;
 } as_tune_result;
 
 /* The search space, default first: *confs (n strings, malloc'd, free with

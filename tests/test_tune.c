@@ -119,7 +119,8 @@ static void tune_tie_default(void)
              t);
     CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "unset PYTORCH_CUDA_ALLOC_CONF"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(out, "usable        1069547520 B")); /* 1 GiB - 3.125 MiB, /2 MiB */
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(out, "usable        1069547520 B")); /* 1 GiB - 3.125 MiB, /2 MiB */
 }
 
 /* One 2 GiB request on a 1 GB card: nothing fits, and the miss is 2 GiB - 1 GB. */
@@ -161,11 +162,89 @@ static void tune_line_parses_back(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, ",torch,torch,8707375104,0,")); /* the default OOMs */
 }
 
+/* --device-streams: two 100 MiB requests on two streams reserve 200 MiB under the default
+ * setting, and the job's streams take 2 MiB pages of the card that PyTorch's limit does not
+ * count: floor((n + 2) / 4) + floor((n + 7) / 43) of them after n streams
+ * (replay/PLACEMENT.md section 10). PyTorch's pool is 128 streams, 32 + 3 = 35 pages (70
+ * MiB); each, one a trace stream, 2 streams, 1 + 0 (2 MiB); 130 streams 33 + 3 (72 MiB).
+ * A card whose usable memory is 270 MiB (the driver keeps 3.125 MiB, rounded to 2 MiB)
+ * fits it with the pool and nothing to spare; 268 MiB does not, and needs 270, while
+ * without streams it leaves 68 MiB of headroom. A one-stream trace makes none. */
+static void tune_streams(void)
+{
+    static char out[16384], err[4096], two[600], one[600];
+    snprintf(two, sizeof two, "%s",
+             tu_write_tmp(".txt", "allocsim-text 1\nalloc 0 104857600\n"
+                                  "alloc 1 104857600 s=7\nfree 0\nfree 1\n"));
+    snprintf(one, sizeof one, "%s",
+             tu_write_tmp(".txt", "allocsim-text 1\nalloc 0 104857600\n"
+                                  "alloc 1 104857600\nfree 0\nfree 1\n"));
+    const uint64_t mib = 1ull << 20, keep = 3276800; /* what the driver keeps */
+    static const struct {
+        const char *mode, *trace_of; /* "" = the default (pytorch) */
+        uint64_t usable_mib, pages;
+        int fits;
+    } c[] = {
+        {"", "two", 270, 35, 1},    {"", "two", 268, 35, 0},    {"pytorch", "two", 268, 35, 0},
+        {"none", "two", 268, 0, 1}, {"each", "two", 268, 1, 1}, {"130", "two", 270, 36, 0},
+        {"", "one", 268, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        char args[1600], want[160];
+        uint64_t usable = c[i].usable_mib * mib, cap = usable - c[i].pages * 2 * mib;
+        snprintf(args, sizeof args,
+                 "tune --device %llu --outside 0 -p default --curves 1 %s%s -f json '%s'",
+                 (unsigned long long)(usable + keep), c[i].mode[0] ? "--device-streams " : "",
+                 c[i].mode, c[i].trace_of[0] == 't' ? two : one);
+        CU_ASSERT_EQUAL_FATAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
+        snprintf(want, sizeof want, "\"usable\": %llu, \"fits\": %s", (unsigned long long)usable,
+                 c[i].fits ? "true" : "false");
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+        snprintf(want, sizeof want, "\"made\": %u, \"bytes\": %llu}, \"capacity\": %llu",
+                 c[i].pages == 0    ? 0u
+                 : c[i].pages == 1  ? 2u
+                 : c[i].pages == 35 ? 128u
+                                    : 130u,
+                 (unsigned long long)(c[i].pages * 2 * mib), (unsigned long long)cap);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+        if (c[i].fits) { /* fits from the requests plus the pages, on the card's scale */
+            snprintf(want, sizeof want, "\"headroom\": %llu,",
+                     (unsigned long long)(cap - 200 * mib));
+            CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+            snprintf(want, sizeof want, "\"fits_from\": %llu,",
+                     (unsigned long long)(200 * mib + c[i].pages * 2 * mib));
+        } else { /* the miss: the requests plus the pages */
+            snprintf(want, sizeof want, "\"min_capacity\": %llu,",
+                     (unsigned long long)(200 * mib + c[i].pages * 2 * mib));
+        }
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+    }
+    /* the table says what the streams took */
+    char args[1600];
+    snprintf(args, sizeof args, "tune --device %llu --outside 0 -p default --curves 0 '%s'",
+             (unsigned long long)(270 * mib + keep), two);
+    CU_ASSERT_EQUAL_FATAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "streams: 2 in the trace; PyTorch's pool of 128 streams "
+                                       "takes 70.0 MiB of the card"));
+    /* the nccl preset holds the pool already: none by default, pytorch when asked */
+    for (int given = 0; given < 2; given++) {
+        snprintf(args, sizeof args, "tune --device 4GB --outside nccl -p default %s -f json '%s'",
+                 given ? "--device-streams pytorch" : "", two);
+        CU_ASSERT_EQUAL_FATAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, given ? "\"made\": 128, \"bytes\": 73400320}"
+                                                 : "\"made\": 0, \"bytes\": 0}"));
+    }
+    snprintf(args, sizeof args, "tune --device 1GB --device-streams 0 '%s'", two);
+    CU_ASSERT_EQUAL(tu_run_allocsim(args, out, sizeof out, err, sizeof err), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "--device-streams 0"));
+}
+
 CU_TestInfo test_tune[] = {
     {"space", tune_space},
     {"rank_rules", tune_rank_rules},
     {"tie_default", tune_tie_default},
     {"nothing_fits", tune_nothing_fits},
     {"line_parses_back", tune_line_parses_back},
+    {"streams", tune_streams},
     CU_TEST_INFO_NULL,
 };

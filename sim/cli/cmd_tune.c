@@ -4,8 +4,9 @@
  * curves are sim/tune.c; the card model is sim/cards.c. CLI code: it prints and returns
  * exit statuses.
  *
- *   allocsim tune --device CARD [--outside BYTES] [-p CONF]... [--curves N] [--top N]
- *                 [-f table|json|jsonl] [--shard I/N] [-j N] [--memory BYTES] TRACE...
+ *   allocsim tune --device CARD [--outside BYTES] [--device-streams S] [-p CONF]...
+ *                 [--curves N] [--top N] [-f table|json|jsonl] [--shard I/N] [-j N]
+ *                 [--memory BYTES] TRACE...
  *
  * --shard I/N takes the traces whose 0-based position k among the TRACE arguments has
  * k % N == I - 1; `allocsim merge` puts the JSON Lines of the shards back in that order.
@@ -44,6 +45,12 @@ static const char usage_text[] =
     "  --outside BYTES     memory outside the allocator, or a preset (none, context,\n"
     "                      cublas, cublas-bf16, nccl, train-start, train); default train,\n"
     "                      788 MB (sim/CARDS.md)\n"
+    "  --device-streams S  the CUDA streams the job makes, whose 2 MiB pages the card\n"
+    "                      loses: pytorch (the default: PyTorch's pool, 128 streams, 70 MiB\n"
+    "                      on an H100/H200, if the trace has a second stream), none, each\n"
+    "                      (one per trace stream) or N (as for run); none when --outside\n"
+    "                      already holds them (the default with --outside nccl, or a\n"
+    "                      figure measured in the job itself)\n"
     "  --snapshot-device N  which device of a multi-device snapshot (as for run)\n"
     "  --no-caught-ooms    an OOM at a cuDNN workspace request fails the setting too\n"
     "                      (as for run)\n"
@@ -63,7 +70,7 @@ static const char usage_text[] =
     "lowest that is a tie, won as above.\n";
 
 enum { FMT_TABLE, FMT_JSON, FMT_JSONL };
-enum { OPT_CURVES = 256, OPT_TOP, OPT_CARDS };
+enum { OPT_CURVES = 256, OPT_TOP, OPT_CARDS, OPT_STREAMS };
 
 static const struct option tune_opts[] = {
     {"capacity", required_argument, NULL, 'c'},
@@ -71,6 +78,7 @@ static const struct option tune_opts[] = {
     {"top", required_argument, NULL, OPT_TOP},
     {"format", required_argument, NULL, 'f'},
     {"cards", no_argument, NULL, OPT_CARDS},
+    {"device-streams", required_argument, NULL, OPT_STREAMS},
     AS_CLI_BASE_OPTIONS,
     AS_CLI_TRACE_OPTIONS,
     {NULL, 0, NULL, 0},
@@ -220,13 +228,14 @@ static void print_recommendation(const as_tune_result *r, uint64_t usable)
         }
         return;
     }
-    if (best->peak_reserved > usable) {
-        as_fmt_bytes(a, sizeof a, best->peak_reserved - usable);
+    const uint64_t cap = r->capacity; /* usable less the streams' pages */
+    if (best->peak_reserved > cap) {
+        as_fmt_bytes(a, sizeof a, best->peak_reserved - cap);
         printf("recommendation: %s: fits, holding %s more than the usable size at its peak "
                "(whole expandable pages past the memory fraction)",
                conf_name(best), a);
     } else {
-        as_fmt_bytes(a, sizeof a, usable - best->peak_reserved);
+        as_fmt_bytes(a, sizeof a, cap - best->peak_reserved);
         printf("recommendation: %s: fits with %s of headroom", conf_name(best), a);
     }
     if (best->has_curve && best->fits_from != AS_NONE) {
@@ -276,13 +285,33 @@ static void print_row(const as_tune_item *it, size_t rank, uint64_t usable, int 
            head, ff, gaps, dt);
 }
 
+/* What the job's streams take of the card (tune.h), when they take anything. */
+static void print_streams(const as_tune_result *r, uint32_t mode)
+{
+    char a[32], b[32], who[64];
+    if (!r->streams)
+        return;
+    if (mode == AS_ENGINE_STREAMS_PYTORCH)
+        snprintf(who, sizeof who, "PyTorch's pool of %u streams takes", r->streams);
+    else if (mode == AS_ENGINE_STREAMS_EACH)
+        snprintf(who, sizeof who, "%u streams, one a trace stream, take", r->streams);
+    else
+        snprintf(who, sizeof who, "%u streams take", r->streams);
+    as_fmt_bytes(a, sizeof a, r->stream_bytes);
+    as_fmt_capacity(b, sizeof b, r->capacity);
+    printf("streams: %" PRIu64 " in the trace; %s %s of the card in 2 MiB pages "
+           "(--device-streams): the settings run at %s\n",
+           r->trace_streams, who, a, b);
+}
+
 static void print_table(const char *trace, const as_tune_result *r, uint64_t usable, unsigned top,
-                        unsigned curves, double secs)
+                        unsigned curves, double secs, uint32_t mode)
 {
     char a[32];
     as_fmt_bytes(a, sizeof a, r->peak_requested);
     printf("trace %s: %" PRIu64 " events, %" PRIu64 " allocations, peak requested %s\n", trace,
            r->events, r->allocs, a);
+    print_streams(r, mode);
     printf("%zu settings at the usable capacity, %u curves, %" PRIu64 " decodes, %.2f s\n", r->n,
            curves, r->decodes, secs);
     size_t di = find_default(r);
@@ -293,11 +322,11 @@ static void print_table(const char *trace, const as_tune_result *r, uint64_t usa
     printf("  %4s  %-*s  %-19s  %13s  %10s  %13s  %-21s  %10s\n", "rank", w, "setting", "result",
            "peak reserved", "headroom", "fits for good", "fails again", "dev time");
     for (size_t i = 0; i < r->n && i < top; i++)
-        print_row(&r->items[i], i + 1, usable, w);
+        print_row(&r->items[i], i + 1, r->capacity, w);
     if (di < r->n && di >= top) {
         if (di > top)
             printf("  %4s\n", "...");
-        print_row(&r->items[di], di + 1, usable, w);
+        print_row(&r->items[di], di + 1, r->capacity, w);
     }
     print_recommendation(r, usable);
 }
@@ -366,11 +395,15 @@ static void json_trace(FILE *f, unsigned index, const char *trace, const as_tune
         as_report_json_str(f, r->items[0].conf);
     else
         fputs("null", f);
+    fprintf(f,
+            ", \"streams\": {\"trace\": %" PRIu64 ", \"made\": %u, \"bytes\": %" PRIu64
+            "}, \"capacity\": %" PRIu64,
+            r->trace_streams, r->streams, r->stream_bytes, r->capacity);
     fputs(", \"settings\": [", f);
     for (size_t i = 0; i < r->n; i++) {
         if (i)
             fputs(", ", f);
-        json_item(f, &r->items[i], i + 1, usable);
+        json_item(f, &r->items[i], i + 1, r->capacity);
     }
     fputs("]}", f);
 }
@@ -403,6 +436,7 @@ typedef struct tune_args {
     size_t nconfs;
     unsigned curves, top, of;
     int fmt;
+    int streams_given; /* --device-streams was given */
     as_tune_opts o;
 } tune_args;
 
@@ -437,7 +471,7 @@ static int tune_one(const char *cmd, tune_args *ta, unsigned index, const char *
         return as_cli_trace_fail(&err, trace);
     }
     if (ta->fmt == FMT_TABLE) {
-        print_table(trace, &r, usable, ta->top, ta->curves, now_s() - t0);
+        print_table(trace, &r, usable, ta->top, ta->curves, now_s() - t0, ta->o.streams);
     } else if (ta->fmt == FMT_JSONL) {
         as_report_json_head(stdout);
         printf(", \"command\": \"tune\", \"unit\": %u, \"of\": %u, \"tune\": ", index, ta->of);
@@ -478,6 +512,9 @@ static int tune_option(const char *cmd, int c, char **argv, tune_args *ta)
     case OPT_CARDS:
         list_cards();
         return -1;
+    case OPT_STREAMS:
+        ta->streams_given = 1;
+        return as_cli_parse_streams(cmd, optarg, &ta->o.streams);
     case 'h':
         fputs(usage_text, stdout);
         return -1;
@@ -500,6 +537,11 @@ static int parse_args(int argc, char **argv, tune_args *ta)
     ta->o.memory = ta->co.memory;
     ta->o.threads = (unsigned)ta->co.threads;
     ta->o.no_caught_ooms = ta->co.no_caught;
+    /* The nccl preset was measured after NCCL's process group had made PyTorch's stream
+     * pool (ProcessGroupNCCL takes its streams from it): its pages are counted there. */
+    const as_outside *preset = ta->co.outside ? as_outside_find(ta->co.outside) : NULL;
+    if (!ta->streams_given && preset && !strcmp(preset->name, "nccl"))
+        ta->o.streams = 0;
     if (!ta->co.card)
         return as_cli_usage(cmd, "no card given: --device CARD (a preset, see --cards, or bytes)");
     if (optind >= argc)
@@ -527,6 +569,7 @@ int as_cmd_tune(int argc, char **argv)
     }
     ta->curves = DEFAULT_CURVES;
     ta->top = DEFAULT_TOP;
+    ta->o.streams = AS_ENGINE_STREAMS_PYTORCH; /* a real job's side streams come from it */
     if ((st = parse_args(argc, argv, ta))) {
         free(ta);
         return st < 0 ? AS_EXIT_OK : st;
