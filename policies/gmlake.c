@@ -104,11 +104,45 @@ typedef struct seg {
 
 typedef struct blk {
     uint64_t addr, size, stream;
+    uint32_t l, r, up; /* free: its bin's links (oset.h) */
     uint32_t seg, prev, next;
     uint32_t busy; /* pBlock: its chunks in use */
     uint32_t slot; /* B_ALLOC: the allocation */
     uint8_t state;
 } blk;
+_Static_assert(sizeof(blk) == 64, "a block is one cache line");
+
+#define OSET_NODE blk
+#define OSET(name) gb_##name
+#include "oset.h"
+
+/* A free pool: PyTorch's std::set of free blocks ordered by (stream, size, addr), as one
+ * slot per stream (found by a binary search of the slots sorted by stream, after a look
+ * at the last one found), each cutting sizes into TLSF classes of 32 per power of two. A
+ * class is an oset.h bin (a short (size, addr)-sorted list, a treap when crowded), and
+ * two bitmap levels find the next non-empty one: the lookups, inserts and erases of an
+ * alloc/free pair are a class computation, a bitmap test and a short list walk, where a
+ * binary search and a memmove of a sorted array were. A slot's classes come in rows of
+ * one power of two, made on first use, so a stream costs 280 bytes and a row 264. */
+#define FP_SL 5
+typedef struct fprow {
+    uint32_t slmap, treap; /* bit sl: class sl holds blocks; is a treap */
+    uint32_t head[1u << FP_SL], cnt[1u << FP_SL];
+} fprow;
+
+typedef struct fpslot {
+    uint64_t stream, flmap; /* flmap bit fl: row fl holds blocks */
+    uint32_t row[64];       /* index into the rows; 0: none yet */
+    uint32_t n;             /* blocks */
+} fpslot;
+
+typedef struct fpool {
+    fpslot *s;
+    uint32_t *ord; /* slots by stream */
+    fprow *rows;   /* row 0 unused */
+    size_t ns, cs, cord, nrows, crows;
+    uint32_t last; /* the slot found last */
+} fpool;
 
 typedef struct sblk {
     uint64_t addr, size, stream;
@@ -140,7 +174,8 @@ typedef struct gm {
     slot *sl;
     size_t ns, cs, nb, cb, nsb, csb, nsl, csl;
     ids free_s, free_b, free_sb, free_sl; /* recycled node indexes */
-    ids small, large, cached;             /* free blocks, cached whole sBlocks, sorted */
+    fpool small, large;                   /* free blocks */
+    ids cached;                           /* cached whole sBlocks, sorted */
     ids work;                             /* scratch: blocks to free or split */
     uint64_t allocated, reserved, fused_total;
     uint64_t nsegs, reserves, releases, retries;
@@ -208,60 +243,244 @@ static const as_knob knobs[K_N] = {
 
 /* ---- small containers ------------------------------------------------------------------- */
 
-static int ids_push(ids *v, uint32_t x)
+static inline int ids_push(ids *v, uint32_t x)
 {
-    if (as_grow((void **)&v->v, &v->cap, v->n + 1, sizeof *v->v, 16))
+    if (__builtin_expect(v->n >= v->cap, 0) &&
+        as_grow((void **)&v->v, &v->cap, v->n + 1, sizeof *v->v, 16))
         return AS_ENOMEM;
     v->v[v->n++] = x;
     return 0;
 }
 
-/* (stream, size, addr) of block or sBlock x, for the sorted pools. */
-typedef struct key {
-    uint64_t stream, size, addr;
-} key;
+/* ---- the free pools -------------------------------------------------------------------- */
 
-static key key_of(const gm *g, const ids *pool, uint32_t x)
+/* The slot of stream (its index), or -1 when it has none. *at: where it goes in ord. */
+static inline int64_t fp_lookup(const fpool *p, uint64_t stream, size_t *at)
 {
-    if (pool == &g->cached)
-        return (key){g->sb[x].stream, g->sb[x].size, g->sb[x].addr};
-    return (key){g->b[x].stream, g->b[x].size, g->b[x].addr};
-}
-
-static int key_lt(key a, key b)
-{
-    if (a.stream != b.stream)
-        return a.stream < b.stream;
-    if (a.size != b.size)
-        return a.size < b.size;
-    return a.addr < b.addr;
-}
-
-/* Is (stream, size, addr) below k? */
-static inline int below(uint64_t stream, uint64_t size, uint64_t addr, key k)
-{
-    if (stream != k.stream)
-        return stream < k.stream;
-    return size != k.size ? size < k.size : addr < k.addr;
-}
-
-/* The first position whose key is not below k. The cached pool holds sBlocks, the others
- * blocks: a loop each, so that a probe reads the node's fields in place. */
-static size_t lower_bound(const gm *g, const ids *pool, key k)
-{
-    size_t lo = 0, hi = pool->n;
-    const uint32_t *v = pool->v;
+    if (p->ns && p->s[p->last].stream == stream)
+        return p->last;
+    size_t lo = 0, hi = p->ns;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        int lt;
-        if (pool == &g->cached) {
-            const sblk *x = &g->sb[v[mid]];
-            lt = below(x->stream, x->size, x->addr, k);
-        } else {
-            const blk *x = &g->b[v[mid]];
-            lt = below(x->stream, x->size, x->addr, k);
+        if (p->s[p->ord[mid]].stream < stream)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *at = lo;
+    if (lo == p->ns || p->s[p->ord[lo]].stream != stream)
+        return -1;
+    return p->ord[lo];
+}
+
+/* fp_lookup, which the next lookup of the same stream finds at once. */
+static inline int64_t fp_slot(fpool *p, uint64_t stream, size_t *at)
+{
+    int64_t k = fp_lookup(p, stream, at);
+    if (k >= 0)
+        p->last = (uint32_t)k;
+    return k;
+}
+
+/* The slot of stream, made if new: its index, or -1 on host OOM. */
+static __attribute__((noinline)) int64_t fp_slot_new(fpool *p, uint64_t stream)
+{
+    size_t at = 0;
+    int64_t k = fp_slot(p, stream, &at);
+    if (k >= 0)
+        return k;
+    if (p->ns >= UINT32_MAX || as_grow((void **)&p->s, &p->cs, p->ns + 1, sizeof *p->s, 4) ||
+        as_grow((void **)&p->ord, &p->cord, p->ns + 1, sizeof *p->ord, 4))
+        return -1;
+    memset(&p->s[p->ns], 0, sizeof *p->s);
+    p->s[p->ns].stream = stream;
+    memmove(p->ord + at + 1, p->ord + at, (p->ns - at) * sizeof *p->ord);
+    p->ord[at] = (uint32_t)p->ns;
+    p->last = (uint32_t)p->ns;
+    return (int64_t)p->ns++;
+}
+
+static inline void fp_class(uint64_t size, unsigned *fl, unsigned *sl)
+{
+    as_tlsf_class(size, FP_SL, 0, fl, sl);
+}
+
+/* Row fl of slot k, made if new: 0 on host OOM. */
+static __attribute__((noinline)) fprow *fp_row_new(fpool *p, uint32_t k, unsigned fl)
+{
+    if (p->nrows + 1 >= UINT32_MAX ||
+        as_grow((void **)&p->rows, &p->crows, (p->nrows ? p->nrows : 1) + 1, sizeof *p->rows, 4))
+        return NULL;
+    p->nrows = p->nrows ? p->nrows : 1;
+    memset(&p->rows[p->nrows], 0, sizeof *p->rows);
+    p->s[k].row[fl] = (uint32_t)p->nrows;
+    return &p->rows[p->nrows++];
+}
+
+/* Free block x into the pool: 0 or AS_ENOMEM. */
+OSET_HOT int fp_insert(blk *b, fpool *p, uint32_t x)
+{
+    size_t at;
+    int64_t k = fp_slot(p, b[x].stream, &at);
+    if (__builtin_expect(k < 0, 0) && (k = fp_slot_new(p, b[x].stream)) < 0)
+        return AS_ENOMEM;
+    fpslot *sl = &p->s[k];
+    unsigned f, c;
+    fp_class(b[x].size, &f, &c);
+    fprow *r = sl->row[f] ? &p->rows[sl->row[f]] : fp_row_new(p, (uint32_t)k, f);
+    if (!r)
+        return AS_ENOMEM;
+    sl = &p->s[k];
+    int treap = r->treap >> c & 1;
+    if (gb_bin_insert(b, &r->head[c], r->cnt[c], treap, x) != treap)
+        r->treap ^= 1u << c;
+    r->cnt[c]++;
+    r->slmap |= 1u << c;
+    sl->flmap |= 1ull << f;
+    sl->n++;
+    return 0;
+}
+
+/* Free block x (in the pool) out of it. */
+OSET_HOT void fp_remove(blk *b, fpool *p, uint32_t x)
+{
+    size_t at;
+    fpslot *sl = &p->s[fp_slot(p, b[x].stream, &at)];
+    unsigned f, c;
+    fp_class(b[x].size, &f, &c);
+    fprow *r = &p->rows[sl->row[f]];
+    int treap = r->treap >> c & 1;
+    if (gb_bin_erase(b, &r->head[c], r->cnt[c], treap, x) != treap)
+        r->treap ^= 1u << c;
+    if (--r->cnt[c] == 0) {
+        r->slmap &= ~(1u << c);
+        if (!r->slmap)
+            sl->flmap &= ~(1ull << f);
+    }
+    sl->n--;
+}
+
+/* The slot of stream, or NULL. */
+static inline const fpslot *fp_of(const fpool *p, uint64_t stream)
+{
+    size_t at;
+    int64_t k = fp_lookup(p, stream, &at);
+    return k < 0 ? NULL : &p->s[k];
+}
+
+/* The smallest (size, addr) of stream with size >= want, or 0 (lower_bound). */
+OSET_HOT uint32_t fp_find(const blk *b, fpool *p, uint64_t stream, uint64_t want)
+{
+    size_t at;
+    int64_t k = fp_slot(p, stream, &at);
+    const fpslot *sl = k < 0 ? NULL : &p->s[k];
+    if (!sl || !sl->flmap)
+        return 0;
+    unsigned f, c;
+    fp_class(want, &f, &c);
+    uint32_t m = 0;
+    if (sl->row[f]) {
+        const fprow *r = &p->rows[sl->row[f]];
+        if (r->slmap >> c & 1) {
+            uint32_t x = gb_bin_lower_bound(b, r->head[c], r->treap >> c & 1, want);
+            if (x)
+                return x;
         }
-        if (lt)
+        m = c + 1 < 32 ? r->slmap & (~0u << (c + 1)) : 0;
+    }
+    if (!m) {
+        uint64_t fm = f + 1 < 64 ? sl->flmap & (~0ull << (f + 1)) : 0;
+        if (!fm)
+            return 0;
+        f = (unsigned)__builtin_ctzll(fm);
+        m = p->rows[sl->row[f]].slmap;
+    }
+    c = (unsigned)__builtin_ctz(m); /* every block of a higher class holds want */
+    const fprow *r = &p->rows[sl->row[f]];
+    return gb_bin_min(b, r->head[c], r->treap >> c & 1);
+}
+
+/* The largest block of slot sl in the classes at or below (f, c), or 0. */
+static uint32_t fp_last_below(const blk *b, const fpool *p, const fpslot *sl, unsigned f,
+                              unsigned c)
+{
+    uint64_t fm = sl->flmap & (f >= 63 ? ~0ull : (2ull << f) - 1);
+    while (fm) {
+        f = 63u ^ (unsigned)__builtin_clzll(fm);
+        const fprow *r = &p->rows[sl->row[f]];
+        uint32_t m = r->slmap & (c >= 31 ? ~0u : (2u << c) - 1);
+        if (m) {
+            c = 31u ^ (unsigned)__builtin_clz(m);
+            return gb_bin_max(b, r->head[c], r->treap >> c & 1);
+        }
+        fm &= ~(1ull << f);
+        c = 31;
+    }
+    return 0;
+}
+
+/* The largest block of stream, or 0. */
+static uint32_t fp_last(const blk *b, const fpool *p, uint64_t stream)
+{
+    const fpslot *sl = fp_of(p, stream);
+    return sl ? fp_last_below(b, p, sl, 63, 31) : 0;
+}
+
+/* The block before x (in the pool) in its stream's (size, addr) order, or 0. */
+static uint32_t fp_prev(const blk *b, const fpool *p, uint32_t x)
+{
+    const fpslot *sl = fp_of(p, b[x].stream);
+    unsigned f, c;
+    fp_class(b[x].size, &f, &c);
+    const fprow *r = &p->rows[sl->row[f]];
+    uint32_t y = gb_bin_prev(b, r->head[c], r->treap >> c & 1, x);
+    if (y || (!f && !c))
+        return y;
+    return c ? fp_last_below(b, p, sl, f, c - 1) : fp_last_below(b, p, sl, f - 1, 31);
+}
+
+/* The free blocks of stream. */
+static uint32_t fp_count(const fpool *p, uint64_t stream)
+{
+    const fpslot *sl = fp_of(p, stream);
+    return sl ? sl->n : 0;
+}
+
+/* The largest free block of any stream. */
+static uint64_t fp_max(const blk *b, const fpool *p)
+{
+    uint64_t m = 0;
+    for (size_t k = 0; k < p->ns; k++) {
+        uint32_t x = fp_last_below(b, p, &p->s[k], 63, 31);
+        m = x && b[x].size > m ? b[x].size : m;
+    }
+    return m;
+}
+
+static void fp_free(fpool *p)
+{
+    free(p->s);
+    free(p->ord);
+    free(p->rows);
+}
+
+/* ---- the cache of whole sBlocks --------------------------------------------------------- */
+
+/* Is sBlock x below (stream, size, addr)? */
+static inline int sb_below(const sblk *x, uint64_t stream, uint64_t size, uint64_t addr)
+{
+    if (x->stream != stream)
+        return x->stream < stream;
+    return x->size != size ? x->size < size : x->addr < addr;
+}
+
+/* The first position of the cache not below (stream, size, addr). */
+static size_t cache_lower_bound(const gm *g, uint64_t stream, uint64_t size, uint64_t addr)
+{
+    size_t lo = 0, hi = g->cached.n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (sb_below(&g->sb[g->cached.v[mid]], stream, size, addr))
             lo = mid + 1;
         else
             hi = mid;
@@ -269,23 +488,25 @@ static size_t lower_bound(const gm *g, const ids *pool, key k)
     return lo;
 }
 
-static int pool_insert(gm *g, ids *pool, uint32_t x)
+static int cache_insert(gm *g, uint32_t s)
 {
-    if (as_grow((void **)&pool->v, &pool->cap, pool->n + 1, sizeof *pool->v, 16))
+    ids *c = &g->cached;
+    if (as_grow((void **)&c->v, &c->cap, c->n + 1, sizeof *c->v, 16))
         return AS_ENOMEM;
-    size_t at = lower_bound(g, pool, key_of(g, pool, x));
-    memmove(pool->v + at + 1, pool->v + at, (pool->n - at) * sizeof *pool->v);
-    pool->v[at] = x;
-    pool->n++;
+    size_t at = cache_lower_bound(g, g->sb[s].stream, g->sb[s].size, g->sb[s].addr);
+    memmove(c->v + at + 1, c->v + at, (c->n - at) * sizeof *c->v);
+    c->v[at] = s;
+    c->n++;
     return 0;
 }
 
-static void pool_remove(gm *g, ids *pool, uint32_t x)
+static void cache_remove(gm *g, uint32_t s)
 {
-    size_t at = lower_bound(g, pool, key_of(g, pool, x));
-    if (at < pool->n && pool->v[at] == x) {
-        memmove(pool->v + at, pool->v + at + 1, (pool->n - at - 1) * sizeof *pool->v);
-        pool->n--;
+    ids *c = &g->cached;
+    size_t at = cache_lower_bound(g, g->sb[s].stream, g->sb[s].size, g->sb[s].addr);
+    if (at < c->n && c->v[at] == s) {
+        memmove(c->v + at, c->v + at + 1, (c->n - at - 1) * sizeof *c->v);
+        c->n--;
     }
 }
 
@@ -331,7 +552,7 @@ static uint64_t nchunks(const blk *x)
     return x->size / CHUNK;
 }
 
-static ids *pool_of(gm *g, uint32_t b)
+static fpool *pool_of(gm *g, uint32_t b)
 {
     return g->s[g->b[b].seg].small ? &g->small : &g->large;
 }
@@ -353,7 +574,7 @@ static inline __attribute__((always_inline)) void runs_use(gm *g, const seg *sg,
             continue;
         sblk *t = &g->sb[r->sb];
         if (t->state == S_FREE) {
-            pool_remove(g, &g->cached, r->sb);
+            cache_remove(g, r->sb);
             t->state = S_FRAG;
         }
         t->busy += (uint32_t)(e - a);
@@ -375,7 +596,7 @@ runs_release(gm *g, const seg *sg, uint64_t lo, uint64_t hi, uint32_t self, uint
         t->busy -= (uint32_t)(e - a);
         if (t->busy == 0 && t->state == S_FRAG && t->stream == stream) {
             t->state = S_FREE;
-            int rc = pool_insert(g, &g->cached, r->sb);
+            int rc = cache_insert(g, r->sb);
             if (rc)
                 return rc;
         }
@@ -456,7 +677,7 @@ static int split_at(gm *g, uint32_t b, uint64_t size, uint8_t tail_state, uint32
 static int merge_into(gm *g, uint32_t b, uint32_t n)
 {
     blk *x = &g->b[b], *y = &g->b[n];
-    pool_remove(g, pool_of(g, n), n);
+    fp_remove(g->b, pool_of(g, n), n);
     if (y->addr < x->addr) {
         x->addr = y->addr;
         x->prev = y->prev;
@@ -485,7 +706,7 @@ static int block_to_pool(gm *g, uint32_t b)
         }
     g->b[b].state = B_FREE;
     g->b[b].busy = 0;
-    return pool_insert(g, pool_of(g, b), b);
+    return fp_insert(g->b, pool_of(g, b), b);
 }
 
 /* A free pBlock that an sBlock reuse partly took: runs of used chunks become held blocks,
@@ -509,7 +730,7 @@ static int split_runs(gm *g, uint32_t b)
         x->state = used ? B_HELD : B_FREE;
         x->busy = used ? (uint32_t)run : 0;
         if (!used) {
-            int rc = pool_insert(g, &g->large, cur);
+            int rc = fp_insert(g->b, &g->large, cur);
             if (rc)
                 return rc;
         }
@@ -612,7 +833,7 @@ static int sblk_delete(gm *g, uint32_t s)
         if (x->ref[i] != DEAD)
             map_remove(chunk_at(g, x->ref[i]), s);
     if (x->state == S_FREE)
-        pool_remove(g, &g->cached, s);
+        cache_remove(g, s);
     int rc = sblk_unalias(g, x, x->n);
     int r1 = g->dev->ops->va_release(g->dev->ctx, x->addr, x->size);
     rc = rc ? rc : r1;
@@ -706,7 +927,7 @@ static int sblk_reuse(gm *g, uint32_t s, uint64_t size)
     sblk *x = &g->sb[s];
     uint32_t keep = (uint32_t)(size / CHUNK);
     g->work.n = 0;
-    pool_remove(g, &g->cached, s);
+    cache_remove(g, s);
     for (uint32_t i = 0, j; i < keep; i = j) { /* a run of chunks in a row at a time */
         j = ref_run(x, i, keep);
         uint32_t si = (uint32_t)(x->ref[i] >> 32);
@@ -718,7 +939,7 @@ static int sblk_reuse(gm *g, uint32_t s, uint64_t size)
             blk *o = &g->b[b];
             uint64_t b0 = first_chunk(g, b), b1 = b0 + nchunks(o);
             if (o->state == B_FREE) {
-                pool_remove(g, &g->large, b);
+                fp_remove(g->b, &g->large, b);
                 o->state = B_HELD;
                 int rc = ids_push(&g->work, b);
                 if (rc)
@@ -766,12 +987,11 @@ static uint64_t alloc_size(uint64_t size)
 /* get_free_block: 1 with *f, 0 when nothing cached serves the request. */
 static int get_free(gm *g, int small, uint64_t size, uint64_t stream, found *f)
 {
-    ids *pool = small ? &g->small : &g->large;
-    size_t at = lower_bound(g, pool, (key){stream, size, 0});
-    if (at == pool->n || g->b[pool->v[at]].stream != stream) {
+    uint32_t b = fp_find(g->b, small ? &g->small : &g->large, stream, size);
+    if (!b) {
         if (small || !g->stitch)
             return 0;
-        size_t c = lower_bound(g, &g->cached, (key){stream, size, 0});
+        size_t c = cache_lower_bound(g, stream, size, 0);
         if (c == g->cached.n)
             return 0;
         const sblk *x = &g->sb[g->cached.v[c]];
@@ -781,12 +1001,12 @@ static int get_free(gm *g, int small, uint64_t size, uint64_t stream, found *f)
         int rc = sblk_reuse(g, f->node, size);
         return rc ? rc : 1;
     }
-    uint64_t bs = g->b[pool->v[at]].size;
+    uint64_t bs = g->b[b].size;
     if (size < g->maxsplit && bs >= g->maxsplit)
         return 0; /* no oversize block for a smaller request */
     if (size >= g->maxsplit && bs >= size + LARGE_BUFFER)
         return 0; /* an oversize block rounds a request up, within a limit */
-    *f = (found){.kind = A_BLOCK, .in_pool = 1, .node = pool->v[at]};
+    *f = (found){.kind = A_BLOCK, .in_pool = 1, .node = b};
     return 1;
 }
 
@@ -794,28 +1014,25 @@ static int get_free(gm *g, int small, uint64_t size, uint64_t stream, found *f)
  * one is split to fit. 1 with *out (their chunk refs in *refs), 0 when they do not. */
 static int stitch_pick(gm *g, uint64_t size, uint64_t stream, uint64_t **refs, uint32_t *n)
 {
-    size_t lo = lower_bound(g, &g->large, (key){stream, 0, 0}), hi = lo;
-    while (hi < g->large.n && g->b[g->large.v[hi]].stream == stream)
-        hi++;
-    if (hi - lo < 2)
+    if (fp_count(&g->large, stream) < 2)
         return 0; /* one free block or none: nothing to stitch */
     uint64_t fuse = 0;
-    size_t k = hi;
-    while (k > lo && fuse < size)
-        fuse += g->b[g->large.v[--k]].size;
+    g->work.n = 0;
+    for (uint32_t b = fp_last(g->b, &g->large, stream); b && fuse < size;
+         b = fp_prev(g->b, &g->large, b)) {
+        fuse += g->b[b].size;
+        if (ids_push(&g->work, b))
+            return AS_ENOMEM;
+    }
     if (fuse < size)
         return 0;
-    g->work.n = 0;
-    for (size_t i = hi; i > k; i--)
-        if (ids_push(&g->work, g->large.v[i - 1]))
-            return AS_ENOMEM;
     uint32_t last = g->work.v[g->work.n - 1], tail;
     for (size_t i = 0; i < g->work.n; i++)
-        pool_remove(g, &g->large, g->work.v[i]);
+        fp_remove(g->b, &g->large, g->work.v[i]);
     if (fuse - size >= CHUNK) {
         int rc = split_at(g, last, g->b[last].size - (fuse - size), B_FREE, &tail);
         if (!rc)
-            rc = pool_insert(g, &g->large, tail);
+            rc = fp_insert(g->b, &g->large, tail);
         if (rc)
             return rc;
     }
@@ -903,9 +1120,8 @@ static int seg_new(gm *g, uint64_t addr, uint64_t size, int small, uint32_t *blk
 static uint64_t realloc_need(const gm *g, uint64_t size, uint64_t stream)
 {
     uint64_t freeb = 0;
-    for (size_t i = 0; i < g->large.n; i++)
-        if (g->b[g->large.v[i]].stream == stream)
-            freeb += g->b[g->large.v[i]].size;
+    for (uint32_t b = fp_last(g->b, &g->large, stream); b; b = fp_prev(g->b, &g->large, b))
+        freeb += g->b[b].size;
     return freeb >= size ? 0 : size - freeb;
 }
 
@@ -937,7 +1153,7 @@ static int grow_pool(gm *g, int small, uint64_t size, uint64_t stream, found *f)
         *f = (found){.kind = A_BLOCK, .node = b};
         return 1;
     }
-    if ((rc = pool_insert(g, &g->large, b)) != 0)
+    if ((rc = fp_insert(g->b, &g->large, b)) != 0)
         return rc;
     return stitch(g, 0, size, stream, 4, f);
 }
@@ -949,28 +1165,31 @@ static int seg_release(gm *g, uint32_t si);
  * 1 when it released enough. */
 static int release_oversize(gm *g, int small, uint64_t size, uint64_t stream)
 {
-    ids *pool = small ? &g->small : &g->large;
+    fpool *pool = small ? &g->small : &g->large;
     uint64_t want = size < g->maxsplit ? g->maxsplit : size, got = 0;
     if (g->maxsplit == UINT64_MAX)
         return 0;
-    size_t at = lower_bound(g, pool, (key){stream, want, 0});
-    if (at < pool->n && g->b[pool->v[at]].stream == stream) {
-        const blk *x = &g->b[pool->v[at]];
+    uint32_t b = fp_find(g->b, pool, stream, want);
+    if (b) {
+        const blk *x = &g->b[b];
         if (x->prev || x->next)
             return 0; /* a piece of a split segment: never given back */
         int rc = seg_release(g, x->seg);
         return rc ? rc : 1;
     }
-    for (size_t i = at; i > 0 && got < want; i--) {
-        const blk *x = &g->b[pool->v[i - 1]];
-        if (x->stream != stream || x->size < g->maxsplit)
+    /* None that large: the largest down (a release takes only the block it releases). */
+    for (b = fp_last(g->b, pool, stream); b && got < want;) {
+        const blk *x = &g->b[b];
+        uint32_t before = fp_prev(g->b, pool, b);
+        if (x->size < g->maxsplit)
             break;
-        if (x->prev || x->next)
-            continue;
-        got += x->size;
-        int rc = seg_release(g, x->seg);
-        if (rc)
-            return rc;
+        if (!x->prev && !x->next) {
+            got += x->size;
+            int rc = seg_release(g, x->seg);
+            if (rc)
+                return rc;
+        }
+        b = before;
     }
     return got >= want;
 }
@@ -1022,7 +1241,7 @@ static int take_block(gm *g, const found *f, uint64_t size, uint64_t stream)
     uint32_t b = f->node;
     int small = g->s[g->b[b].seg].small;
     if (f->in_pool)
-        pool_remove(g, pool_of(g, b), b);
+        fp_remove(g->b, pool_of(g, b), b);
     g->b[b].state = B_ALLOC;
     g->b[b].stream = stream;
     uint64_t rest = g->b[b].size - size;
@@ -1034,7 +1253,7 @@ static int take_block(gm *g, const found *f, uint64_t size, uint64_t stream)
         if (!rc && !small)
             rc = chunks_set(g, tail, 0, nchunks(&g->b[tail]), 0, stream);
         if (!rc)
-            rc = pool_insert(g, pool_of(g, tail), tail);
+            rc = fp_insert(g->b, pool_of(g, tail), tail);
     }
     g->b[b].busy = small ? 0 : (uint32_t)nchunks(&g->b[b]);
     return rc;
@@ -1123,7 +1342,7 @@ static int free_sblk(gm *g, uint32_t s)
         rc = sblk_delete(g, s);
     } else if (x->busy == 0) {
         x->state = S_FREE;
-        rc = pool_insert(g, &g->cached, s);
+        rc = cache_insert(g, s);
     } else {
         x->state = S_FRAG;
     }
@@ -1199,7 +1418,7 @@ static int seg_release(gm *g, uint32_t si)
     }
     s = &g->s[si];
     uint32_t b = s->head;
-    pool_remove(g, pool_of(g, b), b);
+    fp_remove(g->b, pool_of(g, b), b);
     const as_device_ops *o = g->dev->ops;
     int r2 = s->small ? o->release(g->dev->ctx, s->addr, s->size)
                       : o->unmap(g->dev->ctx, s->addr, s->size);
@@ -1240,13 +1459,11 @@ static int gm_init(void *st, const as_knob_value *cfg, const as_device *dev)
     return 0;
 }
 
-static uint64_t pool_max(const gm *g, const ids *pool)
+static uint64_t cache_max(const gm *g)
 {
     uint64_t m = 0;
-    for (size_t i = 0; i < pool->n; i++) {
-        key k = key_of(g, pool, pool->v[i]);
-        m = k.size > m ? k.size : m;
-    }
+    for (size_t i = 0; i < g->cached.n; i++)
+        m = g->sb[g->cached.v[i]].size > m ? g->sb[g->cached.v[i]].size : m;
     return m;
 }
 
@@ -1257,7 +1474,7 @@ static void gm_stats(const void *st, as_policy_stats *out)
     out->allocated = g->allocated;
     out->reserved = g->reserved;
     out->free_bytes = g->reserved - g->allocated;
-    uint64_t a = pool_max(g, &g->small), b = pool_max(g, &g->large), c = pool_max(g, &g->cached);
+    uint64_t a = fp_max(g->b, &g->small), b = fp_max(g->b, &g->large), c = cache_max(g);
     out->largest_free = a > b ? (a > c ? a : c) : (b > c ? b : c);
     out->segments = g->nsegs;
     out->device_reserves = g->reserves;
@@ -1304,24 +1521,78 @@ static int check_seg(const gm *g, uint32_t si, uint64_t *used, uint64_t *alloc, 
     return 0;
 }
 
-/* The pool holds exactly the free blocks (or whole cached sBlocks), in order. */
-static int check_pool(const gm *g, const ids *pool, uint64_t want, const char *name,
-                      as_check_failure *f)
+/* The cache holds exactly the whole cached sBlocks, in (stream, size, addr) order. */
+static int check_cache(const gm *g, uint64_t want, as_check_failure *f)
 {
-    for (size_t i = 1; i < pool->n; i++)
-        if (!key_lt(key_of(g, pool, pool->v[i - 1]), key_of(g, pool, pool->v[i])))
-            return as_check_fail(f, "%s pool out of order at %zu", name, i);
-    for (size_t i = 0; i < pool->n; i++) {
-        uint32_t x = pool->v[i];
-        int ok = pool == &g->cached
-                     ? g->sb[x].state == S_FREE
-                     : g->b[x].state == B_FREE && (g->s[g->b[x].seg].small == (pool == &g->small));
-        if (!ok)
-            return as_check_fail(f, "%s pool holds %u, which is not free there", name, x);
+    const ids *c = &g->cached;
+    for (size_t i = 0; i < c->n; i++) {
+        const sblk *x = &g->sb[c->v[i]];
+        if (i && !sb_below(&g->sb[c->v[i - 1]], x->stream, x->size, x->addr))
+            return as_check_fail(f, "stitched pool out of order at %zu", i);
+        if (x->state != S_FREE)
+            return as_check_fail(f, "stitched pool holds %u, which is not free", c->v[i]);
     }
-    if (pool->n != want)
-        return as_check_fail(f, "%s pool holds %zu, %llu are free", name, pool->n,
+    if (c->n != want)
+        return as_check_fail(f, "stitched pool holds %zu, %llu are free", c->n,
                              (unsigned long long)want);
+    return 0;
+}
+
+/* Row f of slot sl: each class's bin sound, under its bit, its blocks free blocks of the
+ * slot's stream and this pool, in their class. *n: the blocks. */
+static const char *check_row(const gm *g, const fpool *p, const fpslot *sl, unsigned f, int small,
+                             uint64_t *n)
+{
+    const fprow *r = &p->rows[sl->row[f]];
+    for (unsigned c = 0; c < 32; c++) {
+        uint64_t cnt;
+        const char *why = gb_bin_check(g->b, (uint32_t)g->nb, r->head[c], r->treap >> c & 1, &cnt);
+        if (why)
+            return why;
+        if (cnt != r->cnt[c] || !cnt != !(r->slmap >> c & 1) || (!cnt && (r->treap >> c & 1)))
+            return "a class's count or bits disagree with its bin";
+        for (uint32_t x = gb_bin_min(g->b, r->head[c], r->treap >> c & 1); x;
+             x = gb_bin_next(g->b, r->head[c], r->treap >> c & 1, x)) {
+            unsigned xf, xc;
+            fp_class(g->b[x].size, &xf, &xc);
+            if (xf != f || xc != c || g->b[x].stream != sl->stream || g->b[x].state != B_FREE ||
+                g->s[g->b[x].seg].small != small)
+                return "a pool holds a block that is not its own free block there";
+        }
+        *n += cnt;
+    }
+    return NULL;
+}
+
+/* The pool holds exactly the free blocks of its kind, by stream, in (size, addr) order. */
+static int check_pool(const gm *g, const fpool *p, uint64_t want, int small, as_check_failure *f)
+{
+    const char *why = NULL, *name = small ? "small" : "large";
+    uint64_t total = 0;
+    for (size_t i = 0; !why && i < p->ns; i++) {
+        const fpslot *sl = &p->s[p->ord[i]];
+        uint64_t n = 0;
+        if (p->ord[i] >= p->ns || (i && p->s[p->ord[i - 1]].stream >= sl->stream))
+            why = "its streams are out of order";
+        for (unsigned fl = 0; !why && fl < 64; fl++) {
+            if (!sl->row[fl]) {
+                why = sl->flmap >> fl & 1 ? "a row's bit is set without the row" : NULL;
+                continue;
+            }
+            if (sl->row[fl] >= p->nrows || !(sl->flmap >> fl & 1) != !p->rows[sl->row[fl]].slmap)
+                why = "a row is out of range or its bit is wrong";
+            else
+                why = check_row(g, p, sl, fl, small, &n);
+        }
+        if (!why && n != sl->n)
+            why = "a stream's count is wrong";
+        total += n;
+    }
+    if (why)
+        return as_check_fail(f, "%s pool: %s", name, why);
+    if (total != want)
+        return as_check_fail(f, "%s pool holds %llu, %llu are free", name,
+                             (unsigned long long)total, (unsigned long long)want);
     return 0;
 }
 
@@ -1417,11 +1688,11 @@ static int gm_check(const void *st, as_check_failure *f)
     }
     int rc = check_runs(g, f);
     if (!rc)
-        rc = check_pool(g, &g->large, nfree[0], "large", f);
+        rc = check_pool(g, &g->large, nfree[0], 0, f);
     if (!rc)
-        rc = check_pool(g, &g->small, nfree[1], "small", f);
+        rc = check_pool(g, &g->small, nfree[1], 1, f);
     if (!rc)
-        rc = check_pool(g, &g->cached, cached, "stitched", f);
+        rc = check_cache(g, cached, f);
     if (rc)
         return rc;
     uint64_t direct = 0;
@@ -1573,8 +1844,9 @@ static void gm_fini(void *st)
     free(g->b);
     free(g->sb);
     free(g->sl);
-    ids *all[] = {&g->free_s, &g->free_b, &g->free_sb, &g->free_sl,
-                  &g->small,  &g->large,  &g->cached,  &g->work};
+    fp_free(&g->small);
+    fp_free(&g->large);
+    ids *all[] = {&g->free_s, &g->free_b, &g->free_sb, &g->free_sl, &g->cached, &g->work};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]->v);
     memset(g, 0, sizeof *g);
