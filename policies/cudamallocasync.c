@@ -66,7 +66,7 @@ typedef struct sbins {
     uint32_t cnt[64][1u << SB_SL];
 } sbins;
 
-static void sb_insert(snode *b, sbins *x, uint32_t n)
+OSET_HOT void sb_insert(snode *b, sbins *x, uint32_t n)
 {
     unsigned fl, sl;
     as_tlsf_class(b[n].size, SB_SL, 0, &fl, &sl);
@@ -78,7 +78,7 @@ static void sb_insert(snode *b, sbins *x, uint32_t n)
     x->flmap |= 1ull << fl;
 }
 
-static void sb_erase(snode *b, sbins *x, uint32_t n)
+OSET_HOT void sb_erase(snode *b, sbins *x, uint32_t n)
 {
     unsigned fl, sl;
     as_tlsf_class(b[n].size, SB_SL, 0, &fl, &sl);
@@ -93,7 +93,7 @@ static void sb_erase(snode *b, sbins *x, uint32_t n)
 }
 
 /* The smallest (size, seq) with size >= want, or 0 (as_bins_find). */
-static uint32_t sb_find(const snode *b, const sbins *x, uint64_t want)
+OSET_HOT uint32_t sb_find(const snode *b, const sbins *x, uint64_t want)
 {
     unsigned fl, sl;
     as_tlsf_class(want ? want : 1, SB_SL, 0, &fl, &sl);
@@ -290,11 +290,18 @@ static void node_del(cmasync *s, uint32_t n)
     s->nfree--;
 }
 
-/* The free range holding off (0: none, or the tail). */
+/* The free range holding off (0: none, or the tail): the last one starting at or below
+ * it, in one descent. */
 static uint32_t range_holding(const cmasync *s, uint64_t off)
 {
-    uint32_t n = caa_treap_lower_bound(s->fa, s->root_a, 1, 0, off + 1);
-    n = n ? caa_treap_prev(s->fa, n) : caa_treap_max(s->fa, s->root_a);
+    uint32_t n = 0;
+    for (uint32_t i = s->root_a; i;)
+        if (s->fa[i].addr <= off) {
+            n = i;
+            i = s->fa[i].r;
+        } else {
+            i = s->fa[i].l;
+        }
     return n && s->fa[n].addr + s->fa[n].size > off ? n : 0;
 }
 
@@ -350,12 +357,12 @@ static int trim_to(cmasync *s, uint64_t keep)
 static int map_span(cmasync *s, uint32_t c0, uint32_t c1)
 {
     uint64_t need = 0, idle_in = 0;
-    for (uint32_t c = c0; c <= c1; c++) {
+    for (uint32_t c = c0; c <= c1; c++)
         need += !bit(s->mapped, c);
-        idle_in += bit(s->idle, c);
-    }
-    if (!need)
+    if (!need) /* the common case: every chunk is mapped already */
         return 0;
+    for (uint32_t c = c0; c <= c1; c++)
+        idle_in += bit(s->idle, c);
     uint64_t moved = need < s->nidle - idle_in ? need : s->nidle - idle_in;
     uint64_t want = s->dev->ops->reserved(s->dev->ctx) + (need - moved) * s->grow;
     int fits, rc = as_dev_cap_at_least(s->dev, want, &fits);
@@ -390,22 +397,25 @@ static int map_span(cmasync *s, uint32_t c0, uint32_t c1)
     return 0;
 }
 
-/* The block [off, off+size) goes live (delta 1) or free (-1) in its chunks' counts. */
+/* The block [off, off+size) goes live (delta 1) or free (-1) in its chunks' counts; its
+ * chunks are mapped (map_span maps them before a block goes live, and only idle chunks
+ * are unmapped), so a chunk is idle exactly while its count is 0. */
 static void count_span(cmasync *s, uint64_t off, uint64_t size, int delta)
 {
-    for (uint32_t c = chunk_of(s, off); c <= chunk_of(s, off + size - 1); c++) {
-        uint32_t before = s->chunk_live[c];
-        s->chunk_live[c] = (uint32_t)((int64_t)before + delta);
-        if (bit(s->mapped, c) && (before == 0) != (s->chunk_live[c] == 0)) {
-            if (before == 0) {
+    uint32_t c = chunk_of(s, off), e = chunk_of(s, off + size - 1);
+    if (delta > 0) {
+        for (; c <= e; c++)
+            if (s->chunk_live[c]++ == 0) {
                 clr_bit(s->idle, c);
                 s->nidle--;
-            } else {
-                set_bit(s->idle, c);
-                s->nidle++;
             }
-        }
+        return;
     }
+    for (; c <= e; c++)
+        if (--s->chunk_live[c] == 0) {
+            set_bit(s->idle, c);
+            s->nidle++;
+        }
 }
 
 /* ---- the policy ------------------------------------------------------------------------- */
@@ -469,8 +479,8 @@ static int ca_alloc(void *st, const as_request *req, as_block *out)
         s->tail += size;
     } else {
         uint64_t left = s->fa[n].size - size;
-        if (left)
-            node_rekey(s, n, off + size, left, range_class(s, off + size, left));
+        if (left) /* a part of a range all mapped is all mapped */
+            node_rekey(s, n, off + size, left, s->fa[n].cls ? range_class(s, off + size, left) : 0);
         else
             node_del(s, n);
     }
@@ -490,11 +500,17 @@ static int ca_alloc(void *st, const as_request *req, as_block *out)
 /* The freed block [off, off+size) joins its free neighbours (and the tail). */
 static int merge_free(cmasync *s, uint64_t off, uint64_t size)
 {
-    /* No free range starts inside the live block: the first at or above its end is the
-     * first at or above its start, and the one before that is the only one that can end
-     * at its start. */
-    uint32_t next = caa_treap_lower_bound(s->fa, s->root_a, 1, 0, off + size), cls = 0;
-    uint32_t prev = next ? caa_treap_prev(s->fa, next) : caa_treap_max(s->fa, s->root_a);
+    /* No free range starts inside the live block: one descent finds the last range
+     * below it (the only one that can end at its start) and the first above it. */
+    uint32_t next = 0, prev = 0, cls = 0;
+    for (uint32_t i = s->root_a; i;)
+        if (s->fa[i].addr < off) {
+            prev = i;
+            i = s->fa[i].r;
+        } else {
+            next = i;
+            i = s->fa[i].l;
+        }
     if (prev && s->fa[prev].addr + s->fa[prev].size != off)
         prev = 0;
     if (next && s->fa[next].addr != off + size)
