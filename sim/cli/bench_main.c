@@ -6,7 +6,8 @@
  * generated transformer trace; plus decode-only and engine-only (a no-op policy) rows, so
  * that each policy's own ns/event is the difference from the engine-only row. Also the
  * peak RSS of decoding 1 M and 10 M events, to show that memory does not grow with length,
- * and the snapshot import (a long real pickle, traces/long_snapshot.py) next to native.
+ * and the snapshot import (a long real pickle, traces/long_snapshot.py) next to native;
+ * and the start-up of short allocsim commands against an empty process (--startup alone).
  *
  * Every measurement runs in a fresh process (this program re-executed with --child), so
  * that its CPU time and peak RSS (from wait4) are its own; with --reps N each cell is the
@@ -14,7 +15,9 @@
  * The traces are made once into build/bench/ and reused.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <zstd.h>
+
+extern char **environ;
 
 #include "engine.h"
 #include "gen.h"
@@ -438,6 +443,8 @@ static int find_real(const char *dir, uint64_t target, trace_in *t, int max)
 
 /* ---- report ----------------------------------------------------------------------------- */
 
+static int events_cells = 1; /* 0 with --startup alone: no events/s cells follow */
+
 static void machine(const char *commit, const char *dir)
 {
     struct utsname u;
@@ -462,6 +469,8 @@ static void machine(const char *commit, const char *dir)
            u.machine);
     printf("machine: %s, nproc %ld, load average %.2f %.2f %.2f (at the start)\n", model,
            sysconf(_SC_NPROCESSORS_ONLN), la[0], la[1], la[2]);
+    if (!events_cells)
+        return;
     printf("traces in %s; each cell: M events/s = events / CPU seconds (user + system) of the\n"
            "whole measuring process, one core, best of %u run(s)\n\n",
            dir, reps);
@@ -595,6 +604,147 @@ static void run_bench(const trace_in *t, int nt)
             printf("%s (offline) is not benched: it plans the whole trace first "
                    "(policies/README.md gives its planning time)\n",
                    l[i]->name);
+}
+
+/* ---- start-up ----------------------------------------------------------------------------
+ * What a short command costs: each command below runs SU_RUNS times in fresh processes
+ * (posix_spawn, output to /dev/null), round-robin with the others so that the machine's
+ * load falls on all of them alike; a cell is the median and the lowest CPU time (user +
+ * system, from wait4: the kernel's exec, the dynamic loader, main, exit) and the median
+ * of minor page faults. /bin/true is the floor: an empty process linked to glibc
+ * dynamically, as allocsim is. The 2-event trace's 1 and 16 runs (one decode) give the
+ * fixed cost of each extra run. */
+
+#define SU_RUNS 300
+#define SU_MAX 8
+
+typedef struct su_cmd {
+    char label[64];
+    char arg[8][512];
+    char *argv[9];
+    double us[SU_RUNS];
+    double flt[SU_RUNS];
+    double med, low, mflt;
+} su_cmd;
+
+static int su_spawn(char *const *argv, double *us, double *flt)
+{
+    posix_spawn_file_actions_t fa;
+    pid_t pid;
+    int st;
+    struct rusage ru;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc || wait4(pid, &st, 0, &ru) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
+        return -1;
+    *us = ru_cpu(&ru) * 1e6;
+    *flt = (double)ru.ru_minflt;
+    return 0;
+}
+
+static int su_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double su_median(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, su_cmp);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The allocsim program beside a bench executable (both are built into one folder). */
+static void su_allocsim(const char *bench, char *out, size_t n)
+{
+    const char *sl = strrchr(bench, '/');
+    snprintf(out, n, "%.*sallocsim", sl ? (int)(sl - bench + 1) : 0, bench);
+}
+
+static void su_set(su_cmd *c, int i, const char *a)
+{
+    snprintf(c->arg[i], sizeof c->arg[i], "%s", a);
+    c->argv[i] = c->arg[i];
+    c->argv[i + 1] = NULL;
+}
+
+/* The commands of one allocsim build: --version, and 1 and 16 runs of the 2-event trace. */
+static int su_add(su_cmd *c, int k, const char *exe, const char *tag, const char *trace)
+{
+    static const char *const what[][7] = {
+        {"--version"},
+        {"run", "-q", "-p", "torch"},
+        {"run", "-q", "-p", "torch", "-c", "1G..16G/1G"},
+    };
+    static const char *const label[] = {"--version", "run, 2 events, 1 run",
+                                        "run, 2 events, 16 runs"};
+    for (int w = 0; w < 3; w++, k++) {
+        int a = 0;
+        snprintf(c[k].label, sizeof c[k].label, "allocsim%s %s", tag, label[w]);
+        su_set(&c[k], a++, exe);
+        for (int i = 0; i < 7 && what[w][i]; i++)
+            su_set(&c[k], a++, what[w][i]);
+        if (w)
+            su_set(&c[k], a, trace);
+    }
+    return k;
+}
+
+static void su_print(const su_cmd *c, const su_cmd *floor)
+{
+    printf("  %-40s %7.0f us %7.0f us %+8.0f us %6.0f\n", c->label, c->med, c->low,
+           c->med - floor->med, c->mflt);
+}
+
+static void startup_rows(const char *dir)
+{
+    static su_cmd c[SU_MAX];
+    static char exe[4096], bexe[4096];
+    char txt[512], trace[512];
+    as_trace_error err;
+    snprintf(txt, sizeof txt, "%s/startup-2.txt", dir);
+    snprintf(trace, sizeof trace, "%s/startup-2.zst", dir);
+    FILE *f = fopen(txt, "w");
+    if (!f || fputs("allocsim-text 1\nalloc 0 1024\nfree 0\n", f) < 0 || fclose(f) ||
+        as_trace_convert(txt, trace, AS_FMT_NATIVE, NULL, NULL, NULL, &err)) {
+        fprintf(stderr, "allocsim-bench: cannot write %s: start-up rows left out\n", trace);
+        return;
+    }
+    int n = 0;
+    snprintf(c[n].label, sizeof c[n].label, "/bin/true (empty process)");
+    su_set(&c[n++], 0, "/bin/true");
+    su_allocsim(self_exe, exe, sizeof exe);
+    if (base_exe) {
+        su_allocsim(base_exe, bexe, sizeof bexe);
+        n = su_add(c, n, bexe, " (base)", trace);
+    }
+    n = su_add(c, n, exe, "", trace);
+    for (int r = 0; r < SU_RUNS; r++)
+        for (int k = 0; k < n; k++)
+            if (su_spawn(c[k].argv, &c[k].us[r], &c[k].flt[r])) {
+                fprintf(stderr, "allocsim-bench: %s failed: start-up rows left out\n",
+                        c[k].argv[0]);
+                return;
+            }
+    for (int k = 0; k < n; k++) {
+        c[k].med = su_median(c[k].us, SU_RUNS);
+        c[k].low = c[k].us[0];
+        c[k].mflt = su_median(c[k].flt, SU_RUNS);
+    }
+    printf("\nstart-up: %d fresh processes of each command, round-robin; CPU time (user + system)\n"
+           "median and lowest, the median over /bin/true's, minor page faults (median):\n",
+           SU_RUNS);
+    printf("  %-40s %10s %10s %11s %6s\n", "command", "median", "lowest", "over true", "faults");
+    for (int k = 0; k < n; k++)
+        su_print(&c[k], &c[0]);
+    for (int k = 1; k + 2 < n; k += 3)
+        printf("  %.*s: each extra run of one decode %.1f us (16 runs' median minus 1 run's, "
+               "/ 15)\n",
+               (int)(strlen(c[k].label) - strlen(" --version")), c[k].label,
+               (c[k + 2].med - c[k + 1].med) / 15);
 }
 
 /* zstd -d in > out (the snapshots ship compressed; users' pickles are plain). */
@@ -864,7 +1014,7 @@ int main(int argc, char **argv)
 {
     const char *dir = "build/bench", *commit = NULL;
     uint64_t target = REAL_EVENTS;
-    int quick = 0, import_only = 0;
+    int quick = 0, import_only = 0, startup_only = 0;
     if (argc == 9 && strcmp(argv[1], "--launch") == 0 && strcmp(argv[3], "--child") == 0)
         return launch_main(argv);
     if (argc == 7 && strcmp(argv[1], "--child") == 0) {
@@ -904,16 +1054,19 @@ int main(int argc, char **argv)
             markdown = 1;
         else if (strcmp(argv[i], "--import") == 0)
             import_only = 1;
+        else if (strcmp(argv[i], "--startup") == 0)
+            startup_only = 1;
         else {
             fprintf(stderr,
                     "usage: allocsim-bench [--dir DIR] [--reps N] [--commit ID] [--base EXE] "
-                    "[--quick] [--markdown] [--import]\n"
+                    "[--quick] [--markdown] [--import] [--startup]\n"
                     "  --reps N: each cell the best of N processes (default 1)\n"
                     "  --base EXE: an earlier build's allocsim-bench, measured beside "
                     "this one, cell by cell\n"
                     "  --quick: 1 M event traces\n"
                     "  --markdown: the table in Markdown (README)\n"
-                    "  --import: the snapshot import rows alone\n");
+                    "  --import: the snapshot import rows alone\n"
+                    "  --startup: the start-up rows alone\n");
             return 2;
         }
     }
@@ -925,10 +1078,14 @@ int main(int argc, char **argv)
     }
     self[sl] = 0;
     self_exe = self;
-    if (import_only) {
+    if (import_only || startup_only) {
         mkdir(dir, 0777);
+        events_cells = import_only;
         machine(commit, dir);
-        pickle_rows(dir);
+        if (import_only)
+            pickle_rows(dir);
+        if (startup_only)
+            startup_rows(dir);
         return 0;
     }
     trace_in t[MAX_TRACES] = {0};
@@ -952,5 +1109,6 @@ int main(int argc, char **argv)
     pickle_rows(dir);
     tune_rows(dir);
     mincap_rows();
+    startup_rows(dir);
     return 0;
 }
