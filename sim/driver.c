@@ -37,12 +37,15 @@ typedef struct drv {
 } drv;
 
 /* The runs of one trace: how many, the report's index of the trace (-1 until its first
- * group is added) and at most how many runs per group. */
+ * group is added), at most how many runs per group, and the reader that found the format
+ * (native or not), still at its first event: the first decode takes it, so a trace run in
+ * one group is opened once. */
 typedef struct run_set {
     const char *path;
     size_t nruns;
     int trace;
     size_t step;
+    as_trace_reader *first;
 } run_set;
 
 static int vfail(drv *d, int code, const char *path, const char *fmt, va_list ap)
@@ -80,6 +83,16 @@ static int open_trace(drv *d, const char *path, as_trace_reader **out)
     err.offset = err.event = UINT64_MAX;
     if (as_trace_open(path, d->o->reader, out, &err) < 0)
         return trace_fail(d, &err, path);
+    return 0;
+}
+
+/* The trace's first decode takes the reader that probed it; the others open it afresh. */
+static int take_trace(drv *d, run_set *rs, as_trace_reader **out)
+{
+    if (!rs->first)
+        return open_trace(d, rs->path, out);
+    *out = rs->first;
+    rs->first = NULL;
     return 0;
 }
 
@@ -244,7 +257,7 @@ static int run_group(drv *d, run_set *rs, size_t r0, size_t n, uint64_t max_live
     const as_driver_opts *o = d->o;
     as_trace_reader *rd = NULL;
     as_engine *e = NULL;
-    int ret = open_trace(d, rs->path, &rd);
+    int ret = take_trace(d, rs, &rd);
     if (ret)
         return ret;
     if ((ret = group_engine(d, rs, r0, n, max_live, &e)))
@@ -290,7 +303,7 @@ static size_t log_group(const drv *d)
 
 /* Runs per group within the budget, from the trace's peak live allocations (one decode of
  * the trace without runs; none when a group is one run). 0 or a status. */
-static int group_size(drv *d, const run_set *rs, size_t *group)
+static int group_size(drv *d, run_set *rs, size_t *group)
 {
     as_trace_reader *rd = NULL;
     as_engine *e = NULL;
@@ -299,7 +312,7 @@ static int group_size(drv *d, const run_set *rs, size_t *group)
         *group = 1;
         return 0;
     }
-    int ret = open_trace(d, rs->path, &rd);
+    int ret = take_trace(d, rs, &rd);
     if (ret)
         return ret;
     as_engine_opts o = {.stop = d->eng.stop};
@@ -332,15 +345,15 @@ out:
     return ret;
 }
 
-/* 1 when path is a file in the native format (cheap to decode again). */
-static int native_file(const drv *d, const char *path)
+/* 1 when path is a file in the native format (cheap to decode again). The reader that
+ * found out goes in *rd for the first decode; NULL when the file did not open (that
+ * decode opens it again and names the error). */
+static int native_file(const drv *d, const char *path, as_trace_reader **rd)
 {
-    as_trace_reader *rd = NULL;
-    if (!strcmp(path, "-") || as_trace_open(path, d->o->reader, &rd, NULL) < 0)
+    *rd = NULL;
+    if (!strcmp(path, "-") || as_trace_open(path, d->o->reader, rd, NULL) < 0)
         return 0;
-    int native = as_trace_reader_format(rd) == AS_FMT_NATIVE;
-    as_trace_close(rd);
-    return native;
+    return as_trace_reader_format(*rd) == AS_FMT_NATIVE;
 }
 
 /* Standard input can be read only once: its runs must go in one group. */
@@ -360,40 +373,48 @@ static int stdin_fail(drv *d, const run_set *rs)
                 rs->nruns, b);
 }
 
-/* Runs one trace; adds its trace entry and runs to the report. The runs go in one pass
- * when they fit the budget (engine stops at max_live if the trace proves too big), else
- * in groups (a decode of the trace each, plus one to size them). */
-static int run_trace(drv *d, const char *path)
+/* The runs of rs, its format known. They go in one pass when they fit the budget (engine
+ * stops at max_live if the trace proves too big), else in groups (a decode of the trace
+ * each, plus one to size them). */
+static int run_runs(drv *d, run_set *rs)
 {
     const as_driver_opts *o = d->o;
-    run_set rs = {path, o->nspec * o->ncap, -1, SIZE_MAX};
-    if (native_file(d, path))
-        rs.step = RUN_STEP;
-    if (o->max_group && o->max_group < rs.step)
-        rs.step = o->max_group;
+    if (o->max_group && o->max_group < rs->step)
+        rs->step = o->max_group;
     int logs = o->segs || o->timeline;
     uint64_t per0 = as_engine_run_bytes(0, logs), max_live = 0;
-    int grouped = rs.nruns > 1 &&
-                  (rs.nruns > log_group(d) || d->budget / rs.nruns <= per0 || rs.nruns > rs.step);
-    if (rs.nruns > 1 && !grouped)
-        max_live = (d->budget / rs.nruns - per0) / AS_ENGINE_RUN_PER_LIVE;
-    d->label = path;
-    d->trace_runs = rs.nruns;
+    int grouped = rs->nruns > 1 && (rs->nruns > log_group(d) || d->budget / rs->nruns <= per0 ||
+                                    rs->nruns > rs->step);
+    if (rs->nruns > 1 && !grouped)
+        max_live = (d->budget / rs->nruns - per0) / AS_ENGINE_RUN_PER_LIVE;
+    d->label = rs->path;
+    d->trace_runs = rs->nruns;
     d->trace_events = 0;
     if (!grouped) {
-        int hit = 0, ret = run_group(d, &rs, 0, rs.nruns, max_live, &hit);
+        int hit = 0, ret = run_group(d, rs, 0, rs->nruns, max_live, &hit);
         if (ret || !hit)
             return ret;
     }
-    if (strcmp(path, "-") == 0)
-        return stdin_fail(d, &rs);
+    if (strcmp(rs->path, "-") == 0)
+        return stdin_fail(d, rs);
     size_t group = 1;
-    int ret = group_size(d, &rs, &group);
-    for (size_t r0 = 0; !ret && r0 < rs.nruns; r0 += group) {
+    int ret = group_size(d, rs, &group);
+    for (size_t r0 = 0; !ret && r0 < rs->nruns; r0 += group) {
         int hit = 0;
-        size_t n = rs.nruns - r0 < group ? rs.nruns - r0 : group;
-        ret = run_group(d, &rs, r0, n, 0, &hit);
+        size_t n = rs->nruns - r0 < group ? rs->nruns - r0 : group;
+        ret = run_group(d, rs, r0, n, 0, &hit);
     }
+    return ret;
+}
+
+/* Runs one trace; adds its trace entry and runs to the report. */
+static int run_trace(drv *d, const char *path)
+{
+    run_set rs = {path, d->o->nspec * d->o->ncap, -1, SIZE_MAX, NULL};
+    if (native_file(d, path, &rs.first))
+        rs.step = RUN_STEP;
+    int ret = run_runs(d, &rs);
+    as_trace_close(rs.first); /* not taken: a group failed before its decode */
     return ret;
 }
 

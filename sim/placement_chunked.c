@@ -559,8 +559,10 @@ static int chunked_init(as_chunked *h, uint64_t granularity)
     h->mtop = (4 * h->scap - 1) / 3 - 1;
     h->mx = calloc(h->mtop + 1, sizeof *h->mx);
     h->slot_ch = malloc(h->scap * sizeof *h->slot_ch);
-    h->ltmask = 1023;
-    h->ltshift = 64 - 10;
+    /* 64 entries to start (lt_put doubles them at half load): each run's device zeroes
+     * 1 KiB here, where 1,024 entries took 16 KiB (4 pages to fault in) */
+    h->ltmask = 63;
+    h->ltshift = 64 - 6;
     h->lt = calloc(h->ltmask + 1, sizeof *h->lt);
     if (!h->mx || !h->slot_ch || !h->lt || !h->g)
         return AS_EDEVICE;

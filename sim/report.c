@@ -19,6 +19,7 @@ typedef struct rep_trace {
     char *path, *format;
     as_trace_summary sum;
     as_meta meta;
+    int64_t nsites; /* the reader's call sites; -1: added without its reader */
 } rep_trace;
 
 typedef struct rep_run {
@@ -95,6 +96,7 @@ int as_report_add_trace(as_report *r, const char *path, const char *format,
     memset(t, 0, sizeof *t);
     t->path = dupstr(path ? path : "-");
     t->format = dupstr(format);
+    t->nsites = -1;
     if (sum)
         t->sum = *sum;
     if (!t->path || (format && !t->format) || (meta && as_meta_copy(&t->meta, meta))) {
@@ -134,6 +136,7 @@ int as_report_add_engine(as_report *r, int *trace, const char *path, const as_tr
                                      as_engine_summary(e), as_trace_reader_meta(rd));
         if (*trace < 0)
             return AS_ENOMEM;
+        r->t[*trace].nsites = as_sites_count(as_trace_reader_sites(rd));
     }
     for (unsigned i = 0; i < as_engine_nruns(e); i++)
         if (as_report_add_run(r, (unsigned)*trace, as_engine_result(e, i)) < 0)
@@ -158,6 +161,18 @@ const as_trace_summary *as_report_trace(const as_report *r, unsigned t, const ch
 {
     *path = r->t[t].path;
     return &r->t[t].sum;
+}
+const char *as_report_trace_format(const as_report *r, unsigned t)
+{
+    return r->t[t].format;
+}
+const as_meta *as_report_trace_meta(const as_report *r, unsigned t)
+{
+    return &r->t[t].meta;
+}
+int64_t as_report_trace_sites(const as_report *r, unsigned t)
+{
+    return r->t[t].nsites;
 }
 
 /* ---- table ----------------------------------------------------------------------------- */

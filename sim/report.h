@@ -59,6 +59,12 @@ unsigned as_report_ntraces(const as_report *r);
  * ntraces); owned by the report. */
 const as_run_result *as_report_run(const as_report *r, unsigned i, unsigned *trace);
 const as_trace_summary *as_report_trace(const as_report *r, unsigned t, const char **path);
+/* Trace t's format name (NULL when none was given), its metadata, and how many call sites
+ * its reader held (-1 when it was added without one, by as_report_add_trace): what a
+ * second pass needs to know before it opens the trace again. */
+const char *as_report_trace_format(const as_report *r, unsigned t);
+const as_meta *as_report_trace_meta(const as_report *r, unsigned t);
+int64_t as_report_trace_sites(const as_report *r, unsigned t);
 /* Writes the report as JSON Lines (-f jsonl): one object per trace, {"allocsim", "schema",
  * "command": "run", "unit": units[i] (the trace's position among the command's traces,
  * i when units is NULL), "of": of (how many there are), "trace": {...}, "runs": [...]},

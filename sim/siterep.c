@@ -227,18 +227,27 @@ static int read_allocs(as_siterep *s, as_trace_reader *rd)
     return rc == AS_TRACE_EOF ? 0 : rc;
 }
 
-/* The trace's entry, with one run_sites per run of trace t in the report. */
-static int add_trace(as_siterep *s, const as_report *rep, unsigned t, const as_trace_reader *rd)
+/* The entry of trace t (its metadata m, nsites call sites), without its sites yet. */
+static trace_sites *new_trace(as_siterep *s, unsigned t, const as_meta *m, uint32_t nsites)
 {
     if (as_grow((void **)&s->tr, &s->captr, s->ntr + 1, sizeof *s->tr, 8) < 0)
-        return AS_ENOMEM;
+        return NULL;
     trace_sites *ts = &s->tr[s->ntr++];
     memset(ts, 0, sizeof *ts);
     ts->t = t;
-    const as_meta *m = as_trace_reader_meta(rd);
     const char *src = as_meta_get(m, "source");
-    ts->nsites = as_sites_count(as_trace_reader_sites(rd));
-    ts->no_frames_snapshot = !ts->nsites && src && strcmp(src, "torch-snapshot") == 0;
+    ts->nsites = nsites;
+    ts->no_frames_snapshot = !nsites && src && strcmp(src, "torch-snapshot") == 0;
+    return ts;
+}
+
+/* The trace's entry, with one run_sites per run of trace t in the report. */
+static int add_trace(as_siterep *s, const as_report *rep, unsigned t, const as_trace_reader *rd)
+{
+    trace_sites *ts =
+        new_trace(s, t, as_trace_reader_meta(rd), as_sites_count(as_trace_reader_sites(rd)));
+    if (!ts)
+        return AS_ENOMEM;
     if (!ts->nsites)
         return 0;
     if (as_sites_new(&ts->sites) < 0 || as_sites_copy(ts->sites, as_trace_reader_sites(rd)) < 0)
@@ -313,6 +322,9 @@ int as_siterep_trace(as_siterep *s, const as_report *rep, unsigned t, const char
     as_trace_reader *rd = NULL;
     if (why && why_len)
         why[0] = 0;
+    /* The report knows a trace without sites from its run: no need to open it again. */
+    if (as_report_trace_sites(rep, t) == 0)
+        return new_trace(s, t, as_report_trace_meta(rep, t), 0) ? 0 : AS_ENOMEM;
     int rc = as_trace_open(path, ro, &rd, err);
     if (rc < 0)
         return rc;

@@ -35,7 +35,8 @@ int as_siterep_create(as_siterep **out);
 void as_siterep_destroy(as_siterep *s);
 
 /* The pass for report trace t (path), whose runs are specs x caps, spec-major, as the
- * driver adds them. A trace without sites costs one open and adds nothing but its note.
+ * driver adds them. A trace without sites adds nothing but its note, and is not opened
+ * again when the report says so (as_report_trace_sites).
  * Returns 0, a trace error (< 0, err filled) or an engine error (< 0, why filled). */
 int as_siterep_trace(as_siterep *s, const as_report *rep, unsigned t, const char *path,
                      const as_reader_opts *ro, const as_policy_spec *specs, size_t nspec,

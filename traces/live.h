@@ -22,7 +22,7 @@
  * ring slot of id is id mod AS_IDRING: a fresh allocation goes there, and the one it
  * displaces (allocated AS_IDRING allocations earlier and still live) moves into the hash
  * map. Most blocks die young, so most frees hit the ring and never touch the hash. Memory:
- * the ring's constant 32 KiB plus the hash, which follows the number of live allocations.
+ * the ring's constant 40 KiB plus the hash, which follows the number of live allocations.
  * The RMM importer keys the same table by pointer (its ring then only spreads the ids). */
 typedef struct as_live_ent {
     uint64_t key; /* id + 1; 0 marks an empty slot */

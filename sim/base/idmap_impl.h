@@ -18,7 +18,11 @@
  * live in AS_IDRING slots (slot id mod AS_IDRING: no hashing, no probing, written in
  * sequence). An id still live when a newer one needs its slot moves to the hash map, where
  * the few long-lived allocations end up. Invariant: ring and map together hold exactly the
- * live entries, each in one place.
+ * live entries, each in one place. The ring's slots are an anonymous mapping of their own,
+ * not calloc's: its pages are zero when mapped and come in as they are touched, where
+ * calloc of a recycled heap block writes all of them (a short trace's reader faulted in
+ * the 40 KiB of its ring, 10 pages, for its first few ids). Every slot is there from the
+ * first add, so a loop may index the ring directly.
  *
  * The hot paths are inline, so the engine's and the decoder's per-event loops make no
  * call; only the rebuild of the table is out of line. Part of sim/base/: uses nothing else
@@ -26,6 +30,7 @@
  */
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #define AS_IDMAP_CAT_(a, b) a##_##b
 #define AS_IDMAP_CAT(a, b) AS_IDMAP_CAT_(a, b)
@@ -148,11 +153,19 @@ static inline void AS_IDMAP_FN(free)(AS_IDMAP_MAP *m)
 
 /* ---- the ring in front of the map ----------------------------------------------------- */
 
+/* The ring's AS_IDRING zeroed slots (see the top), or NULL when out of memory. */
+static __attribute__((noinline, unused)) AS_IDMAP_ENT *AS_IDRING_FN(slots)(void)
+{
+    void *p = mmap(NULL, AS_IDRING * sizeof(AS_IDMAP_ENT), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : (AS_IDMAP_ENT *)p;
+}
+
 /* Adds id (which must be absent) and returns its entry with only the key set, or NULL
  * when out of host memory; the live entry whose ring slot it takes moves to the map. */
 AS_IDMAP_HOT AS_IDMAP_ENT *AS_IDRING_FN(add)(AS_IDMAP_RING *r, uint64_t id)
 {
-    if (!r->ring && !(r->ring = calloc(AS_IDRING, sizeof *r->ring)))
+    if (!r->ring && !(r->ring = AS_IDRING_FN(slots)()))
         return NULL;
     AS_IDMAP_ENT *s = &r->ring[id & (AS_IDRING - 1)];
     if (s->key) {
@@ -203,7 +216,8 @@ static inline uint64_t AS_IDRING_FN(bytes)(const AS_IDMAP_RING *r)
 
 static inline void AS_IDRING_FN(free)(AS_IDMAP_RING *r)
 {
-    free(r->ring);
+    if (r->ring)
+        munmap(r->ring, AS_IDRING * sizeof *r->ring);
     AS_IDMAP_FN(free)(&r->far);
     *r = (AS_IDMAP_RING){0};
 }

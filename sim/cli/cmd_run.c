@@ -304,21 +304,26 @@ static int run_parse(const char *cmd, int argc, char **argv, run_args *a)
 
 /* Under the table, for each snapshot small enough that it costs little (a file of at most
  * 32 MiB), `allocsim check`'s line: whether the simulation reproduces the recorded run.
- * Inputs that are no snapshot, or hold no segment entries, get none. */
-static void run_check_lines(FILE *f, char **traces, int ntr)
+ * Inputs that are no snapshot (the report knows their format: they are not opened again),
+ * or hold no segment entries, get none. */
+static void run_check_lines(FILE *f, const as_report *rep)
 {
-    for (int i = 0; i < ntr; i++) {
+    const char *snapshot = as_trace_fmt_name(AS_FMT_TORCH_PICKLE);
+    for (unsigned t = 0; t < as_report_ntraces(rep); t++) {
         struct stat sb;
         as_check_result r;
         as_trace_error err;
         char line[1200];
-        if (!strcmp(traces[i], "-") || stat(traces[i], &sb) || sb.st_size > (32 << 20))
+        const char *path, *fmt = as_report_trace_format(rep, t);
+        as_report_trace(rep, t, &path);
+        if (!fmt || strcmp(fmt, snapshot) || !strcmp(path, "-") || stat(path, &sb) ||
+            sb.st_size > (32 << 20))
             continue;
         memset(&err, 0, sizeof err);
-        if (as_check(traces[i], as_cli_reader_opts(), &r, &err) < 0)
+        if (as_check(path, as_cli_reader_opts(), &r, &err) < 0)
             continue;
         as_check_line(&r, line, sizeof line);
-        as_cli_put_safe(f, traces[i]);
+        as_cli_put_safe(f, path);
         fputs(": check: ", f);
         as_cli_put_safe(f, line);
         fputc('\n', f);
@@ -715,7 +720,7 @@ int as_cmd_run(int argc, char **argv)
                                         : as_report_write(rep, f, a.fmt, why, sizeof why);
     ret = as_cli_write_error(wrc, why, as_out_name(ro.out), ret);
     if (!ret && a.fmt == AS_REPORT_TABLE)
-        run_check_lines(f, traces, ntr);
+        run_check_lines(f, rep);
     if (!ret && !interrupted && a.fmt != AS_REPORT_JSON)
         ret = extra_compute(&a, specs, nspec, rep, &extra);
     if (!ret && !interrupted)
