@@ -2,6 +2,9 @@
  * placement_chunked.c - AS_PLACE_CHUNKED, the simulated device's default placement
  * (placement.h): the CUDA driver's cudaMalloc address heap as the H200 recordings show it
  * (simdev.h states the rules, replay/PLACEMENT.md measures them).
+ * Invariant: a chunk's bitmap marks exactly the pages handed out (and those past its end);
+ * a chunk of more than 64 pages keeps the key of each run of free pages, sorted; every
+ * chunk's bound is at least its longest free run.
  */
 #include "placement.h"
 
@@ -17,8 +20,15 @@ typedef struct chunk {
     uint32_t slot;   /* leaf in the creation order; the free-list link while unused */
     uint32_t bound;  /* at least its longest free run, pages (see as_chunked_take) */
     uint64_t inl;    /* the bitmap when npages <= 64 */
-    uint64_t *ext;   /* otherwise */
+    uint64_t *ext;   /* otherwise, with: */
+    uint64_t *runs;  /* its free runs' keys run_key(length, start), ascending */
+    uint32_t nruns, rcap;
+    uint32_t ecap; /* ext's words: ext and runs outlive the chunk, for the next in its entry */
 } chunk;
+
+typedef struct gap {
+    uint64_t base, len;
+} gap;
 
 typedef struct lent {
     uint64_t addr;  /* 0: empty slot */
@@ -27,10 +37,6 @@ typedef struct lent {
 } lent;
 
 #define LENT_VA 0x80000000u /* pages stay under 2^26 (simdev.c bounds a range) */
-
-typedef struct gap {
-    uint64_t base, len;
-} gap;
 
 struct as_chunked {
     unsigned shift; /* log2 of the page (the granularity) */
@@ -53,7 +59,16 @@ struct as_chunked {
  *   each one's longest free run (lowered lazily, as_chunked_take): "the most recent chunk with
  *   room" is a search for the rightmost leaf with a run long enough, from the newest
  *   (dead leaves hold 0; the order is compacted when it fills); inside that chunk, the
- *   smallest free run that holds the range, or for a reservation the lowest (run_fit);
+ *   smallest free run that holds the range, or for a reservation the lowest;
+ * - in a chunk of one word (up to 64 pages: 128 MiB at 2 MiB) the runs are found with a
+ *   few bit operations (word_fit). A larger chunk also keeps its free runs' keys
+ *   run_key(length, start) in a sorted array: cudaMalloc's smallest run that holds the
+ *   range, the lowest of equals, is a binary search, and a freed range's run grows in
+ *   place; its longest run is the last key. A reservation's lowest run comes from the
+ *   bitmap (the first that fits ends the walk). On the real traces most ranges land in
+ *   such chunks, with tens of runs each (llama: 22 on average), where a walk over every
+ *   run was the cost (a crafted chunk of 8,000 runs: 64,000 events took 1.5 s, now 0.02 s;
+ *   a key that moves still shifts those between, a memmove of 8 bytes per run);
  * - the ranges handed out are in a hash table (address -> size, chunk);
  * - the free address space under the top, outside the chunks, is a sorted array of gaps
  *   (at first one, from AS_SIMDEV_VA_LOW to the top). Gaps lie between chunks, so there
@@ -95,42 +110,39 @@ static int64_t prev_used(const uint64_t *b, uint32_t from)
     return -1;
 }
 
-/* Start of the smallest free run of >= k pages, the lowest of equals (best fit inside the
- * chunk, PLACEMENT.md section 6c: cudaMalloc), or with `first` the lowest run of >= k pages
- * (first fit: a reservation, section 9), or UINT32_MAX. */
-static uint32_t run_fit(chunk *c, uint32_t k, int first)
+/* In a one-word chunk (bitmap u), the start of the smallest free run of >= k pages, the
+ * lowest of equals (best fit inside the chunk, PLACEMENT.md section 6c: cudaMalloc), or
+ * with `first` the lowest run of >= k pages (first fit: a reservation, section 9), or
+ * UINT32_MAX. */
+static inline uint32_t word_fit(uint64_t u, uint32_t k, int first)
 {
     uint32_t best = UINT32_MAX, blen = UINT32_MAX;
-    if (c->npages <= 64) {
-        uint64_t u = c->inl;
-        for (uint32_t p = 0; p < 64;) {
-            uint64_t f = ~u & (~0ull << p);
-            if (!f)
-                break;
-            uint32_t s = (uint32_t)__builtin_ctzll(f);
-            uint64_t x = u & (~0ull << s);
-            uint32_t e = x ? (uint32_t)__builtin_ctzll(x) : 64;
-            if (e - s >= k && e - s < blen) {
-                best = s;
-                blen = e - s;
-                if (blen == k || first)
-                    break;
-            }
-            p = e;
-        }
-        return best;
-    }
-    for (uint32_t p = 0;;) {
-        uint32_t s = next_bit(c->ext, c->npages, p, 0);
-        if (s >= c->npages)
-            return best;
-        uint32_t e = next_bit(c->ext, c->npages, s, 1);
+    for (uint32_t p = 0; p < 64;) {
+        uint64_t f = ~u & (~0ull << p);
+        if (!f)
+            break;
+        uint32_t s = (uint32_t)__builtin_ctzll(f);
+        uint64_t x = u & (~0ull << s);
+        uint32_t e = x ? (uint32_t)__builtin_ctzll(x) : 64;
         if (e - s >= k && e - s < blen) {
             best = s;
             blen = e - s;
             if (blen == k || first)
-                return best;
+                break;
         }
+        p = e;
+    }
+    return best;
+}
+
+/* In a large chunk, the start of the lowest free run of >= k pages (one exists). */
+static uint32_t low_run(const chunk *c, uint32_t k)
+{
+    for (uint32_t p = 0;;) {
+        uint32_t s = next_bit(c->ext, c->npages, p, 0);
+        uint32_t e = next_bit(c->ext, c->npages, s, 1);
+        if (e - s >= k)
+            return s;
         p = e;
     }
 }
@@ -138,19 +150,11 @@ static uint32_t run_fit(chunk *c, uint32_t k, int first)
 static uint32_t run_max(chunk *c)
 {
     uint32_t best = 0;
-    if (c->npages <= 64) {
-        for (uint64_t m = ~c->inl; m; m &= m >> 1)
-            best++;
-        return best;
-    }
-    for (uint32_t p = 0;;) {
-        uint32_t s = next_bit(c->ext, c->npages, p, 0);
-        if (s >= c->npages)
-            return best;
-        uint32_t e = next_bit(c->ext, c->npages, s, 1);
-        best = e - s > best ? e - s : best;
-        p = e;
-    }
+    if (c->npages > 64) /* its longest run's key is the last */
+        return c->nruns ? (uint32_t)(c->runs[c->nruns - 1] >> 32) : 0;
+    for (uint64_t m = ~c->inl; m; m &= m >> 1)
+        best++;
+    return best;
 }
 
 /* Pages [p, p+k) of a one-word chunk, as a mask. */
@@ -165,17 +169,143 @@ static inline void bits_set(chunk *c, uint32_t p, uint32_t k, int used)
         c->inl = used ? c->inl | word_mask(p, k) : c->inl & ~word_mask(p, k);
         return;
     }
-    uint64_t *b = c->ext;
-    while (k) {
-        uint32_t o = p & 63, n = 64 - o < k ? 64 - o : k;
-        uint64_t m = (n == 64 ? ~0ull : ((1ull << n) - 1)) << o;
-        if (used)
-            b[p >> 6] |= m;
+    uint64_t *b = c->ext, lo = ~0ull << (p & 63), hi = ~0ull >> (63 - ((p + k - 1) & 63));
+    uint32_t w = p >> 6, we = (p + k - 1) >> 6;
+    if (w == we) /* mostly: the range is within one word */
+        lo &= hi;
+    b[w] = used ? b[w] | lo : b[w] & ~lo;
+    if (w == we)
+        return;
+    for (uint32_t i = w + 1; i < we; i++)
+        b[i] = used ? ~0ull : 0;
+    b[we] = used ? b[we] | hi : b[we] & ~hi;
+}
+
+/* -- a large chunk's free runs, by length -- */
+
+static inline uint64_t run_key(uint32_t len, uint32_t start)
+{
+    return (uint64_t)len << 32 | start;
+}
+
+/* Index of the first key >= want. */
+static inline uint32_t runs_lb(const chunk *c, uint32_t hi, uint64_t want)
+{
+    uint32_t lo = 0;
+    while (lo < hi) {
+        uint32_t m = (lo + hi) / 2;
+        if (c->runs[m] < want)
+            lo = m + 1;
         else
-            b[p >> 6] &= ~m;
-        p += n;
-        k -= n;
+            hi = m;
     }
+    return lo;
+}
+
+/* Room for one more key, so runs_add cannot fail. */
+static int runs_room(chunk *c)
+{
+    if (c->nruns < c->rcap)
+        return AS_DEV_OK;
+    uint32_t n = c->rcap ? 2 * c->rcap : 8;
+    uint64_t *r = realloc(c->runs, n * sizeof *r);
+    if (!r)
+        return AS_EDEVICE;
+    c->runs = r;
+    c->rcap = n;
+    return AS_DEV_OK;
+}
+
+static void runs_add(chunk *c, uint64_t key)
+{
+    uint32_t i = runs_lb(c, c->nruns, key);
+    memmove(&c->runs[i + 1], &c->runs[i], (c->nruns - i) * sizeof *c->runs);
+    c->runs[i] = key;
+    c->nruns++;
+}
+
+static void runs_del_at(chunk *c, uint32_t i)
+{
+    memmove(&c->runs[i], &c->runs[i + 1], (c->nruns - i - 1) * sizeof *c->runs);
+    c->nruns--;
+}
+
+/* The key at i becomes a smaller one: the keys between move up by one. */
+static void runs_lower(chunk *c, uint32_t i, uint64_t key)
+{
+    uint32_t j = runs_lb(c, i, key);
+    memmove(&c->runs[j + 1], &c->runs[j], (i - j) * sizeof *c->runs);
+    c->runs[j] = key;
+}
+
+/* The key at i becomes a larger one: the keys between move down by one. */
+static void runs_raise(chunk *c, uint32_t i, uint64_t key)
+{
+    uint32_t lo = i + 1, hi = c->nruns;
+    while (lo < hi) {
+        uint32_t m = (lo + hi) / 2;
+        if (c->runs[m] < key)
+            lo = m + 1;
+        else
+            hi = m;
+    }
+    memmove(&c->runs[i], &c->runs[i + 1], (lo - i - 1) * sizeof *c->runs);
+    c->runs[lo - 1] = key;
+}
+
+/* Where k pages go in large chunk c: its smallest run that holds them (the lowest of
+ * equals), or for a reservation its lowest; *i is that run's key, *len its length. Or
+ * UINT32_MAX. */
+static uint32_t runs_fit(chunk *c, uint32_t k, int va, uint32_t *i, uint32_t *len)
+{
+    uint32_t p;
+    if (!c->nruns || c->runs[c->nruns - 1] >> 32 < k)
+        return UINT32_MAX;
+    if (va) {
+        p = low_run(c, k);
+        *len = next_bit(c->ext, c->npages, p, 1) - p;
+        *i = runs_lb(c, c->nruns, run_key(*len, p));
+    } else {
+        *i = runs_lb(c, c->nruns, run_key(k, 0));
+        p = (uint32_t)c->runs[*i];
+        *len = (uint32_t)(c->runs[*i] >> 32);
+    }
+    return p;
+}
+
+/* The range takes the first k pages of the run at key i (start p, len pages). */
+static void runs_cut(chunk *c, uint32_t i, uint32_t p, uint32_t len, uint32_t k)
+{
+    if (len == k)
+        runs_del_at(c, i);
+    else
+        runs_lower(c, i, run_key(len - k, p + k));
+}
+
+/* Pages [p, p + k) of large chunk c are free again: the runs beside them join theirs.
+ * Returns the run's length (the whole chunk: its keys no longer matter). */
+static uint32_t runs_give(chunk *c, uint32_t p, uint32_t k)
+{
+    uint32_t s = (uint32_t)(prev_used(c->ext, p) + 1), e = next_bit(c->ext, c->npages, p + k, 1);
+    if (e - s == c->npages)
+        return e - s;
+    if (s == p && e == p + k) { /* a run of its own */
+        runs_add(c, run_key(k, p));
+        return k;
+    }
+    /* a run beside it grows into the joined one (the one above goes if both are) */
+    uint32_t i = s < p ? runs_lb(c, c->nruns, run_key(p - s, s)) : UINT32_MAX;
+    if (e > p + k) {
+        uint32_t j = runs_lb(c, c->nruns, run_key(e - p - k, p + k));
+        if (i == UINT32_MAX)
+            i = j;
+        else {
+            runs_del_at(c, j);
+            i -= j < i;
+        }
+    }
+    runs_raise(c, i, run_key(e - s, s));
+    return e - s;
 }
 
 /* -- the creation order -- */
@@ -195,17 +325,24 @@ static void mx_build(uint32_t *mx, uint32_t cap)
             mx[off + n + i] = max4(&mx[off + 4 * i]);
 }
 
+/* A rise goes up while it is the new maximum; a fall only from a node that held the old
+ * value (one above it held more, or the same from another child: nothing changes). */
 static void mx_update(as_chunked *h, uint32_t slot, uint32_t v)
 {
-    uint32_t *mx = h->mx, i = slot, off = 0, n = h->scap;
+    uint32_t *mx = h->mx, i = slot, off = 0, n = h->scap, old = mx[i];
     mx[i] = v;
-    while (n > 1) {
+    if (v > old) {
+        for (; n > 1 && mx[off + n + i / 4] < v; off += n, n /= 4, i /= 4)
+            mx[off + n + i / 4] = v;
+        return;
+    }
+    while (n > 1 && mx[off + n + i / 4] == old) {
         uint32_t m = max4(&mx[off + (i & ~3u)]);
         off += n;
         n /= 4;
         i /= 4;
-        if (mx[off + i] == m)
-            break; /* nothing above changes */
+        if (m == old)
+            break; /* another child still holds it */
         mx[off + i] = m;
     }
 }
@@ -351,24 +488,38 @@ static int chunk_new(as_chunked *h, uint64_t base, uint64_t len, uint32_t *out)
             chunk *nc = realloc(h->ch, n * sizeof *nc);
             if (!nc)
                 return AS_EDEVICE;
+            memset(&nc[h->chcap], 0, (n - h->chcap) * sizeof *nc);
             h->ch = nc;
             h->chcap = n;
         }
         c = h->nch++;
     }
     chunk *k = &h->ch[c];
-    uint32_t np = (uint32_t)(len >> h->shift);
-    *k = (chunk){.base = base, .npages = np, .bound = np};
-    if (np > 64) {
-        k->ext = calloc((np + 63) / 64, sizeof *k->ext);
-        if (!k->ext) {
-            k->slot = h->ch_free;
-            h->ch_free = c + 1;
-            return AS_EDEVICE;
-        }
+    uint32_t np = (uint32_t)(len >> h->shift), words = (np + 63) / 64;
+    *k = (chunk){.base = base,
+                 .npages = np,
+                 .bound = np,
+                 .ext = k->ext,
+                 .runs = k->runs,
+                 .rcap = k->rcap,
+                 .ecap = k->ecap};
+    if (np > 64 && words > k->ecap) {
+        free(k->ext);
+        k->ecap = 0;
+        if ((k->ext = malloc(words * sizeof *k->ext)))
+            k->ecap = words;
     }
+    if (np > 64 && (!k->ext || runs_room(k))) {
+        k->slot = h->ch_free;
+        h->ch_free = c + 1;
+        return AS_EDEVICE;
+    }
+    if (np > 64)
+        memset(k->ext, 0, words * sizeof *k->ext);
     if (np & 63) /* the bits past the end are "in use", so no run crosses the end */
         cbits(k)[np >> 6] |= ~0ull << (np & 63);
+    if (np > 64)
+        k->runs[k->nruns++] = run_key(np, 0);
     k->slot = h->nslots++;
     h->slot_ch[k->slot] = c;
     mx_update(h, k->slot, np);
@@ -382,8 +533,6 @@ static void chunk_drop(as_chunked *h, uint32_t c)
     mx_update(h, k->slot, 0);
     h->slot_ch[k->slot] = UINT32_MAX;
     h->ndead++;
-    free(k->ext);
-    k->ext = NULL;
     k->slot = h->ch_free;
     h->ch_free = c + 1;
 }
@@ -469,13 +618,14 @@ static int gap_give(as_chunked *h, uint64_t a, uint64_t len)
 
 int as_chunked_take(as_chunked *h, uint64_t size, int va, uint64_t *addr)
 {
-    uint32_t k = (uint32_t)(size >> h->shift), c, p, s;
+    uint32_t k = (uint32_t)(size >> h->shift), c, p, s, ri = 0, rlen = 0;
     /* The most recent chunk with room. The order holds an upper bound of each chunk's
      * longest free run, lowered only when a search finds it too high: taking a range
      * costs no update, and a chunk that has no room for k is found once per k. */
     while ((s = mx_rightmost(h, k)) != UINT32_MAX) {
         c = h->slot_ch[s];
-        if ((p = run_fit(&h->ch[c], k, va)) != UINT32_MAX)
+        if ((p = h->ch[c].npages > 64 ? runs_fit(&h->ch[c], k, va, &ri, &rlen)
+                                      : word_fit(h->ch[c].inl, k, va)) != UINT32_MAX)
             break;
         h->ch[c].bound = run_max(&h->ch[c]);
         mx_update(h, s, h->ch[c].bound);
@@ -491,11 +641,14 @@ int as_chunked_take(as_chunked *h, uint64_t size, int va, uint64_t *addr)
             return AS_EDEVICE;
         }
         p = 0;
+        rlen = h->ch[c].npages; /* a large one's key 0 */
     }
     chunk *ck = &h->ch[c];
     uint64_t a = ck->base + ((uint64_t)p << h->shift);
     if (lt_put(h, a, size, va, c))
         return AS_EDEVICE;
+    if (ck->npages > 64)
+        runs_cut(ck, ri, p, rlen, k);
     bits_set(ck, p, k, 1);
     *addr = a;
     return AS_DEV_OK;
@@ -507,8 +660,10 @@ int as_chunked_give(as_chunked *h, uint64_t addr, uint64_t size, int va)
     if (!e || (uint64_t)(e->pages & ~LENT_VA) << h->shift != size || !(e->pages & LENT_VA) != !va)
         return AS_EINVAL; /* not handed out, another size, or the other kind */
     uint32_t c = e->chunk;
-    lt_del(h, e);
     chunk *ck = &h->ch[c];
+    if (ck->npages > 64 && runs_room(ck)) /* the freed run may be a key more */
+        return AS_EDEVICE;
+    lt_del(h, e);
     uint32_t p = (uint32_t)((addr - ck->base) >> h->shift), k = (uint32_t)(size >> h->shift);
     uint32_t run; /* the free run the range joins: the bound rises to it if it is longer */
     bits_set(ck, p, k, 0);
@@ -518,7 +673,7 @@ int as_chunked_give(as_chunked *h, uint64_t addr, uint64_t size, int va)
         run = (above ? (uint32_t)__builtin_ctzll(above) : 64) -
               (below ? 64 - (uint32_t)__builtin_clzll(below) : 0);
     } else {
-        run = next_bit(ck->ext, ck->npages, p + k, 1) - (uint32_t)(prev_used(ck->ext, p) + 1);
+        run = runs_give(ck, p, k);
     }
     if (run == ck->npages) { /* empty: its address space goes back */
         uint64_t base = ck->base, len = (uint64_t)ck->npages << h->shift;
@@ -571,7 +726,10 @@ static int chunked_init(as_chunked *h, uint64_t granularity)
         if (chunk_new(h, AS_SIMDEV_TOP + ctx_chunks[i].off, AS_SIMDEV_CHUNK, &c))
             return AS_EDEVICE;
         chunk *ck = &h->ch[c];
-        bits_set(ck, 0, (uint32_t)(ctx_chunks[i].used >> h->shift), 1);
+        uint32_t used = (uint32_t)(ctx_chunks[i].used >> h->shift);
+        if (ck->npages > 64) /* pages under 512 KiB */
+            runs_cut(ck, 0, 0, ck->npages, used);
+        bits_set(ck, 0, used, 1);
         ck->bound = run_max(ck);
         mx_update(h, ck->slot, ck->bound);
     }
@@ -594,9 +752,10 @@ void as_chunked_destroy(as_chunked *h)
 {
     if (!h)
         return;
-    for (uint32_t c = 0; c < h->nch; c++)
-        if (h->ch[c].npages > 64)
-            free(h->ch[c].ext); /* NULL once dropped */
+    for (uint32_t c = 0; c < h->nch; c++) {
+        free(h->ch[c].ext);
+        free(h->ch[c].runs);
+    }
     free(h->ch);
     free(h->mx);
     free(h->slot_ch);
