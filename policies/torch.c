@@ -136,14 +136,16 @@ _Static_assert(sizeof(pool) == 128, "a pool is 128 bytes");
 typedef struct torch_state {
     const as_device *dev;
     /* configuration */
-    uint64_t max_split;     /* UINT64_MAX when off */
-    uint64_t max_non_split; /* bytes */
-    uint64_t large_seg;     /* bytes */
-    uint32_t div[AS_DIV_INTERVALS];
+    uint64_t max_split;              /* UINT64_MAX when off */
+    uint64_t max_non_split;          /* bytes */
+    uint64_t large_seg;              /* bytes */
+    uint8_t divlg[AS_DIV_INTERVALS]; /* log2 of roundup_power2_divisions per interval, 0 none */
     int use_div, expandable, sync_frees;
     double gc;
     int limited; /* a memory-fraction limit is set (the device's capacity, via cap_test) */
     int gc_on;   /* gc_active(): limited and a positive threshold */
+    int plain;   /* no roundup divisions, gc, expandable segments or max_split: torch_alloc's
+                  * lean copy */
     uint64_t total_mem;
     /* nodes and segments */
     blk *b;
@@ -259,6 +261,14 @@ static inline unsigned state_mapped(const blk *x)
     return v;
 }
 
+/* state_mapped of a free mapped block (a constant once inlined) */
+static inline unsigned free_mapped(void)
+{
+    const blk x = {.state = B_FREE, .mapped = 1};
+    return state_mapped(&x);
+}
+#define FREE_MAPPED free_mapped()
+
 static inline int is_split(const blk *b, uint32_t i)
 {
     return b[i].prev || b[i].next;
@@ -334,12 +344,26 @@ static inline void erase_any(torch_state *t, uint32_t i)
     t->b[i].in = IN_NONE;
 }
 
+/* PyTorch's round_size (as_round_size's rule, inline and without divisions). size >= 1:
+ * sizes below MIN_BLOCK round up to it too. */
 static inline uint64_t round_size(const torch_state *t, uint64_t size)
 {
-    if (!t->use_div) /* as_round_size's rule without divisions, inline (size >= 1: sizes
-                      * below MIN_BLOCK round up to it too) */
-        return (size + MIN_BLOCK - 1) & ~(MIN_BLOCK - 1);
-    return as_round_size(size, MIN_BLOCK, t->div);
+    uint64_t r = (size + MIN_BLOCK - 1) & ~(MIN_BLOCK - 1);
+    if (!t->use_div)
+        return r;
+    /* roundup_power2_divisions: interval k = clamp(floor(log2 size) - 20, 0, 15), and a
+     * size above MIN_BLOCK * d goes up to the next of d steps of its power of two */
+    unsigned lg = 63u - (unsigned)__builtin_clzll(size);
+    unsigned k = lg < 21 ? 0 : lg - 20 >= AS_DIV_INTERVALS ? AS_DIV_INTERVALS - 1 : lg - 20;
+    unsigned dl = t->divlg[k];
+    if (!dl || size <= MIN_BLOCK << dl)
+        return r;
+    if (!(size & (size - 1)))
+        return size;
+    uint64_t step = (1ull << lg) >> dl;
+    if (!step)
+        return 2ull << lg;
+    return (size + step - 1) & ~(step - 1);
 }
 
 static uint64_t allocation_size(const torch_state *t, uint64_t size)
@@ -404,8 +428,7 @@ static inline __attribute__((always_inline)) uint32_t split_after(torch_state *t
     n->in = IN_NONE;
     n->small = b[i].small;
     n->exp = b[i].exp;
-    if (nx)
-        b[nx].prev = r;
+    b[nx].prev = r; /* node 0 too when there is none: its prev is never read */
     b[i].next = r;
     b[i].size = size;
     return r;
@@ -682,10 +705,16 @@ static __attribute__((noinline)) uint32_t exp_fit(const torch_state *t, const fs
     const blk *b = t->b;
     if (t->expandable) {
 #define EXP_SIZE(i) (b[i].size + (b[i].next && !b[b[i].next].mapped ? b[b[i].next].size : 0))
-        uint32_t nx = as_tfs_next(b, f, it);
-        while (is_exp(t, it) && nx && EXP_SIZE(nx) < EXP_SIZE(it)) {
+        /* A later block is no smaller, so it can beat `it` only when `it` has an unmapped
+         * tail: without one the walk ends before it looks at the next block. */
+        while (is_exp(t, it)) {
+            uint64_t cur = EXP_SIZE(it);
+            if (cur == b[it].size)
+                break;
+            uint32_t nx = as_tfs_next(b, f, it);
+            if (!nx || EXP_SIZE(nx) >= cur)
+                break;
             it = nx;
-            nx = as_tfs_next(b, f, nx);
         }
 #undef EXP_SIZE
         return it;
@@ -709,9 +738,14 @@ static inline uint32_t get_free_block(torch_state *t, pool *pl, uint32_t k, uint
     if (!it)
         return 0;
     if (__builtin_expect(is_exp(t, it), 0)) {
-        if (!(it = exp_fit(t, &pl->blocks, it)))
-            return 0;
-        *tbp = tfs_binp(&pl->blocks, &pl->blocks.s[k], b[it].bin);
+        uint32_t nx = b[it].next;
+        /* With expandable segments on, a block without an unmapped tail stands (exp_fit's
+         * first test, inline: the common case there). */
+        if (!t->expandable || (nx && !b[nx].mapped)) {
+            if (!(it = exp_fit(t, &pl->blocks, it)))
+                return 0;
+            *tbp = tfs_binp(&pl->blocks, &pl->blocks.s[k], b[it].bin);
+        }
     }
     if (size < t->max_split && b[it].size >= t->max_split)
         return 0;
@@ -904,13 +938,11 @@ static inline __attribute__((always_inline)) int free_block(torch_state *t, uint
     blk *b = t->b;
     b[i].state = B_FREE;
     uint32_t p = b[i].prev, n = b[i].next;
-    /* Without short-circuits (node 0 is readable): one unpredictable branch, not six. A
-     * neighbour merges when its (state, mapped) pair is i's, now free: one 16-bit test. */
-    unsigned me = state_mapped(&b[i]);
-    int pf = (p != 0) & (state_mapped(&b[p]) == me);
-    int nf = (n != 0) & (state_mapped(&b[n]) == me);
-    if (!b[i].mapped)
-        return insert_free(t, merge_neighbours(t, i));
+    /* i is mapped (an allocated block always is). A neighbour merges when it is free and
+     * mapped: its (state, mapped) pair, one 16-bit load, is FREE_MAPPED. Node 0 (none)
+     * stays all zero, so it never does: no test of p or n, one unpredictable branch. */
+    int pf = state_mapped(&b[p]) == FREE_MAPPED;
+    int nf = state_mapped(&b[n]) == FREE_MAPPED;
     pool *pl = pool_of(t, i);
     fset *f = &pl->blocks;
     if (!(pf || nf)) { /* insert_free, inline */
@@ -927,15 +959,13 @@ static inline __attribute__((always_inline)) int free_block(torch_state *t, uint
     if (pf) { /* p absorbs i, then n */
         b[p].size += b[i].size;
         b[p].next = n;
-        if (n)
-            b[n].prev = p;
+        b[n].prev = p;
         node_del(t, i);
     }
     if (nf) { /* x absorbs n */
         b[x].size += b[n].size;
         b[x].next = b[n].next;
-        if (b[x].next)
-            b[b[x].next].prev = x;
+        b[b[x].next].prev = x; /* node 0's prev is never read */
         if (!pf)
             b[n].in = IN_NONE;
     }
@@ -968,7 +998,7 @@ static int torch_init(void *st, const as_knob_value *cfg, const as_device *dev)
         uint32_t d = cfg[K_ROUNDUP].div[k];
         if (d & (d - 1))
             return AS_EINVAL; /* 0 or a power of two */
-        t->div[k] = d;
+        t->divlg[k] = d > 1 ? (uint8_t)__builtin_ctz(d) : 0;
         if (d > 1)
             t->use_div = 1;
     }
@@ -986,6 +1016,7 @@ static int torch_init(void *st, const as_knob_value *cfg, const as_device *dev)
         return AS_EDEVICE;
     t->limited = !unlimited;
     t->gc_on = gc_active(t);
+    t->plain = !t->use_div && !t->gc_on && !t->expandable && t->max_split == UINT64_MAX;
     /* Total device memory sizes each expandable segment's VA range (1.125x), and the size
      * of the unmapped tail enters get_free_block's expandable best fit. A capacity below
      * an H200's is read as a memory fraction of one (as in the ground truth); a larger one
@@ -1026,11 +1057,11 @@ static __attribute__((noinline)) int alloc_new(torch_state *t, params *p)
 }
 
 /* should_split: the remainder of a block of `had` bytes handed out for `size`. */
-static inline int should_split(const torch_state *t, const pool *pl, uint64_t size, uint64_t had)
+static inline int should_split(const torch_state *t, int small, uint64_t size, uint64_t had)
 {
     uint64_t remaining = had - size;
-    return (pl->small || t->expandable) ? remaining >= MIN_BLOCK
-                                        : (size < t->max_split && remaining > SMALL_SIZE);
+    return (small || t->expandable) ? remaining >= MIN_BLOCK
+                                    : (size < t->max_split && remaining > SMALL_SIZE);
 }
 
 /* Block i, split already, is the request's: its state, the accounting and the answer. */
@@ -1060,7 +1091,7 @@ static __attribute__((noinline)) int alloc_fresh(torch_state *t, const as_reques
     if (rc)
         return rc;
     uint32_t i = p.block;
-    if (should_split(t, pl, size, t->b[i].size)) {
+    if (should_split(t, pl->small, size, t->b[i].size)) {
         uint32_t r = split_after(t, i, size);
         if (!r)
             return AS_ENOMEM;
@@ -1072,30 +1103,38 @@ static __attribute__((noinline)) int alloc_fresh(torch_state *t, const as_reques
     return hand_out(t, t->b, i, req, out);
 }
 
-static int torch_alloc(void *st, const as_request *req, as_block *out)
+/* torch_alloc's path to a cached block. `plain` (a constant in each copy): the settings
+ * of t->plain and a request of the default pool, where rounding needs no division, no
+ * block is expandable, nothing is oversize and no call count is kept, so those tests go. */
+static inline __attribute__((always_inline)) int alloc_cached(torch_state *t, const as_request *req,
+                                                              as_block *out, int plain)
 {
-    torch_state *t = st;
-    uint64_t rs = req->size;
-    /* 0, or no device holds 1 PiB (which keeps round_size from overflowing) */
-    if (__builtin_expect(rs - 1 >= (1ull << 50), 0))
-        return rs ? AS_POLICY_OOM : AS_EINVAL;
-    uint64_t key;
-    if (stream_key(req, &key))
-        return AS_EINVAL;
-    uint64_t size = round_size(t, rs);
-    pool *pl = &t->pools[size <= SMALL_SIZE];
+    uint64_t key, size;
+    if (plain) {
+        key = req->stream;
+        size = (req->size + MIN_BLOCK - 1) & ~(MIN_BLOCK - 1);
+    } else {
+        if (stream_key(req, &key))
+            return AS_EINVAL;
+        size = round_size(t, req->size);
+    }
+    int small = size <= SMALL_SIZE; /* pools[small].small, known here */
+    pool *pl = &t->pools[small];
     fset *fs = &pl->blocks;
     int64_t k = fs->n && fs->s[fs->last].stream == key ? fs->last : as_tfs_slot(fs, key);
     if (k < 0)
         return AS_ENOMEM; /* insert_free relies on the slot */
 
     tbin *tb;
-    uint32_t i = get_free_block(t, pl, (uint32_t)k, size, &tb);
+    uint32_t i = plain ? as_tfs_lower_bound_at(t->b, fs, (uint32_t)k, size, &tb)
+                       : get_free_block(t, pl, (uint32_t)k, size, &tb);
     if (!i)
         return alloc_fresh(t, req, out, pl, key, (uint32_t)k, size);
     blk *b = t->b;
     uint64_t had = b[i].size;
-    if (should_split(t, pl, size, had)) {
+    int split = plain ? had - size > (small ? MIN_BLOCK - 1 : SMALL_SIZE)
+                      : should_split(t, small, size, had);
+    if (split) {
         uint32_t r = split_after(t, i, size);
         if (!r)
             return AS_ENOMEM;
@@ -1111,11 +1150,29 @@ static int torch_alloc(void *st, const as_request *req, as_block *out)
     return hand_out(t, b, i, req, out);
 }
 
+static int torch_alloc(void *st, const as_request *req, as_block *out)
+{
+    torch_state *t = st;
+    uint64_t rs = req->size;
+    /* 0, or no device holds 1 PiB (which keeps round_size from overflowing) */
+    if (__builtin_expect(rs - 1 >= (1ull << 50), 0))
+        return rs ? AS_POLICY_OOM : AS_EINVAL;
+    if (t->plain && !req->pool)
+        return alloc_cached(t, req, out, 1);
+    return alloc_cached(t, req, out, 0);
+}
+
 static int torch_free(void *st, uint64_t handle, unsigned flags)
 {
     torch_state *t = st;
     uint32_t i = (uint32_t)handle, gen = (uint32_t)(handle >> 32);
     /* i in 1..nb (0 wraps), and the block allocated or pending (B_ALLOC, B_PENDING = 1, 2) */
+    if (__builtin_expect(i - 1u < t->nb && t->b[i].gen == gen && t->b[i].state == B_ALLOC &&
+                             !(flags & AS_FREE_PENDING),
+                         1)) { /* the common case: a FREE of an allocated block */
+        t->allocated -= t->b[i].size;
+        return free_block(t, i);
+    }
     if (i - 1u >= t->nb || t->b[i].gen != gen || (unsigned)t->b[i].state - B_ALLOC > 1u) {
         /* A FREE whose pending free was already completed by an event sync. */
         if (!(flags & AS_FREE_PENDING) && t->early_done) {
@@ -1301,6 +1358,8 @@ static int torch_check(const void *st, as_check_failure *out)
 {
     const torch_state *t = st;
     int64_t in_trees = 0;
+    if (t->b && state_mapped(&t->b[0]) == FREE_MAPPED) /* free_block reads node 0 */
+        return as_check_fail(out, "node 0 (none) reads as a free mapped block");
     for (int k = 0; k < 2; k++) {
         const fset *f = &t->pools[k].blocks;
         int rc = as_tfs_check(t->b, f, t->nb + 1, t->pools[k].small, &in_trees, out);

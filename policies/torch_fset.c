@@ -264,11 +264,14 @@ uint32_t as_tfs_first_of(const blk *b, const fset *f, uint32_t k)
 uint32_t as_tfs_last_of(const blk *b, const fset *f, uint32_t k)
 {
     const sidx *ix = &f->s[k];
-    if (!ix->summary)
-        return 0;
-    unsigned w = 63u - (unsigned)__builtin_clzll(ix->summary);
-    unsigned j = 63u - (unsigned)__builtin_clzll(ix->words[w]);
-    return tfs_tbin_max(b, &f->c[ix->chunk[w]].bin[j]);
+    for (uint64_t sm = ix->summary; sm; sm &= ~(1ull << (63 - __builtin_clzll(sm)))) {
+        unsigned w = 63u - (unsigned)__builtin_clzll(sm);
+        if (ix->words[w]) {
+            unsigned j = 63u - (unsigned)__builtin_clzll(ix->words[w]);
+            return tfs_tbin_max(b, &f->c[ix->chunk[w]].bin[j]);
+        }
+    }
+    return 0;
 }
 
 /* After x, the rest of x's treap bin, else the next non-empty bin's smallest. */
@@ -292,11 +295,13 @@ static unsigned bin_prev(const sidx *x, unsigned from)
     uint64_t m = x->words[w] & (~0ull >> (63 - (from & 63)));
     if (m)
         return (w << 6) | (63u - (unsigned)__builtin_clzll(m));
-    uint64_t sm = w ? x->summary & (~0ull >> (64 - w)) : 0;
-    if (!sm)
-        return NBINS;
-    w = 63u - (unsigned)__builtin_clzll(sm);
-    return (w << 6) | (63u - (unsigned)__builtin_clzll(x->words[w]));
+    for (uint64_t sm = w ? x->summary & (~0ull >> (64 - w)) : 0; sm;
+         sm &= ~(1ull << (63 - __builtin_clzll(sm)))) {
+        w = 63u - (unsigned)__builtin_clzll(sm);
+        if (x->words[w])
+            return (w << 6) | (63u - (unsigned)__builtin_clzll(x->words[w]));
+    }
+    return NBINS;
 }
 
 uint32_t as_tfs_prev_bin(const blk *b, const fset *f, uint32_t x)
@@ -366,8 +371,8 @@ static int check_slot(const blk *b, const fset *f, uint32_t k, uint32_t nb, uint
 {
     const sidx *ix = &f->s[k];
     for (unsigned w = 0; w < NWORDS; w++) {
-        if (((ix->summary >> w) & 1) != (ix->words[w] != 0))
-            return as_check_fail(out, "free-set summary bitmap wrong at word %u", w);
+        if (ix->words[w] && !((ix->summary >> w) & 1))
+            return as_check_fail(out, "free-set summary bitmap misses non-empty word %u", w);
         if (!ix->chunk[w]) {
             if (ix->words[w])
                 return as_check_fail(out, "free set: word %u has blocks and no chunk", w);

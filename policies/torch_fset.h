@@ -81,7 +81,7 @@ typedef struct bchunk {
 typedef struct sidx {
     uint64_t stream;
     uint64_t max;     /* size of the largest free block of the slot; 0 when none */
-    uint64_t summary; /* bit w: words[w] != 0 */
+    uint64_t summary; /* bit w set when words[w] != 0 (and maybe after it empties) */
     uint64_t words[NWORDS];
     uint32_t chunk[NWORDS]; /* chunk of bins 64w..64w+63; 0 until first used */
     uint32_t unmapped;      /* treap root: unmapped ranges of the stream, by address */
@@ -191,48 +191,44 @@ TFS_HOT int tfs_key_below(const blk *b, uint64_t xs, uint64_t xa, uint32_t y)
 }
 
 /* x (size xs, address xa) into list bin tb (no treap, fewer than OSET_LIST_MAX blocks)
- * at `bin` of slot ix. An empty bin is the common case on real size mixes, then a block
- * that goes last (the list's tail is the head's l). */
+ * at `bin` of slot ix. Real size mixes keep most bins empty or nearly, and whether this
+ * one is empty is a coin toss to the branch predictor: an empty bin takes the same
+ * stores as a block going last (with x as its own neighbours), and the bitmap bits are
+ * set either way. Only a block going before the tail scans. */
 TFS_HOT void tfs_list_put(blk *b, sidx *ix, tbin *tb, unsigned bin, uint32_t x, uint64_t xs,
                           uint64_t xa)
 {
     uint32_t h = tb->head;
     tb->cnt++;
     b[x].bin = (uint16_t)bin;
-    if (!h) {
-        b[x].l = b[x].r = x;
-        tb->head = x;
-        tfs_mark(ix, bin);
-        return;
-    }
-    uint32_t before = h;
-    if (tfs_key_below(b, xs, xa, b[h].l)) { /* not last: the first block above x */
+    uint32_t before = h ? h : x;
+    if (h && tfs_key_below(b, xs, xa, b[h].l)) { /* not last: the first block above x */
         while (!tfs_key_below(b, xs, xa, before))
             before = b[before].r;
         if (before == h)
-            tb->head = x;
+            h = x;
     }
-    uint32_t p = b[before].l;
+    uint32_t p = h ? b[before].l : x;
+    tb->head = h ? h : x;
     b[x].l = p;
     b[x].r = before;
     b[p].r = x;
     b[before].l = x;
+    tfs_mark(ix, bin);
 }
 
-/* x out of list bin tb (no treap) at `bin` of slot ix. */
+/* x out of list bin tb (no treap) at `bin` of slot ix; without branches on whether the
+ * bin empties (x alone is its own neighbours: the relinking stores are then x's own). */
 TFS_HOT void tfs_list_take(blk *b, sidx *ix, tbin *tb, unsigned bin, uint32_t x)
 {
     uint32_t l = b[x].l, r = b[x].r;
     tb->cnt--;
-    if (r == x) {
-        tb->head = 0;
-        tfs_unmark(ix, bin);
-        return;
-    }
     b[l].r = r;
     b[r].l = l;
-    if (tb->head == x)
-        tb->head = r;
+    uint32_t h = tb->head;
+    uint32_t alone = r == x;
+    tb->head = h == x ? (alone ? 0 : r) : h;
+    ix->words[bin >> 6] &= ~((uint64_t)alone << (bin & 63)); /* the summary bit stays */
 }
 
 /* Puts free block x into the set (its slot b[x].sx exists): 0 or AS_ENOMEM. A bin
@@ -312,7 +308,8 @@ TFS_HOT int as_tfs_replace(blk *b, fset *f, uint32_t old, uint64_t old_size, uin
     return 0;
 }
 
-/* First non-empty bin >= from of slot ix, or NBINS. */
+/* First non-empty bin >= from of slot ix, or NBINS. The summary's bits are a superset
+ * (a word that empties keeps its bit until a lookup passes it): empty words are skipped. */
 static inline unsigned as_tfs_bin_next(const sidx *ix, unsigned from)
 {
     if (from >= NBINS)
@@ -321,11 +318,31 @@ static inline unsigned as_tfs_bin_next(const sidx *ix, unsigned from)
     uint64_t m = ix->words[w] & (~0ull << (from & 63));
     if (m)
         return (w << 6) | (unsigned)__builtin_ctzll(m);
-    uint64_t sm = w + 1 < NWORDS ? ix->summary & (~0ull << (w + 1)) : 0;
-    if (!sm)
+    for (uint64_t sm = w + 1 < NWORDS ? ix->summary & (~0ull << (w + 1)) : 0; sm; sm &= sm - 1) {
+        w = (unsigned)__builtin_ctzll(sm);
+        if (ix->words[w])
+            return (w << 6) | (unsigned)__builtin_ctzll(ix->words[w]);
+    }
+    return NBINS;
+}
+
+/* as_tfs_bin_next for the lookup, which clears the summary bits of the empty words it
+ * passes. */
+TFS_HOT unsigned tfs_bin_next_clean(sidx *ix, unsigned from)
+{
+    if (from >= NBINS)
         return NBINS;
-    w = (unsigned)__builtin_ctzll(sm);
-    return (w << 6) | (unsigned)__builtin_ctzll(ix->words[w]);
+    unsigned w = from >> 6;
+    uint64_t m = ix->words[w] & (~0ull << (from & 63));
+    if (m)
+        return (w << 6) | (unsigned)__builtin_ctzll(m);
+    for (uint64_t sm = w + 1 < NWORDS ? ix->summary & (~0ull << (w + 1)) : 0; sm; sm &= sm - 1) {
+        w = (unsigned)__builtin_ctzll(sm);
+        if (__builtin_expect(ix->words[w] != 0, 1))
+            return (w << 6) | (unsigned)__builtin_ctzll(ix->words[w]);
+        ix->summary &= ~(1ull << w);
+    }
+    return NBINS;
 }
 
 static inline uint32_t tfs_tbin_min(const blk *b, const tbin *tb)
@@ -355,10 +372,9 @@ TFS_HOT uint32_t as_tfs_lower_bound_in(const blk *b, const fset *f, uint32_t k, 
 }
 
 /* as_tfs_lower_bound_in, with the bin the block is filed in (*tbp) when there is one. */
-TFS_HOT uint32_t as_tfs_lower_bound_at(const blk *b, const fset *f, uint32_t k, uint64_t size,
-                                       tbin **tbp)
+TFS_HOT uint32_t as_tfs_lower_bound_at(const blk *b, fset *f, uint32_t k, uint64_t size, tbin **tbp)
 {
-    const sidx *ix = &f->s[k];
+    sidx *ix = &f->s[k];
     unsigned bin = as_tfs_bin(size);
     if (ix->words[bin >> 6] >> (bin & 63) & 1) {
         tbin *tb = tfs_binp(f, ix, bin);
@@ -368,7 +384,7 @@ TFS_HOT uint32_t as_tfs_lower_bound_at(const blk *b, const fset *f, uint32_t k, 
             return x;
         }
     }
-    bin = as_tfs_bin_next(ix, bin + 1);
+    bin = tfs_bin_next_clean(ix, bin + 1);
     if (bin >= NBINS)
         return 0;
     tbin *tb = tfs_binp(f, ix, bin);
