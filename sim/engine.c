@@ -435,132 +435,262 @@ static int note_stream(run *r, uint64_t stream)
     return rc;
 }
 
-/* Whether the run goes on to event x: with opts.streams, an allocation on another stream
- * than the last one's first tells the device (note_stream; 0 when that failed). */
-static inline int streams_ok(run *r, const eng_ev *x)
+/* A run's counters while its loop runs, in locals across the events (registers where the
+ * compiler has them): loop_put writes them back to the run before anything outside the
+ * loop may read them (a failure's message, a sample, the OOM record, check()) and at the
+ * end; loop_get reads the run's. */
+typedef struct loop {
+    live_slot *live;
+    size_t nlive;
+    uint64_t requested, allocated, pending;
+    uint64_t peak_req, peak_alloc, peak_pend, peak_res;
+    uint64_t idx, allocs, next_slow;
+} loop;
+
+#define ENG_HOT static inline __attribute__((always_inline))
+
+ENG_HOT void loop_get(const run *r, loop *L)
 {
-    return !r->s_watch || x->op != AS_OP_ALLOC || (x->stream == r->s_last && r->s_n) ||
-           !note_stream(r, x->stream);
+    *L = (loop){.live = r->live,
+                .nlive = r->nlive,
+                .requested = r->requested,
+                .allocated = r->allocated,
+                .pending = r->pending,
+                .peak_req = r->res.peak_requested,
+                .peak_alloc = r->res.peak_allocated,
+                .peak_pend = r->res.peak_pending,
+                .peak_res = r->res.peak_reserved,
+                .idx = r->events,
+                .allocs = r->allocs,
+                .next_slow = r->next_slow};
+}
+
+ENG_HOT void loop_put(run *r, const loop *L)
+{
+    r->requested = L->requested;
+    r->allocated = L->allocated;
+    r->pending = L->pending;
+    r->res.peak_requested = L->peak_req;
+    r->res.peak_allocated = L->peak_alloc;
+    r->res.peak_pending = L->peak_pend;
+    r->events = L->idx;
+    r->allocs = L->allocs;
+}
+
+/* Whether the run goes on to event x while the stream watch is on: an allocation on
+ * another stream than the last one's first tells the device (note_stream; 0 when that
+ * failed). */
+ENG_HOT int streams_ok(run *r, const eng_ev *x, const loop *L)
+{
+    if (x->op != AS_OP_ALLOC || (x->stream == r->s_last && r->s_n))
+        return 1;
+    loop_put(r, L);
+    return !note_stream(r, x->stream);
+}
+
+/* The loop's options. LEAN: none of those that cost a test per event is on (check(),
+ * on_block, on_segment, the caught-OOM model, the stream watch, a device without a log),
+ * so the copy of the loop made for it has no such test; run_batch picks the copy per
+ * batch. The policy's entry points are read once per batch. */
+typedef struct loop_ops {
+    void *st;
+    int (*alloc)(void *, const as_request *, as_block *);
+    int (*free)(void *, uint64_t, unsigned);
+} loop_ops;
+
+enum { EV_ON = 0, EV_STOP = 1 }; /* after an event: go on, or the run stopped (r is whole) */
+
+/* Before a policy call of the general loop: the device log's records read the run's
+ * position (on_dev). */
+ENG_HOT void at_call(run *r, const loop *L, const int lean)
+{
+    if (!lean) {
+        r->events = L->idx;
+        r->allocs = L->allocs;
+    }
+}
+
+static __attribute__((noinline)) int policy_fail(run *r, const loop *L, int rc, const eng_ev *x)
+{
+    loop_put(r, L);
+    run_fail(r, AS_EPOLICY, "policy %s returned %d on %s of id %llu", r->pol->name, rc,
+             x->op == AS_OP_ALLOC         ? "alloc"
+             : x->op == AS_OP_EMPTY_CACHE ? "empty_cache"
+                                          : "free",
+             (unsigned long long)x->id);
+    return EV_STOP;
+}
+
+static __attribute__((noinline)) int loop_fail(run *r, const loop *L, int code, const char *what)
+{
+    loop_put(r, L);
+    run_fail(r, code, "%s", what);
+    return EV_STOP;
+}
+
+/* An ALLOC the policy could not serve: a caught workspace OOM, or the run's OOM. */
+static __attribute__((noinline)) int alloc_oom(run *r, const loop *L, const eng_ev *x)
+{
+    const as_caught *cw = r->e->caught;
+    if (cw && as_caught_site(cw, x->site)) {
+        r->res.caught_ooms++; /* PyTorch catches it and runs the fallback engine */
+        if (as_caught_add(&r->fallen, x->site, x->size))
+            return loop_fail(r, L, AS_ENOMEM, "out of host memory for the caught OOMs");
+        return EV_ON;
+    }
+    loop_put(r, L);
+    on_oom(r, L->idx, x);
+    return r->stopped ? EV_STOP : EV_ON;
+}
+
+ENG_HOT int ev_alloc(run *r, loop *L, const loop_ops *p, const eng_ev *x, const int lean)
+{
+    const as_caught *cw = lean ? NULL : r->e->caught;
+    if (cw && as_caught_site(cw, x->site) && as_caught_fallen(&r->fallen, x->site, x->size)) {
+        r->res.caught_fallbacks++; /* the cached fallback engine: no workspace */
+        return EV_ON;
+    }
+    as_request rq = {.id = x->id, .size = x->size, .stream = x->stream, .pool = x->pool};
+    as_block b;
+    at_call(r, L, lean);
+    int rc = p->alloc(p->st, &rq, &b);
+    if (rc == AS_POLICY_OOM)
+        return alloc_oom(r, L, x);
+    if (rc != AS_POLICY_OK)
+        return policy_fail(r, L, rc, x);
+    if (!lean && r->e->o.check && b.size < x->size) {
+        loop_put(r, L);
+        run_fail(r, AS_ECHECK, "block of %llu bytes for a %llu-byte request",
+                 (unsigned long long)b.size, (unsigned long long)x->size);
+        return EV_STOP;
+    }
+    if (x->slot >= L->nlive) {
+        if (live_grow(r, x->slot))
+            return loop_fail(r, L, AS_ENOMEM, "out of host memory for the live table");
+        L->live = r->live;
+        L->nlive = r->nlive;
+    }
+    L->live[x->slot] = (live_slot){b.handle, b.size | LIVE_BIT};
+    if (!lean && r->e->o.on_block && log_block(r, L->idx, x->id, &b))
+        return EV_STOP;
+    L->requested += x->size;
+    L->allocated += b.size;
+    L->peak_req = L->requested > L->peak_req ? L->requested : L->peak_req;
+    L->peak_alloc = L->allocated > L->peak_alloc ? L->allocated : L->peak_alloc;
+    return EV_ON;
+}
+
+ENG_HOT int ev_free_req(run *r, loop *L, const loop_ops *p, const eng_ev *x, const int lean)
+{
+    /* none: an allocation that failed (keep_going) */
+    if (x->slot >= L->nlive || (L->live[x->slot].b & (LIVE_BIT | PENDING_BIT)) != LIVE_BIT)
+        return EV_ON;
+    live_slot *m = &L->live[x->slot];
+    at_call(r, L, lean);
+    int rc = p->free(p->st, m->handle, AS_FREE_PENDING);
+    m->b |= PENDING_BIT;
+    uint64_t blk = m->b & ~(PENDING_BIT | LIVE_BIT);
+    L->requested -= x->size;
+    L->allocated -= blk;
+    L->pending += blk;
+    L->peak_pend = L->pending > L->peak_pend ? L->pending : L->peak_pend;
+    return rc ? policy_fail(r, L, rc, x) : EV_ON;
+}
+
+ENG_HOT int ev_free(run *r, loop *L, const loop_ops *p, const eng_ev *x, const int lean)
+{
+    if (x->slot >= L->nlive || !L->live[x->slot].b)
+        return EV_ON;
+    live_slot *m = &L->live[x->slot];
+    uint64_t blk = m->b & ~(PENDING_BIT | LIVE_BIT);
+    at_call(r, L, lean);
+    int rc = p->free(p->st, m->handle, AS_FREE_COMPLETE);
+    if (m->b & PENDING_BIT) {
+        L->pending -= blk;
+    } else {
+        L->requested -= x->size;
+        L->allocated -= blk;
+    }
+    m->b = 0;
+    return rc ? policy_fail(r, L, rc, x) : EV_ON;
+}
+
+/* EMPTY_CACHE (pool k: that private pool released and emptied) and MARK. */
+static __attribute__((noinline)) int ev_other(run *r, const loop *L, const eng_ev *x)
+{
+    const as_policy *pol = r->pol;
+    if (x->op != AS_OP_EMPTY_CACHE || (x->pool ? !pol->empty_pool : !pol->empty_cache))
+        return EV_ON;
+    loop_put(r, L);
+    int rc = x->pool ? pol->empty_pool(r->st, x->pool) : pol->empty_cache(r->st);
+    return rc ? policy_fail(r, L, rc, x) : EV_ON;
+}
+
+/* After event x: a new peak of reserved, the slow path's work when due. 1 when one of
+ * them stopped the run (a failed sample). */
+static __attribute__((noinline)) int after_rare(run *r, loop *L, const eng_ev *x)
+{
+    loop_put(r, L);
+    if (r->reserved > L->peak_res) {
+        new_peak(r, L->idx, x);
+        L->peak_res = r->reserved;
+    }
+    if (L->idx >= L->next_slow) {
+        slow_path(r, L->idx, x);
+        schedule(r);
+        L->next_slow = r->next_slow;
+    }
+    return r->stopped;
+}
+
+/* The events ev[0..n) through one run; a run_fail (from here or a callback) or a stopping
+ * OOM ends it, with the run's state as it was at that event. */
+ENG_HOT void run_events(run *r, const eng_ev *ev, size_t n, const int lean)
+{
+    const loop_ops p = {r->st, r->pol->alloc, r->pol->free};
+    const int log_ok = lean || r->log_ok;
+    loop L;
+    loop_get(r, &L);
+    size_t i = 0;
+    while (i < n) {
+        const eng_ev *x = &ev[i];
+        if (!lean && (r->stopped || (r->s_watch && !streams_ok(r, x, &L))))
+            break;
+        int s;
+        if (x->op == AS_OP_ALLOC)
+            s = ev_alloc(r, &L, &p, x, lean);
+        else if (x->op == AS_OP_FREE)
+            s = ev_free(r, &L, &p, x, lean);
+        else if (x->op == AS_OP_FREE_REQ)
+            s = ev_free_req(r, &L, &p, x, lean);
+        else
+            s = ev_other(r, &L, x);
+        if (s == EV_STOP)
+            return;
+        if (!log_ok)
+            r->reserved = r->dev.ops->reserved(r->dev.ctx);
+        int end = 0;
+        if (r->reserved > L.peak_res || L.idx >= L.next_slow)
+            end = after_rare(r, &L, x);
+        L.allocs += x->op == AS_OP_ALLOC;
+        L.idx++;
+        i++;
+        if (end)
+            break;
+    }
+    loop_put(r, &L);
+    /* The last event's time, for run_finish's closing sample (which a stopped run skips). */
+    if (i == n && n)
+        r->last_time = ev[n - 1].time_us;
 }
 
 static void run_batch(run *r, const eng_ev *ev, size_t n)
 {
-    void *st = r->st;
-    int (*palloc)(void *, const as_request *, as_block *) = r->pol->alloc;
-    int (*pfree)(void *, uint64_t, unsigned) = r->pol->free;
-    const as_caught *cw = r->e->caught;
-    const int check = r->e->o.check, on_block = r->e->o.on_block != NULL;
-    const int log_ok = r->log_ok;
-
-    /* A run_fail (from here or a callback) sets stopped, which ends the loop. */
-    size_t i = 0;
-    for (; i < n && !r->stopped && streams_ok(r, &ev[i]); i++) {
-        const eng_ev *x = &ev[i];
-        const uint64_t idx = r->events;
-        int rc = 0;
-        switch (x->op) {
-        case AS_OP_ALLOC: {
-            if (cw && as_caught_site(cw, x->site) &&
-                as_caught_fallen(&r->fallen, x->site, x->size)) {
-                r->res.caught_fallbacks++; /* the cached fallback engine: no workspace */
-                break;
-            }
-            as_request rq = {.id = x->id, .size = x->size, .stream = x->stream, .pool = x->pool};
-            as_block b;
-            rc = palloc(st, &rq, &b);
-            if (rc == AS_POLICY_OK) {
-                if (b.size < x->size && check) {
-                    run_fail(r, AS_ECHECK, "block of %llu bytes for a %llu-byte request",
-                             (unsigned long long)b.size, (unsigned long long)x->size);
-                    return;
-                }
-                if (x->slot >= r->nlive && live_grow(r, x->slot)) {
-                    run_fail(r, AS_ENOMEM, "out of host memory for the live table");
-                    return;
-                }
-                r->live[x->slot] = (live_slot){b.handle, b.size | LIVE_BIT};
-                if (on_block && log_block(r, idx, x->id, &b))
-                    return;
-                r->requested += x->size;
-                r->allocated += b.size;
-                if (r->requested > r->res.peak_requested)
-                    r->res.peak_requested = r->requested;
-                if (r->allocated > r->res.peak_allocated)
-                    r->res.peak_allocated = r->allocated;
-            } else if (rc == AS_POLICY_OOM && cw && as_caught_site(cw, x->site)) {
-                r->res.caught_ooms++; /* PyTorch catches it and runs the fallback engine */
-                if (as_caught_add(&r->fallen, x->site, x->size)) {
-                    run_fail(r, AS_ENOMEM, "out of host memory for the caught OOMs");
-                    return;
-                }
-                rc = 0;
-            } else if (rc == AS_POLICY_OOM) {
-                on_oom(r, idx, x);
-                if (r->stopped)
-                    return;
-                rc = 0;
-            }
-            break;
-        }
-        case AS_OP_FREE_REQ: {
-            /* none: an allocation that failed (keep_going) */
-            if (x->slot >= r->nlive || (r->live[x->slot].b & (LIVE_BIT | PENDING_BIT)) != LIVE_BIT)
-                break;
-            live_slot *m = &r->live[x->slot];
-            rc = pfree(st, m->handle, AS_FREE_PENDING);
-            m->b |= PENDING_BIT;
-            uint64_t blk = m->b & ~(PENDING_BIT | LIVE_BIT);
-            r->requested -= x->size;
-            r->allocated -= blk;
-            r->pending += blk;
-            if (r->pending > r->res.peak_pending)
-                r->res.peak_pending = r->pending;
-            break;
-        }
-        case AS_OP_FREE: {
-            if (x->slot >= r->nlive || !r->live[x->slot].b)
-                break;
-            live_slot *m = &r->live[x->slot];
-            uint64_t blk = m->b & ~(PENDING_BIT | LIVE_BIT);
-            rc = pfree(st, m->handle, AS_FREE_COMPLETE);
-            if (m->b & PENDING_BIT) {
-                r->pending -= blk;
-            } else {
-                r->requested -= x->size;
-                r->allocated -= blk;
-            }
-            m->b = 0;
-            break;
-        }
-        case AS_OP_EMPTY_CACHE: /* pool k: that private pool released and emptied */
-            if (x->pool ? r->pol->empty_pool != NULL : r->pol->empty_cache != NULL)
-                rc = x->pool ? r->pol->empty_pool(st, x->pool) : r->pol->empty_cache(st);
-            break;
-        default: /* MARK */
-            break;
-        }
-        if (rc != 0) {
-            run_fail(r, AS_EPOLICY, "policy %s returned %d on %s of id %llu", r->pol->name, rc,
-                     x->op == AS_OP_ALLOC         ? "alloc"
-                     : x->op == AS_OP_EMPTY_CACHE ? "empty_cache"
-                                                  : "free",
-                     (unsigned long long)x->id);
-            return;
-        }
-        if (!log_ok)
-            r->reserved = r->dev.ops->reserved(r->dev.ctx);
-        if (r->reserved > r->res.peak_reserved)
-            new_peak(r, idx, x);
-        if (idx >= r->next_slow) {
-            slow_path(r, idx, x);
-            schedule(r);
-        }
-        r->events = idx + 1;
-        r->allocs += x->op == AS_OP_ALLOC;
-    }
-    /* The last event's time, for run_finish's closing sample (which a stopped run skips). */
-    if (i == n && n)
-        r->last_time = ev[n - 1].time_us;
+    const as_engine_opts *o = &r->e->o;
+    if (!o->check && !o->on_block && !o->on_segment && !r->e->caught && !r->s_watch && r->log_ok)
+        run_events(r, ev, n, 1);
+    else
+        run_events(r, ev, n, 0);
 }
 
 static double thread_cpu_s(void)
