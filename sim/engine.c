@@ -8,6 +8,9 @@
  * to the callbacks by the reading thread after each batch, in run order, so the output
  * does not depend on the number of threads.
  *
+ * The trace summary is the reader's tally (its validator counts as it accepts each
+ * event); only events handed in memory, or a reader read from before, are summed here.
+ *
  * Per-run invariant: `requested`/`allocated` are the sums over live ids that are not
  * pending (FREE_REQ seen, FREE not yet); `pending` is the block bytes of the pending ones;
  * `reserved` is the device's held bytes, kept from the device's event log (reserve/map
@@ -123,6 +126,13 @@ struct as_engine {
      * holds it reaches a worker; timeline times are relative to it. */
     int64_t t0;
     int have_t0;
+    /* The summary is the reader's tally (as_trace_reader_tally), which its validator keeps
+     * as it accepts the events: set for a reader that has handed out none before the
+     * engine's first batch. Otherwise (in-memory events, a reader read before) the
+     * engine sums the events itself (summarise). */
+    int tally;
+    uint32_t cur_slots; /* the live slots of the batch being run are below it (the tally's
+                           peak live count when the summary is the tally); 0: unknown */
 
     /* The batch being processed, shared with the workers. */
     const eng_ev *cur;
@@ -543,7 +553,8 @@ static __attribute__((noinline)) int alloc_oom(run *r, const loop *L, const eng_
     return r->stopped ? EV_STOP : EV_ON;
 }
 
-ENG_HOT int ev_alloc(run *r, loop *L, const loop_ops *p, const eng_ev *x, const int lean)
+ENG_HOT int ev_alloc(run *r, loop *L, const loop_ops *p, const eng_ev *x, const int lean,
+                     const int bounded)
 {
     const as_caught *cw = lean ? NULL : r->e->caught;
     if (cw && as_caught_site(cw, x->site) && as_caught_fallen(&r->fallen, x->site, x->size)) {
@@ -564,7 +575,7 @@ ENG_HOT int ev_alloc(run *r, loop *L, const loop_ops *p, const eng_ev *x, const 
                  (unsigned long long)b.size, (unsigned long long)x->size);
         return EV_STOP;
     }
-    if (x->slot >= L->nlive) {
+    if (!bounded && x->slot >= L->nlive) {
         if (live_grow(r, x->slot))
             return loop_fail(r, L, AS_ENOMEM, "out of host memory for the live table");
         L->live = r->live;
@@ -580,10 +591,12 @@ ENG_HOT int ev_alloc(run *r, loop *L, const loop_ops *p, const eng_ev *x, const 
     return EV_ON;
 }
 
-ENG_HOT int ev_free_req(run *r, loop *L, const loop_ops *p, const eng_ev *x, const int lean)
+ENG_HOT int ev_free_req(run *r, loop *L, const loop_ops *p, const eng_ev *x, const int lean,
+                        const int bounded)
 {
     /* none: an allocation that failed (keep_going) */
-    if (x->slot >= L->nlive || (L->live[x->slot].b & (LIVE_BIT | PENDING_BIT)) != LIVE_BIT)
+    if ((!bounded && x->slot >= L->nlive) ||
+        (L->live[x->slot].b & (LIVE_BIT | PENDING_BIT)) != LIVE_BIT)
         return EV_ON;
     live_slot *m = &L->live[x->slot];
     at_call(r, L, lean);
@@ -597,9 +610,10 @@ ENG_HOT int ev_free_req(run *r, loop *L, const loop_ops *p, const eng_ev *x, con
     return rc ? policy_fail(r, L, rc, x) : EV_ON;
 }
 
-ENG_HOT int ev_free(run *r, loop *L, const loop_ops *p, const eng_ev *x, const int lean)
+ENG_HOT int ev_free(run *r, loop *L, const loop_ops *p, const eng_ev *x, const int lean,
+                    const int bounded)
 {
-    if (x->slot >= L->nlive || !L->live[x->slot].b)
+    if ((!bounded && x->slot >= L->nlive) || !L->live[x->slot].b)
         return EV_ON;
     live_slot *m = &L->live[x->slot];
     uint64_t blk = m->b & ~(PENDING_BIT | LIVE_BIT);
@@ -644,53 +658,65 @@ static __attribute__((noinline)) int after_rare(run *r, loop *L, const eng_ev *x
 }
 
 /* The events ev[0..n) through one run; a run_fail (from here or a callback) or a stopping
- * OOM ends it, with the run's state as it was at that event. */
-ENG_HOT void run_events(run *r, const eng_ev *ev, size_t n, const int lean)
+ * OOM ends it, with the run's state as it was at that event. `bounded`: every live slot of
+ * the batch is below the run's live table's length, so no slot is tested against it. */
+ENG_HOT void run_events(run *r, const eng_ev *ev, size_t n, const int lean, const int bounded)
 {
     const loop_ops p = {r->st, r->pol->alloc, r->pol->free};
     const int log_ok = lean || r->log_ok;
     loop L;
     loop_get(r, &L);
-    size_t i = 0;
-    while (i < n) {
-        const eng_ev *x = &ev[i];
+    const eng_ev *x = ev, *const end = ev + n;
+    for (; x < end; x++) {
         if (!lean && (r->stopped || (r->s_watch && !streams_ok(r, x, &L))))
             break;
         int s;
         if (x->op == AS_OP_ALLOC)
-            s = ev_alloc(r, &L, &p, x, lean);
+            s = ev_alloc(r, &L, &p, x, lean, bounded);
         else if (x->op == AS_OP_FREE)
-            s = ev_free(r, &L, &p, x, lean);
+            s = ev_free(r, &L, &p, x, lean, bounded);
         else if (x->op == AS_OP_FREE_REQ)
-            s = ev_free_req(r, &L, &p, x, lean);
+            s = ev_free_req(r, &L, &p, x, lean, bounded);
         else
             s = ev_other(r, &L, x);
         if (s == EV_STOP)
             return;
         if (!log_ok)
             r->reserved = r->dev.ops->reserved(r->dev.ctx);
-        int end = 0;
+        int stop = 0;
         if (r->reserved > L.peak_res || L.idx >= L.next_slow)
-            end = after_rare(r, &L, x);
+            stop = after_rare(r, &L, x);
         L.allocs += x->op == AS_OP_ALLOC;
         L.idx++;
-        i++;
-        if (end)
+        if (stop) {
+            x++;
             break;
+        }
     }
     loop_put(r, &L);
     /* The last event's time, for run_finish's closing sample (which a stopped run skips). */
-    if (i == n && n)
+    if (x == end && n)
         r->last_time = ev[n - 1].time_us;
 }
 
+/* Picks the loop's copy for a batch: lean when no per-event option is on, bounded when the
+ * engine knows the batch's live slots (e->cur_slots, from the reader's tally) and the live
+ * table covers them. */
 static void run_batch(run *r, const eng_ev *ev, size_t n)
 {
-    const as_engine_opts *o = &r->e->o;
-    if (!o->check && !o->on_block && !o->on_segment && !r->e->caught && !r->s_watch && r->log_ok)
-        run_events(r, ev, n, 1);
+    const as_engine *e = r->e;
+    const as_engine_opts *o = &e->o;
+    const uint32_t slots = e->cur_slots;
+    if (slots > r->nlive && live_grow(r, slots - 1)) {
+        run_fail(r, AS_ENOMEM, "out of host memory for the live table");
+        return;
+    }
+    if (o->check || o->on_block || o->on_segment || e->caught || r->s_watch || !r->log_ok)
+        run_events(r, ev, n, 0, 0);
+    else if (slots)
+        run_events(r, ev, n, 1, 1);
     else
-        run_events(r, ev, n, 0);
+        run_events(r, ev, n, 1, 0);
 }
 
 static double thread_cpu_s(void)
@@ -868,17 +894,38 @@ static int summary_other(as_engine *e, const as_event *ev)
  * again for the rest); *failed when out of host memory at ev[returned]. The running sums
  * live in locals across the loop (the rare cases, in summary_other, see them in e), so an
  * ALLOC or a FREE is a few register operations. */
+/* The first event time of the trace, from ev[0..n) until it is found. */
+static void find_t0(as_engine *e, const as_event *ev, size_t n)
+{
+    for (size_t i = 0; i < n && !e->have_t0; i++)
+        if (ev[i].time_us != AS_TIME_NONE) {
+            e->t0 = ev[i].time_us;
+            e->have_t0 = 1;
+        }
+}
+
+/* The summary after the reader has handed out a batch, from its tally. */
+static void tally_summary(as_engine *e, as_trace_reader *rd)
+{
+    as_trace_tally t;
+    as_trace_reader_tally(rd, &t);
+    as_trace_summary *s = &e->sum;
+    s->events = t.events;
+    s->allocs = t.allocs;
+    s->frees = t.frees;
+    s->free_reqs = t.free_reqs;
+    s->empty_caches = t.empty_caches;
+    s->marks = t.marks;
+    s->peak_requested = t.peak_requested;
+    s->streams = t.streams;
+    s->peak_live = t.peak_live;
+    s->min_request = t.min_request;
+}
+
 static size_t summarise(as_engine *e, const as_event *ev, size_t n, int *failed)
 {
     as_trace_summary *s = &e->sum;
-    if (n && !e->have_t0) {
-        for (size_t i = 0; i < n; i++)
-            if (ev[i].time_us != AS_TIME_NONE) {
-                e->t0 = ev[i].time_us;
-                e->have_t0 = 1;
-                break;
-            }
-    }
+    find_t0(e, ev, n);
     uint64_t allocs = s->allocs, frees = s->frees, min_req = s->min_request;
     uint64_t live = e->sum_live, peak_live = s->peak_live;
     uint64_t req = e->sum_requested, peak_req = s->peak_requested;
@@ -930,6 +977,14 @@ static size_t summarise(as_engine *e, const as_event *ev, size_t n, int *failed)
     return i;
 }
 
+/* Whether the summary can be the reader's tally: events come from rd, which has handed
+ * out none so far. */
+static int fresh_reader(as_engine *e, as_trace_reader *rd)
+{
+    as_trace_tally t;
+    return !e->mem && rd && as_trace_reader_tally(rd, &t) == 0 && t.events == 0;
+}
+
 /* Decodes up to BATCH events (fewer at the end). Returns 0 (more may follow),
  * AS_TRACE_EOF, AS_ELIMIT (past opts.max_live: *n = 0, the batch is not to be
  * run), or < 0 with *err filled; the events before an error are in buf. */
@@ -941,7 +996,11 @@ static int decode(as_engine *e, as_trace_reader *rd, eng_ev *buf, size_t *n, as_
         size_t got = 0;
         uint64_t before = e->sum.events;
         rc = next_batch(e, rd, buf + k, BATCH - k, &got);
-        for (size_t i = 0; i < got;) {
+        if (e->tally) {
+            find_t0(e, buf + k, got);
+            tally_summary(e, rd);
+        }
+        for (size_t i = 0; i < got && !e->tally;) {
             int failed = 0;
             i += summarise(e, buf + k + i, got - i, &failed);
             if (failed) {
@@ -1281,12 +1340,15 @@ int as_engine_run(as_engine *e, as_trace_reader *rd, as_trace_error *err)
 
     size_t n[2] = {0, 0};
     int cur = 0;
+    e->tally = fresh_reader(e, rd);
     trc = decode(e, rd, buf[0], &n[0], err);
     /* Threads only for a trace longer than one batch: a short command (a tiny trace, a
      * test) would spend more on creating and joining them than on its events. */
     if (trc == 0 && (rc = start_workers(e, &started)))
         goto out;
     while (n[cur] > 0) {
+        /* the tally counts the batches decoded so far: this one and none after it yet */
+        e->cur_slots = e->tally ? (uint32_t)e->sum.peak_live : 0;
         if (e->nth) {
             publish(e, buf[cur], n[cur]);
             n[!cur] = 0;
@@ -1362,6 +1424,7 @@ int as_engine_scan(as_engine *e, as_trace_reader *rd, as_trace_error *err)
     }
     uint64_t max_live = e->o.max_live;
     e->o.max_live = 0;
+    e->tally = fresh_reader(e, rd);
     size_t n;
     int rc, stopped = 0;
     while ((rc = decode(e, rd, buf, &n, err)) == 0)

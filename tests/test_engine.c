@@ -968,6 +968,97 @@ static void test_progress(void)
     free(t);
 }
 
+/* ---- the summary: the reader's tally against the engine's own sums ------------------------- */
+
+/* The summary of path twice: from the reader's tally (as_engine_scan of a fresh reader) and
+ * summed by the engine over the same events in memory (as_engine_run_events, which has no
+ * reader). The two are written separately (traces/live.c, sim/engine.c) and must agree on
+ * every field. 0 when path could not be read. */
+static int tally_matches_sums(const char *path)
+{
+    as_trace_reader *rd;
+    as_trace_error err;
+    as_engine *e;
+    if (as_trace_open(path, NULL, &rd, &err) < 0)
+        return 0;
+    CU_ASSERT_EQUAL_FATAL(as_engine_create(NULL, &e), 0);
+    CU_ASSERT_EQUAL(as_engine_scan(e, rd, &err), 0);
+    as_trace_summary tal = *as_engine_summary(e);
+    as_engine_destroy(e);
+    as_trace_close(rd);
+
+    CU_ASSERT_FATAL(as_trace_open(path, NULL, &rd, &err) == 0);
+    size_t n = 0, cap = 0, got;
+    as_event *evs = NULL;
+    int rc;
+    do {
+        if (n + 4096 > cap) {
+            cap = 2 * cap + 4096;
+            evs = realloc(evs, cap * sizeof *evs);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(evs);
+        }
+        rc = as_trace_next_batch(rd, evs + n, 4096, &got);
+        for (size_t i = n; i < n + got; i++)
+            if (evs[i].op == AS_OP_MARK)
+                evs[i].label = "m"; /* valid after the next read */
+        n += got;
+    } while (rc == 0);
+    CU_ASSERT_EQUAL(rc, AS_TRACE_EOF);
+    as_policy_spec sp;
+    tf_spec(&sp, 0, 0, 0);
+    uint64_t capn = AS_CAPACITY_NONE;
+    as_engine_opts o = {.threads = 1};
+    CU_ASSERT_EQUAL_FATAL(tf_run(evs, n, &o, &sp, &capn, 1, &e), 0);
+    const as_trace_summary *sum = as_engine_summary(e);
+    CU_ASSERT_EQUAL(tal.events, sum->events);
+    CU_ASSERT_EQUAL(tal.allocs, sum->allocs);
+    CU_ASSERT_EQUAL(tal.frees, sum->frees);
+    CU_ASSERT_EQUAL(tal.free_reqs, sum->free_reqs);
+    CU_ASSERT_EQUAL(tal.empty_caches, sum->empty_caches);
+    CU_ASSERT_EQUAL(tal.marks, sum->marks);
+    CU_ASSERT_EQUAL(tal.peak_requested, sum->peak_requested);
+    CU_ASSERT_EQUAL(tal.streams, sum->streams);
+    CU_ASSERT_EQUAL(tal.live_at_end, sum->live_at_end);
+    CU_ASSERT_EQUAL(tal.peak_live, sum->peak_live);
+    CU_ASSERT_EQUAL(tal.min_request, sum->min_request);
+    as_engine_destroy(e);
+    tf_spec_free(&sp);
+    as_trace_close(rd);
+    free(evs);
+    return 1;
+}
+
+/* Every op, stream 0 unused, the stream whose key is the set's empty mark (UINT64_MAX), a
+ * FREE_REQ'd allocation's size subtracted once, a smallest request that comes late; then
+ * the real snapshots of several streams, FREE_REQs and marks, and a native trace. */
+static void test_summary_tally(void)
+{
+    const char *t = tu_write_tmp(".txt", "allocsim-text 1\n"
+                                         "alloc 0 300 s=0x7 t=5\n"
+                                         "alloc 1 200 s=0xffffffffffffffff\n"
+                                         "free_req 0\n"
+                                         "mark step 1\n"
+                                         "alloc 2 1000 s=0x7\n"
+                                         "empty_cache\n"
+                                         "free 0\n"
+                                         "alloc 3 3 s=0x9\n"
+                                         "free 2\n"
+                                         "free_req 3\n");
+    CU_ASSERT_TRUE(tally_matches_sums(t));
+    tu_rm(t);
+    const char *real[] = {
+        "tests/data/torch-2.11-h200-streams/streams2_default.pickle.zst",
+        "tests/data/torch-2.11-h200/moe_like.pickle.zst",
+        "tests/data/torch-2.11-h200-graphs/graph.pickle.zst",
+        "tests/data/torch-2.11-h200-llama/llama_accum_ckpt.pickle.zst",
+        "traces/samples/transformer_gpt2.zst",
+        "traces/samples/kvcache_concat.zst",
+        "traces/samples/rmm_cudf_join.csv",
+    };
+    for (size_t i = 0; i < sizeof real / sizeof *real; i++)
+        CU_ASSERT_TRUE(tally_matches_sums(tu_path(real[i])));
+}
+
 CU_TestInfo test_engine[] = {
     {"OOM: oom_event counts every event, oom_alloc only ALLOCs", test_oom_indices},
     {"keep_going skips the failed request and its frees", test_keep_going},
@@ -979,5 +1070,6 @@ CU_TestInfo test_engine[] = {
     {"results do not depend on the thread count", test_threads},
     {"id map: ring and hash map against a plain array", test_idring},
     {"progress about every 2^20 events", test_progress},
+    {"summary: the reader's tally equals the engine's sums", test_summary_tally},
     CU_TEST_INFO_NULL,
 };

@@ -16,6 +16,7 @@
 int as_validate(as_validator *v, as_event *ev, char *msg, size_t cap)
 {
     as_live_ent *e;
+    int rc;
     switch (ev->op) {
     case AS_OP_ALLOC: {
         uint64_t ord = v->allocs_in++;
@@ -32,6 +33,9 @@ int as_validate(as_validator *v, as_event *ev, char *msg, size_t cap)
                 goto bad;
             v->warnings++; /* lenient: keep it, keyed by the id the frees will use */
         }
+        if ((ev->stream != v->s_last || !v->s_any) &&
+            (rc = as_validator_stream(v, ev->stream, msg, cap)) < 0)
+            return rc;
         if (!v->nfree && v->nslots == v->slot_cap &&
             as_grow32((void **)&v->slot_free, &v->slot_cap, (size_t)v->nslots + 1,
                       sizeof *v->slot_free, 1024) < 0) {
@@ -48,6 +52,7 @@ int as_validate(as_validator *v, as_event *ev, char *msg, size_t cap)
         e->out_id = v->allocs_out++;
         e->slot = ev->slot = v->nfree ? v->slot_free[--v->nfree] : v->nslots++;
         ev->id = e->out_id;
+        as_tally_alloc(v, ev->size);
         break;
     }
     case AS_OP_FREE:
@@ -73,6 +78,10 @@ int as_validate(as_validator *v, as_event *ev, char *msg, size_t cap)
                 goto bad;
             }
             e->out_id |= AS_LIVE_FREEREQ;
+            v->free_reqs++;
+            v->requested -= e->size;
+        } else if (!(e->out_id & AS_LIVE_FREEREQ)) {
+            v->requested -= e->size;
         }
         ev->id = AS_LIVE_ID(e);
         ev->size = e->size;
@@ -87,6 +96,7 @@ int as_validate(as_validator *v, as_event *ev, char *msg, size_t cap)
     case AS_OP_EMPTY_CACHE:
         ev->id = ev->size = ev->stream = 0;
         ev->slot = 0;
+        v->empty_caches++;
         break;
     case AS_OP_MARK:
         if (!ev->label) {
@@ -98,6 +108,7 @@ int as_validate(as_validator *v, as_event *ev, char *msg, size_t cap)
             goto bad;
         }
         ev->id = ev->size = ev->stream = 0;
+        v->marks++;
         break;
     default:
         snprintf(msg, cap, "unknown event op %d", (int)ev->op);
@@ -113,10 +124,107 @@ bad:
     return AS_EINVAL;
 }
 
+int as_live_evict(as_live *l, as_live_ent *s)
+{
+    as_live_ent *f = as_live_hash_add(&l->far, s->key - 1);
+    if (!f)
+        return -1;
+    *f = *s;
+    s->key = 0;
+    return 0;
+}
+
+/* ---- streams and the tally ------------------------------------------------------- */
+
+/* Adds stream to the set (sized for load 1/2). 0, or AS_ENOMEM with msg filled. */
+static int stream_add(as_validator *v, uint64_t stream, char *msg, size_t cap)
+{
+    if (v->scap == 0 || (v->sn + 1) * 2 > v->scap) {
+        size_t nc = v->scap ? v->scap * 2 : 64;
+        uint64_t *ns = calloc(nc, sizeof *ns); /* value + 1; 0 = empty */
+        if (!ns) {
+            snprintf(msg, cap, "out of memory for the stream table");
+            return AS_ENOMEM;
+        }
+        for (size_t i = 0; i < v->scap; i++) {
+            if (!v->sset[i])
+                continue;
+            size_t j = (size_t)((v->sset[i] * 0x9E3779B97F4A7C15ull) >> 32) & (nc - 1);
+            while (ns[j])
+                j = (j + 1) & (nc - 1);
+            ns[j] = v->sset[i];
+        }
+        free(v->sset);
+        v->sset = ns;
+        v->scap = nc;
+        if (v->sn == 0) /* the default stream always counts */
+            v->sset[(size_t)((1 * 0x9E3779B97F4A7C15ull) >> 32) & (nc - 1)] = 1, v->sn = 1;
+    }
+    if (stream == UINT64_MAX) { /* its key would be the empty mark: a flag instead */
+        if (!v->smax && v->sn >= AS_MAX_STREAMS)
+            goto full;
+        v->sn += !v->smax;
+        v->smax = 1;
+        return 0;
+    }
+    uint64_t key = stream + 1;
+    size_t j = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & (v->scap - 1);
+    while (v->sset[j]) {
+        if (v->sset[j] == key)
+            return 0;
+        j = (j + 1) & (v->scap - 1);
+    }
+    if (v->sn < AS_MAX_STREAMS) {
+        v->sset[j] = key;
+        v->sn++;
+        return 0;
+    }
+full:
+    snprintf(msg, cap,
+             "ALLOC on stream 0x%llx: more than %d distinct streams (the limit of every "
+             "trace format, the default stream 0 included)",
+             (unsigned long long)stream, AS_MAX_STREAMS);
+    return AS_ENOMEM;
+}
+
+int as_validator_stream(as_validator *v, uint64_t stream, char *msg, size_t cap)
+{
+    int rc = stream_add(v, stream, msg, cap);
+    if (rc == 0) {
+        v->s_last = stream;
+        v->s_any = 1;
+        v->s_zero |= stream == 0;
+    }
+    return rc;
+}
+
+void as_validator_tally(const as_validator *v, as_trace_tally *out)
+{
+    uint64_t live = as_live_count(&v->live);
+    *out = (as_trace_tally){
+        .events = v->events,
+        .allocs = v->allocs_out,
+        .frees = v->allocs_out - live,
+        .free_reqs = v->free_reqs,
+        .empty_caches = v->empty_caches,
+        .marks = v->marks,
+        .requested = v->requested,
+        .peak_requested = v->peak_requested,
+        .min_request = v->min_request,
+        /* the set holds stream 0 from the first ALLOC on, used or not */
+        .streams = v->sn - (v->sn && !v->s_zero),
+        .live = live,
+        .peak_live = v->nslots,
+    };
+}
+
 void as_validator_free(as_validator *v)
 {
     as_live_free(&v->live);
     free(v->slot_free);
+    free(v->sset);
     v->slot_free = NULL;
+    v->sset = NULL;
+    v->sn = v->scap = 0;
     v->nfree = v->nslots = v->slot_cap = 0;
 }

@@ -5,6 +5,10 @@
  * the full validator, which words the errors, is in live.c. It uses trace.h and sim/base's
  * id map only: no decoder, no reader, no writer.
  *
+ * The validator also keeps the tally of what it accepts (as_trace_tally: counts, the
+ * requested bytes and their peak, the distinct streams), so that no caller needs a pass of
+ * its own over the events.
+ *
  * Invariant: the table holds exactly the live allocations, each in one place, so its
  * memory follows the live count, never the trace length (idmap_impl.h says how).
  */
@@ -57,7 +61,43 @@ typedef struct as_validator {
     uint64_t events;     /* events accepted */
     uint64_t warnings;   /* lenient skips */
     int lenient;
+    /* The tally of the accepted events (as_trace_tally; allocs_out, events and the live
+     * table give the rest): */
+    uint64_t requested, peak_requested, min_request;
+    uint64_t free_reqs, empty_caches, marks;
+    /* The distinct ALLOC streams (as_validator_stream): an open-addressing set of value + 1
+     * (0: empty) that always holds the default stream 0 (every format's stream table has
+     * it), UINT64_MAX a flag; s_zero: an ALLOC was on stream 0; s_last: the last accepted
+     * ALLOC's stream once s_any, which the fast paths compare with. */
+    uint64_t *sset;
+    size_t sn, scap;
+    int smax, s_zero, s_any;
+    uint64_t s_last;
 } as_validator;
+
+/* Counts an accepted ALLOC's stream when it is not the last one's (s_last). 0, or AS_ENOMEM
+ * with msg filled (msg may be NULL when msg_cap is 0): out of host memory, or more than
+ * AS_MAX_STREAMS distinct streams, which no trace format holds, so a trace that has more is refused
+ * whatever its format. */
+int as_validator_stream(as_validator *v, uint64_t stream, char *msg, size_t msg_cap);
+/* The tally of the events accepted so far. */
+void as_validator_tally(const as_validator *v, as_trace_tally *out);
+
+/* The tally's sums for an accepted ALLOC of size bytes; a FREE_REQ or FREE subtracts its
+ * size from `requested` once (at the FREE_REQ when there is one). */
+static inline void as_tally_alloc(as_validator *v, uint64_t size)
+{
+    const uint64_t req = v->requested + size;
+    v->requested = req;
+    v->peak_requested = req > v->peak_requested ? req : v->peak_requested;
+    /* the smallest size: 0 - 1 wraps above every size */
+    v->min_request = size - 1 < v->min_request - 1 ? size : v->min_request;
+}
+
+/* Moves the live entry at ring slot s to the map, so that a new id can take the slot (the
+ * native decoder's fast loop, which adds to the ring in place). 0, or -1 when out of host
+ * memory (nothing moved). */
+int as_live_evict(as_live *l, as_live_ent *s);
 
 /* Validates ev in place (fills FREE size/stream, renumbers after lenient skips).
  * Returns 0 (accept), 1 (skipped, lenient; counted in warnings) or < 0 with msg filled. */
@@ -74,8 +114,10 @@ AS_HOT int as_live_alloc_fast(as_validator *v, uint64_t id, uint64_t size, uint6
                               uint64_t *out_id, uint32_t *out_slot)
 {
     const uint32_t nfree = v->nfree, nslots = v->nslots;
-    /* a new slot with no room to stack it when freed: as_validate grows the stack */
-    if (id != v->allocs_in || size - 1 >= AS_MAX_ALLOC_SIZE || (!nfree && nslots == v->slot_cap))
+    /* a new slot with no room to stack it when freed: as_validate grows the stack; a
+     * stream that is not the last one's is counted (as_validate words a failure) */
+    if (id != v->allocs_in || size - 1 >= AS_MAX_ALLOC_SIZE || (!nfree && nslots == v->slot_cap) ||
+        ((stream != v->s_last || !v->s_any) && as_validator_stream(v, stream, NULL, 0)))
         return -1;
     as_live_ent *e = as_live_add(&v->live, id);
     if (!e)
@@ -97,6 +139,7 @@ AS_HOT int as_live_alloc_fast(as_validator *v, uint64_t id, uint64_t size, uint6
     e->slot = slot;
     *out_id = out;
     *out_slot = slot;
+    as_tally_alloc(v, size);
     return 0;
 }
 
@@ -112,6 +155,7 @@ AS_HOT int as_live_free_fast(as_validator *v, uint64_t id, uint64_t *out_id, uin
     *size = e->size;
     *stream = e->stream;
     *out_slot = slot;
+    v->requested -= e->out_id & AS_LIVE_FREEREQ ? 0 : e->size;
     v->slot_free[nfree] = slot;
     v->nfree = nfree + 1;
     as_live_del(&v->live, e);
@@ -154,6 +198,8 @@ AS_HOT int validate_free_req(as_validator *v, as_event *ev)
     ev->size = e->size;
     ev->stream = e->stream;
     ev->slot = e->slot;
+    v->requested -= e->size;
+    v->free_reqs++;
     v->events++;
     return 0;
 }
@@ -170,11 +216,13 @@ static inline int validate_fast(as_validator *v, as_event *ev)
     case AS_OP_EMPTY_CACHE:
         ev->id = ev->size = ev->stream = 0;
         ev->slot = 0;
+        v->empty_caches++;
         break;
     case AS_OP_MARK:
         if (!ev->label || strnlen(ev->label, AS_MAX_LABEL + 1) > AS_MAX_LABEL)
             return -1;
         ev->id = ev->size = ev->stream = 0;
+        v->marks++;
         break;
     default:
         return -1;

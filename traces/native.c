@@ -818,129 +818,198 @@ AS_HOT unsigned fast_site(const uint8_t *kp, const uint8_t *ke, uint64_t nsites,
     return *site > nsites ? 0 : used;
 }
 
-/* The common records with the cursor in registers (the general loop's cursor is a struct
- * whose address its error paths take, so the compiler reloads it after every store to an
- * event): an ALLOC of a size from a filled size-cache slot or a literal one (its site, if
- * the block has a site column, a varint of one or two bytes naming a site of the table) and a FREE
- * at most 2^14 + 63 allocations back, each with a time delta of one to three bytes (or no time
- * column), in a block without a pool column, each accepted by the validator's fast path. Decodes
- * from evs[kk] until lim or the first other record, which the general loop then reads from the same
- * place; returns the new kk. The events are exactly what the general loop makes of them.
+/* A time delta (>= T_DELTA0) in a canonical varint of 1-3 bytes at tp: its value in *u and
+ * the next record's time byte in *tn, or 0 when it is not such a one. */
+AS_HOT int fast_delta(const uint8_t *tp, uint64_t *u, const uint8_t **tn)
+{
+    uint64_t x = tp[0];
+    *tn = tp + 1;
+    if (x >= 0x80) {
+        if (tp[1] && tp[1] < 0x80) {
+            x = (x & 0x7F) | (uint64_t)tp[1] << 7;
+            *tn = tp + 2;
+        } else if (tp[1] >= 0x80 && tp[2] && tp[2] < 0x80) {
+            x = (x & 0x7F) | (uint64_t)(tp[1] & 0x7F) << 7 | (uint64_t)tp[2] << 14;
+            *tn = tp + 3;
+        } else {
+            return 0;
+        }
+    }
+    *u = x;
+    return x >= T_DELTA0;
+}
+
+/* A FREE's distance back from its tag at sp: v < 63 is distance v + 1; 63 a varint of one
+ * or two bytes (then + 64) follows. *sn: the next record; 0 when it is not such a one. */
+AS_HOT int fast_distance(const uint8_t *sp, uint64_t *d, const uint8_t **sn)
+{
+    uint64_t v = (uint64_t)(sp[0] >> 2) + 1;
+    *sn = sp + 1;
+    if (v == V_FREE_FAR + 1) {
+        if (sp[1] < 0x80) {
+            v = (uint64_t)sp[1] + 64;
+            *sn = sp + 2;
+        } else if (sp[2] && sp[2] < 0x80) {
+            v = ((uint64_t)(sp[1] & 0x7F) | (uint64_t)sp[2] << 7) + 64;
+            *sn = sp + 3;
+        } else {
+            return 0;
+        }
+    }
+    *d = v;
+    return 1;
+}
+
+/* Every field of an ALLOC or FREE event, each stored once. */
+AS_HOT void put_event(as_event *ev, as_op op, uint64_t site, uint64_t id, uint64_t size,
+                      uint64_t stream, int64_t t, uint32_t slot)
+{
+    ev->op = op;
+    ev->site = (uint32_t)site;
+    ev->id = id;
+    ev->size = size;
+    ev->stream = stream;
+    ev->time_us = t;
+    ev->pool = 0;
+    ev->slot = slot;
+}
+
+/* The common records with the cursor and the validator's state in registers (the general
+ * loop's cursor is a struct whose address its error paths take, so the compiler reloads
+ * it after every store to an event): an ALLOC of a size from a filled size-cache slot or a
+ * literal one (its site, if the block has a site column, a varint of one or two bytes
+ * naming a site of the table) and a FREE at most 2^14 + 63 allocations back, each with a
+ * time delta of one to three bytes (or no time column), in a block without a pool column.
+ * Decodes from evs[kk] until lim or the first other record, which the general loop then
+ * reads from the same place; returns the new kk. The events, the validator's state and
+ * its tally are exactly what the general loop and the validator's fast path make of them.
+ *
+ * The validation is folded in: an ALLOC's id is the ordinal the validator expects (its
+ * count equals the decoder's at entry), so it is not compared; the live table's ring is
+ * used in place (an id it misses, or a slot held by a live one, takes the table's own
+ * functions); the slot stack, the ordinals, the tally and the live count go back to the
+ * validator once, at the end. The tally's smallest request is taken from the literal
+ * sizes alone: a size-cache slot holds a size some literal ALLOC had, and in this format a
+ * literal of a valid size is accepted or ends the trace with an error (its id is the
+ * ordinal; no lenient skip applies to it), so that ALLOC counted it already.
  *
  * It runs in stretches in which no bound can be crossed: a record takes at most 3 bytes
  * of the structure column (a literal size more: the stretch ends after it) and of the time
- * column, and such a delta moves the time by at
- * most 2^20 us, so a stretch of m records starting with at least 3m bytes in each column
- * and a time more than 2^21 m from either end of int64_t tests none of those per record. has_time
- * and has_site are constants in each of the four copies. */
+ * column, and such a delta moves the time by at most 2^20 us, so a stretch of m records
+ * starting with at least 3m bytes in each column and a time more than 2^21 m from either
+ * end of int64_t tests none of those per record. has_time and has_site are constants in
+ * each of the four copies. */
 AS_HOT size_t fast_records(native_st *s, as_validator *vd, ncur *c, as_event *restrict evs,
                            size_t kk, size_t lim, const int has_time, const int has_site)
 {
+    if (!vd->live.ring || vd->allocs_in != c->nalloc)
+        return kk; /* the general loop's first ALLOC sets the ring up */
     const uint8_t *sp = c->sp, *const se = c->se, *tp = c->tp, *const te = c->te;
     const uint8_t *kp = c->kp, *const ke = c->ke;
     const uint64_t nsites = has_site ? as_sites_count(s->sites) : 0;
-    uint64_t nalloc = c->nalloc;
     const uint64_t stream = c->cur_stream;
-    int64_t now = c->prev_time;
     uint64_t *const cache = s->size_cache;
-    const size_t k0 = kk;
+    as_live_ent *const ring = vd->live.ring;
+    uint32_t *const sfree = vd->slot_free;
+    const uint32_t scap = vd->slot_cap;
+    uint32_t nfree = vd->nfree, nslots = vd->nslots;
+    const uint64_t doff = vd->allocs_out - c->nalloc; /* output id - input id */
+    /* an ALLOC on another stream than the validator's last one goes to the general loop,
+     * whose validator counts the stream: no size is below this bound then */
+    const uint64_t size_lim = vd->s_any && stream == vd->s_last ? AS_MAX_ALLOC_SIZE : 0;
+    uint64_t req = vd->requested, peak_req = vd->peak_requested, min_req = vd->min_request;
+    const uint64_t nalloc0 = c->nalloc;
+    uint64_t nalloc = nalloc0;
+    int64_t now = c->prev_time;
+    as_event *ev = evs + kk, *const ev0 = ev;
     size_t m;
-    while ((m = stretch(lim - kk, se - sp, has_time ? te - tp : -1, now)) > 0) {
-        for (size_t end = kk + m; kk < end; kk++) {
-            unsigned tag = sp[0], arg = tag >> 2;
+    while ((m = stretch(lim - (size_t)(ev - evs), se - sp, has_time ? te - tp : -1, now)) > 0) {
+        for (as_event *ee = ev + m; ev < ee; ev++) {
+            const unsigned tag = sp[0];
             int64_t t = AS_TIME_NONE;
-            unsigned tused = 1;
-            if (has_time) { /* a delta (>= T_DELTA0) in a canonical varint of 1-3 bytes */
-                uint64_t u = tp[0];
-                if (u >= 0x80) {
-                    if (tp[1] && tp[1] < 0x80) {
-                        u = (u & 0x7F) | (uint64_t)tp[1] << 7;
-                        tused = 2;
-                    } else if (tp[1] >= 0x80 && tp[2] && tp[2] < 0x80) {
-                        u = (u & 0x7F) | (uint64_t)(tp[1] & 0x7F) << 7 | (uint64_t)tp[2] << 14;
-                        tused = 3;
-                    } else {
-                        goto out;
-                    }
-                }
-                if (u < T_DELTA0)
-                    goto out;
+            const uint8_t *tn = tp, *sn = sp + 1;
+            uint64_t u;
+            if (has_time && !fast_delta(tp, &u, &tn))
+                goto out;
+            if (has_time)
                 t = now + zz_dec(u - T_DELTA0);
-            }
-            as_event *ev = &evs[kk];
-            unsigned used = 1;
-            uint64_t id, size, str, site = 0;
-            uint32_t slot;
             if ((tag & 3) == K_ALLOC) {
-                size = arg < SIZE_SLOTS ? cache[arg] : 0;
-                int literal = 0;
+                const unsigned arg = tag >> 2;
+                uint64_t size = arg < SIZE_SLOTS ? cache[arg] : 0, site = 0;
                 if (!size) { /* a literal: the tag and a varint of at most 10 bytes */
                     size_t k;
                     if (arg != V_SIZE_LITERAL || se - sp < 11 ||
                         !(k = varint_unbounded(sp + 1, &size)))
                         goto out;
-                    used = 1 + (unsigned)k;
-                    literal = 1;
+                    sn = sp + 1 + k;
+                    ee = ev + 1; /* it took more than 3 bytes */
                 }
                 unsigned kused = 0;
-                if (has_site && !(kused = fast_site(kp, ke, nsites, &site)))
+                if (size - 1 >= size_lim || (!nfree && nslots == scap) ||
+                    (has_site && !(kused = fast_site(kp, ke, nsites, &site))))
                     goto out;
-                if (as_live_alloc_fast(vd, nalloc, size, stream, &id, &slot))
-                    goto out;
+                as_live_ent *e = &ring[nalloc & (AS_IDRING - 1)];
+                if (e->key && as_live_evict(&vd->live, e))
+                    goto out;       /* out of memory: the validator says so */
+                if (sn != sp + 1) { /* a literal: the smallest request is one of them */
+                    cache[size_slot(size)] = size;
+                    min_req = size - 1 < min_req - 1 ? size : min_req;
+                }
+                const uint32_t slot = nfree ? sfree[--nfree] : nslots++;
+                e->key = nalloc + 1;
+                e->size = size;
+                e->stream = stream;
+                e->out_id = nalloc + doff;
+                e->slot = slot;
+                put_event(ev, AS_OP_ALLOC, site, nalloc + doff, size, stream, t, slot);
+                nalloc++;
+                req += size; /* the tally, as as_tally_alloc */
+                peak_req = req > peak_req ? req : peak_req;
                 if (has_site) /* kp is NULL without a site column: no NULL + 0 */
                     kp += kused;
-                if (literal) {
-                    cache[size_slot(size)] = size;
-                    end = kk + 1; /* it took more than 3 bytes */
-                }
-                str = stream;
-                nalloc++;
-                *ev = (as_event){.op = AS_OP_ALLOC,
-                                 .site = (uint32_t)site,
-                                 .id = id,
-                                 .size = size,
-                                 .stream = str,
-                                 .time_us = t,
-                                 .slot = slot};
             } else if ((tag & 3) == K_FREE) {
-                uint64_t v = arg + 1;
-                if (arg == V_FREE_FAR) { /* a varint of one or two bytes, then + 64 */
-                    if (sp[1] < 0x80) {
-                        v = (uint64_t)sp[1] + 64;
-                        used = 2;
-                    } else if (sp[2] && sp[2] < 0x80) {
-                        v = ((uint64_t)(sp[1] & 0x7F) | (uint64_t)sp[2] << 7) + 64;
-                        used = 3;
-                    } else {
-                        goto out;
-                    }
-                }
-                if (v > nalloc || as_live_free_fast(vd, nalloc - v, &id, &size, &str, &slot))
+                uint64_t d;
+                if (!fast_distance(sp, &d, &sn) || d > nalloc)
                     goto out;
-                *ev = (as_event){.op = AS_OP_FREE,
-                                 .id = id,
-                                 .size = size,
-                                 .stream = str,
-                                 .time_us = t,
-                                 .slot = slot};
+                const uint64_t in_id = nalloc - d;
+                as_live_ent *e = &ring[in_id & (AS_IDRING - 1)];
+                const int far = e->key != in_id + 1;
+                if (far && !(e = as_live_hash_get(&vd->live.far, in_id)))
+                    goto out;
+                put_event(ev, AS_OP_FREE, 0, AS_LIVE_ID(e), e->size, e->stream, t, e->slot);
+                req -= e->out_id & AS_LIVE_FREEREQ ? 0 : e->size;
+                sfree[nfree++] = e->slot; /* the stack holds every slot */
+                if (far)
+                    as_live_hash_del(&vd->live.far, e);
+                else
+                    e->key = 0;
             } else {
                 goto out;
             }
-            sp += used;
+            sp = sn;
             if (has_time) {
-                tp += tused;
+                tp = tn;
                 now = t;
             }
         }
     }
 out:
-    vd->events += kk - k0;
+    vd->events += (uint64_t)(ev - ev0);
+    vd->nfree = nfree;
+    vd->nslots = nslots;
+    vd->allocs_in = nalloc;
+    vd->allocs_out = nalloc + doff;
+    vd->requested = req;
+    vd->peak_requested = peak_req;
+    vd->min_request = min_req;
+    /* each ALLOC added a live entry, each FREE took one */
+    vd->live.n += 2 * (nalloc - nalloc0) - (uint64_t)(ev - ev0);
     c->sp = sp;
     c->tp = tp;
     c->kp = kp;
     c->nalloc = nalloc;
     c->prev_time = now;
-    return kk;
+    return (size_t)(ev - evs);
 }
 
 static size_t decode_fast(native_st *s, as_validator *vd, ncur *c, as_event *restrict evs,

@@ -39,10 +39,6 @@ struct as_trace_reader {
     char name[256];
     as_validator v;
     as_reader_opts opts;
-    uint64_t *sset; /* distinct ALLOC streams (value + 1), generic path only */
-    size_t sn, scap;
-    int smax; /* stream UINT64_MAX seen */
-    uint64_t last_stream;
     uint64_t in_events; /* events taken from the decoder (the input position) */
     int rc;             /* sticky: AS_TRACE_EOF or an error, once reached */
     as_trace_error err;
@@ -74,60 +70,6 @@ static int reader_invalid(as_trace_reader *r, int code, uint64_t off, uint64_t l
     return reader_fail(r, &e);
 }
 
-/* Counts a stream of an accepted ALLOC: every format holds at most AS_MAX_STREAMS distinct
- * ones (the native format's table, where the default stream 0 always has a slot), so a
- * trace that has more is refused here, whatever its format, and never half-converted. */
-static int count_stream(as_trace_reader *r, uint64_t stream, char *msg, size_t cap)
-{
-    if (r->scap == 0 || (r->sn + 1) * 2 > r->scap) {
-        size_t nc = r->scap ? r->scap * 2 : 64;
-        uint64_t *ns = calloc(nc, sizeof *ns); /* value + 1; 0 = empty */
-        if (!ns) {
-            snprintf(msg, cap, "out of memory for the stream table");
-            return AS_ENOMEM;
-        }
-        for (size_t i = 0; i < r->scap; i++) {
-            if (!r->sset[i])
-                continue;
-            size_t j = (size_t)((r->sset[i] * 0x9E3779B97F4A7C15ull) >> 32) & (nc - 1);
-            while (ns[j])
-                j = (j + 1) & (nc - 1);
-            ns[j] = r->sset[i];
-        }
-        free(r->sset);
-        r->sset = ns;
-        r->scap = nc;
-        if (r->sn == 0) /* the default stream always counts */
-            r->sset[(size_t)((1 * 0x9E3779B97F4A7C15ull) >> 32) & (nc - 1)] = 1, r->sn = 1;
-    }
-    if (stream == UINT64_MAX) { /* its key would be the empty mark: a flag instead */
-        if (!r->smax && r->sn >= AS_MAX_STREAMS)
-            goto full;
-        r->sn += !r->smax;
-        r->smax = 1;
-        return 0;
-    }
-    uint64_t key = stream + 1;
-    size_t j = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & (r->scap - 1);
-    while (r->sset[j]) {
-        if (r->sset[j] == key)
-            return 0;
-        j = (j + 1) & (r->scap - 1);
-    }
-    if (r->sn < AS_MAX_STREAMS) {
-        r->sset[j] = key;
-        r->sn++;
-        return 0;
-    }
-full : {
-    snprintf(msg, cap,
-             "ALLOC on stream 0x%llx: more than %d distinct streams (the limit of every "
-             "trace format, the default stream 0 included)",
-             (unsigned long long)stream, AS_MAX_STREAMS);
-    return AS_ENOMEM;
-}
-}
-
 /* One event through the decoder's own next and the validator (the generic path). */
 static int next_generic(as_trace_reader *r, as_event *ev)
 {
@@ -150,9 +92,6 @@ static int next_generic(as_trace_reader *r, as_event *ev)
         uint64_t idx = r->in_events++;
         char msg[256];
         int vr = validate_fast(&r->v, ev) == 0 ? 0 : as_validate(&r->v, ev, msg, sizeof msg);
-        if (vr == 0 && ev->op == AS_OP_ALLOC && ev->stream != r->last_stream &&
-            (vr = count_stream(r, ev->stream, msg, sizeof msg)) == 0)
-            r->last_stream = ev->stream;
         if (vr == 0)
             return 0;
         if (vr < 0) {
@@ -296,6 +235,12 @@ void as_trace_reader_progress(const as_trace_reader *r, uint64_t *done, uint64_t
         *total = 0;
 }
 
+int as_trace_reader_tally(const as_trace_reader *r, as_trace_tally *out)
+{
+    as_validator_tally(&r->v, out);
+    return r->ahead_pos < r->ahead_n;
+}
+
 void as_trace_reader_live(const as_trace_reader *r, uint64_t *live, size_t *table_bytes)
 {
     if (live)
@@ -314,7 +259,6 @@ void as_trace_close(as_trace_reader *r)
     as_meta_free(&r->meta);
     as_sites_free(r->no_sites);
     as_validator_free(&r->v);
-    free(r->sset);
     free(r->ahead);
     free(r);
 }

@@ -272,6 +272,20 @@ as_trace_fmt as_trace_reader_format(const as_trace_reader *r);
 uint64_t as_trace_reader_warnings(const as_trace_reader *r); /* lenient skips so far */
 /* Bytes of input consumed so far and the total when known (else 0): for progress. */
 void as_trace_reader_progress(const as_trace_reader *r, uint64_t *done, uint64_t *total);
+/* What a reader has handed out so far, counted by its validator as it accepts each event,
+ * so that a caller needs no pass of its own over the events (the engine's trace summary). */
+typedef struct as_trace_tally {
+    uint64_t events, allocs, frees, free_reqs, empty_caches, marks;
+    uint64_t requested;       /* bytes the live allocations asked for, FREE_REQ'd ones out */
+    uint64_t peak_requested;  /* the most `requested` has been */
+    uint64_t min_request;     /* the smallest ALLOC size; 0 before the first ALLOC */
+    uint64_t streams;         /* distinct streams of the ALLOCs */
+    uint64_t live, peak_live; /* allocations live now (a FREE_REQ'd one until its FREE), and
+                                 the most at once */
+} as_trace_tally;
+/* Fills *out with the tally of the events handed out. Returns 0, or 1 when as_trace_next
+ * has decoded events ahead that are not handed out yet (*out then counts them too). */
+int as_trace_reader_tally(const as_trace_reader *r, as_trace_tally *out);
 /* Allocations live now, and the bytes of the reader's live table (memory reports, tests
  * of bounded memory). */
 void as_trace_reader_live(const as_trace_reader *r, uint64_t *live, size_t *table_bytes);
