@@ -309,26 +309,9 @@ TFS_HOT int as_tfs_replace(blk *b, fset *f, uint32_t old, uint64_t old_size, uin
 }
 
 /* First non-empty bin >= from of slot ix, or NBINS. The summary's bits are a superset
- * (a word that empties keeps its bit until a lookup passes it): empty words are skipped. */
-static inline unsigned as_tfs_bin_next(const sidx *ix, unsigned from)
-{
-    if (from >= NBINS)
-        return NBINS;
-    unsigned w = from >> 6;
-    uint64_t m = ix->words[w] & (~0ull << (from & 63));
-    if (m)
-        return (w << 6) | (unsigned)__builtin_ctzll(m);
-    for (uint64_t sm = w + 1 < NWORDS ? ix->summary & (~0ull << (w + 1)) : 0; sm; sm &= sm - 1) {
-        w = (unsigned)__builtin_ctzll(sm);
-        if (ix->words[w])
-            return (w << 6) | (unsigned)__builtin_ctzll(ix->words[w]);
-    }
-    return NBINS;
-}
-
-/* as_tfs_bin_next for the lookup, which clears the summary bits of the empty words it
- * passes. */
-TFS_HOT unsigned tfs_bin_next_clean(sidx *ix, unsigned from)
+ * (a word that empties keeps its bit until a lookup passes it): empty words are skipped,
+ * and their bits cleared in *clear when the caller may write (the lookup), else NULL. */
+TFS_HOT unsigned tfs_bin_scan(const sidx *ix, unsigned from, uint64_t *clear)
 {
     if (from >= NBINS)
         return NBINS;
@@ -340,9 +323,20 @@ TFS_HOT unsigned tfs_bin_next_clean(sidx *ix, unsigned from)
         w = (unsigned)__builtin_ctzll(sm);
         if (__builtin_expect(ix->words[w] != 0, 1))
             return (w << 6) | (unsigned)__builtin_ctzll(ix->words[w]);
-        ix->summary &= ~(1ull << w);
+        if (clear)
+            *clear &= ~(1ull << w);
     }
     return NBINS;
+}
+
+static inline unsigned as_tfs_bin_next(const sidx *ix, unsigned from)
+{
+    return tfs_bin_scan(ix, from, NULL);
+}
+
+TFS_HOT unsigned tfs_bin_next_clean(sidx *ix, unsigned from)
+{
+    return tfs_bin_scan(ix, from, &ix->summary);
 }
 
 static inline uint32_t tfs_tbin_min(const blk *b, const tbin *tb)
