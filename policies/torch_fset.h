@@ -240,8 +240,10 @@ TFS_HOT int as_tfs_insert(blk *b, fset *f, uint32_t x)
     uint64_t size = b[x].size;
     unsigned bin = as_tfs_bin(size);
     uint32_t ci = ix->chunk[bin >> 6];
+    if (__builtin_expect(!ci, 0)) /* before a pool's first chunk f->c is NULL */
+        return as_tfs_insert_slow(b, f, x);
     tbin *tb = &f->c[ci].bin[bin & 63];
-    if (__builtin_expect(!ci || tb->cnt >= OSET_LIST_MAX, 0))
+    if (__builtin_expect(tb->cnt >= OSET_LIST_MAX, 0))
         return as_tfs_insert_slow(b, f, x);
     tfs_list_put(b, ix, tb, bin, x, size, b[x].addr);
     if (size > ix->max)
