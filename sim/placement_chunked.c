@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "device.h"
+#include "grow.h"
 #include "simdev.h"
 
 typedef struct chunk {
@@ -207,12 +208,10 @@ static int runs_room(chunk *c)
 {
     if (c->nruns < c->rcap)
         return AS_DEV_OK;
-    uint32_t n = c->rcap ? 2 * c->rcap : 8;
-    uint64_t *r = realloc(c->runs, n * sizeof *r);
-    if (!r)
+    void *r = c->runs;
+    if (as_grow32(&r, &c->rcap, (size_t)c->nruns + 1, sizeof *c->runs, 8))
         return AS_EDEVICE;
     c->runs = r;
-    c->rcap = n;
     return AS_DEV_OK;
 }
 
@@ -603,12 +602,10 @@ static int gap_give(as_chunked *h, uint64_t a, uint64_t len)
         return AS_DEV_OK;
     }
     if (h->ng == h->gcap) {
-        uint32_t n = h->gcap ? 2 * h->gcap : 64;
-        gap *ng = realloc(h->g, n * sizeof *ng);
-        if (!ng)
+        void *g = h->g;
+        if (as_grow32(&g, &h->gcap, (size_t)h->ng + 1, sizeof *h->g, 64))
             return AS_EDEVICE;
-        h->g = ng;
-        h->gcap = n;
+        h->g = g;
     }
     memmove(&h->g[i + 1], &h->g[i], (h->ng - i) * sizeof *h->g);
     h->g[i] = (gap){a, len};
