@@ -189,10 +189,9 @@ static inline uint64_t run_key(uint32_t len, uint32_t start)
     return (uint64_t)len << 32 | start;
 }
 
-/* Index of the first key >= want. */
-static inline uint32_t runs_lb(const chunk *c, uint32_t hi, uint64_t want)
+/* Index of the first key >= want among the keys [lo, hi). */
+static inline uint32_t runs_lb(const chunk *c, uint32_t lo, uint32_t hi, uint64_t want)
 {
-    uint32_t lo = 0;
     while (lo < hi) {
         uint32_t m = (lo + hi) / 2;
         if (c->runs[m] < want)
@@ -217,7 +216,7 @@ static int runs_room(chunk *c)
 
 static void runs_add(chunk *c, uint64_t key)
 {
-    uint32_t i = runs_lb(c, c->nruns, key);
+    uint32_t i = runs_lb(c, 0, c->nruns, key);
     memmove(&c->runs[i + 1], &c->runs[i], (c->nruns - i) * sizeof *c->runs);
     c->runs[i] = key;
     c->nruns++;
@@ -232,7 +231,7 @@ static void runs_del_at(chunk *c, uint32_t i)
 /* The key at i becomes a smaller one: the keys between move up by one. */
 static void runs_lower(chunk *c, uint32_t i, uint64_t key)
 {
-    uint32_t j = runs_lb(c, i, key);
+    uint32_t j = runs_lb(c, 0, i, key);
     memmove(&c->runs[j + 1], &c->runs[j], (i - j) * sizeof *c->runs);
     c->runs[j] = key;
 }
@@ -240,14 +239,7 @@ static void runs_lower(chunk *c, uint32_t i, uint64_t key)
 /* The key at i becomes a larger one: the keys between move down by one. */
 static void runs_raise(chunk *c, uint32_t i, uint64_t key)
 {
-    uint32_t lo = i + 1, hi = c->nruns;
-    while (lo < hi) {
-        uint32_t m = (lo + hi) / 2;
-        if (c->runs[m] < key)
-            lo = m + 1;
-        else
-            hi = m;
-    }
+    uint32_t lo = runs_lb(c, i + 1, c->nruns, key);
     memmove(&c->runs[i], &c->runs[i + 1], (lo - i - 1) * sizeof *c->runs);
     c->runs[lo - 1] = key;
 }
@@ -263,9 +255,9 @@ static uint32_t runs_fit(chunk *c, uint32_t k, int va, uint32_t *i, uint32_t *le
     if (va) {
         p = low_run(c, k);
         *len = next_bit(c->ext, c->npages, p, 1) - p;
-        *i = runs_lb(c, c->nruns, run_key(*len, p));
+        *i = runs_lb(c, 0, c->nruns, run_key(*len, p));
     } else {
-        *i = runs_lb(c, c->nruns, run_key(k, 0));
+        *i = runs_lb(c, 0, c->nruns, run_key(k, 0));
         p = (uint32_t)c->runs[*i];
         *len = (uint32_t)(c->runs[*i] >> 32);
     }
@@ -293,9 +285,9 @@ static uint32_t runs_give(chunk *c, uint32_t p, uint32_t k)
         return k;
     }
     /* a run beside it grows into the joined one (the one above goes if both are) */
-    uint32_t i = s < p ? runs_lb(c, c->nruns, run_key(p - s, s)) : UINT32_MAX;
+    uint32_t i = s < p ? runs_lb(c, 0, c->nruns, run_key(p - s, s)) : UINT32_MAX;
     if (e > p + k) {
-        uint32_t j = runs_lb(c, c->nruns, run_key(e - p - k, p + k));
+        uint32_t j = runs_lb(c, 0, c->nruns, run_key(e - p - k, p + k));
         if (i == UINT32_MAX)
             i = j;
         else {
