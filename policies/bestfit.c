@@ -33,31 +33,7 @@ static const as_knob knobs[K_N] = {
     [K_RELEASE] = AS_KNOB_RELEASE(AS_RELEASE_OOM),
 };
 
-AS_HOT void ix_insert(as_heap *h, uint32_t b)
-{
-    as_bins_insert(h, &((bestfit *)h)->free, b);
-}
-AS_HOT void ix_remove(as_heap *h, uint32_t b)
-{
-    as_bins_remove(h, &((bestfit *)h)->free, b);
-}
-/* A split's tail and a merged block keep their place in their bin's list when they can. */
-AS_HOT void ix_replace(as_heap *h, uint32_t old, uint32_t nw, uint64_t old_size)
-{
-    (void)old_size;
-    as_bins_replace(h, &((bestfit *)h)->free, old, nw);
-}
-AS_HOT void ix_resized(as_heap *h, uint32_t b, uint64_t old_size)
-{
-    (void)old_size;
-    as_bins_rekey(h, &((bestfit *)h)->free, b);
-}
-static const as_index_ops index_ops = {
-    .insert = ix_insert,
-    .remove = ix_remove,
-    .replace = ix_replace,
-    .resized = ix_resized,
-};
+AS_BINS_INDEX_OPS(index_ops, bestfit, free);
 
 static int bf_init(void *st, const as_knob_value *cfg, const as_device *dev)
 {

@@ -88,33 +88,7 @@ static uint64_t rounded_bytes(uint64_t n)
     return as_align_up(n ? n : 1, MIN_ALLOC);
 }
 
-AS_HOT void ix_insert(as_heap *h, uint32_t b)
-{
-    as_bins_insert(h, &((bfc *)h)->free, b);
-}
-
-AS_HOT void ix_remove(as_heap *h, uint32_t b)
-{
-    as_bins_remove(h, &((bfc *)h)->free, b);
-}
-
-/* A split's tail and a merged block keep their place in their bin's list when they can. */
-AS_HOT void ix_replace(as_heap *h, uint32_t old, uint32_t nw, uint64_t old_size)
-{
-    (void)old_size;
-    as_bins_replace(h, &((bfc *)h)->free, old, nw);
-}
-AS_HOT void ix_resized(as_heap *h, uint32_t b, uint64_t old_size)
-{
-    (void)old_size;
-    as_bins_rekey(h, &((bfc *)h)->free, b);
-}
-static const as_index_ops index_ops = {
-    .insert = ix_insert,
-    .remove = ix_remove,
-    .replace = ix_replace,
-    .resized = ix_resized,
-};
+AS_BINS_INDEX_OPS(index_ops, bfc, free);
 
 static int bfc_init(void *st, const as_knob_value *cfg, const as_device *dev)
 {

@@ -422,4 +422,34 @@ AS_HOT uint32_t as_bins_find(const as_heap *h, const as_bins *bins, uint64_t wan
     return ob_bin_min(h->b, bins->root[fl][sl], bins->treap[fl] >> sl & 1);
 }
 
+/* The index ops of a policy whose whole free index is one as_bins, member `field` of its
+ * state `type` (which starts with its as_heap): a `static const as_index_ops name` whose
+ * four entries are direct calls, so as_heap_take_ix and as_heap_free_ix inline them. A
+ * split's tail and a merged block keep their place in their bin's list when they can. */
+#define AS_BINS_INDEX_OPS(name, type, field)                                                  \
+    AS_HOT void name##_insert(as_heap *h, uint32_t b)                                          \
+    {                                                                                          \
+        as_bins_insert(h, &((type *)h)->field, b);                                             \
+    }                                                                                          \
+    AS_HOT void name##_remove(as_heap *h, uint32_t b)                                          \
+    {                                                                                          \
+        as_bins_remove(h, &((type *)h)->field, b);                                             \
+    }                                                                                          \
+    AS_HOT void name##_replace(as_heap *h, uint32_t old, uint32_t nw, uint64_t old_size)       \
+    {                                                                                          \
+        (void)old_size;                                                                        \
+        as_bins_replace(h, &((type *)h)->field, old, nw);                                      \
+    }                                                                                          \
+    AS_HOT void name##_resized(as_heap *h, uint32_t b, uint64_t old_size)                      \
+    {                                                                                          \
+        (void)old_size;                                                                        \
+        as_bins_rekey(h, &((type *)h)->field, b);                                              \
+    }                                                                                          \
+    static const as_index_ops name = {                                                         \
+        .insert = name##_insert,                                                               \
+        .remove = name##_remove,                                                               \
+        .replace = name##_replace,                                                             \
+        .resized = name##_resized,                                                             \
+    }
+
 #endif
