@@ -283,7 +283,8 @@ static inline int is_split(const blk *b, uint32_t i)
  * EMPTY_CACHE of the pool: torch_empty_pool); release_cached_blocks (empty_cache, the OOM
  * retry) gives back the default pools' free segments, then each released pool's (small,
  * then large, as PyTorch walks graph_pools_freeable), and the garbage collector takes the
- * default large pool alone. */
+ * default large pool alone. A private pool's request comes while its capture or
+ * use_mem_pool is underway, so its OOM retry releases nothing (alloc_new). */
 #define POOL_SHIFT 48
 #define POOL_MASK ((1ull << POOL_SHIFT) - 1)
 
@@ -1042,7 +1043,9 @@ static __attribute__((noinline)) int alloc_new(torch_state *t, params *p)
         if (found > 0)
             found = alloc_block(t, p, 0);
     }
-    if (found == 0) {
+    /* release_cached_blocks only while no capture or use_mem_pool is underway
+     * (captures_underway.empty()): a private pool's request is made inside one */
+    if (found == 0 && !p->priv) {
         found = release_cached(t);
         if (found == 0)
             found = alloc_block(t, p, 1);

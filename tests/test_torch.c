@@ -475,6 +475,40 @@ static void torch_private_pools_apart(void)
     stop(&f);
 }
 
+/* A request in a private pool is made while its capture or use_mem_pool is underway
+ * (PyTorch's captures_underway is not empty), and then malloc skips its last step,
+ * releasing every whole free segment and retrying cudaMalloc. Capacity 40 MiB: 12 MiB
+ * held and 14 MiB cached free (requests of 10 MiB and up get a segment of their own size,
+ * rounded to 2 MiB), 26 MiB reserved. 16 MiB more does not fit (42 > 40); with the 14
+ * MiB segment released it would (28). */
+static void torch_pool_request_no_release(void)
+{
+    fix f;
+    defaults(&f);
+    CU_ASSERT_FATAL(start(&f, 40 * MIB) == 0);
+    as_block held, cached, x;
+    CU_ASSERT_EQUAL(al(&f, 12 * MIB, &held), 0);
+    CU_ASSERT_EQUAL(al(&f, 14 * MIB, &cached), 0);
+    fr(&f, &cached);
+    CU_ASSERT_EQUAL(stats(&f).reserved, 26 * MIB);
+    /* In pool 1: OOM, and the default pool's cached segment stays. */
+    as_request in = {.id = f.next_id++, .size = 16 * MIB, .stream = 0, .pool = 1};
+    CU_ASSERT_EQUAL(as_policy_torch.alloc(f.st, &in, &x), AS_POLICY_OOM);
+    CU_ASSERT_EQUAL(stats(&f).reserved, 26 * MIB);
+    CU_ASSERT_EQUAL(stats(&f).retries, 0);
+    CU_ASSERT_EQUAL(f.nev, 2);
+    /* In the default pool: the retry gives the 14 MiB segment back, then 16 MiB fits. */
+    CU_ASSERT_EQUAL(al(&f, 16 * MIB, &x), 0);
+    CU_ASSERT_EQUAL(stats(&f).reserved, 28 * MIB);
+    CU_ASSERT_EQUAL(stats(&f).retries, 1);
+    CU_ASSERT_EQUAL(f.nev, 4);
+    CU_ASSERT_EQUAL(f.ev[2].action, AS_DEV_SEGMENT_FREE);
+    CU_ASSERT_EQUAL(f.ev[2].addr, cached.addr);
+    fr(&f, &x);
+    fr(&f, &held);
+    stop(&f);
+}
+
 static void torch_knob_validation(void)
 {
     fix f;
@@ -648,6 +682,7 @@ static void torch_many_streams(void)
 CU_TestInfo test_torch[] = {
     {"private_pools_apart", torch_private_pools_apart},
     {"rounding_and_pools", torch_rounding_and_pools},
+    {"pool_request_no_release", torch_pool_request_no_release},
     {"segment_sizes", torch_segment_sizes},
     {"split_thresholds", torch_split_thresholds},
     {"tie_lower_address", torch_tie_lower_address},
