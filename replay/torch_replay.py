@@ -23,13 +23,28 @@ process's /proc/self/maps (in full at the start, then what each moment of a run 
 removed: its start, the end of its replay, after its snapshot, after its teardown), so that a
 host mapping inside cudaMalloc's address range can be seen.
 
-Reads: allocsim text (`allocsim-text 1`), torch snapshot pickles (.pickle or zstd'd), and
-allocsim native traces through `allocsim convert` (--allocsim PATH). Writes the allocsim
-JSON report (marked "measured": true) and a --segments CSV run,alloc,event,action,addr,size.
+Private pools and empty_cache(): an ALLOC of private pool k (a CUDA graph's or a
+MemPool's, traces/FORMAT.md "Private pools") is made inside torch.cuda.use_mem_pool of the
+run's own torch.cuda.MemPool for k (made at k's first ALLOC). Inside that context PyTorch's
+captures_underway is not empty, as during the graph capture or use_mem_pool that made the
+allocation, so the allocator serves it from the pool's own block pools and its OOM retry
+releases nothing (policies/torch.c models the same). An EMPTY_CACHE calls
+torch.cuda.empty_cache(); one of pool k drops the run's MemPool for k, whose destructor is
+what a graph's or MemPool's end does (releasePool, then emptyCache of that pool); the
+pools left at a run's end are dropped after its tensors.
+
+Reads: allocsim text (`allocsim-text` 1 and 2), torch snapshot pickles (.pickle or
+zstd'd), and allocsim native traces. With --allocsim PATH a snapshot or native trace is
+read through `allocsim convert`, so the events replayed are the simulator's (the
+snapshot's private pools and the importer's inferred empty_cache() included); without it
+a snapshot's own device_traces are read (no pools, no empty_cache: every allocation in
+the default pool). Writes the allocsim JSON report (marked "measured": true) and a
+--segments CSV run,alloc,event,action,addr,size.
 
 Exit status: 0 when it ran (an OOM is a result), 1 on bad input or a failed run, 2 usage.
 """
 import argparse
+import contextlib
 import ctypes
 import json
 import math
@@ -127,7 +142,7 @@ def events_from_snapshot(snap, path):
         act = e.get("action")
         if act == "alloc":
             live[e["addr"]] = nalloc
-            evs.append(("a", nalloc, int(e["size"]), int(e.get("stream", 0))))
+            evs.append(("a", nalloc, int(e["size"]), int(e.get("stream", 0)), 0))
             nalloc += 1
         elif act == "free_requested":
             if e["addr"] in live:
@@ -144,12 +159,29 @@ def events_from_snapshot(snap, path):
     return evs, meta
 
 
+def pool_param(words, npools):
+    """The pool=K of an alloc or empty_cache line's parameters (0 when absent)."""
+    k = 0
+    for x in words:
+        if x.startswith("pool="):
+            k = int(x[5:])
+            if not 1 <= k <= npools:
+                raise ValueError(f"pool {k} outside 1..{npools} (meta pools)")
+    return k
+
+
 def events_from_text(text, path):
+    """Events of an allocsim text trace (traces/FORMAT.md, versions 1 and 2; a version 2
+    file's frame and site lines name call sites, which a replay does not need):
+    ("a", id, size, stream, pool), ("f", id), ("r", id) for free_req, ("e", pool) for
+    empty_cache (pool 0: empty_cache() itself), ("m",) for a mark."""
     lines = text.splitlines()
-    if not lines or lines[0].split()[:2] != ["allocsim-text", "1"]:
-        raise TraceError(f"{path}: line 1: expected 'allocsim-text 1'")
+    if not lines or lines[0].split()[:1] != ["allocsim-text"] or \
+            lines[0].split()[1:2] not in (["1"], ["2"]):
+        raise TraceError(f"{path}: line 1: expected 'allocsim-text 1' or 'allocsim-text 2'")
     evs, meta, ids = [], {}, {}
     nalloc = 0
+    npools = 0
     for ln, line in enumerate(lines[1:], start=2):
         s = line.split("#", 1)[0].strip() if not line.lstrip().startswith("mark") else line.strip()
         if not s:
@@ -159,6 +191,10 @@ def events_from_text(text, path):
             if w[0] == "meta":
                 k, _, v = s[5:].partition("=")
                 meta[k.strip()] = v.strip()
+                if k.strip() == "pools":
+                    npools = int(v)
+            elif w[0] in ("frame", "site"):
+                continue
             elif w[0] == "alloc":
                 tid, size = w[1], int(w[2])
                 stream = 0
@@ -168,7 +204,7 @@ def events_from_text(text, path):
                 if size <= 0:
                     raise ValueError("size must be >= 1")
                 ids[tid] = nalloc
-                evs.append(("a", nalloc, size, stream))
+                evs.append(("a", nalloc, size, stream, pool_param(w[3:], npools)))
                 nalloc += 1
             elif w[0] in ("free", "free_req"):
                 if w[1] not in ids:
@@ -176,7 +212,7 @@ def events_from_text(text, path):
                 k = ids[w[1]] if w[0] == "free_req" else ids.pop(w[1])
                 evs.append(("f" if w[0] == "free" else "r", k))
             elif w[0] == "empty_cache":
-                evs.append(("e",))
+                evs.append(("e", pool_param(w[1:], npools)))
             elif w[0] == "mark":
                 evs.append(("m",))
             else:
@@ -191,15 +227,17 @@ def load_trace(path, allocsim=None):
         data = f.read()
     if data[:4] == ZSTD_MAGIC:
         data = zstd_decompress(data, path)
-    if data[:1] == b"\x80":
+    if data.startswith(b"allocsim-text"):
+        return events_from_text(data.decode("utf-8", errors="replace"), path)
+    if data[:1] == b"\x80" and not allocsim:
         try:
             snap = pickle.loads(data)
         except Exception as ex:  # any unpickling failure is bad input
             raise TraceError(f"{path}: bad pickle: {ex}")
         return events_from_snapshot(snap, path)
-    if data.startswith(b"allocsim-text"):
-        return events_from_text(data.decode("utf-8", errors="replace"), path)
     if allocsim:
+        # the simulator's own reading of the trace: for a snapshot, its private pools and
+        # the empty_cache() calls the importer infers (traces/snap_pools.c)
         with tempfile.TemporaryDirectory() as td:
             txt = os.path.join(td, "t.txt")
             r = subprocess.run([allocsim, "convert", path, txt], capture_output=True)
@@ -367,6 +405,7 @@ def one_run(torch, evs, cap, total, is_async, rt, record, label):
         torch.cuda.memory._record_memory_history(enabled="all", context=ctx, stacks=stk,
                                                  max_entries=1 << 30)
     streams = {0: None}
+    pools = {}  # private pool k -> this run's torch.cuda.MemPool
     live = {}
     ev_of_alloc = []
     requested = peak_requested = 0
@@ -380,16 +419,19 @@ def one_run(torch, evs, cap, total, is_async, rt, record, label):
     for i, e in enumerate(evs):
         op = e[0]
         if op == "a":
-            _, k, size, s = e
+            _, k, size, s, pk = e
             ev_of_alloc.append(i)
             try:
                 if s not in streams:
                     streams[s] = torch.cuda.Stream()
-                if streams[s] is None:
+                if pk and pk not in pools:
+                    pools[pk] = torch.cuda.MemPool()
+                with contextlib.ExitStack() as cx:
+                    if streams[s] is not None:
+                        cx.enter_context(torch.cuda.stream(streams[s]))
+                    if pk:
+                        cx.enter_context(torch.cuda.use_mem_pool(pools[pk]))
                     t = torch.empty(size, dtype=torch.uint8, device="cuda")
-                else:
-                    with torch.cuda.stream(streams[s]):
-                        t = torch.empty(size, dtype=torch.uint8, device="cuda")
             except torch.cuda.OutOfMemoryError:
                 oom_alloc, oom_event = k, i
                 break
@@ -403,7 +445,11 @@ def one_run(torch, evs, cap, total, is_async, rt, record, label):
                 requested -= t[1]
             del t
         elif op == "e":
-            torch.cuda.empty_cache()
+            if e[1]:
+                # the pool's end: ~MemPool is releasePool, then emptyCache of that pool
+                pools.pop(e[1], None)
+            else:
+                torch.cuda.empty_cache()
     wall = time.perf_counter() - t0
     if cfg_timing == "events":
         ev1.record()
@@ -475,6 +521,7 @@ def one_run(torch, evs, cap, total, is_async, rt, record, label):
         run["hit_device_limit"] = True
     maps_mark(label, "snapshot")
     live.clear()
+    pools.clear()  # each pool's segments go back as its MemPool ends
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     if ballast is not None:

@@ -9,12 +9,15 @@ spec (torch under three PyTorch configs and every other registered policy):
      capacity that completes, searched in passes of many capacities (one allocsim call
      each, so the trace is decoded once per pass); then five capacities around it and four
      across the whole range (0.6x and 0.85x the frontier, half way to the uncapped peak
-     reserved, and that peak);
+     reserved, and that peak), and for a trace with private pools five more between 0.88x
+     and 0.96x (caps_pools);
   2. predict: allocsim at those capacities (JSON report + --segments);
   3. measure: allocsim-replay with the same policy code over cudaMalloc/cuMem* with the
      capacity enforced by the driver; for the torch configs also PyTorch's own allocator
      through torch_replay.py (the ground-truth method of tests/data, the worker's host
-     memory from the brk heap alone: --host-heap brk). PyTorch makes its stream pool at
+     memory from the brk heap alone: --host-heap brk; the events allocsim's importer
+     reads, so a snapshot's private pools are replayed in MemPools and its inferred
+     empty_cache() called). PyTorch makes its stream pool at
      the first side stream, allocsim-replay no stream, so a multi-stream trace's PyTorch
      side is predicted with --device-streams pytorch, every other run with none (the
      summary's device_streams says which). Multi-stream traces
@@ -85,6 +88,15 @@ def streams_of(allocsim, path):
     return 1
 
 
+def pools_of(allocsim, path):
+    """The trace's private pools (allocsim info's `private pools: N`; 0 when none)."""
+    r = sh([allocsim, "info", path])
+    for line in r.stdout.splitlines():
+        if line.startswith("private pools:"):
+            return int(line.split(":", 1)[1].split()[0])
+    return 0
+
+
 def spec_of(conf):
     return "torch" if conf == "default" else conf
 
@@ -135,6 +147,15 @@ def caps_across(m, peak):
     """Four capacities over the whole range: well below the frontier, just below it, half
     way to the uncapped peak reserved, and that peak (where every run completes)."""
     return sorted({r2(m * 0.6), r2(m * 0.85), r2((m + peak) / 2), r2(peak)} - {m})
+
+
+def caps_pools(m):
+    """Five more capacities for a trace with private pools, every 2 % from 0.88 to 0.96 of
+    the frontier: the band where allocations late in the trace meet a full card, so that
+    a pool's request OOMs there while a default-pool request would have had the cached
+    segments released for it (policies/torch.c: a request made while a capture or
+    use_mem_pool is underway is not retried after release_cached_blocks)."""
+    return sorted({r2(m * f) for f in (0.88, 0.90, 0.92, 0.94, 0.96)})
 
 
 def read_csv_rows(text):
@@ -373,6 +394,7 @@ def main():
     if a.policies:
         specs = [s for s in specs if s in a.policies.split(";")]
 
+    pools = {tn: pools_of(allocsim, tp) for tn, tp in traces.items()}
     # 1. frontiers, in parallel (simulation only)
     jobs = {}
     with cf.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as ex:
@@ -390,6 +412,8 @@ def main():
         caps = caps_around(m)
         if a.across:
             caps = sorted(set(caps) | set(caps_across(m, peak)))
+        if pools.get(tn):
+            caps = sorted(set(caps) | set(caps_pools(m)))
         plan.append({"trace": tn, "spec": s, "mincap": m, "peak_reserved": peak,
                      "nonmonotone": nonmono, "caps": caps})
     print(f"[{time.time()-t0:.0f}s] frontiers done: {len(plan)} (trace, policy) pairs", flush=True)

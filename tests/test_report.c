@@ -3,8 +3,9 @@
  * the JSON and CSV outputs of run, mincap, info and compare carry, in the documented
  * order and type, CSV columns that load with one type each (tests/check_outputs.py,
  * with pandas where installed), and the README outputs regenerated and compared
- * (tests/docs.py --check, what `make docs` writes); and the writers' failures, codes of
- * the one error space with errno's words.
+ * (tests/docs.py --check, what `make docs` writes); the GPU harness's pure-Python parts
+ * (tests/check_torch_replay.py); and the writers' failures, codes of the one error space
+ * with errno's words.
  */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
@@ -60,6 +61,16 @@ static void quoted_outputs(void)
     CU_ASSERT_EQUAL(python("tests/docs.py", "--check"), 0);
 }
 
+/* replay/torch_replay.py's reading of traces and its calls of torch, checked with a
+ * stand-in for torch (tests/check_torch_replay.py): the harness needs none here. */
+static void torch_harness(void)
+{
+    const char *allocsim = getenv("AS_ALLOCSIM");
+    char args[1100];
+    snprintf(args, sizeof args, "'%s'", allocsim ? allocsim : "build/allocsim");
+    CU_ASSERT_EQUAL(python("tests/check_torch_replay.py", args), 0);
+}
+
 /* Every writer of report.h and segmap.h, on a full disk (/dev/full: ENOSPC) or a directory
  * that does not exist (ENOENT), returns AS_EIO and words errno for the caller to put after
  * the file's name. */
@@ -112,5 +123,6 @@ CU_TestInfo test_report[] = {
     {"writers: a failed write is AS_EIO, with errno's words", writers_fail_in_the_error_space},
     {"JSON and CSV outputs are what sim/REPORT.md says, and load cleanly", report_contract},
     {"outputs quoted in README.md and the folders' docs are current (make docs)", quoted_outputs},
+    {"torch_replay.py: pools, empty_cache and its reading of traces", torch_harness},
     CU_TEST_INFO_NULL,
 };
