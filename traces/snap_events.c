@@ -1,16 +1,16 @@
 /*
- * snap_events.c - the snapshot importer's event log: a trace's events as compact records
- * (a header byte and prefix varints, each field a delta from the last event's where that
- * is small: an ALLOC's id is the count of ALLOCs before it, a FREE's the distance back to
- * its ALLOC, the time a difference, the stream a bit when unchanged), 6-14 bytes an event
- * on real snapshots instead of the 56 of a snap_ev. Up to one chunk stays in memory; past
- * it the chunks go to a temporary file, created and unlinked at once in $TMPDIR (else
- * /tmp), so the importer's memory does not follow the trace's length and nothing is left
- * behind. Without a temporary file (none allowed, or none could be made) the log grows in
- * memory. Invariant: as_evlog_get returns the sequence put, whatever its values (a record
- * that breaks a delta's assumption is written whole), with each event's fields that its op
- * uses: op, id, pre, size, stream, time, site; an ALLOC's address (another op's reads back
- * 0, and pool always does: it is set when handed out).
+ * snap_events.c - the snapshot importer's event log: a trace's events as fixed 32-byte
+ * records (an ALLOC's id is the count of ALLOCs before it, its stream an index into the
+ * log's table of distinct streams), 64 for the rare event those do not fit (an ALLOC out of
+ * order, a stream beyond the table): the second half holds its id and stream whole. A
+ * record is written and read with a few stores and loads, where the varints of the
+ * compact form cost about 300 instructions an event (sim/README.md, Performance). Up to one
+ * chunk stays in memory; past it the chunks go to a temporary file, created and unlinked
+ * at once in $TMPDIR (else /tmp), so the importer's memory does not follow the trace's
+ * length and nothing is left behind. Without a temporary file (none allowed, or none could
+ * be made) the log grows in memory. Invariant: as_evlog_get returns the sequence put,
+ * whatever its values, with each event's op, id, pre, size, stream, time and site as put,
+ * an ALLOC's address (another op's reads back 0), and pool 0 (it is set when handed out).
  */
 #include "snap_events.h"
 
@@ -25,11 +25,27 @@
 
 #define EV_CHUNK (1u << 20)  /* bytes kept in memory before the log spills */
 #define EV_FIRST (16u << 10) /* the buffer's first size, doubled up to EV_CHUNK */
-#define EV_MAX_REC 96        /* a record's most bytes (3 and 6 varints of 9) and a store's 8 */
+#define EV_MAX_REC 64        /* a record's most bytes (one with its extension) */
+#define EV_STREAMS 4096u     /* distinct streams the table names (more: extensions) */
+#define EV_SHASH (2 * EV_STREAMS)
 
-/* Header byte: the op in bits 0-2 (EV_WHOLE: every field follows as it is), then flags. */
-enum { EV_WHOLE = 7 };
-enum { EVF_PRE = 8, EVF_SAME_STREAM = 16, EVF_NO_TIME = 32 };
+/* A record. a: an ALLOC's address, another op's id. */
+typedef struct ev_rec {
+    uint64_t a, size;
+    int64_t time;
+    uint32_t site;
+    uint16_t stream; /* its index in the stream table (with EVF_EXT: unused) */
+    uint8_t op, flags;
+} ev_rec;
+
+/* The second half of a record with EVF_EXT. */
+typedef struct ev_ext {
+    uint64_t id, stream, pad[2];
+} ev_ext;
+
+_Static_assert(sizeof(ev_rec) == 32 && sizeof(ev_ext) == 32, "records are 32 bytes");
+
+enum { EVF_PRE = 1, EVF_EXT = 2 };
 
 struct as_evlog {
     uint8_t *buf;
@@ -39,16 +55,23 @@ struct as_evlog {
     uint64_t count, got, filed; /* events put, events read, bytes in the file */
     uint64_t read_off;          /* reading: bytes of the file read into buf */
     int reading;
-    /* the running state both sides keep (the last event's fields) */
-    uint64_t allocs, stream, addr;
-    int64_t time;
+    uint64_t allocs; /* ALLOCs of implicit id so far (both sides count them) */
+    /* the distinct streams put, by index, and an open-addressing set of index + 1 */
+    uint64_t *sval;
+    uint16_t *shash;
+    uint32_t nstream, slast;
 };
 
 int as_evlog_new(int spill, as_evlog **out)
 {
     as_evlog *g = calloc(1, sizeof *g);
     *out = NULL;
-    if (!g || !(g->buf = malloc(EV_FIRST))) {
+    if (!g || !(g->buf = malloc(EV_FIRST)) || !(g->sval = malloc(EV_STREAMS * sizeof *g->sval)) ||
+        !(g->shash = calloc(EV_SHASH, sizeof *g->shash))) {
+        if (g) {
+            free(g->buf);
+            free(g->sval);
+        }
         free(g);
         return AS_ENOMEM;
     }
@@ -59,32 +82,24 @@ int as_evlog_new(int spill, as_evlog **out)
     return 0;
 }
 
-/* A number as a prefix varint: the trailing one bits of the first byte count the bytes
- * that follow (t of them: 7 * (t + 1) bits of value, little-endian, above the t + 1 bits
- * of length), and 0xFF starts 8 raw bytes. Written and read with one 8-byte store or load
- * (the buffer keeps EV_MAX_REC bytes of room). */
-static inline uint8_t *put_v(uint8_t *p, uint64_t v)
+/* The table index of stream v, added when new: EV_STREAMS when the table is full. */
+static uint32_t stream_index(as_evlog *g, uint64_t v)
 {
-    unsigned bits = 64 - (unsigned)__builtin_clzll(v | 1);
-    if (bits > 56) {
-        *p = 0xff;
-        memcpy(p + 1, &v, 8);
-        return p + 9;
+    if (g->nstream && g->sval[g->slast] == v)
+        return g->slast;
+    uint64_t h = v * 0x9E3779B97F4A7C15ull;
+    for (size_t j = (size_t)(h >> 51) & (EV_SHASH - 1);; j = (j + 1) & (EV_SHASH - 1)) {
+        uint32_t k = g->shash[j];
+        if (k && g->sval[k - 1] == v)
+            return g->slast = k - 1;
+        if (!k) {
+            if (g->nstream >= EV_STREAMS)
+                return EV_STREAMS;
+            g->sval[g->nstream] = v;
+            g->shash[j] = (uint16_t)(g->nstream + 1);
+            return g->slast = g->nstream++;
+        }
     }
-    unsigned t = (bits - 1) / 7;
-    uint64_t u = v << (t + 1) | ((1ull << t) - 1);
-    memcpy(p, &u, 8);
-    return p + t + 1;
-}
-
-static uint64_t zz(uint64_t d) /* a difference taken mod 2^64, as a small unsigned number */
-{
-    return (d << 1) ^ (uint64_t) - (int64_t)(d >> 63);
-}
-
-static uint64_t unzz(uint64_t z)
-{
-    return (z >> 1) ^ (uint64_t) - (int64_t)(z & 1);
 }
 
 static int grow_buf(as_evlog *g)
@@ -149,57 +164,25 @@ int as_evlog_put(as_evlog *g, const snap_ev *e)
         return AS_EINVAL;
     if (g->cap - g->n < EV_MAX_REC && (rc = make_room(g)))
         return rc;
-    uint8_t *p = g->buf + g->n, *h = p++;
-    int mem = e->op == AS_OP_ALLOC || e->op == AS_OP_FREE || e->op == AS_OP_FREE_REQ;
-    int whole = e->op > AS_OP_MARK || (e->op == AS_OP_ALLOC && (e->pre || e->id != g->allocs)) ||
-                (e->op != AS_OP_ALLOC && e->site) ||
-                (e->op == AS_OP_FREE && !e->pre && e->id >= g->allocs) ||
-                (e->op == AS_OP_FREE_REQ && !e->pre && e->id >= g->allocs) ||
-                (e->op == AS_OP_EMPTY_CACHE && e->time_us != AS_TIME_NONE) ||
-                (!mem && (e->size || e->stream || e->site || e->addr || e->pre));
-    if (whole) {
-        *h = EV_WHOLE;
-        *p++ = e->op;
-        *p++ = e->pre;
-        p = put_v(p, e->id);
-        p = put_v(p, e->size);
-        p = put_v(p, e->stream);
-        p = put_v(p, (uint64_t)e->time_us);
-        p = put_v(p, e->site);
-        p = put_v(p, e->addr);
-        g->n = (size_t)(p - g->buf);
-        g->count++;
-        return 0; /* the running state is left as it was: the reader does the same */
-    }
-    uint8_t f = e->op;
-    if (e->op == AS_OP_EMPTY_CACHE) {
-        p = put_v(p, e->id);
-    } else {
-        if (e->op == AS_OP_MARK)
-            p = put_v(p, e->id);
-        else if (e->op != AS_OP_ALLOC)
-            p = put_v(p, e->pre ? e->id : g->allocs - 1 - e->id);
-        if (e->time_us == AS_TIME_NONE)
-            f |= EVF_NO_TIME;
-        else
-            p = put_v(p, zz((uint64_t)e->time_us - (uint64_t)g->time)), g->time = e->time_us;
-    }
-    if (mem) {
-        f |= e->pre ? EVF_PRE : 0;
-        p = put_v(p, e->size);
-        if (e->stream == g->stream)
-            f |= EVF_SAME_STREAM;
-        else
-            p = put_v(p, e->stream), g->stream = e->stream;
-    }
-    if (e->op == AS_OP_ALLOC) {
-        p = put_v(p, e->site);
-        p = put_v(p, zz(e->addr - g->addr));
-        g->addr = e->addr;
+    int alloc = e->op == AS_OP_ALLOC;
+    uint32_t si = stream_index(g, e->stream);
+    int ext = si == EV_STREAMS || (alloc && (e->pre || e->id != g->allocs));
+    ev_rec r = {.a = alloc ? e->addr : e->id,
+                .size = e->size,
+                .time = e->time_us,
+                .site = e->site,
+                .stream = (uint16_t)(ext ? 0 : si),
+                .op = e->op,
+                .flags = (uint8_t)((e->pre ? EVF_PRE : 0) | (ext ? EVF_EXT : 0))};
+    memcpy(g->buf + g->n, &r, sizeof r);
+    g->n += sizeof r;
+    if (ext) {
+        ev_ext x = {.id = e->id, .stream = e->stream};
+        memcpy(g->buf + g->n, &x, sizeof x);
+        g->n += sizeof x;
+    } else if (alloc) {
         g->allocs++;
     }
-    *h = f;
-    g->n = (size_t)(p - g->buf);
     g->count++;
     return 0;
 }
@@ -251,8 +234,7 @@ int as_evlog_rewind(as_evlog *g)
     g->reading = 1;
     g->pos = 0;
     g->got = 0;
-    g->allocs = g->stream = g->addr = 0;
-    g->time = 0;
+    g->allocs = 0;
     if (g->fd >= 0) {
         g->n = 0;
         g->read_off = 0;
@@ -261,74 +243,37 @@ int as_evlog_rewind(as_evlog *g)
     return 0;
 }
 
-/* A prefix varint at *pp (put_v; the caller made sure 9 bytes are readable). */
-static inline uint64_t get_v(const uint8_t **pp)
-{
-    uint64_t u;
-    memcpy(&u, *pp, 8);
-    unsigned t = (unsigned)__builtin_ctzll(~u | 0x100); /* 8: 0xFF, raw bytes follow */
-    if (t == 8) {
-        memcpy(&u, *pp + 1, 8);
-        *pp += 9;
-        return u;
-    }
-    *pp += t + 1;
-    return (u << (56 - 8 * t)) >> (57 - 7 * t); /* bits t + 1 .. 8 (t + 1) of u */
-}
-
-/* One record at p (EV_MAX_REC bytes readable) into *e: the bytes it took. */
-static size_t decode(as_evlog *g, const uint8_t *p, snap_ev *e)
-{
-    const uint8_t *start = p;
-    uint8_t f = *p++;
-    *e = (snap_ev){.op = f & 7, .time_us = AS_TIME_NONE};
-    if ((f & 7) == EV_WHOLE) {
-        e->op = *p++;
-        e->pre = *p++;
-        e->id = get_v(&p), e->size = get_v(&p), e->stream = get_v(&p);
-        e->time_us = (int64_t)get_v(&p);
-        e->site = (uint32_t)get_v(&p), e->addr = get_v(&p);
-        return (size_t)(p - start);
-    }
-    if (e->op == AS_OP_EMPTY_CACHE) {
-        e->id = get_v(&p);
-        return (size_t)(p - start);
-    }
-    if (e->op != AS_OP_ALLOC) {
-        uint64_t v = get_v(&p);
-        e->pre = (f & EVF_PRE) != 0;
-        e->id = e->op == AS_OP_MARK || e->pre ? v : g->allocs - 1 - v;
-    }
-    if (!(f & EVF_NO_TIME))
-        g->time = e->time_us = (int64_t)((uint64_t)g->time + unzz(get_v(&p)));
-    if (e->op == AS_OP_MARK)
-        return (size_t)(p - start);
-    e->size = get_v(&p);
-    g->stream = e->stream = f & EVF_SAME_STREAM ? g->stream : get_v(&p);
-    if (e->op == AS_OP_ALLOC) {
-        e->site = (uint32_t)get_v(&p);
-        g->addr = e->addr = g->addr + unzz(get_v(&p));
-        e->id = g->allocs++;
-    }
-    return (size_t)(p - start);
-}
-
 int as_evlog_get(as_evlog *g, snap_ev *e)
 {
     if (g->got >= g->count)
         return 0;
     if (g->fd >= 0 && g->n - g->pos < EV_MAX_REC && refill(g))
         return AS_EIO;
-    size_t left = g->n - g->pos, k;
-    if (left >= EV_MAX_REC) {
-        k = decode(g, g->buf + g->pos, e);
-    } else { /* the log's last bytes: decoded from a zero-padded copy, never past them */
-        uint8_t tail[EV_MAX_REC + 16] = {0};
-        memcpy(tail, g->buf + g->pos, left);
-        if ((k = decode(g, tail, e)) > left)
+    ev_rec r;
+    ev_ext x = {0};
+    if (g->n - g->pos < sizeof r)
+        return AS_ECORRUPT;
+    memcpy(&r, g->buf + g->pos, sizeof r);
+    g->pos += sizeof r;
+    if (r.flags & EVF_EXT) {
+        if (g->n - g->pos < sizeof x)
             return AS_ECORRUPT;
+        memcpy(&x, g->buf + g->pos, sizeof x);
+        g->pos += sizeof x;
+    } else if (r.stream >= g->nstream) {
+        return AS_ECORRUPT;
     }
-    g->pos += k;
+    int alloc = r.op == AS_OP_ALLOC, ext = (r.flags & EVF_EXT) != 0;
+    *e = (snap_ev){.op = r.op,
+                   .pre = (r.flags & EVF_PRE) != 0,
+                   .id = !alloc ? r.a
+                         : ext  ? x.id
+                                : g->allocs++,
+                   .size = r.size,
+                   .stream = ext ? x.stream : g->sval[r.stream],
+                   .time_us = r.time,
+                   .site = r.site,
+                   .addr = alloc ? r.a : 0};
     g->got++;
     return 1;
 }
@@ -340,5 +285,7 @@ void as_evlog_free(as_evlog *g)
     if (g->fd >= 0)
         close(g->fd);
     free(g->buf);
+    free(g->sval);
+    free(g->shash);
     free(g);
 }

@@ -5,7 +5,7 @@
  * events as they are decompressed, and only the rest (segments, allocator_settings) is kept
  * as a tree. Prehistoric blocks (below) come first in the event stream but are known only
  * at the end, and so is the metadata, so open() reads the whole pickle once, logging the
- * events (snap_events.c: compact records, past a chunk in an unlinked temporary file), and
+ * events (snap_events.c: fixed records, past a chunk in an unlinked temporary file), and
  * hands them out from the log; with max_pickle_buffered set, a longer trace is read a
  * second time instead (a file: a pipe cannot be) and events are produced as that pass
  * goes. Memory: the address map (one slot per distinct address), the dump's state, the
@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "live.h"
 #include "pickle.h"
 #include "snap_events.h"
 #include "source.h"
@@ -140,6 +141,7 @@ typedef struct snap_state {
     int ended;            /* the trace's events are all out (annotations may remain) */
     as_snap_pools *pools; /* which pool served each ALLOC (snap_pools.c) */
     size_t sub;           /* events of the current EMPTY_CACHE's run handed out so far */
+    uint64_t last_off;    /* the input's offset before the last event of a batch was made */
 } snap_state;
 
 /* Everything the conversion needs; in one pass it is freed before open returns. */
@@ -1972,6 +1974,48 @@ again:
     return 0;
 }
 
+/* as_source_ops.next_batch (source.h): torch_next's events, each through the validator's
+ * fast path, up to a MARK (its label lives until the queue refills). The offset an event
+ * the fast path declines is reported at is the input's before the event was made, as the
+ * reader's one-event path takes it. */
+static int torch_next_batch(void *stp, as_validator *vd, as_event *evs, size_t cap, size_t *n,
+                            size_t *checked, as_trace_error *err)
+{
+    snap_state *st = stp;
+    size_t k = 0;
+    int rc = 0, unchecked = 0;
+    as_instream *in = st->b ? st->b->in : st->in;
+    uint64_t off = as_instream_offset(in); /* one pass: the input is read to its end */
+    while (k < cap) {
+        if (st->b)
+            off = as_instream_offset(in);
+        as_event *ev = &evs[k];
+        if ((rc = torch_next(st, ev, err)) != 0)
+            break;
+        k++;
+        if (vd && validate_fast(vd, ev) != 0) {
+            unchecked = 1;
+            st->last_off = off;
+            break;
+        }
+        if (ev->op == AS_OP_MARK) {
+            st->last_off = off;
+            break;
+        }
+    }
+    *n = k;
+    if (checked)
+        *checked = k - (size_t)unchecked;
+    if (rc == AS_TRACE_EOF && k > 0)
+        rc = 0; /* the events first; EOF again on the next call */
+    return rc;
+}
+
+static uint64_t torch_last_offset(const void *stp)
+{
+    return ((const snap_state *)stp)->last_off;
+}
+
 static uint64_t torch_warnings(const void *stp)
 {
     return ((const snap_state *)stp)->warnings;
@@ -2010,6 +2054,8 @@ const as_source_ops as_src_torch = {
     .probe = torch_probe,
     .open = torch_open,
     .next = torch_next,
+    .next_batch = torch_next_batch,
+    .last_offset = torch_last_offset,
     .sites = torch_sites,
     .warnings = torch_warnings,
     .close = torch_close,
