@@ -24,31 +24,24 @@
  * Streams are not modelled: after the replay's synchronisation any stream may reuse a
  * freed block, as the H200 does.
  *
- * Invariant (ca_check): the free ranges, the live blocks and the tail tile the address
- * space from the base; the address index and the two size indexes (by class: all chunks
- * mapped, or not) hold exactly the free ranges, none adjacent to another or to the tail,
- * each under its class; each chunk's live count is the number of live blocks over it; the idle
- * bitmap is the mapped chunks with count 0; mapped chunks x grow = reserved.
+ * Invariant (ca_check): the free ranges and the live blocks, linked in address order,
+ * tile the address space from the base to the tail; the two size indexes (by class: all
+ * chunks mapped, or not) hold exactly the free ranges, none adjacent to another or to the
+ * tail; a range filed under class 1 has an unmapped chunk (one under class 0 may have
+ * lost a chunk since: find_mapped looks before it answers); each chunk's live count is
+ * the number of live blocks over it; the idle bitmap is the mapped chunks with count 0,
+ * none in a word above idle_top; mapped chunks x grow = reserved.
  */
 #include <stdlib.h>
-#include <string.h>
 
 #include "common.h"
 #include "grow.h"
 
-/* A free range in the address index (by addr) and, same index, the size index (key
- * (size, seq): the seq sits in the addr slot oset.h orders by). */
-typedef struct fnode {
-    uint64_t addr, size;
-    uint32_t l, r, up;
-    uint32_t cls; /* 0: every chunk under it mapped; 1: one is not */
-} fnode;
-#define OSET_NODE fnode
-#define OSET(name) caa_##name
-#include "oset.h"
+/* A free range in a size index: key (size, seq), the seq in the addr slot oset.h orders
+ * by; bin: the (fl, sl) class it is filed under, fl * 32 + sl, so an erase reads it. */
 typedef struct snode {
     uint64_t addr, size; /* addr: the sequence number */
-    uint32_t l, r, up;
+    uint32_t l, r, up, bin;
 } snode;
 #define OSET_NODE snode
 #define OSET(name) cas_##name
@@ -66,12 +59,14 @@ typedef struct sbins {
     uint32_t cnt[64][1u << SB_SL];
 } sbins;
 
+_Static_assert(SB_SL == AS_BINS_SL, "the bins' classes are as_bins_class's");
+
 OSET_HOT void sb_insert(snode *b, sbins *x, uint32_t n)
 {
-    unsigned fl, sl;
-    as_tlsf_class(b[n].size, SB_SL, 0, &fl, &sl);
+    unsigned c = as_bins_class(b[n].size), fl = c >> SB_SL, sl = c & 31u;
+    b[n].bin = c;
     int treap = x->treap[fl] >> sl & 1;
-    if (cas_bin_insert(b, &x->root[fl][sl], x->cnt[fl][sl], treap, n) != treap)
+    if (__builtin_expect(cas_bin_insert(b, &x->root[fl][sl], x->cnt[fl][sl], treap, n) != treap, 0))
         x->treap[fl] ^= 1u << sl;
     x->cnt[fl][sl]++;
     x->slmap[fl] |= 1u << sl;
@@ -80,23 +75,22 @@ OSET_HOT void sb_insert(snode *b, sbins *x, uint32_t n)
 
 OSET_HOT void sb_erase(snode *b, sbins *x, uint32_t n)
 {
-    unsigned fl, sl;
-    as_tlsf_class(b[n].size, SB_SL, 0, &fl, &sl);
+    unsigned fl = b[n].bin >> SB_SL, sl = b[n].bin & 31u;
+    uint32_t *root = &x->root[fl][sl];
     int treap = x->treap[fl] >> sl & 1;
-    if (cas_bin_erase(b, &x->root[fl][sl], x->cnt[fl][sl], treap, n) != treap)
+    if (__builtin_expect(cas_bin_erase(b, root, x->cnt[fl][sl], treap, n) != treap, 0))
         x->treap[fl] ^= 1u << sl;
-    if (--x->cnt[fl][sl] == 0) {
-        x->slmap[fl] &= ~(1u << sl);
-        if (!x->slmap[fl])
-            x->flmap &= ~(1ull << fl);
-    }
+    x->cnt[fl][sl]--;
+    /* The bitmaps without branches: whether the bin emptied follows no pattern. */
+    uint32_t m = x->slmap[fl] & ~((uint32_t)(*root == 0) << sl);
+    x->slmap[fl] = m;
+    x->flmap &= ~((uint64_t)(m == 0) << fl);
 }
 
 /* The smallest (size, seq) with size >= want, or 0 (as_bins_find). */
 OSET_HOT uint32_t sb_find(const snode *b, const sbins *x, uint64_t want)
 {
-    unsigned fl, sl;
-    as_tlsf_class(want ? want : 1, SB_SL, 0, &fl, &sl);
+    unsigned c = as_bins_class(want ? want : 1), fl = c >> SB_SL, sl = c & 31u;
     if (x->slmap[fl] >> sl & 1) {
         uint32_t n = cas_bin_lower_bound(b, x->root[fl][sl], x->treap[fl] >> sl & 1, want);
         if (n)
@@ -123,7 +117,8 @@ static uint64_t sb_max(const snode *b, const sbins *x)
     return b[cas_bin_max(b, x->root[fl][sl], x->treap[fl] >> sl & 1)].size;
 }
 
-/* Each bin's structure, count, maps and class; *count: the ranges it holds. */
+/* Each bin's structure, count, maps and class (node bin fields too); *count: the ranges
+ * it holds. */
 static const char *sb_check(const snode *b, uint32_t nb, const sbins *x, uint64_t *count)
 {
     *count = 0;
@@ -141,7 +136,7 @@ static const char *sb_check(const snode *b, uint32_t nb, const sbins *x, uint64_
             for (uint32_t n = cas_bin_min(b, head, treap); n; n = cas_bin_next(b, head, treap, n)) {
                 unsigned f, l;
                 as_tlsf_class(b[n].size, SB_SL, 0, &f, &l);
-                if (f != fl || l != sl)
+                if (f != fl || l != sl || b[n].bin != (f << SB_SL | l))
                     return "a range is in the wrong size bin";
             }
             *count += c;
@@ -149,34 +144,36 @@ static const char *sb_check(const snode *b, uint32_t nb, const sbins *x, uint64_
     return NULL;
 }
 
-enum { LIVE_FREE, LIVE_ALLOC, LIVE_PENDING };
+/* A block of the address space below the tail: a free range (in the size index of its
+ * class) or a live block. prev and next are its neighbours in address order, which tile
+ * [0, tail) (0: none, the base before, the tail after), so a freed block finds what it
+ * merges with in two loads; a dead node's next is the free-node list. */
+enum { T_DEAD, T_RANGE, T_ALLOC, T_PENDING };
 
-typedef struct live_rec {
-    uint64_t off, size; /* offset from the base, rounded size */
-    uint64_t id, stream;
-    uint32_t gen, next; /* next: the free-slot list */
+typedef struct tnode {
+    uint64_t off, size;  /* offset from the base, rounded size */
+    uint64_t id, stream; /* a live block's */
+    uint32_t prev, next;
+    uint32_t gen; /* bumped each time the node goes live: the handle's high half */
     uint8_t state;
-} live_rec;
+    uint8_t cls; /* a range's class: 1 has an unmapped chunk; 0 had none when last looked at */
+} tnode;
 
 typedef struct cmasync {
     const as_device *dev;
     uint64_t round, grow, threshold;
     unsigned gshift;              /* log2 of grow when a power of two, else 0 */
     uint64_t base, va_size, tail; /* tail: offset where the unbounded free space starts */
-    uint32_t nchunk, top_word;    /* top_word: that of the highest chunk ever mapped */
+    uint32_t nchunk, idle_top;    /* idle_top: no idle chunk lies in a word above it */
     uint32_t *chunk_live;
     uint64_t *mapped, *idle; /* bitmaps over the chunks */
     uint64_t nmapped, nidle;
-    fnode *fa;
-    snode *fs;
+    tnode *t;
+    snode *fs; /* the same indices as t: a range's size-index node */
     size_t ncap;
-    uint32_t nn, node_free, root_a;
-    sbins sz[2]; /* the size index of each class */
-    uint64_t nfree, seq;
-    live_rec *lv;
-    size_t lcap;
-    uint32_t nl, live_free;
-    uint64_t allocated, maps, unmaps;
+    uint32_t nn, node_free, first, last; /* first, last: the lowest and highest blocks */
+    sbins sz[2];                         /* the size index of each class */
+    uint64_t nfree, seq, allocated, maps, unmaps;
     int have_va;
 } cmasync;
 
@@ -218,91 +215,104 @@ static void clr_bit(uint64_t *m, uint32_t c)
 
 /* ---- free ranges ------------------------------------------------------------------------ */
 
-static uint32_t chunk_of(const cmasync *s, uint64_t off)
+OSET_HOT uint32_t chunk_of(const cmasync *s, uint64_t off)
 {
     /* A 64-bit division is tens of cycles, several per event: a shift for the power-of-two
      * chunks of every measured setting. */
     return (uint32_t)(s->gshift ? off >> s->gshift : off / s->grow);
 }
 
-/* 0 when every chunk under [off, off+size) is mapped, else 1. */
-static uint32_t range_class(const cmasync *s, uint64_t off, uint64_t size)
+/* 0 when every chunk under [off, off+size) is mapped, else 1: a word at a time. */
+OSET_HOT uint32_t range_class(const cmasync *s, uint64_t off, uint64_t size)
 {
-    for (uint32_t c = chunk_of(s, off); c <= chunk_of(s, off + size - 1); c++)
-        if (!bit(s->mapped, c))
+    uint32_t c0 = chunk_of(s, off), c1 = chunk_of(s, off + size - 1), w0 = c0 >> 6, w1 = c1 >> 6;
+    uint64_t lo = ~0ull << (c0 & 63), hi = ~0ull >> (63 - (c1 & 63));
+    if (w0 == w1)
+        return (~s->mapped[w0] & lo & hi) != 0;
+    if (~s->mapped[w0] & lo)
+        return 1;
+    for (uint32_t w = w0 + 1; w < w1; w++)
+        if (~s->mapped[w])
             return 1;
-    return 0;
+    return (~s->mapped[w1] & hi) != 0;
 }
 
-/* Files range n under class cls (its sequence number kept). */
-static void set_class(cmasync *s, uint32_t n, uint32_t cls)
-{
-    if (s->fa[n].cls == cls)
-        return;
-    sb_erase(s->fs, &s->sz[s->fa[n].cls], n);
-    s->fa[n].cls = cls;
-    sb_insert(s->fs, &s->sz[cls], n);
-}
-
-static int node_new(cmasync *s, uint64_t off, uint64_t size, uint32_t cls, uint32_t *out)
+/* A node for a new block, taken from the recycled list; node_reserve made sure of one. */
+static uint32_t node_take(cmasync *s)
 {
     uint32_t n = s->node_free;
-    if (n) {
-        s->node_free = s->fa[n].l;
-    } else {
-        size_t need = (size_t)s->nn + 2, cap = s->ncap;
-        if (as_grow((void **)&s->fa, &s->ncap, need, sizeof *s->fa, 256) ||
-            as_grow((void **)&s->fs, &cap, need, sizeof *s->fs, 256))
-            return AS_ENOMEM;
-        if (cap != s->ncap) /* both arrays keep one capacity */
-            return AS_ENOMEM;
-        n = ++s->nn;
-    }
-    s->fa[n] = (fnode){.addr = off, .size = size, .cls = cls};
-    s->fs[n] = (snode){.addr = ++s->seq, .size = size};
-    caa_treap_insert(s->fa, &s->root_a, 1, n);
-    sb_insert(s->fs, &s->sz[cls], n);
-    s->nfree++;
-    *out = n;
+    s->node_free = s->t[n].next;
+    return n;
+}
+
+/* One recycled node at hand (the arrays grown when none is): AS_ENOMEM, else 0. */
+static int node_reserve(cmasync *s)
+{
+    if (__builtin_expect(s->node_free != 0, 1))
+        return 0;
+    size_t need = (size_t)s->nn + 2, cap = s->ncap;
+    if (as_grow((void **)&s->t, &s->ncap, need, sizeof *s->t, 256) ||
+        as_grow((void **)&s->fs, &cap, need, sizeof *s->fs, 256))
+        return AS_ENOMEM;
+    if (cap != s->ncap) /* both arrays keep one capacity */
+        return AS_ENOMEM;
+    uint32_t n = ++s->nn;
+    s->t[n] = (tnode){.state = T_DEAD};
+    s->node_free = n;
     return 0;
 }
 
-/* Range n becomes [off, off+size) under class cls, as a new range would (a new sequence
- * number), where no other free range lies between its old and new addresses: its place in
- * the address index holds, only the size index files it again. */
-static void node_rekey(cmasync *s, uint32_t n, uint64_t off, uint64_t size, uint32_t cls)
+static void node_put(cmasync *s, uint32_t n)
 {
-    sb_erase(s->fs, &s->sz[s->fa[n].cls], n);
-    s->fa[n].addr = off;
-    s->fa[n].size = size;
-    s->fa[n].cls = cls;
+    s->t[n].state = T_DEAD;
+    s->t[n].next = s->node_free;
+    s->node_free = n;
+}
+
+/* Node n becomes the free range [off, off+size) under class cls, filed as a new range
+ * would be (a new sequence number); its place in address order is the caller's. */
+OSET_HOT void range_add(cmasync *s, uint32_t n, uint64_t off, uint64_t size, uint32_t cls)
+{
+    s->t[n].off = off;
+    s->t[n].size = size;
+    s->t[n].state = T_RANGE;
+    s->t[n].cls = (uint8_t)cls;
     s->fs[n].addr = ++s->seq;
     s->fs[n].size = size;
     sb_insert(s->fs, &s->sz[cls], n);
+    s->nfree++;
 }
 
-static void node_del(cmasync *s, uint32_t n)
+OSET_HOT void range_remove(cmasync *s, uint32_t n)
 {
-    caa_treap_erase(s->fa, &s->root_a, n);
-    sb_erase(s->fs, &s->sz[s->fa[n].cls], n);
-    s->fa[n].l = s->node_free;
-    s->node_free = n;
+    sb_erase(s->fs, &s->sz[s->t[n].cls], n);
     s->nfree--;
 }
 
-/* The free range holding off (0: none, or the tail): the last one starting at or below
- * it, in one descent. */
-static uint32_t range_holding(const cmasync *s, uint64_t off)
+/* Range n becomes [off, off+size) under class cls, as a new range would (a new sequence
+ * number); no other block lies between its old and new places. */
+OSET_HOT void range_rekey(cmasync *s, uint32_t n, uint64_t off, uint64_t size, uint32_t cls)
 {
-    uint32_t n = 0;
-    for (uint32_t i = s->root_a; i;)
-        if (s->fa[i].addr <= off) {
-            n = i;
-            i = s->fa[i].r;
-        } else {
-            i = s->fa[i].l;
-        }
-    return n && s->fa[n].addr + s->fa[n].size > off ? n : 0;
+    sb_erase(s->fs, &s->sz[s->t[n].cls], n);
+    s->nfree--;
+    range_add(s, n, off, size, cls);
+}
+
+/* The smallest range (free first among equals) all of whose chunks are mapped that holds
+ * size, or 0. A chunk unmapped under a range leaves it filed as mapped (finding the
+ * range would take an address search at every unmap); this look at its chunks refiles
+ * it under class 1, with its sequence number, before the next is tried: the answer is the
+ * one the classes kept exact would give. */
+static uint32_t find_mapped(cmasync *s, uint64_t size)
+{
+    for (;;) {
+        uint32_t n = sb_find(s->fs, &s->sz[0], size);
+        if (!n || !range_class(s, s->t[n].off, s->t[n].size))
+            return n;
+        sb_erase(s->fs, &s->sz[0], n);
+        s->t[n].cls = 1;
+        sb_insert(s->fs, &s->sz[1], n);
+    }
 }
 
 /* ---- chunks ----------------------------------------------------------------------------- */
@@ -317,18 +327,17 @@ static int chunk_unmap(cmasync *s, uint32_t c)
     s->nmapped--;
     s->nidle--;
     s->unmaps++;
-    uint32_t n = range_holding(s, (uint64_t)c * s->grow); /* an idle chunk is all free */
-    if (n)
-        set_class(s, n, 1);
-    return 0;
+    return 0; /* the range over it keeps its class until find_mapped looks */
 }
 
-/* The highest idle chunk outside [lo, hi], or UINT32_MAX. Only the words up to the
- * highest chunk ever mapped can hold an idle bit: the 1 TiB range has 512 words, a pool
- * uses a few. */
-static uint32_t idle_chunk(const cmasync *s, uint32_t lo, uint32_t hi)
+/* The highest idle chunk outside [lo, hi], or UINT32_MAX. Only the words up to idle_top
+ * can hold an idle bit (the 1 TiB range has 512 words, a pool uses a few); empty ones at
+ * the top lower it. */
+static uint32_t idle_chunk(cmasync *s, uint32_t lo, uint32_t hi)
 {
-    for (uint32_t w = s->top_word + 1; w-- > 0;) {
+    while (s->idle_top && !s->idle[s->idle_top])
+        s->idle_top--;
+    for (uint32_t w = s->idle_top + 1; w-- > 0;) {
         uint64_t m = s->idle[w];
         while (m) {
             int b = 63 - __builtin_clzll(m);
@@ -383,8 +392,8 @@ static int map_span(cmasync *s, uint32_t c0, uint32_t c1)
                               (uint64_t)(e - c + 1) * s->grow);
         if (rc) /* the capacity was asked first: a refusal now is the device's fault */
             return rc == AS_DEV_OOM ? AS_EDEVICE : rc;
-        if (e >> 6 > s->top_word)
-            s->top_word = e >> 6;
+        if (e >> 6 > s->idle_top)
+            s->idle_top = e >> 6;
         for (uint32_t x = c; x <= e; x++) {
             set_bit(s->mapped, x);
             set_bit(s->idle, x); /* until the block is counted in, below */
@@ -415,6 +424,8 @@ static void count_span(cmasync *s, uint64_t off, uint64_t size, int delta)
         if (--s->chunk_live[c] == 0) {
             set_bit(s->idle, c);
             s->nidle++;
+            if (c >> 6 > s->idle_top)
+                s->idle_top = c >> 6;
         }
 }
 
@@ -446,18 +457,34 @@ static int ca_init(void *st, const as_knob_value *cfg, const as_device *dev)
     return rc;
 }
 
-static int live_new(cmasync *s, uint32_t *out)
+/* Node k goes into address order just before n (0: at the top, below the tail). */
+static void link_before(cmasync *s, uint32_t k, uint32_t n)
 {
-    if (s->live_free) {
-        *out = s->live_free;
-        s->live_free = s->lv[*out].next;
-        return 0;
-    }
-    if (as_grow((void **)&s->lv, &s->lcap, (size_t)s->nl + 2, sizeof *s->lv, 1024))
-        return AS_ENOMEM;
-    *out = ++s->nl;
-    s->lv[*out].gen = 0;
-    return 0;
+    uint32_t p = n ? s->t[n].prev : s->last;
+    s->t[k].prev = p;
+    s->t[k].next = n;
+    if (p)
+        s->t[p].next = k;
+    else
+        s->first = k;
+    if (n)
+        s->t[n].prev = k;
+    else
+        s->last = k;
+}
+
+/* Nodes a..b (in address order) leave it. */
+static void unlink_span(cmasync *s, uint32_t a, uint32_t b)
+{
+    uint32_t p = s->t[a].prev, q = s->t[b].next;
+    if (p)
+        s->t[p].next = q;
+    else
+        s->first = q;
+    if (q)
+        s->t[q].prev = p;
+    else
+        s->last = p;
 }
 
 static int ca_alloc(void *st, const as_request *req, as_block *out)
@@ -466,104 +493,102 @@ static int ca_alloc(void *st, const as_request *req, as_block *out)
     if (req->size > AS_REQUEST_MAX)
         return AS_POLICY_OOM;
     uint64_t size = as_align_up(req->size, s->round);
-    uint32_t n = sb_find(s->fs, &s->sz[0], size), k;
+    uint32_t n = find_mapped(s, size), k;
     if (!n)
         n = sb_find(s->fs, &s->sz[1], size);
-    uint64_t off = n ? s->fa[n].addr : s->tail;
+    uint64_t off = n ? s->t[n].off : s->tail;
     if (!n && size > s->va_size - s->tail)
         return AS_POLICY_OOM; /* past the pool's address space */
-    int rc = map_span(s, chunk_of(s, off), chunk_of(s, off + size - 1));
-    if (rc || (rc = live_new(s, &k)))
+    int rc = node_reserve(s);
+    if (rc || (rc = map_span(s, chunk_of(s, off), chunk_of(s, off + size - 1))))
         return rc;
     if (!n) {
+        k = node_take(s);
+        link_before(s, k, 0);
         s->tail += size;
+    } else if (s->t[n].size > size) {
+        uint64_t left = s->t[n].size - size;
+        k = node_take(s);
+        link_before(s, k, n);
+        /* a part of a range all mapped is all mapped */
+        range_rekey(s, n, off + size, left, s->t[n].cls ? range_class(s, off + size, left) : 0);
     } else {
-        uint64_t left = s->fa[n].size - size;
-        if (left) /* a part of a range all mapped is all mapped */
-            node_rekey(s, n, off + size, left, s->fa[n].cls ? range_class(s, off + size, left) : 0);
-        else
-            node_del(s, n);
+        k = n;
+        range_remove(s, n);
     }
     count_span(s, off, size, 1);
-    live_rec *l = &s->lv[k];
-    *l = (live_rec){.off = off,
-                    .size = size,
-                    .id = req->id,
-                    .stream = req->stream,
-                    .gen = l->gen + 1,
-                    .state = LIVE_ALLOC};
+    tnode *l = &s->t[k];
+    l->off = off;
+    l->size = size;
+    l->id = req->id;
+    l->stream = req->stream;
+    l->gen++;
+    l->state = T_ALLOC;
     s->allocated += size;
     *out = (as_block){.addr = s->base + off, .size = size, .handle = (uint64_t)l->gen << 32 | k};
     return 0;
 }
 
-/* The freed block [off, off+size) joins its free neighbours (and the tail). */
-static int merge_free(cmasync *s, uint64_t off, uint64_t size)
+/* The freed block k joins its free neighbours (and the tail): they are its address
+ * neighbours, since the blocks tile the space below the tail. */
+static void merge_free(cmasync *s, uint32_t k)
 {
-    /* No free range starts inside the live block: one descent finds the last range
-     * below it (the only one that can end at its start) and the first above it. */
-    uint32_t next = 0, prev = 0, cls = 0;
-    for (uint32_t i = s->root_a; i;)
-        if (s->fa[i].addr < off) {
-            prev = i;
-            i = s->fa[i].r;
-        } else {
-            next = i;
-            i = s->fa[i].l;
+    uint32_t p = s->t[k].prev, q = s->t[k].next;
+    int pf = p && s->t[p].state == T_RANGE, qf = q && s->t[q].state == T_RANGE;
+    if (!q) { /* k is the top block: it and a free range below it go to the tail */
+        uint32_t a = pf ? p : k;
+        s->tail = s->t[a].off;
+        unlink_span(s, a, k);
+        if (pf) {
+            range_remove(s, p);
+            node_put(s, p);
         }
-    if (prev && s->fa[prev].addr + s->fa[prev].size != off)
-        prev = 0;
-    if (next && s->fa[next].addr != off + size)
-        next = 0; /* cls 0: the block itself is mapped */
-    if (prev) {
-        off = s->fa[prev].addr;
-        size += s->fa[prev].size;
-        cls |= s->fa[prev].cls;
+        node_put(s, k);
+        return;
     }
-    if (next) {
-        size += s->fa[next].size;
-        cls |= s->fa[next].cls;
+    if (pf) { /* the merged range takes the lower range's node (and sequence number anew) */
+        uint64_t size = s->t[p].size + s->t[k].size;
+        uint32_t cls = s->t[p].cls, b = qf ? q : k;
+        if (qf) {
+            size += s->t[q].size;
+            cls |= s->t[q].cls;
+            range_remove(s, q);
+        }
+        unlink_span(s, k, b);
+        range_rekey(s, p, s->t[p].off, size, cls); /* cls: the block itself is mapped */
+        node_put(s, k);
+        if (qf)
+            node_put(s, q);
+        return;
     }
-    if (off + size == s->tail) {
-        if (prev)
-            node_del(s, prev);
-        if (next)
-            node_del(s, next);
-        s->tail = off;
-        return 0;
+    if (qf) {
+        unlink_span(s, k, k);
+        range_rekey(s, q, s->t[k].off, s->t[k].size + s->t[q].size, s->t[q].cls);
+        node_put(s, k);
+        return;
     }
-    if (prev && next)
-        node_del(s, next);
-    uint32_t n = prev ? prev : next;
-    if (n) { /* the merged range takes a neighbour's place in the address index */
-        node_rekey(s, n, off, size, cls);
-        return 0;
-    }
-    return node_new(s, off, size, cls, &n);
+    range_add(s, k, s->t[k].off, s->t[k].size, 0);
 }
 
 static int ca_free(void *st, uint64_t handle, unsigned flags)
 {
     cmasync *s = st;
     uint32_t k = (uint32_t)handle;
-    if (!k || k > s->nl || s->lv[k].gen != (uint32_t)(handle >> 32) || s->lv[k].state == LIVE_FREE)
+    if (!k || k > s->nn || s->t[k].gen != (uint32_t)(handle >> 32) || s->t[k].state < T_ALLOC)
         return AS_EINVAL;
-    live_rec *l = &s->lv[k];
+    tnode *l = &s->t[k];
     if (flags & AS_FREE_PENDING) {
-        if (l->state == LIVE_PENDING)
+        if (l->state == T_PENDING)
             return AS_EINVAL;
-        l->state = LIVE_PENDING; /* not reusable before its FREE */
+        l->state = T_PENDING; /* not reusable before its FREE */
         return 0;
     }
     count_span(s, l->off, l->size, -1);
     s->allocated -= l->size;
-    int rc = merge_free(s, l->off, l->size);
-    l->state = LIVE_FREE;
-    l->next = s->live_free;
-    s->live_free = k;
-    if (!rc && s->nmapped * s->grow > s->threshold)
-        rc = trim_to(s, s->threshold);
-    return rc;
+    merge_free(s, k);
+    if (s->nmapped * s->grow > s->threshold)
+        return trim_to(s, s->threshold);
+    return 0;
 }
 
 static int ca_empty_cache(void *st)
@@ -588,37 +613,75 @@ static void ca_stats(const void *st, as_policy_stats *out)
                              .device_releases = s->unmaps};
 }
 
+/* Every node in class c's size index is a range of that class, filed once (seen). */
+static const char *ca_check_filed(const cmasync *s, unsigned c, uint8_t *seen)
+{
+    const sbins *x = &s->sz[c];
+    for (unsigned fl = 0; fl < 64; fl++)
+        for (unsigned sl = 0; sl < 32; sl++) {
+            int treap = x->treap[fl] >> sl & 1;
+            for (uint32_t n = cas_bin_min(s->fs, x->root[fl][sl], treap); n;
+                 n = cas_bin_next(s->fs, x->root[fl][sl], treap, n)) {
+                if (seen[n] || s->t[n].state != T_RANGE || s->t[n].cls != c ||
+                    s->fs[n].size != s->t[n].size)
+                    return "a size index holds a node that is not a range of its class";
+                seen[n] = 1;
+            }
+        }
+    return NULL;
+}
+
+/* The blocks tile [0, tail) in address order, both links agreeing; no two ranges are
+ * adjacent and none reaches the tail; the size indexes hold exactly the ranges. */
 static int ca_check_ranges(const cmasync *s, as_check_failure *f)
 {
-    uint64_t na = 0, ns = 0, ns1 = 0, bytes = 0, end = 0;
-    const char *why = caa_bin_check(s->fa, s->nn + 1, s->root_a, 2, &na);
-    if (!why)
-        why = sb_check(s->fs, s->nn + 1, &s->sz[0], &ns);
+    uint64_t ns = 0, ns1 = 0, nr = 0, live = 0, pos = 0, steps = 0;
+    uint8_t *seen = calloc((size_t)s->nn + 1, 1);
+    if (!seen)
+        return AS_ENOMEM;
+    const char *why = sb_check(s->fs, s->nn + 1, &s->sz[0], &ns);
     if (!why)
         why = sb_check(s->fs, s->nn + 1, &s->sz[1], &ns1);
-    if (why)
-        return as_check_fail(f, "free ranges: %s", why);
-    ns += ns1;
-    if (na != s->nfree || ns != s->nfree)
-        return as_check_fail(f, "the indexes hold %llu and %llu ranges, %llu are free",
-                             (unsigned long long)na, (unsigned long long)ns,
-                             (unsigned long long)s->nfree);
-    for (uint32_t n = caa_treap_min(s->fa, s->root_a); n; n = caa_treap_next(s->fa, n)) {
-        if (!s->fa[n].size || (end && s->fa[n].addr <= end) || s->fs[n].size != s->fa[n].size ||
-            s->fa[n].cls != range_class(s, s->fa[n].addr, s->fa[n].size))
-            return as_check_fail(f, "free range at %llu is empty, unmerged or misfiled",
-                                 (unsigned long long)s->fa[n].addr);
-        end = s->fa[n].addr + s->fa[n].size;
-        bytes += s->fa[n].size;
+    if (!why)
+        why = ca_check_filed(s, 0, seen);
+    if (!why)
+        why = ca_check_filed(s, 1, seen);
+    int rc = why ? as_check_fail(f, "free ranges: %s", why) : 0;
+    uint32_t prev = 0, n = s->first;
+    for (; n && !rc; prev = n, n = s->t[n].next) {
+        const tnode *b = &s->t[n];
+        if (n > s->nn || ++steps > s->nn || b->prev != prev || b->off != pos ||
+            b->state == T_DEAD || !b->size) {
+            rc = as_check_fail(f, "the blocks' address order is broken at %llu",
+                               (unsigned long long)pos);
+            break;
+        }
+        if (b->state == T_RANGE) {
+            why = !seen[n]                                     ? "is in no size index"
+                  : prev && s->t[prev].state == T_RANGE        ? "is next to another"
+                  : !b->next                                   ? "reaches the tail"
+                  : b->cls && !range_class(s, b->off, b->size) ? "is filed as over an unmapped "
+                                                                 "chunk, and all are mapped"
+                                                               : NULL;
+            if (why)
+                rc = as_check_fail(f, "free range at %llu %s", (unsigned long long)b->off, why);
+            nr++;
+        } else {
+            live += b->size;
+        }
+        pos += b->size;
     }
-    if (end >= s->tail && s->nfree)
-        return as_check_fail(f, "a free range reaches the tail at %llu",
-                             (unsigned long long)s->tail);
-    if (bytes + s->allocated != s->tail)
-        return as_check_fail(f, "free %llu + live %llu bytes do not tile the %llu below the tail",
-                             (unsigned long long)bytes, (unsigned long long)s->allocated,
-                             (unsigned long long)s->tail);
-    return 0;
+    free(seen);
+    if (!rc && (prev != s->last || pos != s->tail || live != s->allocated || nr != s->nfree ||
+                ns + ns1 != s->nfree))
+        rc = as_check_fail(f,
+                           "the blocks end at %llu below a tail at %llu with %llu live "
+                           "bytes of %llu, %llu ranges of %llu, %llu indexed",
+                           (unsigned long long)pos, (unsigned long long)s->tail,
+                           (unsigned long long)live, (unsigned long long)s->allocated,
+                           (unsigned long long)nr, (unsigned long long)s->nfree,
+                           (unsigned long long)(ns + ns1));
+    return rc;
 }
 
 static int ca_check(const void *st, as_check_failure *f)
@@ -628,12 +691,11 @@ static int ca_check(const void *st, as_check_failure *f)
     uint32_t *cnt = rc ? NULL : calloc(s->nchunk, sizeof *cnt);
     if (rc || !cnt)
         return rc ? rc : AS_ENOMEM;
-    uint64_t live = 0, nm = 0, ni = 0;
-    for (uint32_t k = 1; k <= s->nl && !rc; k++) {
-        const live_rec *l = &s->lv[k];
-        if (l->state == LIVE_FREE)
+    uint64_t nm = 0, ni = 0;
+    for (uint32_t k = s->first; k && !rc; k = s->t[k].next) {
+        const tnode *l = &s->t[k];
+        if (l->state == T_RANGE)
             continue;
-        live += l->size;
         for (uint32_t c = chunk_of(s, l->off); c <= chunk_of(s, l->off + l->size - 1); c++) {
             cnt[c]++;
             if (!bit(s->mapped, c))
@@ -644,51 +706,40 @@ static int ca_check(const void *st, as_check_failure *f)
     for (uint32_t c = 0; c < s->nchunk && !rc; c++) {
         nm += bit(s->mapped, c);
         ni += bit(s->idle, c);
-        if (cnt[c] != s->chunk_live[c] || bit(s->idle, c) != (bit(s->mapped, c) && !cnt[c]))
+        if (cnt[c] != s->chunk_live[c] || bit(s->idle, c) != (bit(s->mapped, c) && !cnt[c]) ||
+            (bit(s->idle, c) && c >> 6 > s->idle_top))
             rc = as_check_fail(f, "chunk %u: %u live blocks counted %u, idle bit %d", c, cnt[c],
                                s->chunk_live[c], bit(s->idle, c));
     }
     free(cnt);
-    if (!rc && (live != s->allocated || nm != s->nmapped || ni != s->nidle ||
-                nm * s->grow != s->dev->ops->reserved(s->dev->ctx)))
-        rc = as_check_fail(f, "counts: live %llu/%llu B, mapped %llu/%llu, idle %llu/%llu",
-                           (unsigned long long)live, (unsigned long long)s->allocated,
-                           (unsigned long long)nm, (unsigned long long)s->nmapped,
-                           (unsigned long long)ni, (unsigned long long)s->nidle);
+    if (!rc &&
+        (nm != s->nmapped || ni != s->nidle || nm * s->grow != s->dev->ops->reserved(s->dev->ctx)))
+        rc = as_check_fail(f, "counts: mapped %llu/%llu, idle %llu/%llu", (unsigned long long)nm,
+                           (unsigned long long)s->nmapped, (unsigned long long)ni,
+                           (unsigned long long)s->nidle);
     return rc;
 }
 
-typedef struct by_off {
-    uint64_t off;
-    uint32_t k;
-} by_off;
-
-static int cmp_off(const void *a, const void *b)
-{
-    uint64_t x = ((const by_off *)a)->off, y = ((const by_off *)b)->off;
-    return (x > y) - (x < y);
-}
-
-/* One run of mapped chunks [lo, hi) as a segment, then its blocks in address order:
- * live ones from ord[*i], free space in between. */
-static int walk_run(const cmasync *s, uint64_t lo, uint64_t hi, const by_off *ord, uint32_t nord,
-                    uint32_t *i, as_walk_fn fn, void *user)
+/* One run of mapped chunks [lo, hi) as a segment, then its blocks in address order from
+ * *k on (live ones as they are, the free space between them as one free block). */
+static int walk_run(const cmasync *s, uint64_t lo, uint64_t hi, uint32_t *k, as_walk_fn fn,
+                    void *user)
 {
     as_walk_item it = {
         .kind = AS_WALK_SEGMENT, .addr = s->base + lo, .size = hi - lo, .id = UINT64_MAX};
     int rc = fn(user, &it);
     for (uint64_t pos = lo; !rc && pos < hi;) {
-        while (*i < nord && ord[*i].off < pos)
-            (*i)++;
-        const live_rec *l = *i < nord ? &s->lv[ord[*i].k] : NULL;
+        while (*k && (s->t[*k].state == T_RANGE || s->t[*k].off < pos))
+            *k = s->t[*k].next;
+        const tnode *l = *k ? &s->t[*k] : NULL;
         if (l && l->off == pos) {
             it = (as_walk_item){.kind = AS_WALK_BLOCK,
                                 .addr = s->base + pos,
                                 .size = l->size,
                                 .stream = l->stream,
                                 .id = l->id,
-                                .state = l->state == LIVE_PENDING ? AS_BLOCK_PENDING
-                                                                  : AS_BLOCK_ALLOCATED};
+                                .state =
+                                    l->state == T_PENDING ? AS_BLOCK_PENDING : AS_BLOCK_ALLOCATED};
             pos += l->size;
         } else {
             uint64_t end = l && l->off < hi ? l->off : hi;
@@ -707,15 +758,7 @@ static int walk_run(const cmasync *s, uint64_t lo, uint64_t hi, const by_off *or
 static int ca_walk(const void *st, as_walk_fn fn, void *user)
 {
     const cmasync *s = st;
-    by_off *ord = malloc(((size_t)s->nl + 1) * sizeof *ord);
-    uint32_t nord = 0, i = 0;
-    if (!ord)
-        return AS_ENOMEM;
-    for (uint32_t k = 1; k <= s->nl; k++)
-        if (s->lv[k].state != LIVE_FREE)
-            ord[nord++] = (by_off){.off = s->lv[k].off, .k = k};
-    if (nord > 1)
-        qsort(ord, nord, sizeof *ord, cmp_off);
+    uint32_t k = s->first;
     int rc = 0;
     for (uint32_t c = 0; c < s->nchunk && !rc; c++) {
         if (!bit(s->mapped, c))
@@ -723,11 +766,9 @@ static int ca_walk(const void *st, as_walk_fn fn, void *user)
         uint32_t e = c;
         while (e + 1 < s->nchunk && bit(s->mapped, e + 1))
             e++;
-        rc = walk_run(s, (uint64_t)c * s->grow, (uint64_t)(e + 1) * s->grow, ord, nord, &i, fn,
-                      user);
+        rc = walk_run(s, (uint64_t)c * s->grow, (uint64_t)(e + 1) * s->grow, &k, fn, user);
         c = e;
     }
-    free(ord);
     return rc;
 }
 
@@ -742,11 +783,9 @@ static void ca_fini(void *st)
     free(s->chunk_live);
     free(s->mapped);
     free(s->idle);
-    free(s->fa);
+    free(s->t);
     free(s->fs);
-    free(s->lv);
 }
-
 const as_policy as_policy_cudamallocasync = {
     .name = "cudamallocasync",
     .summary = "calibrated model of CUDA's stream-ordered pool (not the driver's code): "

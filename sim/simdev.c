@@ -27,10 +27,11 @@
 struct as_simdev {
     as_device dev;
     as_simdev_params p;
-    as_chunked *heap; /* physical (cudaMalloc) address space, AS_PLACE_CHUNKED */
-    as_space *phys;   /* physical address space, the simple rules */
-    as_space *va;     /* virtual-only (cuMemAddressReserve) space, the simple rules */
-    as_atreap vlive;  /* the heap's cuMemAddressReserve ranges, for map()'s check */
+    as_chunked *heap;  /* physical (cudaMalloc) address space, AS_PLACE_CHUNKED */
+    as_space *phys;    /* physical address space, the simple rules */
+    as_space *va;      /* virtual-only (cuMemAddressReserve) space, the simple rules */
+    as_atreap vlive;   /* the heap's cuMemAddressReserve ranges, for map()'s check */
+    uint64_t vlo, vhi; /* the last of them that held a checked range (vhi 0: none) */
     as_dev_counters c;
     as_dev_log_fn log;
     void *log_user;
@@ -168,19 +169,28 @@ static int dev_va_release(void *ctx, uint64_t addr, uint64_t size)
     if (!d->heap)
         return as_space_give(d->va, addr, size);
     int rc = as_chunked_give(d->heap, addr, size, 1);
-    if (!rc)
+    if (!rc) {
         as_atreap_remove(&d->vlive, addr);
+        d->vlo = d->vhi = 0;
+    }
     return rc;
 }
 
 /* The range must lie inside one virtual reservation. Whether pages are already mapped is
  * the policy's to know; check() of the policy verifies its own page accounting. */
-static int in_va(const as_simdev *d, uint64_t addr, uint64_t size)
+static int in_va(as_simdev *d, uint64_t addr, uint64_t size)
 {
     if (!d->heap)
         return as_space_holds(d->va, addr, size);
+    /* A pool maps and unmaps chunk after chunk of one reservation: the last one first. */
+    if (addr >= d->vlo && addr < d->vhi && size <= d->vhi - addr)
+        return 1;
     uint32_t p = as_atreap_pred(&d->vlive, addr + 1);
-    return p && addr + size <= d->vlive.n[p].addr + d->vlive.n[p].len;
+    if (!p || addr + size > d->vlive.n[p].addr + d->vlive.n[p].len)
+        return 0;
+    d->vlo = d->vlive.n[p].addr;
+    d->vhi = d->vlo + d->vlive.n[p].len;
+    return 1;
 }
 
 static int dev_map(void *ctx, uint64_t addr, uint64_t size)
