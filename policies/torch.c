@@ -435,6 +435,46 @@ static inline __attribute__((always_inline)) uint32_t split_after(torch_state *t
     return r;
 }
 
+/* The (state, mapped, in, small, exp, bin) bytes of a node as one word. */
+static inline uint64_t flag_word(const blk *x)
+{
+    uint64_t v;
+    memcpy(&v, (const char *)x + offsetof(blk, state), sizeof v);
+    return v;
+}
+
+static inline void set_flag_word(blk *x, uint64_t v)
+{
+    memcpy((char *)x + offsetof(blk, state), &v, sizeof v);
+}
+
+/* The bytes of flag_word that a split's remainder inherits: mapped, small, exp. */
+#define FLAG_INHERIT (0xffull << 8 | 0xffffull << 24)
+#define FLAG_IN_BLOCKS ((uint64_t)IN_BLOCKS << 16)
+
+/* split_after for torch_alloc's hot path: node i (had bytes, free or just handed out),
+ * keeps `size`, node r (taken by the caller) gets the rest as a free block bound for the
+ * free set (in = IN_BLOCKS; its links, bin and gc_base are the caller's). Returns r's
+ * address. */
+static inline __attribute__((always_inline)) uint64_t split_free(blk *b, uint32_t i, uint32_t r,
+                                                                 uint64_t size, uint64_t had)
+{
+    blk *n = &b[r];
+    uint32_t nx = b[i].next;
+    uint64_t addr = b[i].addr + size;
+    n->addr = addr;
+    n->size = had - size;
+    n->prev = i;
+    n->next = nx;
+    n->seg = b[i].seg;
+    n->sx = b[i].sx;
+    set_flag_word(n, (flag_word(&b[i]) & FLAG_INHERIT) | FLAG_IN_BLOCKS);
+    b[nx].prev = r; /* node 0 too when there is none: its prev is never read */
+    b[i].next = r;
+    b[i].size = size;
+    return addr;
+}
+
 static int scratch_push(torch_state *t, uint32_t v)
 {
     if (t->nscratch == t->scratch_cap &&
@@ -931,9 +971,35 @@ static int release_cached(torch_state *t)
     return rc;
 }
 
+/* free_block's merges with a free mapped previous block p (and with n too when nf): p
+ * absorbs them and is re-keyed in place (the lower node survives, as merge_neighbours
+ * does). Out of line: one free in eight merges backwards on real traces. */
+static __attribute__((noinline)) int free_merge_prev(torch_state *t, uint32_t i, uint32_t p,
+                                                     uint32_t n, int nf)
+{
+    blk *b = t->b;
+    pool *pl = pool_of(t, i);
+    fset *f = &pl->blocks;
+    uint64_t old_size = b[p].size;
+    if (nf) {
+        as_tfs_erase(b, f, n);
+        b[p].size = old_size + b[i].size + b[n].size;
+        b[p].next = b[n].next;
+        b[b[n].next].prev = p; /* node 0's prev is never read */
+        node_del(t, n);
+    } else {
+        b[p].size = old_size + b[i].size;
+        b[p].next = n;
+        b[n].prev = p;
+    }
+    node_del(t, i);
+    b[p].gc_base = pl->calls;
+    return as_tfs_regrow(b, f, p, old_size, p);
+}
+
 /* free_block: the block returns to its pool, merged with free neighbours. A free
- * neighbour of a mapped block is in the free set: the survivor is re-keyed in place there
- * (the lower node survives, as merge_neighbours does). */
+ * neighbour of a mapped block is in the free set: the survivor is re-keyed in place
+ * there. */
 static inline __attribute__((always_inline)) int free_block(torch_state *t, uint32_t i)
 {
     blk *b = t->b;
@@ -941,40 +1007,25 @@ static inline __attribute__((always_inline)) int free_block(torch_state *t, uint
     uint32_t p = b[i].prev, n = b[i].next;
     /* i is mapped (an allocated block always is). A neighbour merges when it is free and
      * mapped: its (state, mapped) pair, one 16-bit load, is FREE_MAPPED. Node 0 (none)
-     * stays all zero, so it never does: no test of p or n, one unpredictable branch. */
+     * stays all zero, so it never does: no test of p or n. */
     int pf = state_mapped(&b[p]) == FREE_MAPPED;
     int nf = state_mapped(&b[n]) == FREE_MAPPED;
+    if (__builtin_expect(pf, 0))
+        return free_merge_prev(t, i, p, n, nf);
     pool *pl = pool_of(t, i);
     fset *f = &pl->blocks;
-    if (!(pf || nf)) { /* insert_free, inline */
-        b[i].gc_base = pl->calls;
-        b[i].in = IN_BLOCKS;
+    b[i].gc_base = pl->calls;
+    b[i].in = IN_BLOCKS;
+    if (!nf) /* insert_free, inline */
         return as_tfs_insert(b, f, i);
-    }
-    uint32_t old = pf ? p : n, x = pf ? p : i;
-    uint64_t old_size = b[old].size;
-    if (pf && nf) {
-        as_tfs_erase(b, f, n);
-        b[n].in = IN_NONE;
-    }
-    if (pf) { /* p absorbs i, then n */
-        b[p].size += b[i].size;
-        b[p].next = n;
-        b[n].prev = p;
-        node_del(t, i);
-    }
-    if (nf) { /* x absorbs n */
-        b[x].size += b[n].size;
-        b[x].next = b[n].next;
-        b[b[x].next].prev = x; /* node 0's prev is never read */
-        if (!pf)
-            b[n].in = IN_NONE;
-    }
-    b[x].gc_base = pl->calls;
-    b[x].in = IN_BLOCKS;
-    int rc = as_tfs_replace(b, f, old, old_size, x);
-    if (nf)
-        node_del(t, n);
+    /* i absorbs n and takes its place in the free set. */
+    uint64_t old_size = b[n].size;
+    uint32_t nn = b[n].next;
+    b[i].size += old_size;
+    b[i].next = nn;
+    b[nn].prev = i; /* node 0's prev is never read */
+    int rc = as_tfs_regrow(b, f, n, old_size, i);
+    node_del(t, n);
     return rc;
 }
 
@@ -1067,6 +1118,21 @@ static inline int should_split(const torch_state *t, int small, uint64_t size, u
                                     : (size < t->max_split && remaining > SMALL_SIZE);
 }
 
+/* Block i, of `size` bytes once split, is the request's: its state, the accounting and
+ * the answer (its place in the free set, if any, is left to the caller). */
+static inline void hand_out_sized(torch_state *t, blk *b, uint32_t i, uint64_t size,
+                                  const as_request *req, as_block *out)
+{
+    uint32_t gen = ++b[i].gen;
+    b[i].in = IN_NONE;
+    b[i].state = B_ALLOC;
+    b[i].id = req->id;
+    t->allocated += size;
+    out->addr = b[i].addr;
+    out->size = size;
+    out->handle = (uint64_t)gen << 32 | i;
+}
+
 /* Block i, split already, is the request's: its state, the accounting and the answer. */
 static inline int hand_out(torch_state *t, blk *b, uint32_t i, const as_request *req, as_block *out)
 {
@@ -1137,20 +1203,22 @@ static inline __attribute__((always_inline)) int alloc_cached(torch_state *t, co
     uint64_t had = b[i].size;
     int split = plain ? had - size > (small ? MIN_BLOCK - 1 : SMALL_SIZE)
                       : should_split(t, small, size, had);
-    if (split) {
-        uint32_t r = split_after(t, i, size);
-        if (!r)
-            return AS_ENOMEM;
-        b = t->b;
-        b[r].gc_base = pl->calls;
-        b[r].in = IN_BLOCKS;
-        /* The remainder takes the block's place in the free set. */
-        if (as_tfs_split_move(b, fs, (uint32_t)k, tb, i, had, r))
-            return AS_ENOMEM;
-    } else {
+    if (!split) {
+        hand_out_sized(t, b, i, had, req, out);
         as_tfs_take(b, fs, (uint32_t)k, tb, i, had);
+        return 0;
     }
-    return hand_out(t, b, i, req, out);
+    uint32_t r = node_take(t);
+    if (!r)
+        return AS_ENOMEM;
+    b = t->b;
+    /* The answer first: req and out are then dead through the split's work. */
+    hand_out_sized(t, b, i, size, req, out);
+    uint64_t raddr = split_free(b, i, r, size, had);
+    if (!plain) /* plain: no garbage collection, which alone reads gc_base */
+        b[r].gc_base = pl->calls;
+    /* The remainder takes the block's place in the free set. */
+    return as_tfs_split_move(b, fs, (uint32_t)k, tb, i, had, r, had - size, raddr);
 }
 
 static int torch_alloc(void *st, const as_request *req, as_block *out)

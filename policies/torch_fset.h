@@ -115,7 +115,8 @@ int as_tfs_chunk(fset *f, uint32_t k, unsigned w);
 void as_tfs_max_changed(const blk *b, fset *f, uint32_t k);
 void as_tfs_max_changed_to(fset *f, uint32_t k, uint64_t m);
 int as_tfs_insert_slow(blk *b, fset *f, uint32_t x);
-/* as_tfs_replace through an erase and an insert (treap bins, a full list, a new chunk);
+/* as_tfs_regrow and as_tfs_split_move through an erase and an insert (treap bins, a full
+ * list, a new chunk);
  * as_tfs_insert out of line, for paths that seldom run. */
 int as_tfs_replace_slow(blk *b, fset *f, uint32_t old, uint64_t old_size, uint32_t nw);
 int as_tfs_insert_cold(blk *b, fset *f, uint32_t x);
@@ -191,30 +192,33 @@ TFS_HOT int tfs_key_below(const blk *b, uint64_t xs, uint64_t xa, uint32_t y)
 }
 
 /* x (size xs, address xa) into list bin tb (no treap, fewer than OSET_LIST_MAX blocks)
- * at `bin` of slot ix. Real size mixes keep most bins empty or nearly, and whether this
- * one is empty is a coin toss to the branch predictor: an empty bin takes the same
- * stores as a block going last (with x as its own neighbours), and the bitmap bits are
- * set either way. Only a block going before the tail scans. */
+ * at `bin` of slot ix. Real size mixes keep most bins empty or nearly: an empty bin is
+ * x alone, else x goes last unless it is below the tail, and only then scans. */
 TFS_HOT void tfs_list_put(blk *b, sidx *ix, tbin *tb, unsigned bin, uint32_t x, uint64_t xs,
                           uint64_t xa)
 {
     uint32_t h = tb->head;
     tb->cnt++;
     b[x].bin = (uint16_t)bin;
-    uint32_t before = h ? h : x;
-    if (h && tfs_key_below(b, xs, xa, b[h].l)) { /* not last: the first block above x */
+    tfs_mark(ix, bin);
+    if (!h) {
+        tb->head = x;
+        b[x].l = x;
+        b[x].r = x;
+        return;
+    }
+    uint32_t before = h; /* the first block above x; the head again when x goes last */
+    if (tfs_key_below(b, xs, xa, b[h].l)) {
         while (!tfs_key_below(b, xs, xa, before))
             before = b[before].r;
         if (before == h)
-            h = x;
+            tb->head = x;
     }
-    uint32_t p = h ? b[before].l : x;
-    tb->head = h ? h : x;
+    uint32_t p = b[before].l;
     b[x].l = p;
     b[x].r = before;
     b[p].r = x;
     b[before].l = x;
-    tfs_mark(ix, bin);
 }
 
 /* x out of list bin tb (no treap) at `bin` of slot ix; without branches on whether the
@@ -284,12 +288,13 @@ TFS_HOT void as_tfs_erase(blk *b, fset *f, uint32_t x)
     as_tfs_erase_at(b, f, x, b[x].size);
 }
 
-/* nw (free, not in the set, of old's stream) takes the place of old, which is filed
- * under old_size (a split's remainder, a merge's survivor; nw may be old itself, re-keyed
- * after a change of size or address): one unlink and one sorted insert, with the slot,
- * both bins and their chunks looked up once. Treap bins, a full list and a chunk's first
- * use go through erase and insert. 0 or AS_ENOMEM. */
-TFS_HOT int as_tfs_replace(blk *b, fset *f, uint32_t old, uint64_t old_size, uint32_t nw)
+/* A merge's survivor nw (free, not in the set, of old's stream: old itself re-keyed
+ * after it grew, or its lower neighbour) takes the place of old, which is filed under
+ * old_size and is smaller than nw: one unlink and one sorted insert, with the slot, both
+ * bins and their chunks looked up once, and the slot's maximum can only rise. Treap
+ * bins, a full list and a chunk's first use go through erase and insert. 0 or
+ * AS_ENOMEM. */
+TFS_HOT int as_tfs_regrow(blk *b, fset *f, uint32_t old, uint64_t old_size, uint32_t nw)
 {
     uint32_t k = b[old].sx;
     sidx *ix = &f->s[k];
@@ -298,15 +303,12 @@ TFS_HOT int as_tfs_replace(blk *b, fset *f, uint32_t old, uint64_t old_size, uin
     bchunk *c = f->c;
     uint32_t nci = ix->chunk[nb >> 6];
     tbin *ot = &c[ix->chunk[ob >> 6]].bin[ob & 63], *nt = &c[nci].bin[nb & 63];
-    /* Lists only, and the new one with room even before old leaves it. */
     if (__builtin_expect(!nci || ((ot->cnt | nt->cnt) & TFS_TREAP) || nt->cnt >= OSET_LIST_MAX, 0))
         return as_tfs_replace_slow(b, f, old, old_size, nw);
     tfs_list_take(b, ix, ot, ob, old);
     tfs_list_put(b, ix, nt, nb, nw, size, b[nw].addr);
     if (size > ix->max)
         tfs_push_max(f, k, size);
-    else if (old_size == ix->max && size != old_size)
-        as_tfs_max_changed(b, f, k);
     return 0;
 }
 
@@ -367,23 +369,39 @@ TFS_HOT uint32_t as_tfs_lower_bound_in(const blk *b, const fset *f, uint32_t k, 
     return bin < NBINS ? tfs_tbin_min(b, tfs_binp(f, ix, bin)) : 0;
 }
 
-/* as_tfs_lower_bound_in, with the bin the block is filed in (*tbp) when there is one. */
+/* as_tfs_lower_bound_in, with the bin the block is filed in (*tbp) when there is one.
+ * One look at the size's word decides the common cases: its first non-empty bin at or
+ * above the size's is another bin (its smallest block fits: most lookups on real traces),
+ * or the size's own (its list may still hold nothing big enough). */
 TFS_HOT uint32_t as_tfs_lower_bound_at(const blk *b, fset *f, uint32_t k, uint64_t size, tbin **tbp)
 {
     sidx *ix = &f->s[k];
-    unsigned bin = as_tfs_bin(size);
-    if (ix->words[bin >> 6] >> (bin & 63) & 1) {
+    unsigned bin = as_tfs_bin(size), w = bin >> 6;
+    uint64_t m = ix->words[w] & (~0ull << (bin & 63));
+    unsigned at = (w << 6) | (unsigned)__builtin_ctzll(m | 1ull << 63);
+    if (!m) { /* the first non-empty word above w, by the summary */
+        uint64_t sm = ix->summary & (~1ull << w);
+        for (;; sm &= sm - 1) {
+            if (!sm)
+                return 0;
+            w = (unsigned)__builtin_ctzll(sm);
+            if (__builtin_expect(ix->words[w] != 0, 1))
+                break;
+            ix->summary &= ~(1ull << w);
+        }
+        at = (w << 6) | (unsigned)__builtin_ctzll(ix->words[w]);
+    } else if (at == bin) {
         tbin *tb = tfs_binp(f, ix, bin);
         uint32_t x = tfs_bin_lower_bound(b, tb->head, (tb->cnt & TFS_TREAP) != 0, size);
         if (x) {
             *tbp = tb;
             return x;
         }
+        at = tfs_bin_next_clean(ix, bin + 1);
+        if (at >= NBINS)
+            return 0;
     }
-    bin = tfs_bin_next_clean(ix, bin + 1);
-    if (bin >= NBINS)
-        return 0;
-    tbin *tb = tfs_binp(f, ix, bin);
+    tbin *tb = tfs_binp(f, ix, at);
     *tbp = tb;
     return tfs_tbin_min(b, tb);
 }
@@ -398,20 +416,20 @@ TFS_HOT void as_tfs_take(blk *b, fset *f, uint32_t k, tbin *tb, uint32_t x, uint
         as_tfs_max_changed(b, f, k);
 }
 
-/* A split's remainder nw (smaller than old) takes the place of old, filed under old_size
- * in bin ot of slot k: old leaves its bin, nw goes into its own. 0 or AS_ENOMEM. */
+/* A split's remainder nw (smaller than old: nsize bytes at naddr) takes the place of old,
+ * filed under old_size in bin ot of slot k: old leaves its bin, nw goes into its own. 0 or
+ * AS_ENOMEM. */
 TFS_HOT int as_tfs_split_move(blk *b, fset *f, uint32_t k, tbin *ot, uint32_t old,
-                              uint64_t old_size, uint32_t nw)
+                              uint64_t old_size, uint32_t nw, uint64_t nsize, uint64_t naddr)
 {
     sidx *ix = &f->s[k];
-    uint64_t size = b[nw].size;
-    unsigned nb = as_tfs_bin(size);
+    unsigned nb = as_tfs_bin(nsize);
     uint32_t nci = ix->chunk[nb >> 6];
     tbin *nt = &f->c[nci].bin[nb & 63];
     if (__builtin_expect(!nci || ((ot->cnt | nt->cnt) & TFS_TREAP) || nt->cnt >= OSET_LIST_MAX, 0))
         return as_tfs_replace_slow(b, f, old, old_size, nw);
     tfs_list_take(b, ix, ot, b[old].bin, old);
-    tfs_list_put(b, ix, nt, nb, nw, size, b[nw].addr);
+    tfs_list_put(b, ix, nt, nb, nw, nsize, naddr);
     if (old_size == ix->max) /* nw is smaller: the maximum can only fall */
         as_tfs_max_changed(b, f, k);
     return 0;
