@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
-"""validate_table.py SUMMARY.json [--totals] - replay/RESULTS.md's tables from what
-`make validate` measured (replay/validate.py's summary.json, plain or zstd'd).
+"""validate_table.py SUMMARY.json [MORE.json ...] [--totals] - replay/RESULTS.md's tables
+from what `make validate` measured (replay/validate.py's summary.json, plain or zstd'd).
+A later summary completes the first: where the first has a (trace, policy) side skipped
+or failed (a call out of time), the later one's measurement of the same item (the same
+capacities, else it is an error) takes its place; items the first lacks are added.
 
 Prints, in Markdown, one row per (trace, policy, side): the runs compared, how many have
 the simulator's OOM allocation, peak reserved and device event sequence exactly, and the
@@ -19,6 +22,25 @@ def load(path):
         data = subprocess.run(["zstd", "-dc"], input=data, capture_output=True,
                               check=True).stdout
     return json.loads(data)
+
+
+def merge(results, more):
+    """results with the skipped or failed sides filled from `more` (see the docstring)."""
+    at = {(p["trace"], p["spec"]): p for p in results}
+    for q in more:
+        p = at.get((q["trace"], q["spec"]))
+        if p is None:
+            results.append(q)
+            at[(q["trace"], q["spec"])] = q
+            continue
+        for side, v in q.get("measured", {}).items():
+            if not v.get("rows") or p.get("measured", {}).get(side, {}).get("rows"):
+                continue
+            if p["caps"] != q["caps"]:
+                raise ValueError(f"{q['trace']} {q['spec']}: other capacities than the first "
+                                 "summary's")
+            p.setdefault("measured", {})[side] = v
+    return results
 
 
 def side_rows(results):
@@ -79,10 +101,16 @@ def totals(results, head=False):
 
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    if len(args) != 1:
+    if not args:
         print(__doc__, file=sys.stderr)
         return 2
     res = load(args[0])
+    for more in args[1:]:
+        try:
+            res = merge(res, load(more))
+        except ValueError as ex:
+            print(f"validate_table: {more}: {ex}", file=sys.stderr)
+            return 1
     print("\n".join(totals(res, head=True) if "--totals" in sys.argv else table(res)))
     return 0
 
