@@ -100,8 +100,9 @@ typedef struct run {
     size_t nsmp, capsmp;
     walk_rec *walks;
     size_t nwalk, capwalk;
-    int64_t last_time;    /* time of the last event handled */
-    const char *walk_why; /* set while walking */
+    size_t peak_walk_at, peak_walk_end; /* the last peak walk buffered: walks[at, end) */
+    int64_t last_time;                  /* time of the last event handled */
+    const char *walk_why;               /* set while walking */
     uint64_t walk_ev;
 
     int err; /* first engine error of this run, 0 if none */
@@ -323,6 +324,17 @@ static void do_walk(run *r, uint64_t event, const char *why)
     r->pol->walk(r->st, walk_item, r);
 }
 
+/* opts.walk_at_peak: the walk of a new peak replaces the previous peak's when that is
+ * still the last one buffered (only a run's last new peak is its peak). */
+static void peak_walk(run *r, uint64_t event)
+{
+    if (r->peak_walk_at < r->nwalk && r->peak_walk_end == r->nwalk)
+        r->nwalk = r->peak_walk_at;
+    r->peak_walk_at = r->nwalk;
+    do_walk(r, event, "peak");
+    r->peak_walk_end = r->nwalk;
+}
+
 static void check_now(run *r)
 {
     as_check_failure f = {{0}};
@@ -381,6 +393,8 @@ static void new_peak(run *r, uint64_t idx, const eng_ev *x)
     as_policy_stats s;
     ext_frag(r, &s);
     sample(r, idx, x->time_us);
+    if (r->e->o.walk_at_peak)
+        peak_walk(r, idx);
 }
 
 static void on_oom(run *r, uint64_t idx, const eng_ev *x)
@@ -843,6 +857,7 @@ static void run_flush(as_engine *e, run *r)
         e->o.on_walk(e->o.user, r->index, r->walks[i].event, r->walks[i].alloc, r->walks[i].why,
                      &r->walks[i].item);
     r->nwalk = 0;
+    r->peak_walk_at = SIZE_MAX;
 }
 
 /* ---- decoding and the trace summary ------------------------------------------------- */
@@ -1038,6 +1053,17 @@ static int decode(as_engine *e, as_trace_reader *rd, eng_ev *buf, size_t *n, as_
             err->code = rc;
         }
     }
+    return rc;
+}
+
+/* A batch for the runs: decode, then opts.on_events sees it (the events before an error
+ * too: the runs get them). */
+static int decode_run(as_engine *e, as_trace_reader *rd, eng_ev *buf, size_t *n,
+                      as_trace_error *err)
+{
+    int rc = decode(e, rd, buf, n, err);
+    if (e->o.on_events && *n)
+        e->o.on_events(e->o.user, buf, *n);
     return rc;
 }
 
@@ -1240,6 +1266,7 @@ int as_engine_add_run(as_engine *e, const as_policy_spec *spec, uint64_t capacit
     r->pol = spec->policy;
     r->capacity = capacity;
     r->walk_event = AS_NONE;
+    r->peak_walk_at = SIZE_MAX;
     r->res.policy = spec->text ? spec->text : spec->policy->name;
     r->res.spec = spec->input ? spec->input : r->res.policy;
     r->res.capacity = capacity;
@@ -1341,7 +1368,7 @@ int as_engine_run(as_engine *e, as_trace_reader *rd, as_trace_error *err)
     size_t n[2] = {0, 0};
     int cur = 0;
     e->tally = fresh_reader(e, rd);
-    trc = decode(e, rd, buf[0], &n[0], err);
+    trc = decode_run(e, rd, buf[0], &n[0], err);
     /* Threads only for a trace longer than one batch: a short command (a tiny trace, a
      * test) would spend more on creating and joining them than on its events. */
     if (trc == 0 && (rc = start_workers(e, &started)))
@@ -1353,14 +1380,14 @@ int as_engine_run(as_engine *e, as_trace_reader *rd, as_trace_error *err)
             publish(e, buf[cur], n[cur]);
             n[!cur] = 0;
             if (trc == 0)
-                trc = decode(e, rd, buf[!cur], &n[!cur], err);
+                trc = decode_run(e, rd, buf[!cur], &n[!cur], err);
             wait_done(e);
         } else {
             for (unsigned i = 0; i < e->nruns; i++)
                 run_timed(e->runs[i], buf[cur], n[cur]);
             n[!cur] = 0;
             if (trc == 0)
-                trc = decode(e, rd, buf[!cur], &n[!cur], err);
+                trc = decode_run(e, rd, buf[!cur], &n[!cur], err);
         }
         if ((rc = after_batch(e)))
             goto out;

@@ -178,6 +178,17 @@ typedef struct as_engine_opts {
      * its pool, AS_ENGINE_STREAMS_PYTORCH, at the first torch.cuda.Stream()). EACH counts
      * up to AS_ENGINE_STREAM_IDS streams. */
     uint32_t streams;
+    /* Walks at every new peak (addition, for a report that needs the run's state at its
+     * peak in the same pass): with walk_at_peak, on_walk also gets a walk with `why` "peak"
+     * right after each event at which the run reaches a new peak of reserved (the last one
+     * of a run is its peak_reserved_event); a peak walk still buffered whole when the next
+     * one starts is dropped, so a batch hands over only the last peak walk it holds. Costs
+     * a walk per new peak of reserved (nothing per event). */
+    int walk_at_peak;
+    /* Every decoded batch of events (addition), in order, on the reading thread, before
+     * the runs' records of that batch are handed over (so a record's allocation ordinal
+     * is one the callback has seen). NULL = none. */
+    void (*on_events)(void *user, const as_event *ev, size_t n);
 } as_engine_opts;
 
 #define AS_ENGINE_STREAMS_EACH UINT32_MAX

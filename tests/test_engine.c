@@ -736,6 +736,70 @@ static void test_walk_hook(void)
     tf_spec_free(&sp);
 }
 
+typedef struct peaklog {
+    unsigned peak, oom, stale; /* items by why; peak items of another event than the last */
+    uint64_t peak_event, events, allocs, last_id;
+    int in_order;
+} peaklog;
+
+static void peak_cb(void *user, unsigned run, uint64_t event, uint64_t alloc, const char *why,
+                    const as_walk_item *it)
+{
+    peaklog *l = user;
+    (void)run, (void)alloc, (void)it;
+    if (strcmp(why, "peak") == 0) {
+        l->stale += l->peak && event != l->peak_event;
+        l->peak_event = event;
+        l->peak++;
+    }
+    l->oom += strcmp(why, "oom") == 0;
+}
+
+static void events_cb(void *user, const as_event *ev, size_t n)
+{
+    peaklog *l = user;
+    for (size_t i = 0; i < n; i++, l->events++)
+        if (ev[i].op == AS_OP_ALLOC) {
+            l->in_order &= ev[i].id == l->allocs;
+            l->allocs++;
+        }
+}
+
+/* walk_at_peak and on_events on the OOM trace. Uncapped, reserved peaks at e0 (4 MiB: one
+ * segment and its block), e4 (6 MiB: two of each) and e6 (8 MiB: three); all in one batch,
+ * each walk replaces the one before, so only e6's six items come. At 6 MiB the last peak
+ * is e4's (four items), and e6's OOM walk (four) follows it. on_events sees the ten
+ * events, the five ALLOCs by ordinal. */
+static void test_walk_at_peak(void)
+{
+    as_policy_spec sp;
+    tf_spec(&sp, 0, 0, 0);
+    const uint64_t caps[2] = {AS_CAPACITY_NONE, 6 * TF_MIB};
+    const unsigned items[2] = {6, 4}, ooms[2] = {0, 4};
+    const uint64_t at[2] = {6, 4};
+    for (int k = 0; k < 2; k++) {
+        peaklog l = {.in_order = 1};
+        as_engine *e;
+        as_engine_opts o = {.threads = 1,
+                            .on_walk = peak_cb,
+                            .walk_at_oom = 1,
+                            .walk_at_peak = 1,
+                            .on_events = events_cb,
+                            .user = &l};
+        CU_ASSERT_EQUAL_FATAL(tf_run(oom_trace, NEV(oom_trace), &o, &sp, &caps[k], 1, &e), 0);
+        CU_ASSERT_EQUAL(l.peak, items[k]);
+        CU_ASSERT_EQUAL(l.stale, 0);
+        CU_ASSERT_EQUAL(l.peak_event, at[k]);
+        CU_ASSERT_EQUAL(as_engine_result(e, 0)->peak_reserved_event, at[k]);
+        CU_ASSERT_EQUAL(l.oom, ooms[k]);
+        CU_ASSERT_EQUAL(l.events, NEV(oom_trace));
+        CU_ASSERT_EQUAL(l.allocs, 5);
+        CU_ASSERT(l.in_order);
+        as_engine_destroy(e);
+    }
+    tf_spec_free(&sp);
+}
+
 /* ---- thread-count independence -------------------------------------------------------- */
 
 typedef struct reclog {
@@ -1067,6 +1131,7 @@ CU_TestInfo test_engine[] = {
     {"timeline: periodic, at peaks, at the OOM", test_timeline},
     {"policy error, broken invariant, trace error, misuse", test_errors},
     {"segment map hook: after an event and at the OOM", test_walk_hook},
+    {"walks at each new peak (the last kept) and every decoded batch", test_walk_at_peak},
     {"results do not depend on the thread count", test_threads},
     {"id map: ring and hash map against a plain array", test_idring},
     {"progress about every 2^20 events", test_progress},
