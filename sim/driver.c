@@ -123,6 +123,17 @@ static void cb_block(void *user, const as_block_record *r)
     d->o->on_block(d->o->user, r);
 }
 
+static void cb_walk(void *user, unsigned run, uint64_t event, uint64_t alloc, const char *why,
+                    const as_walk_item *it)
+{
+    as_siterep_walk(((drv *)user)->o->siterep, run, event, alloc, why, it);
+}
+
+static void cb_events(void *user, const as_event *ev, size_t n)
+{
+    as_siterep_events(((drv *)user)->o->siterep, ev, n);
+}
+
 static void cb_sample(void *user, const as_timeline_sample *s)
 {
     as_runlog_sample(((drv *)user)->o->timeline, s);
@@ -177,13 +188,22 @@ static int segmap_group(drv *d, const run_set *rs, const as_engine *e, size_t r0
     return 0;
 }
 
-/* The group's engine, its runs added, before its decode. */
-static int group_engine(drv *d, const run_set *rs, size_t r0, size_t n, uint64_t max_live,
-                        as_engine **out)
+/* The group's engine, its runs added, before its decode (of rd). */
+static int group_engine(drv *d, const run_set *rs, const as_trace_reader *rd, size_t r0, size_t n,
+                        uint64_t max_live, as_engine **out)
 {
     const as_driver_opts *o = d->o;
     as_engine_opts eo = d->eng;
     eo.max_live = max_live;
+    int sites = o->siterep ? as_siterep_group(o->siterep, rd, n) : 0;
+    if (sites < 0)
+        return oom(d);
+    if (sites) { /* the call sites' walks, in this pass (siterep.h) */
+        eo.on_walk = cb_walk;
+        eo.on_events = cb_events;
+        eo.walk_at_oom = 1;
+        eo.walk_at_peak = as_siterep_full(o->siterep);
+    }
     as_driver_group g = {
         rs->path, r0, n, &o->specs[r0 / o->ncap], o->caps[r0 % o->ncap], as_report_nruns(d->rep)};
     int rc = o->on_group ? o->on_group(o->user, &g) : 0;
@@ -230,6 +250,9 @@ static int group_keep(drv *d, run_set *rs, as_trace_reader *rd, const as_engine 
     if (as_report_add_engine(d->rep, &rs->trace, rs->path, rd, e))
         return oom(d);
     unsigned done = as_report_nruns(d->rep);
+    if (o->siterep &&
+        as_siterep_keep(o->siterep, d->rep, (unsigned)rs->trace, rd, e, done - (unsigned)n))
+        return oom(d);
     char why[300];
     int rc;
     if (o->segs && (rc = as_runlog_flush(o->segs, done, why, sizeof why)))
@@ -260,7 +283,7 @@ static int run_group(drv *d, run_set *rs, size_t r0, size_t n, uint64_t max_live
     int ret = take_trace(d, rs, &rd);
     if (ret)
         return ret;
-    if ((ret = group_engine(d, rs, r0, n, max_live, &e)))
+    if ((ret = group_engine(d, rs, rd, r0, n, max_live, &e)))
         goto out;
     unsigned base_run = as_report_nruns(d->rep);
     if (o->segs)

@@ -24,6 +24,7 @@
 #include "policy.h"
 #include "report.h"
 #include "segmap.h"
+#include "siterep.h"
 
 /* The default host memory for the runs in flight of `run`, `mincap` and `tune` (--memory):
  * runs that do not fit at once are fed in groups (engine.h's AS_ENGINE_RUN_* say what a
@@ -73,6 +74,7 @@ typedef struct as_driver_opts {
     as_runlog *segs, *timeline;     /* borrowed, NULL = none; rows go in as groups complete */
     const char *seg_name, *tl_name; /* their names, for a write failure */
     as_segmap *segmap;              /* borrowed, NULL = none: a second pass per group */
+    as_siterep *siterep;            /* borrowed, NULL = none: gathered in the runs' pass */
     /* Several traces: skip_bad names each one that cannot be read (on_fail) and goes on;
      * without it every trace is decoded before any run and the first bad one stops. */
     int skip_bad;

@@ -1,6 +1,6 @@
 /*
- * siterep.c - call sites in the reports (siterep.h): a pass of a trace's runs that walks
- * each at its peak and its OOM and adds every block to its allocation's site.
+ * siterep.c - call sites in the reports (siterep.h): the walks of each run's policy at its
+ * OOM and its new peaks, in the runs' own pass, add every block to its allocation's site.
  *
  * Invariant: for one walk, the sum over sites (the cache's row included) of live is the
  * requested bytes of the blocks walked and of live + waste their reserved bytes, to within
@@ -31,7 +31,8 @@ typedef struct pin {
 
 typedef struct run_sites {
     unsigned rep_run;
-    acc *peak, *oom; /* nsites + 2 rows: site 0..nsites, then the cache */
+    acc *peak, *oom;  /* nsites + 2 rows: site 0..nsites, then the cache */
+    uint64_t peak_ev; /* the event of the peak walk in peak (AS_NONE: none yet) */
     int has_oom;
     uint32_t req_site;
     uint64_t req_size;
@@ -45,7 +46,7 @@ typedef struct trace_sites {
     uint32_t nsites;
     int no_frames_snapshot; /* a torch snapshot recorded without stacks */
     run_sites *runs;
-    size_t nruns;
+    size_t nruns, capruns;
 } trace_sites;
 
 typedef struct blk {
@@ -54,11 +55,14 @@ typedef struct blk {
 } blk;
 
 struct as_siterep {
+    int full; /* walks at the peak too (--sites), not only at the OOM */
     trace_sites *tr;
     size_t ntr, captr;
-    /* the pass in progress */
-    trace_sites *cur;
-    uint32_t *site_of; /* per allocation ordinal */
+    /* the group of runs in progress (as_siterep_group): its engine's runs 0..ng-1 */
+    run_sites *g;
+    size_t ng;
+    uint32_t nsites;   /* the group's trace's */
+    uint32_t *site_of; /* per allocation ordinal, as the group's decode has them so far */
     uint64_t *req_of;
     size_t nalloc, capsite, capreq;
     int seg_run, seg_oom; /* the segment being walked (seg_run -1: none) */
@@ -68,10 +72,23 @@ struct as_siterep {
     int err;
 };
 
-int as_siterep_create(as_siterep **out)
+static void free_runs(run_sites *r, size_t n)
+{
+    for (size_t j = 0; j < n; j++) {
+        free(r[j].peak);
+        free(r[j].oom);
+    }
+    free(r);
+}
+
+int as_siterep_create(int full, as_siterep **out)
 {
     *out = calloc(1, sizeof **out);
-    return *out ? 0 : AS_ENOMEM;
+    if (!*out)
+        return AS_ENOMEM;
+    (*out)->full = full;
+    (*out)->seg_run = -1;
+    return 0;
 }
 
 void as_siterep_destroy(as_siterep *s)
@@ -79,18 +96,20 @@ void as_siterep_destroy(as_siterep *s)
     if (!s)
         return;
     for (size_t i = 0; i < s->ntr; i++) {
-        for (size_t j = 0; j < s->tr[i].nruns; j++) {
-            free(s->tr[i].runs[j].peak);
-            free(s->tr[i].runs[j].oom);
-        }
-        free(s->tr[i].runs);
+        free_runs(s->tr[i].runs, s->tr[i].nruns);
         as_sites_free(s->tr[i].sites);
     }
+    free_runs(s->g, s->ng);
     free(s->tr);
     free(s->site_of);
     free(s->req_of);
     free(s->blks);
     free(s);
+}
+
+int as_siterep_full(const as_siterep *s)
+{
+    return s->full;
 }
 
 void as_site_label(const as_sites *s, uint32_t site, char *buf, size_t n)
@@ -131,13 +150,13 @@ static void flush_segment(as_siterep *s)
 {
     if (s->seg_run < 0)
         return;
-    run_sites *r = &s->cur->runs[s->seg_run];
+    run_sites *r = &s->g[s->seg_run];
     acc *a = s->seg_oom ? r->oom : r->peak;
     uint64_t used = 0;
     for (size_t i = 0; i < s->nb; i++)
         used += s->blks[i].size;
     if (!used) {
-        a[s->cur->nsites + 1].waste += s->seg_free; /* a free segment: the cache's */
+        a[s->nsites + 1].waste += s->seg_free; /* a free segment: the cache's */
     }
     for (size_t i = 0; i < s->nb; i++) {
         const blk *b = &s->blks[i];
@@ -172,15 +191,19 @@ out:
     s->seg_free = 0;
 }
 
-static void on_walk(void *user, unsigned run, uint64_t event, uint64_t alloc, const char *why,
-                    const as_walk_item *it)
+void as_siterep_walk(as_siterep *s, unsigned run, uint64_t event, uint64_t alloc, const char *why,
+                     const as_walk_item *it)
 {
-    (void)event;
     (void)alloc;
-    as_siterep *s = user;
     int oom = strcmp(why, "oom") == 0;
-    if (s->err || run >= s->cur->nruns)
+    if (s->err || run >= s->ng)
         return;
+    run_sites *r = &s->g[run];
+    if (!oom && event != r->peak_ev) { /* a later peak: the run's rows start again */
+        flush_segment(s);
+        memset(r->peak, 0, (s->nsites + 2) * sizeof *r->peak);
+        r->peak_ev = event;
+    }
     if (it->kind == AS_WALK_SEGMENT || (int)run != s->seg_run || oom != s->seg_oom) {
         flush_segment(s);
         if (it->kind != AS_WALK_SEGMENT)
@@ -202,146 +225,107 @@ static void on_walk(void *user, unsigned run, uint64_t event, uint64_t alloc, co
         return;
     }
     uint64_t req = s->req_of[it->id] < it->size ? s->req_of[it->id] : it->size;
-    s->blks[s->nb++] = (blk){.site = s->site_of[it->id], .size = it->size, .req = req};
+    uint32_t site = s->site_of[it->id] <= s->nsites ? s->site_of[it->id] : 0; /* rows' bound */
+    s->blks[s->nb++] = (blk){.site = site, .size = it->size, .req = req};
 }
 
-/* Every ALLOC's site and requested size, by ordinal. */
-static int read_allocs(as_siterep *s, as_trace_reader *rd)
+void as_siterep_events(as_siterep *s, const as_event *ev, size_t n)
 {
-    as_event ev[512];
-    size_t n;
-    int rc;
+    if (s->err)
+        return;
+    if (as_grow((void **)&s->site_of, &s->capsite, s->nalloc + n, sizeof *s->site_of, 4096) < 0 ||
+        as_grow((void **)&s->req_of, &s->capreq, s->nalloc + n, sizeof *s->req_of, 4096) < 0) {
+        s->err = AS_ENOMEM;
+        return;
+    }
+    uint32_t *site = s->site_of;
+    uint64_t *req = s->req_of;
+    size_t k = s->nalloc;
+    for (size_t i = 0; i < n; i++) {
+        site[k] = ev[i].site; /* written always, kept when it is an ALLOC's */
+        req[k] = ev[i].size;
+        k += ev[i].op == AS_OP_ALLOC;
+    }
+    s->nalloc = k;
+}
+
+int as_siterep_group(as_siterep *s, const as_trace_reader *rd, size_t n)
+{
+    free_runs(s->g, s->ng); /* a group that did not make it into the report */
+    s->g = NULL;
+    s->ng = 0;
     s->nalloc = 0;
-    while ((rc = as_trace_next_batch(rd, ev, 512, &n)) == 0)
-        for (size_t i = 0; i < n; i++) {
-            if (ev[i].op != AS_OP_ALLOC)
-                continue;
-            if (as_grow((void **)&s->site_of, &s->capsite, s->nalloc + 1, sizeof *s->site_of,
-                        4096) < 0 ||
-                as_grow((void **)&s->req_of, &s->capreq, s->nalloc + 1, sizeof *s->req_of, 4096) <
-                    0)
-                return AS_ENOMEM;
-            s->site_of[s->nalloc] = ev[i].site;
-            s->req_of[s->nalloc++] = ev[i].size;
+    s->nb = 0;
+    s->seg_run = -1;
+    s->seg_free = 0;
+    s->err = 0;
+    s->nsites = as_sites_count(as_trace_reader_sites(rd));
+    if (!s->nsites)
+        return 0;
+    if (!(s->g = calloc(n, sizeof *s->g)))
+        return AS_ENOMEM;
+    for (s->ng = 0; s->ng < n; s->ng++) {
+        run_sites *r = &s->g[s->ng];
+        r->peak_ev = AS_NONE;
+        r->peak = calloc(s->nsites + 2, sizeof *r->peak);
+        r->oom = calloc(s->nsites + 2, sizeof *r->oom);
+        if (!r->peak || !r->oom) {
+            s->ng++;
+            return AS_ENOMEM;
         }
-    return rc == AS_TRACE_EOF ? 0 : rc;
+    }
+    return 1;
 }
 
-/* The entry of trace t (its metadata m, nsites call sites), without its sites yet. */
-static trace_sites *new_trace(as_siterep *s, unsigned t, const as_meta *m, uint32_t nsites)
+/* Trace t's entry: the last one, or a new one (its sites copied from rd). */
+static trace_sites *trace_entry(as_siterep *s, const as_report *rep, unsigned t,
+                                const as_trace_reader *rd)
 {
+    if (s->ntr && s->tr[s->ntr - 1].t == t)
+        return &s->tr[s->ntr - 1];
     if (as_grow((void **)&s->tr, &s->captr, s->ntr + 1, sizeof *s->tr, 8) < 0)
         return NULL;
     trace_sites *ts = &s->tr[s->ntr++];
     memset(ts, 0, sizeof *ts);
     ts->t = t;
-    const char *src = as_meta_get(m, "source");
-    ts->nsites = nsites;
-    ts->no_frames_snapshot = !nsites && src && strcmp(src, "torch-snapshot") == 0;
+    const char *src = as_meta_get(as_report_trace_meta(rep, t), "source");
+    ts->nsites = as_sites_count(as_trace_reader_sites(rd));
+    ts->no_frames_snapshot = !ts->nsites && src && strcmp(src, "torch-snapshot") == 0;
+    if (ts->nsites &&
+        (as_sites_new(&ts->sites) < 0 || as_sites_copy(ts->sites, as_trace_reader_sites(rd)) < 0))
+        return NULL;
     return ts;
 }
 
-/* The trace's entry, with one run_sites per run of trace t in the report. */
-static int add_trace(as_siterep *s, const as_report *rep, unsigned t, const as_trace_reader *rd)
+int as_siterep_keep(as_siterep *s, const as_report *rep, unsigned t, const as_trace_reader *rd,
+                    const as_engine *e, unsigned base)
 {
-    trace_sites *ts =
-        new_trace(s, t, as_trace_reader_meta(rd), as_sites_count(as_trace_reader_sites(rd)));
-    if (!ts)
-        return AS_ENOMEM;
-    if (!ts->nsites)
-        return 0;
-    if (as_sites_new(&ts->sites) < 0 || as_sites_copy(ts->sites, as_trace_reader_sites(rd)) < 0)
-        return AS_ENOMEM;
-    for (unsigned i = 0; i < as_report_nruns(rep); i++) {
-        unsigned tr;
-        as_report_run(rep, i, &tr);
-        if (tr != t)
-            continue;
-        size_t cap = 0;
-        if (as_grow((void **)&ts->runs, &cap, ts->nruns + 1, sizeof *ts->runs, 1) < 0)
-            return AS_ENOMEM;
-        run_sites *r = &ts->runs[ts->nruns++];
-        memset(r, 0, sizeof *r);
-        r->rep_run = i;
-        r->peak = calloc(ts->nsites + 2, sizeof *r->peak);
-        r->oom = calloc(ts->nsites + 2, sizeof *r->oom);
-        if (!r->peak || !r->oom)
-            return AS_ENOMEM;
-    }
-    return 0;
-}
-
-/* The engine of the pass: trace t's runs again, walking at each one's peak and OOM. */
-static int walk_runs(as_siterep *s, const as_report *rep, as_trace_reader *rd,
-                     const as_policy_spec *specs, size_t nspec, size_t ncap, as_trace_error *err,
-                     char *why, size_t why_len)
-{
-    trace_sites *ts = s->cur;
-    as_engine *e = NULL;
-    as_engine_opts o = {.on_walk = on_walk, .walk_at_oom = 1, .user = s};
-    if (ts->nruns) { /* the runs as the report made them: caught OOMs or not, streams */
-        o.no_caught_ooms = run_of(rep, ts->runs[0].rep_run)->no_caught_ooms;
-        o.streams = run_of(rep, ts->runs[0].rep_run)->streams;
-    }
-    int rc = as_engine_create(&o, &e);
-    for (size_t j = 0; rc == 0 && j < ts->nruns; j++) {
-        const as_run_result *r = run_of(rep, ts->runs[j].rep_run);
-        if (j / ncap >= nspec) {
-            rc = AS_EUSAGE;
-            break;
-        }
-        if ((rc = as_engine_add_run(e, &specs[j / ncap], r->capacity)) < 0)
-            break;
-        if (r->peak_reserved_event != AS_NONE && r->peak_reserved > 0)
-            as_engine_walk_after(e, (unsigned)rc, r->peak_reserved_event);
-        if (r->oom_alloc != AS_NONE && r->oom_alloc < s->nalloc) {
-            ts->runs[j].has_oom = 1;
-            ts->runs[j].req_site = s->site_of[r->oom_alloc];
-            ts->runs[j].req_size = r->oom_size;
-        }
-        rc = 0;
-    }
-    s->seg_run = -1;
-    if (rc == 0)
-        rc = as_engine_run(e, rd, err);
     flush_segment(s);
-    if (rc && (!err || err->code == 0) && why && why_len)
-        snprintf(why, why_len, "call sites: %s", e ? as_engine_errmsg(e) : "no engine");
-    if (!rc && s->err)
-        rc = s->err;
-    as_engine_destroy(e);
-    return rc;
-}
-
-int as_siterep_trace(as_siterep *s, const as_report *rep, unsigned t, const char *path,
-                     const as_reader_opts *ro, const as_policy_spec *specs, size_t nspec,
-                     const uint64_t *caps, size_t ncap, as_trace_error *err, char *why,
-                     size_t why_len)
-{
-    (void)caps;
-    as_trace_reader *rd = NULL;
-    if (why && why_len)
-        why[0] = 0;
-    /* The report knows a trace without sites from its run: no need to open it again. */
-    if (as_report_trace_sites(rep, t) == 0)
-        return new_trace(s, t, as_report_trace_meta(rep, t), 0) ? 0 : AS_ENOMEM;
-    int rc = as_trace_open(path, ro, &rd, err);
-    if (rc < 0)
-        return rc;
-    if ((rc = add_trace(s, rep, t, rd)) < 0 || !s->tr[s->ntr - 1].nsites) {
-        as_trace_close(rd);
-        return rc;
+    trace_sites *ts = trace_entry(s, rep, t, rd);
+    if (s->err || !ts)
+        return s->err ? s->err : AS_ENOMEM;
+    if (!s->ng)
+        return 0;
+    if (as_grow((void **)&ts->runs, &ts->capruns, ts->nruns + s->ng, sizeof *ts->runs, 1) < 0)
+        return AS_ENOMEM;
+    for (size_t j = 0; j < s->ng; j++) {
+        run_sites *r = &s->g[j];
+        const as_run_result *x = as_engine_result(e, (unsigned)j);
+        r->rep_run = base + (unsigned)j;
+        /* The last peak walk is the peak's, unless that one had nothing to walk. */
+        if (x->peak_reserved_event == AS_NONE || r->peak_ev != x->peak_reserved_event)
+            memset(r->peak, 0, (s->nsites + 2) * sizeof *r->peak);
+        if (x->oom_alloc != AS_NONE && x->oom_alloc < s->nalloc) {
+            r->has_oom = 1;
+            r->req_site = s->site_of[x->oom_alloc] <= s->nsites ? s->site_of[x->oom_alloc] : 0;
+            r->req_size = x->oom_size;
+        }
+        ts->runs[ts->nruns++] = *r;
     }
-    s->cur = &s->tr[s->ntr - 1];
-    if ((rc = read_allocs(s, rd)) < 0 && err && as_trace_reader_error(rd))
-        *err = *as_trace_reader_error(rd);
-    as_trace_close(rd);
-    rd = NULL;
-    if (rc == 0 && (rc = as_trace_open(path, ro, &rd, err)) == 0)
-        rc = walk_runs(s, rep, rd, specs, nspec, ncap ? ncap : 1, err, why, why_len);
-    as_trace_close(rd);
-    s->cur = NULL;
-    return rc;
+    free(s->g);
+    s->g = NULL;
+    s->ng = 0;
+    return 0;
 }
 
 /* ---- output --------------------------------------------------------------------------- */

@@ -2,10 +2,11 @@
  * siterep.h - call sites in the reports (`allocsim run --sites FILE`, the OOM lines of the
  * table, `allocsim info`): which code the bytes belong to.
  *
- * For each run of a trace that has call sites, a second pass of the same runs walks the
- * policy right after the event at which the run first reached its peak reserved, and at
- * its first OOM (as the segment map does), and attributes every block to the site of the
- * allocation it holds:
+ * For each run of a trace that has call sites, the run's own pass (the driver's,
+ * driver.h: no second decode, no second run) walks the policy at its first OOM and, for
+ * the full report (--sites), right after each event at which the run reaches a new peak of
+ * reserved, the last of which is the peak (as the segment map's pass walks it), and
+ * attributes every block to the site of the allocation it holds:
  *   live   the requested bytes of the site's allocations live then;
  *   waste  what the site costs beyond them: its blocks' rounding (block - requested) plus
  *          a share of the free bytes of each segment it pins, in proportion to its block
@@ -31,17 +32,27 @@
 
 typedef struct as_siterep as_siterep;
 
-int as_siterep_create(as_siterep **out);
+/* full: the peak's rows too (--sites: a walk at each new peak of reserved), else the OOMs'
+ * alone (the table's lines: a walk at each run's first OOM, nothing before it). */
+int as_siterep_create(int full, as_siterep **out);
 void as_siterep_destroy(as_siterep *s);
+int as_siterep_full(const as_siterep *s);
 
-/* The pass for report trace t (path), whose runs are specs x caps, spec-major, as the
- * driver adds them. A trace without sites adds nothing but its note, and is not opened
- * again when the report says so (as_report_trace_sites).
- * Returns 0, a trace error (< 0, err filled) or an engine error (< 0, why filled). */
-int as_siterep_trace(as_siterep *s, const as_report *rep, unsigned t, const char *path,
-                     const as_reader_opts *ro, const as_policy_spec *specs, size_t nspec,
-                     const uint64_t *caps, size_t ncap, as_trace_error *err, char *why,
-                     size_t why_len);
+/* The driver's hooks (as_driver_opts.siterep), on the reading thread. A group of n runs of
+ * the trace rd reads (not read from yet) is about to run, as one engine's runs 0..n-1;
+ * what an earlier group left that was not kept is dropped. Returns 1 when the trace has
+ * call sites: the group's engine then hands its events to as_siterep_events and its walks
+ * to as_siterep_walk (walk_at_oom, and walk_at_peak when full); 0 when it has none (no
+ * hooks), or AS_ENOMEM. */
+int as_siterep_group(as_siterep *s, const as_trace_reader *rd, size_t n);
+void as_siterep_events(as_siterep *s, const as_event *ev, size_t n);
+void as_siterep_walk(as_siterep *s, unsigned run, uint64_t event, uint64_t alloc, const char *why,
+                     const as_walk_item *it);
+/* The group is in the report: trace t's runs from report run base on, as engine e ran
+ * them (its results say which peak walk was the peak, and the OOMs' requests). A trace
+ * without sites gets its entry too (its note). Returns 0 or AS_ENOMEM. */
+int as_siterep_keep(as_siterep *s, const as_report *rep, unsigned t, const as_trace_reader *rd,
+                    const as_engine *e, unsigned base);
 
 /* The text section after the table: per trace with sites, every OOM's request site and
  * pinning sites, and with full, each run's top sites by live bytes and by waste at its

@@ -106,6 +106,35 @@ static void siterep_small(void)
     free(err);
 }
 
+/* --keep-going: the peak a run reaches after its OOM is the one its rows describe. nocache
+ * at 12 MiB: 4 MiB (site 1) fits, 10 MiB (site 2) does not, 6 MiB (site 1) then does; at the
+ * peak (10 MiB reserved, after the OOM) site 1 holds both blocks, exact segments (no waste):
+ * live 10 MiB in 2 blocks, and nothing else. At the OOM only the first block was live. */
+static void siterep_keep_going_peak(void)
+{
+    const char *t = tu_write_tmp(".txt", "allocsim-text 2\nframe 0 1 a.py f\nframe 1 2 b.py g\n"
+                                         "site 1 0\nsite 2 1\nalloc 0 4194304 site=1\n"
+                                         "alloc 1 10485760 site=2\nalloc 2 6291456 site=1\n");
+    const char *csv = tu_tmp(".csv");
+    char cmd[1024], *out = malloc(1 << 16), *err = malloc(4096), *rows = malloc(4096);
+    snprintf(cmd, sizeof cmd, "run -q -p nocache -c 12MiB --keep-going --sites %s %s", csv, t);
+    CU_ASSERT_EQUAL_FATAL(tu_run_allocsim(cmd, out, 1 << 16, err, 4096), 0);
+    FILE *f = fopen(csv, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    size_t n = fread(rows, 1, 4095, f);
+    rows[n] = 0;
+    fclose(f);
+    CU_ASSERT_STRING_EQUAL(rows, "run,when,by,rank,site,bytes,blocks,frame\n"
+                                 "0,peak,live,1,1,10485760,2,a.py:1 f\n"
+                                 "0,oom,request,1,2,10485760,1,b.py:2 g\n"
+                                 "0,oom,live,1,1,4194304,1,a.py:1 f\n");
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "at its peak reserved (10.0 MiB):\n"
+                                       "    live    10.0 MiB  #1 a.py:1 f\n"));
+    free(out);
+    free(err);
+    free(rows);
+}
+
 static void siterep_resnet_oom_lines(void)
 {
     char *out = malloc(1 << 16), *err = malloc(4096);
@@ -179,5 +208,6 @@ CU_TestInfo test_siterep[] = {
     {"info_peak", siterep_info_peak},
     {"small", siterep_small},
     {"resnet_oom_lines", siterep_resnet_oom_lines},
+    {"keep_going_peak", siterep_keep_going_peak},
     CU_TEST_INFO_NULL,
 };

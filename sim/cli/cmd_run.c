@@ -483,7 +483,8 @@ static void on_note(void *user, const char *msg)
  * positions. 0 or an exit status; *interrupted when a signal stopped the work after some
  * runs had finished (the report holds those). */
 static int run_traces(const run_args *a, const as_policy_spec *specs, size_t nspec, char **traces,
-                      int ntr, run_out *ro, as_report *rep, as_driver_result *res, int *interrupted)
+                      int ntr, run_out *ro, as_siterep *sites, as_report *rep,
+                      as_driver_result *res, int *interrupted)
 {
     as_driver_opts d = {
         .specs = specs,
@@ -504,6 +505,7 @@ static int run_traces(const run_args *a, const as_policy_spec *specs, size_t nsp
         .seg_name = a->seg_path,
         .tl_name = a->tl_path,
         .segmap = ro->segmap,
+        .siterep = sites,
         .skip_bad = a->skip_bad,
         .shard = a->co.shard,
         .nshards = a->co.nshards,
@@ -534,9 +536,10 @@ static int run_traces(const run_args *a, const as_policy_spec *specs, size_t nsp
     return ret;
 }
 
-/* The second passes over the traces, after the runs: call sites (siterep.h) for a table
- * (each OOM's request and pinning sites when the trace has frames) or --sites, and the
- * breakdown between marks (bymark.h) for --by-mark. */
+/* What the report adds under the table or in -f json: call sites (siterep.h, gathered in
+ * the runs' pass) for a table (each OOM's request and pinning sites when the trace has
+ * frames) or --sites, and the breakdown between marks (bymark.h, a second pass after the
+ * runs) for --by-mark. */
 typedef struct run_extra {
     as_siterep *sites;
     as_bymark **marks; /* one per trace of the report */
@@ -560,37 +563,42 @@ static int extra_fail(int rc, const as_trace_error *err, const char *path, const
     return AS_EXIT_INPUT;
 }
 
-/* Both passes, as the options ask. 0 or an exit status. */
+/* The call sites' collector, before the runs, when the report shows sites. 0 or an exit
+ * status. */
+static int extra_sites(const run_args *a, run_extra *x)
+{
+    if ((a->fmt == AS_REPORT_TABLE || a->sites_path) &&
+        as_siterep_create(a->sites_path != NULL, &x->sites)) {
+        as_cli_msg("out of host memory");
+        return AS_EXIT_INPUT;
+    }
+    return AS_EXIT_OK;
+}
+
+/* The --by-mark pass, after the runs. 0 or an exit status. */
 static int extra_compute(const run_args *a, const as_policy_spec *specs, size_t nspec,
                          const as_report *rep, run_extra *x)
 {
     unsigned nt = as_report_ntraces(rep);
     char why[300];
-    if ((a->fmt == AS_REPORT_TABLE || a->sites_path) && as_siterep_create(&x->sites))
-        goto oom;
-    if (a->by_mark && !(x->marks = calloc(nt ? nt : 1, sizeof *x->marks)))
-        goto oom;
+    if (!a->by_mark)
+        return AS_EXIT_OK;
+    if (!(x->marks = calloc(nt ? nt : 1, sizeof *x->marks))) {
+        as_cli_msg("out of host memory");
+        return AS_EXIT_INPUT;
+    }
     for (unsigned t = 0; t < nt; t++) {
         const char *path;
         as_report_trace(rep, t, &path);
         as_trace_error err = {0};
-        int rc = 0;
         why[0] = 0;
-        if (x->sites)
-            rc = as_siterep_trace(x->sites, rep, t, path, as_cli_reader_opts(), specs, nspec,
-                                  a->caps, a->ncap, &err, why, sizeof why);
-        if (rc == 0 && x->marks) {
-            rc = as_bymark_trace(rep, t, path, as_cli_reader_opts(), specs, nspec, a->ncap,
+        int rc = as_bymark_trace(rep, t, path, as_cli_reader_opts(), specs, nspec, a->ncap,
                                  a->by_mark, &x->marks[t], &err, why, sizeof why);
-            x->nmarks += rc == 0;
-        }
+        x->nmarks += rc == 0;
         if (rc < 0)
             return extra_fail(rc, &err, path, why);
     }
     return AS_EXIT_OK;
-oom:
-    as_cli_msg("out of host memory");
-    return AS_EXIT_INPUT;
 }
 
 /* After a table: the sites' lines, then each trace's runs between its marks; and the
@@ -698,7 +706,8 @@ int as_cmd_run(int argc, char **argv)
         goto done;
     }
     as_progress_start(&ro.prog, a.co.quiet, "runs");
-    if ((ret = run_traces(&a, specs, nspec, traces, ntr, &ro, rep, &res, &interrupted)))
+    if ((ret = extra_sites(&a, &extra)) || (ret = run_traces(&a, specs, nspec, traces, ntr, &ro,
+                                                             extra.sites, rep, &res, &interrupted)))
         goto done;
     if (interrupted && ro.snap) { /* the run did not finish: keep the old file */
         as_out_abort(ro.snap);
@@ -709,8 +718,8 @@ int as_cmd_run(int argc, char **argv)
     as_cli_warn_small_caps(rep);
     FILE *f = as_out_file(ro.out);
     char why[300];
-    /* JSON holds the second passes' results, so they run first; a table shows its runs
-     * before they start. */
+    /* JSON holds the --by-mark pass's results, so it runs first; a table shows its runs
+     * before it starts. */
     if (a.fmt == AS_REPORT_JSON && !interrupted &&
         (ret = extra_compute(&a, specs, nspec, rep, &extra)))
         goto done;
