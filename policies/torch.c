@@ -1301,6 +1301,12 @@ static int torch_empty_pool(void *st, uint32_t k)
     return release_pool(t, k);
 }
 
+uint64_t as_torch_fset_steps(const void *st)
+{
+    const torch_state *t = st;
+    return t->pools[0].blocks.steps + t->pools[1].blocks.steps;
+}
+
 static void torch_stats(const void *st, as_policy_stats *out)
 {
     const torch_state *t = st;

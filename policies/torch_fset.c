@@ -25,13 +25,14 @@ static inline uint32_t hash_stream(uint64_t s, uint32_t mask)
     return (uint32_t)s & mask;
 }
 
-static int64_t hash_find(const fset *f, uint64_t stream)
+static int64_t hash_find(const fset *f, uint64_t stream, uint64_t *steps)
 {
     if (!f->hcap)
         return -1;
     uint32_t mask = f->hcap - 1;
     for (uint32_t h = hash_stream(stream, mask);; h = (h + 1) & mask) {
         uint32_t v = f->hslot[h];
+        ++*steps;
         if (!v)
             return -1;
         if (f->s[v - 1].stream == stream)
@@ -41,7 +42,7 @@ static int64_t hash_find(const fset *f, uint64_t stream)
 
 int64_t as_tfs_find_slow(fset *f, uint64_t stream)
 {
-    int64_t k = hash_find(f, stream);
+    int64_t k = hash_find(f, stream, &f->steps);
     if (k >= 0)
         f->last = (uint32_t)k;
     return k;
@@ -55,7 +56,7 @@ static int hash_grow(fset *f)
         return -1;
     for (uint32_t k = 0; k < f->n; k++) {
         uint32_t h = hash_stream(f->s[k].stream, nc - 1);
-        while (nh[h])
+        for (f->steps++; nh[h]; f->steps++)
             h = (h + 1) & (nc - 1);
         nh[h] = k + 1;
     }
@@ -75,6 +76,7 @@ static int tree_build(fset *f, uint32_t tcap)
         t[tcap + k] = f->s[k].max;
     for (uint32_t i = tcap - 1; i >= 1; i--)
         t[i] = t[2 * i] > t[2 * i + 1] ? t[2 * i] : t[2 * i + 1];
+    f->steps += (uint64_t)tcap * 2;
     free(f->tree);
     f->tree = t;
     f->tcap = tcap;
@@ -116,7 +118,7 @@ int64_t as_tfs_slot(fset *f, uint64_t stream)
     f->s[id].stream = stream;
     f->ord[id] = id; /* sorted into place by the next whole-set walk */
     uint32_t mask = f->hcap - 1, h = hash_stream(stream, mask);
-    while (f->hslot[h])
+    for (f->steps++; f->hslot[h]; f->steps++)
         h = (h + 1) & mask;
     f->hslot[h] = id + 1;
     return f->last = id;
@@ -147,6 +149,7 @@ void as_tfs_max_changed_to(fset *f, uint32_t k, uint64_t m)
     uint32_t i = f->tcap + k; /* with one leaf, the leaf is the root */
     f->tree[i] = m;
     for (i >>= 1; i >= 1; i >>= 1) {
+        f->steps++;
         uint64_t v = f->tree[2 * i] > f->tree[2 * i + 1] ? f->tree[2 * i] : f->tree[2 * i + 1];
         if (f->tree[i] == v)
             break;
@@ -218,16 +221,17 @@ static int ord_less(const fset *f, uint32_t a, uint32_t b)
     return f->s[a].stream < f->s[b].stream;
 }
 
-static void sift(const fset *f, uint32_t *v, size_t r, size_t n)
+/* Returns the levels it went down. */
+static uint64_t sift(const fset *f, uint32_t *v, size_t r, size_t n)
 {
-    for (;;) {
+    for (uint64_t d = 0;; d++) {
         size_t c = 2 * r + 1;
         if (c >= n)
-            return;
+            return d;
         if (c + 1 < n && ord_less(f, v[c], v[c + 1]))
             c++;
         if (!ord_less(f, v[r], v[c]))
-            return;
+            return d;
         uint32_t x = v[r];
         v[r] = v[c];
         v[c] = x;
@@ -237,17 +241,18 @@ static void sift(const fset *f, uint32_t *v, size_t r, size_t n)
 
 void as_tfs_order(fset *f)
 {
+    f->steps += f->n; /* the whole-set walk that follows visits every slot */
     if (f->nord == f->n)
         return;
     uint32_t *v = f->ord;
     size_t n = f->n;
     for (size_t s = n / 2; s-- > 0;)
-        sift(f, v, s, n);
+        f->steps += sift(f, v, s, n);
     for (size_t e = n; e-- > 1;) {
         uint32_t x = v[0];
         v[0] = v[e];
         v[e] = x;
-        sift(f, v, 0, e);
+        f->steps += sift(f, v, 0, e);
     }
     for (uint32_t i = 0; i < f->n; i++)
         f->pos[v[i]] = i;
@@ -405,9 +410,9 @@ static int check_slot(const blk *b, const fset *f, uint32_t k, uint32_t nb, uint
 int as_tfs_check(const blk *b, const fset *f, uint32_t nb, uint8_t small, int64_t *n,
                  as_check_failure *out)
 {
-    uint64_t m = 0;
+    uint64_t m = 0, probes = 0; /* a check's probes are not the policy's work */
     for (uint32_t k = 0; k < f->n; k++) {
-        if (hash_find(f, f->s[k].stream) != (int64_t)k)
+        if (hash_find(f, f->s[k].stream, &probes) != (int64_t)k)
             return as_check_fail(out, "free set: stream 0x%llx does not hash to its slot",
                                  (unsigned long long)f->s[k].stream);
         int rc = check_slot(b, f, k, nb, small, n, out);

@@ -102,9 +102,15 @@ typedef struct fset {
     uint32_t nc, ccap;
     uint64_t *tree; /* max over slots: tree[1] the root, leaves at tcap + slot */
     uint32_t tcap;
+    uint64_t steps; /* slots probed or visited out of line (hash, max tree, whole-set order):
+                       the work that must not grow with the streams (as_torch_fset_steps) */
 } fset;
 
 /* ---- out of line (torch_fset.c) -------------------------------------------------------- */
+
+/* torch.c's pools' fset.steps summed, for tests (test_torch many_streams): st is a torch
+ * policy state. */
+uint64_t as_torch_fset_steps(const void *st);
 
 void as_tfs_fini(fset *f);
 /* The slot of `stream`, made if new; -1 on host OOM. */
