@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "idmap.h"
+#include "siterep.h"
 
 unsigned as_info_bucket(uint64_t v)
 {
@@ -40,6 +41,12 @@ static void add_stream(as_trace_info *in, as_idmap *seen, int *saw_max, uint64_t
 
 int as_trace_info_compute(as_trace_reader *r, as_trace_info *in, as_trace_error *err)
 {
+    return as_trace_info_compute_sites(r, in, NULL, err);
+}
+
+int as_trace_info_compute_sites(as_trace_reader *r, as_trace_info *in, as_site_peak *sites,
+                                as_trace_error *err)
+{
     memset(in, 0, sizeof *in);
     in->first_time = in->last_time = AS_TIME_NONE;
     in->min_size = UINT64_MAX;
@@ -49,6 +56,8 @@ int as_trace_info_compute(as_trace_reader *r, as_trace_info *in, as_trace_error 
     as_event ev;
     while ((rc = as_trace_next(r, &ev)) == 0) {
         uint64_t idx = in->sum.events++;
+        if (sites && as_site_peak_feed(sites, &ev, 1))
+            goto nomem;
         if (ev.time_us != AS_TIME_NONE) {
             if (in->first_time == AS_TIME_NONE)
                 in->first_time = ev.time_us;

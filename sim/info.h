@@ -34,6 +34,12 @@ typedef struct as_trace_info {
 /* Reads r to its end. Returns 0, or a trace error (< 0) with *err filled. */
 int as_trace_info_compute(as_trace_reader *r, as_trace_info *out, as_trace_error *err);
 
+/* The same, feeding every event to sites (siterep.h: the call sites at the peak) unless it
+ * is NULL, so that one read of the trace serves both. */
+typedef struct as_site_peak as_site_peak;
+int as_trace_info_compute_sites(as_trace_reader *r, as_trace_info *out, as_site_peak *sites,
+                                as_trace_error *err);
+
 /* The bucket of v >= 1: floor(log2 v). */
 unsigned as_info_bucket(uint64_t v);
 

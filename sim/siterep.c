@@ -557,24 +557,106 @@ int as_siterep_write_json(const as_siterep *s, FILE *f, unsigned top)
 
 /* ---- info ----------------------------------------------------------------------------- */
 
-/* The first event index at which the requested bytes live peak. */
-static int find_peak(as_trace_reader *rd, uint64_t *peak_event)
+/* Requested bytes live by site at the trace's peak requested, in one decode: each site's
+ * bytes now, and what changed since the last new peak (undone at the end); a new peak
+ * clears only the sites touched since the one before, so the work is O(1) an event. */
+struct as_site_peak {
+    uint32_t nsites;
+    uint64_t cur, peak;    /* requested bytes live (FREE_REQ does not count), their maximum */
+    uint64_t *now, *since; /* per site 0..nsites */
+    uint32_t *touched;     /* sites with since != 0 possible, each once (mark: in_since) */
+    uint8_t *in_since;
+    size_t ntouched;
+    uint32_t *site_of; /* by allocation ordinal */
+    size_t capsite;
+};
+
+int as_site_peak_create(uint32_t nsites, as_site_peak **out)
 {
-    as_event ev[512];
-    size_t n;
-    uint64_t cur = 0, peak = 0, k = 0;
-    int rc;
-    *peak_event = 0;
-    while ((rc = as_trace_next_batch(rd, ev, 512, &n)) == 0)
-        for (size_t i = 0; i < n; i++, k++) {
-            if (ev[i].op == AS_OP_ALLOC)
-                cur += ev[i].size;
-            else if (ev[i].op == AS_OP_FREE_REQ || ev[i].op == AS_OP_FREE)
-                cur -= ev[i].op == AS_OP_FREE_REQ ? 0 : ev[i].size;
-            if (cur > peak)
-                peak = cur, *peak_event = k;
+    as_site_peak *p = calloc(1, sizeof *p);
+    *out = p;
+    if (!p)
+        return AS_ENOMEM;
+    p->nsites = nsites;
+    p->now = calloc((size_t)nsites + 1, sizeof *p->now);
+    p->since = calloc((size_t)nsites + 1, sizeof *p->since);
+    p->touched = calloc((size_t)nsites + 1, sizeof *p->touched);
+    p->in_since = calloc((size_t)nsites + 1, 1);
+    return p->now && p->since && p->touched && p->in_since ? 0 : AS_ENOMEM;
+}
+
+void as_site_peak_destroy(as_site_peak *p)
+{
+    if (!p)
+        return;
+    free(p->now);
+    free(p->since);
+    free(p->touched);
+    free(p->in_since);
+    free(p->site_of);
+    free(p);
+}
+
+static inline void site_add(as_site_peak *p, uint32_t site, uint64_t delta)
+{
+    p->now[site] += delta;
+    p->since[site] += delta;
+    if (!p->in_since[site]) {
+        p->in_since[site] = 1;
+        p->touched[p->ntouched++] = site;
+    }
+}
+
+int as_site_peak_feed(as_site_peak *p, const as_event *ev, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const as_event *x = &ev[i];
+        if (x->op == AS_OP_ALLOC) {
+            if (as_grow((void **)&p->site_of, &p->capsite, x->id + 1, sizeof *p->site_of, 4096))
+                return AS_ENOMEM;
+            uint32_t site = x->site <= p->nsites ? x->site : 0;
+            p->site_of[x->id] = site;
+            site_add(p, site, x->size);
+            p->cur += x->size;
+        } else if (x->op == AS_OP_FREE) {
+            if (x->id < p->capsite)
+                site_add(p, p->site_of[x->id], 0 - x->size);
+            p->cur -= x->size;
+        } else {
+            continue;
         }
-    return rc == AS_TRACE_EOF ? 0 : rc;
+        if (p->cur > p->peak) { /* the state now is the peak's: nothing since */
+            p->peak = p->cur;
+            for (size_t k = 0; k < p->ntouched; k++) {
+                p->since[p->touched[k]] = 0;
+                p->in_since[p->touched[k]] = 0;
+            }
+            p->ntouched = 0;
+        }
+    }
+    return 0;
+}
+
+int as_site_peak_top(const as_site_peak *p, const as_sites *sites, unsigned top,
+                     char (*labels)[AS_SITE_LABEL], uint64_t *bytes, uint32_t *ids, unsigned *n)
+{
+    uint32_t idx[64];
+    acc *a = calloc((size_t)p->nsites + 1, sizeof *a);
+    *n = 0;
+    if (!a)
+        return AS_ENOMEM;
+    for (uint32_t i = 0; i <= p->nsites; i++)
+        a[i].live = p->now[i] - p->since[i];
+    top = top < 1 ? 1 : top > 64 ? 64 : top;
+    *n = top_rows(a, p->nsites + 1, 0, top, idx);
+    for (unsigned i = 0; i < *n; i++) {
+        as_site_label(sites, idx[i], labels[i], AS_SITE_LABEL);
+        bytes[i] = a[idx[i]].live;
+        if (ids)
+            ids[i] = idx[i];
+    }
+    free(a);
+    return 0;
 }
 
 int as_siterep_peak_live(const char *path, const as_reader_opts *ro, unsigned top,
@@ -582,59 +664,27 @@ int as_siterep_peak_live(const char *path, const as_reader_opts *ro, unsigned to
                          uint32_t *nsites, as_trace_error *err)
 {
     as_trace_reader *rd = NULL;
-    uint64_t pe, *live = NULL, k = 0;
-    uint32_t *live_site = NULL; /* live allocations' sites: freed ones are zeroed */
-    size_t cap = 0;
+    as_site_peak *p = NULL;
+    as_event ev[512];
+    size_t got;
     *n = 0;
     int rc = as_trace_open(path, ro, &rd, err);
     if (rc < 0)
         return rc;
     *nsites = as_sites_count(as_trace_reader_sites(rd));
-    if (!*nsites || (rc = find_peak(rd, &pe)) < 0)
+    if (!*nsites)
         goto out;
-    as_trace_close(rd);
-    if ((rc = as_trace_open(path, ro, &rd, err)) < 0 ||
-        !(live = calloc(*nsites + 1, sizeof *live))) {
-        rc = rc < 0 ? rc : AS_ENOMEM;
+    if ((rc = as_site_peak_create(*nsites, &p)) < 0)
         goto out;
-    }
-    as_event ev;
-    while (k <= pe && (rc = as_trace_next(rd, &ev)) == 0) {
-        k++;
-        if (ev.op == AS_OP_ALLOC) {
-            if (as_grow((void **)&live_site, &cap, ev.id + 1, sizeof *live_site, 4096) < 0) {
-                rc = AS_ENOMEM;
-                goto out;
-            }
-            live_site[ev.id] = ev.site;
-            live[ev.site] += ev.size;
-        } else if (ev.op == AS_OP_FREE && ev.id < cap) {
-            live[live_site[ev.id]] -= ev.size;
-        }
-    }
-    rc = rc == AS_TRACE_EOF ? 0 : rc;
-    uint32_t idx[64];
-    acc *a = calloc(*nsites + 1, sizeof *a);
-    if (!a) {
-        rc = AS_ENOMEM;
-        goto out;
-    }
-    for (uint32_t i = 0; i <= *nsites; i++)
-        a[i].live = live[i];
-    top = top < 1 ? 1 : top > 64 ? 64 : top;
-    *n = top_rows(a, *nsites + 1, 0, top, idx);
-    for (unsigned i = 0; i < *n; i++) {
-        as_site_label(as_trace_reader_sites(rd), idx[i], labels[i], AS_SITE_LABEL);
-        bytes[i] = a[idx[i]].live;
-        if (ids)
-            ids[i] = idx[i];
-    }
-    free(a);
+    while ((rc = as_trace_next_batch(rd, ev, 512, &got)) == 0 &&
+           (rc = as_site_peak_feed(p, ev, got)) == 0)
+        ;
+    if (rc == AS_TRACE_EOF)
+        rc = as_site_peak_top(p, as_trace_reader_sites(rd), top, labels, bytes, ids, n);
 out:
     if (rc < 0 && err && rd && as_trace_reader_error(rd))
         *err = *as_trace_reader_error(rd);
+    as_site_peak_destroy(p);
     as_trace_close(rd);
-    free(live);
-    free(live_site);
     return rc;
 }

@@ -76,10 +76,22 @@ void as_site_label(const as_sites *s, uint32_t site, char *buf, size_t n);
 /* For `info`: the sites by requested bytes live at the trace's peak requested (first
  * reached; an allocation counts until its FREE), largest first, at most top (<= 64) of
  * them into labels/bytes and, unless it is NULL, their numbers into ids. *n is how many
- * were written; *nsites the trace's site count. Two decodes of the trace. Returns 0 or < 0
- * (err filled). */
+ * were written; *nsites the trace's site count. One decode of the trace (as_site_peak).
+ * Returns 0 or < 0 (err filled). */
 int as_siterep_peak_live(const char *path, const as_reader_opts *ro, unsigned top,
                          char (*labels)[AS_SITE_LABEL], uint64_t *bytes, uint32_t *ids, unsigned *n,
                          uint32_t *nsites, as_trace_error *err);
+
+/* The same, fed the events of a pass that reads the trace anyway: each site's requested
+ * bytes live (memory: a site per ALLOC of the trace, 4 bytes, and 25 bytes a site). A
+ * trace's sites 0..nsites; feed returns 0 or AS_ENOMEM (the events after are not taken);
+ * top fills as as_siterep_peak_live does, the labels from sites, and returns 0 or
+ * AS_ENOMEM. */
+typedef struct as_site_peak as_site_peak;
+int as_site_peak_create(uint32_t nsites, as_site_peak **out);
+int as_site_peak_feed(as_site_peak *p, const as_event *ev, size_t n);
+int as_site_peak_top(const as_site_peak *p, const as_sites *sites, unsigned top,
+                     char (*labels)[AS_SITE_LABEL], uint64_t *bytes, uint32_t *ids, unsigned *n);
+void as_site_peak_destroy(as_site_peak *p);
 
 #endif

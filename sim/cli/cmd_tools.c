@@ -393,10 +393,9 @@ static void json_hist(const char *name, const uint64_t *h, const uint64_t *bytes
     putchar(']');
 }
 
-/* The call sites with the most bytes live at the trace's peak requested (siterep.h), or
- * for a snapshot without frames how to record them. A second and third decode of the
- * trace: not for standard input. */
-static void info_sites(const char *path, const as_meta *m, const as_sites *sites)
+/* The call sites with the most bytes live at the trace's peak requested (siterep.h: sp,
+ * fed by info's read of the trace), or for a snapshot without frames how to record them. */
+static void info_sites(const as_site_peak *sp, const as_meta *m, const as_sites *sites)
 {
     const char *src = m ? as_meta_get(m, "source") : NULL;
     if (!as_sites_count(sites)) {
@@ -408,15 +407,10 @@ static void info_sites(const char *path, const as_meta *m, const as_sites *sites
     }
     printf("call sites: %u (each named by its innermost frame outside PyTorch)\n",
            as_sites_count(sites));
-    if (strcmp(path, "-") == 0)
-        return;
     static char labels[10][AS_SITE_LABEL];
     uint64_t bytes[10];
     unsigned n = 0;
-    uint32_t ns;
-    as_trace_error err;
-    if (as_siterep_peak_live(path, as_cli_reader_opts(), 10, labels, bytes, NULL, &n, &ns, &err) <
-        0)
+    if (!sp || as_site_peak_top(sp, sites, 10, labels, bytes, NULL, &n) < 0)
         return;
     printf("  by bytes live at the peak requested:\n");
     for (unsigned i = 0; i < n; i++) {
@@ -429,18 +423,16 @@ static void info_sites(const char *path, const as_meta *m, const as_sites *sites
 }
 
 /* info -f json's call sites: their count, and the top ten by bytes live at the peak
- * requested as text's list (null when not computed: standard input, or a failed pass). */
-static void json_sites(const char *path, const as_sites *sites)
+ * requested as text's list (null when they could not be computed: out of host memory). */
+static void json_sites(const as_site_peak *sp, const as_sites *sites)
 {
     static char labels[10][AS_SITE_LABEL];
     uint64_t bytes[10];
-    uint32_t ids[10], ns;
+    uint32_t ids[10];
     unsigned n = 0;
-    as_trace_error err;
     printf(", \"call_sites\": %u, \"sites_at_peak\": ", as_sites_count(sites));
     if (as_sites_count(sites) &&
-        (strcmp(path, "-") == 0 || as_siterep_peak_live(path, as_cli_reader_opts(), 10, labels,
-                                                        bytes, ids, &n, &ns, &err) < 0)) {
+        (!sp || as_site_peak_top(sp, sites, 10, labels, bytes, ids, &n) < 0)) {
         fputs("null", stdout);
         return;
     }
@@ -455,7 +447,8 @@ static void json_sites(const char *path, const as_sites *sites)
 }
 
 /* One JSON object; histogram buckets are [lo, 2 lo). */
-static void info_json(const char *path, const as_trace_reader *rd, const as_trace_info *in)
+static void info_json(const char *path, const as_trace_reader *rd, const as_trace_info *in,
+                      const as_site_peak *sp)
 {
     const as_trace_summary *s = &in->sum;
     /* The trace object every command writes, with info's own fields added to it. */
@@ -480,7 +473,7 @@ static void info_json(const char *path, const as_trace_reader *rd, const as_trac
     json_hist("sizes", in->size_hist, in->size_bytes);
     json_hist("lifetimes", in->life_hist, NULL);
     json_hist("pending", in->pend_hist, NULL);
-    json_sites(path, as_trace_reader_sites(rd));
+    json_sites(sp, as_trace_reader_sites(rd));
     printf("}]}\n");
 }
 
@@ -599,7 +592,8 @@ static const char info_help[] =
 
 /* `info`'s text: the trace's name, format, source and metadata, its counts, streams and
  * histograms. */
-static void info_text(const char *path, as_trace_reader *rd, const as_trace_info *in)
+static void info_text(const char *path, as_trace_reader *rd, const as_trace_info *in,
+                      const as_site_peak *sp)
 {
     const as_trace_summary *s = &in->sum;
     char a[32], b[32], c[32];
@@ -634,7 +628,7 @@ static void info_text(const char *path, as_trace_reader *rd, const as_trace_info
            (unsigned long long)in->peak_live);
     as_fmt_bytes(a, sizeof a, s->peak_requested);
     printf("peak requested: %s (%llu bytes)\n", a, (unsigned long long)s->peak_requested);
-    info_sites(path, m, as_trace_reader_sites(rd));
+    info_sites(sp, m, as_trace_reader_sites(rd));
     as_fmt_bytes(a, sizeof a, in->total_bytes);
     as_fmt_bytes(b, sizeof b, in->min_size);
     as_fmt_bytes(c, sizeof c, in->max_size);
@@ -693,6 +687,7 @@ int as_cmd_info(int argc, char **argv)
     if (ret)
         return ret;
     as_trace_info *in = malloc(sizeof *in);
+    as_site_peak *sp = NULL;
     as_trace_error err;
     memset(&err, 0, sizeof err);
     err.offset = err.event = UINT64_MAX;
@@ -701,19 +696,26 @@ int as_cmd_info(int argc, char **argv)
         as_cli_msg("out of host memory");
         return AS_EXIT_INPUT;
     }
-    if (as_trace_info_compute(rd, in, &err) < 0) {
+    /* The call sites at the peak come from the same read (they cost 4 bytes an ALLOC). */
+    uint32_t nsites = as_sites_count(as_trace_reader_sites(rd));
+    if (nsites && as_site_peak_create(nsites, &sp) < 0) {
+        as_site_peak_destroy(sp);
+        sp = NULL;
+    }
+    if (as_trace_info_compute_sites(rd, in, sp, &err) < 0) {
         ret = as_cli_trace_fail(&err, path);
         goto out;
     }
     if (json)
-        info_json(path, rd, in);
+        info_json(path, rd, in, sp);
     else
-        info_text(path, rd, in);
+        info_text(path, rd, in, sp);
     if (fflush(stdout) || ferror(stdout)) {
         as_cli_msg("stdout: write failed");
         ret = AS_EXIT_INPUT;
     }
 out:
+    as_site_peak_destroy(sp);
     free(in);
     as_trace_close(rd);
     return ret;
