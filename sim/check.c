@@ -484,7 +484,8 @@ static int preamble(run *r, const start_pool *p, as_check_start *sum)
 }
 
 typedef struct evbuf {
-    as_event *ev;
+    const as_event *ev; /* own, or a pass's (as_check_events) */
+    as_event *own;
     size_t n, cap;
     uint64_t allocs;
 } evbuf;
@@ -496,9 +497,10 @@ static int load_events(as_trace_reader *rd, evbuf *eb, as_trace_error *err)
     while ((rc = as_trace_next(rd, &e)) == 0) {
         if (e.op == AS_OP_MARK)
             continue; /* labels are not needed, and their text does not outlive the read */
-        if (as_grow((void **)&eb->ev, &eb->cap, eb->n + 1, sizeof *eb->ev, 4096) < 0)
+        if (as_grow((void **)&eb->own, &eb->cap, eb->n + 1, sizeof *eb->own, 4096) < 0)
             return AS_ENOMEM;
-        eb->ev[eb->n++] = e;
+        eb->own[eb->n++] = e;
+        eb->ev = eb->own;
         eb->allocs += e.op == AS_OP_ALLOC;
     }
     if (rc != AS_TRACE_EOF) {
@@ -678,21 +680,20 @@ static int simulate(const as_policy_spec *spec, const as_snapshot_record *rec, s
     return rc < 0 ? rc : 0;
 }
 
-int as_check(const char *path, const as_reader_opts *opts, as_check_result *out,
-             as_trace_error *err)
+/* as_check on rd (path names it), the events from events[0..nev) (MARKs left out: a pass
+ * that read them) or, when events is NULL, read from rd. */
+static int check_on(as_trace_reader *rd, const char *path, const as_event *events, size_t nev,
+                    as_check_result *out, as_trace_error *err)
 {
-    as_trace_reader *rd = NULL;
     as_policy_spec spec = {0};
     start_pool p = {0};
     evbuf eb = {0};
     uint64_t *addrs = NULL;
     as_recdev *d = NULL;
     uint64_t capacity = AS_CAPACITY_NONE;
+    int rc;
     memset(out, 0, sizeof *out);
     out->oom_alloc = UINT64_MAX;
-    int rc = as_trace_open(path, opts, &rd, err);
-    if (rc < 0)
-        return rc;
     const as_snapshot_record *rec = as_trace_reader_snapshot(rd);
     const as_meta *m = as_trace_reader_meta(rd);
     snprintf(err->path, sizeof err->path, "%s", path);
@@ -717,8 +718,15 @@ int as_check(const char *path, const as_reader_opts *opts, as_check_result *out,
     while (divk < spec.policy->n_knobs && strcmp(spec.policy->knobs[divk].name, "roundup"))
         divk++;
     const uint32_t *div = divk < spec.policy->n_knobs ? spec.values[divk].div : NULL;
-    if ((rc = build_start(rec, div, &p, &out->start)) < 0 || (rc = load_events(rd, &eb, err)))
+    if ((rc = build_start(rec, div, &p, &out->start)) < 0 ||
+        (!events && (rc = load_events(rd, &eb, err))))
         goto out;
+    if (events) { /* borrowed: the pass's */
+        for (size_t i = 0; i < nev; i++)
+            eb.allocs += events[i].op == AS_OP_ALLOC;
+        eb.ev = events;
+        eb.n = nev;
+    }
     addrs = malloc((2 * p.nsegs + 1) * sizeof *addrs);
     if (!addrs) {
         rc = AS_ENOMEM;
@@ -759,11 +767,32 @@ int as_check(const char *path, const as_reader_opts *opts, as_check_result *out,
 out:
     free(addrs);
     as_recdev_destroy(d);
-    free(eb.ev);
+    free(eb.own);
     free_start(&p);
     as_policy_spec_free(&spec);
-    as_trace_close(rd);
     return rc < 0 ? rc : 0;
+}
+
+int as_check(const char *path, const as_reader_opts *opts, as_check_result *out,
+             as_trace_error *err)
+{
+    as_trace_reader *rd = NULL;
+    int rc = as_trace_open(path, opts, &rd, err);
+    if (rc < 0) {
+        memset(out, 0, sizeof *out);
+        out->oom_alloc = UINT64_MAX;
+        return rc;
+    }
+    rc = check_on(rd, path, NULL, 0, out, err);
+    as_trace_close(rd);
+    return rc;
+}
+
+int as_check_events(as_trace_reader *rd, const char *path, const as_event *ev, size_t n,
+                    as_check_result *out, as_trace_error *err)
+{
+    static const as_event none;
+    return check_on(rd, path, ev ? ev : &none, ev ? n : 0, out, err);
 }
 
 /* ---- the line -------------------------------------------------------------------------- */

@@ -73,6 +73,11 @@ typedef struct as_check_result {
  * entries, no recorded setting). */
 int as_check(const char *path, const as_reader_opts *opts, as_check_result *out,
              as_trace_error *err);
+/* The same on a reader that a pass has read to its end (its snapshot record and metadata
+ * are the check's), with the events it read, ev[0..n) in order without the MARKs (borrowed),
+ * so that the trace is not read again; path names it. */
+int as_check_events(as_trace_reader *rd, const char *path, const as_event *ev, size_t n,
+                    as_check_result *out, as_trace_error *err);
 
 /* The pool at the start of an open snapshot reader's trace, summarised (no simulation). */
 void as_check_start_of(const as_trace_reader *r, as_check_start *out);

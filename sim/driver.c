@@ -126,12 +126,14 @@ static void cb_block(void *user, const as_block_record *r)
 static void cb_walk(void *user, unsigned run, uint64_t event, uint64_t alloc, const char *why,
                     const as_walk_item *it)
 {
-    as_siterep_walk(((drv *)user)->o->siterep, run, event, alloc, why, it);
+    const as_driver_pass *p = ((drv *)user)->o->pass;
+    p->walk(p->user, run, event, alloc, why, it);
 }
 
 static void cb_events(void *user, const as_event *ev, size_t n)
 {
-    as_siterep_events(((drv *)user)->o->siterep, ev, n);
+    const as_driver_pass *p = ((drv *)user)->o->pass;
+    p->events(p->user, ev, n);
 }
 
 static void cb_sample(void *user, const as_timeline_sample *s)
@@ -195,14 +197,16 @@ static int group_engine(drv *d, const run_set *rs, const as_trace_reader *rd, si
     const as_driver_opts *o = d->o;
     as_engine_opts eo = d->eng;
     eo.max_live = max_live;
-    int sites = o->siterep ? as_siterep_group(o->siterep, rd, n) : 0;
-    if (sites < 0)
-        return oom(d);
-    if (sites) { /* the call sites' walks, in this pass (siterep.h) */
-        eo.on_walk = cb_walk;
+    const as_driver_pass *p = o->pass;
+    int want = p && p->begin ? p->begin(p->user, rs->path, rd, r0, n) : 0;
+    if (want < 0)
+        return fail(d, want, rs->path, "%s: %s", rs->path, as_strerror(want));
+    if ((want & AS_DRIVER_EVENTS) && p->events)
         eo.on_events = cb_events;
+    if ((want & AS_DRIVER_WALKS) && p->walk) { /* at the OOMs, and the peaks when asked */
+        eo.on_walk = cb_walk;
         eo.walk_at_oom = 1;
-        eo.walk_at_peak = as_siterep_full(o->siterep);
+        eo.walk_at_peak = (want & AS_DRIVER_PEAKS) != 0;
     }
     as_driver_group g = {
         rs->path, r0, n, &o->specs[r0 / o->ncap], o->caps[r0 % o->ncap], as_report_nruns(d->rep)};
@@ -250,11 +254,11 @@ static int group_keep(drv *d, run_set *rs, as_trace_reader *rd, const as_engine 
     if (as_report_add_engine(d->rep, &rs->trace, rs->path, rd, e))
         return oom(d);
     unsigned done = as_report_nruns(d->rep);
-    if (o->siterep &&
-        as_siterep_keep(o->siterep, d->rep, (unsigned)rs->trace, rd, e, done - (unsigned)n))
-        return oom(d);
-    char why[300];
     int rc;
+    if (o->pass && o->pass->keep &&
+        (rc = o->pass->keep(o->pass->user, d->rep, (unsigned)rs->trace, rd, e, done - (unsigned)n)))
+        return fail(d, rc, rs->path, "%s: %s", rs->path, as_strerror(rc));
+    char why[300];
     if (o->segs && (rc = as_runlog_flush(o->segs, done, why, sizeof why)))
         return fail(d, rc, o->seg_name, "%s: %s", o->seg_name, why);
     if (o->timeline && (rc = as_runlog_flush(o->timeline, done, why, sizeof why)))

@@ -24,7 +24,6 @@
 #include "policy.h"
 #include "report.h"
 #include "segmap.h"
-#include "siterep.h"
 
 /* The default host memory for the runs in flight of `run`, `mincap` and `tune` (--memory):
  * runs that do not fit at once are fed in groups (engine.h's AS_ENGINE_RUN_* say what a
@@ -33,6 +32,29 @@
 /* Runs per group with --segments or --timeline: each run in flight spools its rows to a
  * temporary file of its own. */
 #define AS_DRIVER_LOG_GROUP 256
+
+/* A report gathered in the runs' own pass (`run`'s call sites and check lines), its hooks
+ * on the reading thread, each may be NULL. begin: a group of the trace's runs [r0, r0 + n)
+ * at path, read by rd (nothing read yet), is about to run as one engine's runs 0..n-1; it
+ * returns what that engine is to hand over, AS_DRIVER_EVENTS (every decoded batch to
+ * events), AS_DRIVER_WALKS (each run's walk at its first OOM to walk) and AS_DRIVER_PEAKS
+ * (with WALKS: at each new peak of reserved too), or < 0 (a failure: AS_ENOMEM). keep: the
+ * group is in the report, trace t's runs from report run base on, engine e's results, rd
+ * read to its end; nonzero fails the run. A group that is not kept (a failure, the budget,
+ * an interrupt) gets no keep: the next begin follows. */
+typedef struct as_driver_pass {
+    int (*begin)(void *user, const char *path, const as_trace_reader *rd, size_t r0, size_t n);
+    void (*events)(void *user, const as_event *ev, size_t n);
+    void (*walk)(void *user, unsigned run, uint64_t event, uint64_t alloc, const char *why,
+                 const as_walk_item *it);
+    int (*keep)(void *user, const as_report *rep, unsigned t, as_trace_reader *rd,
+                const as_engine *e, unsigned base);
+    void *user;
+} as_driver_pass;
+
+#define AS_DRIVER_EVENTS 1
+#define AS_DRIVER_WALKS 2
+#define AS_DRIVER_PEAKS 4
 
 /* A failure, handed to on_fail before the driver returns code. */
 typedef struct as_driver_fail {
@@ -74,7 +96,7 @@ typedef struct as_driver_opts {
     as_runlog *segs, *timeline;     /* borrowed, NULL = none; rows go in as groups complete */
     const char *seg_name, *tl_name; /* their names, for a write failure */
     as_segmap *segmap;              /* borrowed, NULL = none: a second pass per group */
-    as_siterep *siterep;            /* borrowed, NULL = none: gathered in the runs' pass */
+    const as_driver_pass *pass;     /* borrowed, NULL = none: see as_driver_pass */
     /* Several traces: skip_bad names each one that cannot be read (on_fail) and goes on;
      * without it every trace is decoded before any run and the first bad one stops. */
     int skip_bad;

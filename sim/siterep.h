@@ -38,12 +38,12 @@ int as_siterep_create(int full, as_siterep **out);
 void as_siterep_destroy(as_siterep *s);
 int as_siterep_full(const as_siterep *s);
 
-/* The driver's hooks (as_driver_opts.siterep), on the reading thread. A group of n runs of
- * the trace rd reads (not read from yet) is about to run, as one engine's runs 0..n-1;
- * what an earlier group left that was not kept is dropped. Returns 1 when the trace has
- * call sites: the group's engine then hands its events to as_siterep_events and its walks
- * to as_siterep_walk (walk_at_oom, and walk_at_peak when full); 0 when it has none (no
- * hooks), or AS_ENOMEM. */
+/* The hooks of the runs' own pass (driver.h's as_driver_pass, which cmd_run.c wires), on
+ * the reading thread. A group of n runs of the trace rd reads (not read from yet) is about
+ * to run, as one engine's runs 0..n-1; what an earlier group left that was not kept is
+ * dropped. Returns 1 when the trace has call sites: the group's engine then hands its
+ * events to as_siterep_events and its walks to as_siterep_walk (at the OOMs, and at the
+ * peaks when full); 0 when it has none (no hooks), or AS_ENOMEM. */
 int as_siterep_group(as_siterep *s, const as_trace_reader *rd, size_t n);
 void as_siterep_events(as_siterep *s, const as_event *ev, size_t n);
 void as_siterep_walk(as_siterep *s, unsigned run, uint64_t event, uint64_t alloc, const char *why,

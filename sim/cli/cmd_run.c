@@ -16,6 +16,7 @@
 #include "check.h"
 #include "cli.h"
 #include "driver.h"
+#include "grow.h"
 #include "mincap.h"
 #include "options.h"
 #include "outfile.h"
@@ -302,27 +303,104 @@ static int run_parse(const char *cmd, int argc, char **argv, run_args *a)
     return 0;
 }
 
-/* Under the table, for each snapshot small enough that it costs little (a file of at most
- * 32 MiB), `allocsim check`'s line: whether the simulation reproduces the recorded run.
- * Inputs that are no snapshot (the report knows their format: they are not opened again),
- * or hold no segment entries, get none. */
-static void run_check_lines(FILE *f, const as_report *rep)
+/* What `run` gathers in the runs' own pass (the driver's as_driver_pass), where each would
+ * read the trace again: the call sites (siterep.h) and, under the table, for each snapshot
+ * small enough that its events cost little to keep (a file of at most 32 MiB), the line of
+ * `allocsim check` (check.h: whether the simulation reproduces the run it recorded) from
+ * the events the runs' first group read. Inputs that are no snapshot (the reader knows),
+ * or hold no segment entries, get no line. */
+typedef struct run_pass {
+    as_siterep *sites;
+    int sites_on;     /* this group's trace has call sites */
+    int check;        /* the table's check lines are wanted */
+    const char *path; /* this group's trace */
+    as_event *ev;     /* its events without the MARKs, for the check; NULL: none */
+    size_t nev, capev;
+    int collect;           /* this group keeps its events (the trace's first group) */
+    as_check_result *line; /* by report trace: its check, when has[t] */
+    unsigned char *has;
+    size_t nline;
+} run_pass;
+
+static int pass_begin(void *user, const char *path, const as_trace_reader *rd, size_t r0, size_t n)
 {
-    const char *snapshot = as_trace_fmt_name(AS_FMT_TORCH_PICKLE);
-    for (unsigned t = 0; t < as_report_ntraces(rep); t++) {
-        struct stat sb;
-        as_check_result r;
-        as_trace_error err;
+    run_pass *p = user;
+    struct stat sb;
+    int want = 0, rc = p->sites ? as_siterep_group(p->sites, rd, n) : 0;
+    if (rc < 0)
+        return rc;
+    p->sites_on = rc > 0;
+    if (p->sites_on)
+        want |=
+            AS_DRIVER_EVENTS | AS_DRIVER_WALKS | (as_siterep_full(p->sites) ? AS_DRIVER_PEAKS : 0);
+    p->path = path;
+    p->nev = 0;
+    p->collect = p->check && r0 == 0 && as_trace_reader_format(rd) == AS_FMT_TORCH_PICKLE &&
+                 strcmp(path, "-") && !stat(path, &sb) && sb.st_size <= (32 << 20);
+    return want | (p->collect ? AS_DRIVER_EVENTS : 0);
+}
+
+static void pass_events(void *user, const as_event *ev, size_t n)
+{
+    run_pass *p = user;
+    if (p->sites_on)
+        as_siterep_events(p->sites, ev, n);
+    if (!p->collect)
+        return;
+    if (as_grow((void **)&p->ev, &p->capev, p->nev + n, sizeof *p->ev, 4096) < 0) {
+        p->collect = 0; /* no line then, as when the check could not run */
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (ev[i].op != AS_OP_MARK) /* the check needs no labels (nor do they outlive it) */
+            p->ev[p->nev++] = ev[i];
+}
+
+static void pass_walk(void *user, unsigned run, uint64_t event, uint64_t alloc, const char *why,
+                      const as_walk_item *it)
+{
+    as_siterep_walk(((run_pass *)user)->sites, run, event, alloc, why, it);
+}
+
+static int pass_keep(void *user, const as_report *rep, unsigned t, as_trace_reader *rd,
+                     const as_engine *e, unsigned base)
+{
+    run_pass *p = user;
+    int rc = p->sites ? as_siterep_keep(p->sites, rep, t, rd, e, base) : 0;
+    if (rc || !p->collect)
+        return rc;
+    p->collect = 0;
+    size_t had = p->nline;
+    unsigned char *h;
+    if (as_grow((void **)&p->line, &p->nline, (size_t)t + 1, sizeof *p->line, 8) < 0 ||
+        !(h = realloc(p->has, p->nline)))
+        return AS_ENOMEM;
+    memset(h + had, 0, p->nline - had);
+    p->has = h;
+    as_trace_error err;
+    memset(&err, 0, sizeof err);
+    p->has[t] = as_check_events(rd, p->path, p->ev, p->nev, &p->line[t], &err) == 0;
+    return 0;
+}
+
+static void pass_free(run_pass *p)
+{
+    as_siterep_destroy(p->sites);
+    free(p->ev);
+    free(p->line);
+    free(p->has);
+}
+
+/* The check lines under the table, trace by trace. */
+static void run_check_lines(FILE *f, const as_report *rep, const run_pass *p)
+{
+    for (unsigned t = 0; t < as_report_ntraces(rep) && t < p->nline; t++) {
         char line[1200];
-        const char *path, *fmt = as_report_trace_format(rep, t);
+        const char *path;
+        if (!p->has[t])
+            continue;
         as_report_trace(rep, t, &path);
-        if (!fmt || strcmp(fmt, snapshot) || !strcmp(path, "-") || stat(path, &sb) ||
-            sb.st_size > (32 << 20))
-            continue;
-        memset(&err, 0, sizeof err);
-        if (as_check(path, as_cli_reader_opts(), &r, &err) < 0)
-            continue;
-        as_check_line(&r, line, sizeof line);
+        as_check_line(&p->line[t], line, sizeof line);
         as_cli_put_safe(f, path);
         fputs(": check: ", f);
         as_cli_put_safe(f, line);
@@ -483,9 +561,10 @@ static void on_note(void *user, const char *msg)
  * positions. 0 or an exit status; *interrupted when a signal stopped the work after some
  * runs had finished (the report holds those). */
 static int run_traces(const run_args *a, const as_policy_spec *specs, size_t nspec, char **traces,
-                      int ntr, run_out *ro, as_siterep *sites, as_report *rep,
-                      as_driver_result *res, int *interrupted)
+                      int ntr, run_out *ro, run_pass *pass, as_report *rep, as_driver_result *res,
+                      int *interrupted)
 {
+    const as_driver_pass hooks = {pass_begin, pass_events, pass_walk, pass_keep, pass};
     as_driver_opts d = {
         .specs = specs,
         .nspec = nspec,
@@ -505,7 +584,7 @@ static int run_traces(const run_args *a, const as_policy_spec *specs, size_t nsp
         .seg_name = a->seg_path,
         .tl_name = a->tl_path,
         .segmap = ro->segmap,
-        .siterep = sites,
+        .pass = &hooks,
         .skip_bad = a->skip_bad,
         .shard = a->co.shard,
         .nshards = a->co.nshards,
@@ -541,14 +620,14 @@ static int run_traces(const run_args *a, const as_policy_spec *specs, size_t nsp
  * frames) or --sites, and the breakdown between marks (bymark.h, a second pass after the
  * runs) for --by-mark. */
 typedef struct run_extra {
-    as_siterep *sites;
+    run_pass pass;     /* the call sites and the check lines, from the runs' own pass */
     as_bymark **marks; /* one per trace of the report */
     unsigned nmarks;
 } run_extra;
 
 static void extra_free(run_extra *x)
 {
-    as_siterep_destroy(x->sites);
+    pass_free(&x->pass);
     for (unsigned t = 0; t < x->nmarks; t++)
         as_bymark_destroy(x->marks[t]);
     free(x->marks);
@@ -563,12 +642,13 @@ static int extra_fail(int rc, const as_trace_error *err, const char *path, const
     return AS_EXIT_INPUT;
 }
 
-/* The call sites' collector, before the runs, when the report shows sites. 0 or an exit
- * status. */
+/* The runs' own pass's collectors, before the runs: the call sites when the report shows
+ * them, the check lines for a table. 0 or an exit status. */
 static int extra_sites(const run_args *a, run_extra *x)
 {
+    x->pass.check = a->fmt == AS_REPORT_TABLE;
     if ((a->fmt == AS_REPORT_TABLE || a->sites_path) &&
-        as_siterep_create(a->sites_path != NULL, &x->sites)) {
+        as_siterep_create(a->sites_path != NULL, &x->pass.sites)) {
         as_cli_msg("out of host memory");
         return AS_EXIT_INPUT;
     }
@@ -607,13 +687,13 @@ static int extra_write(const run_args *a, const run_out *ro, const as_report *re
                        const run_extra *x, FILE *table)
 {
     int rc = 0;
-    if (a->fmt == AS_REPORT_TABLE && x->sites)
-        rc = as_siterep_write_text(x->sites, rep, table, ro->sites != NULL, 5);
+    if (a->fmt == AS_REPORT_TABLE && x->pass.sites)
+        rc = as_siterep_write_text(x->pass.sites, rep, table, ro->sites != NULL, 5);
     for (unsigned t = 0; rc == 0 && a->fmt == AS_REPORT_TABLE && t < x->nmarks; t++)
         rc = as_bymark_write_text(x->marks[t], rep, table);
     if (rc)
         return as_cli_write_error(AS_EIO, "write failed", "the report", AS_EXIT_OK);
-    if (ro->sites && as_siterep_write_csv(x->sites, rep, as_out_file(ro->sites), 10))
+    if (ro->sites && as_siterep_write_csv(x->pass.sites, rep, as_out_file(ro->sites), 10))
         return as_cli_write_error(AS_EIO, "write failed", a->sites_path, AS_EXIT_OK);
     return AS_EXIT_OK;
 }
@@ -633,9 +713,9 @@ static int json_write(const run_args *a, const as_report *rep, const run_extra *
             rc = as_bymark_write_json(x->marks[t], rep, f, &n);
         fputs("]}", f);
     }
-    if (rc == 0 && x->sites) {
+    if (rc == 0 && x->pass.sites) {
         fputs(",\n \"sites\": ", f);
-        rc = as_siterep_write_json(x->sites, f, 10);
+        rc = as_siterep_write_json(x->pass.sites, f, 10);
     }
     if (rc == AS_ENOMEM) {
         snprintf(why, why_len, "out of host memory");
@@ -707,7 +787,7 @@ int as_cmd_run(int argc, char **argv)
     }
     as_progress_start(&ro.prog, a.co.quiet, "runs");
     if ((ret = extra_sites(&a, &extra)) || (ret = run_traces(&a, specs, nspec, traces, ntr, &ro,
-                                                             extra.sites, rep, &res, &interrupted)))
+                                                             &extra.pass, rep, &res, &interrupted)))
         goto done;
     if (interrupted && ro.snap) { /* the run did not finish: keep the old file */
         as_out_abort(ro.snap);
@@ -729,7 +809,7 @@ int as_cmd_run(int argc, char **argv)
                                         : as_report_write(rep, f, a.fmt, why, sizeof why);
     ret = as_cli_write_error(wrc, why, as_out_name(ro.out), ret);
     if (!ret && a.fmt == AS_REPORT_TABLE)
-        run_check_lines(f, rep);
+        run_check_lines(f, rep, &extra.pass);
     if (!ret && !interrupted && a.fmt != AS_REPORT_JSON)
         ret = extra_compute(&a, specs, nspec, rep, &extra);
     if (!ret && !interrupted)
