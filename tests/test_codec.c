@@ -422,6 +422,92 @@ static void codec_errors(void)
     }
 }
 
+/* One block: ALLOC 4096, then an ALLOC of each literal size with its FREE right after, so
+ * that all but the first ALLOC are the decoder's fast loop's (the first sets the live
+ * table up); bad, when not NULL, replaces the varint of size k (its bytes, nbad of them).
+ * Returns the path; *off: the stream offset of literal k's varint. */
+static const char *literal_block(const uint64_t *sizes, size_t n, size_t k, const uint8_t *bad,
+                                 size_t nbad, uint64_t *off)
+{
+    rawbuf s, q;
+    s.n = 0;
+    rb_u8(&s, 60 << 2 | 0);
+    rb_var(&s, 4096);
+    for (size_t i = 0; i < n; i++) {
+        rb_u8(&s, 60 << 2 | 0);
+        if (i == k) {
+            *off = s.n;
+            rb_bytes(&s, bad, nbad);
+        } else {
+            rb_var(&s, sizes[i]);
+        }
+        rb_u8(&s, 0 << 2 | 1); /* FREE d=1 */
+    }
+    rb_header(&q);
+    rb_var(&q, 1 + 2 * n);
+    rb_var(&q, s.n);
+    rb_var(&q, 0);
+    *off += q.n;
+    rb_bytes(&q, s.b, s.n);
+    rb_var(&q, 0);
+    rb_var(&q, 1 + 2 * n);
+    rb_var(&q, 1 + n);
+    return write_zst(&q);
+}
+
+/* Literal sizes of every varint length from 1 to 7 bytes (the largest valid size is 2^48),
+ * decoded by the fast loop as the general one does, and its refusals: an overlong form, a
+ * zero size, an absurd one, a varint of 9 bytes. */
+static void codec_literal_sizes(void)
+{
+    const uint64_t sizes[] = {1,          127,
+                              128,        4095,
+                              1ull << 14, (1ull << 21) - 1,
+                              1ull << 21, 1ull << 28,
+                              1ull << 35, (1ull << 42) + 12345,
+                              1ull << 48, 1000,
+                              1ull << 47};
+    const size_t n = sizeof sizes / sizeof sizes[0];
+    uint64_t off = 0;
+    as_trace_error err;
+    const char *p = literal_block(sizes, n, n, NULL, 0, &off);
+    as_trace_reader *r;
+    CU_ASSERT_EQUAL_FATAL(as_trace_open(p, NULL, &r, &err), 0);
+    as_event ev[64];
+    size_t got = 0, k, wrong = 0;
+    while (got < 64 && as_trace_next_batch(r, ev + got, 64 - got, &k) == 0)
+        got += k;
+    CU_ASSERT_EQUAL(got, 1 + 2 * n);
+    for (size_t i = 0; i < n && 2 + 2 * i < got; i++)
+        wrong += ev[1 + 2 * i].op != AS_OP_ALLOC || ev[1 + 2 * i].size != sizes[i] ||
+                 ev[2 + 2 * i].op != AS_OP_FREE || ev[2 + 2 * i].size != sizes[i];
+    CU_ASSERT_EQUAL(wrong, 0);
+    as_trace_close(r);
+    tu_rm(p);
+
+    static const struct {
+        uint8_t b[10];
+        size_t n;
+        int code;
+        const char *msg;
+    } bad[] = {
+        {{0x81, 0x80, 0x00}, 3, AS_ECORRUPT, "corrupt varint"}, /* overlong */
+        {{0x00}, 1, AS_EINVAL, "zero size"},
+        {{0x81, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01}, 9, AS_EINVAL, "absurd size"},
+        {{0x81, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40}, 7, AS_EINVAL, "absurd size"}, /* 2^48 + 1 */
+    };
+    for (size_t j = 0; j < sizeof bad / sizeof bad[0]; j++) {
+        uint64_t nev;
+        p = literal_block(sizes, n, 5, bad[j].b, bad[j].n, &off);
+        CU_ASSERT_EQUAL(read_all(p, &err, &nev), bad[j].code);
+        CU_ASSERT_EQUAL(nev, 11); /* ALLOC 4096 and five pairs */
+        /* the ALLOC's record: its tag, or the varint itself when that is corrupt */
+        CU_ASSERT_EQUAL(err.offset, bad[j].code == AS_ECORRUPT ? off : off - 1);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, bad[j].msg));
+        tu_rm(p);
+    }
+}
+
 static void codec_truncated_zstd(void)
 {
     /* A real trace, cut short at several points of its compressed bytes. */
@@ -717,6 +803,7 @@ CU_TestInfo test_codec[] = {
     {"roundtrip_by_hand", codec_roundtrip_by_hand},
     {"roundtrip_random", codec_roundtrip_random},
     {"errors", codec_errors},
+    {"literal_sizes", codec_literal_sizes},
     {"truncated_zstd", codec_truncated_zstd},
     {"size_loop_trace", codec_size_loop_trace},
     {"size_real_traces", codec_size_real_traces},

@@ -10,6 +10,7 @@
  * stream table, nothing proportional to the trace length. Every version ever written
  * stays readable: the header's version selects the block decoder.
  */
+#include <endian.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,7 @@ enum { T_NONE = 0, T_ABS = 1, T_DELTA0 = 2 };
 #define BLOCK_MAX_BYTES (32u << 20)
 #define MAX_STREAMS AS_MAX_STREAMS /* trace.h: the same limit for every reader */
 #define BATCH_MAX 4096
+#define STACK_AHEAD 256 /* fast loop: room kept for new live slots in the validator's stack */
 #define ZSTD_LEVEL 9
 
 /* Slot of a size: the top 32 bits of a Fibonacci hash, scaled to 0..59 (a multiply and a
@@ -63,8 +65,9 @@ static inline int64_t zz_dec(uint64_t u)
 typedef struct native_st {
     as_instream *in;
     unsigned version;
-    /* coding state, carried across blocks */
-    uint64_t size_cache[SIZE_SLOTS];
+    /* coding state, carried across blocks; slots 60..63 stay 0, so the fast loop reads the
+     * slot of any ALLOC tag's argument without a test (60: a literal; 61..63: bad tags) */
+    uint64_t size_cache[64];
     uint64_t *streams;
     size_t nstreams, streams_cap;
     uint64_t cur_stream;
@@ -128,6 +131,28 @@ static inline size_t varint_unbounded(const uint8_t *p, uint64_t *v)
         }
     }
     return 0;
+}
+
+/* The same of at most 8 bytes, with 8 readable, without a branch on its length (a literal
+ * size's, 3 to 7 bytes on real traces, in the fast loop): the first byte below 0x80 ends
+ * it, its 7-bit groups are gathered by shifts. 0 when longer (varint_unbounded's). */
+static inline size_t varint8(const uint8_t *p, uint64_t *v)
+{
+    uint64_t w;
+    memcpy(&w, p, 8);
+    w = le64toh(w);
+    const uint64_t stop = ~w & 0x8080808080808080ull; /* the high bit of each last byte */
+    if (!stop)
+        return varint_unbounded(p, v);
+    const unsigned len = ((unsigned)__builtin_ctzll(stop) >> 3) + 1;
+    const uint64_t x = w & (stop ^ (stop - 1)); /* the bytes up to the first stop */
+    /* canonical: a last byte of 0 after the first is an overlong form */
+    if (len > 1 && !(x >> (8 * (len - 1))))
+        return 0;
+    *v = (x & 0x7F) | (x >> 1 & 0x3F80) | (x >> 2 & 0x1FC000) | (x >> 3 & 0xFE00000) |
+         (x >> 4 & 0x7F0000000ull) | (x >> 5 & 0x3F800000000ull) | (x >> 6 & 0x1FC0000000000ull) |
+         (x >> 7 & 0xFE000000000000ull);
+    return len;
 }
 
 static inline size_t varint(const uint8_t *p, const uint8_t *end, uint64_t *v)
@@ -784,12 +809,13 @@ AS_HOT int decode_time(native_st *s, ncur *c, as_event *ev, as_trace_error *err)
 }
 
 /* The records the fast loop may take from here without a bound test (see fast_records):
- * at most n, 3 per byte of the structure column and of the time column (tb, -1 when the
- * block has none), none within 2^21 us a record of either end of int64_t. */
-AS_HOT size_t stretch(size_t n, ptrdiff_t sb, ptrdiff_t tb, int64_t now)
+ * at most n and room, 3 per byte of the structure column and of the time column (tb, -1
+ * when the block has none), none within 2^21 us a record of either end of int64_t. */
+AS_HOT size_t stretch(size_t n, size_t room, ptrdiff_t sb, ptrdiff_t tb, int64_t now)
 {
     size_t m = (size_t)sb / 3;
     m = n < m ? n : m;
+    m = room < m ? room : m;
     if (tb >= 0) {
         size_t mt = (size_t)tb / 3;
         m = mt < m ? mt : m;
@@ -818,25 +844,40 @@ AS_HOT unsigned fast_site(const uint8_t *kp, const uint8_t *ke, uint64_t nsites,
     return *site > nsites ? 0 : used;
 }
 
-/* A time delta (>= T_DELTA0) in a canonical varint of 1-3 bytes at tp: its value in *u and
- * the next record's time byte in *tn, or 0 when it is not such a one. */
-AS_HOT int fast_delta(const uint8_t *tp, uint64_t *u, const uint8_t **tn)
+/* The time a one-byte delta moves by: byte b (T_DELTA0..0x7F) codes zz_enc(delta) +
+ * T_DELTA0, so delta1[b] = zz_dec(b - T_DELTA0), a load where the decoding was five
+ * operations a record (b < T_DELTA0 is no delta: the entries are never read). */
+#define ZZ1(v) ((v)&1 ? -(((v) + 1) / 2) : (v) / 2)
+#define D1(b) ZZ1((b)-T_DELTA0)
+#define D4(b) D1(b), D1(b + 1), D1(b + 2), D1(b + 3)
+#define D16(b) D4(b), D4(b + 4), D4(b + 8), D4(b + 12)
+#define D64(b) D16(b), D16(b + 16), D16(b + 32), D16(b + 48)
+static const int8_t delta1[128] = {D64(0), D64(64)};
+
+/* The time after a delta (>= T_DELTA0) in a canonical varint of 1-3 bytes at tp from now:
+ * *t, and the next record's time byte in *tn; 0 when it is not such a one. Most deltas are
+ * one byte. */
+AS_HOT int fast_time(const uint8_t *tp, int64_t now, int64_t *t, const uint8_t **tn)
 {
     uint64_t x = tp[0];
-    *tn = tp + 1;
-    if (x >= 0x80) {
-        if (tp[1] && tp[1] < 0x80) {
-            x = (x & 0x7F) | (uint64_t)tp[1] << 7;
-            *tn = tp + 2;
-        } else if (tp[1] >= 0x80 && tp[2] && tp[2] < 0x80) {
-            x = (x & 0x7F) | (uint64_t)(tp[1] & 0x7F) << 7 | (uint64_t)tp[2] << 14;
-            *tn = tp + 3;
-        } else {
-            return 0;
-        }
+    if (x - T_DELTA0 < 0x80 - T_DELTA0) {
+        *t = now + delta1[x];
+        *tn = tp + 1;
+        return 1;
     }
-    *u = x;
-    return x >= T_DELTA0;
+    if (x < 0x80)
+        return 0; /* T_NONE or T_ABS */
+    if (tp[1] && tp[1] < 0x80) {
+        x = (x & 0x7F) | (uint64_t)tp[1] << 7;
+        *tn = tp + 2;
+    } else if (tp[1] >= 0x80 && tp[2] && tp[2] < 0x80) {
+        x = (x & 0x7F) | (uint64_t)(tp[1] & 0x7F) << 7 | (uint64_t)tp[2] << 14;
+        *tn = tp + 3;
+    } else {
+        return 0;
+    }
+    *t = now + zz_dec(x - T_DELTA0);
+    return 1;
 }
 
 /* A FREE's distance back from its tag at sp: v < 63 is distance v + 1; 63 a varint of one
@@ -910,6 +951,12 @@ AS_HOT size_t fast_records(native_st *s, as_validator *vd, ncur *c, as_event *re
     const uint64_t stream = c->cur_stream;
     uint64_t *const cache = s->size_cache;
     as_live_ent *const ring = vd->live.ring;
+    /* the stack's room for new slots: a stretch takes at most room records (below); grown
+     * ahead, by the validator's doubling, so that stretches stay long near the cap */
+    if (vd->slot_cap - vd->nslots < STACK_AHEAD &&
+        as_grow32((void **)&vd->slot_free, &vd->slot_cap, (size_t)vd->nslots + STACK_AHEAD,
+                  sizeof *vd->slot_free, 1024) < 0)
+        return kk; /* the general loop says it is out of memory, when it is */
     uint32_t *const sfree = vd->slot_free;
     const uint32_t scap = vd->slot_cap;
     uint32_t nfree = vd->nfree, nslots = vd->nslots;
@@ -923,38 +970,39 @@ AS_HOT size_t fast_records(native_st *s, as_validator *vd, ncur *c, as_event *re
     int64_t now = c->prev_time;
     as_event *ev = evs + kk, *const ev0 = ev;
     size_t m;
-    while ((m = stretch(lim - (size_t)(ev - evs), se - sp, has_time ? te - tp : -1, now)) > 0) {
+    /* A stretch's new slots: none while the stack holds some, so at most m - nfree of m
+     * records; m at most scap - nslots + nfree leaves room for them in the stack. */
+    while ((m = stretch(lim - (size_t)(ev - evs), scap - nslots + nfree, se - sp,
+                        has_time ? te - tp : -1, now)) > 0) {
         for (as_event *ee = ev + m; ev < ee; ev++) {
             const unsigned tag = sp[0];
             int64_t t = AS_TIME_NONE;
             const uint8_t *tn = tp, *sn = sp + 1;
-            uint64_t u;
-            if (has_time && !fast_delta(tp, &u, &tn))
+            if (has_time && !fast_time(tp, now, &t, &tn))
                 goto out;
-            if (has_time)
-                t = now + zz_dec(u - T_DELTA0);
             if ((tag & 3) == K_ALLOC) {
                 const unsigned arg = tag >> 2;
-                uint64_t size = arg < SIZE_SLOTS ? cache[arg] : 0, site = 0;
+                uint64_t size = cache[arg], site = 0; /* 0: a literal, or a bad tag */
+                unsigned kused = 0;
+                if (has_site && !(kused = fast_site(kp, ke, nsites, &site)))
+                    goto out;
                 if (!size) { /* a literal: the tag and a varint of at most 10 bytes */
                     size_t k;
-                    if (arg != V_SIZE_LITERAL || se - sp < 11 ||
-                        !(k = varint_unbounded(sp + 1, &size)))
+                    if (arg != V_SIZE_LITERAL || se - sp < 11 || !(k = varint8(sp + 1, &size)) ||
+                        size - 1 >= size_lim)
                         goto out;
                     sn = sp + 1 + k;
                     ee = ev + 1; /* it took more than 3 bytes */
-                }
-                unsigned kused = 0;
-                if (size - 1 >= size_lim || (!nfree && nslots == scap) ||
-                    (has_site && !(kused = fast_site(kp, ke, nsites, &site))))
-                    goto out;
-                as_live_ent *e = &ring[nalloc & (AS_IDRING - 1)];
-                if (e->key && as_live_evict(&vd->live, e))
-                    goto out;       /* out of memory: the validator says so */
-                if (sn != sp + 1) { /* a literal: the smallest request is one of them */
+                    /* the smallest request is one of the literals (should the live
+                     * table's eviction below fail, the trace ends with that error) */
                     cache[size_slot(size)] = size;
                     min_req = size - 1 < min_req - 1 ? size : min_req;
+                } else if (size - 1 >= size_lim) {
+                    goto out;
                 }
+                as_live_ent *e = &ring[nalloc & (AS_IDRING - 1)];
+                if (e->key && as_live_evict(&vd->live, e))
+                    goto out; /* out of memory: the validator says so */
                 const uint32_t slot = nfree ? sfree[--nfree] : nslots++;
                 e->key = nalloc + 1;
                 e->size = size;
