@@ -671,41 +671,65 @@ static __attribute__((noinline)) int after_rare(run *r, loop *L, const eng_ev *x
     return r->stopped;
 }
 
+/* After one event of the loop: go on, stop before it (it is not the run's), return at once
+ * (the run is whole), or stop after it. */
+enum { STEP_ON, STEP_BREAK, STEP_RETURN, STEP_STOP };
+
+/* Event x through one run. `due`: the slow path may be due at it (else the caller knows
+ * that x comes before the event at which it is next due, so only the peak is tested). */
+ENG_HOT int step(run *r, loop *L, const loop_ops *p, const eng_ev *x, const int lean,
+                 const int bounded, const int due)
+{
+    if (!lean && (r->stopped || (r->s_watch && !streams_ok(r, x, L))))
+        return STEP_BREAK;
+    int s;
+    if (x->op == AS_OP_ALLOC)
+        s = ev_alloc(r, L, p, x, lean, bounded);
+    else if (x->op == AS_OP_FREE)
+        s = ev_free(r, L, p, x, lean, bounded);
+    else if (x->op == AS_OP_FREE_REQ)
+        s = ev_free_req(r, L, p, x, lean, bounded);
+    else
+        s = ev_other(r, L, x);
+    if (s == EV_STOP)
+        return STEP_RETURN;
+    if (!lean && !r->log_ok)
+        r->reserved = r->dev.ops->reserved(r->dev.ctx);
+    int stop = 0;
+    if (r->reserved > L->peak_res || (due && L->idx >= L->next_slow))
+        stop = after_rare(r, L, x);
+    L->allocs += x->op == AS_OP_ALLOC;
+    L->idx++;
+    return stop ? STEP_STOP : STEP_ON;
+}
+
 /* The events ev[0..n) through one run; a run_fail (from here or a callback) or a stopping
  * OOM ends it, with the run's state as it was at that event. `bounded`: every live slot of
- * the batch is below the run's live table's length, so no slot is tested against it. */
+ * the batch is below the run's live table's length, so no slot is tested against it. The
+ * events before the one at which the slow path is next due run without its test, in
+ * stretches (only after_rare moves next_slow, and only at or past it). */
 ENG_HOT void run_events(run *r, const eng_ev *ev, size_t n, const int lean, const int bounded)
 {
     const loop_ops p = {r->st, r->pol->alloc, r->pol->free};
-    const int log_ok = lean || r->log_ok;
     loop L;
     loop_get(r, &L);
     const eng_ev *x = ev, *const end = ev + n;
-    for (; x < end; x++) {
-        if (!lean && (r->stopped || (r->s_watch && !streams_ok(r, x, &L))))
-            break;
-        int s;
-        if (x->op == AS_OP_ALLOC)
-            s = ev_alloc(r, &L, &p, x, lean, bounded);
-        else if (x->op == AS_OP_FREE)
-            s = ev_free(r, &L, &p, x, lean, bounded);
-        else if (x->op == AS_OP_FREE_REQ)
-            s = ev_free_req(r, &L, &p, x, lean, bounded);
-        else
-            s = ev_other(r, &L, x);
-        if (s == EV_STOP)
-            return;
-        if (!log_ok)
-            r->reserved = r->dev.ops->reserved(r->dev.ctx);
-        int stop = 0;
-        if (r->reserved > L.peak_res || L.idx >= L.next_slow)
-            stop = after_rare(r, &L, x);
-        L.allocs += x->op == AS_OP_ALLOC;
-        L.idx++;
-        if (stop) {
+    int st = STEP_ON;
+    while (x < end) {
+        const uint64_t ahead = L.next_slow > L.idx ? L.next_slow - L.idx : 0;
+        const eng_ev *const cut = ahead < (uint64_t)(end - x) ? x + ahead : end;
+        while (x < cut && (st = step(r, &L, &p, x, lean, bounded, 0)) == STEP_ON)
             x++;
+        if (st == STEP_ON && x < end)
+            st = step(r, &L, &p, x, lean, bounded, 1);
+        if (st == STEP_RETURN)
+            return;
+        if (st == STEP_BREAK)
             break;
-        }
+        if (x < end)
+            x++;
+        if (st == STEP_STOP)
+            break;
     }
     loop_put(r, &L);
     /* The last event's time, for run_finish's closing sample (which a stopped run skips). */
