@@ -75,6 +75,7 @@ struct pk_scan {
     size_t capout;
     sc_ent *ents;
     size_t nents, capents, next; /* next: the entry as_pk_scan_next hands out */
+    size_t room;                 /* entries that fit ents, out and fields (entry_room) */
     as_pk_ref list;              /* the trace list of the batch handed out */
     sc_undo *undo;               /* memo writes of the batch being read */
     size_t nundo, capundo;
@@ -371,19 +372,32 @@ static inline unsigned stride(unsigned nkeys)
     return nkeys < 8 ? 8 : 16;
 }
 
-/* Room for one more entry, its values and its place in the batch handed out; 0 when memory
- * refuses it. */
-static int entry_room(scan *s)
+/* entry_room past its capacities: they grown for one more entry, and the count that fits
+ * them all; 0 when memory refuses. */
+static __attribute__((noinline)) int entry_grow(scan *s)
 {
     pk_scan *sc = s->sc;
     size_t nf = stride(s->p->nkeys);
-    return (sc->nents < sc->capents ||
-            !as_pk_grow(s->p, (void **)&sc->ents, &sc->capents, sc->nents + 1, sizeof *sc->ents)) &&
-           (sc->nents < sc->capout ||
-            !as_pk_grow(s->p, (void **)&sc->out, &sc->capout, sc->nents + 1, sizeof *sc->out)) &&
-           (sc->nfields + nf <= sc->capfields ||
-            !as_pk_grow(s->p, (void **)&sc->fields, &sc->capfields, sc->nfields + nf,
-                        sizeof *sc->fields));
+    if (!((sc->nents < sc->capents ||
+           !as_pk_grow(s->p, (void **)&sc->ents, &sc->capents, sc->nents + 1, sizeof *sc->ents)) &&
+          (sc->nents < sc->capout ||
+           !as_pk_grow(s->p, (void **)&sc->out, &sc->capout, sc->nents + 1, sizeof *sc->out)) &&
+          (sc->nfields + nf <= sc->capfields ||
+           !as_pk_grow(s->p, (void **)&sc->fields, &sc->capfields, sc->nfields + nf,
+                       sizeof *sc->fields))))
+        return 0;
+    size_t room = sc->capents < sc->capout ? sc->capents : sc->capout;
+    if (room > sc->capfields / nf) /* nfields is nents strides */
+        room = sc->capfields / nf;
+    sc->room = room;
+    return 1;
+}
+
+/* Room for one more entry, its values and its place in the batch handed out; 0 when memory
+ * refuses it. */
+static inline int entry_room(scan *s)
+{
+    return s->sc->nents < s->sc->room || entry_grow(s);
 }
 
 /* An entry's values before its pairs: none (all of its stride, the scratch one too). */
@@ -767,18 +781,15 @@ static HOT size_t fast_value(scan *s, size_t at, as_pk_val *v)
     case 'J':
         *v = (as_pk_val){.type = AS_PK_INT, .ref = AS_PK_NIL, .i = (int32_t)rd32(w + at + 1)};
         return 5;
-    case 0x8a: {
+    case 0x8a: { /* LONG1: n little-endian bytes, two's complement, by shifts of 8 read */
         unsigned n = w[at + 1];
-        uint64_t u = 0;
+        uint64_t u;
         if (n > 8)
             return 0;
         memcpy(&u, w + at + 2, 8);
-        if (n < 8)
-            u &= n ? ~0ull >> (64 - 8 * n) : 0;
-        if (n > 0 && n < 8 && (w[at + 1 + n] & 0x80))
-            u |= ~0ull << (8 * n);
-        *v = (as_pk_val){.type = AS_PK_INT, .ref = AS_PK_NIL};
-        memcpy(&v->i, &u, sizeof u);
+        unsigned sh = 64 - 8 * n; /* 64 for n = 0: the value is 0 */
+        int64_t i = n ? (int64_t)(u << (sh & 63)) >> (sh & 63) : 0;
+        *v = (as_pk_val){.type = AS_PK_INT, .ref = AS_PK_NIL, .i = i};
         return 2 + n;
     }
     case 'N':
@@ -868,32 +879,41 @@ static HOT size_t fast_key(scan *s, size_t at, unsigned *k)
 static HOT size_t entry_one(scan *s, size_t at, as_pk_val *f, sc_ent *e)
 {
     const uint8_t *w = s->w;
-    const size_t wn = s->wn, start = at;
+    const size_t start = at;
+    if (s->wn < 16)
+        return 0;
+    const size_t lim = s->wn - 16; /* w[at .. at + 16) is in the window while at <= lim */
     size_t len;
-    for (at++; wn - at >= 16 && e->nslots < SC_SLOTS; at += len) {
+    unsigned nslots = 0;
+    for (at++; at <= lim && nslots < SC_SLOTS; at += len) {
         uint64_t idx = w[at] == 0x94 ? s->p->memo_len : w[at] == 'q' ? w[at + 1] : rd32(w + at + 1);
         if (!(len = fast_put(s, at, PK_PENDING)))
             break;
-        e->slot[e->nslots++] = (uint32_t)idx;
+        e->slot[nslots++] = (uint32_t)idx;
     }
-    if (wn - at < 16 || w[at] != '(')
+    e->nslots = (uint8_t)nslots;
+    if (at > lim || w[at] != '(')
         return 0;
     fields_none(f, s->p->nkeys);
-    for (at++;; e->n++) {
+    uint32_t n = 0;
+    for (at++;; n++) {
         unsigned k;
-        if (wn - at < 16)
+        if (at > lim)
             return 0;
         if (w[at] == 'u')
             break;
         if (!(len = fast_key(s, at, &k)))
             return 0;
         at += len;
-        if (wn - at < 16 || !(len = fast_value(s, at, &f[k])))
+        as_pk_val v;
+        if (at > lim || !(len = fast_value(s, at, &v)))
             return 0;
+        f[k] = v;
         at += len;
     }
+    e->n = n;
     /* a small entry may be interned: the general loop's */
-    return e->n * 2 <= PK_FLAT_CELLS ? 0 : at + 1 - start;
+    return n * 2 <= PK_FLAT_CELLS ? 0 : at + 1 - start;
 }
 
 /* The entries at s->at in the common layout (entry_one), read one after another: 1 when

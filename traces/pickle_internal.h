@@ -84,8 +84,8 @@ typedef struct pk_scan pk_scan;
  * write into a packed page unpacks it for good. */
 #define PK_MPAGE_BITS 12
 #define PK_MPAGE (1u << PK_MPAGE_BITS)
-#define PK_MEMO_DENSE 64 /* pages (1 MiB) before any packs */
-#define PK_MCACHE 64
+#define PK_MEMO_DENSE 64       /* pages (1 MiB) before any packs */
+#define PK_MCACHE 256          /* lines: an entry's dozen keys and values rarely share one */
 #define PK_PENDING 0xFFFFFFFEu /* the entry scanner's mark of a slot being filled */
 #define PK_KEY_UNSEEN 0xFFu
 typedef struct pk_mpage {

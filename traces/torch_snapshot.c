@@ -168,7 +168,8 @@ struct snap_build {
     as_snap_block *blocks;
     size_t nblocks, capblocks;
     uint64_t alloc_entries, entries;
-    snap_entry cur; /* the alloc/free entry waiting for the next one (free pairing) */
+    snap_entry ent[2]; /* ent[ci]: the alloc/free entry waiting for the next one (free */
+    unsigned ci;       /* pairing), when have_cur; the next one is read into the other */
     int have_cur;
     /* Keys and action names are mostly shared (memoized) strings, so the same few refs come
      * back for every entry: remember what each means instead of comparing strings. */
@@ -985,20 +986,20 @@ static int step(snap_build *b, const snap_entry *x, const snap_entry *nxt)
  * free_requested with free_completed looks one ahead). */
 static int feed(snap_build *b, as_pk_ref e, const as_pk_entry *pe, uint64_t index)
 {
-    snap_entry x;
-    int rc = entry_fields(b, e, pe, index, &x);
+    snap_entry *x = &b->ent[b->ci ^ (unsigned)b->have_cur];
+    int rc = entry_fields(b, e, pe, index, x);
     if (rc <= 0)
         return rc;
     if (!b->have_cur) {
-        b->cur = x, b->have_cur = 1;
+        b->have_cur = 1;
         return 0;
     }
-    if ((rc = step(b, &b->cur, &x)) < 0)
+    if ((rc = step(b, &b->ent[b->ci], x)) < 0)
         return rc;
     if (rc == 1)
         b->have_cur = 0;
     else
-        b->cur = x;
+        b->ci ^= 1;
     return 0;
 }
 
@@ -1017,7 +1018,7 @@ static int feed_all(snap_build *b, const as_pk_item *it, const as_pk_entry *pe, 
 /* The last entry waiting for a successor. */
 static int feed_end(snap_build *b)
 {
-    int rc = b->have_cur ? step(b, &b->cur, NULL) : 0;
+    int rc = b->have_cur ? step(b, &b->ent[b->ci], NULL) : 0;
     b->have_cur = 0;
     if (rc >= 0 && b->empty_pending) /* the trace ends with a release */
         rc = emit_empty(b, b->empty_pending);
@@ -1861,14 +1862,15 @@ static int umarks_reset(snap_build *b)
 {
     char keep[AS_MAX_LABEL + 1];
     size_t off;
-    int has = b->have_cur && b->cur.umark;
+    snap_entry *cur = &b->ent[b->ci];
+    int has = b->have_cur && cur->umark;
     if (has)
-        snprintf(keep, sizeof keep, "%s", b->umarks->p + b->cur.umark - 1);
+        snprintf(keep, sizeof keep, "%s", b->umarks->p + cur->umark - 1);
     b->umarks->n = 0;
     if (has) {
         if (label_add(b->umarks, keep, strlen(keep), &off) < 0)
             return oom(b);
-        b->cur.umark = (uint32_t)off + 1;
+        cur->umark = (uint32_t)off + 1;
     }
     return 0;
 }
