@@ -106,8 +106,9 @@ typedef struct blk {
     uint64_t addr, size, stream;
     uint32_t l, r, up; /* free: its bin's links (oset.h) */
     uint32_t seg, prev, next;
-    uint32_t busy; /* pBlock: its chunks in use */
-    uint32_t slot; /* B_ALLOC: the allocation */
+    uint32_t busy;  /* pBlock: its chunks in use */
+    uint32_t slot;  /* B_ALLOC: the allocation */
+    uint32_t pslot; /* free: its stream's slot in its pool, so that fp_remove reads it */
     uint8_t state;
 } blk;
 _Static_assert(sizeof(blk) == 64, "a block is one cache line");
@@ -338,14 +339,14 @@ OSET_HOT int fp_insert(blk *b, fpool *p, uint32_t x)
     r->slmap |= 1u << c;
     sl->flmap |= 1ull << f;
     sl->n++;
+    b[x].pslot = (uint32_t)k;
     return 0;
 }
 
 /* Free block x (in the pool) out of it. */
 OSET_HOT void fp_remove(blk *b, fpool *p, uint32_t x)
 {
-    size_t at;
-    fpslot *sl = &p->s[fp_slot(p, b[x].stream, &at)];
+    fpslot *sl = &p->s[b[x].pslot]; /* a free block's stream does not change in a pool */
     unsigned f, c;
     fp_class(b[x].size, &f, &c);
     fprow *r = &p->rows[sl->row[f]];
@@ -526,9 +527,20 @@ static int node_new(void **arr, size_t *n, size_t *cap, size_t elem, ids *recycl
     return 0;
 }
 
-static int blk_new(gm *g, uint32_t *out)
+/* A block node, not zeroed: both callers (split_at, seg_new) write the whole node. */
+static inline int blk_new(gm *g, uint32_t *out)
 {
-    return node_new((void **)&g->b, &g->nb, &g->cb, sizeof *g->b, &g->free_b, out);
+    if (__builtin_expect(g->free_b.n != 0, 1)) {
+        *out = g->free_b.v[--g->free_b.n];
+        return 0;
+    }
+    size_t at = g->nb ? g->nb : 1;
+    if (at >= UINT32_MAX || as_grow((void **)&g->b, &g->cb, at + 1, sizeof *g->b, 64))
+        return AS_ENOMEM;
+    g->nb = at + 1;
+    g->b[at].state = B_UNUSED;
+    *out = (uint32_t)at;
+    return 0;
 }
 
 static int blk_drop(gm *g, uint32_t x)
@@ -1556,7 +1568,7 @@ static const char *check_row(const gm *g, const fpool *p, const fpslot *sl, unsi
             unsigned xf, xc;
             fp_class(g->b[x].size, &xf, &xc);
             if (xf != f || xc != c || g->b[x].stream != sl->stream || g->b[x].state != B_FREE ||
-                g->s[g->b[x].seg].small != small)
+                g->s[g->b[x].seg].small != small || &p->s[g->b[x].pslot] != sl)
                 return "a pool holds a block that is not its own free block there";
         }
         *n += cnt;
