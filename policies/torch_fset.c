@@ -128,17 +128,17 @@ int as_tfs_chunk(fset *f, uint32_t k, unsigned w)
 {
     if (f->nc + 1 >= f->ccap) {
         uint32_t nc = f->ccap ? f->ccap * 2 : 4;
-        bchunk *c = realloc(f->c, (size_t)nc * sizeof *c);
+        tbin *c = realloc(f->bins, (size_t)nc * TFS_CHUNK * sizeof *c);
         if (!c)
             return AS_ENOMEM;
-        f->c = c;
+        f->bins = c;
         f->ccap = nc;
         if (!f->nc)
             f->nc = 1; /* chunk 0 is none */
     }
     uint32_t i = f->nc++;
-    memset(&f->c[i], 0, sizeof f->c[i]);
-    f->s[k].chunk[w] = i;
+    memset(&f->bins[(size_t)i * TFS_CHUNK], 0, TFS_CHUNK * sizeof *f->bins);
+    f->s[k].chunk[w] = i * TFS_CHUNK;
     return 0;
 }
 
@@ -209,7 +209,7 @@ void as_tfs_fini(fset *f)
     free(f->hslot);
     free(f->ord);
     free(f->pos);
-    free(f->c);
+    free(f->bins);
     free(f->tree);
     memset(f, 0, sizeof *f);
 }
@@ -273,7 +273,7 @@ uint32_t as_tfs_last_of(const blk *b, const fset *f, uint32_t k)
         unsigned w = 63u - (unsigned)__builtin_clzll(sm);
         if (ix->words[w]) {
             unsigned j = 63u - (unsigned)__builtin_clzll(ix->words[w]);
-            return tfs_tbin_max(b, &f->c[ix->chunk[w]].bin[j]);
+            return tfs_tbin_max(b, &f->bins[ix->chunk[w] + j]);
         }
     }
     return 0;
@@ -383,11 +383,11 @@ static int check_slot(const blk *b, const fset *f, uint32_t k, uint32_t nb, uint
                 return as_check_fail(out, "free set: word %u has blocks and no chunk", w);
             continue;
         }
-        if (ix->chunk[w] >= f->nc)
+        if (ix->chunk[w] % TFS_CHUNK || ix->chunk[w] / TFS_CHUNK >= f->nc)
             return as_check_fail(out, "free set: bad chunk %u", ix->chunk[w]);
-        const bchunk *c = &f->c[ix->chunk[w]];
+        const tbin *c = &f->bins[ix->chunk[w]];
         for (unsigned j = 0; j < 64; j++) {
-            const tbin *tb = &c->bin[j];
+            const tbin *tb = &c[j];
             if (((ix->words[w] >> j) & 1) != (tb->head != 0))
                 return as_check_fail(out, "free-set bitmap wrong at bin %u", w * 64 + j);
             if (tb->head) {

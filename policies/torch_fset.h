@@ -74,18 +74,18 @@ typedef struct tbin {
 
 #define TFS_TREAP 0x80000000u
 
-typedef struct bchunk {
-    tbin bin[64];
-} bchunk; /* 512 bytes */
+/* A chunk is 64 bins (512 bytes), bins 64w..64w+63 of one slot; ix->chunk[w] is the
+ * index in f->bins of its first bin, so that a bin's address is one add from it. */
+#define TFS_CHUNK 64
 
 typedef struct sidx {
     uint64_t stream;
-    uint64_t max;     /* size of the largest free block of the slot; 0 when none */
-    uint64_t summary; /* bit w set when words[w] != 0 (and maybe after it empties) */
-    uint64_t words[NWORDS];
-    uint32_t chunk[NWORDS]; /* chunk of bins 64w..64w+63; 0 until first used */
-    uint32_t unmapped;      /* treap root: unmapped ranges of the stream, by address */
-    uint32_t pad[9];        /* 256 bytes: a slot's address is a shift of its index */
+    uint64_t max;               /* size of the largest free block of the slot; 0 when none */
+    uint64_t summary;           /* bit w set when words[w] != 0 (and maybe after it empties) */
+    uint64_t words[NWORDS + 1]; /* words[NWORDS] is always 0: the lookup's "none" */
+    uint32_t chunk[NWORDS];     /* f->bins index of bin 64w's chunk; 0 until first used */
+    uint32_t unmapped;          /* treap root: unmapped ranges of the stream, by address */
+    uint32_t pad[7];            /* 256 bytes: a slot's address is a shift of its index */
 } sidx;
 
 _Static_assert(sizeof(sidx) == 256, "a slot is 256 bytes");
@@ -98,9 +98,9 @@ typedef struct fset {
     uint32_t hcap;
     uint32_t *ord, *pos; /* slots by stream value, and each slot's place in ord */
     uint32_t nord;       /* slots ord covers; the rest are new since the last sort */
-    bchunk *c;           /* chunk 0 unused */
-    uint32_t nc, ccap;
-    uint64_t *tree; /* max over slots: tree[1] the root, leaves at tcap + slot */
+    tbin *bins;          /* the chunks, TFS_CHUNK bins each; chunk 0 unused */
+    uint32_t nc, ccap;   /* chunks */
+    uint64_t *tree;      /* max over slots: tree[1] the root, leaves at tcap + slot */
     uint32_t tcap;
     uint64_t steps; /* slots probed or visited out of line (hash, max tree, whole-set order):
                        the work that must not grow with the streams (as_torch_fset_steps) */
@@ -164,7 +164,7 @@ static inline int64_t as_tfs_find(fset *f, uint64_t stream)
 /* Bin `bin` of slot ix (its chunk exists). */
 static inline tbin *tfs_binp(const fset *f, const sidx *ix, unsigned bin)
 {
-    return &f->c[ix->chunk[bin >> 6]].bin[bin & 63];
+    return &f->bins[ix->chunk[bin >> 6] + (bin & 63)];
 }
 
 /* The pool's max tree gets slot k's new maximum m (one slot: the root is its leaf). */
@@ -250,9 +250,9 @@ TFS_HOT int as_tfs_insert(blk *b, fset *f, uint32_t x)
     uint64_t size = b[x].size;
     unsigned bin = as_tfs_bin(size);
     uint32_t ci = ix->chunk[bin >> 6];
-    if (__builtin_expect(!ci, 0)) /* before a pool's first chunk f->c is NULL */
+    if (__builtin_expect(!ci, 0)) /* before a pool's first chunk f->bins is NULL */
         return as_tfs_insert_slow(b, f, x);
-    tbin *tb = &f->c[ci].bin[bin & 63];
+    tbin *tb = &f->bins[ci + (bin & 63)];
     if (__builtin_expect(tb->cnt >= OSET_LIST_MAX, 0))
         return as_tfs_insert_slow(b, f, x);
     tfs_list_put(b, ix, tb, bin, x, size, b[x].addr);
@@ -306,9 +306,9 @@ TFS_HOT int as_tfs_regrow(blk *b, fset *f, uint32_t old, uint64_t old_size, uint
     sidx *ix = &f->s[k];
     uint64_t size = b[nw].size;
     unsigned ob = b[old].bin, nb = as_tfs_bin(size);
-    bchunk *c = f->c;
+    tbin *c = f->bins;
     uint32_t nci = ix->chunk[nb >> 6];
-    tbin *ot = &c[ix->chunk[ob >> 6]].bin[ob & 63], *nt = &c[nci].bin[nb & 63];
+    tbin *ot = &c[ix->chunk[ob >> 6] + (ob & 63)], *nt = &c[nci + (nb & 63)];
     if (__builtin_expect(!nci || ((ot->cnt | nt->cnt) & TFS_TREAP) || nt->cnt >= OSET_LIST_MAX, 0))
         return as_tfs_replace_slow(b, f, old, old_size, nw);
     tfs_list_take(b, ix, ot, ob, old);
@@ -375,28 +375,14 @@ TFS_HOT uint32_t as_tfs_lower_bound_in(const blk *b, const fset *f, uint32_t k, 
     return bin < NBINS ? tfs_tbin_min(b, tfs_binp(f, ix, bin)) : 0;
 }
 
-/* as_tfs_lower_bound_in, with the bin the block is filed in (*tbp) when there is one.
- * One look at the size's word decides the common cases: its first non-empty bin at or
- * above the size's is another bin (its smallest block fits: most lookups on real traces),
- * or the size's own (its list may still hold nothing big enough). */
-TFS_HOT uint32_t as_tfs_lower_bound_at(const blk *b, fset *f, uint32_t k, uint64_t size, tbin **tbp)
+/* as_tfs_lower_bound_at's rare cases: the first non-empty bin at or above the size's
+ * (`at`, found by the caller) is a treap, or it is the size's own and its smallest block
+ * is too small; a stale summary bit (m2 == 0 with a non-empty word further up). */
+static __attribute__((noinline)) uint32_t
+tfs_lower_bound_rest(const blk *b, fset *f, sidx *ix, unsigned bin, uint64_t size, tbin **tbp)
 {
-    sidx *ix = &f->s[k];
-    unsigned bin = as_tfs_bin(size), w = bin >> 6;
-    uint64_t m = ix->words[w] & (~0ull << (bin & 63));
-    unsigned at = (w << 6) | (unsigned)__builtin_ctzll(m | 1ull << 63);
-    if (!m) { /* the first non-empty word above w, by the summary */
-        uint64_t sm = ix->summary & (~1ull << w);
-        for (;; sm &= sm - 1) {
-            if (!sm)
-                return 0;
-            w = (unsigned)__builtin_ctzll(sm);
-            if (__builtin_expect(ix->words[w] != 0, 1))
-                break;
-            ix->summary &= ~(1ull << w);
-        }
-        at = (w << 6) | (unsigned)__builtin_ctzll(ix->words[w]);
-    } else if (at == bin) {
+    unsigned at = tfs_bin_next_clean(ix, bin);
+    if (at == bin) {
         tbin *tb = tfs_binp(f, ix, bin);
         uint32_t x = tfs_bin_lower_bound(b, tb->head, (tb->cnt & TFS_TREAP) != 0, size);
         if (x) {
@@ -404,12 +390,36 @@ TFS_HOT uint32_t as_tfs_lower_bound_at(const blk *b, fset *f, uint32_t k, uint64
             return x;
         }
         at = tfs_bin_next_clean(ix, bin + 1);
-        if (at >= NBINS)
-            return 0;
     }
+    if (at >= NBINS)
+        return 0;
     tbin *tb = tfs_binp(f, ix, at);
     *tbp = tb;
     return tfs_tbin_min(b, tb);
+}
+
+/* as_tfs_lower_bound_in, with the bin the block is filed in (*tbp) when there is one.
+ * The common case takes no data-dependent branch: the first non-empty bin at or above
+ * the size's comes from the size's word, else from the first word that the summary says
+ * is non-empty (selects, not branches; words[NWORDS] stands for none), and its smallest
+ * block fits whenever that bin is above the size's and mostly when it is the size's own. */
+TFS_HOT uint32_t as_tfs_lower_bound_at(const blk *b, fset *f, uint32_t k, uint64_t size, tbin **tbp)
+{
+    sidx *ix = &f->s[k];
+    unsigned bin = as_tfs_bin(size), w = bin >> 6;
+    uint64_t m = ix->words[w] & (~0ull << (bin & 63));
+    unsigned up = (unsigned)__builtin_ctzll((ix->summary & (~1ull << w)) | 1ull << NWORDS);
+    unsigned w2 = m ? w : up;
+    uint64_t m2 = m ? m : ix->words[up];
+    if (__builtin_expect(!m2, 0)) /* nothing, or a stale summary bit */
+        return tfs_lower_bound_rest(b, f, ix, bin, size, tbp);
+    unsigned at = w2 << 6 | (unsigned)__builtin_ctzll(m2);
+    tbin *tb = tfs_binp(f, ix, at);
+    uint32_t x = tb->head;
+    if (__builtin_expect((tb->cnt & TFS_TREAP) || b[x].size < size, 0))
+        return tfs_lower_bound_rest(b, f, ix, bin, size, tbp);
+    *tbp = tb;
+    return x;
 }
 
 /* Takes x, filed under `size` in bin tb of slot k, out of the set (a block handed out
@@ -431,7 +441,7 @@ TFS_HOT int as_tfs_split_move(blk *b, fset *f, uint32_t k, tbin *ot, uint32_t ol
     sidx *ix = &f->s[k];
     unsigned nb = as_tfs_bin(nsize);
     uint32_t nci = ix->chunk[nb >> 6];
-    tbin *nt = &f->c[nci].bin[nb & 63];
+    tbin *nt = &f->bins[nci + (nb & 63)];
     if (__builtin_expect(!nci || ((ot->cnt | nt->cnt) & TFS_TREAP) || nt->cnt >= OSET_LIST_MAX, 0))
         return as_tfs_replace_slow(b, f, old, old_size, nw);
     tfs_list_take(b, ix, ot, b[old].bin, old);
