@@ -142,10 +142,9 @@ typedef struct torch_state {
     uint8_t divlg[AS_DIV_INTERVALS]; /* log2 of roundup_power2_divisions per interval, 0 none */
     int use_div, expandable, sync_frees;
     double gc;
-    int limited; /* a memory-fraction limit is set (the device's capacity, via cap_test) */
-    int gc_on;   /* gc_active(): limited and a positive threshold */
-    int plain;   /* no roundup divisions, gc, expandable segments or max_split: torch_alloc's
-                  * lean copy */
+    int limited;   /* a memory-fraction limit is set (the device's capacity, via cap_test) */
+    int gc_on;     /* gc_active(): limited and a positive threshold */
+    unsigned feat; /* the F_ bits of the settings: which copy of alloc_cached runs */
     uint64_t total_mem;
     /* nodes and segments */
     blk *b;
@@ -766,32 +765,45 @@ static __attribute__((noinline)) uint32_t exp_fit(const torch_state *t, const fs
     return it;
 }
 
+/* The settings that torch_alloc's path depends on, one bit each (torch_state.feat):
+ * roundup divisions, garbage collection (a call count to keep), expandable segments,
+ * max_split. alloc_cached has a copy for no setting and for each one alone, where the
+ * bits are constants and the other settings' tests go, and a copy with F_ANY that reads
+ * them all from the state (several settings at once, a private pool's request). */
+enum { F_DIV = 1, F_GC = 2, F_EXP = 4, F_SPLIT = 8, F_ANY = 16 };
+
+/* Is setting `bit` on, in the copy for F: the constant, or with F_ANY the state's `rt`. */
+#define FEAT(F, bit, rt) ((F_ANY & (F)) ? (rt) : ((bit) & (F)) != 0)
+
 /* get_free_block: best fit on (stream, size, addr) in slot k of pl's free set, with
  * PyTorch's expandable and oversize rules. The block (still in the free set, in bin *tbp:
- * the caller takes it out, or puts the split's remainder in its place), else 0. */
-static inline uint32_t get_free_block(torch_state *t, pool *pl, uint32_t k, uint64_t size,
-                                      tbin **tbp)
+ * the caller takes it out, or puts the split's remainder in its place), else 0. F: as
+ * alloc_cached's (without F_EXP or F_ANY no block is expandable). */
+static inline __attribute__((always_inline)) uint32_t
+get_free_block(torch_state *t, pool *pl, uint32_t k, uint64_t size, tbin **tbp, unsigned F)
 {
     blk *b = t->b;
-    if (t->gc_on)
+    if (FEAT(F, F_GC, t->gc_on))
         pl->calls++;
     uint32_t it = as_tfs_lower_bound_at(b, &pl->blocks, k, size, tbp);
     if (!it)
         return 0;
-    if (__builtin_expect(is_exp(t, it), 0)) {
+    if ((F & (F_EXP | F_ANY)) && __builtin_expect(is_exp(t, it), 0)) {
         uint32_t nx = b[it].next;
         /* With expandable segments on, a block without an unmapped tail stands (exp_fit's
          * first test, inline: the common case there). */
-        if (!t->expandable || (nx && !b[nx].mapped)) {
+        if (!FEAT(F, F_EXP, t->expandable) || (nx && !b[nx].mapped)) {
             if (!(it = exp_fit(t, &pl->blocks, it)))
                 return 0;
             *tbp = tfs_binp(&pl->blocks, &pl->blocks.s[k], b[it].bin);
         }
     }
-    if (size < t->max_split && b[it].size >= t->max_split)
-        return 0;
-    if (size >= t->max_split && b[it].size >= size + t->max_non_split)
-        return 0;
+    if (FEAT(F, F_SPLIT, 1)) { /* with max_split off (UINT64_MAX) neither test holds */
+        if (size < t->max_split && b[it].size >= t->max_split)
+            return 0;
+        if (size >= t->max_split && b[it].size >= size + t->max_non_split)
+            return 0;
+    }
     return it;
 }
 
@@ -1068,7 +1080,8 @@ static int torch_init(void *st, const as_knob_value *cfg, const as_device *dev)
         return AS_EDEVICE;
     t->limited = !unlimited;
     t->gc_on = gc_active(t);
-    t->plain = !t->use_div && !t->gc_on && !t->expandable && t->max_split == UINT64_MAX;
+    t->feat = (t->use_div ? F_DIV : 0) | (t->gc_on ? F_GC : 0) | (t->expandable ? F_EXP : 0) |
+              (t->max_split != UINT64_MAX ? F_SPLIT : 0);
     /* Total device memory sizes each expandable segment's VA range (1.125x), and the size
      * of the unmapped tail enters get_free_block's expandable best fit. A capacity below
      * an H200's is read as a memory fraction of one (as in the ground truth); a larger one
@@ -1172,21 +1185,22 @@ static __attribute__((noinline)) int alloc_fresh(torch_state *t, const as_reques
     return hand_out(t, t->b, i, req, out);
 }
 
-/* torch_alloc's path to a cached block. `plain` (a constant in each copy): the settings
- * of t->plain and a request of the default pool, where rounding needs no division, no
- * block is expandable, nothing is oversize and no call count is kept, so those tests go. */
+/* torch_alloc's path to a cached block. F (a constant in each copy, see F_DIV): the
+ * settings on, or F_ANY. Without F_ANY the request is of the default pool. */
 static inline __attribute__((always_inline)) int alloc_cached(torch_state *t, const as_request *req,
-                                                              as_block *out, int plain)
+                                                              as_block *out, unsigned F)
 {
     uint64_t key, size;
-    if (plain) {
-        key = req->stream;
-        size = (req->size + MIN_BLOCK - 1) & ~(MIN_BLOCK - 1);
-    } else {
+    if (F & F_ANY) {
         if (stream_key(req, &key))
             return AS_EINVAL;
-        size = round_size(t, req->size);
+    } else {
+        key = req->stream;
     }
+    if (F & (F_DIV | F_ANY))
+        size = round_size(t, req->size);
+    else
+        size = (req->size + MIN_BLOCK - 1) & ~(MIN_BLOCK - 1);
     int small = size <= SMALL_SIZE; /* pools[small].small, known here */
     pool *pl = &t->pools[small];
     fset *fs = &pl->blocks;
@@ -1195,14 +1209,16 @@ static inline __attribute__((always_inline)) int alloc_cached(torch_state *t, co
         return AS_ENOMEM; /* insert_free relies on the slot */
 
     tbin *tb;
-    uint32_t i = plain ? as_tfs_lower_bound_at(t->b, fs, (uint32_t)k, size, &tb)
-                       : get_free_block(t, pl, (uint32_t)k, size, &tb);
+    uint32_t i = get_free_block(t, pl, (uint32_t)k, size, &tb, F);
     if (!i)
         return alloc_fresh(t, req, out, pl, key, (uint32_t)k, size);
     blk *b = t->b;
     uint64_t had = b[i].size;
-    int split = plain ? had - size > (small ? MIN_BLOCK - 1 : SMALL_SIZE)
-                      : should_split(t, small, size, had);
+    /* should_split, its two thresholds a select */
+    int fine = small || FEAT(F, F_EXP, t->expandable);
+    int split = had - size > (fine ? MIN_BLOCK - 1 : SMALL_SIZE);
+    if (FEAT(F, F_SPLIT, 1))
+        split = split && (fine || size < t->max_split);
     if (!split) {
         hand_out_sized(t, b, i, had, req, out);
         as_tfs_take(b, fs, (uint32_t)k, tb, i, had);
@@ -1215,11 +1231,27 @@ static inline __attribute__((always_inline)) int alloc_cached(torch_state *t, co
     /* The answer first: req and out are then dead through the split's work. */
     hand_out_sized(t, b, i, size, req, out);
     uint64_t raddr = split_free(b, i, r, size, had);
-    if (!plain) /* plain: no garbage collection, which alone reads gc_base */
+    if (FEAT(F, F_GC, 1)) /* without garbage collection nothing reads gc_base */
         b[r].gc_base = pl->calls;
     /* The remainder takes the block's place in the free set. */
     return as_tfs_split_move(b, fs, (uint32_t)k, tb, i, had, r, had - size, raddr);
 }
+
+/* The copies for one setting, each its own function (its own registers); torch_alloc
+ * jumps to one. */
+#define ALLOC_COPY(name, F)                                                                        \
+    static __attribute__((noinline)) int name(torch_state *t, const as_request *req,               \
+                                              as_block *out)                                       \
+    {                                                                                              \
+        return alloc_cached(t, req, out, F);                                                       \
+    }
+ALLOC_COPY(alloc_plain, 0)
+ALLOC_COPY(alloc_div, F_DIV)
+ALLOC_COPY(alloc_gc, F_GC)
+ALLOC_COPY(alloc_exp, F_EXP)
+ALLOC_COPY(alloc_split, F_SPLIT)
+ALLOC_COPY(alloc_any, F_ANY)
+#undef ALLOC_COPY
 
 static int torch_alloc(void *st, const as_request *req, as_block *out)
 {
@@ -1228,9 +1260,21 @@ static int torch_alloc(void *st, const as_request *req, as_block *out)
     /* 0, or no device holds 1 PiB (which keeps round_size from overflowing) */
     if (__builtin_expect(rs - 1 >= (1ull << 50), 0))
         return rs ? AS_POLICY_OOM : AS_EINVAL;
-    if (t->plain && !req->pool)
-        return alloc_cached(t, req, out, 1);
-    return alloc_cached(t, req, out, 0);
+    unsigned f = req->pool ? F_ANY : t->feat;
+    if (__builtin_expect(!f, 1)) /* the defaults */
+        return alloc_plain(t, req, out);
+    switch (f) {
+    case F_DIV:
+        return alloc_div(t, req, out);
+    case F_GC:
+        return alloc_gc(t, req, out);
+    case F_EXP:
+        return alloc_exp(t, req, out);
+    case F_SPLIT:
+        return alloc_split(t, req, out);
+    default:
+        return alloc_any(t, req, out);
+    }
 }
 
 static int torch_free(void *st, uint64_t handle, unsigned flags)
