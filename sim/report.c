@@ -206,11 +206,19 @@ static void fmt_seconds(char *b, size_t n, double s)
     if (s == 0)
         snprintf(b, n, "0");
     else if (s < 1e-3)
-        snprintf(b, n, "%.1f us", s * 1e6);
+        as_fmt_fixed(b, n, s * 1e6, 1, " us");
     else if (s < 1)
-        snprintf(b, n, "%.2f ms", s * 1e3);
+        as_fmt_fixed(b, n, s * 1e3, 2, " ms");
     else
-        snprintf(b, n, "%.2f s", s);
+        as_fmt_fixed(b, n, s, 2, " s");
+}
+
+/* A cell of text: as snprintf's "%s" would write it (cut to the cell). */
+static void cell_text(char *c, const char *s)
+{
+    size_t l = strlen(s), k = l < sizeof(cell) - 1 ? l : sizeof(cell) - 1;
+    memcpy(c, s, k);
+    c[k] = 0;
 }
 
 /* The offline yardstick of every trace (nt entries, malloc'd; NULL when out of memory): the
@@ -233,10 +241,10 @@ static uint64_t *yardsticks(const as_report *r)
 
 static void table_row(cell *c, const as_run_result *x, uint64_t plan)
 {
-    snprintf(c[T_POLICY], sizeof c[0], "%s", x->policy);
+    cell_text(c[T_POLICY], x->policy);
     as_fmt_capacity(c[T_CAP], sizeof c[0], x->capacity);
     if (x->oom_event == AS_NONE)
-        snprintf(c[T_RESULT], sizeof c[0], "%s", x->completed ? "ok" : "stopped");
+        cell_text(c[T_RESULT], x->completed ? "ok" : "stopped");
     else if (x->ooms > 1)
         snprintf(c[T_RESULT], sizeof c[0], "OOM at event %llu (alloc %llu) +%llu more",
                  (unsigned long long)x->oom_event, (unsigned long long)x->oom_alloc,
@@ -247,14 +255,15 @@ static void table_row(cell *c, const as_run_result *x, uint64_t plan)
     as_fmt_bytes(c[T_REQ], sizeof c[0], x->peak_requested);
     as_fmt_bytes(c[T_ALLOC], sizeof c[0], x->peak_allocated);
     as_fmt_bytes(c[T_RES], sizeof c[0], x->peak_reserved);
-    snprintf(c[T_FRAG], sizeof c[0], "%.1f%%", 100 * x->fragmentation);
+    as_fmt_fixed(c[T_FRAG], sizeof c[0], 100 * x->fragmentation, 1, "%");
     as_fmt_bytes(c[T_WASTE], sizeof c[0], x->waste);
-    snprintf(c[T_CALLS], sizeof c[0], "%llu/%llu", (unsigned long long)x->device_reserves,
-             (unsigned long long)x->device_releases);
+    size_t k = as_fmt_u64(c[T_CALLS], x->device_reserves); /* 41 bytes at most */
+    c[T_CALLS][k++] = '/';
+    c[T_CALLS][k + as_fmt_u64(c[T_CALLS] + k, x->device_releases)] = 0;
     fmt_seconds(c[T_TIME], sizeof c[0], x->device_time_s);
     /* Peak reserved over the yardstick and over the trace's bound, for completed runs. */
-    snprintf(c[T_VS_PLAN], sizeof c[0], "-");
-    snprintf(c[T_VS_REQ], sizeof c[0], "-");
+    cell_text(c[T_VS_PLAN], "-");
+    cell_text(c[T_VS_REQ], "-");
     if (x->completed && plan != AS_NONE && plan)
         snprintf(c[T_VS_PLAN], sizeof c[0], "%+.1f%%",
                  100.0 * ((double)x->peak_reserved / (double)plan - 1));
@@ -263,26 +272,46 @@ static void table_row(cell *c, const as_run_result *x, uint64_t plan)
                  100.0 * ((double)x->peak_reserved / (double)x->peak_requested - 1));
 }
 
+/* The rows under their heads, each column as wide as its widest cell: left-aligned up to
+ * the result, right-aligned after it, two spaces between (none after the last). A line is
+ * put together in a buffer and written at once (the cells are under 96 bytes, so a line of
+ * T_NCOL of them fits): the table's cost per run is its formatting, not stdio's. */
 static void table_print(FILE *f, cell (*rows)[T_NCOL], unsigned n, int ncol)
 {
     size_t w[T_NCOL];
-    for (int c = 0; c < ncol; c++) {
+    char line[T_NCOL * (sizeof(cell) + 2) + 4];
+    for (int c = 0; c < ncol; c++)
         w[c] = strlen(t_head[c]);
-        for (unsigned i = 0; i < n; i++)
-            if (strlen(rows[i][c]) > w[c])
-                w[c] = strlen(rows[i][c]);
-    }
+    for (unsigned i = 0; i < n; i++)
+        for (int c = 0; c < ncol; c++) {
+            size_t l = strlen(rows[i][c]);
+            w[c] = l > w[c] ? l : w[c];
+        }
     for (unsigned i = 0; i <= n; i++) {
-        fputs("  ", f);
+        char *p = line;
+        *p++ = ' ';
+        *p++ = ' ';
         for (int c = 0; c < ncol; c++) {
             const char *s = i == 0 ? t_head[c] : rows[i - 1][c];
-            int left = c <= T_RESULT;
-            if (c + 1 == ncol && left)
-                fputs(s, f);
-            else
-                fprintf(f, left ? "%-*s%s" : "%*s%s", (int)w[c], s, c + 1 == ncol ? "" : "  ");
+            size_t l = strlen(s), pad = w[c] - l;
+            int left = c <= T_RESULT, last = c + 1 == ncol;
+            if (!left) {
+                memset(p, ' ', pad);
+                p += pad;
+            }
+            memcpy(p, s, l);
+            p += l;
+            if (left && !last) {
+                memset(p, ' ', pad);
+                p += pad;
+            }
+            if (!last) {
+                *p++ = ' ';
+                *p++ = ' ';
+            }
         }
-        fputc('\n', f);
+        *p++ = '\n';
+        fwrite(line, 1, (size_t)(p - line), f);
     }
 }
 

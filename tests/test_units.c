@@ -5,6 +5,8 @@
  * KB = 10^3, and so on.
  */
 #include <CUnit/CUnit.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -106,8 +108,95 @@ static void units_spec_agrees(void)
     }
 }
 
+static uint64_t xs(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+/* The table's formatting without printf is printf's, byte for byte: as_fmt_fixed against
+ * snprintf("%.*f%s") on doubles of every kind (any bit pattern: negative, -0, NaN, huge,
+ * subnormal; exact ties such as 0.25 and 1.05 in binary-exact cases, near ties; ratios as
+ * the fragmentation column makes them), every precision 0..3, buffers cut short; and
+ * as_fmt_bytes and as_fmt_capacity against their printf forms (every size below 2^20
+ * and random ones above). */
+static void units_fmt_is_printf(void)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ull, bad = 0;
+    char a[64], b[64];
+    for (long i = 0; i < 400000; i++) {
+        double v;
+        uint64_t bits = xs(&x);
+        unsigned prec = (unsigned)(xs(&x) % 4);
+        switch (i % 5) {
+        case 0:
+            memcpy(&v, &bits, sizeof v);
+            break;
+        case 1: /* halves, quarters, ...: ties at one or two decimals, and their neighbours */
+            v = (double)(bits % 4000000) / 8.0;
+            v = i % 3 ? v : nextafter(v, i % 2 ? 0 : 1e300);
+            break;
+        case 2:
+            v = ldexp((double)(bits >> 11), -(int)(xs(&x) % 90));
+            break;
+        case 3:
+            v = 100 * (1 - (double)(bits % 100000) / (double)(xs(&x) % 100000 + 1));
+            break;
+        default:
+            v = (double)(bits >> (xs(&x) % 64)) / (1 << 30);
+        }
+        size_t n = i % 13 ? sizeof a : (size_t)(xs(&x) % 9);
+        memset(a, 'x', sizeof a);
+        memset(b, 'x', sizeof b);
+        as_fmt_fixed(a, n, v, prec, i % 2 ? " us" : "%");
+        snprintf(b, n, "%.*f%s", (int)prec, v, i % 2 ? " us" : "%");
+        bad += memcmp(a, b, sizeof a) != 0;
+    }
+    static const double edge[] = {0.0, -0.0, 0.05, 0.25, 0.125, 1.005, 99.95, 9007199254740991.0,
+                                  9007199254740992.0, 1e300, 4.9e-324};
+    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++)
+        for (unsigned prec = 0; prec < 4; prec++) {
+            as_fmt_fixed(a, sizeof a, edge[i], prec, "");
+            snprintf(b, sizeof b, "%.*f", (int)prec, edge[i]);
+            bad += strcmp(a, b) != 0;
+        }
+    for (uint64_t v = 0; v < (1u << 20) + 4096; v++) {
+        uint64_t w = v < (1u << 20) ? v : xs(&x) >> (xs(&x) % 64);
+        char c[32];
+        as_fmt_bytes(a, sizeof a, w);
+        if (w < 1024)
+            snprintf(b, sizeof b, "%llu B", (unsigned long long)w);
+        else if (w < (1u << 20))
+            snprintf(b, sizeof b, "%.1f KiB", (double)w / 1024);
+        else if (w < (1u << 30))
+            snprintf(b, sizeof b, "%.1f MiB", (double)w / (1 << 20));
+        else
+            snprintf(b, sizeof b, "%.2f GiB", (double)w / (1 << 30));
+        bad += strcmp(a, b) != 0;
+        as_fmt_capacity(a, sizeof a, w << (v % 3 ? 0 : 20));
+        uint64_t cap = w << (v % 3 ? 0 : 20);
+        if (cap >= (1ull << 30) && cap % (1ull << 30) == 0)
+            snprintf(b, sizeof b, "%llu GiB", (unsigned long long)(cap >> 30));
+        else if (cap >= (1ull << 20) && cap % (1ull << 20) == 0)
+            snprintf(b, sizeof b, "%llu MiB", (unsigned long long)(cap >> 20));
+        else if (cap < (1ull << 20) && cap >= 1024 && cap % 1024 == 0)
+            snprintf(b, sizeof b, "%llu KiB", (unsigned long long)(cap >> 10));
+        else if (cap < 1024)
+            snprintf(b, sizeof b, "%llu B", (unsigned long long)cap);
+        else {
+            as_fmt_bytes(c, sizeof c, cap);
+            snprintf(b, sizeof b, "~%s", c);
+        }
+        bad += cap != AS_CAPACITY_NONE && strcmp(a, b) != 0;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
 CU_TestInfo test_units[] = {
     { "table", units_table },
     { "spec_agrees", units_spec_agrees },
+    { "fmt_is_printf", units_fmt_is_printf },
     CU_TEST_INFO_NULL,
 };

@@ -160,33 +160,112 @@ int as_parse_count(const char *s, uint64_t *out)
     return 0;
 }
 
+size_t as_fmt_u64(char *p, uint64_t v)
+{
+    char t[20];
+    size_t k = 0;
+    do
+        t[k++] = (char)('0' + v % 10);
+    while (v /= 10);
+    for (size_t i = 0; i < k; i++)
+        p[i] = t[k - 1 - i];
+    return k;
+}
+
+/* snprintf's contract for a text of len bytes formed in t: as much as fits, terminated. */
+static void put_text(char *buf, size_t n, const char *t, size_t len)
+{
+    if (!n)
+        return;
+    size_t k = len < n - 1 ? len : n - 1;
+    memcpy(buf, t, k);
+    buf[k] = 0;
+}
+
+/* v with prec (0..3) decimals at t, as printf's %.<prec>f writes it, and its length; 0
+ * when this cannot say (negative, -0, not finite, 2^53 or more: the caller asks printf).
+ * v is m 2^e exactly (m < 2^53), so v 10^prec is m 10^prec 2^e, and printf rounds that to
+ * the nearest integer, a tie to the even one: here in integers (m 1000 < 2^63). */
+static size_t fixed(char *t, double v, unsigned prec)
+{
+    static const uint64_t pow10[] = {1, 10, 100, 1000};
+    if (!(v >= 0) || v >= 9007199254740992.0 || (v == 0 && signbit(v)) || prec > 3)
+        return 0;
+    int e;
+    double f = frexp(v, &e); /* v = f 2^e, f in [0.5, 1) */
+    uint64_t m = (uint64_t)ldexp(f, 53), num = m * pow10[prec], q;
+    int shift = 53 - e; /* v 10^prec = num / 2^shift */
+    if (v == 0)
+        q = 0;
+    else if (shift <= 0)
+        q = num << -shift; /* v < 2^53 and an integer: num << -shift < 2^63 */
+    else if (shift >= 64)
+        q = 0; /* v 10^prec < 2^-4: rounds to 0 */
+    else {
+        uint64_t r = num & ((1ull << shift) - 1), half = 1ull << (shift - 1);
+        q = num >> shift;
+        q += r > half || (r == half && (q & 1));
+    }
+    size_t k = as_fmt_u64(t, q / pow10[prec]);
+    if (prec) {
+        uint64_t frac = q % pow10[prec];
+        t[k++] = '.';
+        for (unsigned i = prec; i-- > 0; frac /= 10)
+            t[k + i] = (char)('0' + frac % 10);
+        k += prec;
+    }
+    return k;
+}
+
+void as_fmt_fixed(char *buf, size_t n, double v, unsigned prec, const char *suffix)
+{
+    char t[64];
+    size_t k = fixed(t, v, prec), l = strlen(suffix);
+    if (!k || l > sizeof t - k) {
+        snprintf(buf, n, "%.*f%s", (int)prec, v, suffix);
+        return;
+    }
+    memcpy(t + k, suffix, l);
+    put_text(buf, n, t, k + l);
+}
+
 void as_fmt_bytes(char *buf, size_t n, uint64_t b)
 {
-    if (b < 1024)
-        snprintf(buf, n, "%llu B", (unsigned long long)b);
-    else if (b < (1ull << 20))
-        snprintf(buf, n, "%.1f KiB", (double)b / 1024);
+    if (b < 1024) {
+        char t[24];
+        size_t k = as_fmt_u64(t, b);
+        memcpy(t + k, " B", 2);
+        put_text(buf, n, t, k + 2);
+    } else if (b < (1ull << 20))
+        as_fmt_fixed(buf, n, (double)b / 1024, 1, " KiB");
     else if (b < (1ull << 30))
-        snprintf(buf, n, "%.1f MiB", (double)b / (1 << 20));
+        as_fmt_fixed(buf, n, (double)b / (1 << 20), 1, " MiB");
     else
-        snprintf(buf, n, "%.2f GiB", (double)b / (1 << 30));
+        as_fmt_fixed(buf, n, (double)b / (1 << 30), 2, " GiB");
 }
 
 void as_fmt_capacity(char *buf, size_t n, uint64_t cap)
 {
     /* Exact when it is a whole number of the unit; otherwise rounded as every other byte
      * column is, and marked "~" (the exact bytes are in CSV and JSON). */
+    static const char *const unit[] = {" B", " KiB", " MiB", " GiB"};
+    int u = -1;
     if (cap == AS_CAPACITY_NONE)
-        snprintf(buf, n, "none");
+        put_text(buf, n, "none", 4);
     else if (cap >= (1ull << 30) && cap % (1ull << 30) == 0)
-        snprintf(buf, n, "%llu GiB", (unsigned long long)(cap >> 30));
+        u = 3;
     else if (cap >= (1ull << 20) && cap % (1ull << 20) == 0)
-        snprintf(buf, n, "%llu MiB", (unsigned long long)(cap >> 20));
+        u = 2;
     else if (cap < (1ull << 20) && cap >= 1024 && cap % 1024 == 0)
-        snprintf(buf, n, "%llu KiB", (unsigned long long)(cap >> 10));
+        u = 1;
     else if (cap < 1024)
-        snprintf(buf, n, "%llu B", (unsigned long long)cap);
-    else {
+        u = 0;
+    if (u >= 0) { /* a whole number of the unit */
+        char t[32];
+        size_t k = as_fmt_u64(t, cap >> (10 * u)), l = strlen(unit[u]);
+        memcpy(t + k, unit[u], l);
+        put_text(buf, n, t, k + l);
+    } else if (cap != AS_CAPACITY_NONE) {
         buf[0] = '~';
         as_fmt_bytes(buf + (n > 1), n > 1 ? n - 1 : n, cap);
     }

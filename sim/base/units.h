@@ -40,6 +40,11 @@ int as_bare_number_note(const char *opt, const char *text, uint64_t bytes, char 
  * character, past 2^64 - 1). */
 int as_parse_count(const char *s, uint64_t *out);
 
+/* The decimal digits of v at p (at most 20, no terminator), and how many. */
+size_t as_fmt_u64(char *p, uint64_t v);
+/* snprintf(buf, n, "%.<prec>f%s", v, suffix), byte for byte (prec <= 3), without printf's
+ * cost where it can (v in [0, 2^53)): the table's numbers. */
+void as_fmt_fixed(char *buf, size_t n, double v, unsigned prec, const char *suffix);
 /* "512 B", "1.5 KiB", "20.0 MiB", "79.65 GiB" (binary units, rounded). */
 void as_fmt_bytes(char *buf, size_t n, uint64_t bytes);
 /* A capacity: "none"; exact when a whole number of GiB or MiB ("80 GiB", "8600 MiB"; KiB
