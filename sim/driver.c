@@ -34,6 +34,7 @@ typedef struct drv {
     size_t group_r0, group_n, trace_runs;
     uint64_t trace_events; /* this trace's length once a group has decoded it, else 0 */
     double w_before, w_cur, w_total;
+    int peaks; /* the group's pass walks at its peaks (AS_DRIVER_PEAKS) */
 } drv;
 
 /* The runs of one trace: how many, the report's index of the trace (-1 until its first
@@ -190,6 +191,61 @@ static int segmap_group(drv *d, const run_set *rs, const as_engine *e, size_t r0
     return 0;
 }
 
+/* The peak walks that engine e's runs [r0, r0 + n) missed (peak_walk_missed: over the
+ * engine's walk budget), in a pass of their own: the same runs again, each missed one
+ * walked right after its peak_reserved_event, to the pass's walk hook; nothing else is
+ * logged twice (no device log, samples, blocks, OOM walks or progress). */
+static int peaks_group(drv *d, const run_set *rs, const as_engine *e, size_t r0, size_t n)
+{
+    const as_driver_opts *o = d->o;
+    int missed = 0;
+    for (size_t i = 0; i < n; i++) {
+        const as_run_result *r = as_engine_result(e, (unsigned)i);
+        missed |= r && r->peak_walk_missed && r->peak_reserved_event != AS_NONE;
+    }
+    if (!missed)
+        return 0;
+    as_engine_opts eo = d->eng;
+    eo.timeline_every = 0;
+    eo.on_segment = NULL;
+    eo.on_sample = NULL;
+    eo.on_progress = NULL;
+    eo.on_runs = NULL;
+    eo.on_block = NULL;
+    eo.on_events = NULL;
+    eo.max_live = 0;
+    eo.walk_at_oom = 0;
+    eo.walk_at_peak = 0;
+    eo.on_walk = cb_walk;
+    as_trace_reader *rd2 = NULL;
+    as_engine *e2 = NULL;
+    as_trace_error err = {.offset = UINT64_MAX, .event = UINT64_MAX};
+    int rc = open_trace(d, rs->path, &rd2);
+    if (rc)
+        return rc;
+    if (as_engine_create(&eo, &e2)) {
+        rc = oom(d);
+        goto out;
+    }
+    for (size_t i = r0; i < r0 + n && rc >= 0; i++) {
+        const as_run_result *r = as_engine_result(e, (unsigned)(i - r0));
+        rc = as_engine_add_run(e2, &o->specs[i / o->ncap], o->caps[i % o->ncap]);
+        if (rc >= 0 && r->peak_walk_missed && r->peak_reserved_event != AS_NONE)
+            rc = as_engine_walk_after(e2, (unsigned)rc, r->peak_reserved_event);
+    }
+    if (rc < 0) {
+        rc = fail(d, rc, rs->path, "%s: the peaks' pass: %s", rs->path, as_engine_errmsg(e2));
+        goto out;
+    }
+    rc = as_engine_run(e2, rd2, &err);
+    if (rc < 0)
+        rc = engine_fail(d, rs->path, rc, &err, e2);
+out:
+    as_engine_destroy(e2);
+    as_trace_close(rd2);
+    return rc;
+}
+
 /* The group's engine, its runs added, before its decode (of rd). */
 static int group_engine(drv *d, const run_set *rs, const as_trace_reader *rd, size_t r0, size_t n,
                         uint64_t max_live, as_engine **out)
@@ -206,8 +262,10 @@ static int group_engine(drv *d, const run_set *rs, const as_trace_reader *rd, si
     if ((want & AS_DRIVER_WALKS) && p->walk) { /* at the OOMs, and the peaks when asked */
         eo.on_walk = cb_walk;
         eo.walk_at_oom = 1;
-        eo.walk_at_peak = (want & AS_DRIVER_PEAKS) != 0;
+        /* standard input cannot be read again for the peaks' pass: every peak is walked */
+        eo.walk_at_peak = !(want & AS_DRIVER_PEAKS) ? 0 : strcmp(rs->path, "-") ? 1 : 2;
     }
+    d->peaks = eo.walk_at_peak;
     as_driver_group g = {
         rs->path, r0, n, &o->specs[r0 / o->ncap], o->caps[r0 % o->ncap], as_report_nruns(d->rep)};
     int rc = o->on_group ? o->on_group(o->user, &g) : 0;
@@ -300,7 +358,9 @@ static int run_group(drv *d, run_set *rs, size_t r0, size_t n, uint64_t max_live
     int rc = as_engine_run(e, rd, &err);
     if (rc == 0)
         d->trace_events = as_engine_summary(e)->events;
-    if (rc == 0 && o->segmap)
+    if (rc == 0 && d->peaks)
+        ret = peaks_group(d, rs, e, r0, n);
+    if (rc == 0 && !ret && o->segmap)
         ret = segmap_group(d, rs, e, r0, n, base_run);
     clear(d);
     if (rc != 0 || ret)

@@ -101,6 +101,7 @@ typedef struct run {
     walk_rec *walks;
     size_t nwalk, capwalk;
     size_t peak_walk_at, peak_walk_end; /* the last peak walk buffered: walks[at, end) */
+    uint64_t peak_walked;               /* items its peak walks have visited */
     int64_t last_time;                  /* time of the last event handled */
     const char *walk_why;               /* set while walking */
     uint64_t walk_ev;
@@ -331,8 +332,18 @@ static void peak_walk(run *r, uint64_t event)
     if (r->peak_walk_at < r->nwalk && r->peak_walk_end == r->nwalk)
         r->nwalk = r->peak_walk_at;
     r->peak_walk_at = r->nwalk;
+    /* Over budget, the walk waits for the events to catch up: the sum of the walks stays
+     * linear in the trace, and a missed last peak is walked by a pass of its own. */
+    if (r->e->o.walk_at_peak == 1 &&
+        r->peak_walked > AS_ENGINE_PEAK_WALK_BUDGET * (event + 1) + (1u << 16)) {
+        r->res.peak_walk_missed = 1;
+        r->peak_walk_end = r->nwalk;
+        return;
+    }
     do_walk(r, event, "peak");
     r->peak_walk_end = r->nwalk;
+    r->peak_walked += r->peak_walk_end - r->peak_walk_at;
+    r->res.peak_walk_missed = 0;
 }
 
 static void check_now(run *r)

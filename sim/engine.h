@@ -81,6 +81,10 @@ typedef struct as_run_result {
     uint64_t caught_ooms, caught_fallbacks;
     int no_caught_ooms; /* the model was off (opts.no_caught_ooms): for passes that rerun it */
     uint32_t streams;   /* opts.streams, likewise */
+    /* opts.walk_at_peak: the run's last new peak got no walk, as its peak walks had used
+     * up their budget (AS_ENGINE_PEAK_WALK_BUDGET): a report that needs the peak's walk
+     * walks it in a pass of its own (as_engine_walk_after at peak_reserved_event). */
+    int peak_walk_missed;
 } as_run_result;
 
 /* as_engine_run's and as_engine_scan's result (not an error) when *opts.stop was set:
@@ -183,7 +187,12 @@ typedef struct as_engine_opts {
      * right after each event at which the run reaches a new peak of reserved (the last one
      * of a run is its peak_reserved_event); a peak walk still buffered whole when the next
      * one starts is dropped, so a batch hands over only the last peak walk it holds. Costs
-     * a walk per new peak of reserved (nothing per event). */
+     * a walk per new peak of reserved (nothing per event), within a budget: a run whose
+     * peak walks have visited more than AS_ENGINE_PEAK_WALK_BUDGET items per event so far
+     * (plus 2^16) skips the walk of a new peak and says so in peak_walk_missed, so a trace
+     * whose reserved memory grows with every allocation (nocache, a growing KV cache)
+     * costs a second pass, not a walk of every live block at every allocation. 2: every
+     * new peak is walked, whatever it costs (an input that cannot be read twice). */
     int walk_at_peak;
     /* Every decoded batch of events (addition), in order, on the reading thread, before
      * the runs' records of that batch are handed over (so a record's allocation ordinal
@@ -192,6 +201,7 @@ typedef struct as_engine_opts {
 } as_engine_opts;
 
 #define AS_ENGINE_STREAMS_EACH UINT32_MAX
+#define AS_ENGINE_PEAK_WALK_BUDGET 4u
 /* 32 per priority level, for min(the device's levels, 4) levels (c10/cuda/CUDAStream.cpp):
  * 128 on an H100 or H200 (six levels), 64 on a device with two. */
 #define AS_ENGINE_STREAMS_PYTORCH 128u
@@ -203,7 +213,7 @@ typedef struct as_trace_summary {
     uint64_t peak_requested; /* sum of live unrounded sizes, max over events */
     uint64_t streams;        /* distinct streams */
     uint64_t live_at_end;
-    uint64_t peak_live; /* most allocations live at once (a FREE_REQ'd one until its FREE) */
+    uint64_t peak_live;   /* most allocations live at once (a FREE_REQ'd one until its FREE) */
     uint64_t min_request; /* smallest ALLOC size above 0; 0 when there is none */
 } as_trace_summary;
 

@@ -5,7 +5,9 @@
  * For each run of a trace that has call sites, the run's own pass (the driver's,
  * driver.h: no second decode, no second run) walks the policy at its first OOM and, for
  * the full report (--sites), right after each event at which the run reaches a new peak of
- * reserved, the last of which is the peak (as the segment map's pass walks it), and
+ * reserved, the last of which is the peak (as the segment map's pass walks it; when the
+ * engine's budget for peak walks skipped the last, the driver walks it in a second pass,
+ * so a trace whose reserved memory grows at every allocation stays linear), and
  * attributes every block to the site of the allocation it holds:
  *   live   the requested bytes of the site's allocations live then;
  *   waste  what the site costs beyond them: its blocks' rounding (block - requested) plus

@@ -800,6 +800,42 @@ static void test_walk_at_peak(void)
     tf_spec_free(&sp);
 }
 
+/* The peak walks' budget: N allocations of 1 MiB, each a segment of its own, so every
+ * event is a new peak and its walk has 2(i + 1) items: walking them all would visit about
+ * N^2 items. Budgeted (1), the walks visit at most AS_ENGINE_PEAK_WALK_BUDGET items per
+ * event (plus 2^16 and the walk that crossed it), and peak_walk_missed says exactly
+ * whether the last walk handed over is the peak's; every peak (2) walks the last event. */
+static void test_walk_at_peak_budget(void)
+{
+    enum { N = 4000 };
+    as_event *ev = calloc(N, sizeof *ev);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ev);
+    for (size_t i = 0; i < N; i++)
+        ev[i] = (as_event){AS_OP_ALLOC, 0, i, TF_MIB, 0, AS_TIME_NONE, {NULL}};
+    as_policy_spec sp;
+    tf_spec(&sp, 0, 0, 0);
+    const uint64_t cap = AS_CAPACITY_NONE;
+    for (int mode = 1; mode <= 2; mode++) {
+        peaklog l = {.in_order = 1};
+        as_engine *e;
+        as_engine_opts o = {.threads = 1, .on_walk = peak_cb, .walk_at_peak = mode, .user = &l};
+        CU_ASSERT_EQUAL_FATAL(tf_run(ev, N, &o, &sp, &cap, 1, &e), 0);
+        const as_run_result *r = as_engine_result(e, 0);
+        CU_ASSERT_EQUAL(r->peak_reserved_event, N - 1);
+        CU_ASSERT_EQUAL(r->peak_walk_missed, l.peak_event != N - 1);
+        if (mode == 1) {
+            CU_ASSERT(r->peak_walk_missed); /* the walks thin out geometrically */
+            CU_ASSERT(l.peak <= AS_ENGINE_PEAK_WALK_BUDGET * N + (1u << 16) + 2 * N);
+        } else {
+            CU_ASSERT_EQUAL(l.peak_event, N - 1);
+            CU_ASSERT_EQUAL(l.peak >= 2 * N, 1);
+        }
+        as_engine_destroy(e);
+    }
+    tf_spec_free(&sp);
+    free(ev);
+}
+
 /* ---- thread-count independence -------------------------------------------------------- */
 
 typedef struct reclog {
@@ -1132,6 +1168,7 @@ CU_TestInfo test_engine[] = {
     {"policy error, broken invariant, trace error, misuse", test_errors},
     {"segment map hook: after an event and at the OOM", test_walk_hook},
     {"walks at each new peak (the last kept) and every decoded batch", test_walk_at_peak},
+    {"walks at new peaks within a budget, a missed peak said", test_walk_at_peak_budget},
     {"results do not depend on the thread count", test_threads},
     {"id map: ring and hash map against a plain array", test_idring},
     {"progress about every 2^20 events", test_progress},

@@ -135,6 +135,41 @@ static void siterep_keep_going_peak(void)
     free(rows);
 }
 
+/* A trace whose reserved memory grows with every allocation (nocache: a segment each):
+ * the engine's peak walks run out of their budget long before the last ALLOC, the peak,
+ * and the driver walks it in a pass of its own. 3,000 ALLOCs alternate 2 MiB at site 1
+ * and 1 MiB at site 2, so at the peak site 1 holds 1,500 x 2 MiB live and site 2 1,500 x
+ * 1 MiB; without that pass the peak's rows would be empty. */
+static void siterep_growing_peak(void)
+{
+    size_t cap = 64 * 3000 + 128, len = 0;
+    char *txt = malloc(cap), cmd[1024], *out = malloc(1 << 16), *err = malloc(4096);
+    char *rows = malloc(4096);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(txt);
+    len += (size_t)snprintf(txt + len, cap - len,
+                            "allocsim-text 2\nframe 0 1 a.py f\n"
+                            "frame 1 2 b.py g\nsite 1 0\nsite 2 1\n");
+    for (int i = 0; i < 3000; i++)
+        len += (size_t)snprintf(txt + len, cap - len, "alloc %d %d site=%d\n", i,
+                                i % 2 ? 1048576 : 2097152, 1 + i % 2);
+    const char *t = tu_write_tmp(".txt", txt);
+    const char *csv = tu_tmp(".csv");
+    snprintf(cmd, sizeof cmd, "run -q -p nocache --sites %s %s", csv, t);
+    CU_ASSERT_EQUAL_FATAL(tu_run_allocsim(cmd, out, 1 << 16, err, 4096), 0);
+    FILE *f = fopen(csv, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    size_t n = fread(rows, 1, 4095, f);
+    rows[n] = 0;
+    fclose(f);
+    CU_ASSERT_PTR_NOT_NULL(strstr(rows, "run,when,by,rank,site,bytes,blocks,frame\n"
+                                        "0,peak,live,1,1,3145728000,1500,a.py:1 f\n"
+                                        "0,peak,live,2,2,1572864000,1500,b.py:2 g\n"));
+    free(txt);
+    free(out);
+    free(err);
+    free(rows);
+}
+
 static void siterep_resnet_oom_lines(void)
 {
     char *out = malloc(1 << 16), *err = malloc(4096);
@@ -209,5 +244,6 @@ CU_TestInfo test_siterep[] = {
     {"small", siterep_small},
     {"resnet_oom_lines", siterep_resnet_oom_lines},
     {"keep_going_peak", siterep_keep_going_peak},
+    {"growing_peak", siterep_growing_peak},
     CU_TEST_INFO_NULL,
 };
