@@ -1149,15 +1149,7 @@ static inline void hand_out_sized(torch_state *t, blk *b, uint32_t i, uint64_t s
 /* Block i, split already, is the request's: its state, the accounting and the answer. */
 static inline int hand_out(torch_state *t, blk *b, uint32_t i, const as_request *req, as_block *out)
 {
-    uint64_t size = b[i].size;
-    uint32_t gen = ++b[i].gen;
-    b[i].in = IN_NONE;
-    b[i].state = B_ALLOC;
-    b[i].id = req->id;
-    t->allocated += size;
-    out->addr = b[i].addr;
-    out->size = size;
-    out->handle = (uint64_t)gen << 32 | i;
+    hand_out_sized(t, b, i, b[i].size, req, out);
     return 0;
 }
 

@@ -106,6 +106,22 @@ static void siterep_small(void)
     free(err);
 }
 
+/* `allocsim run -q OPTS --sites CSV TRACE`: its exit status, its output in out (64 KiB)
+ * and the CSV's first 4,095 bytes in rows, terminated. */
+static int run_sites(const char *opts, const char *trace, char *out, char *rows)
+{
+    const char *csv = tu_tmp(".csv");
+    char cmd[1024], err[4096];
+    snprintf(cmd, sizeof cmd, "run -q %s --sites %s %s", opts, csv, trace);
+    int rc = tu_run_allocsim(cmd, out, 1 << 16, err, sizeof err);
+    FILE *f = fopen(csv, "r");
+    size_t n = f ? fread(rows, 1, 4095, f) : 0;
+    rows[n] = 0;
+    if (f)
+        fclose(f);
+    return rc;
+}
+
 /* --keep-going: the peak a run reaches after its OOM is the one its rows describe. nocache
  * at 12 MiB: 4 MiB (site 1) fits, 10 MiB (site 2) does not, 6 MiB (site 1) then does; at the
  * peak (10 MiB reserved, after the OOM) site 1 holds both blocks, exact segments (no waste):
@@ -115,15 +131,9 @@ static void siterep_keep_going_peak(void)
     const char *t = tu_write_tmp(".txt", "allocsim-text 2\nframe 0 1 a.py f\nframe 1 2 b.py g\n"
                                          "site 1 0\nsite 2 1\nalloc 0 4194304 site=1\n"
                                          "alloc 1 10485760 site=2\nalloc 2 6291456 site=1\n");
-    const char *csv = tu_tmp(".csv");
-    char cmd[1024], *out = malloc(1 << 16), *err = malloc(4096), *rows = malloc(4096);
-    snprintf(cmd, sizeof cmd, "run -q -p nocache -c 12MiB --keep-going --sites %s %s", csv, t);
-    CU_ASSERT_EQUAL_FATAL(tu_run_allocsim(cmd, out, 1 << 16, err, 4096), 0);
-    FILE *f = fopen(csv, "r");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    size_t n = fread(rows, 1, 4095, f);
-    rows[n] = 0;
-    fclose(f);
+    char *out = malloc(1 << 16), *rows = malloc(4096);
+    CU_ASSERT_FATAL(out && rows);
+    CU_ASSERT_EQUAL_FATAL(run_sites("-p nocache -c 12MiB --keep-going", t, out, rows), 0);
     CU_ASSERT_STRING_EQUAL(rows, "run,when,by,rank,site,bytes,blocks,frame\n"
                                  "0,peak,live,1,1,10485760,2,a.py:1 f\n"
                                  "0,oom,request,1,2,10485760,1,b.py:2 g\n"
@@ -131,7 +141,6 @@ static void siterep_keep_going_peak(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "at its peak reserved (10.0 MiB):\n"
                                        "    live    10.0 MiB  #1 a.py:1 f\n"));
     free(out);
-    free(err);
     free(rows);
 }
 
@@ -143,30 +152,20 @@ static void siterep_keep_going_peak(void)
 static void siterep_growing_peak(void)
 {
     size_t cap = 64 * 3000 + 128, len = 0;
-    char *txt = malloc(cap), cmd[1024], *out = malloc(1 << 16), *err = malloc(4096);
-    char *rows = malloc(4096);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(txt);
+    char *txt = malloc(cap), *out = malloc(1 << 16), *rows = malloc(4096);
+    CU_ASSERT_FATAL(txt && out && rows);
     len += (size_t)snprintf(txt + len, cap - len,
                             "allocsim-text 2\nframe 0 1 a.py f\n"
                             "frame 1 2 b.py g\nsite 1 0\nsite 2 1\n");
     for (int i = 0; i < 3000; i++)
         len += (size_t)snprintf(txt + len, cap - len, "alloc %d %d site=%d\n", i,
                                 i % 2 ? 1048576 : 2097152, 1 + i % 2);
-    const char *t = tu_write_tmp(".txt", txt);
-    const char *csv = tu_tmp(".csv");
-    snprintf(cmd, sizeof cmd, "run -q -p nocache --sites %s %s", csv, t);
-    CU_ASSERT_EQUAL_FATAL(tu_run_allocsim(cmd, out, 1 << 16, err, 4096), 0);
-    FILE *f = fopen(csv, "r");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    size_t n = fread(rows, 1, 4095, f);
-    rows[n] = 0;
-    fclose(f);
+    CU_ASSERT_EQUAL_FATAL(run_sites("-p nocache", tu_write_tmp(".txt", txt), out, rows), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(rows, "run,when,by,rank,site,bytes,blocks,frame\n"
                                         "0,peak,live,1,1,3145728000,1500,a.py:1 f\n"
                                         "0,peak,live,2,2,1572864000,1500,b.py:2 g\n"));
     free(txt);
     free(out);
-    free(err);
     free(rows);
 }
 
