@@ -35,6 +35,7 @@ Everything goes to OUT (default build/validate). Exit 0 when it ran."""
 import argparse
 import concurrent.futures as cf
 import csv
+import functools
 import io
 import json
 import os
@@ -79,22 +80,28 @@ def sh(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
 
-def streams_of(allocsim, path):
-    """The trace's distinct streams (allocsim info)."""
+@functools.lru_cache(maxsize=None)
+def info_of(allocsim, path):
+    """The counts of `allocsim info` for the trace (its `name: N ...` lines), one run of
+    info per trace however many items ask."""
     r = sh([allocsim, "info", path])
+    counts = {}
     for line in r.stdout.splitlines():
-        if line.startswith("streams:"):
-            return int(line.split(":", 1)[1].split()[0])
-    return 1
+        name, sep, rest = line.partition(":")
+        words = rest.split()
+        if sep and words and words[0].isdigit():
+            counts[name] = int(words[0])
+    return counts
+
+
+def streams_of(allocsim, path):
+    """The trace's distinct streams (allocsim info's `streams: N`; 1 when not said)."""
+    return info_of(allocsim, path).get("streams", 1)
 
 
 def pools_of(allocsim, path):
     """The trace's private pools (allocsim info's `private pools: N`; 0 when none)."""
-    r = sh([allocsim, "info", path])
-    for line in r.stdout.splitlines():
-        if line.startswith("private pools:"):
-            return int(line.split(":", 1)[1].split()[0])
-    return 0
+    return info_of(allocsim, path).get("private pools", 0)
 
 
 def spec_of(conf):
