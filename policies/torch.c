@@ -1123,12 +1123,16 @@ static __attribute__((noinline)) int alloc_new(torch_state *t, params *p)
     return 0;
 }
 
-/* should_split: the remainder of a block of `had` bytes handed out for `size`. */
-static inline int should_split(const torch_state *t, int small, uint64_t size, uint64_t had)
+/* should_split: the remainder of a block of `had` bytes handed out for `size`, its two
+ * thresholds a select. F as in alloc_cached (F_ANY: the settings as they are). */
+static inline __attribute__((always_inline)) int
+should_split(const torch_state *t, int small, uint64_t size, uint64_t had, unsigned F)
 {
-    uint64_t remaining = had - size;
-    return (small || t->expandable) ? remaining >= MIN_BLOCK
-                                    : (size < t->max_split && remaining > SMALL_SIZE);
+    int fine = small || FEAT(F, F_EXP, t->expandable);
+    int split = had - size > (fine ? MIN_BLOCK - 1 : SMALL_SIZE);
+    if (FEAT(F, F_SPLIT, 1))
+        split = split && (fine || size < t->max_split);
+    return split;
 }
 
 /* Block i, of `size` bytes once split, is the request's: its state, the accounting and
@@ -1165,7 +1169,7 @@ static __attribute__((noinline)) int alloc_fresh(torch_state *t, const as_reques
     if (rc)
         return rc;
     uint32_t i = p.block;
-    if (should_split(t, pl->small, size, t->b[i].size)) {
+    if (should_split(t, pl->small, size, t->b[i].size, F_ANY)) {
         uint32_t r = split_after(t, i, size);
         if (!r)
             return AS_ENOMEM;
@@ -1206,12 +1210,7 @@ static inline __attribute__((always_inline)) int alloc_cached(torch_state *t, co
         return alloc_fresh(t, req, out, pl, key, (uint32_t)k, size);
     blk *b = t->b;
     uint64_t had = b[i].size;
-    /* should_split, its two thresholds a select */
-    int fine = small || FEAT(F, F_EXP, t->expandable);
-    int split = had - size > (fine ? MIN_BLOCK - 1 : SMALL_SIZE);
-    if (FEAT(F, F_SPLIT, 1))
-        split = split && (fine || size < t->max_split);
-    if (!split) {
+    if (!should_split(t, small, size, had, F)) {
         hand_out_sized(t, b, i, had, req, out);
         as_tfs_take(b, fs, (uint32_t)k, tb, i, had);
         return 0;
