@@ -658,33 +658,3 @@ int as_site_peak_top(const as_site_peak *p, const as_sites *sites, unsigned top,
     free(a);
     return 0;
 }
-
-int as_siterep_peak_live(const char *path, const as_reader_opts *ro, unsigned top,
-                         char (*labels)[AS_SITE_LABEL], uint64_t *bytes, uint32_t *ids, unsigned *n,
-                         uint32_t *nsites, as_trace_error *err)
-{
-    as_trace_reader *rd = NULL;
-    as_site_peak *p = NULL;
-    as_event ev[512];
-    size_t got;
-    *n = 0;
-    int rc = as_trace_open(path, ro, &rd, err);
-    if (rc < 0)
-        return rc;
-    *nsites = as_sites_count(as_trace_reader_sites(rd));
-    if (!*nsites)
-        goto out;
-    if ((rc = as_site_peak_create(*nsites, &p)) < 0)
-        goto out;
-    while ((rc = as_trace_next_batch(rd, ev, 512, &got)) == 0 &&
-           (rc = as_site_peak_feed(p, ev, got)) == 0)
-        ;
-    if (rc == AS_TRACE_EOF)
-        rc = as_site_peak_top(p, as_trace_reader_sites(rd), top, labels, bytes, ids, n);
-out:
-    if (rc < 0 && err && rd && as_trace_reader_error(rd))
-        *err = *as_trace_reader_error(rd);
-    as_site_peak_destroy(p);
-    as_trace_close(rd);
-    return rc;
-}

@@ -73,22 +73,15 @@ int as_siterep_write_json(const as_siterep *s, FILE *f, unsigned top);
  * components; "(no frames)" for site 0. */
 void as_site_label(const as_sites *s, uint32_t site, char *buf, size_t n);
 
-#define AS_SITE_LABEL 160 /* bytes of a label as_siterep_peak_live writes */
+#define AS_SITE_LABEL 160 /* bytes of a label as_site_peak_top writes */
 
-/* For `info`: the sites by requested bytes live at the trace's peak requested (first
- * reached; an allocation counts until its FREE), largest first, at most top (<= 64) of
- * them into labels/bytes and, unless it is NULL, their numbers into ids. *n is how many
- * were written; *nsites the trace's site count. One decode of the trace (as_site_peak).
- * Returns 0 or < 0 (err filled). */
-int as_siterep_peak_live(const char *path, const as_reader_opts *ro, unsigned top,
-                         char (*labels)[AS_SITE_LABEL], uint64_t *bytes, uint32_t *ids, unsigned *n,
-                         uint32_t *nsites, as_trace_error *err);
-
-/* The same, fed the events of a pass that reads the trace anyway: each site's requested
- * bytes live (memory: a site per ALLOC of the trace, 4 bytes, and 25 bytes a site). A
- * trace's sites 0..nsites; feed returns 0 or AS_ENOMEM (the events after are not taken);
- * top fills as as_siterep_peak_live does, the labels from sites, and returns 0 or
- * AS_ENOMEM. */
+/* For `info`, fed the events of the pass that reads the trace anyway: the sites by
+ * requested bytes live at the trace's peak requested (first reached; an allocation counts
+ * until its FREE). Memory: a site per ALLOC of the trace, 4 bytes, and 25 bytes a site.
+ * A trace's sites 0..nsites; feed returns 0 or AS_ENOMEM (the events after are not
+ * taken). top writes the largest first, at most top (<= 64) of them, into labels (from
+ * sites) and bytes and, unless it is NULL, their numbers into ids; *n is how many were
+ * written. Returns 0 or AS_ENOMEM. */
 typedef struct as_site_peak as_site_peak;
 int as_site_peak_create(uint32_t nsites, as_site_peak **out);
 int as_site_peak_feed(as_site_peak *p, const as_event *ev, size_t n);
