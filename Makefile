@@ -79,20 +79,27 @@ $(BUILD)/replay/%.o: INC := $(INC_replay)
 ## all: build build/allocsim (release, -O2)
 all: $(BUILD)/allocsim
 
-# allocsim links libzstd and libjansson from their archives (Debian's -dev packages ship
-# them) and only glibc dynamically: start-up then maps and binds one shared object instead of
-# four, which was most of a short command's CPU time (sim/README.md, Performance). glibc stays
-# dynamic because allocsim dlopens policy plug-ins (-p plugin:), and a plug-in loaded into a
-# static program would run on a second copy of the C library (its own malloc, stdio, errno).
-# STATIC=0, or a missing archive, links them dynamically like the other programs; the
-# sanitizer builds always do.
+# allocsim is linked statically where the toolchain has every archive (Debian's libc6-dev,
+# libzstd-dev and libjansson-dev ship them; -static-pie keeps address randomisation): with
+# no dynamic loader, no shared C library to map and bind and no libm, a short command
+# starts in fewer instructions and page faults than /bin/true (sim/README.md, Performance).
+# A static program cannot load a policy plug-in (-p plugin:) with its own C library, so
+# the same objects are also linked with glibc dynamic as allocsim-dynamic, installed in
+# libexec/; allocsim hands any command that names a plug-in to it with one exec
+# (sim/cli/main.c), and in allocsim the loader refuses instead of calling dlopen
+# (policies/plugin.c, AS_NO_DLOPEN). allocsim-dynamic links libzstd and libjansson from
+# their archives too. STATIC=0, or a missing archive, links allocsim like allocsim-dynamic
+# (and builds no allocsim-dynamic); the sanitizer builds are always dynamic.
 STATIC ?= 1
-STATIC_LIBS := libzstd.a libjansson.a
-ALLOCSIM_LDLIBS := $(LDLIBS)
+STATIC_FILES := rcrt1.o libc.a libm.a libzstd.a libjansson.a
 ifeq ($(STATIC),1)
-ifeq ($(strip $(foreach a,$(STATIC_LIBS),$(if $(filter $(a),$(shell $(CC) -print-file-name=$(a))),$(a)))),)
-ALLOCSIM_LDLIBS := -Wl,-Bstatic -ljansson -lzstd -Wl,-Bdynamic $(filter-out -ljansson -lzstd,$(LDLIBS))
+ifneq ($(strip $(foreach a,$(STATIC_FILES),$(if $(filter $(a),$(shell $(CC) -print-file-name=$(a))),$(a)))),)
+STATIC := 0
 endif
+endif
+ALLOCSIM_DYN_LDLIBS := $(LDLIBS)
+ifeq ($(strip $(foreach a,libzstd.a libjansson.a,$(if $(filter $(a),$(shell $(CC) -print-file-name=$(a))),$(a)))),)
+ALLOCSIM_DYN_LDLIBS := -Wl,-Bstatic -ljansson -lzstd -Wl,-Bdynamic $(filter-out -ljansson -lzstd,$(LDLIBS))
 endif
 
 # Start-up locality: the objects that a short `allocsim run` executes (callgrind of a 2-event
@@ -108,10 +115,33 @@ STARTUP_SRC := sim/cli/main.c sim/cli/commands.c sim/cli/cli.c sim/cli/options.c
                sim/base/grow.c sim/base/units.c sim/base/text.c
 ALLOCSIM_SRC := $(filter sim/cli/main.c $(LIB_SRC),$(STARTUP_SRC)) \
                 $(filter-out $(STARTUP_SRC),$(LIB_SRC))
+ALLOCSIM_OBJ := $(call objs,$(BUILD),$(ALLOCSIM_SRC))
 
-$(BUILD)/allocsim: $(call objs,$(BUILD),$(ALLOCSIM_SRC))
+ifeq ($(STATIC),1)
+# The static link's plug-in loader: the same source without dlopen.
+STATIC_OBJ := $(patsubst $(BUILD)/obj/policies/plugin.o,$(BUILD)/obj/policies/plugin-nodl.o,$(ALLOCSIM_OBJ))
+$(BUILD)/obj/policies/plugin-nodl.o: policies/plugin.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<  (no dlopen)"
+	$(Q)$(CC) $(ALL_CFLAGS) -DAS_NO_DLOPEN -c -o $@ $<
+
+$(BUILD)/allocsim: $(STATIC_OBJ)
+	@echo "  LD      $@  (static)"
+	$(Q)$(CC) $(ALL_CFLAGS) -static-pie -o $@ $^ $(LDLIBS)
+
+$(BUILD)/allocsim-dynamic: $(ALLOCSIM_OBJ)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(ALLOCSIM_LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(ALLOCSIM_DYN_LDLIBS)
+
+all: $(BUILD)/allocsim-dynamic
+ALLOCSIM_PROGS := $(BUILD)/allocsim $(BUILD)/allocsim-dynamic
+else
+$(BUILD)/allocsim: $(ALLOCSIM_OBJ)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(ALLOCSIM_DYN_LDLIBS)
+
+ALLOCSIM_PROGS := $(BUILD)/allocsim
+endif
 
 $(BUILD)/allocsim-bench: $(BUILD)/obj/sim/cli/bench_main.o $(REL_LIB)
 	@echo "  LD      $@"
@@ -190,7 +220,7 @@ $(TSAN_DIR)/allocsim: $(TSAN_DIR)/obj/sim/cli/main.o $(TSAN_LIB)
 	$(Q)$(CC) $(TSAN_FLAGS) -o $@ $^ $(LDLIBS)
 
 ## test: build and run the CUnit suite (ends with "N passed, N failed")
-test: $(DBG_DIR)/run-tests $(BUILD)/allocsim
+test: $(DBG_DIR)/run-tests $(ALLOCSIM_PROGS)
 	$(Q)AS_ALLOCSIM=$(CURDIR)/$(BUILD)/allocsim $(TEST_ENV) $(DBG_DIR)/run-tests
 
 ## check-policy: PLUGIN=/path/libmine.so: the conformance suite and the policy fuzzer's corpus against a plug-in

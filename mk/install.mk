@@ -1,5 +1,7 @@
 # install.mk - `make install` and `make uninstall`, both under $(DESTDIR)$(PREFIX):
 #   bin/allocsim, and bin/allocsim-replay when `make replay` built it
+#   libexec/allocsim-dynamic               what a static allocsim runs for -p plugin:
+#                                          (Makefile, STATIC; found as ../libexec from bin)
 #   share/allocsim/plots/*.gp              the scripts of `allocsim plot`
 #   share/man/man1/allocsim.1 (allocsim-replay.1 with the program)
 #   share/bash-completion/completions/allocsim (and allocsim-replay, a link to it)
@@ -10,6 +12,7 @@
 # checks that uninstall leaves no file there.
 
 BINDIR      ?= $(PREFIX)/bin
+LIBEXECDIR  := $(BINDIR)/../libexec
 DATADIR     ?= $(PREFIX)/share
 MANDIR      ?= $(DATADIR)/man
 BASHCOMPDIR ?= $(DATADIR)/bash-completion/completions
@@ -30,10 +33,12 @@ REPLAY_BUILT := $(wildcard $(BUILD)/allocsim-replay)
 PLOT_SCRIPTS := $(wildcard plots/*.gp)
 
 ## install: allocsim (and allocsim-replay if built), man pages, bash completion, plot scripts
-install: $(BUILD)/allocsim
+install: $(ALLOCSIM_PROGS)
 	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(PLOTSDIR) $(DESTDIR)$(MANDIR)/man1 \
 	  $(DESTDIR)$(BASHCOMPDIR)
 	$(INSTALL) -m 755 $(BUILD)/allocsim $(DESTDIR)$(BINDIR)/allocsim
+	$(if $(filter %/allocsim-dynamic,$(ALLOCSIM_PROGS)),$(INSTALL) -d $(DESTDIR)$(LIBEXECDIR) && \
+	  $(INSTALL) -m 755 $(BUILD)/allocsim-dynamic $(DESTDIR)$(LIBEXECDIR)/allocsim-dynamic)
 	$(if $(PLOT_SCRIPTS),$(INSTALL) -m 644 $(PLOT_SCRIPTS) $(DESTDIR)$(PLOTSDIR)/)
 	$(INSTALL) -m 644 sim/man/allocsim.1 $(DESTDIR)$(MANDIR)/man1/allocsim.1
 	$(INSTALL) -m 644 sim/completion/allocsim.bash $(DESTDIR)$(BASHCOMPDIR)/allocsim
@@ -53,6 +58,7 @@ endif
 ## uninstall: remove everything install put under $(DESTDIR)$(PREFIX)
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/allocsim $(DESTDIR)$(BINDIR)/allocsim-replay \
+	  $(DESTDIR)$(LIBEXECDIR)/allocsim-dynamic \
 	  $(DESTDIR)$(MANDIR)/man1/allocsim.1 $(DESTDIR)$(MANDIR)/man1/allocsim-replay.1 \
 	  $(DESTDIR)$(BASHCOMPDIR)/allocsim $(DESTDIR)$(BASHCOMPDIR)/allocsim-replay \
 	  $(addprefix $(DESTDIR)$(PLOTSDIR)/,$(notdir $(PLOT_SCRIPTS)))

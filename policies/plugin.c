@@ -7,13 +7,20 @@
  * table of another version has another layout); it exports as_policy_plugin, which
  * returns a table whose own abi agrees and whose fields the engine and the parser rely on
  * are well formed. A refused object is closed again; an accepted one never is.
+ *
+ * Compiled with AS_NO_DLOPEN (the static allocsim, Makefile) it loads nothing: a plug-in
+ * there would run on a second copy of the C library, so that program hands a command that
+ * names one to allocsim-dynamic before parsing it (sim/cli/main.c), and this refusal is
+ * met only by a caller that did not.
  */
 #include "plugin.h"
 
-#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#ifndef AS_NO_DLOPEN
+#include <dlfcn.h>
+#endif
 
 static int refuse(char *why, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -29,6 +36,16 @@ static int refuse(char *why, size_t len, const char *fmt, ...)
     return AS_EINVAL;
 }
 
+#ifdef AS_NO_DLOPEN
+int as_plugin_load(const char *path, const as_policy **out, char *why, size_t why_len)
+{
+    *out = NULL;
+    return refuse(why, why_len,
+                  "plugin %s: this allocsim is linked statically and loads no shared objects "
+                  "(allocsim-dynamic does)",
+                  path ? path : "");
+}
+#else
 /* The knob table: names present and distinct, defaults inside their ranges, enum words. */
 static int knobs_ok(const as_policy *p, char *bad, size_t len)
 {
@@ -112,3 +129,4 @@ int as_plugin_load(const char *path, const as_policy **out, char *why, size_t wh
     dlclose(h);
     return rc;
 }
+#endif

@@ -611,6 +611,17 @@ static void test_install_uninstall(void)
     snprintf(built, sizeof built, "%s/allocsim",
              build_dir()[0] == '/' ? build_dir() : tu_path(build_dir()));
     CU_ASSERT_EQUAL(sh("cmp '%s/bin/allocsim' '%s'", prefix, built), 0);
+    /* A static build's plug-in runs go to libexec/allocsim-dynamic (sim/cli/main.c): the
+     * dynamic loader's own refusal shows the installed one was reached. */
+    snprintf(f, sizeof f, "%s-dynamic", built);
+    if (access(f, X_OK) == 0) {
+        snprintf(f, sizeof f, "%s/libexec/allocsim-dynamic", prefix);
+        CU_ASSERT_EQUAL(access(f, X_OK), 0);
+        CU_ASSERT_EQUAL(sh("'%s/bin/allocsim' -p plugin:./no-such.so '%s'", prefix,
+                           tu_path("traces/samples/handwritten.txt")),
+                        2);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "cannot load it as a shared object"));
+    }
     if (sh("command -v man") == 0) { /* man finds the page where it was put */
         CU_ASSERT_EQUAL(sh("MANPATH='%s/share/man' man -w allocsim", prefix), 0);
         CU_ASSERT_EQUAL(strncmp(out, prefix, strlen(prefix)), 0);

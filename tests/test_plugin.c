@@ -159,9 +159,37 @@ static void plugin_refusals(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(why, "give the shared object's path"));
 }
 
+/* A static allocsim (the release build) runs a command that names a plug-in with
+ * allocsim-dynamic from its own folder (sim/cli/main.c); copied alone, it says which
+ * program it looked for and where, exit 1. A dynamic allocsim has no sibling to check. */
+static void plugin_static_hand_over(void)
+{
+    char dyn[700], dir[700];
+    snprintf(dyn, sizeof dyn, "%s-dynamic", allocsim());
+    if (access(dyn, X_OK) != 0)
+        return;
+    snprintf(dir, sizeof dir, "%s/alone", tu_tmpdir());
+    CU_ASSERT_EQUAL_FATAL(sh("mkdir -p '%s' && cp '%s' '%s/allocsim'", dir, allocsim(), dir), 0);
+    const char *t = tu_path("traces/samples/handwritten.txt");
+    CU_ASSERT_EQUAL(sh("'%s/allocsim' -p plugin:./no-such.so '%s'", dir, t), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "allocsim-dynamic"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, dir));
+    /* Beside it, allocsim-dynamic's loader answers (a usage error naming the file). */
+    CU_ASSERT_EQUAL_FATAL(sh("cp '%s' '%s/allocsim-dynamic'", dyn, dir), 0);
+    CU_ASSERT_EQUAL(sh("'%s/allocsim' -p plugin:./no-such.so '%s'", dir, t), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "no-such.so: cannot load it as a shared object"));
+    /* Without a plug-in nothing is handed over: the same table as the build's. */
+    CU_ASSERT_EQUAL(sh("rm -f '%s/allocsim-dynamic' && '%s/allocsim' -p bestfit '%s'", dir, dir, t),
+                    0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "bestfit"));
+    sh("rm -rf '%s'", dir);
+}
+
 CU_TestInfo test_plugin[] = {
     {"installed headers, pkg-config, the example through the loader and conformance",
      plugin_installed_example},
     {"not a policy, another ABI, a broken table: refused by name", plugin_refusals},
+    {"a static allocsim hands plug-ins to allocsim-dynamic, and says where it looked",
+     plugin_static_hand_over},
     CU_TEST_INFO_NULL,
 };

@@ -610,13 +610,16 @@ static void run_bench(const trace_in *t, int nt)
  * What a short command costs: each command below runs SU_RUNS times in fresh processes
  * (posix_spawn, output to /dev/null), round-robin with the others so that the machine's
  * load falls on all of them alike; a cell is the median and the lowest CPU time (user +
- * system, from wait4: the kernel's exec, the dynamic loader, main, exit) and the median
- * of minor page faults. /bin/true is the floor: an empty process linked to glibc
- * dynamically, as allocsim is. The 2-event trace's 1 and 16 runs (one decode) give the
- * fixed cost of each extra run. */
+ * system, from wait4: the kernel's exec, the dynamic loader if any, main, exit) and the
+ * median of minor page faults. /bin/true is the floor: an empty process, linked to glibc
+ * dynamically. The commands are the issue's: --version, `run` of the repository's small
+ * native trace and small snapshot pickle as a user types them, and 1 and 16 runs of a
+ * 2-event trace (one decode), whose difference is the fixed cost of each extra run. */
 
 #define SU_RUNS 300
-#define SU_MAX 8
+#define SU_MAX 12
+#define SU_NATIVE "tests/data/native_v1.zst"
+#define SU_PICKLE "tests/data/torch-2.11-h200-pools/graph_probe.pickle.zst"
 
 typedef struct su_cmd {
     char label[64];
@@ -671,32 +674,50 @@ static void su_set(su_cmd *c, int i, const char *a)
     c->argv[i + 1] = NULL;
 }
 
-/* The commands of one allocsim build: --version, and 1 and 16 runs of the 2-event trace. */
+/* The commands of one allocsim build (the 2-event trace's path in trace); a repository
+ * trace that is missing leaves its row out. */
 static int su_add(su_cmd *c, int k, const char *exe, const char *tag, const char *trace)
 {
-    static const char *const what[][7] = {
-        {"--version"},
-        {"run", "-q", "-p", "torch"},
-        {"run", "-q", "-p", "torch", "-c", "1G..16G/1G"},
+    static const struct {
+        const char *label, *arg[7];
+    } what[] = {
+        {"--version", {"--version"}},
+        {"run native_v1.zst (80 events)", {"run", SU_NATIVE}},
+        {"run graph_probe.pickle.zst", {"run", SU_PICKLE}},
+        {"run -p torch, 2 events, 1 run", {"run", "-q", "-p", "torch", "@"}},
+        {"run -p torch, 2 events, 16 runs", {"run", "-q", "-p", "torch", "-c", "1G..16G/1G", "@"}},
     };
-    static const char *const label[] = {"--version", "run, 2 events, 1 run",
-                                        "run, 2 events, 16 runs"};
-    for (int w = 0; w < 3; w++, k++) {
+    for (size_t w = 0; w < sizeof what / sizeof what[0]; w++) {
+        const char *need = w == 1 ? SU_NATIVE : w == 2 ? SU_PICKLE : NULL;
         int a = 0;
-        snprintf(c[k].label, sizeof c[k].label, "allocsim%s %s", tag, label[w]);
+        if (need && access(need, R_OK))
+            continue;
+        snprintf(c[k].label, sizeof c[k].label, "allocsim%s %s", tag, what[w].label);
         su_set(&c[k], a++, exe);
-        for (int i = 0; i < 7 && what[w][i]; i++)
-            su_set(&c[k], a++, what[w][i]);
-        if (w)
-            su_set(&c[k], a, trace);
+        for (int i = 0; i < 7 && what[w].arg[i]; i++)
+            su_set(&c[k], a++, strcmp(what[w].arg[i], "@") ? what[w].arg[i] : trace);
+        k++;
     }
     return k;
 }
 
 static void su_print(const su_cmd *c, const su_cmd *floor)
 {
-    printf("  %-40s %7.0f us %7.0f us %+8.0f us %6.0f\n", c->label, c->med, c->low,
+    printf("  %-46s %7.0f us %7.0f us %+8.0f us %6.0f\n", c->label, c->med, c->low,
            c->med - floor->med, c->mflt);
+}
+
+/* Each build's extra run: its 16-run row's median less its 1-run row's, over 15. */
+static void su_extra_runs(const su_cmd *c, int n)
+{
+    for (int k = 1; k < n; k++) {
+        const char *l = strstr(c[k].label, " run -p torch, 2 events, 1 run");
+        if (!l || k + 1 >= n || !strstr(c[k + 1].label, "16 runs"))
+            continue;
+        printf("  %.*s: each extra run of one decode %.1f us (16 runs' median minus 1 run's, "
+               "/ 15)\n",
+               (int)(l - c[k].label), c[k].label, (c[k + 1].med - c[k].med) / 15);
+    }
 }
 
 static void startup_rows(const char *dir)
@@ -725,8 +746,8 @@ static void startup_rows(const char *dir)
     for (int r = 0; r < SU_RUNS; r++)
         for (int k = 0; k < n; k++)
             if (su_spawn(c[k].argv, &c[k].us[r], &c[k].flt[r])) {
-                fprintf(stderr, "allocsim-bench: %s failed: start-up rows left out\n",
-                        c[k].argv[0]);
+                fprintf(stderr, "allocsim-bench: %s %s failed: start-up rows left out\n",
+                        c[k].argv[0], c[k].argv[1] ? c[k].argv[1] : "");
                 return;
             }
     for (int k = 0; k < n; k++) {
@@ -737,14 +758,10 @@ static void startup_rows(const char *dir)
     printf("\nstart-up: %d fresh processes of each command, round-robin; CPU time (user + system)\n"
            "median and lowest, the median over /bin/true's, minor page faults (median):\n",
            SU_RUNS);
-    printf("  %-40s %10s %10s %11s %6s\n", "command", "median", "lowest", "over true", "faults");
+    printf("  %-46s %10s %10s %11s %6s\n", "command", "median", "lowest", "over true", "faults");
     for (int k = 0; k < n; k++)
         su_print(&c[k], &c[0]);
-    for (int k = 1; k + 2 < n; k += 3)
-        printf("  %.*s: each extra run of one decode %.1f us (16 runs' median minus 1 run's, "
-               "/ 15)\n",
-               (int)(strlen(c[k].label) - strlen(" --version")), c[k].label,
-               (c[k + 2].med - c[k + 1].med) / 15);
+    su_extra_runs(c, n);
 }
 
 /* zstd -d in > out (the snapshots ship compressed; users' pickles are plain). */

@@ -1,11 +1,16 @@
 /*
  * main.c - the allocsim program: the command itself is a function (as_cli_main in
  * sim/commands.c), so that tests and the CLI fuzz harness run it in-process. What only a
- * process has is here: the signal handlers and the check of standard output at exit.
+ * process has is here: the signal handlers, the check of standard output at exit, and the
+ * hand-over of a command that names a policy plug-in from a static allocsim to
+ * allocsim-dynamic (Makefile: a static program cannot dlopen on its own C library).
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "outfile.h"
@@ -32,8 +37,53 @@ static int close_stdout(int ret)
     return ret;
 }
 
+/* The process has no program interpreter (AT_BASE 0) when it is linked statically. */
+static int linked_statically(void)
+{
+    return getauxval(AT_BASE) == 0;
+}
+
+/* Any argument that holds "plugin:" may name a plug-in (-p plugin:P, -pplugin:P,
+ * --policy=plugin:P): one that only looks like it costs an exec, the same results. */
+static int names_plugin(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strstr(argv[i], "plugin:"))
+            return 1;
+    return 0;
+}
+
+/* Runs argv with allocsim-dynamic, the same program linked with glibc dynamic: beside this
+ * one (the build folder) or in PREFIX/libexec when this one is PREFIX/bin/allocsim. Returns
+ * only when neither could be run, with the exit status. */
+static int hand_over(char **argv)
+{
+    static const char *const where[] = {"allocsim-dynamic", "../libexec/allocsim-dynamic"};
+    char self[PATH_MAX], path[PATH_MAX + 40];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = 0;
+    char *slash = strrchr(self, '/');
+    if (!slash) {
+        as_cli_msg("-p plugin: needs allocsim-dynamic beside this program, but "
+                   "/proc/self/exe does not say where it is");
+        return AS_EXIT_INPUT;
+    }
+    *slash = 0;
+    for (size_t i = 0; i < sizeof where / sizeof where[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", self, where[i]);
+        execv(path, argv);
+    }
+    as_cli_msg("-p plugin: this allocsim is linked statically and loads plug-ins through "
+               "allocsim-dynamic, which is neither %s/%s nor %s/%s (%s); build with "
+               "`make STATIC=0` for one program that does both",
+               self, where[0], self, where[1], strerror(errno));
+    return AS_EXIT_INPUT;
+}
+
 int main(int argc, char **argv)
 {
+    if (names_plugin(argc, argv) && linked_statically())
+        return hand_over(argv);
     as_out_signals(); /* from here on, a signal removes every temporary file */
     return close_stdout(as_cli_main(argc, argv));
 }
