@@ -347,6 +347,25 @@ static int rd_columns(native_st *s, as_trace_error *err)
     return 0;
 }
 
+/* The metadata's `pools` is the pool table's size P, as the writer derives the one from
+ * the other (absent: no pool column); a file where they differ would read here and then
+ * not convert (the text reader checks pool=K against `meta pools`). pools_off: the byte
+ * offset of the `pools` key, or UINT64_MAX when there is none. */
+static int check_pools_meta(native_st *s, const as_meta *meta, uint64_t pools_off,
+                            uint64_t cols_end, as_trace_error *err)
+{
+    const char *np = as_meta_get(meta, "pools");
+    char *end = NULL;
+    unsigned long long v = np ? strtoull(np, &end, 10) : 0;
+    if (np && (*np < '0' || *np > '9' || *end || v > MAX_POOLS))
+        return nfail(s, err, AS_ECORRUPT, pools_off,
+                     "metadata pools=\"%.20s\" is not a pool count (0..%d)", np, MAX_POOLS);
+    if (v != s->npools)
+        return nfail(s, err, AS_ECORRUPT, np ? pools_off : cols_end,
+                     "metadata pools=%llu but the pool table has %u private pools", v, s->npools);
+    return 0;
+}
+
 static int native_open(as_instream *in, const as_reader_opts *opts, as_meta *meta, void **stp,
                        as_trace_error *err)
 {
@@ -388,7 +407,7 @@ static int native_open(as_instream *in, const as_reader_opts *opts, as_meta *met
                    (unsigned long long)nmeta);
         goto bad;
     }
-    uint64_t meta_bytes = 0; /* all values together: a header is never a memory bomb */
+    uint64_t meta_bytes = 0, pools_off = UINT64_MAX; /* a header is never a memory bomb */
     for (uint64_t i = 0; i < nmeta; i++) {
         char *k = NULL, *v = NULL;
         uint64_t koff = as_instream_offset(in);
@@ -403,6 +422,8 @@ static int native_open(as_instream *in, const as_reader_opts *opts, as_meta *met
             goto bad;
         }
         meta_bytes += strlen(k) + strlen(v);
+        if (!strcmp(k, "pools"))
+            pools_off = koff;
         if (!as_meta_key_ok(k))
             rc = nfail(s, err, AS_ECORRUPT, koff, "bad metadata key");
         else if (as_meta_set(meta, k, v) < 0)
@@ -418,6 +439,8 @@ static int native_open(as_instream *in, const as_reader_opts *opts, as_meta *met
         goto bad;
     }
     if (s->version >= 2 && ((rc = rd_sites(s, err)) < 0 || (rc = rd_columns(s, err)) < 0))
+        goto bad;
+    if ((rc = check_pools_meta(s, meta, pools_off, as_instream_offset(in), err)) < 0)
         goto bad;
     s->streams_cap = 16;
     s->streams = calloc(s->streams_cap, sizeof *s->streams);
