@@ -1,6 +1,7 @@
 # mk/fuzz.mk - libFuzzer harnesses (fuzz/fuzz_NAME.c), built with clang and sanitizers.
 #   make fuzz                      every harness into build/fuzz/NAME, and build/fuzz-driver
 #   make fuzz-run T=NAME SECS=N    run one with its dictionary, corpus and crash directory
+#   make fuzz-real-seeds           seeds cut from the real snapshots, which fuzz-run then reads
 # The library and the harnesses are compiled once with -fsanitize=fuzzer-no-link; each
 # target links fuzz/libfuzzer_main.c built with -DAS_FUZZ_TARGET=NAME. The working corpus
 # (build/fuzz/corpus-NAME) starts from the committed seeds (fuzz/corpus/NAME) and is not
@@ -24,7 +25,7 @@ FUZZ_MAXLEN_patho  := 65536
 FUZZ_MAXLEN_cli    := 4096
 SECS ?= 60
 
-.PHONY: fuzz fuzz-run fuzz-driver fuzz-patho patho-min
+.PHONY: fuzz fuzz-run fuzz-real-seeds fuzz-driver fuzz-patho patho-min
 
 ## fuzz: build every libFuzzer harness (clang, ASan+UBSan) into build/fuzz/, and build/fuzz-driver
 fuzz: $(FUZZ_BINS) $(BUILD)/fuzz-driver
@@ -59,7 +60,12 @@ fuzz-run: $(FUZZ_DIR)/$(T)
 	  -rss_limit_mb=2048 -malloc_limit_mb=2560 -print_final_stats=1 \
 	  -artifact_prefix=$(FUZZ_DIR)/crash-$(T)/ \
 	  $(if $(wildcard fuzz/dict/$(T).dict),-dict=fuzz/dict/$(T).dict) $(FUZZ_ARGS) \
-	  $(FUZZ_DIR)/corpus-$(T) fuzz/corpus/$(T)
+	  $(FUZZ_DIR)/corpus-$(T) fuzz/corpus/$(T) $(wildcard $(FUZZ_DIR)/seeds-real/$(T))
+
+## fuzz-real-seeds: seeds cut from the real snapshots of tests/data (build/fuzz/seeds-real/NAME), read by fuzz-run
+fuzz-real-seeds: $(BUILD)/allocsim
+	$(Q)rm -rf $(FUZZ_DIR)/seeds-real
+	$(Q)python3 fuzz/real_seeds.py $(BUILD)/allocsim $(FUZZ_DIR)/seeds-real
 
 # Keep the objects of the pattern-rule chain (otherwise make deletes them after linking).
 .PRECIOUS: $(FUZZ_DIR)/obj/%.o $(FUZZ_DIR)/obj/main-%.o
