@@ -33,6 +33,25 @@ torch.cuda.empty_cache(); one of pool k drops the run's MemPool for k, whose des
 what a graph's or MemPool's end does (releasePool, then emptyCache of that pool); the
 pools left at a run's end are dropped after its tensors.
 
+Real captures (--pools capture): a pool whose allocations are on a side stream came from
+a CUDA graph capture (a graph is captured on its own stream; a MemPool's use_mem_pool
+routes a thread's allocations, on the default stream in the recordings). Its
+allocations are then made inside a real capture instead: CUDAGraph.capture_begin(pool=
+the MemPool's id, capture_error_mode="thread_local") on that stream, as cudagraph trees
+capture, ended (capture_end) before the next event that is neither a FREE nor another
+allocation of the same pool on the same stream; the run's graphs of pool k are dropped
+at k's EMPTY_CACHE, before its MemPool (releasePool for each, then the MemPool's). The
+allocator then sees the capture's own stream filter (cudaStreamGetCaptureInfo of the
+allocating stream) instead of use_mem_pool's thread filter, and cudaMalloc runs under a
+capture. torch.empty launches no kernel, so each graph is empty. A capture's first
+registration of the RNG generator allocates its seed and offset (two 8-byte tensors,
+CUDAGeneratorState::register_graph) in the default pool; the trace holds the recorded
+capture's two already, so the worker registers the generator once, before the runs,
+with an empty graph on a stream of its own that the trace never uses (the holder): its
+2 MiB small segment is reserved through every run, and each run's memory fraction and
+the reported reserved (peak, at the OOM) and allocated peak are shifted by exactly what
+the holder holds (the report's "holder_reserved").
+
 Reads: allocsim text (`allocsim-text` 1 and 2), torch snapshot pickles (.pickle or
 zstd'd), and allocsim native traces. With --allocsim PATH a snapshot or native trace is
 read through `allocsim convert`, so the events replayed are the simulator's (the
@@ -371,6 +390,69 @@ cfg_keep_mode = "all"
 cfg_timing = "perf"
 cfg_pinned = 0
 cfg_pinned_keep = []
+cfg_pools = "mempool"    # --pools: side-stream pools in MemPools, or in real captures
+cfg_holder = (0, 0)      # (reserved, allocated) bytes the holder graph keeps (capture)
+
+
+def capture_pools(evs):
+    """The private pools replayed in real captures: those with an allocation on a side
+    stream (empty unless --pools capture)."""
+    if cfg_pools != "capture":
+        return set()
+    return {e[4] for e in evs if e[0] == "a" and e[4] and e[3] != 0}
+
+
+class Captures:
+    """The run's real captures: at most one underway (pool, stream, graph), and each
+    pool's ended graphs, kept until the pool's EMPTY_CACHE or the run's end."""
+
+    def __init__(self, torch, streams, pools):
+        self.torch, self.streams, self.pools = torch, streams, pools
+        self.cur = None
+        self.graphs = {}
+        self.error = None
+
+    def enter(self, k, s):
+        """Pool k's allocation on stream s is next: inside a capture of k on s."""
+        if self.cur and self.cur[:2] == (k, s):
+            return
+        self.end()
+        g = self.torch.cuda.CUDAGraph()
+        with self.torch.cuda.stream(self.streams[s]):
+            g.capture_begin(pool=self.pools[k].id, capture_error_mode="thread_local")
+        self.cur = (k, s, g)
+
+    def end(self):
+        if not self.cur:
+            return
+        k, s, g = self.cur
+        self.cur = None
+        try:
+            with self.torch.cuda.stream(self.streams[s]):
+                g.capture_end()
+        except RuntimeError as ex:  # after a failed allocation inside it: said in the run
+            self.error = self.error or f"capture_end: {ex}"[:400]
+        self.graphs.setdefault(k, []).append(g)
+
+    def drop(self, k):
+        """Pool k's graphs end (each releasePool), before its MemPool does."""
+        self.end()
+        self.graphs.pop(k, None)
+
+
+def make_holder(torch):
+    """The default generator registered once with an empty graph on a stream of its own,
+    so that no capture of a run allocates its RNG state (see the docstring). Returns the
+    graph and stream, to be kept, and the (reserved, allocated) bytes they hold."""
+    stream = torch.cuda.Stream()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream):
+        g.capture_begin(capture_error_mode="thread_local")
+        g.capture_end()
+    torch.cuda.synchronize()
+    st = torch.cuda.memory_stats()
+    return (g, stream), (st.get("reserved_bytes.all.current", 0),
+                         st.get("allocated_bytes.all.current", 0))
 
 
 def maps_mark(label, moment):
@@ -397,7 +479,8 @@ def one_run(torch, evs, cap, total, is_async, rt, record, label):
         if cap is not None and rt is not None:
             ballast = Ballast(rt, cap)
     else:
-        torch.cuda.set_per_process_memory_fraction(1.0 if cap is None else fraction_for(cap, total))
+        torch.cuda.set_per_process_memory_fraction(
+            1.0 if cap is None else fraction_for(cap + cfg_holder[0], total))
     if record:
         # --history pytorch: _record_memory_history()'s own defaults (every entry's C++ and
         # Python stacks), which take far more host memory while the run goes
@@ -406,6 +489,8 @@ def one_run(torch, evs, cap, total, is_async, rt, record, label):
                                                  max_entries=1 << 30)
     streams = {0: None}
     pools = {}  # private pool k -> this run's torch.cuda.MemPool
+    in_capture = capture_pools(evs)
+    caps = Captures(torch, streams, pools)
     live = {}
     ev_of_alloc = []
     requested = peak_requested = 0
@@ -426,13 +511,24 @@ def one_run(torch, evs, cap, total, is_async, rt, record, label):
                     streams[s] = torch.cuda.Stream()
                 if pk and pk not in pools:
                     pools[pk] = torch.cuda.MemPool()
+                if pk in in_capture:
+                    caps.enter(pk, s)
+                else:
+                    caps.end()
                 with contextlib.ExitStack() as cx:
                     if streams[s] is not None:
                         cx.enter_context(torch.cuda.stream(streams[s]))
-                    if pk:
+                    if pk and pk not in in_capture:
                         cx.enter_context(torch.cuda.use_mem_pool(pools[pk]))
                     t = torch.empty(size, dtype=torch.uint8, device="cuda")
             except torch.cuda.OutOfMemoryError:
+                oom_alloc, oom_event = k, i
+                break
+            except RuntimeError as ex:
+                if not caps.cur:
+                    raise
+                # a CUDA call refused under the capture: not an OOM; the run stops, says so
+                caps.error = f"allocation {k}: {ex}"[:400]
                 oom_alloc, oom_event = k, i
                 break
             live[k] = (t, size)
@@ -445,11 +541,15 @@ def one_run(torch, evs, cap, total, is_async, rt, record, label):
                 requested -= t[1]
             del t
         elif op == "e":
+            caps.end()  # empty_cache() frees memory: never under a capture
             if e[1]:
-                # the pool's end: ~MemPool is releasePool, then emptyCache of that pool
+                # the pool's end: its graphs' releasePool, then ~MemPool: releasePool and
+                # emptyCache of that pool
+                caps.drop(e[1])
                 pools.pop(e[1], None)
             else:
                 torch.cuda.empty_cache()
+    caps.end()
     wall = time.perf_counter() - t0
     if cfg_timing == "events":
         ev1.record()
@@ -481,6 +581,15 @@ def one_run(torch, evs, cap, total, is_async, rt, record, label):
         "events_per_second": (i + 1) / wall if wall > 0 else None,
         "measured": True,
     }
+    if cfg_holder[0] and in_capture:
+        hr, ha = cfg_holder
+        run["holder_reserved"] = hr
+        for key, by in (("peak_reserved", hr), ("oom_reserved", hr), ("peak_allocated", ha),
+                        ("oom_allocated", ha)):
+            if run[key] is not None:
+                run[key] -= by
+    if caps.error:
+        run["error"] = caps.error
     pa = run["peak_allocated"] or 0
     pr = run["peak_reserved"] or 0
     run["fragmentation"] = 1 - pa / pr if pr else 0.0
@@ -521,6 +630,7 @@ def one_run(torch, evs, cap, total, is_async, rt, record, label):
         run["hit_device_limit"] = True
     maps_mark(label, "snapshot")
     live.clear()
+    caps.graphs.clear()  # the graphs' releasePool before their MemPools'
     pools.clear()  # each pool's segments go back as its MemPool ends
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
@@ -536,6 +646,8 @@ cfg_history = "light"
 
 def worker(args):
     global cfg_threshold, cfg_history, cfg_maps, cfg_keep, cfg_keep_mode, cfg_timing, cfg_pinned
+    global cfg_pools, cfg_holder
+    cfg_pools = args.pools
     cfg_history = args.history
     cfg_maps = MapsLog() if args.maps else None
     cfg_keep = [] if args.keep_snapshots else None
@@ -562,6 +674,13 @@ def worker(args):
             getattr(rt, fn).restype = ctypes.c_int
     out = {"total_memory": total, "torch": torch.__version__, "conf": conf or "default",
            "runs": [], "segments": []}
+    holder = None
+    if capture_pools(evs) and not is_async:
+        import warnings
+        # torch.empty launches nothing: every capture is empty, and PyTorch says so
+        warnings.filterwarnings("ignore", message=".*CUDA Graph is empty.*")
+        holder, cfg_holder = make_holder(torch)  # kept to the worker's end
+        out["holder"] = {"reserved": cfg_holder[0], "allocated": cfg_holder[1]}
     record = not is_async
     if args.key_protocol:
         for label in ("warmup", "timing"):
@@ -612,6 +731,10 @@ def main():
     ap.add_argument("--load-late", action="store_true",
                     help="read the trace after CUDA's initialisation instead of before")
     ap.add_argument("--maps", help="write the worker's /proc/self/maps log here (JSON)")
+    ap.add_argument("--pools", choices=("mempool", "capture"), default="mempool",
+                    help="a private pool's allocations inside use_mem_pool of a MemPool "
+                         "(default), or, for a pool allocated on a side stream (a graph's), "
+                         "inside real CUDA graph captures on that stream")
     ap.add_argument("--worker-out", help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.caps = args.cap or ["none"]
@@ -677,6 +800,7 @@ def main():
         cmd += ["--load-late"] * args.load_late
         if args.maps:
             cmd += ["--maps", "1"]
+        cmd += ["--pools", args.pools]
         r = subprocess.run(cmd, env=env)
         if r.returncode != 0:
             print(f"torch_replay: config {conf}: worker failed ({r.returncode})", file=sys.stderr)

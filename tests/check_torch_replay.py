@@ -13,7 +13,14 @@ torch or a GPU (make test, through tests/test_report.c):
    each pool's allocations inside use_mem_pool of one MemPool of that run, on their
    stream; the pool's MemPool ended at its EMPTY_CACHE and no sooner; empty_cache() where
    the trace has it; at the run's end the tensors freed before the pools are ended; an OOM
-   inside a pool's context leaves the context.
+   inside a pool's context leaves the context;
+4. the same with --pools capture: a pool allocated on a side stream (a graph's) inside
+   real captures (CUDAGraph.capture_begin with the MemPool's id, on that stream), each
+   ended before the next event that is not a FREE or the same pool's allocation on that
+   stream, its graphs ended before its MemPool at its EMPTY_CACHE, a default-stream pool
+   still in use_mem_pool, never a capture underway at empty_cache(); the holder graph's
+   bytes added to each capacity's memory fraction and taken off the reported reserved;
+   an OOM and a refused CUDA call inside a capture.
 Prints `N passed, N failed` and exits 1 on a failure."""
 import contextlib
 import os
@@ -45,6 +52,9 @@ class FakeTorch:
         self.log = []
         self.total, self.limit, self.live = total, total, 0
         self.stream_now, self.pool_now = 0, []
+        self.capturing = None  # (pool id, stream) of the capture underway
+        self.refuse = None     # a size whose allocation fails with a non-OOM error
+        self.stats = {}
         self.entries = []
         fake = self
 
@@ -66,8 +76,35 @@ class FakeTorch:
                 self.pid = MemPool.n
                 fake.log.append(("mempool", self.pid))
 
+            @property
+            def id(self):
+                return (0, self.pid)
+
             def __del__(self):
                 fake.log.append(("mempool_end", self.pid))
+
+        class CUDAGraph:
+            n = 0
+
+            def __init__(self):
+                CUDAGraph.n += 1
+                self.gid = CUDAGraph.n
+
+            def capture_begin(self, pool=None, capture_error_mode="global"):
+                assert fake.capturing is None, "a capture inside a capture"
+                assert fake.stream_now != 0, "a capture on the default stream"
+                pid = pool[1] if pool else 0
+                fake.capturing = (pid, fake.stream_now)
+                fake.log.append(("capture_begin", self.gid, pid, fake.stream_now,
+                                 capture_error_mode))
+
+            def capture_end(self):
+                assert fake.capturing and fake.capturing[1] == fake.stream_now
+                fake.capturing = None
+                fake.log.append(("capture_end", self.gid))
+
+            def __del__(self):
+                fake.log.append(("graph_end", self.gid))
 
         @contextlib.contextmanager
         def stream(s):
@@ -100,16 +137,22 @@ class FakeTorch:
         c = Cuda()
         c.OutOfMemoryError = OutOfMemoryError
         c.Stream, c.MemPool, c.stream, c.use_mem_pool = Stream, MemPool, stream, use_mem_pool
+        c.CUDAGraph = CUDAGraph
         c.memory = Memory
         c.synchronize = lambda: None
         c.reset_peak_memory_stats = lambda: None
-        c.empty_cache = lambda: fake.log.append(("empty_cache",))
+        c.empty_cache = lambda: fake.log.append(
+            ("empty_cache",) if fake.capturing is None else ("empty_cache_in_capture",))
         c.set_per_process_memory_fraction = lambda f: setattr(fake, "limit", int(f * total))
-        c.memory_stats = lambda: {}
+        c.memory_stats = lambda: dict(fake.stats)
         self.cuda = c
 
     def empty(self, size, dtype=None, device=None):
         pool = self.pool_now[-1] if self.pool_now else 0
+        if self.capturing and self.capturing[1] == self.stream_now:
+            pool = self.capturing[0]  # the capture's stream filter
+        if size == self.refuse:
+            raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
         if self.live + size > self.limit:
             self.log.append(("oom", size, pool))
             raise self.cuda.OutOfMemoryError("fake")
@@ -222,12 +265,91 @@ def replay():
     check("its pool ended", ("mempool_end", 1) in fake.log)
 
 
+# ---- 4. real captures (--pools capture) ----------------------------------------------------
+
+CAPTURE = """allocsim-text 2
+meta pools=2
+alloc 0 100
+alloc 1 200 pool=1 s=0x10
+free 0
+alloc 2 300 pool=1 s=0x10
+alloc 3 50
+alloc 4 400 pool=1 s=0x10
+alloc 5 500 pool=2
+free 1
+free 2
+free 4
+empty_cache pool=1
+alloc 6 600
+empty_cache
+"""
+
+
+def capture():
+    evs, _ = torch_replay.events_from_text(CAPTURE, "c.txt")
+    torch_replay.cfg_pools = "capture"
+    try:
+        check("capture_pools: the side-stream pool alone", torch_replay.capture_pools(evs) == {1})
+        fake = FakeTorch()
+        fake.stats = {"reserved_bytes.all.current": 1 << 10, "allocated_bytes.all.current": 16}
+        _, held = torch_replay.make_holder(fake)
+        check("the holder: one empty capture on its own stream, its bytes read",
+              held == (1 << 10, 16) and [x[0] for x in fake.log] ==
+              ["capture_begin", "capture_end"] and fake.log[0][2] == 0)
+        torch_replay.cfg_holder = held
+        fake.log.clear()
+        fake.stats = {"reserved_bytes.all.peak": 5000, "allocated_bytes.all.peak": 2116}
+        run, _ = torch_replay.one_run(fake, evs, 4000, fake.total, False, None, True, 0)
+        log = [x for x in fake.log if x[0] != "free"]
+        check("completed, 7 allocations", run["completed"] and run["allocs"] == 7)
+        check("the fraction is the capacity and the holder's bytes",
+              abs(fake.limit - (4000 + 1024)) <= 1)
+        check("reserved and allocated peaks without the holder's",
+              run["peak_reserved"] == 5000 - 1024 and run["peak_allocated"] == 2100 and
+              run["holder_reserved"] == 1024)
+        begins = [x for x in log if x[0] == "capture_begin"]
+        allocs = {x[1]: x for x in log if x[0] == "alloc"}
+        check("pool 1 in two captures of MemPool 1's id on its stream, thread_local",
+              len(begins) == 2 and {(x[2], x[4]) for x in begins} == {(1, "thread_local")} and
+              all(x[3] == allocs[200][2] != 0 for x in begins))
+        check("pool 1's allocations in the capture's pool, not use_mem_pool",
+              all(allocs[z][3] == 1 for z in (200, 300, 400)))
+        at = {x: i for i, x in enumerate(log)}
+        check("a capture ends before a default-pool allocation, spans a FREE",
+              at[("capture_end", begins[0][1])] < at[allocs[50]] < at[begins[1]] and
+              at[begins[0]] < at[allocs[300]] < at[("capture_end", begins[0][1])])
+        check("a default-stream pool in use_mem_pool, no capture underway",
+              allocs[500][3] == 2 and at[("capture_end", begins[1][1])] < at[allocs[500]])
+        ends = [at.get(("graph_end", x[1])) for x in begins]
+        mp1 = at.get(("mempool_end", 1))
+        check("pool 1's graphs end at its EMPTY_CACHE, before its MemPool",
+              None not in ends and mp1 is not None and max(ends) < mp1 < at[allocs[600]])
+        check("empty_cache() never under a capture",
+              ("empty_cache_in_capture",) not in log and log.count(("empty_cache",)) == 3)
+        # an OOM inside a capture: the capture ended, the OOM the run's result
+        fake = FakeTorch()
+        torch_replay.cfg_holder = (0, 0)
+        run, _ = torch_replay.one_run(fake, evs, 350, fake.total, False, None, True, 0)
+        check("OOM inside the capture at allocation 2, the capture ended",
+              run["oom_alloc"] == 2 and fake.capturing is None and "error" not in run)
+        # a refused CUDA call inside a capture: the run stops there and says so
+        fake = FakeTorch()
+        fake.refuse = 300
+        run, _ = torch_replay.one_run(fake, evs, None, fake.total, False, None, True, 0)
+        check("a refused call inside the capture: stopped at allocation 2, said",
+              run["oom_alloc"] == 2 and "not permitted" in run.get("error", "") and
+              fake.capturing is None)
+    finally:
+        torch_replay.cfg_pools, torch_replay.cfg_holder = "mempool", (0, 0)
+
+
 def main():
     allocsim = sys.argv[1] if len(sys.argv) > 1 else os.environ.get(
         "AS_ALLOCSIM", os.path.join(ROOT, "build", "allocsim"))
     reader()
     probe(allocsim)
     replay()
+    capture()
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 
