@@ -2,9 +2,10 @@
 """validate.py - does simulated fragmentation predict what the GPU does? (`make validate`)
 
 On the GPU machine, for every trace (every real snapshot in tests/data: the resnet, moe
-and llama ones, the two multi-stream recordings and the private-pool probe; and three
-generated workloads, one of them a long KV-cache run near a full device) and every policy
-spec (torch under three PyTorch configs and every other registered policy):
+and llama ones, the two multi-stream recordings, the private-pool probe and the four
+CUDA-graph runs whose pools are released during the trace; and three generated
+workloads, one of them a long KV-cache run near a full device) and every policy spec
+(torch under three PyTorch configs and every other registered policy):
   1. find the OOM frontier with the simulator: the uncapped peak reserved, then the smallest
      capacity that completes, searched in passes of many capacities (one allocsim call
      each, so the trace is decoded once per pass); then five capacities around it and four
@@ -17,7 +18,10 @@ spec (torch under three PyTorch configs and every other registered policy):
      through torch_replay.py (the ground-truth method of tests/data, the worker's host
      memory from the brk heap alone: --host-heap brk; the events allocsim's importer
      reads, so a snapshot's private pools are replayed in MemPools and its inferred
-     empty_cache() called). PyTorch makes its stream pool at
+     empty_cache() called; a trace with a graph's pool, one allocated on a side stream,
+     is replayed through PyTorch a second time with that pool's allocations inside real
+     CUDA graph captures, the side "pytorch_capture": torch_replay.py --pools capture).
+     PyTorch makes its stream pool at
      the first side stream, allocsim-replay no stream, so a multi-stream trace's PyTorch
      side is predicted with --device-streams pytorch, every other run with none (the
      summary's device_streams says which). Multi-stream traces
@@ -31,7 +35,13 @@ spec (torch under three PyTorch configs and every other registered policy):
      and release threshold (0 and max), the uncapped run, the pool's own OOM frontier
      (three passes of capacities between peak requested and the uncapped peak reserved), five
      capacities around it, and the torch policy's five capacities: summary_async.{json,md}.
-Everything goes to OUT (default build/validate). Exit 0 when it ran."""
+With --part I/N only part I of the plan is measured: every call computes the whole plan
+(the same frontiers and capacities: the search is deterministic) and splits it into N
+parts of about equal predicted device time (split_plan, from each item's predicted cost,
+fitted to the fifth measurement's log), so that each part fits one device call; each
+item keeps its index in the whole plan (its files' NN_ prefix and the summary's "index"),
+and `validate_table.py` merges the parts' summaries. Everything goes to OUT (default
+build/validate). Exit 0 when it ran."""
 import argparse
 import concurrent.futures as cf
 import csv
@@ -44,11 +54,13 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_replay  # noqa: E402  (its trace reading only: torch is imported by its worker)
 import validate_table  # noqa: E402
 
 MIB2 = 2 << 20
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TORCH_CONFS = ["default", "max_split_size_mb:128", "expandable_segments:True"]
+TORCH_SPECS = ["torch", "max_split_size_mb:128", "expandable_segments:True"]
 OTHER = ["bestfit", "nocache", "firstfit", "segfit", "buddy", "bfc",
          # GMLake at its defaults (fragLimit 512 MiB) and stitching every large request
          "gmlake", "gmlake,fraglimit=2M"]
@@ -69,6 +81,12 @@ REAL = {
     "streams2_expandable": "tests/data/torch-2.11-h200-streams/"
                            "streams2_expandable_segments_True.pickle.zst",
     "graph_probe": "tests/data/torch-2.11-h200-pools/graph_probe.pickle.zst",
+    # CUDA-graph runs whose pools are released during the trace (README there; the
+    # _noframes recordings have the same events as infer and train, so are left out)
+    "graphs_infer": "tests/data/torch-2.11-h200-graphs/infer.pickle.zst",
+    "graphs_train": "tests/data/torch-2.11-h200-graphs/train.pickle.zst",
+    "graphs_dyn": "tests/data/torch-2.11-h200-graphs/dyn.pickle.zst",
+    "graphs_graph": "tests/data/torch-2.11-h200-graphs/graph.pickle.zst",
 }
 DEFAULT_TRACES = ",".join(list(REAL) + list(GEN))
 # the long trace (one device call per event under nocache, buddy's and bfc's frontiers far
@@ -104,8 +122,66 @@ def pools_of(allocsim, path):
     return info_of(allocsim, path).get("private pools", 0)
 
 
+@functools.lru_cache(maxsize=None)
+def capture_pools_of(allocsim, path):
+    """How many of the trace's private pools torch_replay.py --pools capture replays in
+    real CUDA graph captures: those with an allocation on a side stream (a graph's)."""
+    evs, _ = torch_replay.load_trace(path, allocsim)
+    return len({e[4] for e in evs if e[0] == "a" and e[4] and e[3] != 0})
+
+
 def spec_of(conf):
     return "torch" if conf == "default" else conf
+
+
+# ---- the plan in parts (--part I/N) -------------------------------------------------------
+# Each item's predicted device time, in seconds, fitted to the fifth measurement's log
+# (replay/data/validate-h200-s6/validate.log: the completion times of its 67 ballast items
+# one after another; the side-by-side phase, 50 measurements over 4 workers in 88 s, and its
+# longest, kvcache_long's PyTorch side, 80 s): a ballast run costs its start (0.46 s:
+# ballast, context, trace; gmlake 0.91 s) and a time per event (0.03 us; gmlake 0.25;
+# nocache 33 us, one device call per event); a PyTorch side starts a process (6 s) and
+# replays each event in each run, warm-up and timing runs included (4.3 us); the torch
+# policy's allocsim-replay side costs about 1 s and 0.2 us an event a run. Those fits
+# predict the fifth measurement's 92 items at 476 s, which took 530 s (491 + 39: the
+# predictions, the calls' starts, the side-by-side phase's uneven end): COST_SCALE spreads
+# the rest over every item.
+COST_SCALE = 530 / 476
+SEQ_COST = {"nocache": (0.41, 33.4e-6), "gmlake": (0.91, 0.25e-6), "": (0.46, 0.03e-6)}
+PAR_COST = {"pytorch": (6.0, 4.3e-6, 2), "pytorch_capture": (6.0, 4.3e-6, 2),
+            "replay": (1.0, 0.2e-6, 0)}
+
+
+def side_cost(side, spec, events, ncaps):
+    """The predicted seconds of one measuring side (see above)."""
+    if side != "replay" or spec in TORCH_SPECS:
+        start, per_event, extra_runs = PAR_COST[side]
+        return start + per_event * events * (ncaps + extra_runs)
+    start, per_event = SEQ_COST.get(spec.split(",")[0], SEQ_COST[""])
+    return ncaps * (start + per_event * events)
+
+
+def item_cost(p, jobs):
+    """An item's share of a call: its side-by-side sides over the --jobs workers, its
+    ballast side whole (they run one at a time)."""
+    total = 0.0
+    for side in p["sides"]:
+        c = side_cost(side, p["spec"], p["events"], len(p["caps"]))
+        total += c if side == "replay" and p["spec"] not in TORCH_SPECS else c / max(1, jobs)
+    return total * COST_SCALE
+
+
+def split_plan(plan, n, jobs):
+    """Part k (1..n) of each item, the n parts' predicted costs as even as the greedy
+    rule makes them: the dearest item first, each into the part predicted cheapest so far
+    (ties to the lower part), the plan's order within a part kept. Deterministic: every
+    call of a split run computes the same plan and the same parts."""
+    load = [0.0] * n
+    for i in sorted(range(len(plan)), key=lambda i: (-item_cost(plan[i], jobs), i)):
+        k = load.index(min(load))
+        plan[i]["part"] = k + 1
+        load[k] += item_cost(plan[i], jobs)
+    return load
 
 
 def sim(allocsim, trace, spec, caps, extra=()):
@@ -269,7 +345,7 @@ def async_section(a, replay, traces, plan, out, deadline):
     print("\n".join(lines))
 
 
-def sides_of(a, p, base, trace, allocsim, replay, torch_replay):
+def sides_of(a, p, base, trace, allocsim, replay, torch_replay_py):
     """The measuring commands of one plan item: (side, parallel-safe, command)."""
     caps = [str(c) for c in p["caps"]]
     capargs = sum((["-c", c] for c in caps), [])
@@ -281,10 +357,15 @@ def sides_of(a, p, base, trace, allocsim, replay, torch_replay):
     if p["spec"] in torch_specs and not a.no_pytorch:
         conf = [c for c in TORCH_CONFS if spec_of(c) == p["spec"]][0]
         out.append(("pytorch", True,
-                    [sys.executable, torch_replay, trace, "--conf", conf, "--key-protocol",
+                    [sys.executable, torch_replay_py, trace, "--conf", conf, "--key-protocol",
                      "--host-heap", "brk", "--allocsim", allocsim,
                      *sum((["--cap", c] for c in caps), []),
                      "--json", base + ".pytorch.json", "--segments", base + ".pytorch.csv"]))
+        if "pytorch_capture" in p["sides"]:
+            cmd = out[-1][2][:]
+            cmd[cmd.index("--json") + 1] = base + ".pytorch_capture.json"
+            cmd[cmd.index("--segments") + 1] = base + ".pytorch_capture.csv"
+            out.append(("pytorch_capture", True, cmd + ["--pools", "capture"]))
     return out
 
 
@@ -303,6 +384,9 @@ def measure(p, side, cmd, base, allocsim, deadline):
     if r.returncode:
         p["measured"][side] = {"error": r.stderr.strip()[-400:]}
         return
+    errors = []
+    with open(base + f".{side}.json") as f:
+        errors = [x["error"] for x in json.load(f)["runs"] if x.get("error")]
     pred = base + (".predpt" if p["device_streams"].get(side) == "pytorch" else ".pred")
     c = sh([allocsim, "compare", "-f", "csv", "--segments", pred + ".csv",
             base + f".{side}.csv", pred + ".json", base + f".{side}.json"])
@@ -310,20 +394,22 @@ def measure(p, side, cmd, base, allocsim, deadline):
         p["measured"][side] = {"error": "compare: " + c.stderr.strip()}
         return
     p["measured"][side] = {"rows": read_csv_rows(c.stdout)}
+    if errors:  # a run stopped by a refused CUDA call, not an OOM (torch_replay.py)
+        p["measured"][side]["run_errors"] = errors
     rows = p["measured"][side]["rows"]
     print(f"[{time.time() - deadline:+.0f}s] {os.path.basename(base)} {side}: "
           f"{sum(int(x['oom_match']) for x in rows)}/{len(rows)} OOM", flush=True)
 
 
-def run_plan(a, plan, traces, out, allocsim, replay, torch_replay, t0):
+def run_plan(a, plan, traces, out, allocsim, replay, torch_replay_py, t0):
     """Predicts every item, then measures: first the runs that limit themselves (no
     ballast: torch's memory fraction, PyTorch), --jobs at a time, then the ballast runs
     one after another, each alone on the GPU."""
     budget = a.budget - (a.async_budget if not a.no_gpu else 0)
     deadline = t0 + budget
     par, seq = [], []
-    for i, p in enumerate(plan):
-        tag = f"{i:02d}_{p['trace']}_{p['spec'].replace(':', '-').replace(',', '-')}"
+    for p in plan:
+        tag = f"{p['index']:02d}_{p['trace']}_{p['spec'].replace(':', '-').replace(',', '-')}"
         base = os.path.join(out, tag)
         capargs = sum((["-c", str(c)] for c in p["caps"]), [])
         r = sh([allocsim, "-q", "-f", "json", "-p", p["spec"], *capargs, "-o", base + ".pred.json",
@@ -338,6 +424,8 @@ def run_plan(a, plan, traces, out, allocsim, replay, torch_replay, t0):
                 # PyTorch's process makes its stream pool at the first torch.cuda.Stream()
                 # (PLACEMENT.md section 10); allocsim-replay makes none
                 p["device_streams"]["pytorch"] = "pytorch"
+            if "pytorch_capture" in p["sides"]:
+                p["device_streams"]["pytorch_capture"] = p["device_streams"]["pytorch"]
                 r = sh([allocsim, "-q", "-f", "json", "-p", p["spec"], *capargs,
                         "--device-streams", "pytorch", "-o", base + ".predpt.json",
                         "--segments", base + ".predpt.csv", traces[p["trace"]]])
@@ -348,7 +436,7 @@ def run_plan(a, plan, traces, out, allocsim, replay, torch_replay, t0):
             p["skipped"] = "no GPU"
             continue
         for side, safe, cmd in sides_of(a, p, base, traces[p["trace"]], allocsim, replay,
-                                        torch_replay):
+                                        torch_replay_py):
             (par if safe else seq).append((p, side, cmd, base))
     print(f"[{time.time()-t0:.0f}s] predicted; {len(par)} side-by-side and {len(seq)} "
           "ballast measurements", flush=True)
@@ -374,13 +462,25 @@ def main():
     ap.add_argument("--no-pytorch", action="store_true", help="no torch_replay.py runs")
     ap.add_argument("--async-budget", type=float, default=180,
                     help="seconds kept for the cudaMallocAsync runs (0: none)")
+    ap.add_argument("--part", default="1/1", metavar="I/N",
+                    help="measure part I of N of the plan, the parts balanced by each item's "
+                         "predicted device time (split_plan); the cudaMallocAsync runs go "
+                         "with part 1. validate_table.py merges the parts' summaries")
+    ap.add_argument("--no-capture", action="store_true",
+                    help="no torch_replay.py --pools capture side")
     a = ap.parse_args()
+    try:
+        part, nparts = (int(x) for x in a.part.split("/"))
+        if not 1 <= part <= nparts:
+            raise ValueError
+    except ValueError:
+        ap.error(f"--part {a.part}: I/N with 1 <= I <= N")
     t0 = time.time()
     out = a.out
     os.makedirs(out, exist_ok=True)
     allocsim = os.path.join(ROOT, "build", "allocsim")
     replay = os.path.join(ROOT, "build", "allocsim-replay")
-    torch_replay = os.path.join(ROOT, "replay", "torch_replay.py")
+    torch_replay_py = os.path.join(ROOT, "replay", "torch_replay.py")
     have = sh([allocsim, "policies"]).stdout
     others = [p for p in OTHER if f"\n{p.split(',')[0]} - " in "\n" + have]
 
@@ -421,12 +521,25 @@ def main():
             caps = sorted(set(caps) | set(caps_across(m, peak)))
         if pools.get(tn):
             caps = sorted(set(caps) | set(caps_pools(m)))
+        sides = ["replay"]
+        if s in TORCH_SPECS and not a.no_pytorch:
+            sides.append("pytorch")
+            if not a.no_capture and capture_pools_of(allocsim, traces[tn]):
+                sides.append("pytorch_capture")
         plan.append({"trace": tn, "spec": s, "mincap": m, "peak_reserved": peak,
-                     "nonmonotone": nonmono, "caps": caps})
+                     "nonmonotone": nonmono, "caps": caps, "sides": sides,
+                     "events": info_of(allocsim, traces[tn]).get("events", 0)})
     print(f"[{time.time()-t0:.0f}s] frontiers done: {len(plan)} (trace, policy) pairs", flush=True)
     # the sequential (ballast) runs: nocache last, it makes one device call per event
     plan.sort(key=lambda p: (p["spec"] == "nocache", p["trace"], p["spec"]))
-    results = run_plan(a, plan, traces, out, allocsim, replay, torch_replay, t0)
+    for i, p in enumerate(plan):
+        p["index"] = i
+    load = split_plan(plan, nparts, a.jobs)
+    plan = [p for p in plan if p["part"] == part]
+    print(f"[{time.time()-t0:.0f}s] part {part}/{nparts}: {len(plan)} items, predicted "
+          f"{load[part - 1]:.0f} s of device time (the parts: "
+          f"{', '.join(f'{x:.0f}' for x in load)} s)", flush=True)
+    results = run_plan(a, plan, traces, out, allocsim, replay, torch_replay_py, t0)
 
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(results, f, indent=1)
@@ -434,7 +547,7 @@ def main():
     with open(os.path.join(out, "summary.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines), flush=True)
-    if not a.no_gpu and a.async_budget > 0:
+    if not a.no_gpu and a.async_budget > 0 and part == 1:
         async_section(a, replay, traces, plan, out, t0 + a.budget)
     return 0
 
