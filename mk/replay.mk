@@ -40,7 +40,9 @@ REPLAY_BINS := $(BUILD)/allocsim-replay $(BUILD)/allocsim-calib $(BUILD)/allocsi
 replay: $(REPLAY_BINS)
 
 ## validate: on a GPU machine, simulate, replay for real (allocsim-replay, torch_replay.py)
-## and compare, for the shared snapshots and generated traces (replay/RESULTS.md)
+## and compare, for the shared snapshots and generated traces (replay/RESULTS.md); the
+## whole plan takes about 13 minutes on an H200, so VALIDATE_ARGS="--part 1/2", then
+## "--part 2/2", measure it in two calls (validate_table.py merges their summaries)
 VALIDATE_ARGS ?=
 validate: $(BUILD)/allocsim $(REPLAY_BINS)
 	$(Q)python3 replay/validate.py --out $(BUILD)/validate $(VALIDATE_ARGS)

@@ -424,11 +424,11 @@ def run_plan(a, plan, traces, out, allocsim, replay, torch_replay_py, t0):
                 # PyTorch's process makes its stream pool at the first torch.cuda.Stream()
                 # (PLACEMENT.md section 10); allocsim-replay makes none
                 p["device_streams"]["pytorch"] = "pytorch"
-            if "pytorch_capture" in p["sides"]:
-                p["device_streams"]["pytorch_capture"] = p["device_streams"]["pytorch"]
                 r = sh([allocsim, "-q", "-f", "json", "-p", p["spec"], *capargs,
                         "--device-streams", "pytorch", "-o", base + ".predpt.json",
                         "--segments", base + ".predpt.csv", traces[p["trace"]]])
+            if "pytorch_capture" in p["sides"]:
+                p["device_streams"]["pytorch_capture"] = p["device_streams"]["pytorch"]
         if r.returncode:
             p["error"] = "predict: " + r.stderr.strip()
             continue

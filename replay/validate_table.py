@@ -3,7 +3,9 @@
 from what `make validate` measured (replay/validate.py's summary.json, plain or zstd'd).
 A later summary completes the first: where the first has a (trace, policy) side skipped
 or failed (a call out of time), the later one's measurement of the same item (the same
-capacities, else it is an error) takes its place; items the first lacks are added.
+capacities, else it is an error) takes its place; items the first lacks are added. The
+parts of a split plan (validate.py --part I/N) merge so: each item once, and the items
+in the whole plan's order (their "index").
 
 Prints, in Markdown, one row per (trace, policy, side): the runs compared, how many have
 the simulator's OOM allocation, peak reserved and device event sequence exactly, and the
@@ -13,6 +15,11 @@ in RESULTS.md from the committed summary (tests/docs.py), so they cannot go stal
 import json
 import subprocess
 import sys
+
+
+SIDES = {"replay": "the same policy on the real device",
+         "pytorch": "PyTorch's own allocator",
+         "pytorch_capture": "PyTorch's own allocator, graph pools in real captures"}
 
 
 def load(path):
@@ -40,13 +47,18 @@ def merge(results, more):
                 raise ValueError(f"{q['trace']} {q['spec']}: other capacities than the first "
                                  "summary's")
             p.setdefault("measured", {})[side] = v
+    if all("index" in p for p in results):
+        results.sort(key=lambda p: p["index"])
     return results
 
 
 def side_rows(results):
     """(trace, spec, mincap, side, rows or error text) in the summary's order."""
+    order = list(SIDES)
     for p in results:
-        for side, v in p.get("measured", {}).items():
+        m = p.get("measured", {})
+        for side in sorted(m, key=lambda x: (order.index(x) if x in order else len(order), x)):
+            v = m[side]
             yield p, side, v.get("rows") or v.get("error", v.get("skipped", "not run"))
 
 
@@ -90,8 +102,7 @@ def totals(results, head=False):
     for side, t in tot.items():
         pct = [f"{t[k]} ({100 * t[k] / t[0]:.0f}%)" for k in (1, 2, 3)]
         if head:
-            what = "the same policy on the real device" if side == "replay" else \
-                "PyTorch's own allocator"
+            what = SIDES.get(side, side)
             lines.append(f"| {what} | {len(t[4])} | {len(t[5])} | {t[0]} | " + " | ".join(pct)
                          + " |")
         else:

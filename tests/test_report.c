@@ -4,8 +4,8 @@
  * order and type, CSV columns that load with one type each (tests/check_outputs.py,
  * with pandas where installed), and the README outputs regenerated and compared
  * (tests/docs.py --check, what `make docs` writes); the GPU harness's pure-Python parts
- * (tests/check_torch_replay.py); and the writers' failures, codes of the one error space
- * with errno's words.
+ * (tests/check_torch_replay.py), validate.py's plan in parts (tests/check_validate.py);
+ * and the writers' failures, codes of the one error space with errno's words.
  */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
@@ -71,6 +71,16 @@ static void torch_harness(void)
     CU_ASSERT_EQUAL(python("tests/check_torch_replay.py", args), 0);
 }
 
+/* replay/validate.py's plan in parts and validate_table.py's merge of their summaries
+ * (tests/check_validate.py): no GPU needed. */
+static void validate_parts(void)
+{
+    const char *allocsim = getenv("AS_ALLOCSIM");
+    char args[1100];
+    snprintf(args, sizeof args, "'%s'", allocsim ? allocsim : "build/allocsim");
+    CU_ASSERT_EQUAL(python("tests/check_validate.py", args), 0);
+}
+
 /* Every writer of report.h and segmap.h, on a full disk (/dev/full: ENOSPC) or a directory
  * that does not exist (ENOENT), returns AS_EIO and words errno for the caller to put after
  * the file's name. */
@@ -124,5 +134,6 @@ CU_TestInfo test_report[] = {
     {"JSON and CSV outputs are what sim/REPORT.md says, and load cleanly", report_contract},
     {"outputs quoted in README.md and the folders' docs are current (make docs)", quoted_outputs},
     {"torch_replay.py: pools, empty_cache and its reading of traces", torch_harness},
+    {"validate.py: the plan in parts, and their summaries merged", validate_parts},
     CU_TEST_INFO_NULL,
 };
