@@ -8,10 +8,13 @@ through tests/test_report.c):
    another (the greedy rule's bound); one part takes the whole plan;
 2. item_cost: a ballast side (a policy other than torch's) counts whole, the side-by-side
    sides (allocsim-replay of a torch config, PyTorch) over the --jobs workers;
-3. run_plan's predictions (--no-gpu): a multi-stream trace's PyTorch sides predicted with
+3. the sixth measurement (replay/data/validate-h200-s7/summary1 and 2): the two parts
+   merge into the whole plan, each index once and in order, and each part's validate.py
+   ran within 540 s (timing.txt);
+4. run_plan's predictions (--no-gpu): a multi-stream trace's PyTorch sides predicted with
    PyTorch's stream pool (its .predpt files made, device_streams "pytorch" for pytorch
    and pytorch_capture), a one-stream trace's with none;
-4. merge: the parts' items once each, in the plan's order; a later summary's item of
+5. merge: the parts' items once each, in the plan's order; a later summary's item of
    other capacities is refused; --part outside 1..N is
    a usage error (exit 2, before any simulation).
 Prints `N passed, N failed` and exits 1 on a failure."""
@@ -29,6 +32,7 @@ sys.path.insert(0, os.path.join(ROOT, "replay"))
 import validate  # noqa: E402
 import validate_table  # noqa: E402
 
+S7 = os.path.join(ROOT, "replay/data/validate-h200-s7")
 passed = failed = 0
 
 
@@ -85,6 +89,19 @@ def costs():
           10 * validate.side_cost("replay", "bestfit", 10 ** 6, 1))
 
 
+def measured():
+    one = validate_table.load(os.path.join(S7, "summary1.json.zst"))
+    two = validate_table.load(os.path.join(S7, "summary2.json.zst"))
+    check("part 1's items say part 1, part 2's part 2",
+          {p["part"] for p in one} == {1} and {p["part"] for p in two} == {2})
+    merged = validate_table.merge(copy.deepcopy(one), copy.deepcopy(two))
+    check("merged: the whole plan, each index once, in order",
+          [p["index"] for p in merged] == list(range(len(one) + len(two))))
+    with open(os.path.join(S7, "timing.txt")) as f:
+        secs = [int(line.split()[-2]) for line in f if "--part 1/2" in line or "--part 2/2" in line]
+    check("each part's call within 540 s (timing.txt)", len(secs) == 2 and max(secs) <= 540)
+
+
 def predictions(allocsim):
     class A:
         budget, async_budget, no_gpu, no_pytorch, jobs = 60, 0, True, False, 1
@@ -137,6 +154,7 @@ def refusals():
 def main():
     splitting()
     costs()
+    measured()
     predictions(sys.argv[1] if len(sys.argv) > 1 else os.environ.get(
         "AS_ALLOCSIM", os.path.join(ROOT, "build", "allocsim")))
     refusals()
