@@ -160,6 +160,8 @@ struct as_engine {
      * error after the last of them (0: the trace ended). */
     as_event *own;
     int mem_rc;
+    /* as_engine_run_slotted: the runs read mem in place, its slots the reader's */
+    int mem_inplace;
 };
 
 /* In-memory events are the caller's, made by hand or kept from a reader: their live slots
@@ -1102,6 +1104,26 @@ static int decode_run(as_engine *e, as_trace_reader *rd, eng_ev *buf, size_t *n,
     return rc;
 }
 
+/* The next batch for the runs: decoded into buf, or (as_engine_run_slotted) the caller's
+ * events themselves, with no copy, no renumbering and no summary but the event count. */
+static int feed(as_engine *e, as_trace_reader *rd, eng_ev *buf, const eng_ev **bat, size_t *n,
+                as_trace_error *err)
+{
+    if (!e->mem_inplace) {
+        *bat = buf;
+        return decode_run(e, rd, buf, n, err);
+    }
+    size_t k = e->mem_n - e->mem_pos < BATCH ? e->mem_n - e->mem_pos : BATCH;
+    *bat = e->mem + e->mem_pos;
+    *n = k;
+    find_t0(e, *bat, k);
+    e->sum.events += k;
+    e->mem_pos += k;
+    if (e->o.on_events && k)
+        e->o.on_events(e->o.user, *bat, k);
+    return e->mem_pos < e->mem_n ? 0 : AS_TRACE_EOF;
+}
+
 /* ---- threads ------------------------------------------------------------------------ */
 
 static void work(as_engine *e)
@@ -1401,9 +1423,10 @@ int as_engine_run(as_engine *e, as_trace_reader *rd, as_trace_error *err)
         goto out;
 
     size_t n[2] = {0, 0};
+    const eng_ev *bat[2] = {buf[0], buf[1]};
     int cur = 0;
     e->tally = fresh_reader(e, rd);
-    trc = decode_run(e, rd, buf[0], &n[0], err);
+    trc = feed(e, rd, buf[0], &bat[0], &n[0], err);
     /* Threads only for a trace longer than one batch: a short command (a tiny trace, a
      * test) would spend more on creating and joining them than on its events. */
     if (trc == 0 && (rc = start_workers(e, &started)))
@@ -1412,17 +1435,17 @@ int as_engine_run(as_engine *e, as_trace_reader *rd, as_trace_error *err)
         /* the tally counts the batches decoded so far: this one and none after it yet */
         e->cur_slots = e->tally ? (uint32_t)e->sum.peak_live : 0;
         if (e->nth) {
-            publish(e, buf[cur], n[cur]);
+            publish(e, bat[cur], n[cur]);
             n[!cur] = 0;
             if (trc == 0)
-                trc = decode_run(e, rd, buf[!cur], &n[!cur], err);
+                trc = feed(e, rd, buf[!cur], &bat[!cur], &n[!cur], err);
             wait_done(e);
         } else {
             for (unsigned i = 0; i < e->nruns; i++)
-                run_timed(e->runs[i], buf[cur], n[cur]);
+                run_timed(e->runs[i], bat[cur], n[cur]);
             n[!cur] = 0;
             if (trc == 0)
-                trc = decode_run(e, rd, buf[!cur], &n[!cur], err);
+                trc = feed(e, rd, buf[!cur], &bat[!cur], &n[!cur], err);
         }
         if ((rc = after_batch(e)))
             goto out;
@@ -1470,6 +1493,23 @@ int as_engine_run_events(as_engine *e, const as_event *evs, size_t n, as_trace_e
     e->mem_n = n;
     e->mem_pos = 0;
     return as_engine_run(e, NULL, err);
+}
+
+int as_engine_run_slotted(as_engine *e, const as_event *evs, size_t n, as_trace_error *err)
+{
+    e->mem_inplace = 1;
+    return as_engine_run_events(e, evs, n, err);
+}
+
+int as_engine_number_slots(as_event *evs, size_t n)
+{
+    as_engine *e = NULL;
+    as_engine_opts o = {0};
+    int rc = as_engine_create(&o, &e);
+    if (rc == 0 && mem_slots(e, evs, n))
+        rc = AS_ENOMEM;
+    as_engine_destroy(e);
+    return rc;
 }
 
 int as_engine_scan(as_engine *e, as_trace_reader *rd, as_trace_error *err)

@@ -232,6 +232,14 @@ int as_engine_run(as_engine *e, as_trace_reader *r, as_trace_error *err);
  * reader, no progress callbacks (on_progress, on_runs). Its state lives in the process's
  * memory alone, so a run may fork (sim/curve.h). */
 int as_engine_run_events(as_engine *e, const as_event *evs, size_t n, as_trace_error *err);
+/* As as_engine_run_events, over events whose live slots are already numbered as a reader
+ * numbers them (events from as_trace_next_batch, or as_engine_number_slots): the runs read
+ * evs in place, with no copy or renumbering per batch, and the summary counts the events
+ * alone (a curve's processes, sim/curve.h, read one array without touching its pages). */
+int as_engine_run_slotted(as_engine *e, const as_event *evs, size_t n, as_trace_error *err);
+/* Numbers the live slots of evs[0..n) as the reader's validator does (trace.h). Returns 0
+ * or AS_ENOMEM. */
+int as_engine_number_slots(as_event *evs, size_t n);
 /* Decodes the whole trace for the summary alone, no runs (for sizing groups of runs by
  * peak_live before running them). Returns 0, a trace error (err filled) or
  * AS_ENGINE_STOPPED. */
