@@ -284,7 +284,7 @@ int as_curve_run(const as_policy_spec *spec, const uint64_t *grid, size_t n, con
     if (rc == 0) {
         rc = as_engine_add_run(e, spec, grid[0]);
         if (rc >= 0)
-            rc = as_engine_run_events(e, evs, nev, &terr);
+            rc = as_engine_run_slotted(e, evs, nev, &terr);
     }
     if (!e) {
         snprintf(why, why_len, "cannot create the engine");

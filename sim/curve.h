@@ -18,7 +18,8 @@
  * At most `procs` processes run at once (a process-shared semaphore of tokens; a process
  * that cannot get one for a child hands it its own and waits: depth first). Each process
  * runs its engine single-threaded over events decoded into memory beforehand (a reader's
- * file offset would be shared across fork). No side outputs (segments, timeline). The
+ * file offset would be shared across fork), read in place (as_engine_run_slotted: the
+ * pages of the array stay shared by every process). No side outputs (segments, timeline). The
  * host timings of a result (wall_s, cpu_s, events_per_second) are not per run in a
  * curve: they are 0. POSIX (fork, process-shared semaphores, MAP_ANONYMOUS); Linux tested.
  */
@@ -53,7 +54,9 @@ typedef struct as_curve_opts {
 /* as_curve_run's result when opts.pin is 0 and the policy read the capacity itself. */
 #define AS_CURVE_PINNED 2
 
-/* Runs spec at grid[0..n) (ascending, finite capacities) over evs[0..nev); out[i] is the
+/* Runs spec at grid[0..n) (ascending, finite capacities) over evs[0..nev), whose live slots
+ * are a reader's (as_trace_next_batch's, or as_engine_number_slots' for events made by
+ * hand: every process reads them in place); out[i] is the
  * result at grid[i], as as_engine_result would give it for a run at that capacity alone
  * (timings 0; policy and spec point into spec). Returns 0, AS_ENGINE_STOPPED,
  * AS_CURVE_PINNED, or < 0 with
