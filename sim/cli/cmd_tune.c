@@ -13,6 +13,9 @@
  */
 #include <getopt.h>
 #include <inttypes.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -567,6 +570,13 @@ int as_cmd_tune(int argc, char **argv)
         as_cli_msg("out of host memory");
         return AS_EXIT_INPUT;
     }
+#ifdef __GLIBC__
+    /* One malloc arena: the settings' runs' threads would each leave one behind, its freed
+     * top (megabytes, under glibc's raised trim threshold) still mapped, and every process
+     * of a curve (sim/curve.h) forks with its page tables: on llama at 12 GB, 40 % of the
+     * page-table copying. The threads allocate only as their runs grow. */
+    mallopt(M_ARENA_MAX, 1);
+#endif
     ta->curves = DEFAULT_CURVES;
     ta->top = DEFAULT_TOP;
     ta->o.streams = AS_ENGINE_STREAMS_PYTORCH; /* a real job's side streams come from it */
