@@ -217,6 +217,7 @@ static int run_group(as_trace_open_fn open, void *ou, const as_tune_opts *o, as_
     out->allocs = s->allocs;
     out->peak_requested = s->peak_requested;
     out->decodes++;
+    out->runs += n;
 done:
     if (rd)
         as_trace_close(rd);
@@ -263,11 +264,14 @@ static int scan_streams(as_trace_open_fn open, void *ou, const as_tune_opts *o, 
     return rc;
 }
 
-/* Every item at the capacity: one decode when the runs fit opts->memory, else groups. */
+/* items[0..n) at the capacity: one decode when the runs fit opts->memory, else groups. */
 static int run_all(as_trace_open_fn open, void *ou, const as_tune_opts *o, as_policy_spec *specs,
-                   as_tune_result *out, as_trace_error *err, char *why, size_t why_len)
+                   as_tune_item *items, size_t n, as_tune_result *out, as_trace_error *err,
+                   char *why, size_t why_len)
 {
-    size_t n = out->n, group = n;
+    size_t group = n;
+    if (n == 0)
+        return 0;
     uint64_t max_live = 0, per0 = as_engine_run_bytes(0, 0);
     if (o->memory && n) {
         if (o->memory / n <= per0)
@@ -275,7 +279,7 @@ static int run_all(as_trace_open_fn open, void *ou, const as_tune_opts *o, as_po
         else
             max_live = (o->memory / n - per0) / AS_ENGINE_RUN_PER_LIVE;
     }
-    int rc = run_group(open, ou, o, specs, out->items, n, max_live, out, err, why, why_len);
+    int rc = run_group(open, ou, o, specs, items, n, max_live, out, err, why, why_len);
     if (rc != AS_ELIMIT)
         return rc;
     /* The trace outgrew the budget: size groups by its peak live allocations. */
@@ -294,10 +298,137 @@ static int run_all(as_trace_open_fn open, void *ou, const as_tune_opts *o, as_po
     group = o->memory / per ? (size_t)(o->memory / per) : 1;
     for (size_t i = 0; i < n; i += group) {
         size_t m = n - i < group ? n - i : group;
-        if ((rc = run_group(open, ou, o, specs + i, out->items + i, m, 0, out, err, why, why_len)))
+        if ((rc = run_group(open, ou, o, specs + i, items + i, m, 0, out, err, why, why_len)))
             return rc;
     }
     return 0;
+}
+
+/* ---- garbage_collection_threshold twins ------------------------------------------------
+ *
+ * A setting with garbage_collection_threshold:G runs exactly as the same setting without it
+ * (its twin) when its twin never reserved more than G x the capacity: torch's collection
+ * acts only at a cache miss whose reserved bytes pass (size_t)(G x capacity) (torch.c
+ * garbage_collect, its first question), and until a first collection the two runs are the
+ * same run, so a twin whose peak reserved stays at or under that threshold means there is
+ * none (every other use of G, the blocks' ages, feeds the collection alone). Such a
+ * setting's results are its twin's, copied; the rest run in a second decode. The
+ * threshold is taken at capacity less the streams' pages, a lower bound of the limit
+ * PyTorch compares with. test_tune twins checks the copies against runs. */
+
+/* The value of a top-level "garbage_collection_threshold:G" of conf (0 when none or not a
+ * plain number in (0, 1)) and, in twin, conf without it. */
+static double gc_part(const char *conf, char *twin, size_t twin_len)
+{
+    static const char key[] = "garbage_collection_threshold:";
+    double g = 0;
+    size_t k = 0, len = strlen(conf);
+    unsigned depth = 0;
+    if (len >= twin_len)
+        return 0;
+    for (size_t i = 0, start = 0; i <= len; i++) {
+        if (i < len && conf[i] == '[')
+            depth++;
+        else if (i < len && conf[i] == ']' && depth)
+            depth--;
+        if (i < len && (conf[i] != ',' || depth))
+            continue;
+        const char *part = conf + start;
+        size_t plen = i - start;
+        start = i + 1;
+        if (plen > sizeof key - 1 && !strncmp(part, key, sizeof key - 1)) {
+            char num[32], *end;
+            if (g) /* twice: not a plain setting */
+                return 0;
+            size_t nl = plen - (sizeof key - 1);
+            if (nl >= sizeof num)
+                return 0;
+            memcpy(num, part + sizeof key - 1, nl);
+            num[nl] = 0;
+            g = strtod(num, &end);
+            if (*end || !(g > 0 && g < 1))
+                return 0;
+            continue;
+        }
+        if (k)
+            twin[k++] = ',';
+        memcpy(twin + k, part, plen);
+        k += plen;
+    }
+    twin[k] = 0;
+    return g;
+}
+
+typedef struct twin {
+    size_t of; /* the twin's position, SIZE_MAX when it is not among the items */
+    double gc;
+} twin;
+
+/* Swaps items, specs and twins a and b. */
+static void swap3(as_tune_item *items, as_policy_spec *specs, twin *tw, size_t a, size_t b)
+{
+    as_tune_item t = items[a];
+    as_policy_spec s = specs[a];
+    twin w = tw[a];
+    items[a] = items[b], specs[a] = specs[b], tw[a] = tw[b];
+    items[b] = t, specs[b] = s, tw[b] = w;
+}
+
+/* Every item at the capacity, twins copied where the rule above holds: items[0..n) are
+ * reordered (ranking orders them again; index keeps each one's place). */
+static int run_settings(as_trace_open_fn open, void *ou, const as_tune_opts *o,
+                        as_policy_spec *specs, as_tune_result *out, as_trace_error *err, char *why,
+                        size_t why_len)
+{
+    enum { TEXT = 4096 };
+    as_tune_item *it = out->items;
+    size_t n = out->n, a = 0, b;
+    twin *tw = calloc(n ? n : 1, sizeof *tw);
+    char *buf = malloc(TEXT);
+    int rc = AS_ENOMEM;
+    if (!tw || !buf)
+        goto done;
+    /* [0, a): the settings without garbage_collection_threshold, each its own run */
+    for (size_t i = 0; i < n; i++)
+        if (o->every_setting || !(tw[i].gc = gc_part(it[i].conf, buf, TEXT)))
+            swap3(it, specs, tw, i, a++);
+    /* then those whose twin is among them; the others run with the first */
+    for (size_t i = a; i < n; i++) {
+        gc_part(it[i].conf, buf, TEXT);
+        tw[i].of = SIZE_MAX;
+        for (size_t j = 0; j < a && tw[i].of == SIZE_MAX; j++)
+            if (!tw[j].gc && !strcmp(it[j].conf, buf))
+                tw[i].of = j;
+    }
+    for (size_t i = a; i < n; i++)
+        if (tw[i].of == SIZE_MAX)
+            swap3(it, specs, tw, i, a++);
+    if ((rc = run_all(open, ou, o, specs, it, a, out, err, why, why_len)))
+        goto done;
+    /* [a, b): those whose twin passed the threshold, run; [b, n): the twin's results */
+    const uint64_t low = out->capacity > out->stream_bytes ? out->capacity - out->stream_bytes : 0;
+    b = a;
+    for (size_t i = a; i < n; i++)
+        if ((uint64_t)(tw[i].gc * (double)low) < it[tw[i].of].peak_reserved)
+            swap3(it, specs, tw, i, b++);
+    if ((rc = run_all(open, ou, o, specs + a, it + a, b - a, out, err, why, why_len)))
+        goto done;
+    for (size_t i = b; i < n; i++) {
+        const as_tune_item *t = &it[tw[i].of];
+        it[i].completed = t->completed;
+        it[i].oom_event = t->oom_event;
+        it[i].oom_alloc = t->oom_alloc;
+        it[i].oom_size = t->oom_size;
+        it[i].peak_requested = t->peak_requested;
+        it[i].peak_reserved = t->peak_reserved;
+        it[i].device_reserves = t->device_reserves;
+        it[i].device_releases = t->device_releases;
+        it[i].device_time_s = t->device_time_s;
+    }
+done:
+    free(tw);
+    free(buf);
+    return rc;
 }
 
 /* The curve of one item under mo: fills its curve fields and adds the decodes. */
@@ -432,7 +563,7 @@ int as_tune(as_trace_open_fn open, void *open_user, char **confs, size_t nconfs,
         nspecs++;
     }
     if (out->n && ((rc = scan_streams(open, open_user, opts, out, err, why, why_len)) ||
-                   (rc = run_all(open, open_user, opts, specs, out, err, why, why_len))))
+                   (rc = run_settings(open, open_user, opts, specs, out, err, why, why_len))))
         goto done;
     as_tune_rank(out->items, out->n);
     if (opts->curves && (rc = run_curves(open, open_user, opts, out, err, why, why_len)))

@@ -33,7 +33,12 @@
  * plus the pages. One scan of the trace first counts its streams (a trace of one stream
  * makes none, except under EACH's one per stream: none of memory either).
  *
- * Invariant: nothing here prints; results are exact engine runs.
+ * A garbage_collection_threshold setting whose twin without it never reserved more than the
+ * threshold at the capacity is the same run as the twin (no collection can start): it takes
+ * the twin's results instead of a run of its own (tune.c, "twins"; result.runs counts the
+ * runs made).
+ *
+ * Invariant: nothing here prints; results are exact engine runs (or a twin's, proven equal).
  */
 #ifndef AS_SIM_TUNE_H
 #define AS_SIM_TUNE_H
@@ -76,6 +81,9 @@ typedef struct as_tune_opts {
     uint64_t max_points;     /* most capacities of the nothing-fits curve; 0 = no limit */
     int no_caught_ooms;      /* engine.h: OOMs at workspace requests stop runs */
     uint32_t streams;        /* engine.h: the CUDA streams the process makes; 0 = none */
+    /* 1: every setting runs; 0: a garbage_collection_threshold setting whose twin without
+     * it provably behaves the same takes the twin's results (tune.c, "twins") */
+    int every_setting;
     void (*on_progress)(void *user, const char *what, uint64_t done, uint64_t total);
     void *user;
 } as_tune_opts;
@@ -85,6 +93,7 @@ typedef struct as_tune_result {
     size_t n;
     uint64_t events, allocs, peak_requested; /* of the trace */
     uint64_t decodes;
+    uint64_t runs; /* settings run at the capacity (the others took a twin's results) */
     /* with opts.streams: the trace's streams, the streams the process makes for them and
      * the bytes their pages take of the card; capacity is what that leaves the allocator */
     uint64_t trace_streams;

@@ -239,6 +239,103 @@ static void tune_streams(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "--device-streams 0"));
 }
 
+static int open_path(void *user, as_trace_reader **out, as_trace_error *err)
+{
+    return as_trace_open(user, NULL, out, err);
+}
+
+/* A garbage_collection_threshold setting takes its twin's results only where a run of its
+ * own gives the same: every setting run (every_setting) against the twins copied, on the
+ * real snapshots from just above the peak requested (the thresholds crossed) to room
+ * enough that no collection happens (most copied). */
+static void tune_twins(void)
+{
+    static const char *const traces[] = {
+        "tests/data/torch-2.11-h200-llama/llama_accum_ckpt.pickle.zst",
+        "tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst",
+        "tests/data/torch-2.11-h200-streams/streams2_default.pickle.zst",
+    };
+    static const double scale[] = {1.08, 1.6, 3.0};
+    uint64_t runs = 0, saved = 0, compared = 0, differ = 0;
+    for (size_t t = 0; t < sizeof traces / sizeof *traces; t++) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s", tu_path(traces[t]));
+        /* the trace's peak requested, from a search of the default alone */
+        char *dflt[] = {""};
+        as_tune_result one;
+        as_trace_error err0;
+        char why0[300];
+        as_tune_opts o1 = {.capacity = 1ull << 40, .streams = AS_ENGINE_STREAMS_PYTORCH};
+        CU_ASSERT_EQUAL_FATAL(
+            as_tune(open_path, path, dflt, 1, &o1, &one, &err0, why0, sizeof why0), 0);
+        const uint64_t req = one.peak_requested;
+        as_tune_result_free(&one);
+        for (size_t c = 0; c < sizeof scale / sizeof *scale; c++) {
+            as_tune_result r[2];
+            as_trace_error err;
+            char why[300];
+            as_tune_opts o = {.capacity = (uint64_t)(scale[c] * (double)req),
+                              .threads = 2,
+                              .streams = AS_ENGINE_STREAMS_PYTORCH};
+            for (int every = 0; every < 2; every++) {
+                o.every_setting = every;
+                CU_ASSERT_EQUAL_FATAL(
+                    as_tune(open_path, path, NULL, 0, &o, &r[every], &err, why, sizeof why), 0);
+            }
+            CU_ASSERT_EQUAL(r[1].runs, 252);
+            CU_ASSERT_EQUAL(r[0].n, 252);
+            runs += r[0].runs;
+            saved += r[1].runs - r[0].runs;
+            /* the copies the rule allows, from the runs of every setting: a conf ending in
+             * ",garbage_collection_threshold:G" (the space's form) whose twin's peak
+             * reserved is at most G x the allocator's capacity */
+            uint64_t allowed = 0;
+            for (size_t i = 0; i < r[1].n; i++) {
+                const as_tune_item *g = &r[1].items[i];
+                const char *k = strstr(g->conf, "garbage_collection_threshold:");
+                if (!k)
+                    continue;
+                double gc = strtod(k + strlen("garbage_collection_threshold:"), NULL);
+                size_t len = k > g->conf ? (size_t)(k - g->conf) - 1 : 0;
+                for (size_t j = 0; j < r[1].n; j++) {
+                    const as_tune_item *w = &r[1].items[j];
+                    if (strlen(w->conf) == len && !strncmp(w->conf, g->conf, len))
+                        allowed += (uint64_t)(gc * (double)(r[1].capacity - r[1].stream_bytes)) >=
+                                   w->peak_reserved;
+                }
+            }
+            CU_ASSERT_EQUAL(r[1].runs - r[0].runs, allowed);
+            for (size_t i = 0; i < r[0].n; i++)
+                for (size_t j = 0; j < r[1].n; j++) {
+                    const as_tune_item *a = &r[0].items[i], *b = &r[1].items[j];
+                    if (a->index != b->index)
+                        continue;
+                    compared++;
+                    if (i != j || a->completed != b->completed || a->oom_event != b->oom_event ||
+                        a->oom_alloc != b->oom_alloc || a->oom_size != b->oom_size ||
+                        a->peak_requested != b->peak_requested ||
+                        a->peak_reserved != b->peak_reserved ||
+                        a->device_reserves != b->device_reserves ||
+                        a->device_releases != b->device_releases ||
+                        memcmp(&a->device_time_s, &b->device_time_s, sizeof a->device_time_s)) {
+                        differ++;
+                        fprintf(stderr, "twins differ: %s at %llu: %s\n", traces[t],
+                                (unsigned long long)o.capacity, a->conf);
+                    }
+                }
+            as_tune_result_free(&r[0]);
+            as_tune_result_free(&r[1]);
+        }
+    }
+    CU_ASSERT_EQUAL(compared, 252 * 9);
+    CU_ASSERT_EQUAL(differ, 0);
+    CU_ASSERT(saved > 0);     /* the rule applies somewhere */
+    CU_ASSERT(runs > 84 * 9); /* and near the peak some thresholds are crossed */
+    printf("\n  tune twins: %llu settings compared, %llu differing, %llu of %u runs copied\n",
+           (unsigned long long)compared, (unsigned long long)differ, (unsigned long long)saved,
+           252 * 9);
+}
+
 CU_TestInfo test_tune[] = {
     {"space", tune_space},
     {"rank_rules", tune_rank_rules},
@@ -246,5 +343,6 @@ CU_TestInfo test_tune[] = {
     {"nothing_fits", tune_nothing_fits},
     {"line_parses_back", tune_line_parses_back},
     {"streams", tune_streams},
+    {"twins", tune_twins},
     CU_TEST_INFO_NULL,
 };
