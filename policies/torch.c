@@ -185,7 +185,9 @@ static uint32_t node_grow(torch_state *t)
 {
     if (t->nb + 1 >= t->bcap) { /* the call only when it grows: this is the hot path */
         int first = !t->b;
-        if (as_grow32((void **)&t->b, &t->bcap, (size_t)t->nb + 2, sizeof *t->b, 256) < 0)
+        /* 16 nodes to start (1 KiB): a run's first page is shared with the rest of its
+         * state, where 256 took 16 KiB (sim/README.md, Performance: each extra run) */
+        if (as_grow32((void **)&t->b, &t->bcap, (size_t)t->nb + 2, sizeof *t->b, 16) < 0)
             return 0;
         if (first)
             t->b[0] = (blk){0}; /* index 0 means none */
@@ -222,7 +224,7 @@ static uint32_t seg_new(torch_state *t)
     } else {
         if (t->ns + 1 >= t->scap) {
             int first = !t->s;
-            if (as_grow32((void **)&t->s, &t->scap, (size_t)t->ns + 2, sizeof *t->s, 64) < 0)
+            if (as_grow32((void **)&t->s, &t->scap, (size_t)t->ns + 2, sizeof *t->s, 8) < 0)
                 return 0;
             if (first)
                 t->s[0] = (seg){0};

@@ -479,7 +479,7 @@ static int chunk_new(as_chunked *h, uint64_t base, uint64_t len, uint32_t *out)
         h->ch_free = h->ch[c].slot;
     } else {
         if (h->nch == h->chcap) {
-            uint32_t n = h->chcap ? 2 * h->chcap : 64;
+            uint32_t n = h->chcap ? 2 * h->chcap : 8; /* the context's two, and a few */
             chunk *nc = realloc(h->ch, n * sizeof *nc);
             if (!nc)
                 return AS_EDEVICE;
