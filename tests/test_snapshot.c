@@ -1308,6 +1308,74 @@ static void snapshot_scanner_mutants(void)
     CU_ASSERT_EQUAL(differ, 0);
 }
 
+/* A trace of n alloc/free pairs in the layout of _dump_snapshot (keys memo references after
+ * the first entry, a fresh "N/A" and its MEMOIZE in each); with over >= 0, entry `over`
+ * puts its "N/A" (over even) or a fresh "" user_metadata (odd) by BINPUT into the memo slot
+ * of the key "size", so that every entry after it names that string where it had "size" (a
+ * crafted pickle: the entry scanner's skeleton of the keys must not outlive the slot's
+ * change). */
+static void build_skeleton(pw *w, int n, int over)
+{
+    pw_begin(w, 4);
+    dict_open(w);
+    pw_str(w, "device_traces"), list_open(w);
+    list_open(w);
+    size_t size_slot = 0;
+    for (int i = 0; i < 2 * n; i++) {
+        dict_open(w);
+        pw_str(w, "action"), pw_str(w, i % 2 ? "free_completed" : "alloc");
+        pw_str(w, "addr"), pw_int(w, 0x10000 + (i / 2) * 0x1000);
+        if (!size_slot)
+            size_slot = w->memo;
+        pw_str(w, "size"), pw_int(w, i % 3 ? 512 + i : 70000 + i);
+        pw_str(w, "stream"), pw_int(w, 0);
+        pw_str(w, "time_us"), pw_int(w, 100 + i);
+        pw_str(w, "compile_context");
+        uint8_t na[5] = {0x8c, 3, 'N', '/', 'A'};
+        put(w, na, 5);
+        uint8_t q[2] = {'q', (uint8_t)size_slot}; /* BINPUT over the key's slot */
+        if (i == over && over % 2 == 0)
+            put(w, q, 2);
+        else
+            memoize(w);
+        pw_str(w, "user_metadata");
+        if (i == over && over % 2) { /* a fresh "" put there, in a value the skeleton reads */
+            uint8_t e[2] = {0x8c, 0};
+            put(w, e, 2), put(w, q, 2);
+        } else {
+            pw_str(w, "");
+        }
+        dict_close(w);
+    }
+    list_close(w);
+    list_close(w);
+    settings(w, "expandable_segments:False"); /* (the scanner reads a batch with 16 bytes after) */
+    dict_close(w);
+    pw_end(w);
+}
+
+/* The scanner's skeleton (pickle_entry.c sk_match) reads what the VM reads: a plain trace,
+ * and ones whose key slot is overwritten in the middle of a batch, by the skeleton's fresh
+ * string or by a value it reads (each fails with a skeleton kept past the write). */
+static void snapshot_scanner_skeleton(void)
+{
+    static pw w;
+    reading g;
+    build_skeleton(&w, 40, -1);
+    CU_ASSERT(same_reading(w.b, w.n, NULL, 0));
+    read_mode(w.b, w.n, NULL, 0, 0, &g);
+    CU_ASSERT_EQUAL(g.rc, 0);
+    CU_ASSERT_EQUAL(g.events, 80);
+    for (int over = 3; over < 70; over += 19) {
+        build_skeleton(&w, 40, over);
+        CU_ASSERT(same_reading(w.b, w.n, NULL, 0));
+        CU_ASSERT(same_reading(w.b, w.n, NULL, 1));
+        read_mode(w.b, w.n, NULL, 0, 1, &g); /* lenient: the allocs without a size skipped */
+        CU_ASSERT_EQUAL(g.rc, 0);
+        CU_ASSERT(g.events < 80);
+    }
+}
+
 static void snapshot_real_truncations(void)
 {
     const char *path = tu_path("tests/data/torch-2.11-h200-pools/graph_probe.pickle.zst");
@@ -1542,6 +1610,7 @@ CU_TestInfo test_snapshot[] = {
     {"real_truncations", snapshot_real_truncations},
     {"scanner_real", snapshot_scanner_real},
     {"scanner_mutants", snapshot_scanner_mutants},
+    {"scanner_skeleton", snapshot_scanner_skeleton},
     {"from_a_pipe", snapshot_from_a_pipe},
     CU_TEST_INFO_NULL,
 };

@@ -10,7 +10,10 @@
  * the reader named (as_pk_stream_keys), to a buffer that as_pk_stream_next_entries hands
  * out a batch at a time; a memo reference costs a lookup, so a frame the pickle refers back
  * to is never read or hashed again, and a key's number is cached with its memo line. The
- * common layout (entry_one) reads entry after entry in one loop.
+ * common layout (entry_one) reads entry after entry in one loop; the keys of the entry it
+ * read last (memo references, the same bytes in every entry of a trace) are its skeleton,
+ * and the entries after it are matched against that by a word compare a key (sk_match),
+ * entry_one again at the first difference.
  *
  * Invariant: a batch is read whole or not at all. Until its APPENDS every memo write is
  * logged, and when the scanner meets anything else (another opcode or layout, a limit, the
@@ -68,6 +71,37 @@ typedef struct sc_undo {
     as_pk_ref old;
 } sc_undo;
 
+/* The skeleton: the opcodes of an entry entry_one read, learnt so that the entries after
+ * it, which Python's pickler writes with the same key references in the same order, are
+ * matched by a compare of each key's bytes instead of being decoded. A pair's key is a memo
+ * reference (its bytes, its slot and the interned string the slot held: the skeleton is
+ * valid while every such slot still holds it), its value a hole read by fast_value, or for
+ * a short fresh string and its MEMOIZE (a "N/A" in every entry) the same bytes again. */
+#define SK_PAIRS 24
+enum { SK_ANY, SK_CONST };
+typedef struct sk_pair {
+    uint64_t kw, km; /* the key's bytes, little-endian, and their mask */
+    uint64_t vw, vm; /* SK_CONST: the value's bytes and mask */
+    as_pk_ref kref;  /* the key's string (interned, or in the tree kept: either stays) */
+    as_pk_ref vref;  /* SK_CONST: the value's string, interned */
+    uint32_t kidx;   /* the key's memo slot */
+    uint8_t klen, key, kind, vlen;
+} sk_pair;
+
+typedef struct skel {
+    int valid;
+    uint8_t put; /* the entry's dict has a MEMOIZE */
+    uint32_t n;
+    sk_pair pr[SK_PAIRS];
+} skel;
+
+/* Where entry_one found a pair's key and value (for learning a skeleton). */
+typedef struct sk_rec {
+    uint32_t n, end, kat[SK_PAIRS], vat[SK_PAIRS]; /* offsets from the entry's '}' */
+    as_pk_ref vref[SK_PAIRS];
+    uint8_t key[SK_PAIRS];
+} sk_rec;
+
 struct pk_scan {
     as_pk_val *fields; /* the batch's entries' values, stride() an entry, by key */
     size_t nfields, capfields;
@@ -91,6 +125,8 @@ struct pk_scan {
     as_pk_ref kc_ref[64];
     uint8_t kc_key[64];
     uint64_t kc_gen;
+    skel sk;    /* the layout of the entries being read (sk.valid 0: none) */
+    sk_rec rec; /* where the last entry entry_one read had its keys and values */
 };
 
 /* The state of one try. */
@@ -159,10 +195,12 @@ static HOT int memo_set(scan *s, uint64_t idx, as_pk_ref v)
     as_pk_ref *slot = &g->dense[idx & (PK_MPAGE - 1)], old = *slot;
     *slot = v;
     sc->undo[sc->nundo++] = (sc_undo){(uint32_t)idx, old};
-    if (old == AS_PK_NIL) /* an unset slot is in no line of the scanner's cache */
+    if (old == AS_PK_NIL) { /* an unset slot is in no line of the scanner's cache */
         p->memo_len++;
-    else
+    } else {
         pk_memo_forget(p, idx);
+        sc->sk.valid = 0; /* it may have been a key's */
+    }
     return 1;
 }
 
@@ -875,8 +913,9 @@ static HOT size_t fast_key(scan *s, size_t at, unsigned *k)
 
 /* One entry at w[at] in the layout Python's pickler writes (EMPTY_DICT, its puts, MARK,
  * string keys with plain values, SETITEMS), its values straight to their keys' places
- * f[]: the length, or 0 (its memo writes are logged: the caller takes them back). */
-static HOT size_t entry_one(scan *s, size_t at, as_pk_val *f, sc_ent *e)
+ * f[]: the length, or 0 (its memo writes are logged: the caller takes them back). With
+ * rec, where its keys and values lie too (sk_learn). */
+static HOT size_t entry_one(scan *s, size_t at, as_pk_val *f, sc_ent *e, sk_rec *rec)
 {
     const uint8_t *w = s->w;
     const size_t start = at;
@@ -904,16 +943,155 @@ static HOT size_t entry_one(scan *s, size_t at, as_pk_val *f, sc_ent *e)
             break;
         if (!(len = fast_key(s, at, &k)))
             return 0;
+        if (rec && n < SK_PAIRS)
+            rec->kat[n] = (uint32_t)(at - start), rec->key[n] = (uint8_t)k;
         at += len;
         as_pk_val v;
         if (at > lim || !(len = fast_value(s, at, &v)))
             return 0;
+        if (rec && n < SK_PAIRS)
+            rec->vat[n] = (uint32_t)(at - start), rec->vref[n] = v.ref;
         f[k] = v;
         at += len;
     }
+    if (rec)
+        rec->n = n, rec->end = (uint32_t)(at - start);
     e->n = n;
     /* a small entry may be interned: the general loop's */
     return n * 2 <= PK_FLAT_CELLS ? 0 : at + 1 - start;
+}
+
+/* The memo writes of a try back to nundo of them, memo_len as it was. */
+static void undo_to(scan *s, size_t nundo, size_t memo_len)
+{
+    pk_scan *sc = s->sc;
+    while (sc->nundo > nundo) {
+        sc->nundo--;
+        pk_memo_set(s->p, sc->undo[sc->nundo].idx, sc->undo[sc->nundo].old); /* dense */
+    }
+    s->p->memo_len = memo_len;
+}
+
+/* Bytes b[0..n) (n <= 8, 8 readable) as a little-endian word, and the mask of n bytes. */
+static inline uint64_t ld64(const uint8_t *b)
+{
+    uint64_t v;
+    memcpy(&v, b, 8);
+    return v;
+}
+
+static inline uint64_t mask_of(size_t n)
+{
+    return n >= 8 ? ~0ull : (1ull << (8 * n)) - 1;
+}
+
+/* The skeleton of the entry entry_one just read at w[start] with recording (sc->rec):
+ * learnt when every key is a memo reference to an interned string, else none. */
+static void sk_learn(scan *s, size_t start)
+{
+    pk_scan *sc = s->sc;
+    skel *k = &sc->sk;
+    const sk_rec *r = &sc->rec;
+    const uint8_t *w = s->w + start;
+    k->valid = 0;
+    if (r->n > SK_PAIRS || r->n * 2 <= PK_FLAT_CELLS)
+        return;
+    if (r->kat[0] == 2 && w[1] == '(')
+        k->put = 0;
+    else if (r->kat[0] == 3 && w[1] == 0x94 && w[2] == '(')
+        k->put = 1;
+    else
+        return;
+    for (uint32_t i = 0; i < r->n; i++) {
+        sk_pair *pr = &k->pr[i];
+        const uint8_t *kb = w + r->kat[i], *vb = w + r->vat[i];
+        size_t klen = r->vat[i] - r->kat[i],
+               vlen = (i + 1 < r->n ? r->kat[i + 1] : r->end) - r->vat[i];
+        uint64_t idx;
+        if (kb[0] == 'h' && klen == 2)
+            idx = kb[1];
+        else if (kb[0] == 'j' && klen == 5)
+            idx = rd32(kb + 1);
+        else
+            return; /* a fresh key */
+        as_pk_ref kr = pk_memo_get(s->p, idx);
+        if (kr == AS_PK_NIL || kr == PK_PENDING || nd(s->p->pk, kr)->type != AS_PK_STR)
+            return;
+        *pr = (sk_pair){.kw = ld64(kb) & mask_of(klen),
+                        .km = mask_of(klen),
+                        .kref = kr,
+                        .kidx = (uint32_t)idx,
+                        .klen = (uint8_t)klen,
+                        .key = (uint8_t)key_of(s->p, kr), /* (what the slot names now) */
+                        .kind = SK_ANY};
+        if (vb[0] == 0x8c && vlen == 3u + vb[1] && vlen <= 8 && vb[vlen - 1] == 0x94 &&
+            ibit(r->vref[i])) { /* a short fresh string and one MEMOIZE */
+            pr->kind = SK_CONST;
+            pr->vw = ld64(vb) & mask_of(vlen), pr->vm = mask_of(vlen);
+            pr->vref = r->vref[i];
+            pr->vlen = (uint8_t)vlen;
+        }
+    }
+    k->n = r->n;
+    k->valid = 1;
+}
+
+/* Whether the skeleton's keys still name what they named when it was learnt (at a try's
+ * start: the VM or an undo may have written the memo since). */
+static void sk_check(pk_parser *p)
+{
+    skel *k = &p->sc->sk;
+    for (uint32_t i = 0; i < k->n && k->valid; i++)
+        if (pk_memo_get(p, k->pr[i].kidx) != k->pr[i].kref)
+            k->valid = 0;
+}
+
+/* The entry at w[at] matched against the skeleton (s->wn - at >= 16): what entry_one
+ * would read, its length, or 0 at the first difference (its memo writes are logged). */
+static HOT size_t sk_match(scan *s, size_t at, as_pk_val *f, sc_ent *e)
+{
+    const skel *k = &s->sc->sk;
+    const uint8_t *w = s->w;
+    /* at <= lim: a key's 8 bytes and its value's first 16 (a key is 5 bytes at most) */
+    const size_t start = at, lim = s->wn - 24;
+    size_t len;
+    if (s->wn < 24)
+        return 0;
+    at++;
+    e->nslots = 0;
+    if (k->put) {
+        e->slot[0] = (uint32_t)s->p->memo_len;
+        if (w[at] != 0x94 || !fast_put(s, at, PK_PENDING))
+            return 0;
+        e->nslots = 1;
+        at++;
+    }
+    if (w[at] != '(')
+        return 0;
+    at++;
+    fields_none(f, s->p->nkeys);
+    for (uint32_t i = 0; i < k->n; i++) {
+        const sk_pair *pr = &k->pr[i];
+        if (at > lim || (ld64(w + at) & pr->km) != pr->kw)
+            return 0;
+        at += pr->klen;
+        if (pr->kind == SK_CONST) {
+            if ((ld64(w + at) & pr->vm) != pr->vw || !fast_put(s, at + pr->vlen - 1, pr->vref))
+                return 0;
+            f[pr->key] = (as_pk_val){.type = AS_PK_STR, .ref = pr->vref};
+            at += pr->vlen;
+        } else {
+            as_pk_val v;
+            if (!(len = fast_value(s, at, &v)))
+                return 0;
+            f[pr->key] = v;
+            at += len;
+        }
+    }
+    if (at > lim || w[at] != 'u' || !k->valid) /* (a put over a key's slot) */
+        return 0;
+    e->n = k->n;
+    return at + 1 - start;
 }
 
 /* The entries at s->at in the common layout (entry_one), read one after another: 1 when
@@ -927,12 +1105,15 @@ static int entry_fast(scan *s)
         size_t nundo = sc->nundo, memo_len = s->p->memo_len;
         sc_ent *e = &sc->ents[sc->nents];
         *e = (sc_ent){.off = s->p->wbase + at, .first = (uint32_t)sc->nfields};
-        if (!(len = entry_one(s, at, sc->fields + sc->nfields, e))) {
-            while (sc->nundo > nundo) {
-                sc->nundo--;
-                pk_memo_set(s->p, sc->undo[sc->nundo].idx, sc->undo[sc->nundo].old); /* dense */
-            }
-            s->p->memo_len = memo_len;
+        as_pk_val *f = sc->fields + sc->nfields;
+        len = sc->sk.valid ? sk_match(s, at, f, e) : 0;
+        if (!len) {
+            undo_to(s, nundo, memo_len);
+            if ((len = entry_one(s, at, f, e, &sc->rec)))
+                sk_learn(s, at);
+        }
+        if (!len) {
+            undo_to(s, nundo, memo_len);
             break;
         }
         sc->nfields += stride(s->p->nkeys);
@@ -1032,6 +1213,7 @@ int as_pk_scan_batch(pk_parser *p)
                     .at_end = at_end,
                     .memo_len = p->memo_len};
         s->sc->nundo = s->sc->nents = s->sc->nfields = s->sc->nitems = 0;
+        sk_check(p);
         /* Each value the VM would make costs a byte at least, and its stack holds the
          * batch's entries and one's values: the batch cannot reach the VM's limits. */
         if (p->pk->nnodes + p->pk->ninodes - 3 + (p->wn - p->wp) >= p->lim.max_nodes ||
