@@ -1976,6 +1976,28 @@ again:
     return 0;
 }
 
+/* One pass: the next queued event into *ev when torch_next would hand it out as it is
+ * (an ALLOC, FREE or FREE_REQ with no annotation due before it): 1, else 0. */
+static inline int queued_event(snap_state *st, int64_t ann_t, as_event *ev)
+{
+    if (st->pos >= st->nev)
+        return 0;
+    const snap_ev *e = &st->ev[st->pos];
+    if (e->op == AS_OP_EMPTY_CACHE || e->op == AS_OP_MARK ||
+        (ann_t <= e->time_us && e->time_us != AS_TIME_NONE))
+        return 0;
+    int alloc = e->op == AS_OP_ALLOC;
+    *ev = (as_event){.op = (as_op)e->op,
+                     .site = alloc ? e->site : 0,
+                     .id = e->id,
+                     .size = e->size,
+                     .stream = e->stream,
+                     .time_us = e->time_us,
+                     .pool = alloc ? e->pool : 0};
+    st->pos++;
+    return 1;
+}
+
 /* as_source_ops.next_batch (source.h): torch_next's events, each through the validator's
  * fast path, up to a MARK (its label lives until the queue refills). The offset an event
  * the fast path declines is reported at is the input's before the event was made, as the
@@ -1988,12 +2010,16 @@ static int torch_next_batch(void *stp, as_validator *vd, as_event *evs, size_t c
     int rc = 0, unchecked = 0;
     as_instream *in = st->b ? st->b->in : st->in;
     uint64_t off = as_instream_offset(in); /* one pass: the input is read to its end */
+    int64_t ann_t = st->ann_pos < st->nann ? st->ann[st->ann_pos].time_us : INT64_MAX;
     while (k < cap) {
+        as_event *ev = &evs[k];
         if (st->b)
             off = as_instream_offset(in);
-        as_event *ev = &evs[k];
-        if ((rc = torch_next(st, ev, err)) != 0)
-            break;
+        if (st->b || !queued_event(st, ann_t, ev)) {
+            if ((rc = torch_next(st, ev, err)) != 0)
+                break;
+            ann_t = st->ann_pos < st->nann ? st->ann[st->ann_pos].time_us : INT64_MAX;
+        }
         k++;
         if (vd && validate_fast(vd, ev) != 0) {
             unchecked = 1;
