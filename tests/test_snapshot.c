@@ -1313,8 +1313,9 @@ static void snapshot_scanner_mutants(void)
  * puts its "N/A" (over even) or a fresh "" user_metadata (odd) by BINPUT into the memo slot
  * of the key "size", so that every entry after it names that string where it had "size" (a
  * crafted pickle: the entry scanner's skeleton of the keys must not outlive the slot's
- * change). */
-static void build_skeleton(pw *w, int n, int over)
+ * change); with fwd >= 0, entry fwd's action is a memo reference to the slot its own "N/A"
+ * is put in later (unset when it is read: the templates write an entry's puts first). */
+static void build_skeleton(pw *w, int n, int over, int fwd)
 {
     pw_begin(w, 4);
     dict_open(w);
@@ -1323,7 +1324,11 @@ static void build_skeleton(pw *w, int n, int over)
     size_t size_slot = 0;
     for (int i = 0; i < 2 * n; i++) {
         dict_open(w);
-        pw_str(w, "action"), pw_str(w, i % 2 ? "free_completed" : "alloc");
+        pw_str(w, "action");
+        if (i == fwd) /* a memo reference to the slot its "N/A" is put in later */
+            op(w, 'h'), op(w, (uint8_t)w->memo);
+        else
+            pw_str(w, i % 2 ? "free_completed" : "alloc");
         pw_str(w, "addr"), pw_int(w, 0x10000 + (i / 2) * 0x1000);
         if (!size_slot)
             size_slot = w->memo;
@@ -1354,20 +1359,26 @@ static void build_skeleton(pw *w, int n, int over)
     pw_end(w);
 }
 
-/* The scanner's skeleton (pickle_entry.c sk_match) reads what the VM reads: a plain trace,
- * and ones whose key slot is overwritten in the middle of a batch, by the skeleton's fresh
- * string or by a value it reads (each fails with a skeleton kept past the write). */
+/* The scanner's skeleton and templates (pickle_entry.c sk_match, tm_read) read what the VM
+ * reads: a plain trace; one with a memo reference to a slot its entry puts later (fails
+ * with the templates' puts taken as done); ones whose key slot is overwritten in the middle
+ * of a batch, by the skeleton's fresh string or by a value it reads (each fails with a
+ * skeleton kept past the write). */
 static void snapshot_scanner_skeleton(void)
 {
     static pw w;
     reading g;
-    build_skeleton(&w, 40, -1);
+    build_skeleton(&w, 40, -1, -1);
     CU_ASSERT(same_reading(w.b, w.n, NULL, 0));
     read_mode(w.b, w.n, NULL, 0, 0, &g);
     CU_ASSERT_EQUAL(g.rc, 0);
     CU_ASSERT_EQUAL(g.events, 80);
+    build_skeleton(&w, 40, -1, 50);
+    CU_ASSERT(same_reading(w.b, w.n, NULL, 0));
+    read_mode(w.b, w.n, NULL, 0, 0, &g);
+    CU_ASSERT(g.rc < 0 && strstr(g.err.msg, "memo"));
     for (int over = 3; over < 70; over += 19) {
-        build_skeleton(&w, 40, over);
+        build_skeleton(&w, 40, over, -1);
         CU_ASSERT(same_reading(w.b, w.n, NULL, 0));
         CU_ASSERT(same_reading(w.b, w.n, NULL, 1));
         read_mode(w.b, w.n, NULL, 0, 1, &g); /* lenient: the allocs without a size skipped */

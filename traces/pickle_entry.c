@@ -13,7 +13,10 @@
  * common layout (entry_one) reads entry after entry in one loop; the keys of the entry it
  * read last (memo references, the same bytes in every entry of a trace) are its skeleton,
  * and the entries after it are matched against that by a word compare a key (sk_match),
- * entry_one again at the first difference.
+ * entry_one again at the first difference; and an entry sk_match read whose values are
+ * numbers, memo references or the skeleton's fresh string is a template of its exact byte
+ * layout (a few per trace, by the sizes' opcodes): the entries of that layout are read by
+ * masked 16-byte compares and their values taken at fixed offsets (tm_read).
  *
  * Invariant: a batch is read whole or not at all. Until its APPENDS every memo write is
  * logged, and when the scanner meets anything else (another opcode or layout, a limit, the
@@ -90,10 +93,43 @@ typedef struct sk_pair {
 
 typedef struct skel {
     int valid;
-    uint8_t put; /* the entry's dict has a MEMOIZE */
+    uint64_t serial; /* skeletons learnt so far */
+    uint8_t put;     /* the entry's dict has a MEMOIZE */
     uint32_t n;
     sk_pair pr[SK_PAIRS];
 } skel;
+
+/* A template: the exact bytes of an entry sk_match read, with holes where its numbers and
+ * its values' memo indices lie, so that the entries after it of the same byte layout (the
+ * same opcodes and lengths: a trace has a handful, by its sizes' opcodes) are matched by
+ * masked compares of 16 bytes at a time and their values read at fixed offsets. A template
+ * belongs to the skeleton it was learnt under (skel.serial) and is valid while that is. */
+#define TM_BYTES 128
+#define TM_N 4
+typedef uint8_t v16 __attribute__((vector_size(16)));
+typedef struct tm_int {
+    uint8_t off, sh, sgn, key; /* the value: its bytes at off, << sh and back, signed or not */
+} tm_int;
+typedef struct tm_get {
+    uint8_t off, key;
+    uint32_t mask; /* BINGET: 0xff, LONG_BINGET: 0xffffffff */
+} tm_get;
+typedef struct tm_fix {
+    uint8_t key;
+    as_pk_val v;
+} tm_fix;
+
+typedef struct tmpl {
+    uint64_t serial; /* its skeleton's, 0: empty */
+    uint32_t len, nv, npairs;
+    v16 w[TM_BYTES / 16], m[TM_BYTES / 16];
+    uint8_t ni, ng, nf, nput, put_entry;
+    tm_int hi[SK_PAIRS];
+    tm_get hg[SK_PAIRS];
+    tm_fix hf[SK_PAIRS];
+    uint8_t put_off[SC_SLOTS]; /* its MEMOIZEs, in order: the entry's own first (put_entry) */
+    as_pk_ref put_ref[SC_SLOTS];
+} tmpl;
 
 /* Where entry_one found a pair's key and value (for learning a skeleton). */
 typedef struct sk_rec {
@@ -125,8 +161,11 @@ struct pk_scan {
     as_pk_ref kc_ref[64];
     uint8_t kc_key[64];
     uint64_t kc_gen;
-    skel sk;    /* the layout of the entries being read (sk.valid 0: none) */
-    sk_rec rec; /* where the last entry entry_one read had its keys and values */
+    skel sk;       /* the layout of the entries being read (sk.valid 0: none) */
+    sk_rec rec;    /* where the last entry entry_one read had its keys and values */
+    tmpl tm[TM_N]; /* the skeleton's templates */
+    unsigned tm_cur, tm_next;
+    int sk_plain; /* every value of the entry sk_match read last may be a template's hole */
 };
 
 /* The state of one try. */
@@ -1034,6 +1073,7 @@ static void sk_learn(scan *s, size_t start)
     }
     k->n = r->n;
     k->valid = 1;
+    k->serial++;
 }
 
 /* Whether the skeleton's keys still name what they named when it was learnt (at a try's
@@ -1055,6 +1095,9 @@ static HOT size_t sk_match(scan *s, size_t at, as_pk_val *f, sc_ent *e)
     /* at <= lim: a key's 8 bytes and its value's first 16 (a key is 5 bytes at most) */
     const size_t start = at, lim = s->wn - 24;
     size_t len;
+    int plain = 1;
+    static const uint8_t hole_op[256] = {['K'] = 1, ['M'] = 1, ['J'] = 1,  [0x8a] = 1, ['h'] = 1,
+                                         ['j'] = 1, ['N'] = 1, [0x88] = 1, [0x89] = 1, [']'] = 1};
     if (s->wn < 24)
         return 0;
     at++;
@@ -1082,16 +1125,208 @@ static HOT size_t sk_match(scan *s, size_t at, as_pk_val *f, sc_ent *e)
             at += pr->vlen;
         } else {
             as_pk_val v;
+            plain &= hole_op[w[at]];
             if (!(len = fast_value(s, at, &v)))
                 return 0;
             f[pr->key] = v;
             at += len;
         }
     }
+    s->sc->sk_plain = plain;
     if (at > lim || w[at] != 'u' || !k->valid) /* (a put over a key's slot) */
         return 0;
     e->n = k->n;
     return at + 1 - start;
+}
+
+/* A template of the entry at w[at] (len bytes) that sk_match just read, into the next
+ * slot: when each of its values is a number, None, a bool, a memo reference or the
+ * skeleton's fresh string, and it is short enough. */
+static void tm_learn(scan *s, size_t at, size_t len, const as_pk_val *f)
+{
+    pk_scan *sc = s->sc;
+    const skel *k = &sc->sk;
+    const uint8_t *b = s->w + at;
+    tmpl nt, *t = &nt;
+    uint8_t m[TM_BYTES], w[TM_BYTES];
+    if (len > TM_BYTES || s->wn - at < TM_BYTES + 16)
+        return;
+    memset(m, 0, sizeof m);
+    memset(m, 0xff, len);
+    t->ni = t->ng = t->nf = t->nput = 0;
+    t->put_entry = k->put;
+    size_t pos = 2;
+    if (k->put)
+        t->put_off[t->nput] = 1, t->put_ref[t->nput++] = PK_PENDING, pos = 3;
+    uint32_t seen = 0;
+    for (uint32_t i = 0; i < k->n; i++) {
+        const sk_pair *pr = &k->pr[i];
+        if (pr->key < s->p->nkeys && (seen >> pr->key & 1))
+            return; /* a key twice: its last value, in order */
+        seen |= 1u << pr->key;
+        pos += pr->klen;
+        size_t vlen, hole = 0, hl = 0;
+        uint8_t op = b[pos];
+        if (pr->kind == SK_CONST) {
+            t->hf[t->nf++] = (tm_fix){.key = pr->key, .v = {.type = AS_PK_STR, .ref = pr->vref}};
+            vlen = pr->vlen;
+            if (t->nput >= SC_SLOTS)
+                return;
+            t->put_off[t->nput] = (uint8_t)(pos + vlen - 1), t->put_ref[t->nput++] = pr->vref;
+        } else if (op == 'K' || op == 'M' || op == 'J' ||
+                   (op == 0x8a && b[pos + 1] && b[pos + 1] <= 8)) {
+            unsigned n = op == 'K' ? 1 : op == 'M' ? 2 : op == 'J' ? 4 : b[pos + 1];
+            hole = op == 0x8a ? 2 : 1, hl = n, vlen = hole + n;
+            t->hi[t->ni++] = (tm_int){.off = (uint8_t)(pos + hole),
+                                      .sh = (uint8_t)(64 - 8 * n),
+                                      .sgn = op == 'J' || op == 0x8a,
+                                      .key = pr->key};
+        } else if (op == 'h' || op == 'j') {
+            hole = 1, hl = op == 'h' ? 1 : 4, vlen = 1 + hl;
+            t->hg[t->ng++] = (tm_get){
+                .off = (uint8_t)(pos + 1), .key = pr->key, .mask = op == 'h' ? 0xffu : 0xffffffffu};
+        } else if (op == 'N' || op == 0x88 || op == 0x89 || (op == 0x8a && !b[pos + 1])) {
+            vlen = op == 0x8a ? 2 : 1;
+            t->hf[t->nf++] = (tm_fix){.key = pr->key,
+                                      .v = {.type = op == 'N'    ? AS_PK_NONE
+                                                    : op == 0x8a ? AS_PK_INT
+                                                                 : AS_PK_BOOL,
+                                            .ref = AS_PK_NIL,
+                                            .i = op == 0x88}};
+        } else if (op == ']' && b[pos + 1] == 0x94 && pr->key < s->p->nkeys &&
+                   f[pr->key].type == AS_PK_LIST && ibit(f[pr->key].ref) && t->nput < SC_SLOTS &&
+                   (i + 1 < k->n ? (ld64(b + pos + 2) & k->pr[i + 1].km) == k->pr[i + 1].kw
+                                 : b[pos + 2] == 'u')) { /* an empty fresh list, put once */
+            vlen = 2;
+            t->hf[t->nf++] = (tm_fix){.key = pr->key, .v = f[pr->key]};
+            t->put_off[t->nput] = (uint8_t)(pos + 1), t->put_ref[t->nput++] = f[pr->key].ref;
+        } else {
+            return; /* a string, a frames list: no template */
+        }
+        if (pos + vlen >= len)
+            return;
+        memset(m + pos + hole, 0, hl);
+        pos += vlen;
+    }
+    if (pos != len - 1 || b[pos] != 'u')
+        return;
+    memcpy(w, b, TM_BYTES);
+    for (size_t i = 0; i < TM_BYTES; i++)
+        w[i] &= m[i];
+    t->nv = (uint32_t)(len + 15) / 16;
+    memcpy(t->w, w, sizeof t->w);
+    memcpy(t->m, m, sizeof t->m);
+    t->len = (uint32_t)len;
+    t->npairs = k->n;
+    t->serial = k->serial;
+    sc->tm[sc->tm_next] = nt;
+    sc->tm_cur = sc->tm_next;
+    sc->tm_next = (sc->tm_next + 1) % TM_N;
+}
+
+/* Whether the bytes at b are template t's, holes aside (b has TM_BYTES readable). */
+static HOT int tm_same(const tmpl *t, const uint8_t *b)
+{
+    v16 d = {0};
+    for (uint32_t i = 0; i < t->nv; i++) {
+        v16 x;
+        memcpy(&x, b + 16 * i, 16);
+        d |= (x ^ t->w[i]) & t->m[i];
+    }
+    uint64_t lo, hi;
+    memcpy(&lo, &d, 8);
+    memcpy(&hi, (uint8_t *)&d + 8, 8);
+    return (lo | hi) == 0;
+}
+
+/* The memo writes of template t's MEMOIZEs at w[at], logged; 0 when one is refused. The
+ * common case in a few stores: fresh slots memo_len.. of one dense page, the undo log's
+ * room, within the memo's bound; else one fast_put each. */
+static HOT int tm_puts(scan *s, const tmpl *t, size_t at, sc_ent *e)
+{
+    pk_parser *p = s->p;
+    pk_scan *sc = s->sc;
+    uint64_t idx = p->memo_len, bound = p->wbase + at + PK_MEMO_SLACK;
+    unsigned n = t->nput;
+    e->nslots = t->put_entry;
+    e->slot[0] = (uint32_t)idx;
+    if (n && idx + n <= p->capmemo && idx + n <= p->lim.max_memo && idx + n <= bound &&
+        ((idx + n - 1) >> PK_MPAGE_BITS) == (idx >> PK_MPAGE_BITS) &&
+        p->mpages[idx >> PK_MPAGE_BITS].dense && sc->nundo + n <= sc->capundo) {
+        as_pk_ref *slot = &p->mpages[idx >> PK_MPAGE_BITS].dense[idx & (PK_MPAGE - 1)];
+        unsigned i = 0;
+        for (; i < n && slot[i] == AS_PK_NIL; i++) {
+            slot[i] = t->put_ref[i];
+            sc->undo[sc->nundo++] = (sc_undo){(uint32_t)(idx + i), AS_PK_NIL};
+        }
+        p->memo_len += i;
+        if (i == n)
+            return 1;
+        for (; i < n; i++) /* a slot was set: the rest one by one */
+            if (!fast_put(s, at + t->put_off[i], t->put_ref[i]))
+                return 0;
+        return 1;
+    }
+    for (unsigned i = 0; i < n; i++)
+        if (!fast_put(s, at + t->put_off[i], t->put_ref[i]))
+            return 0;
+    return 1;
+}
+
+/* The entry at w[at] read by template t (its bytes matched): what sk_match would read, its
+ * length, or 0 (its memo writes are logged). Its MEMOIZEs are written first, so a memo
+ * reference to one of their slots, which would come before it in the bytes, is declined. */
+static HOT size_t tm_read(scan *s, const tmpl *t, size_t at, as_pk_val *f, sc_ent *e)
+{
+    const uint8_t *b = s->w + at;
+    uint64_t m0 = s->p->memo_len;
+    if (!tm_puts(s, t, at, e))
+        return 0;
+    fields_none(f, s->p->nkeys);
+    for (unsigned i = 0; i < t->ni; i++) { /* (no key twice: tm_learn) */
+        const tm_int *h = &t->hi[i];
+        uint64_t x = ld64(b + h->off) << h->sh;
+        f[h->key].type = AS_PK_INT;
+        f[h->key].i = h->sgn ? (int64_t)x >> h->sh : (int64_t)(x >> h->sh);
+    }
+    for (unsigned i = 0; i < t->ng; i++) {
+        const tm_get *h = &t->hg[i];
+        uint8_t type;
+        uint32_t idx = rd32(b + h->off) & h->mask;
+        as_pk_ref r = pk_memo_typed(s->p, idx, &type);
+        if (r == AS_PK_NIL || r == PK_PENDING || idx - m0 < t->nput)
+            return 0;
+        f[h->key] = (as_pk_val){.type = type, .ref = r};
+    }
+    for (unsigned i = 0; i < t->nf; i++)
+        f[t->hf[i].key] = t->hf[i].v;
+    if (!s->sc->sk.valid) /* (a put over a key's slot) */
+        return 0;
+    e->n = t->npairs;
+    return t->len;
+}
+
+/* The entry at w[at] by a template of the skeleton's, the last one that matched first: its
+ * length, or 0 (none did; the memo writes of a try taken back). */
+static HOT size_t tm_any(scan *s, size_t at, as_pk_val *f, sc_ent *e, size_t nundo, size_t memo_len)
+{
+    pk_scan *sc = s->sc;
+    if (s->wn - at < TM_BYTES + 16)
+        return 0;
+    for (unsigned k = 0, i = sc->tm_cur; k < TM_N; k++, i = (i + 1) % TM_N) {
+        const tmpl *t = &sc->tm[i];
+        /* its last byte first: entries of another layout are most often of another length */
+        if (t->serial != sc->sk.serial || s->w[at + t->len - 1] != 'u' || !tm_same(t, s->w + at))
+            continue;
+        size_t len = tm_read(s, t, at, f, e);
+        if (len) {
+            sc->tm_cur = i;
+            return len;
+        }
+        undo_to(s, nundo, memo_len);
+        return 0;
+    }
+    return 0;
 }
 
 /* The entries at s->at in the common layout (entry_one), read one after another: 1 when
@@ -1106,7 +1341,9 @@ static int entry_fast(scan *s)
         sc_ent *e = &sc->ents[sc->nents];
         *e = (sc_ent){.off = s->p->wbase + at, .first = (uint32_t)sc->nfields};
         as_pk_val *f = sc->fields + sc->nfields;
-        len = sc->sk.valid ? sk_match(s, at, f, e) : 0;
+        len = sc->sk.valid ? tm_any(s, at, f, e, nundo, memo_len) : 0;
+        if (!len && sc->sk.valid && (len = sk_match(s, at, f, e)) && sc->sk_plain)
+            tm_learn(s, at, len, f);
         if (!len) {
             undo_to(s, nundo, memo_len);
             if ((len = entry_one(s, at, f, e, &sc->rec)))
