@@ -296,6 +296,74 @@ static void test_stdout_full(void)
     }
 }
 
+/* Runs allocsim with argv (NULL-terminated) and standard output a pipe whose reader has
+ * gone, standard error thrown away; the wait status. */
+static int run_reader_gone(char *const argv[])
+{
+    int pfd[2];
+    if (pipe(pfd))
+        return -1;
+    close(pfd[0]);
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGPIPE, SIG_DFL); /* an ignored signal stays ignored across exec */
+        int dn = open("/dev/null", O_WRONLY);
+        dup2(pfd[1], 1);
+        dup2(dn, 2);
+        execv(bin(), argv);
+        _exit(127);
+    }
+    close(pfd[1]);
+    int st = -1;
+    if (pid > 0)
+        waitpid(pid, &st, 0);
+    return st;
+}
+
+/* Standard output's reader gone (`allocsim run --timeline F T | head`), and a file size
+ * limit (ulimit -f): the command dies of SIGPIPE as before, or reports the write that
+ * failed (EFBIG) and exits 1; either way the old outputs stay byte-identical and no
+ * temporary file is left (both signals' defaults killed it with its .tmp-* files there). */
+static void test_reader_gone_and_fsize(void)
+{
+    char d[1024], t[1200], big[1200], tl[1200], csv[1200], conv[1200];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fresh_dir(d, sizeof d));
+    snprintf(t, sizeof t, "%s/t.txt", d);
+    snprintf(big, sizeof big, "%s/big.txt", d);
+    snprintf(tl, sizeof tl, "%s/tl.csv", d);
+    snprintf(csv, sizeof csv, "%s/sweep.csv", d);
+    snprintf(conv, sizeof conv, "%s/conv.txt", d);
+    put(t, trace_txt);
+    put(tl, "old timeline\n");
+    put(csv, "old sweep\n");
+    put(conv, "old conversion\n");
+    char *run[] = {"allocsim", "-p", "bestfit", "--timeline", tl, t, NULL};
+    char *mincap[] = {"allocsim", "mincap", "-p", "bestfit", "-p",
+                      "firstfit", "--csv",  csv,  t,         NULL};
+    int st = run_reader_gone(run);
+    CU_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGPIPE);
+    st = run_reader_gone(mincap);
+    CU_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGPIPE);
+    FILE *f = fopen(big, "w"); /* 200 events: its text is past ulimit -f 1 (512 bytes) */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("allocsim-text 1\n", f);
+    for (int i = 0; i < 100; i++)
+        fprintf(f, "alloc %d 4096\nfree %d\n", i, i);
+    fclose(f);
+    CU_ASSERT_EQUAL(sh("ulimit -f 1; @ convert '%s' '%s' --text", big, conv), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "conv.txt"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "File too large"));
+    CU_ASSERT_EQUAL(
+        sh("ulimit -f 1; @ -p bestfit --timeline '%s' --timeline-every 1 '%s' >/dev/null", tl, big),
+        1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "tl.csv"));
+    CU_ASSERT(same_bytes(tl, "old timeline\n", 13));
+    CU_ASSERT(same_bytes(csv, "old sweep\n", 10));
+    CU_ASSERT(same_bytes(conv, "old conversion\n", 15));
+    const char *keep[] = {"t.txt", "big.txt", "tl.csv", "sweep.csv", "conv.txt", NULL};
+    CU_ASSERT_EQUAL(stray_files(d, keep), 0);
+}
+
 /* Two runs writing the same --timeline at once: the file is one of them, whole. */
 static void test_two_writers(void)
 {
@@ -666,6 +734,7 @@ CU_TestInfo test_outputs[] = {
     {"convert killed halfway keeps the old OUT", test_convert_killed},
     {"stdout > /dev/full: exit 1 for every command", test_stdout_full},
     {"two writers of one --timeline never mix rows", test_two_writers},
+    {"stdout's reader gone, ulimit -f: old outputs kept, no temp file", test_reader_gone_and_fsize},
     {"SIGINT to a sweep: 130, finished runs whole, no temp file", test_sigint_sweep},
     {"SIGINT to mincap: 130, answered policies kept, no spool", test_sigint_mincap},
     {"SIGINT before any run finished keeps the old outputs", test_sigint_nothing_finished},

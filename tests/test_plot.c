@@ -11,6 +11,7 @@
  * nothing is free to release).
  */
 #include <CUnit/CUnit.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,6 +192,48 @@ static void plot_timeline_png(void)
     tu_rm(trace);
 }
 
+/* A chart cut short (a full disk; here past ulimit -f, which gnuplot inherits with
+ * SIGXFSZ ignored: its writes fail and it still exits 0): refused with exit 1, the old
+ * file kept and no temporary file left, where the cut PNG or SVG was renamed over it. */
+static void plot_cut_short(void)
+{
+    char trace[1024], dir[1024], out[1100], errf[1100], cmd[4096];
+    const char *bin = getenv("AS_ALLOCSIM");
+    write_ten(trace);
+    tmp_dir(dir);
+    snprintf(errf, sizeof errf, "%s/err", dir);
+    for (int i = 0; i < 2; i++) {
+        snprintf(out, sizeof out, "%s/c.%s", dir, i ? "svg" : "png");
+        FILE *f = fopen(out, "w");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+        fputs("old chart\n", f);
+        fclose(f);
+        snprintf(cmd, sizeof cmd,
+                 "ulimit -f 8; '%s' plot timeline -q -p torch -c none -c 100MiB --every 1 "
+                 "--size 900x600 -o '%s' '%s' 2>'%s'",
+                 bin ? bin : "build/allocsim", out, trace, errf);
+        int st = system(cmd);
+        CU_ASSERT(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1);
+        size_t n = 0;
+        char *t = tu_slurp(out, &n), *e = tu_slurp(errf, NULL);
+        CU_ASSERT(t && n == 10 && !memcmp(t, "old chart\n", 10));
+        CU_ASSERT(e && strstr(e, "incomplete") && strstr(e, out));
+        free(t);
+        free(e);
+        unlink(out);
+    }
+    unlink(errf);
+    DIR *d = opendir(dir);
+    int left = 0;
+    for (struct dirent *de; d && (de = readdir(d));)
+        left += de->d_name[0] != '.' || strncmp(de->d_name, ".tmp-", 5) == 0;
+    if (d)
+        closedir(d);
+    CU_ASSERT_EQUAL(left, 0);
+    rm_dir(dir);
+    tu_rm(trace);
+}
+
 static void plot_segments_svg(void)
 {
     char trace[1024], dir[1024], svg[1100], p[1100];
@@ -312,7 +355,7 @@ static void plot_capacity_png(void)
      * (torch enforces its limit itself, so mincap runs 64 MiB under it: all fail). */
     snprintf(p, sizeof p, "%s/sweep.csv", dir);
     CU_ASSERT_EQUAL(csv_rows(p, 0, NULL), 128);
-    CU_ASSERT_EQUAL(csv_rows(p, 7, "0"), 15 + 32); /* completed */
+    CU_ASSERT_EQUAL(csv_rows(p, 7, "0"), 15 + 32);  /* completed */
     CU_ASSERT_EQUAL(csv_rows(p, 10, "3"), 15 + 15); /* above the minimum, and 150..178 MiB */
 
     /* The same chart from `run --sweep` CSV: 180..260 MiB, 41 capacities, 15 failing. */
@@ -399,6 +442,7 @@ static void plot_usage(void)
 
 CU_TestInfo test_plot[] = {
     {"timeline_png", plot_timeline_png},
+    {"cut_short", plot_cut_short},
     {"segments_svg", plot_segments_svg},
     {"segments_pending", plot_segments_pending},
     {"capacity_png", plot_capacity_png},

@@ -554,6 +554,30 @@ static int ends_with(const char *s, const char *suf)
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
+/* 1 when the chart gnuplot wrote is whole: a PNG ends with its IEND chunk, an SVG with
+ * </svg>. gnuplot exits 0 after a write that failed (ENOSPC on a full disk: 32 KiB of a
+ * 98 KiB PNG), so its status alone would rename a broken file over the target. */
+static int chart_complete(const char *path, const char *name)
+{
+    static const unsigned char iend[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82};
+    unsigned char tail[64];
+    size_t n = 0;
+    FILE *f = fopen(path, "rb");
+    if (f && fseek(f, 0, SEEK_END) == 0) {
+        long len = ftell(f);
+        long from = len > (long)sizeof tail ? len - (long)sizeof tail : 0;
+        if (len > 0 && fseek(f, from, SEEK_SET) == 0)
+            n = fread(tail, 1, sizeof tail, f);
+    }
+    if (f)
+        fclose(f);
+    if (ends_with(name, ".png"))
+        return n >= sizeof iend && !memcmp(tail + n - sizeof iend, iend, sizeof iend);
+    while (n && (tail[n - 1] == '\n' || tail[n - 1] == '\r' || tail[n - 1] == ' '))
+        n--;
+    return n >= 6 && !memcmp(tail + n - 6, "</svg>", 6);
+}
+
 static const char *const tmp_names[] = {"runs.csv", "timeline.csv", "report.csv", "sweep.csv",
                                         "segmap.csv"};
 
@@ -767,6 +791,12 @@ int as_cmd_plot(int argc, char **argv)
         as_out_abort(chart);
         as_cli_msg("plot: interrupted; %s not written", a.out);
         return AS_EXIT_SIGNAL;
+    }
+    if (!ret && !chart_complete(a.chart, a.out)) {
+        as_cli_msg("plot: gnuplot wrote an incomplete %s (a write failed: is the disk full?); "
+                   "%s not written",
+                   a.out, a.out);
+        ret = AS_EXIT_INPUT;
     }
     ret = as_out_commit(chart, ret);
     if (ret == AS_EXIT_OK && !a.co.quiet)

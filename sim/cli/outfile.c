@@ -53,6 +53,19 @@ static void on_signal(int sig)
     _exit(AS_EXIT_SIGNAL);
 }
 
+/* Standard output is a pipe whose reader has gone (`allocsim run --timeline F T | head`):
+ * the temporary files go, and the process dies of the signal as it would have, once the
+ * handler returns (the signal is blocked until then). */
+static void on_sigpipe(int sig)
+{
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    remove_all();
+    sigaction(sig, &dfl, NULL);
+    raise(sig);
+}
+
 void as_out_signals(void)
 {
     struct sigaction sa;
@@ -63,6 +76,12 @@ void as_out_signals(void)
     sigaddset(&sa.sa_mask, SIGTERM);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = on_sigpipe;
+    sigaction(SIGPIPE, &sa, NULL);
+    /* Past a file size limit (ulimit -f) a write fails with EFBIG and the command reports
+     * it and removes its temporary files, where the signal's default killed it and left
+     * them. */
+    signal(SIGXFSZ, SIG_IGN);
 }
 
 void as_out_graceful(int on)

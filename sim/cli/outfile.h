@@ -12,7 +12,9 @@
  * file and exits 130 at once, unless a command doing long work (run, mincap, plot) has
  * called as_out_graceful(1): then the first signal only sets as_out_stop, the work stops
  * after its current batch, what finished is written, and the command exits 130 (its own
- * job); a second signal exits at once as above.
+ * job); a second signal exits at once as above. SIGPIPE (standard output's reader gone)
+ * removes them and kills the process as the signal's default does; SIGXFSZ is ignored, so
+ * a write past `ulimit -f` fails (EFBIG) and is reported like any write error.
  *
  * Command-layer code: it prints its messages ("PATH: cannot create: ...") and returns
  * AS_EXIT_* statuses.
