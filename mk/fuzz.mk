@@ -58,7 +58,7 @@ fuzz-run: $(FUZZ_DIR)/$(T)
 	@mkdir -p $(FUZZ_DIR)/corpus-$(T) $(FUZZ_DIR)/crash-$(T)
 	$(FUZZ_DIR)/$(T) -max_total_time=$(SECS) -max_len=$(FUZZ_MAXLEN_$(T)) -timeout=10 \
 	  -rss_limit_mb=2048 -malloc_limit_mb=2560 -print_final_stats=1 \
-	  -artifact_prefix=$(FUZZ_DIR)/crash-$(T)/ \
+	  -artifact_prefix=$(abspath $(FUZZ_DIR))/crash-$(T)/ \
 	  $(if $(wildcard fuzz/dict/$(T).dict),-dict=fuzz/dict/$(T).dict) $(FUZZ_ARGS) \
 	  $(FUZZ_DIR)/corpus-$(T) fuzz/corpus/$(T) $(wildcard $(FUZZ_DIR)/seeds-real/$(T))
 
