@@ -1387,6 +1387,75 @@ static void snapshot_scanner_skeleton(void)
     }
 }
 
+/* Python's pickler writes a list or dict of more than 1000 items as batches of APPENDS or
+ * SETITEMS. A trace entry is read before STOP (streamed), so a frames list of three
+ * batches must iterate in its written order, and a key set again in a later batch of an
+ * entry dict keeps its last value, as in Python. */
+static void build_batched(pw *w, int proto, int nframes)
+{
+    pw_begin(w, proto);
+    dict_open(w);
+    pw_str(w, "device_traces"), list_open(w);
+    list_open(w);
+    dict_open(w);
+    pw_str(w, "action"), pw_str(w, "alloc");
+    pw_str(w, "addr"), pw_int(w, 0x10000);
+    pw_str(w, "size"), pw_int(w, 4096);
+    pw_str(w, "stream"), pw_int(w, 0);
+    op(w, 'u'), op(w, '('); /* a second SETITEMS batch: size again, then the rest */
+    pw_str(w, "size"), pw_int(w, 8192);
+    pw_str(w, "time_us"), pw_int(w, 100);
+    pw_str(w, "frames"), list_open(w);
+    for (int k = 0; k < nframes; k++) {
+        if (k && k % 1000 == 0)
+            op(w, 'e'), op(w, '(');
+        dict_open(w);
+        pw_str(w, "filename"), pw_str(w, "deep.py");
+        pw_str(w, "line"), pw_int(w, k);
+        pw_str(w, "name"), pw_str(w, "f");
+        dict_close(w);
+    }
+    list_close(w);
+    dict_close(w);
+    entry(w, "free_completed", 0x10000, 8192, 0, 101);
+    list_close(w);
+    list_close(w);
+    dict_close(w);
+    pw_end(w);
+}
+
+static void snapshot_batched_containers(void)
+{
+    static pw w;
+    for (int v = 0; v < 4; v++) {
+        build_batched(&w, v & 1 ? 4 : 2, 2100);
+        CU_ASSERT_FATAL(w.n <= sizeof w.b);
+        as_trace_reader *r = NULL;
+        as_trace_error err;
+        as_reader_opts o = {.pickle_vm_only = v >> 1};
+        CU_ASSERT_EQUAL_FATAL(as_trace_open_mem(w.b, w.n, "m", &o, &r, &err), 0);
+        as_event e;
+        size_t allocs = 0, in_order = 0;
+        const uint32_t *fids = NULL;
+        while (as_trace_next(r, &e) == 0) {
+            if (e.op != AS_OP_ALLOC)
+                continue;
+            allocs++;
+            CU_ASSERT_EQUAL(e.size, 8192);
+            const as_sites *st = as_trace_reader_sites(r);
+            size_t nf = as_sites_stack(st, e.site, &fids);
+            CU_ASSERT_EQUAL(nf, 2100);
+            for (size_t i = 0; i < nf; i++) {
+                as_frame f;
+                in_order += as_sites_frame(st, fids[i], &f) == 0 && f.line == (int64_t)i;
+            }
+        }
+        CU_ASSERT_EQUAL(allocs, 1);
+        CU_ASSERT_EQUAL(in_order, 2100);
+        as_trace_close(r);
+    }
+}
+
 static void snapshot_real_truncations(void)
 {
     const char *path = tu_path("tests/data/torch-2.11-h200-pools/graph_probe.pickle.zst");
@@ -1622,6 +1691,7 @@ CU_TestInfo test_snapshot[] = {
     {"scanner_real", snapshot_scanner_real},
     {"scanner_mutants", snapshot_scanner_mutants},
     {"scanner_skeleton", snapshot_scanner_skeleton},
+    {"batched_containers", snapshot_batched_containers},
     {"from_a_pipe", snapshot_from_a_pipe},
     CU_TEST_INFO_NULL,
 };

@@ -224,6 +224,19 @@ static int underflow(pk_parser *p, uint8_t op, size_t need)
 
 /* Appends cells items[0..n) to container c as one chunk (or into its newest chunk when that
  * chunk is the last thing in the pool). */
+/* Reverses node n's list of chunks (in cells). */
+static void reverse_chunks(uint32_t *cells, pk_node *n)
+{
+    uint32_t prev = AS_PK_NIL, cur = n->u.head;
+    while (cur != AS_PK_NIL) {
+        uint32_t next = cells[cur];
+        cells[cur] = prev;
+        prev = cur;
+        cur = next;
+    }
+    n->u.head = prev;
+}
+
 static int add_items(pk_parser *p, as_pk_ref c, const as_pk_ref *items, size_t n)
 {
     as_pk *pk = p->pk;
@@ -234,6 +247,10 @@ static int add_items(pk_parser *p, as_pk_ref c, const as_pk_ref *items, size_t n
                     "adding items to a container that was streamed and dropped (a memo "
                     "reference back into the trace) is not supported");
     pk_node *node = &pk->nodes[c];
+    if (node->flags & PKF_OLDFIRST) { /* read mid-parse: newest first again, to grow */
+        reverse_chunks(pk->cells, node);
+        node->flags &= (uint8_t)~PKF_OLDFIRST;
+    }
     if ((uint64_t)node->a + n > 0xFFFFFFFEull)
         return fail(p, AS_ENOMEM, "container with more than 2^32 items");
     if (p->nmarks && c < p->marks[p->nmarks - 1].nodes && c < p->marks[p->nmarks - 1].low)
@@ -481,22 +498,20 @@ static int memo_get(pk_parser *p, uint8_t op, uint64_t idx)
     return push(p, r);
 }
 
-/* Reverses every container's chunk list, so that iteration runs in insertion order. */
+/* Reverses every container's chunk list that is still newest first, so that iteration
+ * runs in insertion order. */
 static void order_chunks(as_pk *pk)
 {
     for (size_t i = 0; i < pk->nnodes; i++) {
         pk_node *n = &pk->nodes[i];
         if (n->type != AS_PK_LIST && n->type != AS_PK_TUPLE && n->type != AS_PK_DICT)
             continue;
-        uint32_t prev = AS_PK_NIL, cur = n->u.head;
-        while (cur != AS_PK_NIL) {
-            uint32_t next = pk->cells[cur];
-            pk->cells[cur] = prev;
-            prev = cur;
-            cur = next;
-        }
-        n->u.head = prev;
+        if (n->flags & PKF_OLDFIRST)
+            n->flags &= (uint8_t)~PKF_OLDFIRST;
+        else
+            reverse_chunks(pk->cells, n);
     }
+    pk->ordered = 1;
 }
 
 static void set_limits(as_pk_limits *l, const as_pk_limits *in)
@@ -822,11 +837,14 @@ static int intern_container(pk_parser *p, as_pk_ref r, size_t keep, int nested, 
         return fail(p, AS_ENOMEM, "out of host memory");
     size_t k = 0;
     int rc = 0;
-    for (size_t c = nch; rc == 0 && c-- > 0;)
+    int oldfirst = (n.flags & PKF_OLDFIRST) != 0;
+    for (size_t j = 0; rc == 0 && j < nch; j++) {
+        size_t c = oldfirst ? j : nch - 1 - j;
         for (uint32_t i = 0; rc == 0 && i < pk->cells[chunks[c] + 1] && k < n.a; i++) {
             items[k] = pk->cells[chunks[c] + 2 + i];
             rc = intern_item(p, &items[k++], keep, inner);
         }
+    }
     if (rc == 0)
         rc = as_pk_intern_items(p, &n, items, k, inner, out);
     if (items != local)
@@ -1683,9 +1701,26 @@ size_t as_pk_items(const as_pk *pk, as_pk_ref c, const as_pk_ref **items)
     return chunk[1];
 }
 
+/* A container iterated before STOP (a streamed entry) whose chunks are newest first is put
+ * oldest first, once. Iteration order is the tree's content and the chunk order only its
+ * storage, which a const tree still lets us rearrange (its arrays are not const). The cost
+ * is the count of chunks, which the caller pays for the items anyway (torch_snapshot.c
+ * charges them), and add_items undoes it only when the container grows. */
+static void iter_order(const as_pk *pk, as_pk_ref c)
+{
+    pk_node *n = &pk->nodes[c];
+    if (pk->ordered || (n->flags & PKF_OLDFIRST) || n->u.head == AS_PK_NIL ||
+        pk->cells[n->u.head] == AS_PK_NIL)
+        return;
+    reverse_chunks(pk->cells, n);
+    n->flags |= PKF_OLDFIRST;
+}
+
 void as_pk_iter_init(as_pk_iter *it, const as_pk *pk, as_pk_ref c)
 {
     const pk_node *n = node_at(pk, c);
+    if (n && !ibit(c) && is_container(n->type))
+        iter_order(pk, c);
     it->pk = pk;
     it->cells = pk ? (ibit(c) && c != AS_PK_NIL ? pk->icells : pk->cells) : NULL;
     it->pos = 0;

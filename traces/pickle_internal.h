@@ -19,7 +19,10 @@
 #define PK_MEMO_SLACK 4096u             /* memo indices allowed past the bytes read */
 #define PK_FRAME_CHECK (16u << 20)      /* a FRAME up to this long is checked for truncation */
 
-enum { PKF_TRACE = 1, PKF_DROPPED = 2, PKF_NESTED = 4 }; /* pk_node.flags */
+/* pk_node.flags. PKF_OLDFIRST: while parsing, a container's chunks are newest first, but
+ * one iterated before STOP (a streamed entry: its dict, frames list and frame dicts) was
+ * put oldest first then, and is marked so that add_items and order_chunks know. */
+enum { PKF_TRACE = 1, PKF_DROPPED = 2, PKF_NESTED = 4, PKF_OLDFIRST = 8 };
 /* Memoized containers that outlive their batch keep their items when they are small and
  * plain: a "flat" one (a dict of at most 3 pairs, a list or tuple of at most 6 items, all
  * strings or numbers: a stack frame {filename, line, name}) or a list or tuple of at most
@@ -48,6 +51,7 @@ _Static_assert(sizeof(pk_node) == 24, "pk_node is meant to stay 24 bytes");
 
 struct as_pk {
     int protocol;
+    int ordered; /* order_chunks ran (STOP): every chunk list is oldest first */
     as_pk_ref root;
     pk_node *nodes;
     size_t nnodes, capnodes;
