@@ -418,7 +418,8 @@ static int group_size(drv *d, run_set *rs, size_t *group)
         goto out;
     }
     int logs = d->o->segs || d->o->timeline;
-    uint64_t per = as_engine_run_bytes(as_engine_summary(e)->peak_live, logs);
+    const as_trace_summary *sum = as_engine_summary(e);
+    uint64_t per = as_engine_run_bytes(sum->peak_live, sum->streams, logs);
     uint64_t g = d->budget / per;
     if (g > log_group(d))
         g = log_group(d);
@@ -469,7 +470,7 @@ static int run_runs(drv *d, run_set *rs)
     if (o->max_group && o->max_group < rs->step)
         rs->step = o->max_group;
     int logs = o->segs || o->timeline;
-    uint64_t per0 = as_engine_run_bytes(0, logs), max_live = 0;
+    uint64_t per0 = as_engine_run_bytes(0, 0, logs), max_live = 0;
     int grouped = rs->nruns > 1 && (rs->nruns > log_group(d) || d->budget / rs->nruns <= per0 ||
                                     rs->nruns > rs->step);
     if (rs->nruns > 1 && !grouped)

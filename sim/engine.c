@@ -1068,7 +1068,7 @@ static int decode(as_engine *e, as_trace_reader *rd, eng_ev *buf, size_t *n, as_
             }
         }
         k += got;
-        if (e->o.max_live && e->sum.peak_live > e->o.max_live) {
+        if (e->o.max_live && as_engine_live_weight(&e->sum) > e->o.max_live) {
             *n = 0;
             return AS_ELIMIT;
         }
@@ -1461,8 +1461,9 @@ int as_engine_run(as_engine *e, as_trace_reader *rd, as_trace_error *err)
     if (trc == AS_ELIMIT) {
         rc = trc;
         snprintf(e->msg, sizeof e->msg,
-                 "more than %llu allocations live at once (the memory budget's limit)",
-                 (unsigned long long)e->o.max_live);
+                 "more than %llu allocations live at once (the memory budget's limit; a "
+                 "stream past the first counts as %u)",
+                 (unsigned long long)e->o.max_live, AS_ENGINE_STREAM_LIVES);
         goto out;
     }
     e->sum.live_at_end = e->sum.allocs - e->sum.frees;
@@ -1542,12 +1543,22 @@ int as_engine_scan(as_engine *e, as_trace_reader *rd, as_trace_error *err)
     return stopped ? AS_ENGINE_STOPPED : rc < 0 ? rc : 0;
 }
 
-uint64_t as_engine_run_bytes(uint64_t peak_live, int logs)
+uint64_t as_engine_live_weight(const as_trace_summary *s)
+{
+    uint64_t more = s->streams > 1 ? s->streams - 1 : 0;
+    if (more > (UINT64_MAX - s->peak_live) / AS_ENGINE_STREAM_LIVES)
+        return UINT64_MAX;
+    return s->peak_live + more * AS_ENGINE_STREAM_LIVES;
+}
+
+uint64_t as_engine_run_bytes(uint64_t peak_live, uint64_t streams, int logs)
 {
     uint64_t per = AS_ENGINE_RUN_BASE + (logs ? AS_ENGINE_RUN_LOGS : 0);
-    if (peak_live > (UINT64_MAX - per) / AS_ENGINE_RUN_PER_LIVE)
+    as_trace_summary s = {.peak_live = peak_live, .streams = streams};
+    uint64_t w = as_engine_live_weight(&s);
+    if (w > (UINT64_MAX - per) / AS_ENGINE_RUN_PER_LIVE)
         return UINT64_MAX;
-    return per + peak_live * AS_ENGINE_RUN_PER_LIVE;
+    return per + w * AS_ENGINE_RUN_PER_LIVE;
 }
 
 unsigned as_engine_nruns(const as_engine *e)

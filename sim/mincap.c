@@ -388,7 +388,7 @@ int as_mincap(as_trace_open_fn open, void *open_user, const as_policy_spec *spec
         goto fail;
     }
     if (o->memory) { /* a pass's runs within the budget */
-        uint64_t fit = o->memory / as_engine_run_bytes(sum.peak_live, 0);
+        uint64_t fit = o->memory / as_engine_run_bytes(sum.peak_live, sum.streams, 0);
         if (fit < batch)
             batch = fit ? (unsigned)fit : 1;
     }

@@ -272,7 +272,7 @@ static int run_all(as_trace_open_fn open, void *ou, const as_tune_opts *o, as_po
     size_t group = n;
     if (n == 0)
         return 0;
-    uint64_t max_live = 0, per0 = as_engine_run_bytes(0, 0);
+    uint64_t max_live = 0, per0 = as_engine_run_bytes(0, 0, 0);
     if (o->memory && n) {
         if (o->memory / n <= per0)
             max_live = 1;
@@ -288,7 +288,8 @@ static int run_all(as_trace_open_fn open, void *ou, const as_tune_opts *o, as_po
     as_engine_opts eo = {0};
     if ((rc = as_engine_create(&eo, &e)) == 0 && (rc = open(ou, &rd, err)) == 0)
         rc = as_engine_scan(e, rd, err);
-    uint64_t per = e ? as_engine_run_bytes(as_engine_summary(e)->peak_live, 0) : 1;
+    const as_trace_summary *sum = e ? as_engine_summary(e) : NULL;
+    uint64_t per = sum ? as_engine_run_bytes(sum->peak_live, sum->streams, 0) : 1;
     if (rd)
         as_trace_close(rd);
     as_engine_destroy(e);

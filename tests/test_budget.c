@@ -36,10 +36,14 @@ static int run(const char *fmt, ...)
 
 static void run_bytes_model(void)
 {
-    CU_ASSERT_EQUAL(as_engine_run_bytes(0, 0), AS_ENGINE_RUN_BASE);
-    CU_ASSERT_EQUAL(as_engine_run_bytes(10, 1),
+    CU_ASSERT_EQUAL(as_engine_run_bytes(0, 0, 0), AS_ENGINE_RUN_BASE);
+    CU_ASSERT_EQUAL(as_engine_run_bytes(0, 1, 0), AS_ENGINE_RUN_BASE); /* the first stream */
+    CU_ASSERT_EQUAL(as_engine_run_bytes(10, 1, 1),
                     AS_ENGINE_RUN_BASE + AS_ENGINE_RUN_LOGS + 10 * AS_ENGINE_RUN_PER_LIVE);
-    CU_ASSERT_EQUAL(as_engine_run_bytes(UINT64_MAX / 2, 0), UINT64_MAX); /* no wrap */
+    CU_ASSERT_EQUAL(as_engine_run_bytes(10, 4, 0),
+                    AS_ENGINE_RUN_BASE + 10 * AS_ENGINE_RUN_PER_LIVE + 3 * AS_ENGINE_RUN_PER_STREAM);
+    CU_ASSERT_EQUAL(as_engine_run_bytes(UINT64_MAX / 2, 0, 0), UINT64_MAX); /* no wrap */
+    CU_ASSERT_EQUAL(as_engine_run_bytes(0, UINT64_MAX / 2, 0), UINT64_MAX);
 }
 
 /* handwritten.txt by hand: allocs 0-3 live (4), alloc 4 makes 5; frees bring it to 3,
@@ -62,10 +66,11 @@ static void scan_peak_live(void)
     as_engine_destroy(e);
 }
 
-/* opts.max_live: 4 stops the engine before the batch with 5 live; 5 lets it run. */
+/* opts.max_live: handwritten.txt has 5 live at its peak and a second stream, which counts
+ * as AS_ENGINE_STREAM_LIVES (4) more: 8 stops the engine before the batch; 9 lets it run. */
 static void max_live_stops(void)
 {
-    for (uint64_t lim = 4; lim <= 5; lim++) {
+    for (uint64_t lim = 8; lim <= 9; lim++) {
         as_engine_opts o = {.max_live = lim, .threads = 2};
         as_engine *e;
         as_trace_reader *rd;
@@ -78,9 +83,9 @@ static void max_live_stops(void)
         CU_ASSERT(as_engine_add_run(e, &sp, 40ull << 20) == 1);
         CU_ASSERT_FATAL(as_trace_open(tu_path(HAND), NULL, &rd, &te) == 0);
         int rc = as_engine_run(e, rd, &te);
-        CU_ASSERT_EQUAL(rc, lim == 4 ? AS_ELIMIT : 0);
-        if (lim == 4) {
-            CU_ASSERT_PTR_NOT_NULL(strstr(as_engine_errmsg(e), "more than 4 allocations"));
+        CU_ASSERT_EQUAL(rc, lim == 8 ? AS_ELIMIT : 0);
+        if (lim == 8) {
+            CU_ASSERT_PTR_NOT_NULL(strstr(as_engine_errmsg(e), "more than 8 allocations"));
         } else {
             CU_ASSERT_EQUAL(as_engine_summary(e)->peak_live, 5);
         }
@@ -88,6 +93,64 @@ static void max_live_stops(void)
         as_engine_destroy(e);
         as_policy_spec_free(&sp);
     }
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define AS_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define AS_UNDER_ASAN 1
+#endif
+#endif
+#ifndef AS_UNDER_ASAN
+#define AS_UNDER_ASAN 0
+#endif
+
+/* A trace whose every allocation is on a fresh stream: torch keeps about 1 KiB a stream
+ * in each run, so 24 runs of 10,000 streams under --memory 16M go one at a time (12.9 MB
+ * budgeted each) and stay near the budget; counting only the live allocations (2.6 MB a
+ * run) they went 6 at a time and took about 80 MB. */
+static void streams_in_budget(void)
+{
+    const char *bin = getenv("AS_ALLOCSIM"), *path = tu_tmp(".txt");
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    if (!bin) {
+        fclose(f);
+        CU_FAIL("AS_ALLOCSIM is not set");
+        return;
+    }
+    fprintf(f, "allocsim-text 1\n");
+    for (int i = 0; i < 10000; i++)
+        fprintf(f, "alloc %d 512 s=%d\n", i, i + 1);
+    for (int i = 0; i < 10000; i++)
+        fprintf(f, "free %d\n", i);
+    fclose(f);
+    static char caps[24][8], sbin[4096], spath[4096];
+    static char run[] = "run", mem[] = "--memory", m16[] = "16M", c_[] = "-c", p_[] = "-p",
+                torch[] = "torch";
+    snprintf(sbin, sizeof sbin, "%s", bin);
+    snprintf(spath, sizeof spath, "%s", path);
+    char *argv[4 + 2 * 24 + 4] = {sbin, run, mem, m16};
+    int a = 4;
+    for (int c = 0; c < 24; c++) {
+        snprintf(caps[c], sizeof caps[c], "%dG", 100 + c);
+        argv[a++] = c_, argv[a++] = caps[c];
+    }
+    argv[a++] = p_, argv[a++] = torch, argv[a++] = spath, argv[a] = NULL;
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stdout))
+            _exit(99);
+        execv(bin, argv);
+        _exit(98);
+    }
+    int status = 0;
+    struct rusage ru;
+    CU_ASSERT_FATAL(pid > 0 && wait4(pid, &status, 0, &ru) == pid);
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (!AS_UNDER_ASAN) /* KiB: the 64 MiB budget, the trace's reader, the program */
+        CU_ASSERT(ru.ru_maxrss < 48 * 1024);
 }
 
 /* Removes the host-timing fields, the last three of report schema 3 (checked on the
@@ -266,6 +329,7 @@ CU_TestInfo test_budget[] = {
     {"as_engine_run_bytes: base, logs, per live allocation, no overflow", run_bytes_model},
     {"as_engine_scan: peak live allocations of a trace counted by hand", scan_peak_live},
     {"max_live stops the engine before the batch that passes it", max_live_stops},
+    {"fresh streams are in the memory budget", streams_in_budget},
     {"groups: same report and logs at three budgets", groups_same_results},
     {"caps on sweeps, -c, mincap's grid; stdin and --memory messages", caps_and_messages},
     {"mincap: the same answers one capacity per decode", mincap_budget_same},
