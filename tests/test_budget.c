@@ -95,17 +95,6 @@ static void max_live_stops(void)
     }
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-#define AS_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define AS_UNDER_ASAN 1
-#endif
-#endif
-#ifndef AS_UNDER_ASAN
-#define AS_UNDER_ASAN 0
-#endif
-
 /* A trace whose every allocation is on a fresh stream: torch keeps about 1 KiB a stream
  * in each run, so 24 runs of 10,000 streams under --memory 16M go one at a time (12.9 MB
  * budgeted each) and stay near the budget; counting only the live allocations (2.6 MB a

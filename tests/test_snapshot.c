@@ -1044,17 +1044,6 @@ static size_t rle_bomb(const char *path, uint8_t window_desc, const char *head, 
     return n > 0 ? (size_t)n : 0;
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-#define AS_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define AS_UNDER_ASAN 1
-#endif
-#endif
-#ifndef AS_UNDER_ASAN
-#define AS_UNDER_ASAN 0
-#endif
-
 /* Runs `allocsim convert in out` in a child limited to 256 MiB of address space (not under
  * ASan, whose allocsim maps terabytes of shadow); returns its exit status, CPU seconds,
  * peak RSS (KiB) and stderr. */

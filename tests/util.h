@@ -35,4 +35,17 @@ uint64_t tu_rand(uint64_t *state); /* splitmix64 */
  * to cap-1 bytes, NUL-terminated; either may be NULL). Returns the exit status, or -1. */
 int tu_run_allocsim(const char *args, char *out, size_t out_cap, char *err, size_t err_cap);
 
+/* 1 in a build under AddressSanitizer (gcc or clang), whose memory and CPU figures are not
+ * the program's own: tests of peak RSS and CPU skip those asserts there. */
+#if defined(__SANITIZE_ADDRESS__)
+#define AS_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define AS_UNDER_ASAN 1
+#endif
+#endif
+#ifndef AS_UNDER_ASAN
+#define AS_UNDER_ASAN 0
+#endif
+
 #endif
