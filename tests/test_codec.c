@@ -502,8 +502,11 @@ static void codec_pools_meta(void)
             CU_ASSERT_EQUAL(rc, AS_ECORRUPT);
             CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "pools"));
             CU_ASSERT_PTR_NOT_NULL(strstr(err.path, p));
-            if (cases[i].meta)
+            if (cases[i].meta) {
                 CU_ASSERT_EQUAL(err.offset, key_off);
+            } else { /* the key is missing: said so, not "pools=0" */
+                CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "no pools key"));
+            }
         }
         tu_rm(p);
     }

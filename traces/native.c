@@ -360,8 +360,12 @@ static int check_pools_meta(native_st *s, const as_meta *meta, uint64_t pools_of
     if (np && (*np < '0' || *np > '9' || *end || v > MAX_POOLS))
         return nfail(s, err, AS_ECORRUPT, pools_off,
                      "metadata pools=\"%.20s\" is not a pool count (0..%d)", np, MAX_POOLS);
+    if (!np && s->npools)
+        return nfail(s, err, AS_ECORRUPT, cols_end,
+                     "the pool table has %u private pools but the metadata has no pools key",
+                     s->npools);
     if (v != s->npools)
-        return nfail(s, err, AS_ECORRUPT, np ? pools_off : cols_end,
+        return nfail(s, err, AS_ECORRUPT, pools_off,
                      "metadata pools=%llu but the pool table has %u private pools", v, s->npools);
     return 0;
 }
