@@ -708,6 +708,16 @@ static void reader_zstd_messages(void)
     o.zstd_window_log = 40;
     CU_ASSERT_EQUAL(drain(p, &o, &err, &n, NULL), AS_EUSAGE);
     tu_rm(p);
+
+    /* A frame asking for 1 TiB, more than zstd decodes at all: refused as not zstd's, with
+     * its size, and no setting offered that could not allow it. */
+    static const uint8_t w40[] = {0x28, 0xB5, 0x2F, 0xFD, 0x00, (40 - 10) << 3, 0x11, 0, 0,
+                                  0x80, 0x04};
+    p = write_file(".zst", w40, sizeof w40);
+    CU_ASSERT_EQUAL(drain(p, NULL, &err, &n, NULL), AS_ECORRUPT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "1048576 MiB window"));
+    CU_ASSERT_PTR_NULL(strstr(err.msg, "ALLOCSIM_ZSTD_WINDOW_LOG"));
+    tu_rm(p);
 }
 
 /* The live slots (trace.h) of every ALLOC and FREE through the reader, against a model of

@@ -184,14 +184,30 @@ static int find_block(as_instream *in, uint64_t a, uint64_t *bs, uint64_t *be)
 
 /* A zstd error: a window above the limit gets its own message (what the frame asks for,
  * and how to allow it); the rest name the compressed offset. */
+/* The window a frame header at h[0..n) asks for, 0 when it does not say. ZSTD_getFrameHeader
+ * refuses one above zstd's own largest window, so the window descriptor is read here then
+ * (RFC 8878 3.1.1.1.2: 2^(10 + exponent) plus mantissa eighths of it). */
+static unsigned long long frame_window(const uint8_t *h, size_t n)
+{
+    ZSTD_frameHeader fh;
+    if (ZSTD_getFrameHeader(&fh, h, n) == 0)
+        return fh.windowSize;
+    if (n < 6 || h[0] != 0x28 || h[1] != 0xB5 || h[2] != 0x2F || h[3] != 0xFD || (h[4] & 0x20))
+        return 0;
+    unsigned long long base = 1ull << (10 + (h[5] >> 3));
+    return base + base / 8 * (h[5] & 7);
+}
+
 static int zstd_fail(as_instream *in, size_t r, size_t ipos)
 {
     if (ZSTD_getErrorCode(r) == ZSTD_error_frameParameter_windowTooLarge) {
-        ZSTD_frameHeader fh;
-        unsigned long long want = 0;
-        int log = 31;
-        if (ZSTD_getFrameHeader(&fh, in->raw + in->raw_pos, in->raw_len - in->raw_pos) == 0)
-            want = fh.windowSize;
+        unsigned long long want = frame_window(in->raw + in->raw_pos, in->raw_len - in->raw_pos);
+        int top = ZSTD_dParam_getBounds(ZSTD_d_windowLogMax).upperBound, log = top;
+        if (want > 1ull << top)
+            return stream_fail(in, AS_ECORRUPT,
+                               "zstd frame asks for a %llu MiB window, more than zstd decodes "
+                               "(%llu MiB at most): not a file zstd wrote",
+                               want >> 20, (1ull << top) >> 20);
         while (log > 10 && want && (1ull << (log - 1)) >= want)
             log--;
         return stream_fail(in, AS_ENOMEM,
