@@ -431,13 +431,65 @@ static void plot_usage(void)
     CU_ASSERT_EQUAL(tu_run_allocsim("plot pie -o x.png", NULL, 0, err, sizeof err), 2);
     CU_ASSERT(strstr(err, "pie") != NULL);
     CU_ASSERT_EQUAL(tu_run_allocsim("plot validation -o x.png", NULL, 0, err, sizeof err), 2);
-    /* A missing input is gnuplot's error, reported as a failed chart (1), not a usage one. */
+    /* A missing input is bad input (1), named before gnuplot runs, not a usage error. */
     char png[1024], args[1100];
     snprintf(png, sizeof png, "%s", tu_tmp(".png"));
     snprintf(args, sizeof args, "plot compare -q --csv /nonexistent/r.csv -o %s", png);
     CU_ASSERT_EQUAL(tu_run_allocsim(args, NULL, 0, err, sizeof err), 1);
-    CU_ASSERT(strstr(err, "gnuplot") != NULL);
+    CU_ASSERT(strstr(err, "/nonexistent/r.csv: cannot read") != NULL);
     tu_rm(png);
+}
+
+/* Writes text to a new temporary CSV, whose path goes to path. */
+static void write_csv(char path[static 1024], const char *text)
+{
+    snprintf(path, 1024, "%s", tu_write_tmp(".csv", text));
+}
+
+/* Expects `plot KIND --csv CSV [--runs RUNS]` to exit 1 before drawing, with want in its
+ * message and no chart left behind (tu_tmp's name is made afresh, then removed). */
+static void expect_bad(const char *kind, const char *csv, const char *runs, const char *want)
+{
+    char png[1024], args[4000], err[4096];
+    snprintf(png, sizeof png, "%s", tu_tmp(".png"));
+    tu_rm(png);
+    snprintf(args, sizeof args, "plot %s -q --csv '%s'%s%s%s -o '%s'", kind, csv,
+             runs ? " --runs '" : "", runs ? runs : "", runs ? "'" : "", png);
+    CU_ASSERT_EQUAL(tu_run_allocsim(args, NULL, 0, err, sizeof err), 1);
+    if (!strstr(err, want))
+        fprintf(stderr, "\n  allocsim %s\n  said: %s\n  wanted: %s\n", args, err, want);
+    CU_ASSERT(strstr(err, want) != NULL);
+    CU_ASSERT(strstr(err, "gnuplot") == NULL);
+    CU_ASSERT_EQUAL(access(png, F_OK), -1);
+}
+
+/* A CSV that is not the one a chart reads is named with its line and what is wrong, for
+ * every kind, before gnuplot runs (it said "undefined variable: STATS_max" of its own
+ * script for a timeline without a run column). */
+static void plot_bad_csv(void)
+{
+    char other[1024], ragged[1024], empty[1024], header[1024], tl[1024];
+    write_csv(other, "a,b\n1,2\n");
+    write_csv(ragged, "run,event,alloc,time_us,requested,allocated,reserved\n"
+                      "0,1,1,0,10,10,20\n0,2,2,\"5,6\",10,10,20\n0,3,3,0,10,10\n");
+    write_csv(empty, "");
+    write_csv(header, "run,event,alloc,time_us,requested,allocated,reserved\n");
+    write_csv(tl, "run,event,alloc,time_us,requested,allocated,reserved\n0,1,1,0,10,10,20\n");
+    expect_bad("timeline", other, NULL, "line 1: no column 'run' (a timeline");
+    /* a quoted comma is inside one field: line 3 is whole, line 4 has a field short */
+    expect_bad("timeline", ragged, NULL, "line 4: 6 fields where the header has 7");
+    expect_bad("timeline", empty, NULL, "empty file");
+    expect_bad("timeline", header, NULL, "a header and no data rows");
+    expect_bad("timeline", tl, other, "line 1: no column 'file' (a run report");
+    expect_bad("compare", other, NULL, "no column 'file'");
+    expect_bad("capacity", other, NULL, "no column 'file' (a sweep");
+    expect_bad("segments", other, NULL, "no column 'run' (a segment map");
+    expect_bad("validation", other, NULL, "no column 'policy' (a validation table");
+    tu_rm(other);
+    tu_rm(ragged);
+    tu_rm(empty);
+    tu_rm(header);
+    tu_rm(tl);
 }
 
 CU_TestInfo test_plot[] = {
@@ -449,5 +501,6 @@ CU_TestInfo test_plot[] = {
     {"compare_png", plot_compare_png},
     {"validation_png", plot_validation_png},
     {"usage", plot_usage},
+    {"bad_csv", plot_bad_csv},
     CU_TEST_INFO_NULL,
 };

@@ -23,10 +23,32 @@
 #include "cli.h"
 #include "options.h"
 #include "outfile.h"
+#include "plot_csv.h"
 
 extern char **environ;
 
 #define MAX_ARGS 256
+
+/* The columns each script reads, checked in a CSV the user gives (plot_csv.c), so that a
+ * wrong file is named with what is missing rather than by a gnuplot error in our script. */
+static const char *const timeline_cols[] = {"run",       "event",     "alloc",    "time_us",
+                                            "requested", "allocated", "reserved", NULL};
+static const char *const runs_cols[] = {"file", "policy", "capacity", "oom_alloc", NULL};
+static const char *const seg_runs_cols[] = {"policy",       "capacity", "oom_alloc",
+                                            "oom_reserved", "oom_size", NULL};
+static const char *const compare_cols[] = {
+    "file", "policy", "capacity", "completed", "peak_requested", "peak_reserved", "waste", NULL};
+static const char *const capacity_cols[] = {"file",   "policy",    "capacity",       "completed",
+                                            "allocs", "oom_alloc", "peak_requested", NULL};
+static const char *const segmap_cols[] = {"run",      "when",       "segment",    "seg_addr",
+                                          "seg_size", "block_addr", "block_size", "state",
+                                          "stream",   NULL};
+static const char *const validation_cols[] = {
+    "policy",    "capacity",           "pred_oom_alloc",     "meas_oom_alloc",
+    "oom_match", "pred_peak_reserved", "meas_peak_reserved", "peak_match",
+    NULL};
+
+#define RUNS_WHAT "a run report from `allocsim run -f csv`"
 
 static const char plot_help[] =
     "usage: allocsim plot KIND [options] -o FILE.png|FILE.svg [TRACE...]\n"
@@ -413,6 +435,10 @@ static int plot_timeline(plot_args *a, char **traces, int ntr, char *self)
                                         "(and --runs RUNS.csv)");
         snprintf(tl, sizeof tl, "%s", a->csv);
         snprintf(runs, sizeof runs, "%s", a->runs ? a->runs : "");
+        if ((rc = as_plot_check_csv(tl, "a timeline from `allocsim run --timeline`",
+                                    timeline_cols)) ||
+            (runs[0] && (rc = as_plot_check_csv(runs, RUNS_WHAT, runs_cols))))
+            return rc;
     }
     gp_set(vars, sizeof vars, "in", tl);
     if (runs[0])
@@ -440,6 +466,8 @@ static int plot_compare(plot_args *a, char **traces, int ntr, char *self)
         if (!a->csv)
             return as_cli_usage("plot", "compare needs traces or --csv REPORT.csv");
         snprintf(rep, sizeof rep, "%s", a->csv);
+        if ((rc = as_plot_check_csv(rep, RUNS_WHAT, compare_cols)))
+            return rc;
     }
     gp_set(vars, sizeof vars, "in", rep);
     common_vars(a, vars, sizeof vars);
@@ -471,6 +499,11 @@ static int plot_capacity(plot_args *a, char **traces, int ntr, char *self)
         if (!a->csv)
             return as_cli_usage("plot", "capacity needs a trace or --csv SWEEP.csv");
         snprintf(sw, sizeof sw, "%s", a->csv);
+        if ((rc = as_plot_check_csv(sw,
+                                    "a sweep from `allocsim mincap --csv` or `run --sweep "
+                                    "-f csv`",
+                                    capacity_cols)))
+            return rc;
     }
     gp_set(vars, sizeof vars, "in", sw);
     common_vars(a, vars, sizeof vars);
@@ -498,6 +531,10 @@ static int plot_segments(plot_args *a, char **traces, int ntr, char *self)
             return as_cli_usage("plot", "segments needs a trace or --csv SEGMAP.csv");
         snprintf(sm, sizeof sm, "%s", a->csv);
         snprintf(runs, sizeof runs, "%s", a->runs ? a->runs : "");
+        if ((rc = as_plot_check_csv(sm, "a segment map from `allocsim run --segment-map`",
+                                    segmap_cols)) ||
+            (runs[0] && (rc = as_plot_check_csv(runs, RUNS_WHAT, seg_runs_cols))))
+            return rc;
     }
     const char *when = a->when;
     if (!when) {
@@ -524,6 +561,10 @@ static int plot_validation(plot_args *a, int ntr)
     char vars[8192] = "";
     if (ntr || !a->csv)
         return as_cli_usage("plot", "validation draws from --csv VALIDATION.csv only");
+    int rc = as_plot_check_csv(a->csv, "a validation table from `allocsim compare -f csv`",
+                               validation_cols);
+    if (rc)
+        return rc;
     gp_set(vars, sizeof vars, "in", a->csv);
     common_vars(a, vars, sizeof vars);
     return run_gnuplot(a, "validation", vars);
