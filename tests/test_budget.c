@@ -40,8 +40,9 @@ static void run_bytes_model(void)
     CU_ASSERT_EQUAL(as_engine_run_bytes(0, 1, 0), AS_ENGINE_RUN_BASE); /* the first stream */
     CU_ASSERT_EQUAL(as_engine_run_bytes(10, 1, 1),
                     AS_ENGINE_RUN_BASE + AS_ENGINE_RUN_LOGS + 10 * AS_ENGINE_RUN_PER_LIVE);
-    CU_ASSERT_EQUAL(as_engine_run_bytes(10, 4, 0),
-                    AS_ENGINE_RUN_BASE + 10 * AS_ENGINE_RUN_PER_LIVE + 3 * AS_ENGINE_RUN_PER_STREAM);
+    CU_ASSERT_EQUAL(as_engine_run_bytes(10, 4, 0), AS_ENGINE_RUN_BASE +
+                                                       10 * AS_ENGINE_RUN_PER_LIVE +
+                                                       3 * AS_ENGINE_RUN_PER_STREAM);
     CU_ASSERT_EQUAL(as_engine_run_bytes(UINT64_MAX / 2, 0, 0), UINT64_MAX); /* no wrap */
     CU_ASSERT_EQUAL(as_engine_run_bytes(0, UINT64_MAX / 2, 0), UINT64_MAX);
 }
@@ -95,6 +96,25 @@ static void max_live_stops(void)
     }
 }
 
+/* Peak RSS (KiB) of `allocsim args...` run directly (no shell), from wait4; -1 on error. */
+static long child_rss_kib(char *const argv[])
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
+            _exit(126);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int st;
+    struct rusage ru;
+    if (wait4(pid, &st, 0, &ru) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return -1;
+    return ru.ru_maxrss;
+}
+
 /* A trace whose every allocation is on a fresh stream: torch keeps about 1 KiB a stream
  * in each run, so 24 runs of 10,000 streams under --memory 16M go one at a time (12.9 MB
  * budgeted each) and stay near the budget; counting only the live allocations (2.6 MB a
@@ -127,41 +147,10 @@ static void streams_in_budget(void)
         argv[a++] = c_, argv[a++] = caps[c];
     }
     argv[a++] = p_, argv[a++] = torch, argv[a++] = spath, argv[a] = NULL;
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (!freopen("/dev/null", "w", stdout))
-            _exit(99);
-        execv(bin, argv);
-        _exit(98);
-    }
-    int status = 0;
-    struct rusage ru;
-    CU_ASSERT_FATAL(pid > 0 && wait4(pid, &status, 0, &ru) == pid);
-    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    if (!AS_UNDER_ASAN) /* KiB: the 64 MiB budget, the trace's reader, the program */
-        CU_ASSERT(ru.ru_maxrss < 48 * 1024);
-}
-
-/* Removes the host-timing fields, the last three of report schema 3 (checked on the
- * header), from every line of a CSV report. */
-static void drop_timing(char *csv)
-{
-    const char *hdr_end = strchr(csv, '\n');
-    const char *tail = ",wall_s,cpu_s,events_per_second";
-    size_t tl = strlen(tail);
-    CU_ASSERT_FATAL(hdr_end && (size_t)(hdr_end - csv) > tl && memcmp(hdr_end - tl, tail, tl) == 0);
-    char *w = csv;
-    for (char *line = csv; *line;) {
-        char *end = line + strcspn(line, "\n"), *cut = end;
-        for (int k = 0; k < 3 && cut > line;)
-            k += *--cut == ',';
-        memmove(w, line, (size_t)(cut - line));
-        w += cut - line;
-        if (*end)
-            *w++ = '\n';
-        line = *end ? end + 1 : end;
-    }
-    *w = 0;
+    long rss = child_rss_kib(argv);
+    CU_ASSERT(rss >= 0); /* it ran and exited 0 */
+    if (!AS_UNDER_ASAN)  /* KiB: the 64 MiB budget, the trace's reader, the program */
+        CU_ASSERT(rss < 48 * 1024);
 }
 
 /* One set of runs at three budgets: all at once (default), the one pass stopped by the
@@ -188,7 +177,7 @@ static void groups_same_results(void)
         CU_ASSERT_EQUAL(rc, 0);
         if (rc)
             fprintf(stderr, "\n  --memory %s: %s\n", budgets[b], err);
-        drop_timing(out);
+        CU_ASSERT_EQUAL(tu_drop_timing(out), 0);
         report[b] = strdup(out);
     }
     CU_ASSERT_PTR_NOT_NULL(strstr(report[0], ",nocache,nocache,20971520,0,1,")); /* an OOM */
@@ -261,25 +250,6 @@ static void mincap_budget_same(void)
     CU_ASSERT_STRING_EQUAL(a, out);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"min_capacity\": 41943040"));
     free(a);
-}
-
-/* Peak RSS (KiB) of `allocsim args...` run directly (no shell), from wait4; -1 on error. */
-static long child_rss_kib(char *const argv[])
-{
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
-            _exit(126);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    int st;
-    struct rusage ru;
-    if (wait4(pid, &st, 0, &ru) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        return -1;
-    return ru.ru_maxrss;
 }
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)

@@ -197,3 +197,25 @@ int tu_run_allocsim(const char *args, char *out, size_t out_cap, char *err, size
         return -1;
     return WEXITSTATUS(st);
 }
+
+int tu_drop_timing(char *csv)
+{
+    const char *hdr_end = strchr(csv, '\n');
+    const char *tail = ",wall_s,cpu_s,events_per_second";
+    size_t tl = strlen(tail);
+    if (!hdr_end || (size_t)(hdr_end - csv) <= tl || memcmp(hdr_end - tl, tail, tl) != 0)
+        return -1;
+    char *w = csv;
+    for (char *line = csv; *line;) {
+        char *end = line + strcspn(line, "\n"), *cut = end;
+        for (int k = 0; k < 3 && cut > line;)
+            k += *--cut == ',';
+        memmove(w, line, (size_t)(cut - line));
+        w += cut - line;
+        if (*end)
+            *w++ = '\n';
+        line = *end ? end + 1 : end;
+    }
+    *w = 0;
+    return 0;
+}

@@ -27,6 +27,12 @@ const char *tu_write_tmp(const char *suffix, const char *text);
  * when len is not NULL; NULL when it cannot be opened or read, or out of memory. */
 char *tu_slurp(const char *path, size_t *len);
 
+/* Drops the host-timing fields of a CSV report (the last three of report schema 3, wall_s,
+ * cpu_s and events_per_second: they measure the host, the rest must be reproducible) from
+ * every line, in place. Returns 0, or -1 (csv untouched) when its header does not end in
+ * them. */
+int tu_drop_timing(char *csv);
+
 /* Seed for randomised tests: $AS_SEED if set, else time-based. Printed once per test. */
 uint64_t tu_seed(const char *test_name);
 uint64_t tu_rand(uint64_t *state); /* splitmix64 */
