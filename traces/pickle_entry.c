@@ -108,25 +108,23 @@ typedef struct skel {
 #define TM_N 4
 typedef uint8_t v16 __attribute__((vector_size(16)));
 typedef struct tm_int {
-    uint8_t off, sh, sgn, key; /* the value: its bytes at off, << sh and back, signed or not */
+    uint64_t keep;         /* the value: its bytes at off, << sh and back (arithmetic), & keep */
+    uint8_t off, sh, key;  /* (keep: every bit for a signed one, its bytes' for an unsigned one) */
 } tm_int;
 typedef struct tm_get {
     uint8_t off, key;
     uint32_t mask; /* BINGET: 0xff, LONG_BINGET: 0xffffffff */
 } tm_get;
-typedef struct tm_fix {
-    uint8_t key;
-    as_pk_val v;
-} tm_fix;
-
 typedef struct tmpl {
     uint64_t serial; /* its skeleton's, 0: empty */
     uint32_t len, nv, npairs;
     v16 w[TM_BYTES / 16], m[TM_BYTES / 16];
-    uint8_t ni, ng, nf, nput, put_entry;
+    uint8_t ni, ng, nput, put_entry;
     tm_int hi[SK_PAIRS];
     tm_get hg[SK_PAIRS];
-    tm_fix hf[SK_PAIRS];
+    /* the entry's values as they are before its holes are read: each fixed value (None, a
+     * bool, the skeleton's string, an empty list) in place, an int hole's type, none else */
+    as_pk_val img[16];
     uint8_t put_off[SC_SLOTS]; /* its MEMOIZEs, in order: the entry's own first (put_entry) */
     as_pk_ref put_ref[SC_SLOTS];
 } tmpl;
@@ -182,6 +180,7 @@ typedef struct scan {
     sc_open open[SC_OPEN];
     size_t nopen;
     size_t memo_len; /* p->memo_len before the batch */
+    uint64_t put_lim; /* tm_puts: slots below it are in a dense page it may write (put_limit) */
 } scan;
 
 static inline uint64_t rd(const uint8_t *s, unsigned n)
@@ -1153,7 +1152,8 @@ static void tm_learn(scan *s, size_t at, size_t len, const as_pk_val *f)
         return;
     memset(m, 0, sizeof m);
     memset(m, 0xff, len);
-    t->ni = t->ng = t->nf = t->nput = 0;
+    t->ni = t->ng = t->nput = 0;
+    fields_none(t->img, s->p->nkeys);
     t->put_entry = k->put;
     size_t pos = 2;
     if (k->put)
@@ -1168,7 +1168,7 @@ static void tm_learn(scan *s, size_t at, size_t len, const as_pk_val *f)
         size_t vlen, hole = 0, hl = 0;
         uint8_t op = b[pos];
         if (pr->kind == SK_CONST) {
-            t->hf[t->nf++] = (tm_fix){.key = pr->key, .v = {.type = AS_PK_STR, .ref = pr->vref}};
+            t->img[pr->key] = (as_pk_val){.type = AS_PK_STR, .ref = pr->vref};
             vlen = pr->vlen;
             if (t->nput >= SC_SLOTS)
                 return;
@@ -1179,26 +1179,26 @@ static void tm_learn(scan *s, size_t at, size_t len, const as_pk_val *f)
             hole = op == 0x8a ? 2 : 1, hl = n, vlen = hole + n;
             t->hi[t->ni++] = (tm_int){.off = (uint8_t)(pos + hole),
                                       .sh = (uint8_t)(64 - 8 * n),
-                                      .sgn = op == 'J' || op == 0x8a,
+                                      .keep = op == 'J' || op == 0x8a ? ~0ull : mask_of(n),
                                       .key = pr->key};
+            t->img[pr->key] = (as_pk_val){.type = AS_PK_INT, .ref = AS_PK_NIL};
         } else if (op == 'h' || op == 'j') {
             hole = 1, hl = op == 'h' ? 1 : 4, vlen = 1 + hl;
             t->hg[t->ng++] = (tm_get){
                 .off = (uint8_t)(pos + 1), .key = pr->key, .mask = op == 'h' ? 0xffu : 0xffffffffu};
         } else if (op == 'N' || op == 0x88 || op == 0x89 || (op == 0x8a && !b[pos + 1])) {
             vlen = op == 0x8a ? 2 : 1;
-            t->hf[t->nf++] = (tm_fix){.key = pr->key,
-                                      .v = {.type = op == 'N'    ? AS_PK_NONE
-                                                    : op == 0x8a ? AS_PK_INT
-                                                                 : AS_PK_BOOL,
-                                            .ref = AS_PK_NIL,
-                                            .i = op == 0x88}};
+            t->img[pr->key] = (as_pk_val){.type = op == 'N'    ? AS_PK_NONE
+                                                  : op == 0x8a ? AS_PK_INT
+                                                               : AS_PK_BOOL,
+                                          .ref = AS_PK_NIL,
+                                          .i = op == 0x88};
         } else if (op == ']' && b[pos + 1] == 0x94 && pr->key < s->p->nkeys &&
                    f[pr->key].type == AS_PK_LIST && ibit(f[pr->key].ref) && t->nput < SC_SLOTS &&
                    (i + 1 < k->n ? (ld64(b + pos + 2) & k->pr[i + 1].km) == k->pr[i + 1].kw
                                  : b[pos + 2] == 'u')) { /* an empty fresh list, put once */
             vlen = 2;
-            t->hf[t->nf++] = (tm_fix){.key = pr->key, .v = f[pr->key]};
+            t->img[pr->key] = f[pr->key];
             t->put_off[t->nput] = (uint8_t)(pos + 1), t->put_ref[t->nput++] = f[pr->key].ref;
         } else {
             return; /* a string, a frames list: no template */
@@ -1227,16 +1227,45 @@ static void tm_learn(scan *s, size_t at, size_t len, const as_pk_val *f)
 /* Whether the bytes at b are template t's, holes aside (b has TM_BYTES readable). */
 static HOT int tm_same(const tmpl *t, const uint8_t *b)
 {
-    v16 d = {0};
-    for (uint32_t i = 0; i < t->nv; i++) {
-        v16 x;
-        memcpy(&x, b + 16 * i, 16);
-        d |= (x ^ t->w[i]) & t->m[i];
+    v16 d = {0}, x;
+#define TM_CMP(i) (memcpy(&x, b + 16 * (i), 16), d |= (x ^ t->w[i]) & t->m[i])
+    switch (t->nv) { /* unrolled: the last vectors first (nv >= 1) */
+    case 8:
+        TM_CMP(7); /* fall through */
+    case 7:
+        TM_CMP(6); /* fall through */
+    case 6:
+        TM_CMP(5); /* fall through */
+    case 5:
+        TM_CMP(4); /* fall through */
+    case 4:
+        TM_CMP(3); /* fall through */
+    case 3:
+        TM_CMP(2); /* fall through */
+    case 2:
+        TM_CMP(1); /* fall through */
+    default:
+        TM_CMP(0);
     }
+#undef TM_CMP
     uint64_t lo, hi;
     memcpy(&lo, &d, 8);
     memcpy(&hi, (uint8_t *)&d + 8, 8);
     return (lo | hi) == 0;
+}
+
+/* The end of the run of slots from idx that tm_puts may write in place: within idx's page
+ * when it is dense, the memo's capacity and its bound (0: none). A page stays dense while a
+ * try is under way (packing runs between batches), so the limit holds for the try. */
+static __attribute__((noinline)) void put_limit(scan *s, uint64_t idx)
+{
+    pk_parser *p = s->p;
+    uint64_t lim = ((idx >> PK_MPAGE_BITS) + 1) << PK_MPAGE_BITS;
+    if (lim > p->capmemo)
+        lim = p->capmemo;
+    if (lim > p->lim.max_memo)
+        lim = p->lim.max_memo;
+    s->put_lim = idx < lim && p->mpages[idx >> PK_MPAGE_BITS].dense ? lim : 0;
 }
 
 /* The memo writes of template t's MEMOIZEs at w[at], logged; 0 when one is refused. The
@@ -1246,13 +1275,14 @@ static HOT int tm_puts(scan *s, const tmpl *t, size_t at, sc_ent *e)
 {
     pk_parser *p = s->p;
     pk_scan *sc = s->sc;
-    uint64_t idx = p->memo_len, bound = p->wbase + at + PK_MEMO_SLACK;
+    uint64_t idx = p->memo_len, end = idx + t->nput;
     unsigned n = t->nput;
     e->nslots = t->put_entry;
     e->slot[0] = (uint32_t)idx;
-    if (n && idx + n <= p->capmemo && idx + n <= p->lim.max_memo && idx + n <= bound &&
-        ((idx + n - 1) >> PK_MPAGE_BITS) == (idx >> PK_MPAGE_BITS) &&
-        p->mpages[idx >> PK_MPAGE_BITS].dense && sc->nundo + n <= sc->capundo) {
+    if (end > s->put_lim && n) /* past the dense page known: that of idx, if it is one */
+        put_limit(s, idx);
+    if (n && end <= s->put_lim && end <= p->wbase + at + PK_MEMO_SLACK &&
+        sc->nundo + n <= sc->capundo) {
         as_pk_ref *slot = &p->mpages[idx >> PK_MPAGE_BITS].dense[idx & (PK_MPAGE - 1)];
         unsigned i = 0;
         for (; i < n && slot[i] == AS_PK_NIL; i++) {
@@ -1282,24 +1312,25 @@ static HOT size_t tm_read(scan *s, const tmpl *t, size_t at, as_pk_val *f, sc_en
     uint64_t m0 = s->p->memo_len;
     if (!tm_puts(s, t, at, e))
         return 0;
-    fields_none(f, s->p->nkeys);
-    for (unsigned i = 0; i < t->ni; i++) { /* (no key twice: tm_learn) */
-        const tm_int *h = &t->hi[i];
-        uint64_t x = ld64(b + h->off) << h->sh;
-        f[h->key].type = AS_PK_INT;
-        f[h->key].i = h->sgn ? (int64_t)x >> h->sh : (int64_t)(x >> h->sh);
+    if (stride(s->p->nkeys) == 8) /* fixed-length copies */
+        memcpy(f, t->img, 8 * sizeof *f);
+    else
+        memcpy(f, t->img, 16 * sizeof *f);
+    const unsigned ni = t->ni, ng = t->ng, nput = t->nput;
+    for (unsigned i = 0; i < ni; i++) { /* (no key twice: tm_learn; f is not t) */
+        const tm_int h = t->hi[i];
+        f[h.key].i = (int64_t)((uint64_t)((int64_t)(ld64(b + h.off) << h.sh) >> h.sh) & h.keep);
     }
-    for (unsigned i = 0; i < t->ng; i++) {
-        const tm_get *h = &t->hg[i];
+    for (unsigned i = 0; i < ng; i++) {
+        const tm_get h = t->hg[i];
         uint8_t type;
-        uint32_t idx = rd32(b + h->off) & h->mask;
+        uint32_t idx = rd32(b + h.off) & h.mask;
         as_pk_ref r = pk_memo_typed(s->p, idx, &type);
-        if (r == AS_PK_NIL || r == PK_PENDING || idx - m0 < t->nput)
+        if (r == AS_PK_NIL || r == PK_PENDING || idx - m0 < nput)
             return 0;
-        f[h->key] = (as_pk_val){.type = type, .ref = r};
+        f[h.key].type = type;
+        f[h.key].ref = r;
     }
-    for (unsigned i = 0; i < t->nf; i++)
-        f[t->hf[i].key] = t->hf[i].v;
     if (!s->sc->sk.valid) /* (a put over a key's slot) */
         return 0;
     e->n = t->npairs;

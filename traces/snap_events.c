@@ -82,11 +82,9 @@ int as_evlog_new(int spill, as_evlog **out)
     return 0;
 }
 
-/* The table index of stream v, added when new: EV_STREAMS when the table is full. */
-static uint32_t stream_index(as_evlog *g, uint64_t v)
+/* stream_index past the last stream: its hash set. */
+static __attribute__((noinline)) uint32_t stream_find(as_evlog *g, uint64_t v)
 {
-    if (g->nstream && g->sval[g->slast] == v)
-        return g->slast;
     uint64_t h = v * 0x9E3779B97F4A7C15ull;
     for (size_t j = (size_t)(h >> 51) & (EV_SHASH - 1);; j = (j + 1) & (EV_SHASH - 1)) {
         uint32_t k = g->shash[j];
@@ -100,6 +98,14 @@ static uint32_t stream_index(as_evlog *g, uint64_t v)
             return g->slast = g->nstream++;
         }
     }
+}
+
+/* The table index of stream v, added when new: EV_STREAMS when the table is full. */
+static inline uint32_t stream_index(as_evlog *g, uint64_t v)
+{
+    if (g->nstream && g->sval[g->slast] == v)
+        return g->slast;
+    return stream_find(g, v);
 }
 
 static int grow_buf(as_evlog *g)
@@ -141,7 +147,7 @@ static int write_all(int fd, const uint8_t *p, size_t n)
 
 /* Room for one more record: a larger buffer up to a chunk, then the chunk to the file, or
  * (no file) a larger buffer. */
-static int make_room(as_evlog *g)
+static __attribute__((noinline)) int make_room(as_evlog *g)
 {
     if (g->cap < EV_CHUNK || !g->spill)
         return grow_buf(g);
@@ -243,39 +249,70 @@ int as_evlog_rewind(as_evlog *g)
     return 0;
 }
 
+int as_evlog_get_many(as_evlog *g, snap_ev *e, size_t cap, size_t *n)
+{
+    size_t k = 0;
+    int rc = 0;
+    if (cap > g->count - g->got)
+        cap = (size_t)(g->count - g->got);
+    while (k < cap && !rc) {
+        if (g->fd >= 0 && g->n - g->pos < EV_MAX_REC && refill(g)) {
+            rc = AS_EIO;
+            break;
+        }
+        /* in locals (the stores to e[] could alias the log's fields): the records of buf, up
+         * to the last EV_MAX_REC bytes of a spilled buffer, which a refill keeps */
+        const uint8_t *buf = g->buf;
+        const uint64_t *sval = g->sval;
+        size_t pos = g->pos, end = g->n, stop = g->fd >= 0 && g->read_off < g->filed
+                                                      ? (end > EV_MAX_REC ? end - EV_MAX_REC : 0)
+                                                      : end;
+        uint64_t allocs = g->allocs;
+        const uint32_t nstream = g->nstream;
+        do {
+            ev_rec r;
+            ev_ext x = {0};
+            if (end - pos < sizeof r) {
+                rc = AS_ECORRUPT;
+                break;
+            }
+            memcpy(&r, buf + pos, sizeof r);
+            int alloc = r.op == AS_OP_ALLOC, ext = (r.flags & EVF_EXT) != 0;
+            if (ext) {
+                if (end - pos < sizeof r + sizeof x) {
+                    rc = AS_ECORRUPT;
+                    break;
+                }
+                memcpy(&x, buf + pos + sizeof r, sizeof x);
+            } else if (r.stream >= nstream) {
+                rc = AS_ECORRUPT;
+                break;
+            }
+            pos += ext ? sizeof r + sizeof x : sizeof r;
+            e[k++] = (snap_ev){.op = r.op,
+                               .pre = (r.flags & EVF_PRE) != 0,
+                               .id = !alloc ? r.a
+                                     : ext  ? x.id
+                                            : allocs++,
+                               .size = r.size,
+                               .stream = ext ? x.stream : sval[r.stream],
+                               .time_us = r.time,
+                               .site = r.site,
+                               .addr = alloc ? r.a : 0};
+        } while (k < cap && pos < stop);
+        g->pos = pos;
+        g->allocs = allocs;
+    }
+    g->got += k;
+    *n = k;
+    return rc;
+}
+
 int as_evlog_get(as_evlog *g, snap_ev *e)
 {
-    if (g->got >= g->count)
-        return 0;
-    if (g->fd >= 0 && g->n - g->pos < EV_MAX_REC && refill(g))
-        return AS_EIO;
-    ev_rec r;
-    ev_ext x = {0};
-    if (g->n - g->pos < sizeof r)
-        return AS_ECORRUPT;
-    memcpy(&r, g->buf + g->pos, sizeof r);
-    g->pos += sizeof r;
-    if (r.flags & EVF_EXT) {
-        if (g->n - g->pos < sizeof x)
-            return AS_ECORRUPT;
-        memcpy(&x, g->buf + g->pos, sizeof x);
-        g->pos += sizeof x;
-    } else if (r.stream >= g->nstream) {
-        return AS_ECORRUPT;
-    }
-    int alloc = r.op == AS_OP_ALLOC, ext = (r.flags & EVF_EXT) != 0;
-    *e = (snap_ev){.op = r.op,
-                   .pre = (r.flags & EVF_PRE) != 0,
-                   .id = !alloc ? r.a
-                         : ext  ? x.id
-                                : g->allocs++,
-                   .size = r.size,
-                   .stream = ext ? x.stream : g->sval[r.stream],
-                   .time_us = r.time,
-                   .site = r.site,
-                   .addr = alloc ? r.a : 0};
-    g->got++;
-    return 1;
+    size_t n;
+    int rc = as_evlog_get_many(g, e, 1, &n);
+    return rc ? rc : (int)n;
 }
 
 void as_evlog_free(as_evlog *g)

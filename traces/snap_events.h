@@ -34,6 +34,10 @@ uint64_t as_evlog_count(const as_evlog *g);
 int as_evlog_rewind(as_evlog *g);
 /* The next event into *e: 1, 0 at the end, or AS_EIO / AS_ECORRUPT (the file changed). */
 int as_evlog_get(as_evlog *g, snap_ev *e);
+/* The next events, up to cap, into e[0..*n) (*n < cap only at the end or on an error): 0, or
+ * AS_EIO / AS_ECORRUPT with the events before the fault in e[0..*n). One call a queue: the
+ * hand-out's, where a call an event cost about as much as the record's read. */
+int as_evlog_get_many(as_evlog *g, snap_ev *e, size_t cap, size_t *n);
 /* Bytes the log holds (memory and file), for the bench and the tests. */
 uint64_t as_evlog_bytes(const as_evlog *g);
 /* Whether it spilled to a temporary file. */

@@ -1759,13 +1759,12 @@ static int log_fill(snap_state *st, as_trace_error *err)
                        .addr = p->addr};
         e->pool = pool_of(st, e->addr, e->id);
     }
-    while (st->nev < SNAP_QUEUE) {
+    size_t got;
+    int rc = as_evlog_get_many(st->log, st->ev + st->nev, SNAP_QUEUE - st->nev, &got);
+    if (rc < 0)
+        return log_fail(st, err, rc);
+    for (size_t end = st->nev + got; st->nev < end;) {
         snap_ev *e = &st->ev[st->nev];
-        int rc = as_evlog_get(st->log, e);
-        if (rc < 0)
-            return log_fail(st, err, rc);
-        if (rc == 0)
-            break;
         if (e->op == AS_OP_ALLOC) {
             e->id += st->npre;
             e->pool = pool_of(st, e->addr, e->id);

@@ -6,8 +6,9 @@
 #   OLD_BENCH, NEW_BENCH: allocsim-bench binaries; ALLOCSIM: an allocsim (counts the events);
 #   PICKLE: plain (decompressed) snapshot pickles. Needs valgrind.
 # Parts (inclusive costs): scanner = as_pk_stream_next_entries (the pickle scanner and VM);
-# importer = feed_all less as_evlog_put; log = as_evlog_put + as_evlog_get; hand-out =
-# as_trace_next_batch less as_evlog_get (the events to the reader, the validator, the pools).
+# importer = feed_all less as_evlog_put; log = as_evlog_put + as_evlog_get + as_evlog_get_many
+# (a build reads its log through one of the two); hand-out = as_trace_next_batch less the
+# log's reads (the events to the reader, the validator, the pools).
 set -eu
 old=${1:?usage: import_parts.sh OLD_BENCH NEW_BENCH ALLOCSIM PICKLE...}
 new=${2:?usage}
@@ -24,9 +25,10 @@ parts() { # instructions in all, scanner, importer, log, hand-out of bench $1 on
         /:as_pk_stream_next_entries / { sc = v($1) }
         /:feed_all / { fa = v($1) }
         /:as_evlog_put / { put = v($1) }
-        /:as_evlog_get / { get = v($1) }
+        /:as_evlog_get / && !g1 { g1 = v($1) }
+        /:as_evlog_get_many / && !g2 { g2 = v($1) }
         /:as_trace_next_batch / { nb = v($1) }
-        END { print t, sc, fa - put, put + get, nb - get }'
+        END { get = g1 + g2; print t, sc, fa - put, put + get, nb - get }'
 }
 printf '%-28s %9s  %-13s %-13s %-11s %-9s %-11s\n' pickle events "in all" scanner importer \
     log hand-out
