@@ -184,14 +184,13 @@ static void check_pools_import(void)
     }
 }
 
-/* A stats_end value of a recording's *_stats.json (record_graphs.py: memory_stats() at
- * the dump). */
-static uint64_t graphs_stat(const char *work, const char *key)
+/* A stats_end value of a recording's JSON at rel (record_graphs.py, record_xstream.py:
+ * memory_stats() at the dump). */
+static uint64_t stats_end(const char *rel, const char *key)
 {
-    char rel[200], why[300];
+    char why[300];
     json_t *root;
     uint64_t v = 0;
-    snprintf(rel, sizeof rel, "tests/data/torch-2.11-h200-graphs/%s_stats.json", work);
     if (as_json_load(tu_path(rel), &root, why, sizeof why)) {
         fprintf(stderr, "\n  %s", why);
         return 0;
@@ -199,6 +198,14 @@ static uint64_t graphs_stat(const char *work, const char *key)
     CU_ASSERT_EQUAL(as_json_u64(json_object_get(root, "stats_end"), key, &v), 1);
     json_decref(root);
     return v;
+}
+
+/* A stats_end value of a CUDA-graph recording's *_stats.json. */
+static uint64_t graphs_stat(const char *work, const char *key)
+{
+    char rel[200];
+    snprintf(rel, sizeof rel, "tests/data/torch-2.11-h200-graphs/%s_stats.json", work);
+    return stats_end(rel, key);
 }
 
 /* Every ALLOC's pool of a trace (rel: in the source tree, or an absolute path) (pools[id], at
@@ -475,6 +482,46 @@ static void check_recorded_setting(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, ",expandable_segments:True,\"torch,expandable=true\","));
 }
 
+/* The cross-stream pool recordings (replay/data/h200-pool-xstream/README.md): each
+ * reproduces every segment event at its recorded address and the peak reserved that
+ * memory_stats() reported. Blocks of a MemPool or a graph's pool freed while in use on
+ * another stream (inside use_mem_pool or outside, in a 24 MiB or a split 20 MiB segment,
+ * expandable or not), a pool dropped while one is pending, empty_cache() while they are,
+ * default-pool requests on another stream during a capture, the OOMs of capture_oom,
+ * mp_oom and mp_oom_thread (the request that failed is not in the trace: no retry
+ * released anything for it). empty_cache() called while use_mem_pool is underway
+ * (mp_empty_inside; held_thread: from another thread; held_rerelease: twice, the second
+ * freeing a pool released before) frees the freeable graph pools' segments and keeps the
+ * default pool's: reproduced only since the importer reads a capture stream's segments as
+ * the graph's and gives such a call the pools' EMPTY_CACHE alone. Not reproduced, asserted
+ * so: the two expandable teardowns (the importer does not follow a pool's segment_map and
+ * segment_unmap lives) and held_two_pools (two graphs with pools of their own on one
+ * capture stream, read as one pool). */
+static void check_xstream(void)
+{
+    static const struct {
+        const char *name;
+        int reproduced;
+    } w[] = {
+        {"default_pending", 1},     {"default_pending_6m", 1}, {"default_pending_exp", 1},
+        {"mp_free_in", 1},          {"mp_free_in_6m", 1},      {"mp_free_in_exp", 1},
+        {"mp_free_out", 1},         {"mp_free_out_6m", 1},     {"mp_free_out_exp", 1},
+        {"mp_teardown", 1},         {"mp_teardown_6m", 1},     {"mp_teardown_exp", 0},
+        {"mp_empty", 1},            {"mp_empty_inside", 1},    {"graph_pending", 1},
+        {"graph_pending_exp", 1},   {"graph_teardown", 1},     {"graph_teardown_exp", 0},
+        {"capture_stream", 1},      {"capture_oom", 1},        {"mp_oom", 1},
+        {"mp_oom_thread", 1},       {"held_two_pools", 0},     {"held_thread", 1},
+        {"held_rerelease", 1},
+    };
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
+        as_check_result r;
+        char rel[200], js[200];
+        snprintf(rel, sizeof rel, "replay/data/h200-pool-xstream/%s.pickle.zst", w[i].name);
+        snprintf(js, sizeof js, "replay/data/h200-pool-xstream/%s.json", w[i].name);
+        one(rel, stats_end(js, "reserved_bytes.all.peak"), w[i].reproduced, &r);
+    }
+}
+
 CU_TestInfo test_check[] = {
     {"recorded_setting", check_recorded_setting},
     {"shared_snapshots", check_shared},
@@ -484,5 +531,6 @@ CU_TestInfo test_check[] = {
     {"state_only", check_state_only},
     {"graphs", check_graphs},
     {"pools_import", check_pools_import},
+    {"xstream", check_xstream},
     CU_TEST_INFO_NULL,
 };

@@ -9,7 +9,8 @@
  *  2. frames: the frames of the request that made it (the segment_alloc entry carries the
  *     malloc's) run through cudagraph trees (a tree's warm-up or record: its private pool)
  *     or through CUDAGraph.capture_begin (the RNG-state tensors a capture makes on its
- *     stream before entering its pool: the default pool);
+ *     stream before entering its pool: the default pool); any other segment of a stream
+ *     with such a capture_begin segment: the graph's private pool;
  *  3. release order: release_cached_blocks frees the default pool's whole free segments
  *     (large, then small, each in (stream, size, address) order), then each freeable
  *     private pool's (small, then large); in a run of segment_free entries, a group after
@@ -27,9 +28,10 @@
  * those of the segment_alloc that follows (an OOM retry inside one malloc: PyTorch records
  * both under the malloc's context), unless each free has the frames its segment was made
  * with (empty_cache() recorded with context="alloc" writes those); else empty_cache() (pool 0) when
- * it frees a default segment, names empty_cache in its frames or frees an already released pool,
- * then one EMPTY_CACHE of each private pool it is the first to free (that pool released there: the
- * trace does not show the release itself, only that its segments went back).
+ * it frees a default segment, then one EMPTY_CACHE of each private pool it is the first to free
+ * (that pool released there: the trace does not show the release itself, only that its segments
+ * went back); a call that frees no default segment (empty_cache() while a capture or
+ * use_mem_pool is underway keeps the default pool) gives each pool it frees its EMPTY_CACHE.
  *
  * Key invariant: lookups never scan more than SCAN_MAX segments, so a crafted record
  * costs time in proportion to its size; a lookup past that bound is counted ambiguous.
@@ -200,18 +202,38 @@ static int build_lives(as_snap_pools *p, const as_snapshot_record *rec, uint8_t 
     return 0;
 }
 
-/* Rule 2: the frames of the request that made the segment. */
-static void by_frames(as_snap_pools *p)
+static int cmp_u64(const void *a, const void *b)
 {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Rule 2: the frames of the request that made the segment. A stream on which
+ * CUDAGraph.capture_begin made a segment (its RNG-state tensors) is a capture stream: its
+ * other segments were made by a capture, in the graph's pool (torch.cuda.graph captures on
+ * its own stream; the 8-byte RNG tensors are the default pool's requests there). */
+static int by_frames(as_snap_pools *p)
+{
+    uint64_t *cap = malloc((p->n + 1) * sizeof *cap);
+    size_t nc = 0;
+    if (!cap)
+        return AS_ENOMEM;
+    for (size_t i = 0; i < p->n; i++)
+        if (p->s[i].fcls & AS_SNAP_FR_CAPBEGIN)
+            cap[nc++] = p->s[i].stream;
+    qsort(cap, nc, sizeof *cap, cmp_u64);
     for (size_t i = 0; i < p->n; i++) {
         pseg *s = &p->s[i];
         if (s->how != AS_POOL_AMBIGUOUS)
             continue;
         if (s->fcls & AS_SNAP_FR_CAPBEGIN)
             s->pool = 0, s->how = AS_POOL_FRAMES;
-        else if (s->fcls & AS_SNAP_FR_TREES)
+        else if ((s->fcls & AS_SNAP_FR_TREES) ||
+                 (s->made != 0 && bsearch(&s->stream, cap, nc, sizeof *cap, cmp_u64)))
             s->priv = 1, s->how = AS_POOL_FRAMES;
     }
+    free(cap);
+    return 0;
 }
 
 /* Rule 3 over run [a, b) of segev (segment_free entries); of_free maps a segev index to
@@ -315,22 +337,27 @@ static void run_events(as_snap_pools *p, const as_snapshot_record *rec, size_t a
         p->retries++;
         return;
     }
+    /* empty_cache() releases the default pool only while no capture or use_mem_pool is
+     * underway (release_cached_blocks: captures_underway.empty()), the freeable private
+     * pools always: a call that freed no default segment gets each pool's EMPTY_CACHE
+     * alone. (Had the default pool a whole free segment, a capture was underway; had it
+     * none, pool 0's event would free nothing there.) */
     size_t at = p->roff[p->nruns], start = at;
     int need0 = 0;
-    for (size_t i = a; i < b; i++) {
-        need0 |= (rec->segev[i].fcls & AS_SNAP_FR_EMPTY) != 0;
-        uint32_t k = of_free[i] == SIZE_MAX ? 0 : p->s[of_free[i]].pool;
-        need0 |= k == 0 || released[k];
-    }
+    for (size_t i = a; i < b; i++)
+        need0 |= of_free[i] == SIZE_MAX || p->s[of_free[i]].pool == 0;
     if (need0)
         p->emit[at++] = 0;
     for (size_t i = a; i < b; i++) {
         uint32_t k = of_free[i] == SIZE_MAX ? 0 : p->s[of_free[i]].pool;
-        if (k && !released[k]) {
-            released[k] = 1; /* released here */
+        if (k && (!need0 || !released[k]) && released[k] != 2) {
+            released[k] = 2; /* released (again, by this call alone) here */
             p->emit[at++] = k;
         }
     }
+    for (size_t i = a; i < b; i++) /* 1: released before this call */
+        if (of_free[i] != SIZE_MAX && p->s[of_free[i]].pool)
+            released[p->s[of_free[i]].pool] = 1;
     if (at == start) /* nothing read: empty_cache() */
         p->emit[at++] = 0;
     p->roff[p->nruns] = at;
@@ -422,7 +449,8 @@ int as_snap_pools_build(const as_snapshot_record *rec, as_snap_pools **out)
                           .freed = SIZE_MAX,
                           .pool = pool_number(p, rec->segs[i].pool),
                           .how = AS_POOL_RECORDED});
-    by_frames(p);
+    if ((rc = by_frames(p)))
+        goto fail;
     rc = AS_ENOMEM;
     if (!(of_free = free_map(p, rec)) || (rc = runs(p, rec, of_free, 0)) || (rc = by_stream(p)) ||
         (rc = build_runs(p, rec, of_free)))
