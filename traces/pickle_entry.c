@@ -1370,7 +1370,8 @@ static int entry_fast(scan *s)
     while (s->wn - at >= 16 && s->w[at] == '}' && sc->nents < SC_MAX_ENTRIES && entry_room(s)) {
         size_t nundo = sc->nundo, memo_len = s->p->memo_len;
         sc_ent *e = &sc->ents[sc->nents];
-        *e = (sc_ent){.off = s->p->wbase + at, .first = (uint32_t)sc->nfields};
+        e->off = s->p->wbase + at; /* (each reader sets its n, nslots and slots) */
+        e->first = (uint32_t)sc->nfields;
         as_pk_val *f = sc->fields + sc->nfields;
         len = sc->sk.valid ? tm_any(s, at, f, e, nundo, memo_len) : 0;
         if (!len && sc->sk.valid && (len = sk_match(s, at, f, e)) && sc->sk_plain)

@@ -250,13 +250,13 @@ static int oom(snap_build *b)
     return bfail(b, AS_ENOMEM, UINT64_MAX, "out of host memory importing the snapshot");
 }
 
-static uint64_t hash64(uint64_t x)
+/* The home slot of addr in a table of cap (a power of two) slots: Fibonacci hashing, the
+ * product's top bits (block addresses differ in their middle bits: all of them mix into
+ * the top ones), where a full 64-bit mix cost a dozen instructions an event more. Only a
+ * count walks the table, so its order is free. */
+static inline size_t addr_home(uint64_t addr, size_t cap)
 {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    return x ^ (x >> 33);
+    return (size_t)((addr * 0x9E3779B97F4A7C15ull) >> (64 - __builtin_ctzll(cap)));
 }
 
 /* The slot of addr: its own, or the empty one where it would go. NULL on host OOM. */
@@ -270,7 +270,7 @@ static addr_slot *map_find(addr_map *m, uint64_t addr, int insert)
         for (size_t i = 0; i < m->cap; i++) {
             if (m->slots[i].state == ST_EMPTY)
                 continue;
-            size_t j = hash64(m->slots[i].addr) & (nc - 1);
+            size_t j = addr_home(m->slots[i].addr, nc);
             while (ns[j].state != ST_EMPTY)
                 j = (j + 1) & (nc - 1);
             ns[j] = m->slots[i];
@@ -281,7 +281,7 @@ static addr_slot *map_find(addr_map *m, uint64_t addr, int insert)
     }
     if (!m->cap)
         return NULL;
-    size_t j = hash64(addr) & (m->cap - 1);
+    size_t j = addr_home(addr, m->cap);
     while (m->slots[j].state != ST_EMPTY && m->slots[j].addr != addr)
         j = (j + 1) & (m->cap - 1);
     return &m->slots[j];
@@ -796,14 +796,14 @@ static int user_mark(snap_build *b, as_pk_ref um, uint32_t *umark)
 /* One event of the trace. Pass 1 logs it (ids provisional: a trace ordinal, or a
  * prehistoric discovery index) up to buffer_max, then only counts; pass 2 queues it with
  * its final id (prehistoric blocks were preloaded with theirs). */
-static int push_ev(snap_build *b, const snap_ev *e)
+static inline __attribute__((always_inline)) int push_ev(snap_build *b, const snap_ev *e)
 {
     if (!b->emitted++)
         b->t0 = e->time_us;
     if (b->overflow)
         return 0;
     if (b->pass == 1) {
-        if (as_evlog_count(b->log) >= b->buffer_max) {
+        if (b->emitted - 1 >= b->buffer_max) { /* (the log holds every event before it) */
             b->overflow = 1;
             as_evlog_free(b->log);
             b->log = NULL;
