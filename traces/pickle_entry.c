@@ -181,6 +181,8 @@ typedef struct scan {
     size_t nopen;
     size_t memo_len; /* p->memo_len before the batch */
     uint64_t put_lim; /* tm_puts: slots below it are in a dense page it may write (put_limit) */
+    uint64_t put_lo;     /* that page's first slot, */
+    as_pk_ref *put_page; /* and its slots */
 } scan;
 
 static inline uint64_t rd(const uint8_t *s, unsigned n)
@@ -1255,8 +1257,9 @@ static HOT int tm_same(const tmpl *t, const uint8_t *b)
 }
 
 /* The end of the run of slots from idx that tm_puts may write in place: within idx's page
- * when it is dense, the memo's capacity and its bound (0: none). A page stays dense while a
- * try is under way (packing runs between batches), so the limit holds for the try. */
+ * when it is dense, the memo's capacity and its bound (0: none), and that page's slots. A
+ * page stays dense and in place while a try is under way (packing runs between batches,
+ * and a larger memo moves the page table, not its pages), so both hold for the try. */
 static __attribute__((noinline)) void put_limit(scan *s, uint64_t idx)
 {
     pk_parser *p = s->p;
@@ -1265,7 +1268,9 @@ static __attribute__((noinline)) void put_limit(scan *s, uint64_t idx)
         lim = p->capmemo;
     if (lim > p->lim.max_memo)
         lim = p->lim.max_memo;
-    s->put_lim = idx < lim && p->mpages[idx >> PK_MPAGE_BITS].dense ? lim : 0;
+    as_pk_ref *dense = idx < lim ? p->mpages[idx >> PK_MPAGE_BITS].dense : NULL;
+    s->put_lim = dense ? lim : 0;
+    s->put_page = dense, s->put_lo = idx & ~(uint64_t)(PK_MPAGE - 1);
 }
 
 /* The memo writes of template t's MEMOIZEs at w[at], logged; 0 when one is refused. The
@@ -1283,12 +1288,14 @@ static HOT int tm_puts(scan *s, const tmpl *t, size_t at, sc_ent *e)
         put_limit(s, idx);
     if (n && end <= s->put_lim && end <= p->wbase + at + PK_MEMO_SLACK &&
         sc->nundo + n <= sc->capundo) {
-        as_pk_ref *slot = &p->mpages[idx >> PK_MPAGE_BITS].dense[idx & (PK_MPAGE - 1)];
+        as_pk_ref *slot = s->put_page + (idx - s->put_lo);
+        sc_undo *u = sc->undo + sc->nundo;
         unsigned i = 0;
         for (; i < n && slot[i] == AS_PK_NIL; i++) {
             slot[i] = t->put_ref[i];
-            sc->undo[sc->nundo++] = (sc_undo){(uint32_t)(idx + i), AS_PK_NIL};
+            u[i] = (sc_undo){(uint32_t)(idx + i), AS_PK_NIL};
         }
+        sc->nundo += i;
         p->memo_len += i;
         if (i == n)
             return 1;
