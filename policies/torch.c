@@ -1246,6 +1246,85 @@ ALLOC_COPY(alloc_split, F_SPLIT)
 ALLOC_COPY(alloc_any, F_ANY)
 #undef ALLOC_COPY
 
+/* torch_alloc's common path as a leaf: a request of the default pool served from a
+ * cached block, with no call that returns here (a call needs a stack frame and the
+ * callee-saved registers for what lives across it: about 18 instructions an allocation on
+ * llama_accum_ckpt, sim/README.md).
+ * What the common case does not cover (the stream is not the last one looked up, the
+ * lookup's rare cases, an expandable block with an unmapped tail, max_split's refusals, a
+ * split without a recycled node or whose remainder's bin is not a list with room) is
+ * found before the state changes and goes to `full`, the copy of alloc_cached for the
+ * same F, which serves the same request from the start; after a change only a tail call
+ * remains (the slot's maximum recomputed). alloc_cached's steps in its order, so the
+ * same answers. F: one setting alone, or none (not F_ANY). */
+static inline __attribute__((always_inline)) int
+alloc_leaf(torch_state *t, const as_request *req, as_block *out, const unsigned F,
+           int (*full)(torch_state *, const as_request *, as_block *))
+{
+    const uint64_t key = req->stream;
+    const uint64_t size =
+        F & F_DIV ? round_size(t, req->size) : (req->size + MIN_BLOCK - 1) & ~(MIN_BLOCK - 1);
+    const int small = size <= SMALL_SIZE;
+    pool *pl = &t->pools[small];
+    fset *fs = &pl->blocks;
+    if (__builtin_expect(!fs->n || fs->s[fs->last].stream != key, 0))
+        return full(t, req, out);
+    const uint32_t k = fs->last;
+    sidx *ix = &fs->s[k];
+    blk *b = t->b;
+    tbin *tb;
+    unsigned at;
+    const uint32_t i = tfs_lower_bound_fast(b, fs, ix, as_tfs_bin(size), size, &tb, &at);
+    if (__builtin_expect(!i, 0))
+        return full(t, req, out);
+    const uint64_t had = b[i].size;
+    /* get_free_block's tests */
+    if ((F & F_EXP) && b[i].exp && b[i].next && !b[b[i].next].mapped)
+        return full(t, req, out); /* exp_fit's walk */
+    if ((F & F_SPLIT) &&
+        (size < t->max_split ? had >= t->max_split : had >= size + t->max_non_split))
+        return full(t, req, out);
+    /* with garbage collection the call is counted (get_free_block's first step) once the
+     * leaf is sure to serve it; nothing reads the count before */
+    if (!should_split(t, small, size, had, F)) {
+        if (F & F_GC)
+            pl->calls++;
+        hand_out_sized(t, b, i, had, req, out);
+        tfs_list_take(b, ix, tb, at, i);
+        return had == ix->max ? as_tfs_max_fell(b, fs, k) : 0;
+    }
+    const uint32_t r = t->bfree;
+    unsigned nb;
+    tbin *nt = tfs_split_bin(fs, ix, had - size, &nb); /* tb is a list: the lookup's */
+    if (__builtin_expect(!r || !nt, 0))
+        return full(t, req, out);
+    if (F & F_GC)
+        pl->calls++;
+    t->bfree = b[r].next; /* node_take's common case */
+    hand_out_sized(t, b, i, size, req, out);
+    uint64_t raddr = split_free(b, i, r, size, had);
+    if (F & F_GC)
+        b[r].gc_base = pl->calls;
+    /* as_tfs_split_move's common case */
+    tfs_list_take(b, ix, tb, at, i);
+    tfs_list_put(b, ix, nt, nb, r, had - size, raddr);
+    return had == ix->max ? as_tfs_max_fell(b, fs, k) : 0;
+}
+
+/* The leaves of the single settings, each its own function; the defaults' is torch_alloc
+ * itself, whose prologue then comes after the dispatch's tests. */
+#define LEAF_COPY(name, F, full)                                                                   \
+    static __attribute__((noinline)) int name(torch_state *t, const as_request *req,               \
+                                              as_block *out)                                       \
+    {                                                                                              \
+        return alloc_leaf(t, req, out, F, full);                                                   \
+    }
+LEAF_COPY(leaf_div, F_DIV, alloc_div)
+LEAF_COPY(leaf_gc, F_GC, alloc_gc)
+LEAF_COPY(leaf_exp, F_EXP, alloc_exp)
+LEAF_COPY(leaf_split, F_SPLIT, alloc_split)
+#undef LEAF_COPY
+
 static int torch_alloc(void *st, const as_request *req, as_block *out)
 {
     torch_state *t = st;
@@ -1255,16 +1334,16 @@ static int torch_alloc(void *st, const as_request *req, as_block *out)
         return rs ? AS_POLICY_OOM : AS_EINVAL;
     unsigned f = req->pool ? F_ANY : t->feat;
     if (__builtin_expect(!f, 1)) /* the defaults */
-        return alloc_plain(t, req, out);
+        return alloc_leaf(t, req, out, 0, alloc_plain);
     switch (f) {
     case F_DIV:
-        return alloc_div(t, req, out);
+        return leaf_div(t, req, out);
     case F_GC:
-        return alloc_gc(t, req, out);
+        return leaf_gc(t, req, out);
     case F_EXP:
-        return alloc_exp(t, req, out);
+        return leaf_exp(t, req, out);
     case F_SPLIT:
-        return alloc_split(t, req, out);
+        return leaf_split(t, req, out);
     default:
         return alloc_any(t, req, out);
     }

@@ -164,6 +164,12 @@ void as_tfs_max_changed(const blk *b, fset *f, uint32_t k)
     as_tfs_max_changed_to(f, k, x ? b[x].size : 0);
 }
 
+int as_tfs_max_fell(const blk *b, fset *f, uint32_t k)
+{
+    as_tfs_max_changed(b, f, k);
+    return 0;
+}
+
 /* as_tfs_insert's rare cases: a slot's first block in a word of bins (its chunk), a full
  * list (it becomes a treap) or a treap bin. */
 int as_tfs_insert_slow(blk *b, fset *f, uint32_t x)

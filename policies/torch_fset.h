@@ -119,6 +119,8 @@ int64_t as_tfs_find_slow(fset *f, uint64_t stream);
 /* A chunk for word w of slot k: 0 or AS_ENOMEM. */
 int as_tfs_chunk(fset *f, uint32_t k, unsigned w);
 void as_tfs_max_changed(const blk *b, fset *f, uint32_t k);
+/* as_tfs_max_changed, then 0: a tail call for a caller that returns 0 after it. */
+int as_tfs_max_fell(const blk *b, fset *f, uint32_t k);
 void as_tfs_max_changed_to(fset *f, uint32_t k, uint64_t m);
 int as_tfs_insert_slow(blk *b, fset *f, uint32_t x);
 /* as_tfs_regrow and as_tfs_split_move through an erase and an insert (treap bins, a full
@@ -398,28 +400,40 @@ tfs_lower_bound_rest(const blk *b, fset *f, sidx *ix, unsigned bin, uint64_t siz
     return tfs_tbin_min(b, tb);
 }
 
-/* as_tfs_lower_bound_in, with the bin the block is filed in (*tbp) when there is one.
- * The common case takes no data-dependent branch: the first non-empty bin at or above
- * the size's comes from the size's word, else from the first word that the summary says
- * is non-empty (selects, not branches; words[NWORDS] stands for none), and its smallest
- * block fits whenever that bin is above the size's and mostly when it is the size's own. */
-TFS_HOT uint32_t as_tfs_lower_bound_at(const blk *b, fset *f, uint32_t k, uint64_t size, tbin **tbp)
+/* as_tfs_lower_bound_at's common case, which takes no data-dependent branch: the first
+ * non-empty bin at or above the size's comes from the size's word, else from the first
+ * word that the summary says is non-empty (selects, not branches; words[NWORDS] stands for
+ * none), and its smallest block fits whenever that bin is above the size's and mostly
+ * when it is the size's own. The block and its bin (*tbp, *atp), or 0 when the common case
+ * does not decide (nothing found, a stale summary bit, a treap bin, a block too small):
+ * tfs_lower_bound_rest's cases. Reads the set only. */
+TFS_HOT uint32_t tfs_lower_bound_fast(const blk *b, const fset *f, const sidx *ix, unsigned bin,
+                                      uint64_t size, tbin **tbp, unsigned *atp)
 {
-    sidx *ix = &f->s[k];
-    unsigned bin = as_tfs_bin(size), w = bin >> 6;
+    unsigned w = bin >> 6;
     uint64_t m = ix->words[w] & (~0ull << (bin & 63));
     unsigned up = (unsigned)__builtin_ctzll((ix->summary & (~1ull << w)) | 1ull << NWORDS);
     unsigned w2 = m ? w : up;
     uint64_t m2 = m ? m : ix->words[up];
     if (__builtin_expect(!m2, 0)) /* nothing, or a stale summary bit */
-        return tfs_lower_bound_rest(b, f, ix, bin, size, tbp);
+        return 0;
     unsigned at = w2 << 6 | (unsigned)__builtin_ctzll(m2);
     tbin *tb = tfs_binp(f, ix, at);
     uint32_t x = tb->head;
     if (__builtin_expect((tb->cnt & TFS_TREAP) || b[x].size < size, 0))
-        return tfs_lower_bound_rest(b, f, ix, bin, size, tbp);
+        return 0;
     *tbp = tb;
+    *atp = at;
     return x;
+}
+
+/* as_tfs_lower_bound_in, with the bin the block is filed in (*tbp) when there is one. */
+TFS_HOT uint32_t as_tfs_lower_bound_at(const blk *b, fset *f, uint32_t k, uint64_t size, tbin **tbp)
+{
+    sidx *ix = &f->s[k];
+    unsigned bin = as_tfs_bin(size), at;
+    uint32_t x = tfs_lower_bound_fast(b, f, ix, bin, size, tbp, &at);
+    return x ? x : tfs_lower_bound_rest(b, f, ix, bin, size, tbp);
 }
 
 /* Takes x, filed under `size` in bin tb of slot k, out of the set (a block handed out
@@ -432,6 +446,20 @@ TFS_HOT void as_tfs_take(blk *b, fset *f, uint32_t k, tbin *tb, uint32_t x, uint
         as_tfs_max_changed(b, f, k);
 }
 
+/* The bin that a split's remainder of nsize bytes goes into, in slot ix, when the common
+ * case applies: its chunk exists and it is a list with room (the block's own bin must be
+ * a list too: the caller's test). NULL otherwise (as_tfs_replace_slow's cases). */
+TFS_HOT tbin *tfs_split_bin(const fset *f, const sidx *ix, uint64_t nsize, unsigned *nbp)
+{
+    unsigned nb = as_tfs_bin(nsize);
+    uint32_t nci = ix->chunk[nb >> 6];
+    tbin *nt = &f->bins[nci + (nb & 63)];
+    if (__builtin_expect(!nci || nt->cnt >= OSET_LIST_MAX, 0)) /* a treap's count is above */
+        return NULL;
+    *nbp = nb;
+    return nt;
+}
+
 /* A split's remainder nw (smaller than old: nsize bytes at naddr) takes the place of old,
  * filed under old_size in bin ot of slot k: old leaves its bin, nw goes into its own. 0 or
  * AS_ENOMEM. */
@@ -439,10 +467,9 @@ TFS_HOT int as_tfs_split_move(blk *b, fset *f, uint32_t k, tbin *ot, uint32_t ol
                               uint64_t old_size, uint32_t nw, uint64_t nsize, uint64_t naddr)
 {
     sidx *ix = &f->s[k];
-    unsigned nb = as_tfs_bin(nsize);
-    uint32_t nci = ix->chunk[nb >> 6];
-    tbin *nt = &f->bins[nci + (nb & 63)];
-    if (__builtin_expect(!nci || ((ot->cnt | nt->cnt) & TFS_TREAP) || nt->cnt >= OSET_LIST_MAX, 0))
+    unsigned nb;
+    tbin *nt = ot->cnt & TFS_TREAP ? NULL : tfs_split_bin(f, ix, nsize, &nb);
+    if (!nt)
         return as_tfs_replace_slow(b, f, old, old_size, nw);
     tfs_list_take(b, ix, ot, b[old].bin, old);
     tfs_list_put(b, ix, nt, nb, nw, nsize, naddr);

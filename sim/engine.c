@@ -688,22 +688,11 @@ static __attribute__((noinline)) int after_rare(run *r, loop *L, const eng_ev *x
  * (the run is whole), or stop after it. */
 enum { STEP_ON, STEP_BREAK, STEP_RETURN, STEP_STOP };
 
-/* Event x through one run. `due`: the slow path may be due at it (else the caller knows
- * that x comes before the event at which it is next due, so only the peak is tested). */
-ENG_HOT int step(run *r, loop *L, const loop_ops *p, const eng_ev *x, const int lean,
-                 const int bounded, const int due)
+/* After event x of step (s: its ev_* answer; alloc: x is an ALLOC, a constant in each of
+ * step's branches, so that the allocation count costs the FREEs nothing). */
+ENG_HOT int step_end(run *r, loop *L, const eng_ev *x, int s, const int lean, const int due,
+                     const int alloc)
 {
-    if (!lean && (r->stopped || (r->s_watch && !streams_ok(r, x, L))))
-        return STEP_BREAK;
-    int s;
-    if (x->op == AS_OP_ALLOC)
-        s = ev_alloc(r, L, p, x, lean, bounded);
-    else if (x->op == AS_OP_FREE)
-        s = ev_free(r, L, p, x, lean, bounded);
-    else if (x->op == AS_OP_FREE_REQ)
-        s = ev_free_req(r, L, p, x, lean, bounded);
-    else
-        s = ev_other(r, L, x);
     if (s == EV_STOP)
         return STEP_RETURN;
     if (!lean && !r->log_ok)
@@ -711,9 +700,29 @@ ENG_HOT int step(run *r, loop *L, const loop_ops *p, const eng_ev *x, const int 
     int stop = 0;
     if (r->reserved > L->peak_res || (due && L->idx >= L->next_slow))
         stop = after_rare(r, L, x);
-    L->allocs += x->op == AS_OP_ALLOC;
+    if (alloc)
+        L->allocs++;
     L->idx++;
     return stop ? STEP_STOP : STEP_ON;
+}
+
+/* Event x through one run. `due`: the slow path may be due at it (else the caller knows
+ * that x comes before the event at which it is next due, so only the peak is tested). */
+ENG_HOT int step(run *r, loop *L, const loop_ops *p, const eng_ev *x, const int lean,
+                 const int bounded, const int due)
+{
+    if (!lean && (r->stopped || (r->s_watch && !streams_ok(r, x, L))))
+        return STEP_BREAK;
+    if (x->op == AS_OP_ALLOC)
+        return step_end(r, L, x, ev_alloc(r, L, p, x, lean, bounded), lean, due, 1);
+    int s;
+    if (x->op == AS_OP_FREE)
+        s = ev_free(r, L, p, x, lean, bounded);
+    else if (x->op == AS_OP_FREE_REQ)
+        s = ev_free_req(r, L, p, x, lean, bounded);
+    else
+        s = ev_other(r, L, x);
+    return step_end(r, L, x, s, lean, due, 0);
 }
 
 /* The events ev[0..n) through one run; a run_fail (from here or a callback) or a stopping
