@@ -839,6 +839,16 @@ static int garbage_collect(torch_state *t)
     pool *pl = &t->pools[0];
     blk *b = t->b;
     const uint64_t r0 = t->reserved;
+    /* Only a free whole segment of the default pool, not expandable, can be released: with
+     * none, both answers to the threshold question leave the state as it is, so it is not
+     * asked (a curve would fork on it for nothing: sim/curve.h). */
+    uint32_t any = 0;
+    as_tfs_order(&pl->blocks);
+    for (uint32_t i = as_tfs_first(b, &pl->blocks); i && !any;
+         i = as_tfs_next_all(b, &pl->blocks, i))
+        any = !is_split(b, i) && !is_exp(t, i) && !in_private(t, i);
+    if (!any)
+        return 0;
     int enough, rc = gc_threshold_at_least(t, r0, &enough);
     if (rc || enough)
         return rc;

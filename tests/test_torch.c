@@ -311,6 +311,57 @@ static void torch_gc_ages(void)
     stop(&f);
 }
 
+/* A device oracle that answers at the device's own capacity (cap) and counts the questions
+ * whose answer differs between lo and hi: where a curve carrying [lo, hi] would fork. */
+typedef struct split_count {
+    uint64_t lo, hi, cap;
+    unsigned splits;
+} split_count;
+
+static int count_ask(void *user, as_cap_pred pred, const void *arg, int *yes)
+{
+    split_count *s = user;
+    s->splits += (pred(arg, s->lo) != 0) != (pred(arg, s->hi) != 0);
+    *yes = pred(arg, s->cap) != 0;
+    return 0;
+}
+
+static void count_pin(void *user, uint64_t *capacity)
+{
+    *capacity = ((split_count *)user)->cap;
+}
+
+static void torch_gc_nothing_to_collect(void)
+{
+    fix f;
+    defaults(&f);
+    f.v[K_GC].f = 0.5;
+    CU_ASSERT_FATAL(start(&f, 100 * MIB) == 0);
+    as_block a, b, c, d;
+    CU_ASSERT_EQUAL(al(&f, 20 * MIB, &a), 0); /* new 20 MiB segment */
+    CU_ASSERT_EQUAL(al(&f, 12 * MIB, &b), 0); /* new 12; reserved 32, nothing free */
+    /* A curve over [60, 100] MiB: thresholds 30..50 MiB. */
+    split_count sc = {.lo = 60 * MIB, .hi = 100 * MIB, .cap = 100 * MIB};
+    as_cap_oracle o = {.ask = count_ask, .pin = count_pin, .user = &sc};
+    as_simdev_set_oracle(f.sd, &o);
+    /* Miss at reserved 32: the threshold question (32 MiB <= 0.5 x capacity) would split
+     * [60, 100] (30 < 32 <= 50), but no free block can be released, so either answer leaves
+     * the same state and it is not asked; 32 + 12 = 44 <= 60 fits everywhere. */
+    CU_ASSERT_EQUAL(al(&f, 12 * MIB, &c), 0);
+    CU_ASSERT_EQUAL(sc.splits, 0);
+    CU_ASSERT_EQUAL(f.nev, 3);
+    fr(&f, &c); /* c's 12 MiB segment is free and whole: collectable */
+    /* Miss at reserved 44 (12 < 14): 30 < 44 <= 50 splits it, and now it is asked; at 100
+     * MiB the threshold 50 >= 44, no collection; 44 + 14 = 58 <= 60 fits everywhere. */
+    CU_ASSERT_EQUAL(al(&f, 14 * MIB, &d), 0);
+    CU_ASSERT_EQUAL(sc.splits, 1);
+    CU_ASSERT_EQUAL(f.nev, 4);
+    CU_ASSERT_EQUAL(f.ev[3].action, AS_DEV_SEGMENT_ALLOC);
+    CU_ASSERT_EQUAL(f.ev[3].size, 14 * MIB);
+    as_simdev_set_oracle(f.sd, NULL);
+    stop(&f);
+}
+
 static void torch_retry_no_research(void)
 {
     fix f;
@@ -693,6 +744,7 @@ CU_TestInfo test_torch[] = {
     {"oversize_rules", torch_oversize_rules},
     {"release_available", torch_release_available},
     {"gc_ages", torch_gc_ages},
+    {"gc_nothing_to_collect", torch_gc_nothing_to_collect},
     {"retry_no_research", torch_retry_no_research},
     {"expandable_mapping", torch_expandable_mapping},
     {"empty_cache_whole_segments", torch_empty_cache_whole_segments},
