@@ -975,6 +975,27 @@ static int release_blocks(torch_state *t, pool *pl, uint32_t which)
     return 0;
 }
 
+/* synchronize_and_free_events(context, pool k), what emptyCache(k) does before releasing
+ * the pool: pool k's pending frees complete now, the other pools' stay pending. The list
+ * is walked from its end, so a swapped-in entry has been looked at. */
+static int complete_pending_pool(torch_state *t, uint32_t k)
+{
+    for (uint32_t j = t->npending; j-- > 0;) {
+        uint32_t i = t->pending[j];
+        if (pool_number(t, i) != k)
+            continue;
+        uint32_t last = t->pending[--t->npending];
+        t->pending[j] = last;
+        t->b[last].pidx = j;
+        t->early_done++;
+        t->allocated -= t->b[i].size;
+        int rc = free_block(t, i);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 /* A released private pool's free segments: small, then large. */
 static int release_pool(torch_state *t, uint32_t k)
 {
@@ -1408,7 +1429,10 @@ static int torch_empty_cache(void *st)
 }
 
 /* releasePool(k), then emptyCache(k): pool k is freeable from now on, and its free
- * segments go back (no pending frees are completed, as for any pool but the default). */
+ * segments go back. emptyCache(k) first syncs pool k's own events (a MemPool's destructor:
+ * replay/data/h200-pool-xstream mp_teardown, the pending block's free_completed under
+ * ~MemPool's frames just before the pool's segment_free entries); with sync_frees its
+ * pending frees complete here, else at the trace's FREE. */
 static int torch_empty_pool(void *st, uint32_t k)
 {
     torch_state *t = st;
@@ -1424,7 +1448,8 @@ static int torch_empty_pool(void *st, uint32_t k)
         t->nreleased = n;
     }
     t->released[k] = 1;
-    return release_pool(t, k);
+    int rc = t->sync_frees ? complete_pending_pool(t, k) : 0;
+    return rc ? rc : release_pool(t, k);
 }
 
 uint64_t as_torch_fset_steps(const void *st)

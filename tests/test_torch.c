@@ -561,6 +561,38 @@ static void torch_pool_request_no_release(void)
     stop(&f);
 }
 
+/* A pool's teardown (a MemPool's destructor: releasePool, then emptyCache(pool)) first
+ * syncs that pool's own events (release_cached_blocks(mempool_id) calls
+ * synchronize_and_free_events for the pool): replay/data/h200-pool-xstream's mp_teardown
+ * recorded the pending block's free_completed under ~MemPool's frames right before the
+ * pool's segment_free entries, and the default pool left as it was. With sync_frees the
+ * policy completes pool 1's pending 24 MiB block there and gives its segment back; the
+ * default pool's pending 30 MiB block stays pending and its segment cached. Each trace FREE
+ * is then accepted. */
+static void torch_empty_pool_syncs_its_frees(void)
+{
+    fix f;
+    defaults(&f);
+    f.v[K_SYNC].i = 1;
+    CU_ASSERT_FATAL(start(&f, AS_CAPACITY_NONE) == 0);
+    as_block x, d;
+    as_request in = {.id = f.next_id++, .size = 24 * MIB, .stream = 0, .pool = 1};
+    CU_ASSERT_EQUAL(as_policy_torch.alloc(f.st, &in, &x), 0);
+    CU_ASSERT_EQUAL(al(&f, 30 * MIB, &d), 0);
+    CU_ASSERT_EQUAL(as_policy_torch.free(f.st, x.handle, AS_FREE_PENDING), 0);
+    CU_ASSERT_EQUAL(as_policy_torch.free(f.st, d.handle, AS_FREE_PENDING), 0);
+    CU_ASSERT_EQUAL(as_policy_torch.empty_pool(f.st, 1), 0);
+    CU_ASSERT_EQUAL(f.nev, 3);
+    CU_ASSERT_EQUAL(f.ev[2].action, AS_DEV_SEGMENT_FREE);
+    CU_ASSERT_EQUAL(f.ev[2].addr, x.addr);
+    CU_ASSERT_EQUAL(f.ev[2].size, 24 * MIB);
+    CU_ASSERT_EQUAL(stats(&f).reserved, 30 * MIB);
+    CU_ASSERT_EQUAL(as_policy_torch.free(f.st, x.handle, AS_FREE_COMPLETE), 0);
+    CU_ASSERT_EQUAL(as_policy_torch.free(f.st, d.handle, AS_FREE_COMPLETE), 0);
+    CU_ASSERT_EQUAL(stats(&f).reserved, 30 * MIB);
+    stop(&f);
+}
+
 static void torch_knob_validation(void)
 {
     fix f;
@@ -738,6 +770,7 @@ CU_TestInfo test_torch[] = {
     {"private_pools_apart", torch_private_pools_apart},
     {"rounding_and_pools", torch_rounding_and_pools},
     {"pool_request_no_release", torch_pool_request_no_release},
+    {"empty_pool_syncs_its_frees", torch_empty_pool_syncs_its_frees},
     {"segment_sizes", torch_segment_sizes},
     {"split_thresholds", torch_split_thresholds},
     {"tie_lower_address", torch_tie_lower_address},
