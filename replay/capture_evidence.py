@@ -3,7 +3,8 @@
 capture (or a tree's warm-up, or use_mem_pool) was underway at a default-pool
 allocation? (issue 17: PyTorch 2.11's malloc skips release_cached_blocks for *every*
 request while captures_underway is not empty, a default-pool one of another stream or
-thread too; the torch policy skips it for a private pool's request alone.)
+thread too, as replay/data/h200-pool-xstream's capture_oom and mp_oom_thread measured on
+the H200; the torch policy skips it for a private pool's request alone.)
 
 For each real recording with private pools (tests/data/torch-2.11-h200-graphs: infer,
 train, dyn, graph; tests/data/torch-2.11-h200-pools: graph_probe) it prints:
