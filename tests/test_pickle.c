@@ -279,6 +279,71 @@ static void pickle_dicts(void)
     as_pk_free(pk);
 }
 
+/* The values of names[0..n) in dict d by as_pk_dict_take, each checked against
+ * as_pk_dict_get; the ints in want (-1: absent). */
+static void take_check(as_pk_keys *k, const as_pk *pk, as_pk_ref d, const int64_t *want)
+{
+    as_pk_ref v[AS_PK_MAX_KEYS];
+    CU_ASSERT_EQUAL(as_pk_dict_take(k, d, v), as_pk_len(pk, d));
+    for (size_t i = 0; i < k->n; i++) {
+        int64_t x = -1;
+        CU_ASSERT_EQUAL(v[i], as_pk_dict_get(pk, d, k->names[i]));
+        if (v[i] != AS_PK_NIL)
+            CU_ASSERT_EQUAL(as_pk_int(pk, v[i], &x), 0);
+        CU_ASSERT_EQUAL(x, want[i]);
+    }
+}
+
+static void pickle_dict_take(void)
+{
+    /* pickle.dumps([{'a': 1, 'bb': 2, 'c': 3}, {'a': 4, 'bb': 5, 'c': 6},
+     *               {'c': 7, 'a': 8, 'x': 9}, {'bb': 10}, {1: 11, 'a': 12}, 5], 2):
+     * the first dict's keys are BINUNICODE + BINPUT 2, 3, 4, the later dicts refer back
+     * to them (BINGET), the third in another order (its first pair is 'c' where the two
+     * before had 'a'), the fifth with an int key first. */
+    static const char b[] =
+        "\x80\x02\x5d\x71\x00\x28\x7d\x71\x01\x28\x58\x01\x00\x00\x00\x61\x71\x02\x4b\x01\x58"
+        "\x02\x00\x00\x00\x62\x62\x71\x03\x4b\x02\x58\x01\x00\x00\x00\x63\x71\x04\x4b\x03\x75"
+        "\x7d\x71\x05\x28\x68\x02\x4b\x04\x68\x03\x4b\x05\x68\x04\x4b\x06\x75\x7d\x71\x06\x28"
+        "\x68\x04\x4b\x07\x68\x02\x4b\x08\x58\x01\x00\x00\x00\x78\x71\x07\x4b\x09\x75\x7d\x71"
+        "\x08\x68\x03\x4b\x0a\x73\x7d\x71\x09\x28\x4b\x01\x4b\x0b\x68\x02\x4b\x0c\x75\x4b\x05"
+        "\x65\x2e";
+    static const char *const names[] = {"c", "a", "zz", "bb"};
+    static const int64_t want[5][4] = {
+        {3, 1, -1, 2}, {6, 4, -1, 5}, {7, 8, -1, -1}, {-1, -1, -1, 10}, {-1, 12, -1, -1}};
+    as_pk *pk = parse_ok(LIT(b));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pk);
+    as_pk_keys k;
+    as_pk_ref v[4];
+    CU_ASSERT_EQUAL(as_pk_keys_init(&k, pk, names, 4), 0);
+    for (size_t i = 0; i < 5; i++)
+        take_check(&k, pk, item(pk, as_pk_root(pk), i), want[i]);
+    /* the first dict again, after the others moved the remembered positions */
+    take_check(&k, pk, item(pk, as_pk_root(pk), 0), want[0]);
+    /* not a dict: no pairs, every value absent */
+    CU_ASSERT_EQUAL(as_pk_dict_take(&k, item(pk, as_pk_root(pk), 5), v), 0);
+    for (size_t i = 0; i < 4; i++)
+        CU_ASSERT_EQUAL(v[i], AS_PK_NIL);
+    CU_ASSERT_EQUAL(as_pk_keys_init(&k, pk, names, AS_PK_MAX_KEYS + 1), AS_EINVAL);
+    as_pk_free(pk);
+
+    /* Hand-made from pickle.dumps([{'a': 1, 'bb': 2}, {'a': 5, 'bb': 6}], 2): the second
+     * dict's first key is a fresh 'a' (BINUNICODE, no memo: another ref with the same
+     * bytes, where the first dict had the memoized one), and 'a' is set again by BINGET 2
+     * after 'bb': Python reads {'a': 7, 'bb': 6}. */
+    static const char h[] =
+        "\x80\x02\x5d\x71\x00\x28\x7d\x71\x01\x28\x58\x01\x00\x00\x00\x61\x71\x02\x4b\x01\x58"
+        "\x02\x00\x00\x00\x62\x62\x71\x03\x4b\x02\x75\x7d\x71\x04\x28\x58\x01\x00\x00\x00\x61"
+        "\x4b\x05\x68\x03\x4b\x06\x68\x02\x4b\x07\x75\x65\x2e";
+    static const int64_t want2[2][4] = {{-1, 1, -1, 2}, {-1, 7, -1, 6}};
+    pk = parse_ok(LIT(h));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pk);
+    CU_ASSERT_EQUAL(as_pk_keys_init(&k, pk, names, 4), 0);
+    for (size_t i = 0; i < 2; i++)
+        take_check(&k, pk, item(pk, as_pk_root(pk), i), want2[i]);
+    as_pk_free(pk);
+}
+
 static void pickle_memo(void)
 {
     /* x = [7]; pickle.dumps([x, x], 2): 2 EMPTY_LIST, 3 BINPUT 0, 5 MARK, 6 EMPTY_LIST,
@@ -735,6 +800,7 @@ CU_TestInfo test_pickle[] = {
     {"strings", pickle_strings},
     {"tuples", pickle_tuples},
     {"dicts", pickle_dicts},
+    {"dict_take", pickle_dict_take},
     {"memo", pickle_memo},
     {"batches_keep_order", pickle_batches_keep_order},
     {"refused_opcodes", pickle_refused_opcodes},

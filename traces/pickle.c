@@ -1760,15 +1760,81 @@ int as_pk_iter_next_pair(as_pk_iter *it, as_pk_ref *key, as_pk_ref *value)
     return iter_cell(it, key) && iter_cell(it, value);
 }
 
+/* Whether dict key k is the string key[0..kl): its length first (a load), then its bytes. */
+static inline int key_is(const as_pk *pk, as_pk_ref k, const char *key, size_t kl)
+{
+    const pk_node *n = node_at(pk, k);
+    return n && n->type == AS_PK_STR && n->a == kl &&
+           (kl == 0 || memcmp(str_bytes(pk, k, n), key, kl) == 0);
+}
+
 as_pk_ref as_pk_dict_get(const as_pk *pk, as_pk_ref dict, const char *key)
 {
     as_pk_iter it;
-    as_pk_ref k, v, found = AS_PK_NIL;
+    as_pk_ref found = AS_PK_NIL, last = AS_PK_NIL;
     if (as_pk_type_of(pk, dict) != AS_PK_DICT)
         return AS_PK_NIL;
+    size_t kl = strlen(key);
     as_pk_iter_init(&it, pk, dict);
-    while (as_pk_iter_next_pair(&it, &k, &v))
-        if (as_pk_str_eq(pk, k, key))
-            found = v;
+    /* SETITEMS batches hold whole pairs, so a chunk holds whole pairs too; a key repeated
+     * (the last one wins) is most often the same memoized string: last. */
+    for (uint32_t c = it.chunk; c != AS_PK_NIL; c = it.cells[c]) {
+        const uint32_t *x = it.cells + c + 2;
+        for (uint32_t i = 0, m = it.cells[c + 1]; i + 1 < m; i += 2)
+            if (x[i] == last || key_is(pk, x[i], key, kl))
+                found = x[i + 1], last = x[i];
+    }
     return found;
+}
+
+int as_pk_keys_init(as_pk_keys *k, const as_pk *pk, const char *const *names, size_t n)
+{
+    if (n > AS_PK_MAX_KEYS)
+        return AS_EINVAL;
+    *k = (as_pk_keys){.pk = pk, .names = names, .n = (uint8_t)n};
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(names[i]);
+        if (len > 255)
+            return AS_EINVAL;
+        k->len[i] = (uint8_t)len;
+    }
+    memset(k->pos_ref, 0xff, sizeof k->pos_ref); /* AS_PK_NIL: nothing seen */
+    return 0;
+}
+
+/* The index of key string r among k's names, k->n for none (by length, then bytes). */
+static unsigned take_match(const as_pk_keys *k, as_pk_ref r)
+{
+    for (unsigned i = 0; i < k->n; i++)
+        if (key_is(k->pk, r, k->names[i], k->len[i]))
+            return i;
+    return k->n;
+}
+
+size_t as_pk_dict_take(as_pk_keys *k, as_pk_ref dict, as_pk_ref *vals)
+{
+    const as_pk *pk = k->pk;
+    as_pk_iter it;
+    for (unsigned i = 0; i < k->n; i++)
+        vals[i] = AS_PK_NIL;
+    if (as_pk_type_of(pk, dict) != AS_PK_DICT)
+        return 0;
+    as_pk_iter_init(&it, pk, dict);
+    size_t j = 0; /* pair position */
+    for (uint32_t c = it.chunk; c != AS_PK_NIL; c = it.cells[c]) {
+        const uint32_t *x = it.cells + c + 2;
+        for (uint32_t i = 0, m = it.cells[c + 1]; i + 1 < m; i += 2, j++) {
+            unsigned key;
+            if (j < AS_PK_TAKE_POS && k->pos_ref[j] == x[i]) {
+                key = k->pos_key[j];
+            } else {
+                key = take_match(k, x[i]);
+                if (j < AS_PK_TAKE_POS)
+                    k->pos_ref[j] = x[i], k->pos_key[j] = (uint8_t)key;
+            }
+            if (key < k->n)
+                vals[key] = x[i + 1];
+        }
+    }
+    return j;
 }

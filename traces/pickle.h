@@ -195,7 +195,33 @@ int as_pk_iter_next_pair(as_pk_iter *it, as_pk_ref *key, as_pk_ref *value);
  * iterate), 0 for an empty container or another type. */
 size_t as_pk_items(const as_pk *pk, as_pk_ref c, const as_pk_ref **items);
 
-/* The value of a STR key in a DICT (the last one set), or AS_PK_NIL. O(len). */
+/* The value of a STR key in a DICT (the last one set), or AS_PK_NIL. O(len): one walk of
+ * the pairs, a key of another length rejected without a compare of its bytes. */
 as_pk_ref as_pk_dict_get(const as_pk *pk, as_pk_ref dict, const char *key);
+
+/* Several keys of many dicts of one kind (a snapshot's segments, its blocks), each dict
+ * read in one walk by as_pk_dict_take. Python's pickler writes a key string once and
+ * refers back to it (the memo), and writes the dicts of one kind with their keys in the
+ * same order, so the walk remembers, for each position of a pair, the key string it found
+ * there (a ref) and which name that is: a dict laid out as the ones before is read with
+ * one compare of refs a pair; any other pair is matched by its string (length first) and
+ * remembered. Refs are only compared while the tree does not change: use a set on a
+ * complete tree (after as_pk_parse, or once as_pk_stream_next returned 0), and init it
+ * again for another tree. */
+#define AS_PK_TAKE_POS 16 /* pair positions remembered */
+typedef struct as_pk_keys {
+    const as_pk *pk;
+    const char *const *names;
+    uint8_t n;
+    uint8_t len[AS_PK_MAX_KEYS];
+    as_pk_ref pos_ref[AS_PK_TAKE_POS]; /* the key string last seen at that pair, or NIL */
+    uint8_t pos_key[AS_PK_TAKE_POS];   /* its index among names, n for none of them */
+} as_pk_keys;
+
+/* names[0..n) (n <= AS_PK_MAX_KEYS; they must outlive the set): 0, or AS_EINVAL. */
+int as_pk_keys_init(as_pk_keys *k, const as_pk *pk, const char *const *names, size_t n);
+/* vals[i]: the value of names[i] in dict (the last one set), AS_PK_NIL when it has none
+ * (every one when dict is not a DICT). Returns the pairs visited (as_pk_len). */
+size_t as_pk_dict_take(as_pk_keys *k, as_pk_ref dict, as_pk_ref *vals);
 
 #endif

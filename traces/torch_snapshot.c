@@ -323,13 +323,21 @@ static as_pk_ref dget(snap_build *b, as_pk_ref d, const char *key)
     return as_pk_dict_get(b->pk, d, key);
 }
 
-static int get_u64(snap_build *b, as_pk_ref d, const char *key, uint64_t *v)
+/* An int value as a raw 64-bit one (addresses and stream handles): 0, or -1 when r is no
+ * int. */
+static int val_u64(const as_pk *pk, as_pk_ref r, uint64_t *v)
 {
     int64_t x;
-    if (as_pk_int(b->pk, dget(b, d, key), &x))
+    if (as_pk_int(pk, r, &x))
         return -1;
-    memcpy(v, &x, sizeof x); /* addresses and stream handles are raw 64-bit values */
+    memcpy(v, &x, sizeof x);
     return 0;
+}
+
+/* as_pk_dict_take, charged: 0, or over_budget's error. */
+static int take(snap_build *b, as_pk_keys *k, as_pk_ref d, as_pk_ref *vals)
+{
+    return charge(b, as_pk_dict_take(k, d, vals) + 1) ? over_budget(b) : 0;
 }
 
 /* The index of string r among names[0..n), or -1: by length and first byte, then bytes. */
@@ -1025,20 +1033,30 @@ static int feed_end(snap_build *b)
     return rc < 0 ? rc : 0;
 }
 
-/* One segment of the device read at the dump, for the record: its range, stream, pool
- * (small/large), whether expandable, and its private pool id. 0 or -1 (host memory). */
-static int record_segment(snap_build *b, as_pk_ref seg, uint64_t stream)
+/* The keys read from a segment and a block of the final `segments`. */
+enum { SG_DEVICE, SG_ADDRESS, SG_TOTAL, SG_ALLOCATED, SG_STREAM, SG_TYPE, SG_EXPANDABLE, SG_POOL,
+       SG_BLOCKS, SG_N };
+static const char *const seg_keys[SG_N] = {
+    "device",       "address",       "total_size",      "allocated_size", "stream",
+    "segment_type", "is_expandable", "segment_pool_id", "blocks"};
+enum { BK_ADDRESS, BK_SIZE, BK_REQUESTED, BK_STATE, BK_N };
+static const char *const block_keys[BK_N] = {"address", "size", "requested_size", "state"};
+
+/* One segment of the device read at the dump (its values sv, by seg_keys), for the
+ * record: its range, stream, pool (small/large), whether expandable, and its private pool
+ * id. 0 or -1 (host memory). */
+static int record_segment(snap_build *b, const as_pk_ref *sv, uint64_t stream)
 {
     const as_pk *pk = b->pk;
     as_snap_seg x = {.stream = stream, .first = b->nblocks};
-    get_u64(b, seg, "address", &x.addr);
-    get_u64(b, seg, "total_size", &x.size);
-    x.small = as_pk_str_eq(pk, dget(b, seg, "segment_type"), "small");
+    val_u64(pk, sv[SG_ADDRESS], &x.addr);
+    val_u64(pk, sv[SG_TOTAL], &x.size);
+    x.small = as_pk_str_eq(pk, sv[SG_TYPE], "small");
     int64_t v = 0;
-    x.expandable = as_pk_int(pk, dget(b, seg, "is_expandable"), &v) == 0 && v;
+    x.expandable = as_pk_int(pk, sv[SG_EXPANDABLE], &v) == 0 && v;
     as_pk_iter it;
     as_pk_ref id;
-    as_pk_iter_init(&it, pk, dget(b, seg, "segment_pool_id"));
+    as_pk_iter_init(&it, pk, sv[SG_POOL]);
     for (int k = 0; k < 2 && as_pk_iter_next(&it, &id); k++)
         as_pk_int(pk, id, &x.pool[k]);
     if (grow((void **)&b->segs, &b->capsegs, b->nsegs + 1, sizeof *b->segs))
@@ -1047,15 +1065,16 @@ static int record_segment(snap_build *b, as_pk_ref seg, uint64_t stream)
     return 0;
 }
 
-/* One block of the segment recorded last. 0 or -1 (host memory). */
-static int record_block(snap_build *b, as_pk_ref blk)
+/* One block (its values bv, by block_keys) of the segment recorded last. 0 or -1 (host
+ * memory). */
+static int record_block(snap_build *b, const as_pk_ref *bv)
 {
     const as_pk *pk = b->pk;
     as_snap_block x = {0};
-    if (get_u64(b, blk, "address", &x.addr) || get_u64(b, blk, "size", &x.size))
+    if (val_u64(pk, bv[BK_ADDRESS], &x.addr) || val_u64(pk, bv[BK_SIZE], &x.size))
         return 0;
-    get_u64(b, blk, "requested_size", &x.requested);
-    as_pk_ref state = dget(b, blk, "state");
+    val_u64(pk, bv[BK_REQUESTED], &x.requested);
+    as_pk_ref state = bv[BK_STATE];
     x.state = as_pk_str_eq(pk, state, "active_allocated")      ? AS_SNAP_ALLOCATED
               : as_pk_str_eq(pk, state, "active_pending_free") ? AS_SNAP_PENDING
                                                                : AS_SNAP_INACTIVE;
@@ -1068,15 +1087,19 @@ static int record_block(snap_build *b, as_pk_ref blk)
 
 /* Blocks active in the final `segments` of this device that the trace never touched were
  * allocated before recording and are still live: prehistoric too. Also counts where the
- * final state and the replayed trace disagree. */
+ * final state and the replayed trace disagree. Each segment and block dict is read in one
+ * walk (as_pk_dict_take: their keys are the same memoized strings in the same order). */
 static int final_segments(snap_build *b, as_pk_ref segments, uint64_t *nseg, uint64_t *reserved,
                           uint64_t *allocated)
 {
     const as_pk *pk = b->pk;
     as_pk_iter si, bi;
-    as_pk_ref seg, blk;
+    as_pk_ref seg, blk, sv[SG_N], bv[BK_N];
+    as_pk_keys sk, bk;
     uint64_t matched = 0, live = 0;
     int rc;
+    as_pk_keys_init(&sk, pk, seg_keys, SG_N);
+    as_pk_keys_init(&bk, pk, block_keys, BK_N);
     as_pk_iter_init(&si, pk, segments);
     while (as_pk_iter_next(&si, &seg)) {
         uint64_t dev = 0, v, sstream = 0;
@@ -1084,32 +1107,36 @@ static int final_segments(snap_build *b, as_pk_ref segments, uint64_t *nseg, uin
             return over_budget(b);
         if (as_pk_type_of(pk, seg) != AS_PK_DICT)
             continue;
-        if (get_u64(b, seg, "device", &dev) == 0 && dev != b->device)
+        if ((rc = take(b, &sk, seg, sv)))
+            return rc;
+        if (val_u64(pk, sv[SG_DEVICE], &dev) == 0 && dev != b->device)
             continue;
         (*nseg)++;
-        if (get_u64(b, seg, "total_size", &v) == 0)
+        if (val_u64(pk, sv[SG_TOTAL], &v) == 0)
             *reserved += v;
-        if (get_u64(b, seg, "allocated_size", &v) == 0)
+        if (val_u64(pk, sv[SG_ALLOCATED], &v) == 0)
             *allocated += v;
-        get_u64(b, seg, "stream", &sstream);
-        if (record_segment(b, seg, sstream))
+        val_u64(pk, sv[SG_STREAM], &sstream);
+        if (record_segment(b, sv, sstream))
             return oom(b);
-        as_pk_iter_init(&bi, pk, dget(b, seg, "blocks"));
+        as_pk_iter_init(&bi, pk, sv[SG_BLOCKS]);
         while (as_pk_iter_next(&bi, &blk)) {
             if (charge(b, 1))
                 return over_budget(b);
-            if (record_block(b, blk))
+            if ((rc = take(b, &bk, blk, bv)))
+                return rc;
+            if (record_block(b, bv))
                 return oom(b);
-            as_pk_ref state = dget(b, blk, "state");
+            as_pk_ref state = bv[BK_STATE];
             if (!as_pk_str_eq(pk, state, "active_allocated") &&
                 !as_pk_str_eq(pk, state, "active_pending_free"))
                 continue;
             uint64_t addr, size = 0;
-            if (get_u64(b, blk, "address", &addr))
+            if (val_u64(pk, bv[BK_ADDRESS], &addr))
                 continue;
             /* requested_size is exact for active blocks; size (rounded) is the fallback. */
-            if (get_u64(b, blk, "requested_size", &size) || !size || size > AS_MAX_ALLOC_SIZE)
-                get_u64(b, blk, "size", &size);
+            if (val_u64(pk, bv[BK_REQUESTED], &size) || !size || size > AS_MAX_ALLOC_SIZE)
+                val_u64(pk, bv[BK_SIZE], &size);
             addr_slot *s = map_find(&b->map, addr, 1);
             if (!s)
                 return oom(b);
@@ -1655,22 +1682,30 @@ static int ann_event(snap_state *st, as_event *ev)
  * mark goes before the events of its microsecond). One without a time is skipped. */
 static int read_annotations(snap_build *b, snap_state *st, as_meta *meta)
 {
+    static const char *const ann_keys[] = {"time_us", "name", "device", "stage"};
     const as_pk *pk = b->pk;
-    as_pk_ref list = as_pk_dict_get(pk, as_pk_root(pk), "external_annotations"), a;
+    as_pk_ref list = as_pk_dict_get(pk, as_pk_root(pk), "external_annotations"), a, av[4];
     as_pk_iter it;
+    as_pk_keys ak;
     size_t cap = 0;
+    int rc;
+    as_pk_keys_init(&ak, pk, ann_keys, 4);
     as_pk_iter_init(&it, pk, list);
     for (size_t order = 0; as_pk_iter_next(&it, &a); order++) {
         int64_t t, dev;
         char stage[16], name[AS_MAX_LABEL + 1];
         if (charge(b, 4))
             return over_budget(b);
-        if (as_pk_type_of(pk, a) != AS_PK_DICT || as_pk_int(pk, dget(b, a, "time_us"), &t) ||
-            t == AS_TIME_NONE || c_string(pk, dget(b, a, "name"), name, sizeof name - 7) < 0)
+        if (as_pk_type_of(pk, a) != AS_PK_DICT)
             continue;
-        if (as_pk_int(pk, dget(b, a, "device"), &dev) == 0 && dev != (int64_t)b->device)
+        if ((rc = take(b, &ak, a, av)))
+            return rc;
+        if (as_pk_int(pk, av[0], &t) || t == AS_TIME_NONE ||
+            c_string(pk, av[1], name, sizeof name - 7) < 0)
             continue;
-        if (c_string(pk, dget(b, a, "stage"), stage, sizeof stage) < 0)
+        if (as_pk_int(pk, av[2], &dev) == 0 && dev != (int64_t)b->device)
+            continue;
+        if (c_string(pk, av[3], stage, sizeof stage) < 0)
             strcpy(stage, "AT");
         char label[AS_MAX_LABEL + 1];
         int n = snprintf(label, sizeof label, "%s %s", stage, name);
@@ -1682,7 +1717,7 @@ static int read_annotations(snap_build *b, snap_state *st, as_meta *meta)
     }
     if (st->nann) /* qsort may not be given NULL, even for no items */
         qsort(st->ann, st->nann, sizeof *st->ann, cmp_ann);
-    int rc = 0;
+    rc = 0;
     char v[32];
     snprintf(v, sizeof v, "%zu", st->nann);
     rc |= as_meta_set(meta, "torch.annotation_marks", v);
