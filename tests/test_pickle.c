@@ -404,6 +404,40 @@ static uint8_t *build_batched(size_t n, size_t *len)
     return b;
 }
 
+static void pickle_memo_first_page(void)
+{
+    /* pickle.dumps({'a': 1}, 2) and the hand-made second SETITEM of pickle_dicts: two memo
+     * slots. Parser memory is charged against max_memory as pools grow; the memo's first
+     * page starts at 512 slots (2 KiB), so this parses within 8 KiB, where a first page of
+     * 4096 slots (16 KiB) refused it. */
+    static const char s[] = "\x80\x02\x7d\x71\x00\x58\x01\x00\x00\x00\x61\x71\x01\x4b\x01\x73"
+                            "\x68\x01\x4b\x02\x73\x2e";
+    as_pk_limits lim = {.max_memory = 8u << 10};
+    as_pk *pk = NULL;
+    as_pk_error e;
+    int64_t v = 0;
+    CU_ASSERT_EQUAL(as_pk_parse(LIT(s), &lim, &pk, &e), 0);
+    CU_ASSERT_EQUAL(as_pk_int(pk, as_pk_dict_get(pk, as_pk_root(pk), "a"), &v), 0);
+    CU_ASSERT_EQUAL(v, 2);
+    as_pk_free(pk);
+
+    /* The first page grows as slots past it are put: LONG_BINPUT 3000 (slot 0 and 511 on
+     * the way) and the three read back by LONG_BINGET, [7, 8, 9, 9, 8, 7]. */
+    static const char g[] = "\x80\x02\x5d\x28"
+                            "\x4b\x07\x72\x00\x00\x00\x00"  /* 7, put 0 */
+                            "\x4b\x08\x72\xff\x01\x00\x00"  /* 8, put 511 */
+                            "\x4b\x09\x72\xb8\x0b\x00\x00"  /* 9, put 3000 */
+                            "\x6a\xb8\x0b\x00\x00\x6a\xff\x01\x00\x00\x6a\x00\x00\x00\x00"
+                            "\x65\x2e";
+    CU_ASSERT_EQUAL(as_pk_parse(LIT(g), NULL, &pk, &e), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pk);
+    static const int64_t want[6] = {7, 8, 9, 9, 8, 7};
+    CU_ASSERT_EQUAL(as_pk_len(pk, as_pk_root(pk)), 6);
+    for (size_t i = 0; i < 6; i++)
+        CU_ASSERT_EQUAL(int_at(pk, as_pk_root(pk), i), want[i]);
+    as_pk_free(pk);
+}
+
 static void pickle_batches_keep_order(void)
 {
     size_t len;
@@ -802,6 +836,7 @@ CU_TestInfo test_pickle[] = {
     {"dicts", pickle_dicts},
     {"dict_take", pickle_dict_take},
     {"memo", pickle_memo},
+    {"memo_first_page", pickle_memo_first_page},
     {"batches_keep_order", pickle_batches_keep_order},
     {"refused_opcodes", pickle_refused_opcodes},
     {"bad_structure", pickle_bad_structure},

@@ -323,16 +323,44 @@ static int check_keys(pk_parser *p, uint8_t op, const as_pk_ref *kv, size_t n)
 
 /* ---- the memo's pages (pickle_internal.h) ------------------------------------------------ */
 
-/* A dense page's slots, charged against max_memory. */
-static int page_alloc(pk_parser *p, as_pk_ref **out)
+/* A dense page of slots slots (PK_MPAGE but for a first page still growing), charged
+ * against max_memory, every slot AS_PK_NIL unless fill is 0. */
+static int page_alloc(pk_parser *p, size_t slots, int fill, as_pk_ref **out)
 {
-    const uint64_t bytes = PK_MPAGE * sizeof **out;
+    const uint64_t bytes = slots * sizeof **out;
     if (p->mem + bytes > p->lim.max_memory)
         return fail(p, AS_ENOMEM, "parsing needs more than %llu MiB of memory (for %s; the limit)",
                     (unsigned long long)(p->lim.max_memory >> 20), "the memo");
     if (!(*out = malloc(bytes)))
         return fail(p, AS_ENOMEM, "out of host memory for %s", "the memo");
+    if (fill)
+        memset(*out, 0xff, bytes); /* AS_PK_NIL */
     p->mem += bytes;
+    return 0;
+}
+
+/* The first page, while it is the only one, holds PK_MEMO_FIRST slots and doubles up to
+ * PK_MPAGE as the memo grows (a small pickle's memo is a few hundred slots; a full page is
+ * 16 KiB written): room for slot idx, or a full page when a second one is needed. */
+static int first_page_grow(pk_parser *p, uint64_t idx)
+{
+    pk_mpage *g = &p->mpages[0];
+    size_t old = p->capmemo, nc = old;
+    while (nc <= idx && nc < PK_MPAGE)
+        nc *= 2;
+    if (nc == old)
+        return 0;
+    uint64_t delta = (nc - old) * sizeof *g->dense;
+    if (p->mem + delta > p->lim.max_memory)
+        return fail(p, AS_ENOMEM, "parsing needs more than %llu MiB of memory (for %s; the limit)",
+                    (unsigned long long)(p->lim.max_memory >> 20), "the memo");
+    as_pk_ref *d = realloc(g->dense, nc * sizeof *d);
+    if (!d)
+        return fail(p, AS_ENOMEM, "out of host memory for %s", "the memo");
+    memset(d + old, 0xff, (nc - old) * sizeof *d); /* AS_PK_NIL */
+    g->dense = d;
+    p->mem += delta;
+    p->capmemo = nc;
     return 0;
 }
 
@@ -340,11 +368,18 @@ int as_pk_memo_room(pk_parser *p, uint64_t idx)
 {
     size_t need = (size_t)(idx >> PK_MPAGE_BITS) + 1;
     int rc = pgrow(p, (void **)&p->mpages, &p->cappages, need, sizeof *p->mpages, "the memo");
+    if (rc == 0 && p->npages == 0) {
+        pk_mpage *g = &p->mpages[0];
+        *g = (pk_mpage){0};
+        if ((rc = page_alloc(p, PK_MEMO_FIRST, 1, &g->dense)) == 0)
+            p->npages = 1, p->capmemo = PK_MEMO_FIRST;
+    }
+    if (rc == 0 && p->npages == 1 && p->capmemo < PK_MPAGE) /* the page is dense: not packed */
+        rc = first_page_grow(p, need > 1 ? PK_MPAGE : idx);
     while (rc == 0 && p->npages < need) {
         pk_mpage *g = &p->mpages[p->npages];
         *g = (pk_mpage){0};
-        if ((rc = page_alloc(p, &g->dense)) == 0) {
-            memset(g->dense, 0xff, PK_MPAGE * sizeof *g->dense); /* AS_PK_NIL */
+        if ((rc = page_alloc(p, PK_MPAGE, 1, &g->dense)) == 0) {
             p->npages++;
             p->capmemo = p->npages * PK_MPAGE;
         }
@@ -361,7 +396,7 @@ int as_pk_memo_unpack(pk_parser *p, uint64_t idx)
 {
     pk_mpage *g = &p->mpages[idx >> PK_MPAGE_BITS];
     as_pk_ref *d;
-    int rc = page_alloc(p, &d);
+    int rc = page_alloc(p, PK_MPAGE, 0, &d);
     if (rc)
         return rc;
     for (size_t i = 0; i < PK_MPAGE; i++)

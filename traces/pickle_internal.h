@@ -89,6 +89,7 @@ typedef struct pk_scan pk_scan;
 #define PK_MPAGE_BITS 12
 #define PK_MPAGE (1u << PK_MPAGE_BITS)
 #define PK_MEMO_DENSE 64       /* pages (1 MiB) before any packs */
+#define PK_MEMO_FIRST 512u     /* slots of the first page at first (2 KiB; doubled to PK_MPAGE) */
 #define PK_MCACHE 256          /* lines: an entry's dozen keys and values rarely share one */
 #define PK_PENDING 0xFFFFFFFEu /* the entry scanner's mark of a slot being filled */
 #define PK_KEY_UNSEEN 0xFFu
@@ -118,7 +119,8 @@ typedef struct pk_parser {
     size_t stack_room; /* min(capstack, max_stack): push's one check */
     pk_mark *marks;
     size_t nmarks, capmarks;
-    pk_mpage *mpages; /* the memo (AS_PK_NIL = unset); capmemo = npages * PK_MPAGE */
+    pk_mpage *mpages; /* the memo (AS_PK_NIL = unset); capmemo = npages * PK_MPAGE, but
+                         PK_MEMO_FIRST.. while the first page is the only one */
     size_t npages, cappages, packed_upto;
     size_t capmemo, memo_len;
     /* the entry scanner's memo references, by index: the ref and its node's type (a
