@@ -117,6 +117,21 @@ typedef struct addr_map {
 
 typedef struct snap_build snap_build;
 
+/* frame dict -> frame number, and frames list -> site, by ref: an interned ref always names
+ * the same value, an arena ref until the parser's generation changes. A slot holds its
+ * generation + 1 (an interned ref's, UINT64_MAX, wraps to 0), so the zeroed slot of calloc
+ * matches no lookup: an arena ref's stored generation is at least 1, and an interned ref is
+ * never 0. */
+#define REF_CACHE 1024
+typedef struct ref_slot_t {
+    uint64_t gen1;
+    as_pk_ref ref;
+    uint32_t val;
+} ref_slot_t;
+typedef struct ref_cache {
+    ref_slot_t s[REF_CACHE];
+} ref_cache;
+
 typedef struct snap_state {
     snap_ev *ev; /* a queue of the next few events (two passes: the build's) */
     size_t nev, pos;
@@ -207,14 +222,7 @@ struct snap_build {
     /* frames and user metadata (the state's tables, written by both passes) */
     as_sites *sites;
     label_pool *umarks;
-    /* frame dict -> frame number and frames list -> site, by ref: an interned ref always
-     * names the same value, an arena ref until the parser's generation changes */
-    as_pk_ref fcache_ref[1024]; /* AS_PK_NIL = empty */
-    uint32_t fcache_val[1024];
-    uint64_t fcache_gen[1024];
-    as_pk_ref scache_ref[1024];
-    uint32_t scache_val[1024];
-    uint64_t scache_gen[1024];
+    ref_cache *fcache, *scache; /* allocated with the first frames list (ref_caches) */
     char umeta[AS_MAX_LABEL + 1]; /* the user_metadata in force ("" = none) */
     as_pk_ref umeta_ref;          /* an interned string holding it, or AS_PK_NIL */
     uint64_t allocs_framed, frames_cut, frames_lost;
@@ -263,7 +271,7 @@ static inline size_t addr_home(uint64_t addr, size_t cap)
 static addr_slot *map_find(addr_map *m, uint64_t addr, int insert)
 {
     if (insert && (m->used + 1) * 4 > m->cap * 3) {
-        size_t nc = m->cap ? m->cap * 2 : 1024;
+        size_t nc = m->cap ? m->cap * 2 : 64; /* small first: a short trace's few pages */
         addr_slot *ns = calloc(nc, sizeof *ns);
         if (!ns)
             return NULL;
@@ -637,7 +645,19 @@ static uint64_t ref_gen(const snap_build *b, as_pk_ref r)
 
 static size_t ref_slot(as_pk_ref r)
 {
-    return ((size_t)r * 0x9E3779B9u >> 7) & 1023;
+    return ((size_t)r * 0x9E3779B9u >> 7) & (REF_CACHE - 1);
+}
+
+/* The frame and site caches, made with the first frames list: 0, or -1 (host memory). A
+ * snapshot recorded without stacks never touches their 32 KiB. */
+static int ref_caches(snap_build *b)
+{
+    if (b->fcache)
+        return 0;
+    if (!(b->fcache = calloc(2, sizeof *b->fcache)))
+        return -1;
+    b->scache = b->fcache + 1;
+    return 0;
 }
 
 /* The frame number of frame dict d {filename, line, name} (a missing field reads as "?" or
@@ -645,10 +665,10 @@ static size_t ref_slot(as_pk_ref r)
 static int frame_of(snap_build *b, as_pk_ref d, uint32_t *fid)
 {
     const as_pk *pk = b->pk;
-    size_t slot = ref_slot(d);
-    uint64_t gen = ref_gen(b, d);
-    if (b->fcache_ref[slot] == d && b->fcache_gen[slot] == gen) {
-        *fid = b->fcache_val[slot];
+    ref_slot_t *c = &b->fcache->s[ref_slot(d)];
+    uint64_t gen1 = ref_gen(b, d) + 1;
+    if (c->ref == d && c->gen1 == gen1) {
+        *fid = c->val;
         return 0;
     }
     static char file[AS_MAX_FRAME_STR + 1], name[AS_MAX_FRAME_STR + 1];
@@ -664,9 +684,7 @@ static int frame_of(snap_build *b, as_pk_ref d, uint32_t *fid)
         line = 0;
     if (as_sites_intern_frame(b->sites, &(as_frame){file, name, (uint32_t)line}, fid) < 0)
         return oom(b);
-    b->fcache_ref[slot] = d;
-    b->fcache_val[slot] = *fid;
-    b->fcache_gen[slot] = gen;
+    *c = (ref_slot_t){.gen1 = gen1, .ref = d, .val = *fid};
     return 0;
 }
 
@@ -683,11 +701,13 @@ static int frames_site(snap_build *b, as_pk_ref fr, uint32_t *site)
         b->frames_lost += fr != AS_PK_NIL && as_pk_streamed(pk, fr) == 2;
         return 0;
     }
-    size_t slot = ref_slot(fr);
-    uint64_t gen = ref_gen(b, fr);
+    if (ref_caches(b))
+        return oom(b);
+    ref_slot_t *c = &b->scache->s[ref_slot(fr)];
+    uint64_t gen1 = ref_gen(b, fr) + 1;
     b->allocs_framed++;
-    if (b->scache_ref[slot] == fr && b->scache_gen[slot] == gen) {
-        *site = b->scache_val[slot];
+    if (c->ref == fr && c->gen1 == gen1) {
+        *site = c->val;
         return 0;
     }
     static uint32_t ids[AS_MAX_STACK];
@@ -711,9 +731,7 @@ static int frames_site(snap_build *b, as_pk_ref fr, uint32_t *site)
     }
     if (as_sites_intern_ids(b->sites, ids, n, site) < 0)
         return oom(b);
-    b->scache_ref[slot] = fr;
-    b->scache_val[slot] = *site;
-    b->scache_gen[slot] = gen;
+    *c = (ref_slot_t){.gen1 = gen1, .ref = fr, .val = *site};
     return 0;
 }
 
@@ -751,6 +769,8 @@ static int seg_frames(snap_build *b, as_pk_ref fr, uint64_t *hash, uint8_t *cls)
     *hash = 0, *cls = 0;
     if (fr == AS_PK_NIL || (t != AS_PK_LIST && t != AS_PK_TUPLE) || as_pk_len(pk, fr) == 0)
         return 0;
+    if (ref_caches(b))
+        return oom(b);
     if (charge(b, as_pk_len(pk, fr)))
         return over_budget(b);
     uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a over the frame numbers */
@@ -1570,8 +1590,8 @@ static int start_pass2(snap_build *b)
                          .pre = 1};
     }
     memset(b->cache_ref, 0xff, sizeof b->cache_ref); /* refs of the new parse */
-    memset(b->fcache_ref, 0xff, sizeof b->fcache_ref);
-    memset(b->scache_ref, 0xff, sizeof b->scache_ref);
+    free(b->fcache);
+    b->fcache = b->scache = NULL;
     b->umeta[0] = 0;
     b->umeta_ref = AS_PK_NIL;
     b->pass2_events = b->emitted;
@@ -1640,6 +1660,7 @@ static void build_free(snap_build *b)
     as_evlog_free(b->log);
     free(b->pre);
     free(b->map.slots);
+    free(b->fcache);
     free(b->dev_entries);
     free(b->segev);
     free(b->segs);
@@ -1838,8 +1859,6 @@ static int torch_open(as_instream *in, const as_reader_opts *opts, as_meta *meta
         b->device = opts->device;
     }
     memset(b->cache_ref, 0xff, sizeof b->cache_ref);
-    memset(b->fcache_ref, 0xff, sizeof b->fcache_ref);
-    memset(b->scache_ref, 0xff, sizeof b->scache_ref);
     if (as_sites_new(&st->sites) < 0) {
         rc = as_instream_fail(in, err, AS_ENOMEM, "out of host memory");
         goto fail;
