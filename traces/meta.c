@@ -66,6 +66,22 @@ int as_meta_copy(as_meta *dst, const as_meta *src)
         return AS_EUSAGE;
     if (!src)
         return 0;
+    if (dst->n == 0 && src->n) { /* src's keys are unique and valid (the invariant): no search */
+        if (as_grow((void **)&dst->kv, &dst->cap, src->n, sizeof *dst->kv, 8) < 0)
+            return AS_ENOMEM;
+        for (size_t i = 0; i < src->n; i++) {
+            char *k = strdup(src->kv[i].key), *v = strdup(src->kv[i].value);
+            if (!k || !v) {
+                free(k);
+                free(v);
+                return AS_ENOMEM;
+            }
+            dst->kv[dst->n].key = k;
+            dst->kv[dst->n].value = v;
+            dst->n++;
+        }
+        return 0;
+    }
     for (size_t i = 0; i < src->n; i++) {
         int rc = as_meta_set(dst, src->kv[i].key, src->kv[i].value);
         if (rc < 0)
