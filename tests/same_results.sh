@@ -3,9 +3,10 @@
 # not change a result (index and pool rewrites): every trace in the repository (the real
 # snapshots, the samples, the pathological traces) through every policy and the main knob
 # settings, with no capacity and at 1.02x, 1.1x and 1.3x the trace's peak request (OOMs,
-# releases, garbage collection), once plainly and once with --keep-going; the JSON
-# reports (host timings removed), the --segments logs and the --timeline files must be
-# byte-identical.
+# releases, garbage collection), once plainly and once with --keep-going, with the
+# --segments log and the --timeline file, and once with neither (--segments turns the
+# engine's lean loops off, so only that pass runs them); the JSON reports (host timings
+# removed), the logs and the timeline files must be byte-identical.
 #
 # usage: tests/same_results.sh BASE [NEW]
 #   BASE: a git revision (built into a temporary directory) or an allocsim binary
@@ -62,15 +63,24 @@ for t in $traces; do
     done
     pols=""
     for s in $specs; do pols="$pols -p $s"; done
-    for mode in plain --keep-going; do
+    for mode in plain --keep-going lean; do
         kg=""
-        [ "$mode" = plain ] || kg=--keep-going
+        [ "$mode" != --keep-going ] || kg=--keep-going
         for side in old new; do
             bin=$old
             [ $side = old ] || bin=$new
-            # shellcheck disable=SC2086
-            "$bin" -q -f json $kg $pols $caps --segments "$tmp/$side.seg" \
-                --timeline "$tmp/$side.tl" "$t" >"$tmp/$side.json" 2>"$tmp/$side.err" || true
+            if [ "$mode" = lean ]; then
+                # no per-event output: the runs take the engine's lean loops (and a built-in
+                # policy's own copy, policies/builtin.h), which --segments turns off
+                # shellcheck disable=SC2086
+                "$bin" -q -f json $pols $caps "$t" >"$tmp/$side.json" 2>"$tmp/$side.err" || true
+                : >"$tmp/$side.seg"
+                : >"$tmp/$side.tl"
+            else
+                # shellcheck disable=SC2086
+                "$bin" -q -f json $kg $pols $caps --segments "$tmp/$side.seg" \
+                    --timeline "$tmp/$side.tl" "$t" >"$tmp/$side.json" 2>"$tmp/$side.err" || true
+            fi
             strip "$tmp/$side.json" >"$tmp/$side.out"
             cat "$tmp/$side.err" "$tmp/$side.seg" "$tmp/$side.tl" >>"$tmp/$side.out"
         done
