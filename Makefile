@@ -157,14 +157,20 @@ $(BUILD)/obj/%.o: %.c
 	@echo "  CC      $<"
 	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
-# The simulated device calls its placement engine on every reserve and release; since the
-# engines are files of their own (sim/placement_*.c) the calls cost nocache 2% more
-# instructions (pushes, pops and spills around as_chunked_take/give). Link-time
-# optimisation of these three objects inlines the engines into the device again, whatever
-# links them (fat objects: a link without the LTO plugin still works). Release build only;
-# the results are the same (tests/same_results.sh).
-PLACEMENT_LTO := $(addprefix $(BUILD)/obj/sim/,simdev.o placement_chunked.o placement_space.o)
-$(PLACEMENT_LTO): CFLAGS += -flto=auto -ffat-lto-objects
+# Link-time optimisation of the objects whose calls cross files on every event (fat
+# objects: a link without the LTO plugin still works). Release build only; the results
+# are the same (tests/same_results.sh). The simulated device calls its placement engine
+# on every reserve and release; since the engines are files of their own
+# (sim/placement_*.c) the calls cost nocache 2% more instructions (pushes, pops and spills
+# around as_chunked_take/give): optimised together, the engines are inlined into the
+# device again. The engine's loop copies for the built-in policies (policies/builtin.h)
+# call their alloc and free by name: optimised together, those are inlined into the loop
+# (5-12 % of a run's instructions, sim/README.md, Session 8).
+HOT_LTO := $(addprefix $(BUILD)/obj/sim/,simdev.o placement_chunked.o placement_space.o engine.o) \
+	$(addprefix $(BUILD)/obj/policies/,common.o torch.o torch_fset.o bestfit.o firstfit.o \
+	segfit.o buddy.o bfc.o)
+$(HOT_LTO): CFLAGS += -flto=auto -ffat-lto-objects
+$(HOT_LTO): Makefile # their flags are set here: a change to the list rebuilds them
 
 # ---- tests ---------------------------------------------------------------------------
 # The runner's suite table is generated from the `CU_TestInfo test_NAME[]` arrays that

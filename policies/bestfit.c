@@ -12,6 +12,7 @@
  */
 #include <stddef.h>
 
+#include "builtin.h"
 #include "common.h"
 
 typedef struct bestfit {
@@ -118,6 +119,8 @@ static void bf_fini(void *st)
 {
     as_heap_fini(&((bestfit *)st)->h);
 }
+
+AS_BUILTIN_ENTRIES(bestfit, bf_alloc, bf_free)
 
 const as_policy as_policy_bestfit = {
     .name = "bestfit",

@@ -25,6 +25,7 @@
  * and no `limit`, preallocation is impossible and the policy grows as with allow_growth.
  * Invariant: the binned index holds exactly the free chunks (as_bins_check).
  */
+#include "builtin.h"
 #include "common.h"
 
 #define MIN_ALLOC 256ull
@@ -259,6 +260,8 @@ static void bfc_fini(void *st)
 {
     as_heap_fini(&((bfc *)st)->h);
 }
+
+AS_BUILTIN_ENTRIES(bfc, bfc_alloc, bfc_free)
 
 const as_policy as_policy_bfc = {
     .name = "bfc",

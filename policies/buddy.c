@@ -11,6 +11,7 @@
  * a power of two aligned to its size within its segment, and no free block has a free
  * buddy of its own size (merging is complete).
  */
+#include "builtin.h"
 #include "common.h"
 
 #define ORDERS 64
@@ -224,6 +225,8 @@ static void bd_fini(void *st)
 {
     as_heap_fini(&((buddy *)st)->h);
 }
+
+AS_BUILTIN_ENTRIES(buddy, bd_alloc, bd_free)
 
 const as_policy as_policy_buddy = {
     .name = "buddy",

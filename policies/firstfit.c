@@ -11,6 +11,7 @@
  * O(log n) index. Segments, splitting, coalescing and release follow bestfit. Invariant:
  * as_heap_check; each free block is in exactly the index its size selects.
  */
+#include "builtin.h"
 #include "common.h"
 
 typedef struct firstfit {
@@ -196,6 +197,8 @@ static void ff_fini(void *st)
     as_heap_fini(&((firstfit *)st)->h);
     as_btree_fini(&((firstfit *)st)->byaddr);
 }
+
+AS_BUILTIN_ENTRIES(firstfit, ff_alloc, ff_free)
 
 const as_policy as_policy_firstfit = {
     .name = "firstfit",

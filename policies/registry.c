@@ -4,18 +4,8 @@
  */
 #include <string.h>
 
+#include "builtin.h"
 #include "policy.h"
-
-extern const as_policy as_policy_torch;
-extern const as_policy as_policy_bestfit;
-extern const as_policy as_policy_firstfit;
-extern const as_policy as_policy_segfit;
-extern const as_policy as_policy_buddy;
-extern const as_policy as_policy_bfc;
-extern const as_policy as_policy_nocache;
-extern const as_policy as_policy_cudamallocasync;
-extern const as_policy as_policy_gmlake;
-extern const as_policy as_policy_planned;
 
 static const as_policy *const policies[] = {
     &as_policy_torch, /* first: it is the default policy */

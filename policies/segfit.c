@@ -15,6 +15,7 @@
  */
 #include <string.h>
 
+#include "builtin.h"
 #include "common.h"
 
 #define FL_MAX 64
@@ -267,6 +268,8 @@ static void sf_fini(void *st)
 {
     as_heap_fini(&((segfit *)st)->h);
 }
+
+AS_BUILTIN_ENTRIES(segfit, sf_alloc, sf_free)
 
 const as_policy as_policy_segfit = {
     .name = "segfit",

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "builtin.h"
 #include "common.h"
 #include "grow.h"
 #include "knobs.h"
@@ -1721,6 +1722,8 @@ static void torch_fini(void *st)
     free(t->released);
     memset(t, 0, sizeof *t);
 }
+
+AS_BUILTIN_ENTRIES(torch, torch_alloc, torch_free)
 
 const as_policy as_policy_torch = {
     .name = "torch",

@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "builtin.h"
 #include "caught.h"
 #include "grow.h"
 #include "idmap.h"
@@ -64,6 +65,7 @@ typedef struct run {
     const as_policy_spec *spec;
     const as_policy *pol;
     void *st;
+    void (*hot)(struct run *, const eng_ev *, size_t); /* builtin_loop(pol) */
     int inited;
     as_simdev *sim; /* default device */
     void *fdev;     /* factory device handle */
@@ -729,10 +731,13 @@ ENG_HOT int step(run *r, loop *L, const loop_ops *p, const eng_ev *x, const int 
  * OOM ends it, with the run's state as it was at that event. `bounded`: every live slot of
  * the batch is below the run's live table's length, so no slot is tested against it. The
  * events before the one at which the slow path is next due run without its test, in
- * stretches (only after_rare moves next_slow, and only at or past it). */
-ENG_HOT void run_events(run *r, const eng_ev *ev, size_t n, const int lean, const int bounded)
+ * stretches (only after_rare moves next_slow, and only at or past it). `hot`: the run's
+ * policy's entry points by name (policies/builtin.h), a constant in a built-in's copy of the
+ * loop; NULL: the table's. */
+ENG_HOT void run_events(run *r, const eng_ev *ev, size_t n, const int lean, const int bounded,
+                        const loop_ops *hot)
 {
-    const loop_ops p = {r->st, r->pol->alloc, r->pol->free};
+    const loop_ops p = {r->st, hot ? hot->alloc : r->pol->alloc, hot ? hot->free : r->pol->free};
     loop L;
     loop_get(r, &L);
     const eng_ev *x = ev, *const end = ev + n;
@@ -759,9 +764,35 @@ ENG_HOT void run_events(run *r, const eng_ev *ev, size_t n, const int lean, cons
         r->last_time = ev[n - 1].time_us;
 }
 
+/* A copy of the lean, bounded loop for each built-in policy of AS_BUILTIN_HOT, calling its
+ * entry points by name: the release build optimises this object and theirs together
+ * (HOT_LTO in the Makefile), and flatten inlines the policy's alloc and free (with
+ * everything they inline) into the loop, so an event makes no call but the policy's own
+ * slow paths (sim/README.md, Session 8). The same loop, the same calls: the same results. */
+#define ENG_BUILTIN_LOOP(name)                                                                     \
+    static __attribute__((noinline, flatten)) void run_##name(run *r, const eng_ev *ev, size_t n)  \
+    {                                                                                              \
+        const loop_ops hot = {NULL, as_##name##_alloc, as_##name##_free};                          \
+        run_events(r, ev, n, 1, 1, &hot);                                                          \
+    }
+AS_BUILTIN_HOT(ENG_BUILTIN_LOOP)
+#undef ENG_BUILTIN_LOOP
+
+/* The built-in loop copy of the run's policy, or NULL (another policy: a plug-in, or one
+ * without a copy). */
+static void (*builtin_loop(const as_policy *pol))(run *, const eng_ev *, size_t)
+{
+#define ENG_BUILTIN_PICK(name)                                                                     \
+    if (pol == &as_policy_##name)                                                                  \
+        return run_##name;
+    AS_BUILTIN_HOT(ENG_BUILTIN_PICK)
+#undef ENG_BUILTIN_PICK
+    return NULL;
+}
+
 /* Picks the loop's copy for a batch: lean when no per-event option is on, bounded when the
  * engine knows the batch's live slots (e->cur_slots, from the reader's tally) and the live
- * table covers them. */
+ * table covers them, and a built-in policy's own copy when it has one. */
 static void run_batch(run *r, const eng_ev *ev, size_t n)
 {
     const as_engine *e = r->e;
@@ -772,11 +803,13 @@ static void run_batch(run *r, const eng_ev *ev, size_t n)
         return;
     }
     if (o->check || o->on_block || o->on_segment || e->caught || r->s_watch || !r->log_ok)
-        run_events(r, ev, n, 0, 0);
+        run_events(r, ev, n, 0, 0, NULL);
+    else if (slots && r->hot)
+        r->hot(r, ev, n);
     else if (slots)
-        run_events(r, ev, n, 1, 1);
+        run_events(r, ev, n, 1, 1, NULL);
     else
-        run_events(r, ev, n, 1, 0);
+        run_events(r, ev, n, 1, 0, NULL);
 }
 
 static double thread_cpu_s(void)
@@ -1330,6 +1363,7 @@ int as_engine_add_run(as_engine *e, const as_policy_spec *spec, uint64_t capacit
     r->index = e->nruns;
     r->spec = spec;
     r->pol = spec->policy;
+    r->hot = builtin_loop(r->pol);
     r->capacity = capacity;
     r->walk_event = AS_NONE;
     r->peak_walk_at = SIZE_MAX;

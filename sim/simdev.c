@@ -76,7 +76,7 @@ static int room_pred(const void *arg, uint64_t cap)
 
 /* *over = 1 when size more bytes would pass an enforced capacity; asked of the oracle in
  * curve mode. Returns 0 or < 0 (the oracle failed). Inline: with the chunked heap inlined
- * into dev_reserve (the Makefile's PLACEMENT_LTO) gcc kept it a call: 0.9% of nocache. */
+ * into dev_reserve (the Makefile's HOT_LTO) gcc kept it a call: 0.9% of nocache. */
 static inline int over_capacity(const as_simdev *d, uint64_t size, int *over)
 {
     *over = 0;
