@@ -22,6 +22,21 @@ int as_meta_key_ok(const char *key)
     return 1;
 }
 
+/* Appends a copy of (key, value), room for it made: 0, or AS_ENOMEM. */
+static int append(as_meta *m, const char *key, const char *value)
+{
+    char *k = strdup(key), *v = strdup(value);
+    if (!k || !v) {
+        free(k);
+        free(v);
+        return AS_ENOMEM;
+    }
+    m->kv[m->n].key = k;
+    m->kv[m->n].value = v;
+    m->n++;
+    return 0;
+}
+
 int as_meta_set(as_meta *m, const char *key, const char *value)
 {
     if (!m || !as_meta_key_ok(key) || !value)
@@ -38,16 +53,7 @@ int as_meta_set(as_meta *m, const char *key, const char *value)
     }
     if (as_grow((void **)&m->kv, &m->cap, m->n + 1, sizeof *m->kv, 8) < 0)
         return AS_ENOMEM;
-    char *k = strdup(key), *v = strdup(value);
-    if (!k || !v) {
-        free(k);
-        free(v);
-        return AS_ENOMEM;
-    }
-    m->kv[m->n].key = k;
-    m->kv[m->n].value = v;
-    m->n++;
-    return 0;
+    return append(m, key, value);
 }
 
 const char *as_meta_get(const as_meta *m, const char *key)
@@ -69,18 +75,10 @@ int as_meta_copy(as_meta *dst, const as_meta *src)
     if (dst->n == 0 && src->n) { /* src's keys are unique and valid (the invariant): no search */
         if (as_grow((void **)&dst->kv, &dst->cap, src->n, sizeof *dst->kv, 8) < 0)
             return AS_ENOMEM;
-        for (size_t i = 0; i < src->n; i++) {
-            char *k = strdup(src->kv[i].key), *v = strdup(src->kv[i].value);
-            if (!k || !v) {
-                free(k);
-                free(v);
-                return AS_ENOMEM;
-            }
-            dst->kv[dst->n].key = k;
-            dst->kv[dst->n].value = v;
-            dst->n++;
-        }
-        return 0;
+        int rc = 0;
+        for (size_t i = 0; i < src->n && !rc; i++)
+            rc = append(dst, src->kv[i].key, src->kv[i].value);
+        return rc;
     }
     for (size_t i = 0; i < src->n; i++) {
         int rc = as_meta_set(dst, src->kv[i].key, src->kv[i].value);
