@@ -508,8 +508,8 @@ static inline int memo_put(pk_parser *p, uint8_t op, uint64_t idx)
     if (idx >= bound)
         return fail(p, AS_ENOMEM, "%s: memo index %llu beyond the limit %llu", op_name(op),
                     (unsigned long long)idx, (unsigned long long)bound);
-    int rc = as_pk_memo_room(p, idx);
-    if (rc)
+    int rc;
+    if (idx >= p->capmemo && (rc = as_pk_memo_room(p, idx)))
         return rc;
     if (pk_memo_get(p, idx) == AS_PK_NIL)
         p->memo_len++;
