@@ -27,7 +27,7 @@
 #define EV_FIRST (16u << 10) /* the buffer's first size, doubled up to EV_CHUNK */
 #define EV_MAX_REC 64        /* a record's most bytes (one with its extension) */
 #define EV_STREAMS 4096u     /* distinct streams the table names (more: extensions) */
-#define EV_SHASH (2 * EV_STREAMS)
+#define EV_STREAMS_FIRST 16u /* the table's first room, doubled up to EV_STREAMS */
 
 /* A record. a: an ALLOC's address, another op's id. */
 typedef struct ev_rec {
@@ -57,17 +57,19 @@ struct as_evlog {
     int reading;
     uint64_t allocs; /* ALLOCs of implicit id so far (both sides count them) */
     /* the distinct streams put, by index, and an open-addressing set of index + 1 */
-    uint64_t *sval;
-    uint16_t *shash;
-    uint32_t nstream, slast;
+    uint64_t *sval;   /* scap of them */
+    uint16_t *shash;  /* 2 * scap, 2^sbits: index + 1, 0 = empty */
+    uint32_t nstream, slast, scap;
+    unsigned sbits;
 };
 
 int as_evlog_new(int spill, as_evlog **out)
 {
     as_evlog *g = calloc(1, sizeof *g);
     *out = NULL;
-    if (!g || !(g->buf = malloc(EV_FIRST)) || !(g->sval = malloc(EV_STREAMS * sizeof *g->sval)) ||
-        !(g->shash = calloc(EV_SHASH, sizeof *g->shash))) {
+    if (!g || !(g->buf = malloc(EV_FIRST)) ||
+        !(g->sval = malloc(EV_STREAMS_FIRST * sizeof *g->sval)) ||
+        !(g->shash = calloc(2 * EV_STREAMS_FIRST, sizeof *g->shash))) {
         if (g) {
             free(g->buf);
             free(g->sval);
@@ -76,23 +78,61 @@ int as_evlog_new(int spill, as_evlog **out)
         return AS_ENOMEM;
     }
     g->cap = EV_FIRST;
+    g->scap = EV_STREAMS_FIRST;
+    g->sbits = 5; /* 2 * EV_STREAMS_FIRST slots */
     g->spill = spill;
     g->fd = -1;
     *out = g;
     return 0;
 }
 
+/* Stream v's home slot in a hash set of 2^bits slots (the product's top bits). */
+static size_t stream_home(uint64_t v, unsigned bits)
+{
+    return (size_t)((v * 0x9E3779B97F4A7C15ull) >> (64 - bits));
+}
+
+/* The table with twice the room (a trace has a few streams: it starts at
+ * EV_STREAMS_FIRST, 384 bytes, where 48 KiB were allocated and 16 KiB zeroed): 0, or -1
+ * when the host has no memory for it (the caller writes the stream whole). */
+static int stream_grow(as_evlog *g)
+{
+    uint32_t nc = g->scap * 2;
+    uint64_t *nv = realloc(g->sval, nc * sizeof *nv);
+    if (!nv)
+        return -1;
+    g->sval = nv;
+    uint16_t *nh = calloc(2 * (size_t)nc, sizeof *nh);
+    if (!nh)
+        return -1;
+    size_t mask = 2 * (size_t)nc - 1;
+    for (uint32_t i = 0; i < g->nstream; i++) {
+        size_t j = stream_home(g->sval[i], g->sbits + 1);
+        while (nh[j])
+            j = (j + 1) & mask;
+        nh[j] = (uint16_t)(i + 1);
+    }
+    free(g->shash);
+    g->shash = nh;
+    g->scap = nc;
+    g->sbits++;
+    return 0;
+}
+
 /* stream_index past the last stream: its hash set. */
 static __attribute__((noinline)) uint32_t stream_find(as_evlog *g, uint64_t v)
 {
-    uint64_t h = v * 0x9E3779B97F4A7C15ull;
-    for (size_t j = (size_t)(h >> 51) & (EV_SHASH - 1);; j = (j + 1) & (EV_SHASH - 1)) {
+    size_t mask = ((size_t)1 << g->sbits) - 1;
+    for (size_t j = stream_home(v, g->sbits);; j = (j + 1) & mask) {
         uint32_t k = g->shash[j];
         if (k && g->sval[k - 1] == v)
             return g->slast = k - 1;
         if (!k) {
-            if (g->nstream >= EV_STREAMS)
-                return EV_STREAMS;
+            if (g->nstream >= g->scap) {
+                if (g->scap >= EV_STREAMS || stream_grow(g))
+                    return EV_STREAMS;
+                return stream_find(g, v); /* (once: the grown table has room) */
+            }
             g->sval[g->nstream] = v;
             g->shash[j] = (uint16_t)(g->nstream + 1);
             return g->slast = g->nstream++;
