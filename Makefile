@@ -165,10 +165,10 @@ $(BUILD)/obj/%.o: %.c
 # around as_chunked_take/give): optimised together, the engines are inlined into the
 # device again. The engine's loop copies for the built-in policies (policies/builtin.h)
 # call their alloc and free by name: optimised together, those are inlined into the loop
-# (5-12 % of a run's instructions, sim/README.md, Session 8).
+# (4-12 % of a run's instructions, sim/README.md, Session 8).
 HOT_LTO := $(addprefix $(BUILD)/obj/sim/,simdev.o placement_chunked.o placement_space.o engine.o) \
 	$(addprefix $(BUILD)/obj/policies/,common.o torch.o torch_fset.o bestfit.o firstfit.o \
-	segfit.o buddy.o bfc.o)
+	segfit.o buddy.o bfc.o nocache.o cudamallocasync.o gmlake.o)
 $(HOT_LTO): CFLAGS += -flto=auto -ffat-lto-objects
 $(HOT_LTO): Makefile # their flags are set here: a change to the list rebuilds them
 

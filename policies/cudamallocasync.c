@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "builtin.h"
 #include "common.h"
 #include "grow.h"
 
@@ -830,6 +831,8 @@ static void ca_fini(void *st)
     free(s->t);
     free(s->fs);
 }
+AS_BUILTIN_ENTRIES(cudamallocasync, ca_alloc, ca_free)
+
 const as_policy as_policy_cudamallocasync = {
     .name = "cudamallocasync",
     .summary = "calibrated model of CUDA's stream-ordered pool (not the driver's code): "

@@ -64,6 +64,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "builtin.h"
 #include "common.h"
 #include "grow.h"
 #include "knobs.h"
@@ -1863,6 +1864,8 @@ static void gm_fini(void *st)
         free(all[i]->v);
     memset(g, 0, sizeof *g);
 }
+
+AS_BUILTIN_ENTRIES(gmlake, gm_alloc, gm_free)
 
 const as_policy as_policy_gmlake = {
     .name = "gmlake",

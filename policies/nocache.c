@@ -12,6 +12,7 @@
  */
 #include <stdlib.h>
 
+#include "builtin.h"
 #include "common.h"
 
 typedef struct nc_blk {
@@ -213,6 +214,8 @@ static void nc_fini(void *st)
     free(s->b);
     s->b = NULL;
 }
+
+AS_BUILTIN_ENTRIES(nocache, nc_alloc, nc_free)
 
 const as_policy as_policy_nocache = {
     .name = "nocache",
