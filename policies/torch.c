@@ -127,6 +127,10 @@ typedef union pool {
     struct {
         fset blocks;    /* free mapped blocks; per stream, the unmapped ranges too */
         uint64_t calls; /* get_free_blocks_call_count */
+        /* The smallest segment ever made in the pool (UINT64_MAX before the first): a free
+         * block that is a whole segment is no smaller, so the walks that look for whole
+         * segments (garbage_collect, release_blocks) start there. It never rises. */
+        uint64_t whole_min;
         uint8_t small;
     };
     uint8_t size[128]; /* a pool's address is a shift of its index */
@@ -640,6 +644,8 @@ static int64_t find_expandable_block(torch_state *t, pool *pl, uint64_t stream, 
     t->s[si].expandable = 1;
     t->s[si].head = n;
     t->nexp_live++;
+    if (vsize < pl->whole_min)
+        pl->whole_min = vsize;
     blk *nb = &t->b[n];
     nb->addr = addr;
     nb->size = vsize;
@@ -724,6 +730,8 @@ static int alloc_block(torch_state *t, params *p, int retry)
     t->s[si].pool = p->priv;
     t->s[si].small = p->pl->small;
     t->s[si].head = n;
+    if (p->alloc_size < p->pl->whole_min)
+        p->pl->whole_min = p->alloc_size;
     blk *nb = &t->b[n];
     nb->addr = addr;
     nb->size = p->alloc_size;
@@ -840,13 +848,17 @@ static int garbage_collect(torch_state *t)
     pool *pl = &t->pools[0];
     blk *b = t->b;
     const uint64_t r0 = t->reserved;
+    /* Every walk below looks at whole segments only (non-split blocks), so it visits the
+     * blocks of whole_min bytes and up alone, in the same order: the ones it leaves out
+     * are split (PyTorch's passes over them do nothing). */
+    const uint64_t from = pl->whole_min;
     /* Only a free whole segment of the default pool, not expandable, can be released: with
      * none, both answers to the threshold question leave the state as it is, so it is not
      * asked (a curve would fork on it for nothing: sim/curve.h). */
     uint32_t any = 0;
     as_tfs_order(&pl->blocks);
-    for (uint32_t i = as_tfs_first(b, &pl->blocks); i && !any;
-         i = as_tfs_next_all(b, &pl->blocks, i))
+    for (uint32_t i = as_tfs_first_from(b, &pl->blocks, from); i && !any;
+         i = as_tfs_next_from(b, &pl->blocks, i, from))
         any = !is_split(b, i) && !is_exp(t, i) && !in_private(t, i);
     if (!any)
         return 0;
@@ -856,7 +868,8 @@ static int garbage_collect(torch_state *t)
     uint64_t reclaimed = 0, total_age = 0;
     int64_t count = 0;
     as_tfs_order(&pl->blocks);
-    for (uint32_t i = as_tfs_first(b, &pl->blocks); i; i = as_tfs_next_all(b, &pl->blocks, i))
+    for (uint32_t i = as_tfs_first_from(b, &pl->blocks, from); i;
+         i = as_tfs_next_from(b, &pl->blocks, i, from))
         if (!is_split(b, i) && !in_private(t, i)) {
             total_age += pl->calls - b[i].gc_base;
             count++;
@@ -873,9 +886,9 @@ static int garbage_collect(torch_state *t)
             break;
         double thr = (double)total_age / (double)count;
         freed = 0;
-        uint32_t i = as_tfs_first(t->b, &pl->blocks);
+        uint32_t i = as_tfs_first_from(t->b, &pl->blocks, from);
         while (i) {
-            uint32_t nx = as_tfs_next_all(t->b, &pl->blocks, i);
+            uint32_t nx = as_tfs_next_from(t->b, &pl->blocks, i, from);
             uint64_t age = pl->calls - t->b[i].gc_base;
             if (!is_split(t->b, i) && !is_exp(t, i) && !in_private(t, i) && (double)age >= thr) {
                 freed = 1;
@@ -946,10 +959,14 @@ static int complete_pending(torch_state *t)
 static int release_blocks(torch_state *t, pool *pl, uint32_t which)
 {
     t->nscratch = 0;
+    /* Without expandable segments only whole segments are released: the walk visits the
+     * blocks of whole_min bytes and up (the rest are split), in the same order. With them
+     * every expandable block of the pool is unmapped, whatever its size. */
+    const uint64_t from = t->nexp_live ? MIN_BLOCK : pl->whole_min;
     as_tfs_order(&pl->blocks);
-    uint32_t i = as_tfs_first(t->b, &pl->blocks);
+    uint32_t i = as_tfs_first_from(t->b, &pl->blocks, from);
     while (i) {
-        uint32_t nx = as_tfs_next_all(t->b, &pl->blocks, i);
+        uint32_t nx = as_tfs_next_from(t->b, &pl->blocks, i, from);
         if (pool_number(t, i) != which) {
             /* another pool's (a live private pool keeps its cache) */
         } else if (is_exp(t, i)) {
@@ -1123,6 +1140,7 @@ static int torch_init(void *st, const as_knob_value *cfg, const as_device *dev)
     t->total_mem = t->limited && bigger ? dev->ops->capacity(dev->ctx) : DEFAULT_TOTAL_MEM;
     t->pools[0].small = 0;
     t->pools[1].small = 1;
+    t->pools[0].whole_min = t->pools[1].whole_min = UINT64_MAX;
     return 0;
 }
 

@@ -352,6 +352,33 @@ uint32_t as_tfs_next_all(const blk *b, const fset *f, uint32_t x)
     return 0;
 }
 
+/* From ord position j on, the first block of size >= size: a slot whose largest block is
+ * smaller is passed over on its maximum, without a look at its bins. */
+static uint32_t first_from_slot(const blk *b, const fset *f, uint32_t j, uint64_t size)
+{
+    for (; j < f->n; j++) {
+        uint32_t k = f->ord[j];
+        if (f->s[k].max < size)
+            continue;
+        uint32_t x = as_tfs_lower_bound_in(b, f, k, size);
+        if (x)
+            return x;
+    }
+    return 0;
+}
+
+uint32_t as_tfs_first_from(const blk *b, const fset *f, uint64_t size)
+{
+    return first_from_slot(b, f, 0, size);
+}
+
+uint32_t as_tfs_next_from(const blk *b, const fset *f, uint32_t x, uint64_t size)
+{
+    /* the rest of x's slot is no smaller than x, so at least size */
+    uint32_t n = as_tfs_next(b, f, x);
+    return n ? n : first_from_slot(b, f, f->pos[b[x].sx] + 1, size);
+}
+
 /* ---- check -------------------------------------------------------------------------- */
 
 /* One bin: its structure (oset.h), then every block of this bin, slot and set. */

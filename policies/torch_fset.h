@@ -134,6 +134,10 @@ void as_tfs_order(fset *f);
 uint32_t as_tfs_first(const blk *b, const fset *f);
 uint32_t as_tfs_next_all(const blk *b, const fset *f, uint32_t x);
 uint32_t as_tfs_first_of(const blk *b, const fset *f, uint32_t k);
+/* The same walk over the blocks of size >= size only (x among them): the comparator's
+ * order with the smaller blocks left out, each slot entered at its lower bound. */
+uint32_t as_tfs_first_from(const blk *b, const fset *f, uint64_t size);
+uint32_t as_tfs_next_from(const blk *b, const fset *f, uint32_t x, uint64_t size);
 uint32_t as_tfs_last_of(const blk *b, const fset *f, uint32_t k);
 uint32_t as_tfs_next_bin(const blk *b, const fset *f, uint32_t x);
 uint32_t as_tfs_prev_bin(const blk *b, const fset *f, uint32_t x);
