@@ -8,8 +8,10 @@
  * events (snap_events.c: fixed records, past a chunk in an unlinked temporary file), and
  * hands them out from the log; with max_pickle_buffered set, a longer trace is read a
  * second time instead (a file: a pipe cannot be) and events are produced as that pass
- * goes. Memory: the address map (one slot per distinct address), the dump's state, the
- * memo, and one chunk of the log, whatever the trace's length. The walk charges every
+ * goes. Memory: the address map (a slot per block live or pending, and freed ones until
+ * the table fills: at most 4,096 slots or four per block live at once), 8 bytes for every
+ * distinct address freed (a free there later is a double free, not a prehistoric block:
+ * addr_set), the dump's state, the memo, and one chunk of the log. The walk charges every
  * dict item it visits against a budget of 64 per input byte, since memo references can
  * make a small pickle describe a huge structure.
  *
@@ -96,7 +98,11 @@ typedef struct pre_block {
     uint32_t idx; /* order of discovery, the provisional id */
 } pre_block;
 
-/* Address -> allocation state, open addressing with linear probing; never shrinks. */
+/* Address -> allocation state, open addressing with linear probing. A freed block's slot
+ * stays (ST_FREED: a free there is a second free, not a prehistoric block) until the table
+ * fills: then its address moves to the freed set (addr_set) and the slot is deleted, so the
+ * table has at most 4,096 slots or four per block live, pending or skipped at once
+ * (map_make_room), and a free costs nothing more than before. */
 enum { ST_EMPTY = 0, ST_LIVE, ST_PENDING, ST_FREED, ST_SKIPPED };
 typedef struct addr_slot {
     uint64_t addr;
@@ -107,9 +113,21 @@ typedef struct addr_slot {
     uint8_t pre;
 } addr_slot;
 
+/* Addresses the trace freed whose slots were deleted: 8 bytes an address, not a slot's 40.
+ * It must know them all, whatever their number: a free of any of them, or a block active
+ * there at the dump, means something else than at an address never seen (a second free, a
+ * mismatch, not a prehistoric block). Open addressing; key 0 is the empty mark (has0: the
+ * address 0). */
+typedef struct addr_set {
+    uint64_t *keys;
+    size_t cap, used;
+    int has0;
+} addr_set;
+
 typedef struct addr_map {
     addr_slot *slots;
     size_t cap, used;
+    addr_set freed;
 } addr_map;
 
 /* Events handed out at a time from the first pass's log (snap_events.c). */
@@ -267,32 +285,146 @@ static inline size_t addr_home(uint64_t addr, size_t cap)
     return (size_t)((addr * 0x9E3779B97F4A7C15ull) >> (64 - __builtin_ctzll(cap)));
 }
 
+static int set_has(const addr_set *f, uint64_t addr)
+{
+    if (!addr)
+        return f->has0;
+    if (!f->cap)
+        return 0;
+    size_t j = addr_home(addr, f->cap);
+    while (f->keys[j] && f->keys[j] != addr)
+        j = (j + 1) & (f->cap - 1);
+    return f->keys[j] != 0;
+}
+
+/* Adds addr; 0 or -1 (host OOM). */
+static int set_add(addr_set *f, uint64_t addr)
+{
+    if (!addr) {
+        f->has0 = 1;
+        return 0;
+    }
+    if ((f->used + 1) * 4 > f->cap * 3) {
+        size_t nc = f->cap ? f->cap * 2 : 512;
+        uint64_t *nk = calloc(nc, sizeof *nk);
+        if (!nk)
+            return -1;
+        for (size_t i = 0; i < f->cap; i++) {
+            if (!f->keys[i])
+                continue;
+            size_t j = addr_home(f->keys[i], nc);
+            while (nk[j])
+                j = (j + 1) & (nc - 1);
+            nk[j] = f->keys[i];
+        }
+        free(f->keys);
+        f->keys = nk;
+        f->cap = nc;
+    }
+    size_t j = addr_home(addr, f->cap);
+    while (f->keys[j] && f->keys[j] != addr)
+        j = (j + 1) & (f->cap - 1);
+    if (!f->keys[j]) {
+        f->keys[j] = addr;
+        f->used++;
+    }
+    return 0;
+}
+
+/* Deletes slot i by backward shift: each later slot of its run that may move back (its home
+ * is not between the hole and itself) fills the hole, so no lookup meets a gap. */
+static void map_delete(addr_map *m, size_t i)
+{
+    size_t mask = m->cap - 1;
+    for (size_t j = (i + 1) & mask; m->slots[j].state != ST_EMPTY; j = (j + 1) & mask) {
+        size_t h = addr_home(m->slots[j].addr, m->cap);
+        if (((j - h) & mask) >= ((j - i) & mask)) {
+            m->slots[i] = m->slots[j];
+            i = j;
+        }
+    }
+    m->slots[i] = (addr_slot){0};
+    m->used--;
+}
+
+/* A full table: twice the size, or the same when at most half its slots hold other blocks
+ * than freed ones; from MAP_PURGE_MIN slots (160 KiB) on, freed blocks' slots are dropped
+ * either way, their addresses to the freed set (in place by map_delete when the size stays:
+ * no new pages). Below it the table grows as it always did: a trace that reuses its few
+ * thousand addresses (every shipped one) never pays for a clean-up, and at least a quarter
+ * of the table is free after one, so its walks cost a few slots an insertion. Out of line:
+ * inlined, it cost map_find's lookup about 12 instructions an event. 0 or -1. */
+#define MAP_PURGE_MIN 4096
+static __attribute__((noinline)) int map_make_room(addr_map *m)
+{
+    int drop = m->cap >= MAP_PURGE_MIN;
+    size_t keep = 0;
+    for (size_t i = 0; drop && i < m->cap; i++)
+        keep += m->slots[i].state != ST_EMPTY && m->slots[i].state != ST_FREED;
+    if (drop && keep * 2 <= m->cap) {
+        for (size_t i = 0; i < m->cap;) {
+            if (m->slots[i].state != ST_FREED) {
+                i++;
+                continue;
+            }
+            if (set_add(&m->freed, m->slots[i].addr))
+                return -1;
+            map_delete(m, i); /* slot i again: a later one may have moved there */
+        }
+        return 0;
+    }
+    size_t nc = m->cap ? m->cap * 2 : 64; /* small first: a short trace's few pages */
+    addr_slot *ns = calloc(nc, sizeof *ns);
+    if (!ns)
+        return -1;
+    size_t used = 0;
+    for (size_t i = 0; i < m->cap; i++) {
+        if (m->slots[i].state == ST_EMPTY)
+            continue;
+        if (drop && m->slots[i].state == ST_FREED) {
+            if (set_add(&m->freed, m->slots[i].addr)) {
+                free(ns);
+                return -1;
+            }
+            continue;
+        }
+        size_t j = addr_home(m->slots[i].addr, nc);
+        while (ns[j].state != ST_EMPTY)
+            j = (j + 1) & (nc - 1);
+        ns[j] = m->slots[i];
+        used++;
+    }
+    free(m->slots);
+    m->slots = ns;
+    m->cap = nc;
+    m->used = used;
+    return 0;
+}
+
+static void map_free(addr_map *m)
+{
+    free(m->slots);
+    free(m->freed.keys);
+    *m = (addr_map){0};
+}
+
 /* The slot of addr: its own, or the empty one where it would go. NULL on host OOM. */
 static addr_slot *map_find(addr_map *m, uint64_t addr, int insert)
 {
-    if (insert && (m->used + 1) * 4 > m->cap * 3) {
-        size_t nc = m->cap ? m->cap * 2 : 64; /* small first: a short trace's few pages */
-        addr_slot *ns = calloc(nc, sizeof *ns);
-        if (!ns)
-            return NULL;
-        for (size_t i = 0; i < m->cap; i++) {
-            if (m->slots[i].state == ST_EMPTY)
-                continue;
-            size_t j = addr_home(m->slots[i].addr, nc);
-            while (ns[j].state != ST_EMPTY)
-                j = (j + 1) & (nc - 1);
-            ns[j] = m->slots[i];
-        }
-        free(m->slots);
-        m->slots = ns;
-        m->cap = nc;
-    }
+    if (insert && (m->used + 1) * 4 > m->cap * 3 && map_make_room(m))
+        return NULL;
     if (!m->cap)
         return NULL;
     size_t j = addr_home(addr, m->cap);
     while (m->slots[j].state != ST_EMPTY && m->slots[j].addr != addr)
         j = (j + 1) & (m->cap - 1);
     return &m->slots[j];
+}
+
+/* The state of s, its slot in m: ST_FREED for an empty slot whose address the trace freed. */
+static int map_state(const addr_map *m, const addr_slot *s, uint64_t addr)
+{
+    return s->state == ST_EMPTY && set_has(&m->freed, addr) ? ST_FREED : s->state;
 }
 
 static int map_claim(addr_map *m, addr_slot *s, uint64_t addr)
@@ -968,9 +1100,10 @@ static int step(snap_build *b, const snap_entry *x, const snap_entry *nxt)
         return 0;
     }
     /* free_requested / free_completed */
-    if (s->state == ST_SKIPPED)
+    int state = map_state(&b->map, s, x->addr);
+    if (state == ST_SKIPPED)
         return 0; /* its alloc was skipped (lenient): so are its frees */
-    if (s->state == ST_EMPTY) {
+    if (state == ST_EMPTY) {
         if (!x->has_size) {
             if ((rc = bad_entry(b, x,
                                 "frees a block allocated before the trace, without "
@@ -980,7 +1113,7 @@ static int step(snap_build *b, const snap_entry *x, const snap_entry *nxt)
         }
         if ((rc = add_pre(b, s, x->addr, x->size, x->stream)))
             return rc;
-    } else if (s->state == ST_FREED) {
+    } else if (state == ST_FREED) {
         if ((rc = bad_entry(b, x, "frees an address that is not allocated (double free)")) < 0)
             return rc;
         return 0;
@@ -1160,14 +1293,15 @@ static int final_segments(snap_build *b, as_pk_ref segments, uint64_t *nseg, uin
             addr_slot *s = map_find(&b->map, addr, 1);
             if (!s)
                 return oom(b);
-            if (s->state == ST_EMPTY && size && size <= AS_MAX_ALLOC_SIZE) {
+            int st = map_state(&b->map, s, addr);
+            if (st == ST_EMPTY && size && size <= AS_MAX_ALLOC_SIZE) {
                 if ((rc = add_pre(b, s, addr, size, sstream)))
                     return rc;
                 b->pre[b->npre - 1].blk = b->nblocks ? b->blocks[b->nblocks - 1].size : 0;
                 s->state = ST_FREED; /* so that the count of trace-live blocks skips it */
                 continue;
             }
-            if (s->state == ST_LIVE || s->state == ST_PENDING)
+            if (st == ST_LIVE || st == ST_PENDING)
                 matched++;
             else
                 b->mismatch++; /* the trace freed it, the snapshot has it active */
@@ -1574,8 +1708,7 @@ static int start_pass2(snap_build *b)
     as_pk_stream_close(b->ps);
     b->ps = NULL;
     b->pk = NULL;
-    free(b->map.slots);
-    b->map = (addr_map){0};
+    map_free(&b->map);
     for (size_t i = 0; i < b->npre; i++) {
         addr_slot *s = map_find(&b->map, b->pre[i].addr, 1);
         if (!s)
@@ -1659,7 +1792,7 @@ static void build_free(snap_build *b)
     free(b->ev);
     as_evlog_free(b->log);
     free(b->pre);
-    free(b->map.slots);
+    map_free(&b->map);
     free(b->fcache);
     free(b->dev_entries);
     free(b->segev);
