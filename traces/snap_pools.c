@@ -4,7 +4,9 @@
  *
  * A snapshot's trace entries carry no pool; only its `segments` (those alive at the dump)
  * carry `segment_pool_id`. From the record (as_snapshot_record) this builds every
- * segment's life over the ALLOC ordinals, [from, to), and reads its pool, first found wins:
+ * segment's life over the ALLOC ordinals, [from, to) (an expandable segment's from its
+ * segment_map and segment_unmap entries: build_expandable), and reads its pool, first found
+ * wins:
  *  1. recorded: alive at the dump, its segment_pool_id;
  *  2. frames: the frames of the request that made it (the segment_alloc entry carries the
  *     malloc's) run through cudagraph trees (a tree's warm-up or record: its private pool)
@@ -24,6 +26,7 @@
  * one, else a pool inferred for its stream (or for the MemPool's run), numbered after the
  * recorded ones. An allocation belongs to the segment whose range holds its address while
  * it lives.
+ * (For expandable segments rule 3 reads only a MemPool destructor's run: by_release_unmaps.)
  * Each run of segment_free entries becomes EMPTY_CACHE events: none when its frames are
  * those of the segment_alloc that follows (an OOM retry inside one malloc: PyTorch records
  * both under the malloc's context), unless each free has the frames its segment was made
@@ -32,6 +35,8 @@
  * (that pool released there: the trace does not show the release itself, only that its segments
  * went back); a call that frees no default segment (empty_cache() while a capture or
  * use_mem_pool is underway keeps the default pool) gives each pool it frees its EMPTY_CACHE.
+ * A run of segment_unmap entries gives empty_cache() unless it unmaps a private pool's
+ * segment; then the same events (unmap_events).
  *
  * Key invariant: lookups never scan more than SCAN_MAX segments, so a crafted record
  * costs time in proportion to its size; a lookup past that bound is counted ambiguous.
@@ -202,6 +207,92 @@ static int build_lives(as_snap_pools *p, const as_snapshot_record *rec, uint8_t 
     return 0;
 }
 
+/* Expandable segments (segment_map/segment_unmap): PyTorch 2.11's find_expandable_block
+ * makes an ExpandableSegment for one (stream, pool) when none of that pool's unmapped ranges
+ * on the stream fits, reserving a virtual range of 1.125 times the device's memory, and maps
+ * its pages from the range's start on; release_blocks frees the range
+ * (release_expandable_segment) once every page is unmapped. So a map that starts no mapped
+ * or unmapped range of a live segment of its stream (base <= addr <= its end) starts a new
+ * one there, whose pool every later map and unmap in it shares; the segment's life ends at
+ * the unmap that leaves none of its bytes mapped, after which its range may be reserved
+ * again. Each such life is one segment here, [base, the highest end mapped), made by its
+ * first map's request (its frames); of_free[i] is the segment of unmap entry i. An unmap
+ * of a range no map of the trace made (a segment reserved before it) is left out. Live
+ * ones at the dump take the pool of the dump's segments inside them, which the dump no
+ * longer adds alone (used). */
+static int build_expandable(as_snap_pools *p, const as_snapshot_record *rec, uint8_t *used,
+                            size_t *of_free)
+{
+    size_t *live = malloc((rec->nsegev + 1) * sizeof *live), nlive = 0;
+    uint64_t *mapped = malloc((rec->nsegev + 1) * sizeof *mapped);
+    int rc = AS_ENOMEM;
+    if (!live || !mapped)
+        goto out;
+    for (size_t i = 0; i < rec->nsegev; i++) {
+        const as_snap_segev *e = &rec->segev[i];
+        int map = e->action == AS_SNAP_SEG_MAP;
+        if (!map && e->action != AS_SNAP_SEG_UNMAP)
+            continue;
+        size_t k = nlive, seen = 0;
+        while (k-- > 0 && seen++ < SCAN_MAX) {
+            const pseg *s = &p->s[live[k]];
+            if (s->stream == e->stream && s->addr <= e->addr &&
+                (e->addr < s->end || (map && e->addr == s->end)))
+                break;
+        }
+        if (k == SIZE_MAX || seen > SCAN_MAX) {
+            if (!map)
+                continue;
+            mapped[nlive] = 0;
+            live[nlive++] = p->n;
+            k = nlive - 1;
+            add(p, (pseg){.addr = e->addr,
+                          .end = e->addr + e->size,
+                          .from = e->alloc,
+                          .to = UINT64_MAX,
+                          .stream = e->stream,
+                          .freed = SIZE_MAX,
+                          .made = e->fhash,
+                          .how = AS_POOL_AMBIGUOUS,
+                          .fcls = e->fcls});
+        }
+        pseg *s = &p->s[live[k]];
+        of_free[i] = live[k];
+        if (map) {
+            mapped[k] += e->size;
+            if (e->addr + e->size > s->end)
+                s->end = e->addr + e->size;
+            if (s->end - s->addr > p->max_len)
+                p->max_len = s->end - s->addr;
+        } else if ((mapped[k] = e->size < mapped[k] ? mapped[k] - e->size : 0) == 0) {
+            s->to = e->alloc; /* released: its range may be reserved again */
+            live[k] = live[--nlive], mapped[k] = mapped[nlive];
+        }
+    }
+    for (size_t k = 0; k < nlive; k++) { /* alive at the dump: its dump segments' pool */
+        pseg *s = &p->s[live[k]];
+        size_t lo = 0, hi = rec->nsegs;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (rec->segs[mid].addr < s->addr)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        for (size_t j = lo; j < rec->nsegs && j - lo < SCAN_MAX && rec->segs[j].addr < s->end; j++)
+            if (rec->segs[j].expandable && rec->segs[j].stream == s->stream) {
+                if (s->how == AS_POOL_AMBIGUOUS)
+                    s->pool = pool_number(p, rec->segs[j].pool), s->how = AS_POOL_RECORDED;
+                used[j] = 1;
+            }
+    }
+    rc = 0;
+out:
+    free(live);
+    free(mapped);
+    return rc;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -317,6 +408,38 @@ static int by_stream(as_snap_pools *p)
     return 0;
 }
 
+/* The events of one call that freed or unmapped segev [a, b), appended to the current run's
+ * (room for b - a + 1); released[k] marks the pools released so far; has0: the call's
+ * empty_cache() is already in the run (its frees, before these unmaps). */
+static void pool_events(as_snap_pools *p, size_t a, size_t b, const size_t *of_free,
+                        uint8_t *released, int has0)
+{
+    /* empty_cache() releases the default pool only while no capture or use_mem_pool is
+     * underway (release_cached_blocks: captures_underway.empty()), the freeable private
+     * pools always: a call that freed no default segment gets each pool's EMPTY_CACHE
+     * alone. (Had the default pool a whole free segment, a capture was underway; had it
+     * none, pool 0's event would free nothing there.) */
+    size_t at = p->roff[p->nruns], start = at;
+    int need0 = has0;
+    for (size_t i = a; i < b; i++)
+        need0 |= of_free[i] == SIZE_MAX || p->s[of_free[i]].pool == 0;
+    if (need0 && !has0)
+        p->emit[at++] = 0;
+    for (size_t i = a; i < b; i++) {
+        uint32_t k = of_free[i] == SIZE_MAX ? 0 : p->s[of_free[i]].pool;
+        if (k && (!need0 || !released[k]) && released[k] != 2) {
+            released[k] = 2; /* released (again, by this call alone) here */
+            p->emit[at++] = k;
+        }
+    }
+    for (size_t i = a; i < b; i++) /* 1: released before this call */
+        if (of_free[i] != SIZE_MAX && p->s[of_free[i]].pool)
+            released[p->s[of_free[i]].pool] = 1;
+    if (at == start && !has0) /* nothing read: empty_cache() */
+        p->emit[at++] = 0;
+    p->roff[p->nruns] = at;
+}
+
 /* The EMPTY_CACHE events of one call's frees, segev [a, b), appended to the current run's
  * (room for b - a + 1); released[k] marks the pools released so far. */
 static void run_events(as_snap_pools *p, const as_snapshot_record *rec, size_t a, size_t b,
@@ -337,34 +460,65 @@ static void run_events(as_snap_pools *p, const as_snapshot_record *rec, size_t a
         p->retries++;
         return;
     }
-    /* empty_cache() releases the default pool only while no capture or use_mem_pool is
-     * underway (release_cached_blocks: captures_underway.empty()), the freeable private
-     * pools always: a call that freed no default segment gets each pool's EMPTY_CACHE
-     * alone. (Had the default pool a whole free segment, a capture was underway; had it
-     * none, pool 0's event would free nothing there.) */
-    size_t at = p->roff[p->nruns], start = at;
-    int need0 = 0;
-    for (size_t i = a; i < b; i++)
-        need0 |= of_free[i] == SIZE_MAX || p->s[of_free[i]].pool == 0;
-    if (need0)
-        p->emit[at++] = 0;
-    for (size_t i = a; i < b; i++) {
-        uint32_t k = of_free[i] == SIZE_MAX ? 0 : p->s[of_free[i]].pool;
-        if (k && (!need0 || !released[k]) && released[k] != 2) {
-            released[k] = 2; /* released (again, by this call alone) here */
-            p->emit[at++] = k;
-        }
-    }
-    for (size_t i = a; i < b; i++) /* 1: released before this call */
-        if (of_free[i] != SIZE_MAX && p->s[of_free[i]].pool)
-            released[p->s[of_free[i]].pool] = 1;
-    if (at == start) /* nothing read: empty_cache() */
-        p->emit[at++] = 0;
-    p->roff[p->nruns] = at;
+    pool_events(p, a, b, of_free, released, 0);
 }
 
-/* Every run of segment_free entries, split where the frames change (one call's frees have
- * its context's): rule 3 (when `events` is 0) or the run's events (1). */
+/* Rule 3 for the expandable segments that unmap group [a, b) of segev unmapped: a call whose
+ * frames name a MemPool's destructor unmaps that pool's segments alone (one inferred pool
+ * for the run, as by_release). Other calls name no pool: an unmap covers the whole pages
+ * inside a free block, not the block that release_blocks' (stream, size, address) order
+ * sorts, and one segment's blocks may be unmapped piece by piece. */
+static void by_release_unmaps(as_snap_pools *p, const as_snapshot_record *rec, size_t a, size_t b,
+                              const size_t *of_free)
+{
+    int mempool = 0;
+    for (size_t i = a; i < b; i++)
+        mempool |= (rec->segev[i].fcls & AS_SNAP_FR_MEMPOOL) != 0;
+    for (size_t i = a; i < b && mempool; i++) {
+        size_t si = of_free[i];
+        if (si != SIZE_MAX && p->s[si].how == AS_POOL_AMBIGUOUS)
+            p->s[si].how = AS_POOL_RELEASE, p->s[si].priv = 2 + rec->segev[i].run;
+    }
+}
+
+/* Run r's events start here (the runs before it that freed nothing read: empty_cache()). */
+static void open_run(as_snap_pools *p, uint32_t r)
+{
+    while (p->nruns + 1 < r) /* runs of unmaps alone: empty_cache() */
+        p->emit[p->roff[p->nruns]] = 0, p->roff[p->nruns + 1] = p->roff[p->nruns] + 1, p->nruns++;
+    if (p->nruns < r)
+        p->roff[r] = p->roff[r - 1], p->nruns = r;
+}
+
+/* The events of unmap group [a, b) of run r. One that unmaps no private pool's segment
+ * gives none of its own: a run of the default pool's unmaps reads as empty_cache() (open_run,
+ * as_snap_pools_run), and a call's unmaps after its frees add nothing to the frees' events.
+ * Else they are a call's as run_events gives them (never read as an OOM retry, as no run of
+ * unmaps is), appended to the frees of the same call (the entry before, in run r with the
+ * same frames) unless those were read as a retry. */
+static void unmap_events(as_snap_pools *p, const as_snapshot_record *rec, size_t a, size_t b,
+                         const size_t *of_free, uint8_t *released)
+{
+    uint32_t r = rec->segev[a].run;
+    int priv = 0;
+    for (size_t i = a; i < b; i++)
+        priv |= of_free[i] != SIZE_MAX && p->s[of_free[i]].pool != 0;
+    if (!priv || r > p->maxrun || r < p->nruns)
+        return;
+    const as_snap_segev *pe = a ? &rec->segev[a - 1] : NULL;
+    int same =
+        pe && pe->action == AS_SNAP_SEG_FREE && pe->run == r && pe->fhash == rec->segev[a].fhash;
+    open_run(p, r);
+    int has0 = 0;
+    for (size_t i = p->roff[r - 1]; same && i < p->roff[r]; i++)
+        has0 |= p->emit[i] == 0;
+    if (same && p->roff[r] == p->roff[r - 1])
+        return; /* the call's frees were an OOM retry's */
+    pool_events(p, a, b, of_free, released, has0);
+}
+
+/* Every run of segment_free entries, and of segment_unmap ones, split where the frames change
+ * (one call's frees have its context's): rule 3 (when `events` is 0) or the run's events (1). */
 static int runs(as_snap_pools *p, const as_snapshot_record *rec, const size_t *of_free, int events)
 {
     uint8_t *released = events ? calloc(p->npairs + 1, 1) : NULL;
@@ -373,21 +527,24 @@ static int runs(as_snap_pools *p, const as_snapshot_record *rec, const size_t *o
     for (size_t a = 0; a < rec->nsegev;) {
         size_t b = a;
         uint32_t r = rec->segev[a].run;
-        while (b < rec->nsegev && rec->segev[b].action == AS_SNAP_SEG_FREE &&
-               rec->segev[b].run == r && rec->segev[b].fhash == rec->segev[a].fhash)
+        uint8_t act = rec->segev[a].action;
+        while (b < rec->nsegev && (act == AS_SNAP_SEG_FREE || act == AS_SNAP_SEG_UNMAP) &&
+               rec->segev[b].action == act && rec->segev[b].run == r &&
+               rec->segev[b].fhash == rec->segev[a].fhash)
             b++;
         if (b == a) {
             a++;
             continue;
         }
-        if (!events) {
+        if (act == AS_SNAP_SEG_UNMAP) {
+            if (!events)
+                by_release_unmaps(p, rec, a, b, of_free);
+            else
+                unmap_events(p, rec, a, b, of_free, released);
+        } else if (!events) {
             by_release(p, rec, a, b, of_free);
         } else if (r <= p->maxrun && r >= p->nruns) {
-            while (p->nruns + 1 < r) /* runs of unmaps alone: empty_cache() */
-                p->emit[p->roff[p->nruns]] = 0, p->roff[p->nruns + 1] = p->roff[p->nruns] + 1,
-                p->nruns++;
-            if (p->nruns < r)
-                p->roff[r] = p->roff[r - 1], p->nruns = r;
+            open_run(p, r);
             run_events(p, rec, a, b, of_free, released); /* appended to run r's */
         }
         a = b;
@@ -440,6 +597,9 @@ int as_snap_pools_build(const as_snapshot_record *rec, as_snap_pools **out)
         goto fail;
     if ((rc = build_lives(p, rec, used)))
         goto fail;
+    rc = AS_ENOMEM;
+    if (!(of_free = free_map(p, rec)) || (rc = build_expandable(p, rec, used, of_free)))
+        goto fail;
     for (size_t i = 0; i < rec->nsegs; i++) /* at the dump, and older than the trace */
         if (!used[i])
             add(p, (pseg){.addr = rec->segs[i].addr,
@@ -451,8 +611,7 @@ int as_snap_pools_build(const as_snapshot_record *rec, as_snap_pools **out)
                           .how = AS_POOL_RECORDED});
     if ((rc = by_frames(p)))
         goto fail;
-    rc = AS_ENOMEM;
-    if (!(of_free = free_map(p, rec)) || (rc = runs(p, rec, of_free, 0)) || (rc = by_stream(p)) ||
+    if ((rc = runs(p, rec, of_free, 0)) || (rc = by_stream(p)) ||
         (rc = build_runs(p, rec, of_free)))
         goto fail;
     qsort(p->s, p->n, sizeof *p->s, cmp_pseg);
