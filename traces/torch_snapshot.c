@@ -881,14 +881,10 @@ static uint8_t frame_class(const as_frame *f)
         c |= AS_SNAP_FR_TREES;
     if (ends_with(f->filename, "torch/cuda/graphs.py") && strcmp(f->name, "capture_begin") == 0)
         c |= AS_SNAP_FR_CAPBEGIN;
-    if (ends_with(f->filename, "torch/cuda/memory.py") && strcmp(f->name, "empty_cache") == 0)
-        c |= AS_SNAP_FR_EMPTY;
     if (strstr(f->name, "~MemPool"))
         c |= AS_SNAP_FR_MEMPOOL;
-    if (strcmp(f->filename, "<allocsim>") == 0) /* an export's (sim/snapout.c) */
-        c |= strcmp(f->name, "empty_cache()") == 0            ? AS_SNAP_FR_EMPTY
-             : strncmp(f->name, "empty_cache(pool=", 17) == 0 ? AS_SNAP_FR_MEMPOOL
-                                                              : 0;
+    if (strcmp(f->filename, "<allocsim>") == 0 && strncmp(f->name, "empty_cache(pool=", 17) == 0)
+        c |= AS_SNAP_FR_MEMPOOL; /* an export's (sim/snapout.c): a pool emptied alone */
     return c;
 }
 

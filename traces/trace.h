@@ -223,7 +223,6 @@ enum { AS_SNAP_SEG_ALLOC, AS_SNAP_SEG_FREE, AS_SNAP_SEG_MAP, AS_SNAP_SEG_UNMAP }
 enum {
     AS_SNAP_FR_TREES = 1,    /* torch/_inductor/cudagraph_trees.py: a tree's warm-up/record */
     AS_SNAP_FR_CAPBEGIN = 2, /* torch/cuda/graphs.py capture_begin: its RNG-state tensors */
-    AS_SNAP_FR_EMPTY = 4,    /* torch/cuda/memory.py empty_cache */
     AS_SNAP_FR_MEMPOOL = 8,  /* a C++ frame ~MemPool: a MemPool's destructor emptying it */
 };
 typedef struct as_snap_segev {
