@@ -940,14 +940,20 @@ static int release_available(torch_state *t, params *p)
 
 static inline int free_block(torch_state *t, uint32_t i);
 
+/* Pending block i (already off the pending list) completes its free now, before the
+ * trace's FREE: counted as done early, and freed into its pool. */
+static int complete_early(torch_state *t, uint32_t i)
+{
+    t->early_done++;
+    t->allocated -= t->b[i].size;
+    return free_block(t, i);
+}
+
 /* synchronize_and_free_events: every pending free completes now. */
 static int complete_pending(torch_state *t)
 {
     while (t->npending) {
-        uint32_t i = t->pending[--t->npending];
-        t->early_done++;
-        t->allocated -= t->b[i].size;
-        int rc = free_block(t, i);
+        int rc = complete_early(t, t->pending[--t->npending]);
         if (rc)
             return rc;
     }
@@ -1005,9 +1011,7 @@ static int complete_pending_pool(torch_state *t, uint32_t k)
         uint32_t last = t->pending[--t->npending];
         t->pending[j] = last;
         t->b[last].pidx = j;
-        t->early_done++;
-        t->allocated -= t->b[i].size;
-        int rc = free_block(t, i);
+        int rc = complete_early(t, i);
         if (rc)
             return rc;
     }
