@@ -140,8 +140,8 @@ static int cmp_pseg(const void *a, const void *b)
     return x->from < y->from ? -1 : x->from > y->from;
 }
 
-/* The dump's segment starting at addr, or NULL (rec->segs is in address order). */
-static const as_snap_seg *dump_seg(const as_snapshot_record *rec, uint64_t addr)
+/* The index of the dump's first segment at addr or above (rec->segs is in address order). */
+static size_t dump_lower(const as_snapshot_record *rec, uint64_t addr)
 {
     size_t lo = 0, hi = rec->nsegs;
     while (lo < hi) {
@@ -151,6 +151,13 @@ static const as_snap_seg *dump_seg(const as_snapshot_record *rec, uint64_t addr)
         else
             hi = mid;
     }
+    return lo;
+}
+
+/* The dump's segment starting at addr, or NULL. */
+static const as_snap_seg *dump_seg(const as_snapshot_record *rec, uint64_t addr)
+{
+    size_t lo = dump_lower(rec, addr);
     return lo < rec->nsegs && rec->segs[lo].addr == addr ? &rec->segs[lo] : NULL;
 }
 
@@ -271,14 +278,7 @@ static int build_expandable(as_snap_pools *p, const as_snapshot_record *rec, uin
     }
     for (size_t k = 0; k < nlive; k++) { /* alive at the dump: its dump segments' pool */
         pseg *s = &p->s[live[k]];
-        size_t lo = 0, hi = rec->nsegs;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (rec->segs[mid].addr < s->addr)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
+        size_t lo = dump_lower(rec, s->addr);
         for (size_t j = lo; j < rec->nsegs && j - lo < SCAN_MAX && rec->segs[j].addr < s->end; j++)
             if (rec->segs[j].expandable && rec->segs[j].stream == s->stream) {
                 if (s->how == AS_POOL_AMBIGUOUS)
