@@ -130,6 +130,21 @@ static int fail(pk_parser *p, int code, const char *fmt, ...)
     return code;
 }
 
+/* *arr resized to bytes (made when NULL), delta of them new, charged against max_memory:
+ * 0, or the parser's error (*arr as it was). */
+static int prealloc(pk_parser *p, void **arr, size_t bytes, uint64_t delta, const char *what)
+{
+    if (p->mem + delta > p->lim.max_memory)
+        return fail(p, AS_ENOMEM, "parsing needs more than %llu MiB of memory (for %s; the limit)",
+                    (unsigned long long)(p->lim.max_memory >> 20), what);
+    void *n = realloc(*arr, bytes);
+    if (!n)
+        return fail(p, AS_ENOMEM, "out of host memory for %s", what);
+    *arr = n;
+    p->mem += delta;
+    return 0;
+}
+
 /* The one way a pool grows: capacity doubling from 64 items, charged against max_memory
  * before the allocation. */
 static int pgrow_slow(pk_parser *p, void **arr, size_t *cap, size_t need, size_t elem,
@@ -141,17 +156,10 @@ static int pgrow_slow(pk_parser *p, void **arr, size_t *cap, size_t need, size_t
             return fail(p, AS_ENOMEM, "pickle too large: %s overflow", what);
         nc *= 2;
     }
-    uint64_t delta = (uint64_t)(nc - *cap) * elem;
-    if (p->mem + delta > p->lim.max_memory)
-        return fail(p, AS_ENOMEM, "parsing needs more than %llu MiB of memory (for %s; the limit)",
-                    (unsigned long long)(p->lim.max_memory >> 20), what);
-    void *n = realloc(*arr, nc * elem);
-    if (!n)
-        return fail(p, AS_ENOMEM, "out of host memory for %s", what);
-    *arr = n;
-    *cap = nc;
-    p->mem += delta;
-    return 0;
+    int rc = prealloc(p, arr, nc * elem, (uint64_t)(nc - *cap) * elem, what);
+    if (rc == 0)
+        *cap = nc;
+    return rc;
 }
 
 static inline int pgrow(pk_parser *p, void **arr, size_t *cap, size_t need, size_t elem,
@@ -327,15 +335,14 @@ static int check_keys(pk_parser *p, uint8_t op, const as_pk_ref *kv, size_t n)
  * against max_memory, every slot AS_PK_NIL unless fill is 0. */
 static int page_alloc(pk_parser *p, size_t slots, int fill, as_pk_ref **out)
 {
-    const uint64_t bytes = slots * sizeof **out;
-    if (p->mem + bytes > p->lim.max_memory)
-        return fail(p, AS_ENOMEM, "parsing needs more than %llu MiB of memory (for %s; the limit)",
-                    (unsigned long long)(p->lim.max_memory >> 20), "the memo");
-    if (!(*out = malloc(bytes)))
-        return fail(p, AS_ENOMEM, "out of host memory for %s", "the memo");
+    const size_t bytes = slots * sizeof **out;
+    as_pk_ref *d = NULL;
+    int rc = prealloc(p, (void **)&d, bytes, bytes, "the memo");
+    if (rc)
+        return rc;
     if (fill)
-        memset(*out, 0xff, bytes); /* AS_PK_NIL */
-    p->mem += bytes;
+        memset(d, 0xff, bytes); /* AS_PK_NIL */
+    *out = d;
     return 0;
 }
 
@@ -350,16 +357,11 @@ static int first_page_grow(pk_parser *p, uint64_t idx)
         nc *= 2;
     if (nc == old)
         return 0;
-    uint64_t delta = (nc - old) * sizeof *g->dense;
-    if (p->mem + delta > p->lim.max_memory)
-        return fail(p, AS_ENOMEM, "parsing needs more than %llu MiB of memory (for %s; the limit)",
-                    (unsigned long long)(p->lim.max_memory >> 20), "the memo");
-    as_pk_ref *d = realloc(g->dense, nc * sizeof *d);
-    if (!d)
-        return fail(p, AS_ENOMEM, "out of host memory for %s", "the memo");
-    memset(d + old, 0xff, (nc - old) * sizeof *d); /* AS_PK_NIL */
-    g->dense = d;
-    p->mem += delta;
+    int rc = prealloc(p, (void **)&g->dense, nc * sizeof *g->dense,
+                      (uint64_t)(nc - old) * sizeof *g->dense, "the memo");
+    if (rc)
+        return rc;
+    memset(g->dense + old, 0xff, (nc - old) * sizeof *g->dense); /* AS_PK_NIL */
     p->capmemo = nc;
     return 0;
 }
@@ -1709,13 +1711,17 @@ int as_pk_str(const as_pk *pk, as_pk_ref r, const char **s, size_t *len)
     return 0;
 }
 
+/* Whether k is the string key[0..kl): its length first (a load), then its bytes. */
+static inline int key_is(const as_pk *pk, as_pk_ref k, const char *key, size_t kl)
+{
+    const pk_node *n = node_at(pk, k);
+    return n && n->type == AS_PK_STR && n->a == kl &&
+           (kl == 0 || memcmp(str_bytes(pk, k, n), key, kl) == 0);
+}
+
 int as_pk_str_eq(const as_pk *pk, as_pk_ref r, const char *key)
 {
-    const pk_node *n = node_at(pk, r);
-    if (!n || n->type != AS_PK_STR)
-        return 0;
-    size_t kl = strlen(key);
-    return n->a == kl && memcmp(str_bytes(pk, r, n), key, kl) == 0;
+    return key_is(pk, r, key, strlen(key));
 }
 
 size_t as_pk_len(const as_pk *pk, as_pk_ref r)
@@ -1800,14 +1806,6 @@ int as_pk_iter_next_pair(as_pk_iter *it, as_pk_ref *key, as_pk_ref *value)
     if (!it->pairs)
         return 0;
     return iter_cell(it, key) && iter_cell(it, value);
-}
-
-/* Whether dict key k is the string key[0..kl): its length first (a load), then its bytes. */
-static inline int key_is(const as_pk *pk, as_pk_ref k, const char *key, size_t kl)
-{
-    const pk_node *n = node_at(pk, k);
-    return n && n->type == AS_PK_STR && n->a == kl &&
-           (kl == 0 || memcmp(str_bytes(pk, k, n), key, kl) == 0);
 }
 
 as_pk_ref as_pk_dict_get(const as_pk *pk, as_pk_ref dict, const char *key)
