@@ -19,6 +19,8 @@
  *     the first large and the first small group (a break in that order, or a large group
  *     after a small one) is a private pool's, and a run whose frames name a MemPool's
  *     destructor frees that pool alone; the first groups are read as the default pool's;
+ *     a capture stream's segments (rule 2's) that one call frees out of that order are
+ *     another graph's pool each (capture_group: graphs may share a capture stream);
  *  4. by stream: its stream's pool when every segment of that stream whose pool is
  *     recorded is in one pool (a graph captures on its own stream);
  *  5. else ambiguous (simulated in the default pool), and counted.
@@ -327,6 +329,36 @@ static int by_frames(as_snap_pools *p)
     return 0;
 }
 
+/* (stream, size, address) order: 1 when e may follow prev in one pool's release_blocks of
+ * one kind (large or small), else 0. */
+static int in_order(const as_snap_segev *prev, const as_snap_segev *e)
+{
+    if (e->stream != prev->stream)
+        return e->stream > prev->stream;
+    return e->size > prev->size || (e->size == prev->size && e->addr > prev->addr);
+}
+
+/* The pools of a capture stream's segments (rule 2's, several graphs may capture on one
+ * stream: torch.cuda.graph's default capture stream is one for all), told apart by
+ * release order: release_cached_blocks frees each freeable private pool in turn, a pool's
+ * blocks of one kind in its BlockPool's (stream, size, address) order, so in one call's
+ * frees a capture stream's segment that does not follow the previous one of the same kind
+ * in that order is another pool's: a new group (priv 2 + nsegev + i, past every MemPool run's).
+ * The first group keeps the stream's (priv 1); segments no release tells apart stay there.
+ * Returns the group of entry i's segment (si); *cprev: the previous such entry. */
+static uint32_t capture_group(as_snap_pools *p, const as_snapshot_record *rec, size_t i,
+                              size_t si, const as_snap_segev **cprev, uint32_t group)
+{
+    if (si == SIZE_MAX || p->s[si].how != AS_POOL_FRAMES || !p->s[si].priv)
+        return group;
+    const as_snap_segev *e = &rec->segev[i], *q = *cprev;
+    if (q && (q->size == SMALL_SEGMENT) == (e->size == SMALL_SEGMENT) && !in_order(q, e))
+        group = (uint32_t)(2 + rec->nsegev + i);
+    *cprev = e;
+    p->s[si].priv = group;
+    return group;
+}
+
 /* Rule 3 over run [a, b) of segev (segment_free entries); of_free maps a segev index to
  * its segment. Groups break where the (stream, size, address) order does or the kind
  * changes; stage 1 is the default pool's large group, 2 its small one, 3 private pools'.
@@ -338,9 +370,11 @@ static void by_release(as_snap_pools *p, const as_snapshot_record *rec, size_t a
     for (size_t i = a; i < b; i++)
         mempool |= (rec->segev[i].fcls & AS_SNAP_FR_MEMPOOL) != 0;
     int stage = 0;
-    const as_snap_segev *prev = NULL;
+    const as_snap_segev *prev = NULL, *cprev = NULL;
+    uint32_t cgroup = 1;
     for (size_t i = a; i < b; i++) {
         const as_snap_segev *e = &rec->segev[i];
+        cgroup = capture_group(p, rec, i, of_free[i], &cprev, cgroup);
         int small = e->size == SMALL_SEGMENT;
         int brk = !prev || small != (prev->size == SMALL_SEGMENT) || e->stream < prev->stream ||
                   (e->stream == prev->stream &&
