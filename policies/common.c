@@ -695,8 +695,9 @@ void as_btree_remove(as_heap *h, as_btree *t, uint32_t b)
     t->n--;
     uint32_t c = b;
     uint64_t gone;
-    unsigned s;
-    s = bt_slot(&t->nd[i], b);
+    unsigned s = t->found_slot; /* a block taken whole is the last find's answer */
+    if (t->found != b || s >= t->nd[i].n || t->nd[i].child[s] != b)
+        s = bt_slot(&t->nd[i], b);
     for (;;) {
         as_btnode *x = &t->nd[i];
         unsigned m = x->n - s - 1;
