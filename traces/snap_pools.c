@@ -376,9 +376,7 @@ static void by_release(as_snap_pools *p, const as_snapshot_record *rec, size_t a
         const as_snap_segev *e = &rec->segev[i];
         cgroup = capture_group(p, rec, i, of_free[i], &cprev, cgroup);
         int small = e->size == SMALL_SEGMENT;
-        int brk = !prev || small != (prev->size == SMALL_SEGMENT) || e->stream < prev->stream ||
-                  (e->stream == prev->stream &&
-                   (e->size < prev->size || (e->size == prev->size && e->addr <= prev->addr)));
+        int brk = !prev || small != (prev->size == SMALL_SEGMENT) || !in_order(prev, e);
         if (brk)
             stage = stage == 0 ? (small ? 2 : 1) : stage == 1 ? (small ? 2 : 3) : 3;
         prev = e;
