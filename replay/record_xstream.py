@@ -394,7 +394,7 @@ def held_rerelease(info):
     side = torch.cuda.Stream()
     g, x, y = small_graph()
     info["graph_pool"] = list(g.pool())
-    g2, x2, y2 = small_graph(g.pool())  # a second segment in the same pool
+    g2, x2, y2 = small_graph(g.pool())  # y2 takes the 12 MiB rest of y's 20 MiB segment
     busy(side)
     y.record_stream(side)
     del g, g2, y, y2  # freeable; y pending, y2 free
@@ -405,7 +405,7 @@ def held_rerelease(info):
     info["pool"] = list(pool.id)
     with torch.cuda.use_mem_pool(pool):
         m = empty(3 * MIB)
-        torch.cuda.empty_cache()  # y2's segment; y's kept (no event sync inside)
+        torch.cuda.empty_cache()  # frees nothing: pending y keeps its segment (no sync inside)
         info["inside1"] = stats()
     side.synchronize()
     d = empty(512)  # y's free completes
