@@ -792,9 +792,33 @@ static int frame_item(scan *s, size_t k, as_pk_ref x)
     return 1;
 }
 
+/* The common frame of a frames list, memo slot idx: a ref to a finished flat dict (item_ok;
+ * interned, or kept in the tree from the snapshot's segments), read straight from a dense
+ * page, since a frames list's items are many distinct frames that the memo references'
+ * cache would mostly miss; 1 with *x, or 0 for anything else (fast_get and item_ok then
+ * decide). */
+static inline int frame_ref(const pk_parser *p, uint64_t idx, as_pk_ref *x)
+{
+    if (idx >= p->capmemo)
+        return 0;
+    const as_pk_ref *dense = p->mpages[idx >> PK_MPAGE_BITS].dense;
+    if (!dense)
+        return 0;
+    as_pk_ref r = dense[idx & (PK_MPAGE - 1)];
+    if (r >= PK_PENDING) /* unset, or being filled */
+        return 0;
+    const pk_node *n = nd(p->pk, r);
+    if (n->type != AS_PK_DICT || (n->flags & (PKF_DROPPED | PKF_NESTED | PKF_TRACE)) ||
+        n->a > PK_FLAT_CELLS)
+        return 0;
+    *x = r;
+    return 1;
+}
+
 /* A frames list at w[at] (EMPTY_LIST, its put, and MARK items APPENDS, or one item APPEND,
  * or none), its items memo references to finished flat dicts: interned (its slot too), as
- * *r; 0 or its length. */
+ * *r; 0 or its length. An item of MARK ... APPENDS costs one check of the window and, for
+ * the common frame (frame_ref), no call. */
 static size_t fast_frames(scan *s, size_t at, as_pk_ref *r)
 {
     pk_scan *sc = s->sc;
@@ -815,13 +839,26 @@ static size_t fast_frames(scan *s, size_t at, as_pk_ref *r)
     as_pk_ref x;
     uint8_t type;
     if (s->wn - at >= 16 && w[at] == '(') { /* MARK, items, APPENDS */
+        const pk_parser *p = s->p;
+        const size_t lim = s->wn - 16; /* w[at .. at + 16) is in the window while at <= lim */
         for (at++;; at += len) {
-            if (s->wn - at < 16)
+            uint64_t idx;
+            if (at > lim)
                 return 0;
-            if (w[at] == 'e')
+            if (w[at] == 'h')
+                idx = w[at + 1], len = 2;
+            else if (w[at] == 'j')
+                idx = rd32(w + at + 1), len = 5;
+            else if (w[at] == 'e')
                 break;
-            if (!(len = fast_get(s, at, &x, &type)) || !item_ok(s, x, AS_PK_LIST) ||
-                !frame_item(s, n++, x))
+            else
+                return 0;
+            if (!frame_ref(p, idx, &x) &&
+                (!fast_get(s, at, &x, &type) || !item_ok(s, x, AS_PK_LIST)))
+                return 0;
+            if (n < PK_NESTED_ITEMS && sc->nitems + n < sc->capitems)
+                sc->items[sc->nitems + n++] = x;
+            else if (!frame_item(s, n++, x))
                 return 0;
         }
         at++;
@@ -1126,9 +1163,11 @@ static HOT size_t sk_match(scan *s, size_t at, as_pk_val *f, sc_ent *e)
             at += pr->vlen;
         } else {
             as_pk_val v;
-            plain &= hole_op[w[at]];
+            uint8_t op = w[at];
             if (!(len = fast_value(s, at, &v)))
                 return 0;
+            /* tm_learn takes an empty fresh list and its put (2 bytes), no other list */
+            plain &= hole_op[op] & (op != ']' || len == 2);
             f[pr->key] = v;
             at += len;
         }
