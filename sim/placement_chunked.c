@@ -4,7 +4,8 @@
  * (simdev.h states the rules, replay/PLACEMENT.md measures them).
  * Invariant: a chunk's bitmap marks exactly the pages handed out (and those past its end);
  * a chunk of more than 64 pages keeps the key of each run of free pages, sorted; every
- * chunk's bound is at least its longest free run.
+ * chunk's bound is at least its longest free run; every leaf right of the last take's
+ * slot holds at most rmax.
  */
 #include "placement.h"
 
@@ -46,6 +47,7 @@ struct as_chunked {
     uint32_t *mx;                       /* max tree over the slots' bounds (mx_update) */
     uint32_t *slot_ch;                  /* chunk per slot, UINT32_MAX when dead */
     uint32_t scap, nslots, ndead, mtop; /* mtop: the root's index in mx */
+    uint32_t last, rmax; /* the slot of the last take and a bound of the leaves right of it */
     lent *lt;
     uint32_t ltmask, nlent;
     unsigned ltshift; /* 64 - log2 of the table's size: a Fibonacci hash takes the top bits */
@@ -58,8 +60,9 @@ struct as_chunked {
  *   set; its free ranges are the bitmap's runs of zeros, so neighbours merge by themselves;
  * - the chunks sit in creation order in the leaves of a 4-ary max tree holding a bound of
  *   each one's longest free run (lowered lazily, as_chunked_take): "the most recent chunk with
- *   room" is a search for the rightmost leaf with a run long enough, from the newest
- *   (dead leaves hold 0; the order is compacted when it fills); inside that chunk, the
+ *   room" is a search for the rightmost leaf with a run long enough, from the newest or,
+ *   when none right of it can hold the range, from the last take's chunk (dead leaves
+ *   hold 0; the order is compacted when it fills); inside that chunk, the
  *   smallest free run that holds the range, or for a reservation the lowest;
  * - in a chunk of one word (up to 64 pages: 128 MiB at 2 MiB) the runs are found with a
  *   few bit operations (word_fit). A larger chunk also keeps its free runs' keys
@@ -342,30 +345,39 @@ static void mx_update(as_chunked *h, uint32_t slot, uint32_t v)
     }
 }
 
-/* Rightmost live slot whose chunk has a free run >= k, or UINT32_MAX. The answer is
- * mostly one of the newest chunks, so the search starts at the newest leaf and moves left
- * and up only as far as it must, then down the rightmost branch that holds k. */
-static uint32_t mx_rightmost(const as_chunked *h, uint32_t k)
+/* Which of the four nodes x[0..3] hold >= k, as bits 0..3. */
+static inline unsigned ge4(const uint32_t *x, uint32_t k)
+{
+    return (unsigned)(x[0] >= k) | (unsigned)(x[1] >= k) << 1 | (unsigned)(x[2] >= k) << 2 |
+           (unsigned)(x[3] >= k) << 3;
+}
+
+/* Rightmost slot at or left of `from` whose leaf holds >= k, or UINT32_MAX. The answer is
+ * mostly `from` itself (as_chunked_take starts at the last take's slot) or near it, so the
+ * search moves up only as far as it must, then down the rightmost branch that holds k: a
+ * level is one test of four siblings together, with no branch on each (which of them holds
+ * k follows no pattern, and a branch per node was most of the search's mispredictions). */
+static uint32_t mx_rightmost(const as_chunked *h, uint32_t from, uint32_t k)
 {
     const uint32_t *mx = h->mx;
-    uint32_t top = h->mtop; /* the root's index */
-    if (mx[top] < k || !h->nslots)
+    if (mx[from] >= k)
+        return from;
+    if (mx[h->mtop] < k)
         return UINT32_MAX;
-    uint32_t i = h->nslots - 1, off = 0, n = h->scap;
-    while (mx[off + i] < k) {
-        while (!(i & 3)) { /* a first child: its left neighbours are its parent's */
-            off += n;
-            n /= 4;
-            i /= 4; /* the root holds >= k, so a first child at the top is never reached */
-        }
-        i--;
+    uint32_t i = from, off = 0, n = h->scap;
+    unsigned m;
+    while (!(m = ge4(&mx[off + (i & ~3u)], k) & ((1u << (i & 3)) - 1))) { /* left siblings */
+        if (n == 4)
+            return UINT32_MAX; /* the level under the root: nothing left of from */
+        off += n; /* up: the parent, whose own subtree failed */
+        n /= 4;
+        i /= 4;
     }
+    i = (i & ~3u) + 31 - (uint32_t)__builtin_clz(m);
     while (off) { /* down: the rightmost child that holds k */
         n *= 4;
         off -= n;
-        i = 4 * i + 3;
-        while (mx[off + i] < k)
-            i--;
+        i = 4 * i + 31 - (uint32_t)__builtin_clz(ge4(&mx[off + 4 * i], k));
     }
     return i;
 }
@@ -518,6 +530,8 @@ static int chunk_new(as_chunked *h, uint64_t base, uint64_t len, uint32_t *out)
     k->slot = h->nslots++;
     h->slot_ch[k->slot] = c;
     mx_update(h, k->slot, np);
+    h->last = k->slot; /* the newest: no leaf right of it */
+    h->rmax = 0;
     *out = c;
     return AS_DEV_OK;
 }
@@ -611,17 +625,24 @@ static int gap_give(as_chunked *h, uint64_t a, uint64_t len)
 
 int as_chunked_take(as_chunked *h, uint64_t size, int va, uint64_t *addr)
 {
-    uint32_t k = (uint32_t)(size >> h->shift), c, p, s, ri = 0, rlen = 0;
+    uint32_t k = (uint32_t)(size >> h->shift), c = 0, p = 0, s, ri = 0, rlen = 0;
     /* The most recent chunk with room. The order holds an upper bound of each chunk's
      * longest free run, lowered only when a search finds it too high: taking a range
-     * costs no update, and a chunk that has no room for k is found once per k. */
-    while ((s = mx_rightmost(h, k)) != UINT32_MAX) {
+     * costs no update, and a chunk that has no room for k is found once per k. The search
+     * starts at the last take's slot when no leaf right of it can hold k (mostly: a chunk
+     * fills range by range), else at the newest; a failed chunk's left. */
+    uint32_t from = k > h->rmax ? h->last : h->nslots - 1;
+    for (s = from; (s = mx_rightmost(h, s, k)) != UINT32_MAX;) {
         c = h->slot_ch[s];
         if ((p = h->ch[c].npages > 64 ? runs_fit(&h->ch[c], k, va, &ri, &rlen)
                                       : word_fit(h->ch[c].inl, k, va)) != UINT32_MAX)
             break;
         h->ch[c].bound = run_max(&h->ch[c]);
         mx_update(h, s, h->ch[c].bound);
+    }
+    if (s != UINT32_MAX && (s != h->last || from != h->last)) {
+        h->last = s; /* the leaves right of it hold less than k */
+        h->rmax = k - 1;
     }
     if (s == UINT32_MAX) {
         uint64_t len = (size + AS_SIMDEV_CHUNK - 1) / AS_SIMDEV_CHUNK * AS_SIMDEV_CHUNK;
@@ -676,6 +697,8 @@ int as_chunked_give(as_chunked *h, uint64_t addr, uint64_t size, int va)
     if (run > ck->bound) {
         ck->bound = run;
         mx_update(h, ck->slot, run);
+        if (ck->slot > h->last && run > h->rmax)
+            h->rmax = run;
     }
     return AS_DEV_OK;
 }
