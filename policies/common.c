@@ -553,24 +553,28 @@ static inline uint64_t bt_max(const as_btnode *x)
 {
     uint64_t m = 0;
     for (unsigned i = 0; i < x->n; i++)
-        m = x->max[i] > m ? x->max[i] : m;
+        m = x->e[i].max > m ? x->e[i].max : m;
     return m;
 }
 
-static inline unsigned bt_slot(const as_btnode *x, uint32_t c)
+/* The slot of child c: `hint` when it holds c (entries beyond n are stale copies, so the
+ * hint must be below n), else a scan. */
+static inline unsigned bt_slot(const as_btnode *x, uint32_t c, unsigned hint)
 {
+    if (hint < x->n && x->e[hint].child == c)
+        return hint;
     unsigned i = 0;
-    while (x->child[i] != c)
+    while (x->e[i].child != c)
         i++;
     return i;
 }
 
 /* In node i, an entry whose size (or child's largest size) was o is now v (0: it was
- * removed), and when kc the node's lowest address (key[0]) may have changed: carry both up
- * while they change. A node's largest size is recomputed only when its largest entry
+ * removed), and when kc the node's lowest address (e[0].key) may have changed: carry both
+ * up while they change. A node's largest size is recomputed only when its largest entry
  * shrank; otherwise it is the larger of v and the node's own copy, so a change that moves
  * neither stops here, without a look at the parent. */
-static void bt_changed(as_btree *t, uint32_t i, uint64_t o, uint64_t v, int kc)
+static inline void bt_changed(as_btree *t, uint32_t i, uint64_t o, uint64_t v, int kc)
 {
     for (;;) {
         as_btnode *x = &t->nd[i];
@@ -584,10 +588,10 @@ static void bt_changed(as_btree *t, uint32_t i, uint64_t o, uint64_t v, int kc)
             return;
         as_btnode *y = &t->nd[p];
         unsigned s = x->pslot;
-        uint64_t k = x->key[0];
-        kc = s == 0 && y->key[0] != k;
-        y->key[s] = k;
-        y->max[s] = m;
+        uint64_t k = x->e[0].key;
+        kc = s == 0 && y->e[0].key != k;
+        y->e[s].key = k;
+        y->e[s].max = m;
         o = was;
         v = m;
         i = p;
@@ -597,37 +601,31 @@ static void bt_changed(as_btree *t, uint32_t i, uint64_t o, uint64_t v, int kc)
 /* Moves the upper half of full child c of p (at slot s) into a new node at slot s + 1. */
 static void bt_split(as_heap *h, as_btree *t, uint32_t p, unsigned s)
 {
-    uint32_t c = t->nd[p].child[s];
+    uint32_t c = t->nd[p].e[s].child;
     uint32_t d = bt_new(t, t->nd[c].leaf);
     as_btnode *x = &t->nd[c], *y = &t->nd[d], *z = &t->nd[p];
     unsigned half = AS_BT_FAN / 2;
-    memcpy(y->key, x->key + half, half * sizeof *y->key);
-    memcpy(y->max, x->max + half, half * sizeof *y->max);
-    memcpy(y->child, x->child + half, half * sizeof *y->child);
+    memcpy(y->e, x->e + half, half * sizeof *y->e);
     y->n = (uint16_t)half;
     x->n = (uint16_t)half;
     y->parent = p;
     for (unsigned i = 0; i < half; i++) {
         if (y->leaf) {
-            h->b[y->child[i]].up = d;
+            h->b[y->e[i].child].up = d;
+            h->b[y->e[i].child].bslot = i;
         } else {
-            t->nd[y->child[i]].parent = d;
-            t->nd[y->child[i]].pslot = (uint16_t)i;
+            t->nd[y->e[i].child].parent = d;
+            t->nd[y->e[i].child].pslot = (uint16_t)i;
         }
     }
-    unsigned m = z->n - s - 1;
-    memmove(z->key + s + 2, z->key + s + 1, m * sizeof *z->key);
-    memmove(z->max + s + 2, z->max + s + 1, m * sizeof *z->max);
-    memmove(z->child + s + 2, z->child + s + 1, m * sizeof *z->child);
+    memmove(z->e + s + 2, z->e + s + 1, (z->n - s - 1) * sizeof *z->e);
     for (unsigned j = s + 2; j < z->n + 1u; j++)
-        t->nd[z->child[j]].pslot = (uint16_t)j;
+        t->nd[z->e[j].child].pslot = (uint16_t)j;
     y->pslot = (uint16_t)(s + 1);
     y->mx = bt_max(y);
     x->mx = bt_max(x);
-    z->key[s + 1] = y->key[0];
-    z->max[s + 1] = y->mx;
-    z->child[s + 1] = d;
-    z->max[s] = x->mx;
+    z->e[s + 1] = (as_btent){.key = y->e[0].key, .max = y->mx, .child = d};
+    z->e[s].max = x->mx;
     z->n++;
 }
 
@@ -643,9 +641,8 @@ void as_btree_insert(as_heap *h, as_btree *t, uint32_t b)
         uint32_t r = bt_new(t, 0), old = t->root;
         as_btnode *x = &t->nd[r];
         x->n = 1;
-        x->child[0] = old;
-        x->key[0] = t->nd[old].key[0];
-        x->max[0] = x->mx = t->nd[old].mx;
+        x->e[0] = (as_btent){.key = t->nd[old].e[0].key, .max = t->nd[old].mx, .child = old};
+        x->mx = t->nd[old].mx;
         t->nd[old].parent = r;
         t->nd[old].pslot = 0;
         t->root = r;
@@ -656,36 +653,33 @@ void as_btree_insert(as_heap *h, as_btree *t, uint32_t b)
     while (!t->nd[i].leaf) {
         as_btnode *x = &t->nd[i];
         unsigned s = 0;
-        while (s + 1 < x->n && x->key[s + 1] <= addr)
+        while (s + 1 < x->n && x->e[s + 1].key <= addr)
             s++;
-        if (t->nd[x->child[s]].n == AS_BT_FAN) {
+        if (t->nd[x->e[s].child].n == AS_BT_FAN) {
             bt_split(h, t, i, s);
-            if (x->key[s + 1] <= addr)
+            if (x->e[s + 1].key <= addr)
                 s++;
         }
-        if (x->key[s] > addr)
-            x->key[s] = addr; /* only ever at slot 0 */
-        if (x->max[s] < size)
-            x->max[s] = size;
+        as_btent *e = &x->e[s];
+        if (e->key > addr)
+            e->key = addr; /* only ever at slot 0 */
+        if (e->max < size)
+            e->max = size;
         if (x->mx < size)
             x->mx = size;
-        i = x->child[s];
+        i = e->child;
     }
     as_btnode *x = &t->nd[i];
     unsigned s = 0;
-    while (s < x->n && x->key[s] < addr)
+    while (s < x->n && x->e[s].key < addr)
         s++;
-    unsigned m = x->n - s;
-    memmove(x->key + s + 1, x->key + s, m * sizeof *x->key);
-    memmove(x->max + s + 1, x->max + s, m * sizeof *x->max);
-    memmove(x->child + s + 1, x->child + s, m * sizeof *x->child);
-    x->key[s] = addr;
-    x->max[s] = size;
-    x->child[s] = b;
+    memmove(x->e + s + 1, x->e + s, (x->n - s) * sizeof *x->e);
+    x->e[s] = (as_btent){.key = addr, .max = size, .child = b};
     x->n++;
     if (x->mx < size)
         x->mx = size;
     h->b[b].up = i;
+    h->b[b].bslot = s;
 }
 
 void as_btree_remove(as_heap *h, as_btree *t, uint32_t b)
@@ -693,26 +687,20 @@ void as_btree_remove(as_heap *h, as_btree *t, uint32_t b)
     uint32_t i = h->b[b].up;
     h->b[b].up = AS_NIL;
     t->n--;
-    uint32_t c = b;
+    unsigned s = bt_slot(&t->nd[i], b, h->b[b].bslot);
     uint64_t gone;
-    unsigned s = t->found_slot; /* a block taken whole is the last find's answer */
-    if (t->found != b || s >= t->nd[i].n || t->nd[i].child[s] != b)
-        s = bt_slot(&t->nd[i], b);
     for (;;) {
         as_btnode *x = &t->nd[i];
-        unsigned m = x->n - s - 1;
-        gone = x->max[s];
-        memmove(x->key + s, x->key + s + 1, m * sizeof *x->key);
-        memmove(x->max + s, x->max + s + 1, m * sizeof *x->max);
-        memmove(x->child + s, x->child + s + 1, m * sizeof *x->child);
+        gone = x->e[s].max;
         x->n--;
+        memmove(x->e + s, x->e + s + 1, (x->n - s) * sizeof *x->e);
         if (!x->leaf)
             for (unsigned j = s; j < x->n; j++)
-                t->nd[x->child[j]].pslot = (uint16_t)j;
+                t->nd[x->e[j].child].pslot = (uint16_t)j;
         if (x->n || !x->parent)
             break;
         /* An emptied node leaves its parent. */
-        c = i;
+        uint32_t c = i;
         i = x->parent;
         s = x->pslot;
         bt_put(t, c);
@@ -726,7 +714,7 @@ void as_btree_remove(as_heap *h, as_btree *t, uint32_t b)
     bt_changed(t, i, gone, 0, s == 0);
     while (!t->nd[t->root].leaf && t->nd[t->root].n == 1) {
         uint32_t r = t->root;
-        t->root = t->nd[r].child[0];
+        t->root = t->nd[r].e[0].child;
         t->nd[t->root].parent = AS_NIL;
         t->depth--;
         bt_put(t, r);
@@ -737,51 +725,47 @@ void as_btree_replace(as_heap *h, as_btree *t, uint32_t old, uint32_t nw)
 {
     uint32_t i = h->b[old].up;
     as_btnode *x = &t->nd[i];
-    unsigned s = t->found_slot;
-    if (t->found != old || s >= x->n || x->child[s] != old)
-        s = bt_slot(x, old);
-    uint64_t was = x->max[s];
-    x->child[s] = nw;
-    x->key[s] = h->b[nw].addr;
-    x->max[s] = h->b[nw].size;
+    unsigned s = bt_slot(x, old, h->b[old].bslot);
+    uint64_t was = x->e[s].max, v = h->b[nw].size;
+    x->e[s] = (as_btent){.key = h->b[nw].addr, .max = v, .child = nw};
     h->b[nw].up = i;
+    h->b[nw].bslot = s;
     h->b[old].up = AS_NIL;
-    bt_changed(t, i, was, x->max[s], s == 0);
+    bt_changed(t, i, was, v, s == 0);
 }
 
 void as_btree_resized(as_heap *h, as_btree *t, uint32_t b)
 {
     uint32_t i = h->b[b].up;
     as_btnode *x = &t->nd[i];
-    unsigned s = bt_slot(x, b);
-    uint64_t was = x->max[s];
-    int kc = s == 0 && x->key[0] != h->b[b].addr;
-    x->key[s] = h->b[b].addr;
-    x->max[s] = h->b[b].size;
-    bt_changed(t, i, was, x->max[s], kc);
+    unsigned s = bt_slot(x, b, h->b[b].bslot);
+    uint64_t was = x->e[s].max, v = h->b[b].size;
+    int kc = s == 0 && x->e[0].key != h->b[b].addr;
+    x->e[s].key = h->b[b].addr;
+    x->e[s].max = v;
+    bt_changed(t, i, was, v, kc);
 }
 
-uint32_t as_btree_find(const as_heap *h, as_btree *t, uint64_t want)
+uint32_t as_btree_find(as_heap *h, const as_btree *t, uint64_t want)
 {
-    (void)h;
     uint32_t i = t->root;
     if (!i)
         return AS_NIL;
     const as_btnode *x = &t->nd[i];
     unsigned s = 0;
-    while (s < x->n && x->max[s] < want) /* the root's scan tells whether any fits */
+    while (s < x->n && x->e[s].max < want) /* the root's scan tells whether any fits */
         s++;
     if (s == x->n)
         return AS_NIL;
     while (!x->leaf) {
-        x = &t->nd[x->child[s]];
+        x = &t->nd[x->e[s].child];
         s = 0;
-        while (x->max[s] < want) /* the summaries say one fits */
+        while (x->e[s].max < want) /* the summaries say one fits */
             s++;
     }
-    t->found = x->child[s];
-    t->found_slot = s;
-    return x->child[s];
+    uint32_t b = x->e[s].child;
+    h->b[b].bslot = s;
+    return b;
 }
 
 uint64_t as_btree_max(const as_btree *t)
@@ -803,7 +787,7 @@ static int bt_check_node(const as_heap *h, const as_btree *t, uint32_t i, uint32
     if (x->leaf != (depth == t->depth))
         return as_check_fail(f, "free index: B+ tree leaves are not all at depth %u", t->depth);
     for (unsigned s = 0; s < x->n; s++) {
-        uint32_t c = x->child[s];
+        uint32_t c = x->e[s].child;
         if (x->leaf) {
             if (c == AS_NIL || c >= h->nb)
                 return as_check_fail(f, "free index: bad block %u in B+ tree leaf %u", c, i);
@@ -811,7 +795,7 @@ static int bt_check_node(const as_heap *h, const as_btree *t, uint32_t i, uint32
             if (y->state != AS_BLOCK_FREE || !y->indexed || y->up != i)
                 return as_check_fail(f, "free index holds block %#llx which is not free here",
                                      (unsigned long long)y->addr);
-            if (x->key[s] != y->addr || x->max[s] != y->size)
+            if (x->e[s].key != y->addr || x->e[s].max != y->size)
                 return as_check_fail(f, "free index: stale copy of block %#llx",
                                      (unsigned long long)y->addr);
             if (*seen && y->addr <= *last)
@@ -826,7 +810,8 @@ static int bt_check_node(const as_heap *h, const as_btree *t, uint32_t i, uint32
             if (c == AS_NIL || c >= t->nn)
                 return as_check_fail(f, "free index: bad child %u of B+ tree node %u", c, i);
             const as_btnode *y = &t->nd[c];
-            if (y->n == 0 || x->key[s] != y->key[0] || x->max[s] != bt_max(y) || y->pslot != s)
+            if (y->n == 0 || x->e[s].key != y->e[0].key || x->e[s].max != bt_max(y) ||
+                y->pslot != s)
                 return as_check_fail(f, "free index: B+ tree node %u's summary of slot %u", i, s);
             int rc = bt_check_node(h, t, c, i, depth + 1, last, seen, count, entries, f);
             if (rc)

@@ -30,12 +30,17 @@
 typedef struct as_blk {
     uint64_t addr, size;
     union {
-        struct {             /* while free: the index's links */
-            uint32_t l, r;   /* bin list neighbours or treap children (oset.h) */
-            uint32_t up;     /* treap parent, or B+ tree leaf */
-            uint32_t hprev;  /* beside l and r, a pairing heap (as_pheap): left sibling, */
-            uint32_t hnext;  /* or the parent for a first child; right sibling; */
-            uint32_t hchild; /* leftmost child */
+        struct {           /* while free: the index's links */
+            uint32_t l, r; /* bin list neighbours or treap children (oset.h) */
+            uint32_t up;   /* treap parent, or B+ tree leaf */
+            union {
+                /* beside l and r, a pairing heap (as_pheap): left sibling, or the parent
+                 * for a first child */
+                uint32_t hprev;
+                uint32_t bslot; /* in a B+ tree: its leaf slot when last placed (a hint) */
+            };
+            uint32_t hnext;  /* the pairing heap's right sibling */
+            uint32_t hchild; /* the pairing heap's leftmost child */
         };
         struct { /* while allocated or pending: for walk() */
             uint64_t id, stream;
@@ -200,15 +205,24 @@ static inline int as_maxsplit_may_split(uint64_t size, uint64_t maxsplit)
  * away, and a root with one child hands over to it. Nodes never merge, so the depth is at
  * most 1 + log_(AS_BT_FAN/2) of the most blocks the tree ever held. */
 
-#define AS_BT_FAN 16
+/* 32: of 16, 24, 32 and 64, the fewest instructions per event for firstfit over the real
+ * traces of the bench (callgrind): fewer levels to search and carry changes up through,
+ * against longer scans (64 is past the balance). */
+#define AS_BT_FAN 32
+
+/* A node's entries are records, so that an insertion or a removal shifts them with one
+ * move, not one per field. */
+typedef struct as_btent {
+    uint64_t key;   /* leaf: the block's address; inner: the child's lowest */
+    uint64_t max;   /* leaf: the block's size; inner: the child's largest */
+    uint32_t child; /* leaf: a block index; inner: a node index */
+} as_btent;
 
 typedef struct as_btnode {
-    uint64_t key[AS_BT_FAN];   /* leaf: the block's address; inner: the child's lowest */
-    uint64_t max[AS_BT_FAN];   /* leaf: the block's size; inner: the child's largest */
-    uint32_t child[AS_BT_FAN]; /* leaf: block indices; inner: node indices */
-    uint64_t mx;               /* the largest of max[0..n): the parent's copy, kept here so
-                                * that a change that leaves it be stops without the parent */
-    uint32_t parent;           /* AS_NIL at the root; next free node when recycled */
+    as_btent e[AS_BT_FAN];
+    uint64_t mx;     /* the largest of e[0..n).max: the parent's copy, kept here so that a
+                      * change that leaves it be stops without the parent */
+    uint32_t parent; /* AS_NIL at the root; next free node when recycled */
     uint16_t n;
     uint16_t pslot; /* its slot in its parent (not at the root) */
     uint8_t leaf;
@@ -217,7 +231,6 @@ typedef struct as_btnode {
 typedef struct as_btree {
     as_btnode *nd; /* node 0 is unused (nil) */
     uint32_t nn, cap, free, nfree, root, depth;
-    uint32_t found, found_slot; /* the last find's answer and its leaf slot (a hint) */
     uint64_t n;
 } as_btree;
 
@@ -240,9 +253,12 @@ void as_btree_remove(as_heap *h, as_btree *t, uint32_t b);
 void as_btree_replace(as_heap *h, as_btree *t, uint32_t old, uint32_t nw);
 /* b's address or size changed, not its place in the order. */
 void as_btree_resized(as_heap *h, as_btree *t, uint32_t b);
-/* The lowest address with size >= want; AS_NIL when none. It remembers its leaf slot, so
- * that the replace of a split that follows needs no scan of the leaf (checked there). */
-uint32_t as_btree_find(const as_heap *h, as_btree *t, uint64_t want);
+/* The lowest address with size >= want; AS_NIL when none. The answer's bslot gets its leaf
+ * slot, so that the take or split that follows needs no scan of the leaf. A block's bslot
+ * is set wherever it is placed (insert, replace, node split, find) and goes stale when
+ * entries shift past it; remove, replace and resized check it against the leaf and scan
+ * the leaf only when it is stale. */
+uint32_t as_btree_find(as_heap *h, const as_btree *t, uint64_t want);
 uint64_t as_btree_max(const as_btree *t); /* 0 when empty */
 /* Order, summaries, links and copies, and that it holds exactly n indexed free blocks. */
 int as_btree_check(const as_heap *h, const as_btree *t, as_check_failure *f);
