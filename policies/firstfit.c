@@ -92,6 +92,38 @@ static const as_index_ops index_ops = {
     .resized = ix_resized,
 };
 
+/* With maxsplit off (the default) every free block is in the B+ tree: the same index
+ * without the oversize tests, for the per-event paths (the heap's own calls through h->ix,
+ * growth and release, take index_ops, which does the same there). */
+AS_HOT void tree_insert(as_heap *h, uint32_t b)
+{
+    as_btree_insert(h, &((firstfit *)h)->byaddr, b);
+}
+
+AS_HOT void tree_remove(as_heap *h, uint32_t b)
+{
+    as_btree_remove(h, &((firstfit *)h)->byaddr, b);
+}
+
+AS_HOT void tree_replace(as_heap *h, uint32_t old, uint32_t nw, uint64_t old_size)
+{
+    (void)old_size;
+    as_btree_replace(h, &((firstfit *)h)->byaddr, old, nw);
+}
+
+AS_HOT void tree_resized(as_heap *h, uint32_t b, uint64_t old_size)
+{
+    (void)old_size;
+    as_btree_resized(h, &((firstfit *)h)->byaddr, b);
+}
+
+static const as_index_ops tree_ops = {
+    .insert = tree_insert,
+    .remove = tree_remove,
+    .replace = tree_replace,
+    .resized = tree_resized,
+};
+
 static int ff_init(void *st, const as_knob_value *cfg, const as_device *dev)
 {
     firstfit *s = st;
@@ -123,7 +155,17 @@ static int ff_alloc(void *st, const as_request *req, as_block *out)
         return AS_ENOMEM;
     uint64_t size = as_round_req(req->size, s->round, s->div, s->divs);
     uint32_t b;
-    if (!s->maxsplit || size < s->maxsplit) {
+    if (!s->maxsplit) {
+        b = as_btree_find(&s->h, &s->byaddr, size);
+        if (!b) {
+            int rc =
+                as_heap_grow_or_release(&s->h, as_segment_size(size, s->segment), s->release, &b);
+            if (rc)
+                return rc;
+        }
+        return as_heap_take_ix(&s->h, &tree_ops, b, size, 1, req, out);
+    }
+    if (size < s->maxsplit) {
         b = as_btree_find(&s->h, &s->byaddr, size);
     } else {
         b = as_bins_find(&s->h, &s->oversize, size);
@@ -145,7 +187,8 @@ static int ff_free(void *st, uint64_t handle, unsigned flags)
     uint32_t b;
     if (as_btree_reserve(&s->byaddr, 1))
         return AS_ENOMEM;
-    int rc = as_heap_free_ix(&s->h, &index_ops, handle, flags, 1, &b);
+    int rc = s->maxsplit ? as_heap_free_ix(&s->h, &index_ops, handle, flags, 1, &b)
+                         : as_heap_free_ix(&s->h, &tree_ops, handle, flags, 1, &b);
     if (rc)
         return rc;
     return as_heap_after_free(&s->h, b, s->release);
