@@ -720,6 +720,88 @@ static void reader_zstd_messages(void)
     tu_rm(p);
 }
 
+/* The events of path ("-": stdin, made from path; never a one-call decode, as its size is
+ * not known) into ev[0..cap), counted in *n; the last code, with err. When held is given,
+ * the heap the open reader holds after the last event. */
+static int events_of(const char *path, int as_stdin, as_event *ev, size_t cap, size_t *n,
+                     as_trace_error *err, size_t *held)
+{
+    int saved = -1;
+    if (as_stdin) {
+        int fd = open(path, O_RDONLY);
+        saved = dup(0);
+        CU_ASSERT_FATAL(saved >= 0 && fd >= 0);
+        dup2(fd, 0);
+        close(fd);
+    }
+    struct mallinfo2 m0 = mallinfo2();
+    as_trace_reader *r;
+    *n = 0;
+    int rc = as_trace_open(as_stdin ? "-" : path, NULL, &r, err);
+    if (rc == 0) {
+        as_event e;
+        while ((rc = as_trace_next(r, &e)) == 0)
+            if (*n < cap)
+                ev[(*n)++] = e;
+        if (rc < 0)
+            *err = *as_trace_reader_error(r);
+        if (held) {
+            struct mallinfo2 m1 = mallinfo2();
+            *held = (m1.uordblks + m1.hblkhd) - (m0.uordblks + m0.hblkhd);
+        }
+        as_trace_close(r);
+    }
+    if (as_stdin) {
+        dup2(saved, 0);
+        close(saved);
+    }
+    return rc;
+}
+
+/* A small zstd file is decoded in one call into a window of its blocks' size: the shipped
+ * graph_probe.pickle.zst (2,135 bytes) names no content size and its frame asks for an 8 MiB
+ * window, which zstd's streaming decoder allocates (then copies out of it) beside the
+ * stream's 1 MiB window. Read to its end, the reader holds under 2 MiB of the heap (about
+ * 10.5 MiB streamed), with the events the streamed path (stdin) gives. The same file with
+ * a byte flipped, or cut short, fails with the message the streamed path gives. */
+static void reader_zstd_small_one_call(void)
+{
+    const char *src = tu_path("tests/data/torch-2.11-h200-pools/graph_probe.pickle.zst");
+    static as_event a[512], b[512];
+    size_t na, nb, held = 0;
+    as_trace_error err;
+    CU_ASSERT_EQUAL(events_of(src, 0, a, 512, &na, &err, &held), AS_TRACE_EOF);
+    CU_ASSERT_EQUAL(events_of(src, 1, b, 512, &nb, &err, NULL), AS_TRACE_EOF);
+    CU_ASSERT(na > 100 && na < 512);
+    CU_ASSERT(na == nb && memcmp(a, b, na * sizeof *a) == 0);
+    CU_ASSERT(held < (2u << 20));
+    if (held >= (2u << 20))
+        fprintf(stderr, "\n  the reader holds %zu bytes\n", held);
+
+    FILE *f = fopen(src, "rb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    static uint8_t z[4096];
+    size_t zn = fread(z, 1, sizeof z, f);
+    fclose(f);
+    CU_ASSERT_FATAL(zn > 1000 && zn < sizeof z);
+    for (int cut = 0; cut < 2; cut++) {
+        static uint8_t bad[4096];
+        memcpy(bad, z, zn);
+        if (!cut)
+            bad[zn / 2] ^= 0xff;
+        const char *p = write_file(".zst", bad, cut ? zn - 2 : zn);
+        as_trace_error e1, e2;
+        int r1 = events_of(p, 0, a, 512, &na, &e1, NULL);
+        int r2 = events_of(p, 1, b, 512, &nb, &e2, NULL);
+        CU_ASSERT(r1 < 0);
+        CU_ASSERT_EQUAL(r1, r2);
+        CU_ASSERT_EQUAL(na, nb);
+        CU_ASSERT_STRING_EQUAL(e1.msg, e2.msg);
+        CU_ASSERT_PTR_NOT_NULL(strstr(e1.msg, cut ? "truncated zstd" : "corrupt zstd"));
+        tu_rm(p);
+    }
+}
+
 /* The live slots (trace.h) of every ALLOC and FREE through the reader, against a model of
  * the rule: an ALLOC takes the slot freed most recently, or the next new one when none is
  * free; a FREE_REQ and a FREE carry their ALLOC's; a slot is never held twice at once, and
@@ -784,6 +866,7 @@ static void reader_live_slots(void)
 
 CU_TestInfo test_reader[] = {
     {"zstd_messages", reader_zstd_messages},
+    {"zstd_small_one_call", reader_zstd_small_one_call},
     {"names_and_meta", reader_names_and_meta},
     {"memory_and_stdin", reader_memory_and_stdin},
     {"validation", reader_validation},

@@ -2,6 +2,8 @@
  * instream.c - buffered input for the decoders: a file, stdin or a memory buffer, with
  * zstd content (magic 28 B5 2F FD) unwrapped transparently through ZSTD_decompressStream.
  *
+ * A small zstd file is decoded in one call instead (oneshot), into a window of its size.
+ *
  * Invariant: buf[pos..len) is the not yet consumed window of the decompressed stream and
  * base is the stream offset of buf[0], so every offset reported is in decompressed bytes.
  * A stream error is sticky: once set, reads and peeks keep returning it.
@@ -23,6 +25,7 @@
 #define IN_CHUNK (128u << 10)   /* raw read size and initial window */
 #define IN_MAX_PEEK (64u << 20) /* a peek larger than this is refused */
 #define IN_ZFEED 4096u          /* compressed bytes given to zstd per call */
+#define IN_ONESHOT (1u << 20)   /* the most output oneshot decodes: the first window */
 
 struct as_instream {
     int fd; /* -1 for memory streams */
@@ -245,10 +248,72 @@ static int read_direct(as_instream *in)
     }
 }
 
+/* A small zstd file decoded in one call straight into the window: a frame written through a
+ * pipe names no content size, so the streamed path gets zstd's own window of the size the
+ * frame asks for (8 MiB at level 19), decodes into it and copies out of it; here neither. It
+ * is taken at the stream's start when the raw buffer holds the whole input (a regular file
+ * or memory), every frame's window is within the limit (so that the streamed path's message
+ * stays the one for a larger one) and ZSTD_decompressBound, the frames' stated sizes or
+ * 128 KiB for each block, is at most the streamed path's first window (IN_ONESHOT): the
+ * window is sized from the blocks present, never from a stated size alone, and no larger
+ * than the streamed path would make it. On any zstd error nothing is kept and the streamed
+ * path decodes from the start, so its messages (the block named, a truncation) are the
+ * only ones. Returns 1 when decoded, 0 when not taken, < 0 on a read error. */
+static int oneshot(as_instream *in)
+{
+    if (in->raw_done || in->len || in->raw_pos || (!in->mem && !in->raw_total) ||
+        in->raw_total > in->raw_cap)
+        return 0;
+    while (!in->raw_eof && in->raw_len < in->raw_cap)
+        if (raw_fill(in) < 0)
+            return in->err.code;
+    if (!in->raw_eof)
+        return 0;
+    const uint8_t *src = in->raw;
+    size_t n = in->raw_len;
+    for (size_t at = 0; at < n;) {
+        ZSTD_frameHeader fh;
+        if (ZSTD_getFrameHeader(&fh, src + at, n - at) != 0 ||
+            (fh.frameType == ZSTD_frame && fh.windowSize > 1ull << in->wlog))
+            return 0;
+        size_t fl = ZSTD_findFrameCompressedSize(src + at, n - at);
+        if (ZSTD_isError(fl))
+            return 0;
+        at += fl;
+    }
+    unsigned long long bound = ZSTD_decompressBound(src, n);
+    if (bound == ZSTD_CONTENTSIZE_ERROR || bound > IN_ONESHOT)
+        return 0;
+    size_t cap = bound ? (size_t)bound : 1;
+    if (in->cap < cap) {
+        uint8_t *nb = realloc(in->buf, cap);
+        if (!nb)
+            return 0;
+        in->buf = nb;
+        in->cap = cap;
+    }
+    size_t r = ZSTD_decompressDCtx(in->zd, in->buf, in->cap, src, n);
+    if (ZSTD_isError(r)) {
+        ZSTD_DCtx_reset(in->zd, ZSTD_reset_session_only);
+        return 0;
+    }
+    in->len = r;
+    in->raw_pos = n;
+    in->raw_done = n;
+    in->zret = 0;
+    in->zdone = 1;
+    return 1;
+}
+
 static int window_fill(as_instream *in)
 {
     if (in->failed)
         return in->err.code;
+    if (in->zd) {
+        int rc = oneshot(in);
+        if (rc)
+            return rc < 0 ? rc : 0;
+    }
     if (window_reserve(in, IN_CHUNK / 2) < 0)
         return in->err.code;
     if (!in->zd) {
@@ -409,7 +474,11 @@ static int stream_init(as_instream *in, as_trace_error *err)
 {
     in->mark_off = UINT64_MAX;
     if (!in->mem) {
+        /* A small file's bytes in a buffer of its size and a page (room for the read that
+         * sees its end), not a 128 KiB mapping made and unmapped for 2 KiB. */
         in->raw_cap = IN_CHUNK;
+        if (in->raw_total && in->raw_total < IN_CHUNK - 4096)
+            in->raw_cap = (size_t)in->raw_total + 4096;
         in->raw = malloc(in->raw_cap);
         if (!in->raw)
             return as_trace_set_error(err, AS_ENOMEM, in->path, 0, 0, "out of memory");
