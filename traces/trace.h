@@ -125,8 +125,8 @@ int as_sites_user_frame(const as_sites *s, uint32_t site, as_frame *out);
  * framework, allocator_config, ...). Keys and values are NUL-terminated UTF-8 without
  * newlines; keys are [A-Za-z0-9_.-]+. */
 typedef struct as_meta_kv {
-    char *key;
-    char *value;
+    char *key;   /* the pair's one allocation, "key\0value\0" (meta.c): freed as one */
+    char *value; /* points into it */
 } as_meta_kv;
 
 typedef struct as_meta {
