@@ -238,6 +238,10 @@ static void runs_del_at(chunk *c, uint32_t i)
 /* The key at i becomes a smaller one: the keys between move up by one. */
 static void runs_lower(chunk *c, uint32_t i, uint64_t key)
 {
+    if (!i || c->runs[i - 1] < key) { /* mostly: no key between, it stays */
+        c->runs[i] = key;
+        return;
+    }
     uint32_t j = runs_lb(c, 0, i, key);
     memmove(&c->runs[j + 1], &c->runs[j], (i - j) * sizeof *c->runs);
     c->runs[j] = key;
@@ -246,6 +250,10 @@ static void runs_lower(chunk *c, uint32_t i, uint64_t key)
 /* The key at i becomes a larger one: the keys between move down by one. */
 static void runs_raise(chunk *c, uint32_t i, uint64_t key)
 {
+    if (i + 1 == c->nruns || c->runs[i + 1] > key) {
+        c->runs[i] = key;
+        return;
+    }
     uint32_t lo = runs_lb(c, i + 1, c->nruns, key);
     memmove(&c->runs[i], &c->runs[i + 1], (lo - i - 1) * sizeof *c->runs);
     c->runs[lo - 1] = key;
