@@ -331,26 +331,24 @@ static void mx_build(uint32_t *mx, uint32_t cap)
             mx[off + n + i] = max4(&mx[off + 4 * i]);
 }
 
-/* A rise goes up while it is the new maximum; a fall only from a node that held the old
- * value (one above it held more, or the same from another child: nothing changes). */
+/* A leaf's new value, up to the root: a rise makes itself the maximum of every node above
+ * that held less, a fall takes each node's maximum of its four again. Every level, with no
+ * test of the values: stopping at the first node that did not change saved instructions,
+ * but where that happened followed no pattern, and its exit was mispredicted (resnet: the
+ * heap's calls 18 % slower). */
 static void mx_update(as_chunked *h, uint32_t slot, uint32_t v)
 {
     uint32_t *mx = h->mx, i = slot, off = 0, n = h->scap, old = mx[i];
     mx[i] = v;
     if (v > old) {
-        for (; n > 1 && mx[off + n + i / 4] < v; off += n, n /= 4, i /= 4)
-            mx[off + n + i / 4] = v;
+        for (; n > 1; off += n, n /= 4, i /= 4) {
+            uint32_t *up = &mx[off + n + i / 4];
+            *up = *up < v ? v : *up;
+        }
         return;
     }
-    while (n > 1 && mx[off + n + i / 4] == old) {
-        uint32_t m = max4(&mx[off + (i & ~3u)]);
-        off += n;
-        n /= 4;
-        i /= 4;
-        if (m == old)
-            break; /* another child still holds it */
-        mx[off + i] = m;
-    }
+    for (; n > 1; off += n, n /= 4, i /= 4)
+        mx[off + n + i / 4] = max4(&mx[off + (i & ~3u)]);
 }
 
 /* Which of the four nodes x[0..3] hold >= k, as bits 0..3. */
@@ -390,11 +388,14 @@ static uint32_t mx_rightmost(const as_chunked *h, uint32_t from, uint32_t k)
     return i;
 }
 
-/* Makes room for one more slot: drops the dead ones (keeping the order) or grows. */
+/* Makes room for one more slot: drops the dead ones (keeping the order) or, past three
+ * quarters live, grows: so a compaction frees at least a quarter of the slots, and
+ * the tree keeps fewer levels to climb and update (moe: 256 leaves for its 125 live
+ * chunks, where growing past half kept 1,024). */
 static int order_grow(as_chunked *h)
 {
     uint32_t live = h->nslots - h->ndead, cap = h->scap;
-    if (live + 1 > cap / 2)
+    if (4 * ((uint64_t)live + 1) > 3 * (uint64_t)cap)
         cap *= 4;
     uint32_t *mx = calloc((4 * (size_t)cap - 1) / 3, sizeof *mx), *sc = malloc(cap * sizeof *sc);
     if (!mx || !sc) {
