@@ -855,6 +855,10 @@ static size_t fast_frames(scan *s, size_t at, as_pk_ref *r)
     if (s->wn - at >= 16 && w[at] == '(') { /* MARK, items, APPENDS */
         const pk_parser *p = s->p;
         const size_t lim = s->wn - 16; /* w[at .. at + 16) is in the window while at <= lim */
+        as_pk_ref *it = sc->items + sc->nitems; /* the items' room (frame_item grows it) */
+        size_t room = sc->capitems - sc->nitems;
+        if (room > PK_NESTED_ITEMS)
+            room = PK_NESTED_ITEMS;
         for (at++;; at += len) {
             uint64_t idx;
             if (at > lim)
@@ -870,10 +874,16 @@ static size_t fast_frames(scan *s, size_t at, as_pk_ref *r)
             if (!frame_ref(p, idx, &x) &&
                 (!fast_get(s, at, &x, &type) || !item_ok(s, x, AS_PK_LIST)))
                 return 0;
-            if (n < PK_NESTED_ITEMS && sc->nitems + n < sc->capitems)
-                sc->items[sc->nitems + n++] = x;
-            else if (!frame_item(s, n++, x))
+            if (n < room) {
+                it[n++] = x;
+                continue;
+            }
+            if (!frame_item(s, n++, x))
                 return 0;
+            it = sc->items + sc->nitems;
+            room = sc->capitems - sc->nitems;
+            if (room > PK_NESTED_ITEMS)
+                room = PK_NESTED_ITEMS;
         }
         at++;
     } else if (s->wn - at >= 16 && (len = fast_get(s, at, &x, &type)) && w[at + len] == 'a') {
