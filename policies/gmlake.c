@@ -80,7 +80,7 @@
 
 enum { B_UNUSED, B_FREE, B_ALLOC, B_HELD };  /* pBlock or small block */
 enum { S_UNUSED, S_ACTIVE, S_FREE, S_FRAG }; /* sBlock */
-enum { A_NONE, A_BLOCK, A_SBLK };            /* what an allocation slot holds */
+enum { A_BLOCK, A_SBLK };                    /* what an allocation is (a handle's bit 0) */
 
 typedef struct chunk {
     uint32_t *map; /* sBlocks mapping this chunk, in the order they map it */
@@ -105,12 +105,22 @@ typedef struct seg {
 
 typedef struct blk {
     uint64_t addr, size, stream;
-    uint32_t l, r, up; /* free: its bin's links (oset.h) */
+    union {
+        struct {
+            uint32_t l, r, up; /* free: its bin's links (oset.h) */
+            uint32_t bin;      /* free: its pool class, row << FP_SL | class, so that
+                                * fp_remove and fp_prev compute nothing */
+        };
+        struct {
+            uint64_t id;     /* B_ALLOC: the allocation's (walks) */
+            uint8_t pending; /* B_ALLOC: its FREE_REQ came */
+        };
+    };
     uint32_t seg, prev, next;
-    uint32_t busy;  /* pBlock: its chunks in use */
-    uint32_t slot;  /* B_ALLOC: the allocation */
-    uint32_t pslot; /* free: its stream's slot in its pool, so that fp_remove reads it */
+    uint32_t busy; /* pBlock: its chunks in use */
+    uint32_t gen;  /* bumped at each hand-out: a handle carries it (kept across reuse) */
     uint8_t state;
+    uint8_t small; /* its segment's: the pool it belongs to, without the segment's line */
 } blk;
 _Static_assert(sizeof(blk) == 64, "a block is one cache line");
 
@@ -125,40 +135,50 @@ _Static_assert(sizeof(blk) == 64, "a block is one cache line");
  * two bitmap levels find the next non-empty one: the lookups, inserts and erases of an
  * alloc/free pair are a class computation, a bitmap test and a short list walk, where a
  * binary search and a memmove of a sorted array were. A slot's classes come in rows of
- * one power of two, made on first use, so a stream costs 280 bytes and a row 264. */
+ * one power of two, made on first use. A class is one 8-byte (head, count) pair in a flat
+ * array, a row's 32 in a row of it, so that a free block's class index (blk.bin) finds its
+ * bin with one shift, its row (bitmap, slot and power of two, 16 bytes) with another: a
+ * stream costs 272 bytes and a row 272. */
 #define FP_SL 5
+#define FP_TREAP 0x80000000u             /* a bin's count bit: the bin is a treap */
+#define FP_ROWS_MAX (1u << (32 - FP_SL)) /* a block's bin holds a row index */
+
+typedef struct fpbin {
+    uint32_t head, cnt; /* oset.h's head; the blocks, | FP_TREAP when a treap */
+} fpbin;
+
 typedef struct fprow {
-    uint32_t slmap, treap; /* bit sl: class sl holds blocks; is a treap */
-    uint32_t head[1u << FP_SL], cnt[1u << FP_SL];
+    uint32_t slmap;     /* bit sl: class sl holds blocks */
+    uint32_t owner, fl; /* its slot and power of two */
+    uint32_t pad;
 } fprow;
 
-typedef struct fpslot {
-    uint64_t stream, flmap; /* flmap bit fl: row fl holds blocks */
-    uint32_t row[64];       /* index into the rows; 0: none yet */
-    uint32_t n;             /* blocks */
-} fpslot;
-
 typedef struct fpool {
-    fpslot *s;
-    uint32_t *ord; /* slots by stream */
-    fprow *rows;   /* row 0 unused */
-    size_t ns, cs, cord, nrows, crows;
-    uint32_t last; /* the slot found last */
+    uint64_t *stream, *flmap; /* by slot: its stream; bit fl: row fl holds blocks */
+    uint32_t *row;            /* by slot, 64 each: row fl's index; 0: none yet */
+    uint32_t *ord;            /* slots by stream */
+    fprow *rows;              /* row 0 unused */
+    fpbin *bins;              /* row i's classes from i << FP_SL */
+    size_t ns, cstream, cflmap, crow, cord, nrows, crows, cbins;
+    uint64_t last_stream; /* its stream (when ns > 0), so that a hit is one compare */
+    uint32_t last;        /* the slot found last */
 } fpool;
 
 typedef struct sblk {
     uint64_t addr, size, stream;
     uint64_t *ref; /* chunk refs (seg << 32 | index), in the range's order; DEAD */
-    uint32_t n, used, busy, slot;
-    uint8_t state, gc; /* gc: lost a chunk while active, dropped when freed */
-    uint8_t pad[14];   /* to 64 bytes: the chunk maps' walks index sBlocks by a shift */
+    uint32_t n, used, busy;
+    uint32_t gen;               /* as a block's */
+    uint8_t state, gc, pending; /* gc: lost a chunk while active, dropped when freed */
+    uint8_t pad[5];             /* to 64 bytes: the chunk maps' walks index sBlocks by a shift */
+    uint64_t id;                /* S_ACTIVE: the allocation's */
 } sblk;
+_Static_assert(sizeof(sblk) == 64, "an sBlock is one cache line");
 
-typedef struct slot {
-    uint64_t id;
-    uint32_t gen, node;
-    uint8_t kind, pending;
-} slot;
+/* A handle: the node's gen << 32 | its index << 1 | A_SBLK for an sBlock, so that a free
+ * reads the node itself and no table of allocations is kept (a stale or repeated handle
+ * finds the node's state or gen changed). Node indexes stay below 2^31. */
+#define NODE_MAX (1u << 31)
 
 typedef struct ids {
     uint32_t *v;
@@ -173,12 +193,11 @@ typedef struct gm {
     seg *s;
     blk *b;
     sblk *sb;
-    slot *sl;
-    size_t ns, cs, nb, cb, nsb, csb, nsl, csl;
-    ids free_s, free_b, free_sb, free_sl; /* recycled node indexes */
-    fpool small, large;                   /* free blocks */
-    ids cached;                           /* cached whole sBlocks, sorted */
-    ids work;                             /* scratch: blocks to free or split */
+    size_t ns, cs, nb, cb, nsb, csb;
+    ids free_s, free_b, free_sb; /* recycled node indexes */
+    fpool small, large;          /* free blocks */
+    ids cached;                  /* cached whole sBlocks, sorted */
+    ids work;                    /* scratch: blocks to free or split */
     uint64_t allocated, reserved, fused_total;
     uint64_t nsegs, reserves, releases, retries;
 } gm;
@@ -259,18 +278,18 @@ static inline int ids_push(ids *v, uint32_t x)
 /* The slot of stream (its index), or -1 when it has none. *at: where it goes in ord. */
 static inline int64_t fp_lookup(const fpool *p, uint64_t stream, size_t *at)
 {
-    if (p->ns && p->s[p->last].stream == stream)
+    if (__builtin_expect(p->last_stream == stream && p->ns, 1))
         return p->last;
     size_t lo = 0, hi = p->ns;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (p->s[p->ord[mid]].stream < stream)
+        if (p->stream[p->ord[mid]] < stream)
             lo = mid + 1;
         else
             hi = mid;
     }
     *at = lo;
-    if (lo == p->ns || p->s[p->ord[lo]].stream != stream)
+    if (lo == p->ns || p->stream[p->ord[lo]] != stream)
         return -1;
     return p->ord[lo];
 }
@@ -279,8 +298,10 @@ static inline int64_t fp_lookup(const fpool *p, uint64_t stream, size_t *at)
 static inline int64_t fp_slot(fpool *p, uint64_t stream, size_t *at)
 {
     int64_t k = fp_lookup(p, stream, at);
-    if (k >= 0)
+    if (k >= 0) {
         p->last = (uint32_t)k;
+        p->last_stream = stream;
+    }
     return k;
 }
 
@@ -291,15 +312,21 @@ static __attribute__((noinline)) int64_t fp_slot_new(fpool *p, uint64_t stream)
     int64_t k = fp_slot(p, stream, &at);
     if (k >= 0)
         return k;
-    if (p->ns >= UINT32_MAX || as_grow((void **)&p->s, &p->cs, p->ns + 1, sizeof *p->s, 4) ||
-        as_grow((void **)&p->ord, &p->cord, p->ns + 1, sizeof *p->ord, 4))
+    size_t n = p->ns;
+    if (n >= UINT32_MAX || as_grow((void **)&p->stream, &p->cstream, n + 1, sizeof *p->stream, 4) ||
+        as_grow((void **)&p->flmap, &p->cflmap, n + 1, sizeof *p->flmap, 4) ||
+        as_grow((void **)&p->row, &p->crow, (n + 1) * 64, sizeof *p->row, 256) ||
+        as_grow((void **)&p->ord, &p->cord, n + 1, sizeof *p->ord, 4))
         return -1;
-    memset(&p->s[p->ns], 0, sizeof *p->s);
-    p->s[p->ns].stream = stream;
-    memmove(p->ord + at + 1, p->ord + at, (p->ns - at) * sizeof *p->ord);
-    p->ord[at] = (uint32_t)p->ns;
-    p->last = (uint32_t)p->ns;
-    return (int64_t)p->ns++;
+    p->stream[n] = stream;
+    p->flmap[n] = 0;
+    memset(p->row + n * 64, 0, 64 * sizeof *p->row);
+    memmove(p->ord + at + 1, p->ord + at, (n - at) * sizeof *p->ord);
+    p->ord[at] = (uint32_t)n;
+    p->last = (uint32_t)n;
+    p->last_stream = stream;
+    p->ns = n + 1;
+    return (int64_t)n;
 }
 
 static inline void fp_class(uint64_t size, unsigned *fl, unsigned *sl)
@@ -307,16 +334,18 @@ static inline void fp_class(uint64_t size, unsigned *fl, unsigned *sl)
     as_tlsf_class(size, FP_SL, 0, fl, sl);
 }
 
-/* Row fl of slot k, made if new: 0 on host OOM. */
-static __attribute__((noinline)) fprow *fp_row_new(fpool *p, uint32_t k, unsigned fl)
+/* Row fl of slot k, made: its index, or 0 on host OOM. */
+static __attribute__((noinline)) uint32_t fp_row_new(fpool *p, uint32_t k, unsigned fl)
 {
-    if (p->nrows + 1 >= UINT32_MAX ||
-        as_grow((void **)&p->rows, &p->crows, (p->nrows ? p->nrows : 1) + 1, sizeof *p->rows, 4))
-        return NULL;
-    p->nrows = p->nrows ? p->nrows : 1;
-    memset(&p->rows[p->nrows], 0, sizeof *p->rows);
-    p->s[k].row[fl] = (uint32_t)p->nrows;
-    return &p->rows[p->nrows++];
+    size_t n = p->nrows ? p->nrows : 1;
+    if (n + 1 >= FP_ROWS_MAX || as_grow((void **)&p->rows, &p->crows, n + 1, sizeof *p->rows, 4) ||
+        as_grow((void **)&p->bins, &p->cbins, (n + 1) << FP_SL, sizeof *p->bins, 4u << FP_SL))
+        return 0;
+    p->rows[n] = (fprow){.owner = k, .fl = fl};
+    memset(p->bins + (n << FP_SL), 0, sizeof *p->bins << FP_SL);
+    p->row[(size_t)k << 6 | fl] = (uint32_t)n;
+    p->nrows = n + 1;
+    return (uint32_t)n;
 }
 
 /* Free block x into the pool: 0 or AS_ENOMEM. */
@@ -326,48 +355,49 @@ OSET_HOT int fp_insert(blk *b, fpool *p, uint32_t x)
     int64_t k = fp_slot(p, b[x].stream, &at);
     if (__builtin_expect(k < 0, 0) && (k = fp_slot_new(p, b[x].stream)) < 0)
         return AS_ENOMEM;
-    fpslot *sl = &p->s[k];
     unsigned f, c;
     fp_class(b[x].size, &f, &c);
-    fprow *r = sl->row[f] ? &p->rows[sl->row[f]] : fp_row_new(p, (uint32_t)k, f);
-    if (!r)
+    uint32_t ri = p->row[(size_t)k << 6 | f];
+    if (__builtin_expect(!ri, 0) && !(ri = fp_row_new(p, (uint32_t)k, f)))
         return AS_ENOMEM;
-    sl = &p->s[k];
-    int treap = r->treap >> c & 1;
-    if (gb_bin_insert(b, &r->head[c], r->cnt[c], treap, x) != treap)
-        r->treap ^= 1u << c;
-    r->cnt[c]++;
-    r->slmap |= 1u << c;
-    sl->flmap |= 1ull << f;
-    sl->n++;
-    b[x].pslot = (uint32_t)k;
+    uint32_t bi = ri << FP_SL | c;
+    fpbin *bn = &p->bins[bi];
+    uint32_t cnt = bn->cnt;
+    if (__builtin_expect(cnt < OSET_LIST_MAX, 1)) { /* a list with room */
+        bn->head = gb_list_insert(b, bn->head, x);
+    } else {
+        gb_bin_insert_treap(b, &bn->head, cnt >= FP_TREAP, x);
+        cnt |= FP_TREAP;
+    }
+    bn->cnt = cnt + 1;
+    p->rows[ri].slmap |= 1u << c;
+    p->flmap[k] |= 1ull << f;
+    b[x].bin = bi;
     return 0;
 }
 
 /* Free block x (in the pool) out of it. */
 OSET_HOT void fp_remove(blk *b, fpool *p, uint32_t x)
 {
-    fpslot *sl = &p->s[b[x].pslot]; /* a free block's stream does not change in a pool */
-    unsigned f, c;
-    fp_class(b[x].size, &f, &c);
-    fprow *r = &p->rows[sl->row[f]];
-    int treap = r->treap >> c & 1;
-    if (gb_bin_erase(b, &r->head[c], r->cnt[c], treap, x) != treap)
-        r->treap ^= 1u << c;
-    if (--r->cnt[c] == 0) {
-        r->slmap &= ~(1u << c);
+    uint32_t bi = b[x].bin;
+    fpbin *bn = &p->bins[bi];
+    uint32_t cnt = bn->cnt;
+    if (__builtin_expect(cnt < FP_TREAP, 1))
+        bn->head = gb_list_erase(b, bn->head, x);
+    else if (!gb_bin_erase_treap(b, &bn->head, cnt - FP_TREAP, x))
+        cnt -= FP_TREAP; /* a list again */
+    bn->cnt = --cnt;
+    if (cnt == 0) {
+        fprow *r = &p->rows[bi >> FP_SL];
+        r->slmap &= ~(1u << (bi & ((1u << FP_SL) - 1)));
         if (!r->slmap)
-            sl->flmap &= ~(1ull << f);
+            p->flmap[r->owner] &= ~(1ull << r->fl);
     }
-    sl->n--;
 }
 
-/* The slot of stream, or NULL. */
-static inline const fpslot *fp_of(const fpool *p, uint64_t stream)
+static inline int fp_is_treap(const fpool *p, uint32_t bi)
 {
-    size_t at;
-    int64_t k = fp_lookup(p, stream, &at);
-    return k < 0 ? NULL : &p->s[k];
+    return p->bins[bi].cnt >= FP_TREAP;
 }
 
 /* The smallest (size, addr) of stream with size >= want, or 0 (lower_bound). */
@@ -375,45 +405,46 @@ OSET_HOT uint32_t fp_find(const blk *b, fpool *p, uint64_t stream, uint64_t want
 {
     size_t at;
     int64_t k = fp_slot(p, stream, &at);
-    const fpslot *sl = k < 0 ? NULL : &p->s[k];
-    if (!sl || !sl->flmap)
+    if (k < 0 || !p->flmap[k])
         return 0;
+    const uint32_t *row = &p->row[(size_t)k << 6];
     unsigned f, c;
     fp_class(want, &f, &c);
     uint32_t m = 0;
-    if (sl->row[f]) {
-        const fprow *r = &p->rows[sl->row[f]];
-        if (r->slmap >> c & 1) {
-            uint32_t x = gb_bin_lower_bound(b, r->head[c], r->treap >> c & 1, want);
+    if (row[f]) {
+        uint32_t slm = p->rows[row[f]].slmap;
+        if (slm >> c & 1) {
+            uint32_t bi = row[f] << FP_SL | c;
+            uint32_t x = gb_bin_lower_bound(b, p->bins[bi].head, fp_is_treap(p, bi), want);
             if (x)
                 return x;
         }
-        m = c + 1 < 32 ? r->slmap & (~0u << (c + 1)) : 0;
+        m = c + 1 < 32 ? slm & (~0u << (c + 1)) : 0;
     }
     if (!m) {
-        uint64_t fm = f + 1 < 64 ? sl->flmap & (~0ull << (f + 1)) : 0;
+        uint64_t fm = f + 1 < 64 ? p->flmap[k] & (~0ull << (f + 1)) : 0;
         if (!fm)
             return 0;
         f = (unsigned)__builtin_ctzll(fm);
-        m = p->rows[sl->row[f]].slmap;
+        m = p->rows[row[f]].slmap;
     }
     c = (unsigned)__builtin_ctz(m); /* every block of a higher class holds want */
-    const fprow *r = &p->rows[sl->row[f]];
-    return gb_bin_min(b, r->head[c], r->treap >> c & 1);
+    uint32_t bi = row[f] << FP_SL | c;
+    return gb_bin_min(b, p->bins[bi].head, fp_is_treap(p, bi));
 }
 
-/* The largest block of slot sl in the classes at or below (f, c), or 0. */
-static uint32_t fp_last_below(const blk *b, const fpool *p, const fpslot *sl, unsigned f,
-                              unsigned c)
+/* The largest block of slot k in the classes at or below (f, c), or 0. */
+static uint32_t fp_last_below(const blk *b, const fpool *p, size_t k, unsigned f, unsigned c)
 {
-    uint64_t fm = sl->flmap & (f >= 63 ? ~0ull : (2ull << f) - 1);
+    uint64_t fm = p->flmap[k] & (f >= 63 ? ~0ull : (2ull << f) - 1);
     while (fm) {
         f = 63u ^ (unsigned)__builtin_clzll(fm);
-        const fprow *r = &p->rows[sl->row[f]];
-        uint32_t m = r->slmap & (c >= 31 ? ~0u : (2u << c) - 1);
+        uint32_t ri = p->row[k << 6 | f];
+        uint32_t m = p->rows[ri].slmap & (c >= 31 ? ~0u : (2u << c) - 1);
         if (m) {
             c = 31u ^ (unsigned)__builtin_clz(m);
-            return gb_bin_max(b, r->head[c], r->treap >> c & 1);
+            uint32_t bi = ri << FP_SL | c;
+            return gb_bin_max(b, p->bins[bi].head, fp_is_treap(p, bi));
         }
         fm &= ~(1ull << f);
         c = 31;
@@ -424,28 +455,38 @@ static uint32_t fp_last_below(const blk *b, const fpool *p, const fpslot *sl, un
 /* The largest block of stream, or 0. */
 static uint32_t fp_last(const blk *b, const fpool *p, uint64_t stream)
 {
-    const fpslot *sl = fp_of(p, stream);
-    return sl ? fp_last_below(b, p, sl, 63, 31) : 0;
+    size_t at;
+    int64_t k = fp_lookup(p, stream, &at);
+    return k < 0 ? 0 : fp_last_below(b, p, (size_t)k, 63, 31);
 }
 
 /* The block before x (in the pool) in its stream's (size, addr) order, or 0. */
 static uint32_t fp_prev(const blk *b, const fpool *p, uint32_t x)
 {
-    const fpslot *sl = fp_of(p, b[x].stream);
-    unsigned f, c;
-    fp_class(b[x].size, &f, &c);
-    const fprow *r = &p->rows[sl->row[f]];
-    uint32_t y = gb_bin_prev(b, r->head[c], r->treap >> c & 1, x);
+    uint32_t bi = b[x].bin;
+    const fprow *r = &p->rows[bi >> FP_SL];
+    unsigned f = r->fl, c = bi & ((1u << FP_SL) - 1);
+    uint32_t y = gb_bin_prev(b, p->bins[bi].head, fp_is_treap(p, bi), x);
     if (y || (!f && !c))
         return y;
-    return c ? fp_last_below(b, p, sl, f, c - 1) : fp_last_below(b, p, sl, f - 1, 31);
+    return c ? fp_last_below(b, p, r->owner, f, c - 1) : fp_last_below(b, p, r->owner, f - 1, 31);
 }
 
-/* The free blocks of stream. */
-static uint32_t fp_count(const fpool *p, uint64_t stream)
+/* Does stream have two free blocks or more? */
+static int fp_two(const fpool *p, uint64_t stream)
 {
-    const fpslot *sl = fp_of(p, stream);
-    return sl ? sl->n : 0;
+    size_t at;
+    int64_t k = fp_lookup(p, stream, &at);
+    if (k < 0 || !p->flmap[k])
+        return 0;
+    uint64_t fm = p->flmap[k];
+    if (fm & (fm - 1))
+        return 1;
+    uint32_t ri = p->row[(size_t)k << 6 | (unsigned)__builtin_ctzll(fm)];
+    uint32_t m = p->rows[ri].slmap;
+    if (m & (m - 1))
+        return 1;
+    return (p->bins[ri << FP_SL | (unsigned)__builtin_ctz(m)].cnt & ~FP_TREAP) >= 2;
 }
 
 /* The largest free block of any stream. */
@@ -453,7 +494,7 @@ static uint64_t fp_max(const blk *b, const fpool *p)
 {
     uint64_t m = 0;
     for (size_t k = 0; k < p->ns; k++) {
-        uint32_t x = fp_last_below(b, p, &p->s[k], 63, 31);
+        uint32_t x = fp_last_below(b, p, k, 63, 31);
         m = x && b[x].size > m ? b[x].size : m;
     }
     return m;
@@ -461,9 +502,12 @@ static uint64_t fp_max(const blk *b, const fpool *p)
 
 static void fp_free(fpool *p)
 {
-    free(p->s);
+    free(p->stream);
+    free(p->flmap);
+    free(p->row);
     free(p->ord);
     free(p->rows);
+    free(p->bins);
 }
 
 /* ---- the cache of whole sBlocks --------------------------------------------------------- */
@@ -519,7 +563,7 @@ static int node_new(void **arr, size_t *n, size_t *cap, size_t elem, ids *recycl
         *out = recycled->v[--recycled->n];
     } else {
         size_t at = *n ? *n : 1;
-        if (at >= UINT32_MAX || as_grow(arr, cap, at + 1, elem, 64))
+        if (at >= NODE_MAX || as_grow(arr, cap, at + 1, elem, 64))
             return AS_ENOMEM;
         *n = at + 1;
         *out = (uint32_t)at;
@@ -528,7 +572,8 @@ static int node_new(void **arr, size_t *n, size_t *cap, size_t elem, ids *recycl
     return 0;
 }
 
-/* A block node, not zeroed: both callers (split_at, seg_new) write the whole node. */
+/* A block node, not zeroed: both callers (split_at, seg_new) write the whole node but its
+ * gen. */
 static inline int blk_new(gm *g, uint32_t *out)
 {
     if (__builtin_expect(g->free_b.n != 0, 1)) {
@@ -536,10 +581,11 @@ static inline int blk_new(gm *g, uint32_t *out)
         return 0;
     }
     size_t at = g->nb ? g->nb : 1;
-    if (at >= UINT32_MAX || as_grow((void **)&g->b, &g->cb, at + 1, sizeof *g->b, 64))
+    if (at >= NODE_MAX || as_grow((void **)&g->b, &g->cb, at + 1, sizeof *g->b, 64))
         return AS_ENOMEM;
     g->nb = at + 1;
     g->b[at].state = B_UNUSED;
+    g->b[at].gen = 0;
     *out = (uint32_t)at;
     return 0;
 }
@@ -567,7 +613,7 @@ static uint64_t nchunks(const blk *x)
 
 static fpool *pool_of(gm *g, uint32_t b)
 {
-    return g->s[g->b[b].seg].small ? &g->small : &g->large;
+    return g->b[b].small ? &g->small : &g->large;
 }
 
 /* ---- chunks: who uses them ------------------------------------------------------------- */
@@ -677,7 +723,9 @@ static int split_at(gm *g, uint32_t b, uint64_t size, uint8_t tail_state, uint32
                .seg = x->seg,
                .prev = b,
                .next = x->next,
-               .state = tail_state};
+               .gen = t->gen,
+               .state = tail_state,
+               .small = x->small};
     if (x->next)
         g->b[x->next].prev = r;
     x->next = r;
@@ -851,7 +899,9 @@ static int sblk_delete(gm *g, uint32_t s)
     int r1 = g->dev->ops->va_release(g->dev->ctx, x->addr, x->size);
     rc = rc ? rc : r1;
     free(x->ref);
+    uint32_t gen = x->gen;
     memset(x, 0, sizeof *x);
+    x->gen = gen;
     int r2 = ids_push(&g->free_sb, s);
     return rc ? rc : r2;
 }
@@ -894,11 +944,12 @@ static int map_add(chunk *c, uint32_t s)
 /* A new active sBlock over the chunks refs[0..n) (already used), its range reserved. */
 static int sblk_make(gm *g, const uint64_t *refs, uint32_t n, uint64_t stream, uint32_t *out)
 {
-    uint32_t s;
+    uint32_t s, gen = g->free_sb.n ? g->sb[g->free_sb.v[g->free_sb.n - 1]].gen : 0;
     int rc = node_new((void **)&g->sb, &g->nsb, &g->csb, sizeof *g->sb, &g->free_sb, &s);
     if (rc)
         return rc;
     sblk *x = &g->sb[s];
+    x->gen = gen; /* node_new took the last recycled one, or a new one */
     x->ref = malloc((size_t)n * sizeof *x->ref);
     if (!x->ref) {
         ids_push(&g->free_sb, s);
@@ -926,6 +977,7 @@ static int sblk_make(gm *g, const uint64_t *refs, uint32_t n, uint64_t stream, u
             g->dev->ops->va_release(g->dev->ctx, x->addr, x->size);
         free(x->ref);
         memset(x, 0, sizeof *x);
+        x->gen = gen;
         ids_push(&g->free_sb, s);
         return rc < 0 || rc == AS_DEV_OOM ? rc : AS_EDEVICE;
     }
@@ -1027,7 +1079,7 @@ static int get_free(gm *g, int small, uint64_t size, uint64_t stream, found *f)
  * one is split to fit. 1 with *out (their chunk refs in *refs), 0 when they do not. */
 static int stitch_pick(gm *g, uint64_t size, uint64_t stream, uint64_t **refs, uint32_t *n)
 {
-    if (fp_count(&g->large, stream) < 2)
+    if (!fp_two(&g->large, stream))
         return 0; /* one free block or none: nothing to stitch */
     uint64_t fuse = 0;
     g->work.n = 0;
@@ -1121,7 +1173,13 @@ static int seg_new(gm *g, uint64_t addr, uint64_t size, int small, uint32_t *blk
     *s = (seg){.addr = addr, .size = size, .head = b, .small = (uint8_t)small};
     if (!small && !(s->ch = calloc(size / CHUNK, sizeof *s->ch)))
         return AS_ENOMEM;
-    g->b[b] = (blk){.addr = addr, .size = size, .stream = 0, .seg = si, .state = B_FREE};
+    g->b[b] = (blk){.addr = addr,
+                    .size = size,
+                    .stream = 0,
+                    .seg = si,
+                    .gen = g->b[b].gen,
+                    .state = B_FREE,
+                    .small = (uint8_t)small};
     g->nsegs++;
     g->reserves++;
     g->reserved += size;
@@ -1252,7 +1310,7 @@ static int ladder(gm *g, int small, uint64_t size, uint64_t stream, found *f)
 static int take_block(gm *g, const found *f, uint64_t size, uint64_t stream)
 {
     uint32_t b = f->node;
-    int small = g->s[g->b[b].seg].small;
+    int small = g->b[b].small;
     if (f->in_pool)
         fp_remove(g->b, pool_of(g, b), b);
     g->b[b].state = B_ALLOC;
@@ -1272,25 +1330,6 @@ static int take_block(gm *g, const found *f, uint64_t size, uint64_t stream)
     return rc;
 }
 
-static int slot_new(gm *g, uint8_t kind, uint32_t node, uint64_t id, uint64_t *handle)
-{
-    uint32_t si;
-    uint32_t gen = 1;
-    if (g->free_sl.n) {
-        si = g->free_sl.v[--g->free_sl.n];
-        gen = g->sl[si].gen + 1 ? g->sl[si].gen + 1 : 1;
-    } else {
-        size_t at = g->nsl ? g->nsl : 1;
-        if (at >= UINT32_MAX || as_grow((void **)&g->sl, &g->csl, at + 1, sizeof *g->sl, 64))
-            return AS_ENOMEM;
-        g->nsl = at + 1;
-        si = (uint32_t)at;
-    }
-    g->sl[si] = (slot){.id = id, .gen = gen, .node = node, .kind = kind};
-    *handle = (uint64_t)gen << 32 | si;
-    return 0;
-}
-
 static int gm_alloc(void *st, const as_request *req, as_block *out)
 {
     gm *g = st;
@@ -1305,18 +1344,20 @@ static int gm_alloc(void *st, const as_request *req, as_block *out)
     if (f.kind == A_BLOCK) {
         if ((rc = take_block(g, &f, size, req->stream)) != 0)
             return rc;
-        out->addr = g->b[f.node].addr;
-        out->size = g->b[f.node].size;
+        blk *x = &g->b[f.node];
+        x->id = req->id;
+        x->pending = 0;
+        out->addr = x->addr;
+        out->size = x->size;
+        out->handle = (uint64_t)++x->gen << 32 | f.node << 1 | A_BLOCK;
     } else {
-        out->addr = g->sb[f.node].addr;
-        out->size = (uint64_t)g->sb[f.node].used * CHUNK;
+        sblk *x = &g->sb[f.node];
+        x->id = req->id;
+        x->pending = 0;
+        out->addr = x->addr;
+        out->size = (uint64_t)x->used * CHUNK;
+        out->handle = (uint64_t)++x->gen << 32 | f.node << 1 | A_SBLK;
     }
-    if ((rc = slot_new(g, f.kind, f.node, req->id, &out->handle)) != 0)
-        return rc;
-    if (f.kind == A_BLOCK)
-        g->b[f.node].slot = (uint32_t)out->handle;
-    else
-        g->sb[f.node].slot = (uint32_t)out->handle;
     g->allocated += out->size;
     return 0;
 }
@@ -1366,7 +1407,7 @@ static int free_sblk(gm *g, uint32_t s)
 
 static int free_block(gm *g, uint32_t b)
 {
-    if (!g->s[g->b[b].seg].small) {
+    if (!g->b[b].small) {
         if (g->b[b].state == B_HELD) /* a stitch undone: its chunks were the sBlock's */
             for (chunk *c = chunk_at(g, ref_of(g, b, 0)), *e = c + nchunks(&g->b[b]); c < e; c++)
                 c->used = 0;
@@ -1380,24 +1421,29 @@ static int free_block(gm *g, uint32_t b)
 static int gm_free(void *st, uint64_t handle, unsigned flags)
 {
     gm *g = st;
-    uint32_t si = (uint32_t)handle;
-    if (si == 0 || si >= g->nsl || g->sl[si].kind == A_NONE || g->sl[si].gen != handle >> 32)
-        return AS_EINVAL;
-    slot *x = &g->sl[si];
-    if (flags & AS_FREE_PENDING) {
-        if (x->pending)
+    uint32_t node = (uint32_t)handle >> 1, gen = (uint32_t)(handle >> 32);
+    uint8_t *pending;
+    if (!(handle & A_SBLK)) {
+        if (node == 0 || node >= g->nb || g->b[node].state != B_ALLOC || g->b[node].gen != gen)
             return AS_EINVAL;
-        x->pending = 1;
+        pending = &g->b[node].pending;
+    } else {
+        if (node == 0 || node >= g->nsb || g->sb[node].state != S_ACTIVE || g->sb[node].gen != gen)
+            return AS_EINVAL;
+        pending = &g->sb[node].pending;
+    }
+    if (flags & AS_FREE_PENDING) {
+        if (*pending)
+            return AS_EINVAL;
+        *pending = 1;
         return 0;
     }
-    uint8_t kind = x->kind;
-    uint32_t node = x->node;
-    g->allocated -= kind == A_BLOCK ? g->b[node].size : (uint64_t)g->sb[node].used * CHUNK;
-    x->kind = A_NONE;
-    int rc = ids_push(&g->free_sl, si);
-    if (rc)
-        return rc;
-    return kind == A_BLOCK ? free_block(g, node) : free_sblk(g, node);
+    if (!(handle & A_SBLK)) {
+        g->allocated -= g->b[node].size;
+        return free_block(g, node);
+    }
+    g->allocated -= (uint64_t)g->sb[node].used * CHUNK;
+    return free_sblk(g, node);
 }
 
 /* ---- release ------------------------------------------------------------------------------ */
@@ -1505,7 +1551,7 @@ static int check_seg(const gm *g, uint32_t si, uint64_t *used, uint64_t *alloc, 
     for (uint32_t b = s->head; b; prev = b, b = g->b[b].next) {
         const blk *x = &g->b[b];
         if (x->addr != at || x->prev != prev || x->seg != si || x->size == 0 ||
-            x->state == B_UNUSED)
+            x->state == B_UNUSED || x->small != s->small)
             return as_check_fail(f, "segment %#llx: block %u does not tile it",
                                  (unsigned long long)s->addr, b);
         if (x->state == B_FREE && prev && g->b[prev].state == B_FREE)
@@ -1551,25 +1597,30 @@ static int check_cache(const gm *g, uint64_t want, as_check_failure *f)
     return 0;
 }
 
-/* Row f of slot sl: each class's bin sound, under its bit, its blocks free blocks of the
+/* Row f of slot k: each class's bin sound, under its bit, its blocks free blocks of the
  * slot's stream and this pool, in their class. *n: the blocks. */
-static const char *check_row(const gm *g, const fpool *p, const fpslot *sl, unsigned f, int small,
+static const char *check_row(const gm *g, const fpool *p, size_t k, unsigned f, int small,
                              uint64_t *n)
 {
-    const fprow *r = &p->rows[sl->row[f]];
+    uint32_t ri = p->row[k << 6 | f];
+    const fprow *r = &p->rows[ri];
+    if (r->owner != k || r->fl != f)
+        return "a row's slot or power of two is wrong";
     for (unsigned c = 0; c < 32; c++) {
+        uint32_t bi = ri << FP_SL | c;
+        int treap = fp_is_treap(p, bi);
+        uint32_t head = p->bins[bi].head, want = p->bins[bi].cnt & ~FP_TREAP;
         uint64_t cnt;
-        const char *why = gb_bin_check(g->b, (uint32_t)g->nb, r->head[c], r->treap >> c & 1, &cnt);
+        const char *why = gb_bin_check(g->b, (uint32_t)g->nb, head, treap, &cnt);
         if (why)
             return why;
-        if (cnt != r->cnt[c] || !cnt != !(r->slmap >> c & 1) || (!cnt && (r->treap >> c & 1)))
+        if (cnt != want || !cnt != !(r->slmap >> c & 1) || (!cnt && treap))
             return "a class's count or bits disagree with its bin";
-        for (uint32_t x = gb_bin_min(g->b, r->head[c], r->treap >> c & 1); x;
-             x = gb_bin_next(g->b, r->head[c], r->treap >> c & 1, x)) {
+        for (uint32_t x = gb_bin_min(g->b, head, treap); x; x = gb_bin_next(g->b, head, treap, x)) {
             unsigned xf, xc;
             fp_class(g->b[x].size, &xf, &xc);
-            if (xf != f || xc != c || g->b[x].stream != sl->stream || g->b[x].state != B_FREE ||
-                g->s[g->b[x].seg].small != small || &p->s[g->b[x].pslot] != sl)
+            if (xf != f || xc != c || g->b[x].stream != p->stream[k] || g->b[x].state != B_FREE ||
+                g->s[g->b[x].seg].small != small || g->b[x].small != small || g->b[x].bin != bi)
                 return "a pool holds a block that is not its own free block there";
         }
         *n += cnt;
@@ -1583,23 +1634,22 @@ static int check_pool(const gm *g, const fpool *p, uint64_t want, int small, as_
     const char *why = NULL, *name = small ? "small" : "large";
     uint64_t total = 0;
     for (size_t i = 0; !why && i < p->ns; i++) {
-        const fpslot *sl = &p->s[p->ord[i]];
-        uint64_t n = 0;
-        if (p->ord[i] >= p->ns || (i && p->s[p->ord[i - 1]].stream >= sl->stream))
+        size_t k = p->ord[i];
+        if (k >= p->ns || (i && p->stream[p->ord[i - 1]] >= p->stream[k])) {
             why = "its streams are out of order";
+            break;
+        }
         for (unsigned fl = 0; !why && fl < 64; fl++) {
-            if (!sl->row[fl]) {
-                why = sl->flmap >> fl & 1 ? "a row's bit is set without the row" : NULL;
+            uint32_t ri = p->row[k << 6 | fl];
+            if (!ri) {
+                why = p->flmap[k] >> fl & 1 ? "a row's bit is set without the row" : NULL;
                 continue;
             }
-            if (sl->row[fl] >= p->nrows || !(sl->flmap >> fl & 1) != !p->rows[sl->row[fl]].slmap)
+            if (ri >= p->nrows || !(p->flmap[k] >> fl & 1) != !p->rows[ri].slmap)
                 why = "a row is out of range or its bit is wrong";
             else
-                why = check_row(g, p, sl, fl, small, &n);
+                why = check_row(g, p, k, fl, small, &total);
         }
-        if (!why && n != sl->n)
-            why = "a stream's count is wrong";
-        total += n;
     }
     if (why)
         return as_check_fail(f, "%s pool: %s", name, why);
@@ -1736,16 +1786,15 @@ static int wseg_cmp(const void *a, const void *b)
     return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
-static int walk_alloc(const gm *g, uint32_t slot_ix, uint64_t addr, uint64_t size, uint64_t stream,
+static int walk_alloc(uint64_t id, int pending, uint64_t addr, uint64_t size, uint64_t stream,
                       as_walk_fn fn, void *user)
 {
-    const slot *sl = &g->sl[slot_ix];
     as_walk_item it = {.kind = AS_WALK_BLOCK,
                        .addr = addr,
                        .size = size,
                        .stream = stream,
-                       .state = sl->pending ? AS_BLOCK_PENDING : AS_BLOCK_ALLOCATED,
-                       .id = sl->id};
+                       .state = pending ? AS_BLOCK_PENDING : AS_BLOCK_ALLOCATED,
+                       .id = id};
     return fn(user, &it);
 }
 
@@ -1759,7 +1808,7 @@ static int walk_blocks(const gm *g, const seg *s, as_walk_fn fn, void *user)
             .kind = AS_WALK_BLOCK, .stream = x->stream, .state = AS_BLOCK_FREE, .id = UINT64_MAX};
         int rc = 0;
         if (x->state == B_ALLOC) {
-            rc = walk_alloc(g, x->slot, x->addr, x->size, x->stream, fn, user);
+            rc = walk_alloc(x->id, x->pending, x->addr, x->size, x->stream, fn, user);
         } else if (x->state == B_FREE) {
             it.addr = x->addr;
             it.size = x->size;
@@ -1810,8 +1859,8 @@ static int gm_walk(const void *st, as_walk_fn fn, void *user)
             it.pool = "large";
             rc = fn(user, &it);
             if (!rc)
-                rc =
-                    walk_alloc(g, x->slot, x->addr, (uint64_t)x->used * CHUNK, x->stream, fn, user);
+                rc = walk_alloc(x->id, x->pending, x->addr, (uint64_t)x->used * CHUNK, x->stream,
+                                fn, user);
         } else {
             const seg *s = &g->s[w[i].node];
             it.addr = s->addr;
@@ -1856,10 +1905,9 @@ static void gm_fini(void *st)
     free(g->s);
     free(g->b);
     free(g->sb);
-    free(g->sl);
     fp_free(&g->small);
     fp_free(&g->large);
-    ids *all[] = {&g->free_s, &g->free_b, &g->free_sb, &g->free_sl, &g->cached, &g->work};
+    ids *all[] = {&g->free_s, &g->free_b, &g->free_sb, &g->cached, &g->work};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]->v);
     memset(g, 0, sizeof *g);
