@@ -101,7 +101,9 @@ typedef struct seg {
     chunk *ch; /* large: size / CHUNK */
     srun *run; /* the sBlocks' runs over its chunks, in no order */
     size_t nrun, crun;
+    uint64_t pad; /* to 64 bytes: a block's segment is found by a shift */
 } seg;
+_Static_assert(sizeof(seg) == 64, "a segment is one cache line");
 
 typedef struct blk {
     uint64_t addr, size, stream;
@@ -294,8 +296,8 @@ static inline int64_t fp_lookup(const fpool *p, uint64_t stream, size_t *at)
     return p->ord[lo];
 }
 
-/* fp_lookup, which the next lookup of the same stream finds at once. */
-static inline int64_t fp_slot(fpool *p, uint64_t stream, size_t *at)
+/* fp_slot past a miss of the last slot found: the search, remembered. */
+static __attribute__((noinline)) int64_t fp_slot_search(fpool *p, uint64_t stream, size_t *at)
 {
     int64_t k = fp_lookup(p, stream, at);
     if (k >= 0) {
@@ -303,6 +305,15 @@ static inline int64_t fp_slot(fpool *p, uint64_t stream, size_t *at)
         p->last_stream = stream;
     }
     return k;
+}
+
+/* fp_lookup, which the next lookup of the same stream finds at once. *at as fp_lookup's
+ * when the stream has no slot. */
+static inline int64_t fp_slot(fpool *p, uint64_t stream, size_t *at)
+{
+    if (__builtin_expect(p->last_stream == stream && p->ns, 1))
+        return p->last;
+    return fp_slot_search(p, stream, at);
 }
 
 /* The slot of stream, made if new: its index, or -1 on host OOM. */
@@ -400,6 +411,19 @@ static inline int fp_is_treap(const fpool *p, uint32_t bi)
     return p->bins[bi].cnt >= FP_TREAP;
 }
 
+/* The treap side of a bin's lookups, out of line (crowded bins are rare): inlined into the
+ * engine's loop, their loops cost the common path spilled registers. */
+static __attribute__((noinline)) uint32_t fp_treap_lower_bound(const blk *b, uint32_t root,
+                                                               uint64_t want)
+{
+    return gb_treap_lower_bound(b, root, 0, want, 0);
+}
+
+static __attribute__((noinline)) uint32_t fp_treap_min(const blk *b, uint32_t root)
+{
+    return gb_treap_min(b, root);
+}
+
 /* The smallest (size, addr) of stream with size >= want, or 0 (lower_bound). */
 OSET_HOT uint32_t fp_find(const blk *b, fpool *p, uint64_t stream, uint64_t want)
 {
@@ -415,7 +439,8 @@ OSET_HOT uint32_t fp_find(const blk *b, fpool *p, uint64_t stream, uint64_t want
         uint32_t slm = p->rows[row[f]].slmap;
         if (slm >> c & 1) {
             uint32_t bi = row[f] << FP_SL | c;
-            uint32_t x = gb_bin_lower_bound(b, p->bins[bi].head, fp_is_treap(p, bi), want);
+            uint32_t x = fp_is_treap(p, bi) ? fp_treap_lower_bound(b, p->bins[bi].head, want)
+                                            : gb_bin_lower_bound(b, p->bins[bi].head, 0, want);
             if (x)
                 return x;
         }
@@ -430,7 +455,7 @@ OSET_HOT uint32_t fp_find(const blk *b, fpool *p, uint64_t stream, uint64_t want
     }
     c = (unsigned)__builtin_ctz(m); /* every block of a higher class holds want */
     uint32_t bi = row[f] << FP_SL | c;
-    return gb_bin_min(b, p->bins[bi].head, fp_is_treap(p, bi));
+    return fp_is_treap(p, bi) ? fp_treap_min(b, p->bins[bi].head) : p->bins[bi].head;
 }
 
 /* The largest block of slot k in the classes at or below (f, c), or 0. */
@@ -534,7 +559,7 @@ static size_t cache_lower_bound(const gm *g, uint64_t stream, uint64_t size, uin
     return lo;
 }
 
-static int cache_insert(gm *g, uint32_t s)
+static __attribute__((noinline)) int cache_insert(gm *g, uint32_t s)
 {
     ids *c = &g->cached;
     if (as_grow((void **)&c->v, &c->cap, c->n + 1, sizeof *c->v, 16))
@@ -546,7 +571,7 @@ static int cache_insert(gm *g, uint32_t s)
     return 0;
 }
 
-static void cache_remove(gm *g, uint32_t s)
+static __attribute__((noinline)) void cache_remove(gm *g, uint32_t s)
 {
     ids *c = &g->cached;
     size_t at = cache_lower_bound(g, g->sb[s].stream, g->sb[s].size, g->sb[s].addr);
@@ -574,12 +599,8 @@ static int node_new(void **arr, size_t *n, size_t *cap, size_t elem, ids *recycl
 
 /* A block node, not zeroed: both callers (split_at, seg_new) write the whole node but its
  * gen. */
-static inline int blk_new(gm *g, uint32_t *out)
+static __attribute__((noinline)) int blk_grow(gm *g, uint32_t *out)
 {
-    if (__builtin_expect(g->free_b.n != 0, 1)) {
-        *out = g->free_b.v[--g->free_b.n];
-        return 0;
-    }
     size_t at = g->nb ? g->nb : 1;
     if (at >= NODE_MAX || as_grow((void **)&g->b, &g->cb, at + 1, sizeof *g->b, 64))
         return AS_ENOMEM;
@@ -588,6 +609,15 @@ static inline int blk_new(gm *g, uint32_t *out)
     g->b[at].gen = 0;
     *out = (uint32_t)at;
     return 0;
+}
+
+static inline int blk_new(gm *g, uint32_t *out)
+{
+    if (__builtin_expect(g->free_b.n != 0, 1)) {
+        *out = g->free_b.v[--g->free_b.n];
+        return 0;
+    }
+    return blk_grow(g, out);
 }
 
 static int blk_drop(gm *g, uint32_t x)
@@ -680,6 +710,44 @@ static inline int chunks_set(gm *g, uint32_t b, uint64_t from, uint64_t n, int u
     return runs_release(g, sg, lo, lo + n, 0, stream);
 }
 
+/* take_block's split of pBlock b (nc chunks, in a segment some sBlock maps) after its
+ * first keep chunks: the whole block goes used, then its tail free again, in one walk of
+ * the runs: chunks_set(used) over the block and chunks_set(free) over the tail leave each
+ * sBlock as this does. An sBlock over the head counts its chunks there busy and, whole
+ * before, goes fragmented. One over the tail alone keeps its count; whole, it stays so if
+ * of the block's stream (out of the cache and in again: the same sorted set), else goes
+ * fragmented; fragmented with nothing busy, it goes whole if of the stream. An sBlock with
+ * several runs there ends as in the two walks: busy at all after them, it is fragmented,
+ * which any run over the head makes it. */
+static inline int runs_split(gm *g, uint32_t b, uint64_t keep, uint64_t nc, uint64_t stream)
+{
+    const seg *sg = &g->s[g->b[b].seg];
+    uint64_t lo = (g->b[b].addr - sg->addr) / CHUNK, mid = lo + keep, hi = lo + nc;
+    for (size_t k = 0, nr = sg->nrun; k < nr; k++) {
+        const srun *r = &sg->run[k];
+        if (r->lo >= hi || r->hi <= lo)
+            continue;
+        sblk *t = &g->sb[r->sb];
+        uint64_t he = r->hi < mid ? r->hi : mid, ha = r->lo > lo ? r->lo : lo;
+        if (ha < he) { /* over the head */
+            if (t->state == S_FREE) {
+                cache_remove(g, r->sb);
+                t->state = S_FRAG;
+            }
+            t->busy += (uint32_t)(he - ha);
+        } else if (t->state == S_FREE && t->stream != stream) {
+            cache_remove(g, r->sb);
+            t->state = S_FRAG;
+        } else if (t->state == S_FRAG && t->busy == 0 && t->stream == stream) {
+            t->state = S_FREE;
+            int rc = cache_insert(g, r->sb);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
 /* The first chunk of block b in its segment. */
 static uint64_t first_chunk(const gm *g, uint32_t b)
 {
@@ -758,13 +826,14 @@ static int merge_into(gm *g, uint32_t b, uint32_t n)
 /* free_block: b is free; it merges with free neighbours and joins its pool. */
 static int block_to_pool(gm *g, uint32_t b)
 {
-    uint32_t nb[2] = {g->b[b].prev, g->b[b].next};
-    for (int k = 0; k < 2; k++)
-        if (nb[k] && g->b[nb[k]].state == B_FREE) {
-            int rc = merge_into(g, b, nb[k]);
-            if (rc)
-                return rc;
-        }
+    uint32_t prev = g->b[b].prev, next = g->b[b].next;
+    int rc = 0;
+    if (prev && g->b[prev].state == B_FREE)
+        rc = merge_into(g, b, prev);
+    if (!rc && next && g->b[next].state == B_FREE)
+        rc = merge_into(g, b, next);
+    if (rc)
+        return rc;
     g->b[b].state = B_FREE;
     g->b[b].busy = 0;
     return fp_insert(g->b, pool_of(g, b), b);
@@ -1049,23 +1118,29 @@ static uint64_t alloc_size(uint64_t size)
     return size < MIN_LARGE_ALLOC ? LARGE_BUFFER : as_align_up(size, CHUNK);
 }
 
+/* get_free_block's sBlock half, when the stream has no free pBlock that large: 1 with *f,
+ * 0 when no cached sBlock serves the request. Out of line, as the rest of the ladder: the
+ * common alloc is a free pBlock, and the code of the rare steps inlined into the engine's
+ * loop made its hot path spill registers. */
+static __attribute__((noinline)) int get_cached(gm *g, uint64_t size, uint64_t stream, found *f)
+{
+    size_t c = cache_lower_bound(g, stream, size, 0);
+    if (c == g->cached.n)
+        return 0;
+    const sblk *x = &g->sb[g->cached.v[c]];
+    if (x->stream != stream || (double)x->size > (double)size * g->reuselimit)
+        return 0;
+    *f = (found){.kind = A_SBLK, .node = g->cached.v[c]};
+    int rc = sblk_reuse(g, f->node, size);
+    return rc ? rc : 1;
+}
+
 /* get_free_block: 1 with *f, 0 when nothing cached serves the request. */
-static int get_free(gm *g, int small, uint64_t size, uint64_t stream, found *f)
+static inline int get_free(gm *g, int small, uint64_t size, uint64_t stream, found *f)
 {
     uint32_t b = fp_find(g->b, small ? &g->small : &g->large, stream, size);
-    if (!b) {
-        if (small || !g->stitch)
-            return 0;
-        size_t c = cache_lower_bound(g, stream, size, 0);
-        if (c == g->cached.n)
-            return 0;
-        const sblk *x = &g->sb[g->cached.v[c]];
-        if (x->stream != stream || (double)x->size > (double)size * g->reuselimit)
-            return 0;
-        *f = (found){.kind = A_SBLK, .node = g->cached.v[c]};
-        int rc = sblk_reuse(g, f->node, size);
-        return rc ? rc : 1;
-    }
+    if (!b)
+        return small || !g->stitch ? 0 : get_cached(g, size, stream, f);
     uint64_t bs = g->b[b].size;
     if (size < g->maxsplit && bs >= g->maxsplit)
         return 0; /* no oversize block for a smaller request */
@@ -1279,12 +1354,11 @@ static int release_cached(gm *g)
     return 0;
 }
 
-/* The ladder of malloc after get_free_block; 1 with *f, 0 for an OOM. */
-static int ladder(gm *g, int small, uint64_t size, uint64_t stream, found *f)
+/* The ladder of malloc after get_free_block found nothing: 1 with *f, 0 for an OOM. */
+static __attribute__((noinline)) int ladder_rest(gm *g, int small, uint64_t size, uint64_t stream,
+                                                 found *f)
 {
-    int rc = get_free(g, small, size, stream, f);
-    if (!rc)
-        rc = stitch(g, small, size, stream, 0, f);
+    int rc = stitch(g, small, size, stream, 0, f);
     if (!rc)
         rc = grow_pool(g, small, size, stream, f);
     if (!rc && g->maxsplit != UINT64_MAX) {
@@ -1305,6 +1379,13 @@ static int ladder(gm *g, int small, uint64_t size, uint64_t stream, found *f)
     return rc;
 }
 
+/* The ladder of malloc: get_free_block, then the rest. 1 with *f, 0 for an OOM. */
+static inline int ladder(gm *g, int small, uint64_t size, uint64_t stream, found *f)
+{
+    int rc = get_free(g, small, size, stream, f);
+    return rc ? rc : ladder_rest(g, small, size, stream, f);
+}
+
 /* The found pBlock or small block serves size: its chunks become used, and its tail is
  * split off when should_split allows. */
 static int take_block(gm *g, const found *f, uint64_t size, uint64_t stream)
@@ -1316,15 +1397,16 @@ static int take_block(gm *g, const found *f, uint64_t size, uint64_t stream)
     g->b[b].state = B_ALLOC;
     g->b[b].stream = stream;
     uint64_t rest = g->b[b].size - size;
-    int rc = small ? 0 : chunks_set(g, b, 0, nchunks(&g->b[b]), 1, stream);
     int split = small ? rest >= MIN_BLOCK : size < g->maxsplit && rest >= CHUNK;
+    int rc = 0;
+    if (!small && g->s[g->b[b].seg].nrun)
+        rc = split ? runs_split(g, b, size / CHUNK, nchunks(&g->b[b]), stream)
+                   : chunks_set(g, b, 0, nchunks(&g->b[b]), 1, stream);
     if (!rc && split) {
         uint32_t tail;
         rc = split_at(g, b, size, B_FREE, &tail);
-        if (!rc && !small)
-            rc = chunks_set(g, tail, 0, nchunks(&g->b[tail]), 0, stream);
         if (!rc)
-            rc = fp_insert(g->b, pool_of(g, tail), tail);
+            rc = fp_insert(g->b, small ? &g->small : &g->large, tail);
     }
     g->b[b].busy = small ? 0 : (uint32_t)nchunks(&g->b[b]);
     return rc;
@@ -1367,7 +1449,7 @@ static int gm_alloc(void *st, const as_request *req, as_block *out)
 /* update_block for an sBlock: its used chunks go free; pBlocks whose chunks are all free
  * again go to the pool (merged), the sBlock to the cache (whole or fragmented), or away
  * when a release took one of its chunks meanwhile. */
-static int free_sblk(gm *g, uint32_t s)
+static __attribute__((noinline)) int free_sblk(gm *g, uint32_t s)
 {
     sblk *x = &g->sb[s];
     g->work.n = 0;
