@@ -340,10 +340,15 @@ static __attribute__((noinline)) int64_t fp_slot_new(fpool *p, uint64_t stream)
     return (int64_t)n;
 }
 
+/* as_tlsf_class(size, FP_SL, 0, ...) for a size of 2^FP_SL bytes or more, as every block
+ * and request here is (MIN_BLOCK): without its branch for smaller ones. */
 static inline void fp_class(uint64_t size, unsigned *fl, unsigned *sl)
 {
-    as_tlsf_class(size, FP_SL, 0, fl, sl);
+    unsigned f = as_log2_floor(size);
+    *fl = f;
+    *sl = (unsigned)(size >> (f - FP_SL)) & ((1u << FP_SL) - 1);
 }
+_Static_assert(MIN_BLOCK >= 1u << FP_SL, "fp_class takes sizes of 2^FP_SL and more");
 
 /* Row fl of slot k, made: its index, or 0 on host OOM. */
 static __attribute__((noinline)) uint32_t fp_row_new(fpool *p, uint32_t k, unsigned fl)
@@ -374,6 +379,15 @@ OSET_HOT int fp_insert(blk *b, fpool *p, uint32_t x)
     uint32_t bi = ri << FP_SL | c;
     fpbin *bn = &p->bins[bi];
     uint32_t cnt = bn->cnt;
+    b[x].bin = bi;
+    if (cnt == 0) { /* most: the bitmaps' bits are set only here */
+        b[x].l = b[x].r = x;
+        bn->head = x;
+        bn->cnt = 1;
+        p->rows[ri].slmap |= 1u << c;
+        p->flmap[k] |= 1ull << f;
+        return 0;
+    }
     if (__builtin_expect(cnt < OSET_LIST_MAX, 1)) { /* a list with room */
         bn->head = gb_list_insert(b, bn->head, x);
     } else {
@@ -381,9 +395,6 @@ OSET_HOT int fp_insert(blk *b, fpool *p, uint32_t x)
         cnt |= FP_TREAP;
     }
     bn->cnt = cnt + 1;
-    p->rows[ri].slmap |= 1u << c;
-    p->flmap[k] |= 1ull << f;
-    b[x].bin = bi;
     return 0;
 }
 
@@ -658,9 +669,9 @@ static inline __attribute__((always_inline)) void runs_use(gm *g, const seg *sg,
 {
     for (size_t k = 0, nr = sg->nrun; k < nr; k++) {
         const srun *r = &sg->run[k];
-        uint64_t a = r->lo > lo ? r->lo : lo, e = r->hi < hi ? r->hi : hi;
-        if (a >= e || r->sb == self)
+        if (r->lo >= hi || r->hi <= lo || r->sb == self) /* most miss [lo, hi) */
             continue;
+        uint64_t a = r->lo > lo ? r->lo : lo, e = r->hi < hi ? r->hi : hi;
         sblk *t = &g->sb[r->sb];
         if (t->state == S_FREE) {
             cache_remove(g, r->sb);
@@ -678,9 +689,9 @@ runs_release(gm *g, const seg *sg, uint64_t lo, uint64_t hi, uint32_t self, uint
 {
     for (size_t k = 0, nr = sg->nrun; k < nr; k++) {
         const srun *r = &sg->run[k];
-        uint64_t a = r->lo > lo ? r->lo : lo, e = r->hi < hi ? r->hi : hi;
-        if (a >= e || r->sb == self)
+        if (r->lo >= hi || r->hi <= lo || r->sb == self) /* most miss [lo, hi) */
             continue;
+        uint64_t a = r->lo > lo ? r->lo : lo, e = r->hi < hi ? r->hi : hi;
         sblk *t = &g->sb[r->sb];
         t->busy -= (uint32_t)(e - a);
         if (t->busy == 0 && t->state == S_FRAG && t->stream == stream) {
@@ -1142,10 +1153,12 @@ static inline int get_free(gm *g, int small, uint64_t size, uint64_t stream, fou
     if (!b)
         return small || !g->stitch ? 0 : get_cached(g, size, stream, f);
     uint64_t bs = g->b[b].size;
-    if (size < g->maxsplit && bs >= g->maxsplit)
-        return 0; /* no oversize block for a smaller request */
-    if (size >= g->maxsplit && bs >= size + LARGE_BUFFER)
-        return 0; /* an oversize block rounds a request up, within a limit */
+    if (__builtin_expect(g->maxsplit != UINT64_MAX, 0)) { /* else no block is oversize */
+        if (size < g->maxsplit && bs >= g->maxsplit)
+            return 0; /* no oversize block for a smaller request */
+        if (size >= g->maxsplit && bs >= size + LARGE_BUFFER)
+            return 0; /* an oversize block rounds a request up, within a limit */
+    }
     *f = (found){.kind = A_BLOCK, .in_pool = 1, .node = b};
     return 1;
 }
