@@ -11,7 +11,8 @@
  * other block is; allocated + free_bytes == reserved; a segment is on the empty list iff it
  * has no allocated or pending block. Index 0 of the arenas is the nil sentinel; the block
  * sentinel's prev and next are scratch, written without a test at a chain's end and never
- * read.
+ * read, and its state is AS_BLK_DEAD, never free, so that a test of a neighbour for a free
+ * block needs no test for the chain's end.
  *
  * Not part of the policy contract: only policies/ includes this.
  */
@@ -253,6 +254,11 @@ void as_btree_remove(as_heap *h, as_btree *t, uint32_t b);
 void as_btree_replace(as_heap *h, as_btree *t, uint32_t old, uint32_t nw);
 /* b's address or size changed, not its place in the order. */
 void as_btree_resized(as_heap *h, as_btree *t, uint32_t b);
+/* as_btree_remove and as_btree_replace of a block whose bslot is exact: the answer of the
+ * last find, or the block the last insertion placed, with no change to the tree since (a
+ * take right after its search). They do not check it. */
+void as_btree_remove_found(as_heap *h, as_btree *t, uint32_t b);
+void as_btree_replace_found(as_heap *h, as_btree *t, uint32_t old, uint32_t nw);
 /* The lowest address with size >= want; AS_NIL when none. The answer's bslot gets its leaf
  * slot, so that the take or split that follows needs no scan of the leaf. A block's bslot
  * is set wherever it is placed (insert, replace, node split, find) and goes stale when

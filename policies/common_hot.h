@@ -188,7 +188,8 @@ AS_HOT uint32_t as_heap_lookup_(const as_heap *h, uint64_t handle)
 AS_HOT int as_heap_merge_in_place(as_heap *h, const as_index_ops *ix, uint32_t b, uint32_t *got)
 {
     uint32_t p = h->b[b].prev, n = h->b[b].next;
-    int pf = p && h->b[p].state == AS_BLOCK_FREE, nf = n && h->b[n].state == AS_BLOCK_FREE;
+    /* The nil sentinel is never free (common.h): no test for the chain's ends. */
+    int pf = h->b[p].state == AS_BLOCK_FREE, nf = h->b[n].state == AS_BLOCK_FREE;
     if (pf) {
         uint64_t old = h->b[p].size;
         if (nf)

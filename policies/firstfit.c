@@ -124,6 +124,27 @@ static const as_index_ops tree_ops = {
     .resized = tree_resized,
 };
 
+/* For the take of the block the search has just found, or of a new segment's block that
+ * growth has just inserted: the tree has not changed since, so its leaf slot hint is exact
+ * and the remove or replace of the take needs no check of it. */
+AS_HOT void tree_remove_found(as_heap *h, uint32_t b)
+{
+    as_btree_remove_found(h, &((firstfit *)h)->byaddr, b);
+}
+
+AS_HOT void tree_replace_found(as_heap *h, uint32_t old, uint32_t nw, uint64_t old_size)
+{
+    (void)old_size;
+    as_btree_replace_found(h, &((firstfit *)h)->byaddr, old, nw);
+}
+
+static const as_index_ops take_ops = {
+    .insert = tree_insert,
+    .remove = tree_remove_found,
+    .replace = tree_replace_found,
+    .resized = tree_resized,
+};
+
 static int ff_init(void *st, const as_knob_value *cfg, const as_device *dev)
 {
     firstfit *s = st;
@@ -163,7 +184,7 @@ static int ff_alloc(void *st, const as_request *req, as_block *out)
             if (rc)
                 return rc;
         }
-        return as_heap_take_ix(&s->h, &tree_ops, b, size, 1, req, out);
+        return as_heap_take_ix(&s->h, &take_ops, b, size, 1, req, out);
     }
     if (size < s->maxsplit) {
         b = as_btree_find(&s->h, &s->byaddr, size);
