@@ -1501,8 +1501,10 @@ static int write_meta(snap_build *b, as_meta *meta, as_pk_ref root, uint64_t nde
             continue;
         if (kn == 23 && memcmp(ks, "PYTORCH_CUDA_ALLOC_CONF", 23) == 0) {
             rc |= as_meta_set(meta, "allocator_config", v);
-        } else if (key_ok(ks, kn)) {
-            snprintf(key, sizeof key, "torch.%.*s", (int)kn, ks);
+        } else if (key_ok(ks, kn)) { /* "torch." and the setting's name (64 bytes at most) */
+            memcpy(key, "torch.", 6);
+            memcpy(key + 6, ks, kn);
+            key[6 + kn] = 0;
             rc |= as_meta_set(meta, key, v);
         }
     }
@@ -1913,18 +1915,12 @@ static int read_annotations(snap_build *b, snap_state *st, as_meta *meta)
     if (st->nann) /* qsort may not be given NULL, even for no items */
         qsort(st->ann, st->nann, sizeof *st->ann, cmp_ann);
     rc = 0;
-    char v[32];
-    snprintf(v, sizeof v, "%zu", st->nann);
-    rc |= as_meta_set(meta, "torch.annotation_marks", v);
-    snprintf(v, sizeof v, "%u", as_sites_count(b->sites));
-    rc |= as_meta_set(meta, "torch.sites", v);
-    snprintf(v, sizeof v, "%" PRIu64, b->allocs_framed);
-    rc |= as_meta_set(meta, "torch.allocs_with_frames", v);
+    rc |= meta_u64(meta, "torch.annotation_marks", st->nann);
+    rc |= meta_u64(meta, "torch.sites", as_sites_count(b->sites));
+    rc |= meta_u64(meta, "torch.allocs_with_frames", b->allocs_framed);
     if (b->frames_cut || b->frames_lost) {
-        snprintf(v, sizeof v, "%" PRIu64, b->frames_cut);
-        rc |= as_meta_set(meta, "torch.frames_cut", v);
-        snprintf(v, sizeof v, "%" PRIu64, b->frames_lost);
-        rc |= as_meta_set(meta, "torch.frames_lost", v);
+        rc |= meta_u64(meta, "torch.frames_cut", b->frames_cut);
+        rc |= meta_u64(meta, "torch.frames_lost", b->frames_lost);
     }
     return rc ? oom(b) : 0;
 }
