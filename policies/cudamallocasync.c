@@ -56,9 +56,12 @@ typedef struct snode {
 #define SB_SL 5
 typedef struct sbins {
     uint64_t flmap;
-    uint32_t slmap[64], treap[64]; /* treap: bit sl set when bin (fl, sl) is one */
-    uint32_t root[64][1u << SB_SL];
-    uint32_t cnt[64][1u << SB_SL];
+    uint32_t slmap[64];
+    /* Bin (fl, sl): its head and, in one word, its count << 1 | whether it is a treap, side
+     * by side (one cache line, one load for both the count and the kind). */
+    struct sbin {
+        uint32_t root, cnt;
+    } bin[64][1u << SB_SL];
 } sbins;
 
 _Static_assert(SB_SL == AS_BINS_SL, "the bins' classes are as_bins_class's");
@@ -67,10 +70,10 @@ OSET_HOT void sb_insert(snode *b, sbins *x, uint32_t n)
 {
     unsigned c = as_bins_class(b[n].size), fl = c >> SB_SL, sl = c & 31u;
     b[n].bin = c;
-    int treap = x->treap[fl] >> sl & 1;
-    if (__builtin_expect(cas_bin_insert(b, &x->root[fl][sl], x->cnt[fl][sl], treap, n) != treap, 0))
-        x->treap[fl] ^= 1u << sl;
-    x->cnt[fl][sl]++;
+    struct sbin *y = &x->bin[fl][sl];
+    uint32_t v = y->cnt;
+    y->cnt = (v + 2) & ~1u;
+    y->cnt |= (uint32_t)cas_bin_insert(b, &y->root, v >> 1, (int)(v & 1), n);
     x->slmap[fl] |= 1u << sl;
     x->flmap |= 1ull << fl;
 }
@@ -78,13 +81,12 @@ OSET_HOT void sb_insert(snode *b, sbins *x, uint32_t n)
 OSET_HOT void sb_erase(snode *b, sbins *x, uint32_t n)
 {
     unsigned fl = b[n].bin >> SB_SL, sl = b[n].bin & 31u;
-    uint32_t *root = &x->root[fl][sl];
-    int treap = x->treap[fl] >> sl & 1;
-    if (__builtin_expect(cas_bin_erase(b, root, x->cnt[fl][sl], treap, n) != treap, 0))
-        x->treap[fl] ^= 1u << sl;
-    x->cnt[fl][sl]--;
+    struct sbin *y = &x->bin[fl][sl];
+    uint32_t v = y->cnt;
+    y->cnt = (v - 2) & ~1u;
+    y->cnt |= (uint32_t)cas_bin_erase(b, &y->root, v >> 1, (int)(v & 1), n);
     /* The bitmaps without branches: whether the bin emptied follows no pattern. */
-    uint32_t m = x->slmap[fl] & ~((uint32_t)(*root == 0) << sl);
+    uint32_t m = x->slmap[fl] & ~((uint32_t)(v < 4) << sl);
     x->slmap[fl] = m;
     x->flmap &= ~((uint64_t)(m == 0) << fl);
 }
@@ -94,7 +96,8 @@ OSET_HOT uint32_t sb_find(const snode *b, const sbins *x, uint64_t want)
 {
     unsigned c = as_bins_class(want ? want : 1), fl = c >> SB_SL, sl = c & 31u;
     if (x->slmap[fl] >> sl & 1) {
-        uint32_t n = cas_bin_lower_bound(b, x->root[fl][sl], x->treap[fl] >> sl & 1, want);
+        const struct sbin *y = &x->bin[fl][sl];
+        uint32_t n = cas_bin_lower_bound(b, y->root, (int)(y->cnt & 1), want);
         if (n)
             return n;
     }
@@ -107,7 +110,7 @@ OSET_HOT uint32_t sb_find(const snode *b, const sbins *x, uint64_t want)
         m = x->slmap[fl];
     }
     sl = (unsigned)__builtin_ctz(m); /* every range of a higher bin holds it */
-    return cas_bin_min(b, x->root[fl][sl], x->treap[fl] >> sl & 1);
+    return cas_bin_min(b, x->bin[fl][sl].root, (int)(x->bin[fl][sl].cnt & 1));
 }
 
 static uint64_t sb_max(const snode *b, const sbins *x)
@@ -116,7 +119,7 @@ static uint64_t sb_max(const snode *b, const sbins *x)
         return 0;
     unsigned fl = 63u ^ (unsigned)__builtin_clzll(x->flmap);
     unsigned sl = 31u ^ (unsigned)__builtin_clz(x->slmap[fl]);
-    return b[cas_bin_max(b, x->root[fl][sl], x->treap[fl] >> sl & 1)].size;
+    return b[cas_bin_max(b, x->bin[fl][sl].root, (int)(x->bin[fl][sl].cnt & 1))].size;
 }
 
 /* Each bin's structure, count, maps and class (node bin fields too); *count: the ranges
@@ -126,13 +129,13 @@ static const char *sb_check(const snode *b, uint32_t nb, const sbins *x, uint64_
     *count = 0;
     for (unsigned fl = 0; fl < 64; fl++)
         for (unsigned sl = 0; sl < 32; sl++) {
-            uint32_t head = x->root[fl][sl];
-            int treap = x->treap[fl] >> sl & 1;
+            uint32_t head = x->bin[fl][sl].root;
+            int treap = (int)(x->bin[fl][sl].cnt & 1);
             uint64_t c;
             const char *why = cas_bin_check(b, nb, head, treap, &c);
             if (why)
                 return why;
-            if (c != x->cnt[fl][sl] || !c != !(x->slmap[fl] >> sl & 1) ||
+            if (c != x->bin[fl][sl].cnt >> 1 || !c != !(x->slmap[fl] >> sl & 1) ||
                 !x->slmap[fl] != !(x->flmap >> fl & 1) || (treap && !c))
                 return "a size bin's count or maps disagree with it";
             for (uint32_t n = cas_bin_min(b, head, treap); n; n = cas_bin_next(b, head, treap, n)) {
@@ -258,6 +261,8 @@ static int node_reserve(cmasync *s)
         return AS_ENOMEM;
     if (cap != s->ncap) /* both arrays keep one capacity */
         return AS_ENOMEM;
+    if (!s->nn) /* node 0, no block's: dead, so a neighbour test needs no test of 0 */
+        s->t[0] = (tnode){.state = T_DEAD};
     uint32_t n = ++s->nn;
     s->t[n] = (tnode){.state = T_DEAD};
     s->node_free = n;
@@ -408,12 +413,11 @@ static int map_span(cmasync *s, uint32_t c0, uint32_t c1)
     return 0;
 }
 
-/* The block [off, off+size) goes live (delta 1) or free (-1) in its chunks' counts; its
+/* The block on chunks [c, e] goes live (delta 1) or free (-1) in their counts; its
  * chunks are mapped (map_span maps them before a block goes live, and only idle chunks
  * are unmapped), so a chunk is idle exactly while its count is 0. */
-static void count_span(cmasync *s, uint64_t off, uint64_t size, int delta)
+static void count_span(cmasync *s, uint32_t c, uint32_t e, int delta)
 {
-    uint32_t c = chunk_of(s, off), e = chunk_of(s, off + size - 1);
     if (delta > 0) {
         for (; c <= e; c++)
             if (s->chunk_live[c]++ == 0) {
@@ -496,13 +500,16 @@ static int ca_alloc(void *st, const as_request *req, as_block *out)
         return AS_POLICY_OOM;
     uint64_t size = as_align_up(req->size, s->round);
     uint32_t n = find_mapped(s, size), k;
+    int from_mapped = n != 0;
     if (!n)
         n = sb_find(s->fs, &s->sz[1], size);
     uint64_t off = n ? s->t[n].off : s->tail;
     if (!n && size > s->va_size - s->tail)
         return AS_POLICY_OOM; /* past the pool's address space */
     int rc = node_reserve(s);
-    if (rc || (rc = map_span(s, chunk_of(s, off), chunk_of(s, off + size - 1))))
+    uint32_t c0 = chunk_of(s, off), c1 = chunk_of(s, off + size - 1);
+    /* a range find_mapped answered has every chunk mapped: it has just looked */
+    if (rc || (!from_mapped && (rc = map_span(s, c0, c1))))
         return rc;
     if (!n) {
         k = node_take(s);
@@ -518,7 +525,7 @@ static int ca_alloc(void *st, const as_request *req, as_block *out)
         k = n;
         range_remove(s, n);
     }
-    count_span(s, off, size, 1);
+    count_span(s, c0, c1, 1);
     tnode *l = &s->t[k];
     l->off = off;
     l->size = size;
@@ -536,7 +543,7 @@ static int ca_alloc(void *st, const as_request *req, as_block *out)
 static void merge_free(cmasync *s, uint32_t k)
 {
     uint32_t p = s->t[k].prev, q = s->t[k].next;
-    int pf = p && s->t[p].state == T_RANGE, qf = q && s->t[q].state == T_RANGE;
+    int pf = s->t[p].state == T_RANGE, qf = s->t[q].state == T_RANGE; /* t[0] is dead */
     if (!q) { /* k is the top block: it and a free range below it go to the tail */
         uint32_t a = pf ? p : k;
         s->tail = s->t[a].off;
@@ -576,7 +583,7 @@ static int ca_free(void *st, uint64_t handle, unsigned flags)
 {
     cmasync *s = st;
     uint32_t k = (uint32_t)handle;
-    if (!k || k > s->nn || s->t[k].gen != (uint32_t)(handle >> 32) || s->t[k].state < T_ALLOC)
+    if (k - 1u >= s->nn || s->t[k].gen != (uint32_t)(handle >> 32) || s->t[k].state < T_ALLOC)
         return AS_EINVAL;
     tnode *l = &s->t[k];
     if (flags & AS_FREE_PENDING) {
@@ -585,7 +592,7 @@ static int ca_free(void *st, uint64_t handle, unsigned flags)
         l->state = T_PENDING; /* not reusable before its FREE */
         return 0;
     }
-    count_span(s, l->off, l->size, -1);
+    count_span(s, chunk_of(s, l->off), chunk_of(s, l->off + l->size - 1), -1);
     s->allocated -= l->size;
     merge_free(s, k);
     if (s->nmapped * s->grow > s->threshold)
@@ -621,9 +628,10 @@ static const char *ca_check_filed(const cmasync *s, unsigned c, uint8_t *seen)
     const sbins *x = &s->sz[c];
     for (unsigned fl = 0; fl < 64; fl++)
         for (unsigned sl = 0; sl < 32; sl++) {
-            int treap = x->treap[fl] >> sl & 1;
-            for (uint32_t n = cas_bin_min(s->fs, x->root[fl][sl], treap); n;
-                 n = cas_bin_next(s->fs, x->root[fl][sl], treap, n)) {
+            uint32_t head = x->bin[fl][sl].root;
+            int treap = (int)(x->bin[fl][sl].cnt & 1);
+            for (uint32_t n = cas_bin_min(s->fs, head, treap); n;
+                 n = cas_bin_next(s->fs, head, treap, n)) {
                 if (seen[n] || s->t[n].state != T_RANGE || s->t[n].cls != c ||
                     s->fs[n].size != s->t[n].size)
                     return "a size index holds a node that is not a range of its class";
