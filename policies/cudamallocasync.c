@@ -166,7 +166,7 @@ typedef struct tnode {
 
 typedef struct cmasync {
     const as_device *dev;
-    uint64_t round, grow, threshold;
+    uint64_t round, grow, keep;   /* keep: the release threshold in whole chunks */
     unsigned gshift;              /* log2 of grow when a power of two, else 0 */
     uint64_t base, va_size, tail; /* tail: offset where the unbounded free space starts */
     uint32_t nchunk, idle_top;    /* idle_top: no idle chunk lies in a word above it */
@@ -300,6 +300,20 @@ OSET_HOT void range_remove(cmasync *s, uint32_t n)
  * number); no other block lies between its old and new places. */
 OSET_HOT void range_rekey(cmasync *s, uint32_t n, uint64_t off, uint64_t size, uint32_t cls)
 {
+    unsigned c = as_bins_class(size);
+    struct sbin *y = &s->sz[cls].bin[c >> SB_SL][c & 31u];
+    if (cls == s->t[n].cls && c == s->fs[n].bin && !(y->cnt & 1)) {
+        /* Into the list bin it is in (a split or merge that keeps the range's class, the
+         * common case): unlinked and linked again at its new key, the bin's count and the
+         * maps as they were, the list that an erase and an insert would leave. */
+        s->t[n].off = off;
+        s->t[n].size = size;
+        s->fs[n].addr = ++s->seq;
+        s->fs[n].size = size;
+        y->root = cas_list_erase(s->fs, y->root, n);
+        y->root = cas_list_insert(s->fs, y->root, n);
+        return;
+    }
     sb_erase(s->fs, &s->sz[s->t[n].cls], n);
     s->nfree--;
     range_add(s, n, off, size, cls);
@@ -357,10 +371,10 @@ static uint32_t idle_chunk(cmasync *s, uint32_t lo, uint32_t hi)
     return UINT32_MAX;
 }
 
-/* While the pool holds more than keep, unmap idle chunks, highest first. */
+/* While the pool holds more than keep chunks, unmap idle chunks, highest first. */
 static int trim_to(cmasync *s, uint64_t keep)
 {
-    while (s->nidle && s->nmapped * s->grow > keep) {
+    while (s->nidle && s->nmapped > keep) {
         int rc = chunk_unmap(s, idle_chunk(s, 1, 0));
         if (rc)
             return rc;
@@ -447,7 +461,8 @@ static int ca_init(void *st, const as_knob_value *cfg, const as_device *dev)
     s->round = round;
     s->grow = (uint64_t)cfg[K_GROW].i * AS_MIB;
     s->gshift = s->grow & (s->grow - 1) ? 0 : (unsigned)__builtin_ctzll(s->grow);
-    s->threshold = (uint64_t)cfg[K_THRESHOLD].i;
+    /* nmapped * grow > threshold exactly when nmapped > keep: a compare, no multiply */
+    s->keep = (uint64_t)cfg[K_THRESHOLD].i / s->grow;
     s->va_size = VA_SIZE / s->grow * s->grow;
     s->nchunk = (uint32_t)(s->va_size / s->grow);
     size_t words = (s->nchunk + 63) / 64;
@@ -595,8 +610,8 @@ static int ca_free(void *st, uint64_t handle, unsigned flags)
     count_span(s, chunk_of(s, l->off), chunk_of(s, l->off + l->size - 1), -1);
     s->allocated -= l->size;
     merge_free(s, k);
-    if (s->nmapped * s->grow > s->threshold)
-        return trim_to(s, s->threshold);
+    if (s->nmapped > s->keep)
+        return trim_to(s, s->keep);
     return 0;
 }
 
