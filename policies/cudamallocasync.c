@@ -202,6 +202,7 @@ static const as_knob knobs[K_N] = {
                 .def = 32,
                 .min = 2,
                 .max = 1 << 16,
+                .multiple = 2, /* mapped in the device's 2 MiB pages */
                 .help = "the pool's physical chunk (measured on the H200: 32)"},
 };
 

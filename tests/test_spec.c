@@ -345,6 +345,11 @@ static void spec_default_torch(void)
     parse_bad("large_segment_size_mb:13", "'large_segment'", "not a multiple of 2 MiB");
     parse_bad("torch,gc=1", "'gc'", "out of range [0, 1)");
     as_policy_spec_free(&s);
+    /* The async pool's chunk is mapped in 2 MiB pages: an odd one was refused only by
+     * the device, at the run's first event, as "init returned -1". */
+    parse_bad("cudamallocasync,grow=3", "'grow'", "not a multiple of 2 MiB");
+    parse_ok("cudamallocasync,grow=6", &s, NULL);
+    as_policy_spec_free(&s);
     parse_bad("max_non_split_rounding_mb:4", "max_non_split_rounding", NULL);
     parse_bad("nosuch_key:1", "no knob 'nosuch_key'", NULL);
     /* Keys that do not affect the device caching allocator are accepted and dropped. */
