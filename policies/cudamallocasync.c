@@ -279,14 +279,20 @@ static void node_put(cmasync *s, uint32_t n)
 
 /* Node n becomes the free range [off, off+size) under class cls, filed as a new range
  * would be (a new sequence number); its place in address order is the caller's. */
-OSET_HOT void range_add(cmasync *s, uint32_t n, uint64_t off, uint64_t size, uint32_t cls)
+/* Node n's place and key as a range of [off, off+size): a new sequence number. */
+OSET_HOT void range_key(cmasync *s, uint32_t n, uint64_t off, uint64_t size)
 {
     s->t[n].off = off;
     s->t[n].size = size;
-    s->t[n].state = T_RANGE;
-    s->t[n].cls = (uint8_t)cls;
     s->fs[n].addr = ++s->seq;
     s->fs[n].size = size;
+}
+
+OSET_HOT void range_add(cmasync *s, uint32_t n, uint64_t off, uint64_t size, uint32_t cls)
+{
+    range_key(s, n, off, size);
+    s->t[n].state = T_RANGE;
+    s->t[n].cls = (uint8_t)cls;
     sb_insert(s->fs, &s->sz[cls], n);
     s->nfree++;
 }
@@ -307,16 +313,12 @@ OSET_HOT void range_rekey(cmasync *s, uint32_t n, uint64_t off, uint64_t size, u
         /* Into the list bin it is in (a split or merge that keeps the range's class, the
          * common case): unlinked and linked again at its new key, the bin's count and the
          * maps as they were, the list that an erase and an insert would leave. */
-        s->t[n].off = off;
-        s->t[n].size = size;
-        s->fs[n].addr = ++s->seq;
-        s->fs[n].size = size;
+        range_key(s, n, off, size);
         y->root = cas_list_erase(s->fs, y->root, n);
         y->root = cas_list_insert(s->fs, y->root, n);
         return;
     }
-    sb_erase(s->fs, &s->sz[s->t[n].cls], n);
-    s->nfree--;
+    range_remove(s, n);
     range_add(s, n, off, size, cls);
 }
 
