@@ -2,7 +2,8 @@
  * placement_chunked.c - AS_PLACE_CHUNKED, the simulated device's default placement
  * (placement.h): the CUDA driver's cudaMalloc address heap as the H200 recordings show it
  * (simdev.h states the rules, replay/PLACEMENT.md measures them).
- * Invariant: a chunk's bitmap marks exactly the pages handed out (and those past its end);
+ * Invariant: a chunk's bitmap marks exactly the pages handed out (and those past its end),
+ * except a large chunk's while they are a prefix [0, fill) (then its bitmap is not kept);
  * a chunk of more than 64 pages keeps the key of each run of free pages, sorted; every
  * chunk's bound is at least its longest free run; every leaf right of the last take's
  * slot holds at most rmax.
@@ -21,6 +22,7 @@ typedef struct chunk {
     uint32_t npages; /* length in pages */
     uint32_t slot;   /* leaf in the creation order; the free-list link while unused */
     uint32_t bound;  /* at least its longest free run, pages (see as_chunked_take) */
+    uint32_t fill;   /* a large one while its pages in use are [0, fill): ext not kept */
     uint64_t inl;    /* the bitmap when npages <= 64 */
     uint64_t *ext;   /* otherwise, with: */
     uint64_t *runs;  /* its free runs' keys run_key(length, start), ascending */
@@ -39,6 +41,7 @@ typedef struct lent {
 } lent;
 
 #define LENT_VA 0x80000000u /* pages stay under 2^26 (simdev.c bounds a range) */
+#define FILL_KEPT UINT32_MAX /* chunk.fill of a large chunk that keeps its bitmap */
 
 struct as_chunked {
     unsigned shift; /* log2 of the page (the granularity) */
@@ -73,6 +76,13 @@ struct as_chunked {
  *   such chunks, with tens of runs each (llama: 22 on average), where a walk over every
  *   run was the cost (a crafted chunk of 8,000 runs: 64,000 events took 1.5 s, now 0.02 s;
  *   a key that moves still shifts those between, a memmove of 8 bytes per run);
+ * - a large chunk's bitmap is written only once it is needed: while the pages in use are
+ *   a prefix [0, fill) (a new chunk's takes each cut the front of its one run, and a range
+ *   at the prefix's end can come back), the run is [fill, npages) and neighbours are known
+ *   without it. The first range that comes back from inside the prefix writes it
+ *   (bits_make). A range of 115 GiB at 2 MiB pages has a bitmap of 7.4 KiB, which was
+ *   zeroed, set and cleared again for a chunk that only ever held it (native_v1's ten of
+ *   them: 221,000 of a run's 460,000 instructions and 18 page faults);
  * - the ranges handed out are in a hash table (address -> size, chunk), at most a quarter
  *   full;
  * - the free address space under the top, outside the chunks, is a sorted array of gaps
@@ -81,11 +91,6 @@ struct as_chunked {
  *   fits (a scan from the top), a reservation's the lowest (a scan from the bottom), done
  *   only when a chunk is made. Both kinds of range share the chunks (PLACEMENT.md
  *   section 9): only where a new chunk opens depends on the kind. */
-
-static inline uint64_t *cbits(chunk *c)
-{
-    return c->npages <= 64 ? &c->inl : c->ext;
-}
 
 /* First index >= from whose bit is `val`, or n. */
 static uint32_t next_bit(const uint64_t *b, uint32_t n, uint32_t from, int val)
@@ -186,6 +191,28 @@ static inline void bits_set(chunk *c, uint32_t p, uint32_t k, int used)
     b[we] = used ? b[we] | hi : b[we] & ~hi;
 }
 
+/* Large chunk c, its pages in use [0, c->fill), keeps its bitmap from now on: ext holds
+ * them, and the bits past the end. */
+static int bits_make(chunk *c)
+{
+    uint32_t words = (c->npages + 63) / 64, full = c->fill / 64;
+    if (words > c->ecap) {
+        free(c->ext);
+        c->ecap = 0;
+        if (!(c->ext = malloc(words * sizeof *c->ext)))
+            return AS_EDEVICE;
+        c->ecap = words;
+    }
+    memset(c->ext, 0xff, full * sizeof *c->ext);
+    memset(c->ext + full, 0, (words - full) * sizeof *c->ext);
+    if (c->fill & 63)
+        c->ext[full] = ~0ull >> (64 - (c->fill & 63));
+    if (c->npages & 63) /* the bits past the end are "in use", so no run crosses the end */
+        c->ext[words - 1] |= ~0ull << (c->npages & 63);
+    c->fill = FILL_KEPT;
+    return AS_DEV_OK;
+}
+
 /* -- a large chunk's free runs, by length -- */
 
 static inline uint64_t run_key(uint32_t len, uint32_t start)
@@ -267,7 +294,7 @@ static uint32_t runs_fit(chunk *c, uint32_t k, int va, uint32_t *i, uint32_t *le
     uint32_t p;
     if (!c->nruns || c->runs[c->nruns - 1] >> 32 < k)
         return UINT32_MAX;
-    if (va) {
+    if (va && c->nruns > 1) { /* one run: the lowest is the smallest (and no bitmap kept) */
         p = low_run(c, k);
         *len = next_bit(c->ext, c->npages, p, 1) - p;
         *i = runs_lb(c, 0, c->nruns, run_key(*len, p));
@@ -286,6 +313,20 @@ static void runs_cut(chunk *c, uint32_t i, uint32_t p, uint32_t len, uint32_t k)
         runs_del_at(c, i);
     else
         runs_lower(c, i, run_key(len - k, p + k));
+}
+
+/* A range takes pages [p, p + k) of chunk c: for a large one the first k of its free run
+ * at key i, of len pages (while its bitmap is not kept, the run [fill, npages)). */
+static inline void chunk_take_at(chunk *c, uint32_t i, uint32_t p, uint32_t len, uint32_t k)
+{
+    if (c->npages > 64) {
+        runs_cut(c, i, p, len, k);
+        if (c->fill != FILL_KEPT) {
+            c->fill = p + k;
+            return;
+        }
+    }
+    bits_set(c, p, k, 1);
 }
 
 /* Pages [p, p + k) of large chunk c are free again: the runs beside them join theirs.
@@ -312,6 +353,16 @@ static uint32_t runs_give(chunk *c, uint32_t p, uint32_t k)
     }
     runs_raise(c, i, run_key(e - s, s));
     return e - s;
+}
+
+/* The prefix's last range, from page p, is free again in large chunk c (no bitmap kept):
+ * its run is [p, npages), the one key. Returns the run's length, as runs_give. */
+static uint32_t fill_give(chunk *c, uint32_t p)
+{
+    c->fill = p;
+    c->runs[0] = run_key(c->npages - p, p);
+    c->nruns = 1;
+    return c->npages - p;
 }
 
 /* -- the creation order -- */
@@ -511,7 +562,7 @@ static int chunk_new(as_chunked *h, uint64_t base, uint64_t len, uint32_t *out)
         c = h->nch++;
     }
     chunk *k = &h->ch[c];
-    uint32_t np = (uint32_t)(len >> h->shift), words = (np + 63) / 64;
+    uint32_t np = (uint32_t)(len >> h->shift);
     *k = (chunk){.base = base,
                  .npages = np,
                  .bound = np,
@@ -519,23 +570,17 @@ static int chunk_new(as_chunked *h, uint64_t base, uint64_t len, uint32_t *out)
                  .runs = k->runs,
                  .rcap = k->rcap,
                  .ecap = k->ecap};
-    if (np > 64 && words > k->ecap) {
-        free(k->ext);
-        k->ecap = 0;
-        if ((k->ext = malloc(words * sizeof *k->ext)))
-            k->ecap = words;
-    }
-    if (np > 64 && (!k->ext || runs_room(k))) {
+    if (np > 64 && runs_room(k)) {
         k->slot = h->ch_free;
         h->ch_free = c + 1;
         return AS_EDEVICE;
     }
-    if (np > 64)
-        memset(k->ext, 0, words * sizeof *k->ext);
-    if (np & 63) /* the bits past the end are "in use", so no run crosses the end */
-        cbits(k)[np >> 6] |= ~0ull << (np & 63);
-    if (np > 64)
+    if (np > 64) { /* no page in use: no bitmap yet (bits_make) */
+        k->fill = 0;
         k->runs[k->nruns++] = run_key(np, 0);
+    } else if (np & 63) { /* the bits past the end are "in use", so no run crosses the end */
+        k->inl = ~0ull << np;
+    }
     k->slot = h->nslots++;
     h->slot_ch[k->slot] = c;
     mx_update(h, k->slot, np);
@@ -670,9 +715,7 @@ int as_chunked_take(as_chunked *h, uint64_t size, int va, uint64_t *addr)
     uint64_t a = ck->base + ((uint64_t)p << h->shift);
     if (lt_put(h, a, size, va, c))
         return AS_EDEVICE;
-    if (ck->npages > 64)
-        runs_cut(ck, ri, p, rlen, k);
-    bits_set(ck, p, k, 1);
+    chunk_take_at(ck, ri, p, rlen, k);
     *addr = a;
     return AS_DEV_OK;
 }
@@ -684,18 +727,23 @@ int as_chunked_give(as_chunked *h, uint64_t addr, uint64_t size, int va)
         return AS_EINVAL; /* not handed out, another size, or the other kind */
     uint32_t c = e->chunk;
     chunk *ck = &h->ch[c];
-    if (ck->npages > 64 && runs_room(ck)) /* the freed run may be a key more */
+    uint32_t p = (uint32_t)((addr - ck->base) >> h->shift), k = (uint32_t)(size >> h->shift);
+    /* the freed run may be a key more; a range from inside the prefix needs the bitmap */
+    if (ck->npages > 64 &&
+        (runs_room(ck) || (ck->fill != FILL_KEPT && p + k != ck->fill && bits_make(ck))))
         return AS_EDEVICE;
     lt_del(h, e);
-    uint32_t p = (uint32_t)((addr - ck->base) >> h->shift), k = (uint32_t)(size >> h->shift);
     uint32_t run; /* the free run the range joins: the bound rises to it if it is longer */
-    bits_set(ck, p, k, 0);
     if (ck->npages <= 64) {
+        bits_set(ck, p, k, 0);
         uint64_t below = ck->inl & (p ? ~0ull >> (64 - p) : 0);
         uint64_t above = ck->inl & (p + k < 64 ? ~0ull << (p + k) : 0);
         run = (above ? (uint32_t)__builtin_ctzll(above) : 64) -
               (below ? 64 - (uint32_t)__builtin_clzll(below) : 0);
+    } else if (ck->fill != FILL_KEPT) {
+        run = fill_give(ck, p);
     } else {
+        bits_set(ck, p, k, 0);
         run = runs_give(ck, p, k);
     }
     if (run == ck->npages) { /* empty: its address space goes back */
@@ -753,9 +801,7 @@ static int chunked_init(as_chunked *h, uint64_t granularity)
             return AS_EDEVICE;
         chunk *ck = &h->ch[c];
         uint32_t used = (uint32_t)(ctx_chunks[i].used >> h->shift);
-        if (ck->npages > 64) /* pages under 512 KiB */
-            runs_cut(ck, 0, 0, ck->npages, used);
-        bits_set(ck, 0, used, 1);
+        chunk_take_at(ck, 0, 0, ck->npages, used); /* large: pages under 512 KiB */
         ck->bound = run_max(ck);
         mx_update(h, ck->slot, ck->bound);
     }
