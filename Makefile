@@ -73,7 +73,7 @@ $(foreach d,$(OBJ_DIRS),$(d)/traces/%.o): INC := $(INC_traces)
 $(foreach d,$(OBJ_DIRS),$(d)/policies/%.o): INC := $(INC_policies)
 $(BUILD)/replay/%.o: INC := $(INC_replay)
 
-.PHONY: check-policy check-long all test asan tsan bench fuzz fuzz-run replay validate plots install uninstall clean help
+.PHONY: check-policy check-long all test asan tsan bench heap-replay fuzz fuzz-run replay validate plots install uninstall clean help
 .DEFAULT_GOAL := all
 
 ## all: build build/allocsim (release, -O2)
@@ -155,6 +155,12 @@ endif
 $(BUILD)/allocsim-bench: $(BUILD)/obj/sim/cli/bench_main.o $(REL_LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+## heap-replay: build/heap-replay, the chunked heap alone over a --segments log (sim/README.md)
+HEAP_REPLAY_OBJ := $(addprefix $(BUILD)/obj/sim/,bench/heap_replay.o placement_chunked.o base/grow.o)
+$(BUILD)/heap-replay: $(HEAP_REPLAY_OBJ)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -268,8 +274,10 @@ tsan: $(TSAN_DIR)/run-tests $(TSAN_DIR)/allocsim
 
 ## bench: CPU events/s of every policy on long real traces (repeated snapshots) and a generated one,
 ##   then start-up (BENCH_ARGS=--startup for those rows alone)
-bench: $(BUILD)/allocsim-bench $(BUILD)/allocsim
+bench: $(BUILD)/allocsim-bench $(BUILD)/allocsim $(BUILD)/heap-replay
 	$(Q)$(BUILD)/allocsim-bench --commit "$$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" $(BENCH_ARGS)
+
+heap-replay: $(BUILD)/heap-replay
 
 ## clean: remove build/
 clean:
