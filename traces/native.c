@@ -43,6 +43,9 @@ enum { T_NONE = 0, T_ABS = 1, T_DELTA0 = 2 };
 #define BATCH_MAX 4096
 #define STACK_AHEAD 256 /* fast loop: room kept for new live slots in the validator's stack */
 #define ZSTD_LEVEL 9
+/* The fast loop's layout: the common case falls through, the rare ones are out of line. */
+#define AS_LIKELY(x) __builtin_expect(!!(x), 1)
+#define AS_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 /* Slot of a size: the top 32 bits of a Fibonacci hash, scaled to 0..59 (a multiply and a
  * shift, no division). */
@@ -872,60 +875,64 @@ AS_HOT unsigned fast_site(const uint8_t *kp, const uint8_t *ke, uint64_t nsites,
 }
 
 /* The time a one-byte delta moves by: byte b (T_DELTA0..0x7F) codes zz_enc(delta) +
- * T_DELTA0, so delta1[b] = zz_dec(b - T_DELTA0), a load where the decoding was five
- * operations a record (b < T_DELTA0 is no delta: the entries are never read). */
+ * T_DELTA0, so delta1[b] = zz_dec(b - T_DELTA0) (-63..62), a load where the decoding was
+ * five operations a record; every other byte (T_NONE, T_ABS, the first of a longer
+ * varint) reads DELTA_LONG, so one compare of the loaded value tells the two apart. */
+#define DELTA_LONG INT8_MIN
 #define ZZ1(v) ((v)&1 ? -(((v) + 1) / 2) : (v) / 2)
-#define D1(b) ZZ1((b)-T_DELTA0)
+#define D1(b) ((b) < T_DELTA0 || (b) >= 0x80 ? DELTA_LONG : ZZ1((b)-T_DELTA0))
 #define D4(b) D1(b), D1(b + 1), D1(b + 2), D1(b + 3)
 #define D16(b) D4(b), D4(b + 4), D4(b + 8), D4(b + 12)
 #define D64(b) D16(b), D16(b + 16), D16(b + 32), D16(b + 48)
-static const int8_t delta1[128] = {D64(0), D64(64)};
+static const int8_t delta1[256] = {D64(0), D64(64), D64(128), D64(192)};
 
-/* The time after a delta (>= T_DELTA0) in a canonical varint of 1-3 bytes at tp from now:
- * *t, and the next record's time byte in *tn; 0 when it is not such a one. Most deltas are
- * one byte. */
-AS_HOT int fast_time(const uint8_t *tp, int64_t now, int64_t *t, const uint8_t **tn)
+/* The time after a delta (>= T_DELTA0) in a canonical varint of 1-3 bytes at *tp: *now
+ * moved by it and *tp past it; 0, with neither changed, when it is not such a one. Most
+ * deltas are one byte. */
+AS_HOT int fast_time(const uint8_t **tpp, int64_t *now)
 {
+    const uint8_t *tp = *tpp;
     uint64_t x = tp[0];
-    if (x - T_DELTA0 < 0x80 - T_DELTA0) {
-        *t = now + delta1[x];
-        *tn = tp + 1;
+    const int d1 = delta1[x];
+    if (AS_LIKELY(d1 != DELTA_LONG)) {
+        *now += d1;
+        *tpp = tp + 1;
         return 1;
     }
     if (x < 0x80)
         return 0; /* T_NONE or T_ABS */
     if (tp[1] && tp[1] < 0x80) {
         x = (x & 0x7F) | (uint64_t)tp[1] << 7;
-        *tn = tp + 2;
+        *tpp = tp + 2;
     } else if (tp[1] >= 0x80 && tp[2] && tp[2] < 0x80) {
         x = (x & 0x7F) | (uint64_t)(tp[1] & 0x7F) << 7 | (uint64_t)tp[2] << 14;
-        *tn = tp + 3;
+        *tpp = tp + 3;
     } else {
         return 0;
     }
-    *t = now + zz_dec(x - T_DELTA0);
+    *now += zz_dec(x - T_DELTA0);
     return 1;
 }
 
 /* A FREE's distance back from its tag at sp: v < 63 is distance v + 1; 63 a varint of one
- * or two bytes (then + 64) follows. *sn: the next record; 0 when it is not such a one. */
-AS_HOT int fast_distance(const uint8_t *sp, uint64_t *d, const uint8_t **sn)
+ * or two bytes (then + 64) follows. The record's length, 0 when it is not such a one. */
+AS_HOT unsigned fast_distance(const uint8_t *sp, uint64_t *d)
 {
     uint64_t v = (uint64_t)(sp[0] >> 2) + 1;
-    *sn = sp + 1;
+    unsigned len = 1;
     if (v == V_FREE_FAR + 1) {
         if (sp[1] < 0x80) {
             v = (uint64_t)sp[1] + 64;
-            *sn = sp + 2;
+            len = 2;
         } else if (sp[2] && sp[2] < 0x80) {
             v = ((uint64_t)(sp[1] & 0x7F) | (uint64_t)sp[2] << 7) + 64;
-            *sn = sp + 3;
+            len = 3;
         } else {
             return 0;
         }
     }
     *d = v;
-    return 1;
+    return len;
 }
 
 /* Every field of an ALLOC or FREE event, each stored once. */
@@ -942,6 +949,16 @@ AS_HOT void put_event(as_event *ev, as_op op, uint64_t site, uint64_t id, uint64
     ev->slot = slot;
 }
 
+/* A FREE of live entry e at time t: the event, e's slot back on the stack; returns what
+ * it takes from the tally's requested bytes (nothing after a FREE_REQ took it). */
+AS_HOT uint64_t put_free(as_event *ev, const as_live_ent *e, int64_t t, uint32_t *sfree,
+                         uint32_t *nfree)
+{
+    put_event(ev, AS_OP_FREE, 0, AS_LIVE_ID(e), e->size, e->stream, t, e->slot);
+    sfree[(*nfree)++] = e->slot; /* the stack holds every slot */
+    return e->out_id & AS_LIVE_FREEREQ ? 0 : e->size;
+}
+
 /* The common records with the cursor and the validator's state in registers (the general
  * loop's cursor is a struct whose address its error paths take, so the compiler reloads
  * it after every store to an event): an ALLOC of a size from a filled size-cache slot or a
@@ -953,29 +970,33 @@ AS_HOT void put_event(as_event *ev, as_op op, uint64_t site, uint64_t id, uint64
  * its tally are exactly what the general loop and the validator's fast path make of them.
  *
  * The validation is folded in: an ALLOC's id is the ordinal the validator expects (its
- * count equals the decoder's at entry), so it is not compared; the live table's ring is
- * used in place (an id it misses, or a slot held by a live one, takes the table's own
- * functions); the slot stack, the ordinals, the tally and the live count go back to the
- * validator once, at the end. The tally's smallest request is taken from the literal
- * sizes alone: a size-cache slot holds a size some literal ALLOC had, and in this format a
- * literal of a valid size is accepted or ends the trace with an error (its id is the
- * ordinal; no lenient skip applies to it), so that ALLOC counted it already.
+ * count equals the decoder's at entry), so it is not compared, and its stream is the
+ * validator's last one (else the general loop takes the records from here, and its
+ * validator counts the stream); the live table's ring is used in place (an id it misses,
+ * or a slot held by a live one, takes the table's own functions); the slot stack, the
+ * ordinals, the tally and the live count go back to the validator once, at the end. The
+ * tally's smallest request is taken from the literal sizes alone: a size-cache slot holds
+ * a size some literal ALLOC had, and in this format a literal of a valid size is accepted
+ * or ends the trace with an error (its id is the ordinal; no lenient skip applies to it),
+ * so that ALLOC counted it already.
  *
  * It runs in stretches in which no bound can be crossed: a record takes at most 3 bytes
- * of the structure column (a literal size more: the stretch ends after it) and of the time
- * column, and such a delta moves the time by at most 2^20 us, so a stretch of m records
- * starting with at least 3m bytes in each column and a time more than 2^21 m from either
- * end of int64_t tests none of those per record. has_time and has_site are constants in
- * each of the four copies. */
+ * of the structure column (a literal size more: the stretch is shortened by what it took
+ * past 3) and of the time column, and such a delta moves the time by at most 2^20 us, so
+ * a stretch of m records starting with at least 3m bytes in each column and a time more
+ * than 2^21 m from either end of int64_t tests none of those per record. has_time and
+ * has_site are constants in each of the four copies, each a function of its own (inlined
+ * into the block's loop, the copies shared its registers and spilled the loop's state).
+ * Only what every record uses is held in locals; what the rare cases use (the slot count,
+ * the smallest request, the column ends) stays in vd and c. */
 AS_HOT size_t fast_records(native_st *s, as_validator *vd, ncur *c, as_event *restrict evs,
                            size_t kk, size_t lim, const int has_time, const int has_site)
 {
-    if (!vd->live.ring || vd->allocs_in != c->nalloc)
-        return kk; /* the general loop's first ALLOC sets the ring up */
-    const uint8_t *sp = c->sp, *const se = c->se, *tp = c->tp, *const te = c->te;
-    const uint8_t *kp = c->kp, *const ke = c->ke;
-    const uint64_t nsites = has_site ? as_sites_count(s->sites) : 0;
     const uint64_t stream = c->cur_stream;
+    if (!vd->live.ring || vd->allocs_in != c->nalloc || !vd->s_any || stream != vd->s_last)
+        return kk; /* the general loop's first ALLOC sets the ring up, or counts the stream */
+    const uint8_t *sp = c->sp, *tp = c->tp, *kp = c->kp;
+    const uint64_t nsites = has_site ? as_sites_count(s->sites) : 0;
     uint64_t *const cache = s->size_cache;
     as_live_ent *const ring = vd->live.ring;
     /* the stack's room for new slots: a stretch takes at most room records (below); grown
@@ -985,13 +1006,9 @@ AS_HOT size_t fast_records(native_st *s, as_validator *vd, ncur *c, as_event *re
                   sizeof *vd->slot_free, 1024) < 0)
         return kk; /* the general loop says it is out of memory, when it is */
     uint32_t *const sfree = vd->slot_free;
-    const uint32_t scap = vd->slot_cap;
-    uint32_t nfree = vd->nfree, nslots = vd->nslots;
+    uint32_t nfree = vd->nfree;
     const uint64_t doff = vd->allocs_out - c->nalloc; /* output id - input id */
-    /* an ALLOC on another stream than the validator's last one goes to the general loop,
-     * whose validator counts the stream: no size is below this bound then */
-    const uint64_t size_lim = vd->s_any && stream == vd->s_last ? AS_MAX_ALLOC_SIZE : 0;
-    uint64_t req = vd->requested, peak_req = vd->peak_requested, min_req = vd->min_request;
+    uint64_t req = vd->requested, peak_req = vd->peak_requested;
     const uint64_t nalloc0 = c->nalloc;
     uint64_t nalloc = nalloc0;
     int64_t now = c->prev_time;
@@ -999,84 +1016,85 @@ AS_HOT size_t fast_records(native_st *s, as_validator *vd, ncur *c, as_event *re
     size_t m;
     /* A stretch's new slots: none while the stack holds some, so at most m - nfree of m
      * records; m at most scap - nslots + nfree leaves room for them in the stack. */
-    while ((m = stretch(lim - (size_t)(ev - evs), scap - nslots + nfree, se - sp,
-                        has_time ? te - tp : -1, now)) > 0) {
+    while ((m = stretch(lim - (size_t)(ev - evs), vd->slot_cap - vd->nslots + nfree, c->se - sp,
+                        has_time ? c->te - tp : -1, now)) > 0) {
         for (as_event *ee = ev + m; ev < ee; ev++) {
+            /* Every test that can send the record to the general loop comes before it
+             * changes anything but the ring's layout (an eviction, which the general loop
+             * would make too), the time last: sp, tp and now then move on together. */
             const unsigned tag = sp[0];
-            int64_t t = AS_TIME_NONE;
-            const uint8_t *tn = tp, *sn = sp + 1;
-            if (has_time && !fast_time(tp, now, &t, &tn))
-                goto out;
+            unsigned slen = 1; /* the record's bytes in the structure column */
             if ((tag & 3) == K_ALLOC) {
-                const unsigned arg = tag >> 2;
-                uint64_t size = cache[arg], site = 0; /* 0: a literal, or a bad tag */
+                as_live_ent *e = &ring[nalloc & (AS_IDRING - 1)];
+                if (AS_UNLIKELY(e->key) && as_live_evict(&vd->live, e))
+                    goto out; /* out of memory: the validator says so */
+                uint64_t size = cache[tag >> 2], site = 0; /* 0: a literal, or a bad tag */
                 unsigned kused = 0;
-                if (has_site && !(kused = fast_site(kp, ke, nsites, &site)))
+                if (has_site && AS_UNLIKELY(!(kused = fast_site(kp, c->ke, nsites, &site))))
                     goto out;
-                if (!size) { /* a literal: the tag and a varint of at most 10 bytes */
+                if (AS_UNLIKELY(size - 1 >= AS_MAX_ALLOC_SIZE)) { /* 0 too */
+                    /* a literal: the tag and a varint of at most 10 bytes */
                     size_t k;
-                    if (arg != V_SIZE_LITERAL || se - sp < 11 || !(k = varint8(sp + 1, &size)) ||
-                        size - 1 >= size_lim)
+                    if (size || tag >> 2 != V_SIZE_LITERAL || c->se - sp < 11 ||
+                        !(k = varint8(sp + 1, &size)) || size - 1 >= AS_MAX_ALLOC_SIZE ||
+                        (has_time && !fast_time(&tp, &now)))
                         goto out;
-                    sn = sp + 1 + k;
-                    ee = ev + 1; /* it took more than 3 bytes */
-                    /* the smallest request is one of the literals (should the live
-                     * table's eviction below fail, the trace ends with that error) */
+                    slen = 1 + (unsigned)k;
+                    /* it took k - 2 bytes past the stretch's 3: the records after it have
+                     * 3 each if there are k / 3 fewer of them */
+                    const size_t after = (size_t)(ee - ev) - 1;
+                    ee = ev + 1 + (after > k / 3 ? after - k / 3 : 0);
+                    /* the smallest request is one of the literals */
                     cache[size_slot(size)] = size;
-                    min_req = size - 1 < min_req - 1 ? size : min_req;
-                } else if (size - 1 >= size_lim) {
+                    if (size - 1 < vd->min_request - 1)
+                        vd->min_request = size;
+                } else if (has_time && AS_UNLIKELY(!fast_time(&tp, &now))) {
                     goto out;
                 }
-                as_live_ent *e = &ring[nalloc & (AS_IDRING - 1)];
-                if (e->key && as_live_evict(&vd->live, e))
-                    goto out; /* out of memory: the validator says so */
-                const uint32_t slot = nfree ? sfree[--nfree] : nslots++;
+                const uint32_t slot = AS_LIKELY(nfree) ? sfree[--nfree] : vd->nslots++;
                 e->key = nalloc + 1;
                 e->size = size;
                 e->stream = stream;
                 e->out_id = nalloc + doff;
                 e->slot = slot;
-                put_event(ev, AS_OP_ALLOC, site, nalloc + doff, size, stream, t, slot);
+                put_event(ev, AS_OP_ALLOC, site, nalloc + doff, size, stream,
+                          has_time ? now : AS_TIME_NONE, slot);
                 nalloc++;
                 req += size; /* the tally, as as_tally_alloc */
                 peak_req = req > peak_req ? req : peak_req;
                 if (has_site) /* kp is NULL without a site column: no NULL + 0 */
                     kp += kused;
-            } else if ((tag & 3) == K_FREE) {
+            } else if (AS_LIKELY((tag & 3) == K_FREE)) {
                 uint64_t d;
-                if (!fast_distance(sp, &d, &sn) || d > nalloc)
+                if (AS_UNLIKELY(!(slen = fast_distance(sp, &d)) || d > nalloc))
                     goto out;
                 const uint64_t in_id = nalloc - d;
                 as_live_ent *e = &ring[in_id & (AS_IDRING - 1)];
-                const int far = e->key != in_id + 1;
-                if (far && !(e = as_live_hash_get(&vd->live.far, in_id)))
-                    goto out;
-                put_event(ev, AS_OP_FREE, 0, AS_LIVE_ID(e), e->size, e->stream, t, e->slot);
-                req -= e->out_id & AS_LIVE_FREEREQ ? 0 : e->size;
-                sfree[nfree++] = e->slot; /* the stack holds every slot */
-                if (far)
-                    as_live_hash_del(&vd->live.far, e);
-                else
+                if (AS_LIKELY(e->key == in_id + 1)) {
+                    if (has_time && AS_UNLIKELY(!fast_time(&tp, &now)))
+                        goto out;
+                    req -= put_free(ev, e, has_time ? now : AS_TIME_NONE, sfree, &nfree);
                     e->key = 0;
+                } else { /* in the map, or not live */
+                    if (!(e = as_live_hash_get(&vd->live.far, in_id)) ||
+                        (has_time && !fast_time(&tp, &now)))
+                        goto out;
+                    req -= put_free(ev, e, has_time ? now : AS_TIME_NONE, sfree, &nfree);
+                    as_live_hash_del(&vd->live.far, e);
+                }
             } else {
                 goto out;
             }
-            sp = sn;
-            if (has_time) {
-                tp = tn;
-                now = t;
-            }
+            sp += slen;
         }
     }
 out:
     vd->events += (uint64_t)(ev - ev0);
     vd->nfree = nfree;
-    vd->nslots = nslots;
     vd->allocs_in = nalloc;
     vd->allocs_out = nalloc + doff;
     vd->requested = req;
     vd->peak_requested = peak_req;
-    vd->min_request = min_req;
     /* each ALLOC added a live entry, each FREE took one */
     vd->live.n += 2 * (nalloc - nalloc0) - (uint64_t)(ev - ev0);
     c->sp = sp;
@@ -1087,16 +1105,25 @@ out:
     return (size_t)(ev - evs);
 }
 
+#define FAST_COPY(name, has_time, has_site)                                                    \
+    static __attribute__((noinline)) size_t name(native_st *s, as_validator *vd, ncur *c,      \
+                                                 as_event *restrict evs, size_t kk, size_t lim) \
+    {                                                                                          \
+        return fast_records(s, vd, c, evs, kk, lim, has_time, has_site);                       \
+    }
+FAST_COPY(fast_t0_k0, 0, 0)
+FAST_COPY(fast_t1_k0, 1, 0)
+FAST_COPY(fast_t0_k1, 0, 1)
+FAST_COPY(fast_t1_k1, 1, 1)
+
 static size_t decode_fast(native_st *s, as_validator *vd, ncur *c, as_event *restrict evs,
                           size_t kk, size_t lim)
 {
     if (c->pb || !vd)
         return kk;
     if (c->kb)
-        return c->has_time ? fast_records(s, vd, c, evs, kk, lim, 1, 1)
-                           : fast_records(s, vd, c, evs, kk, lim, 0, 1);
-    return c->has_time ? fast_records(s, vd, c, evs, kk, lim, 1, 0)
-                       : fast_records(s, vd, c, evs, kk, lim, 0, 0);
+        return c->has_time ? fast_t1_k1(s, vd, c, evs, kk, lim) : fast_t0_k1(s, vd, c, evs, kk, lim);
+    return c->has_time ? fast_t1_k0(s, vd, c, evs, kk, lim) : fast_t0_k0(s, vd, c, evs, kk, lim);
 }
 
 /* Decodes events of the current block into evs[*k..cap), each through the validator's
