@@ -8,7 +8,9 @@
  * chunk stays in memory; past it the chunks go to a temporary file, created and unlinked
  * at once in $TMPDIR (else /tmp), so the importer's memory does not follow the trace's
  * length and nothing is left behind. Without a temporary file (none allowed, or none could
- * be made) the log grows in memory. Invariant: as_evlog_get returns the sequence put,
+ * be made) the log grows in memory. The common record is written by as_evlog_put_fields,
+ * inline in the importer (snap_events.h: the writing end, as_evlog_w, leads the log's
+ * struct); the rest by as_evlog_put. Invariant: as_evlog_get returns the sequence put,
  * whatever its values, with each event's op, id, pre, size, stream, time and site as put,
  * an ALLOC's address (another op's reads back 0), and pool 0 (it is set when handed out).
  */
@@ -29,14 +31,7 @@
 #define EV_STREAMS 4096u     /* distinct streams the table names (more: extensions) */
 #define EV_STREAMS_FIRST 16u /* the table's first room, doubled up to EV_STREAMS */
 
-/* A record. a: an ALLOC's address, another op's id. */
-typedef struct ev_rec {
-    uint64_t a, size;
-    int64_t time;
-    uint32_t site;
-    uint16_t stream; /* its index in the stream table (with EVF_EXT: unused) */
-    uint8_t op, flags;
-} ev_rec;
+typedef as_ev_rec ev_rec;
 
 /* The second half of a record with EVF_EXT. */
 typedef struct ev_ext {
@@ -45,21 +40,21 @@ typedef struct ev_ext {
 
 _Static_assert(sizeof(ev_rec) == 32 && sizeof(ev_ext) == 32, "records are 32 bytes");
 
-enum { EVF_PRE = 1, EVF_EXT = 2 };
+enum { EVF_PRE = AS_EVF_PRE, EVF_EXT = AS_EVF_EXT };
 
 struct as_evlog {
-    uint8_t *buf;
-    size_t n, cap;              /* writing: bytes in buf; reading: bytes valid in buf */
-    size_t pos;                 /* reading: next byte of buf */
-    int spill, fd;              /* fd: the temporary file, -1 before the first spill */
-    uint64_t count, got, filed; /* events put, events read, bytes in the file */
-    uint64_t read_off;          /* reading: bytes of the file read into buf */
+    /* first (as_evlog_put_fields reads it): buf; n, writing: bytes in buf, reading: bytes
+     * valid in buf; fast_n; count, events put; allocs, ALLOCs of implicit id so far (both
+     * sides count them); sval, the distinct streams put by index; nstream; slast */
+    as_evlog_w w;
+    size_t cap;
+    size_t pos;          /* reading: next byte of buf */
+    int spill, fd;       /* fd: the temporary file, -1 before the first spill */
+    uint64_t got, filed; /* events read, bytes in the file */
+    uint64_t read_off;   /* reading: bytes of the file read into buf */
     int reading;
-    uint64_t allocs; /* ALLOCs of implicit id so far (both sides count them) */
-    /* the distinct streams put, by index, and an open-addressing set of index + 1 */
-    uint64_t *sval;   /* scap of them */
-    uint16_t *shash;  /* 2 * scap, 2^sbits: index + 1, 0 = empty */
-    uint32_t nstream, slast, scap;
+    uint16_t *shash; /* an open-addressing set of stream index + 1, 2 * scap, 2^sbits */
+    uint32_t scap;
     unsigned sbits;
 };
 
@@ -67,12 +62,12 @@ int as_evlog_new(int spill, as_evlog **out)
 {
     as_evlog *g = calloc(1, sizeof *g);
     *out = NULL;
-    if (!g || !(g->buf = malloc(EV_FIRST)) ||
-        !(g->sval = malloc(EV_STREAMS_FIRST * sizeof *g->sval)) ||
+    if (!g || !(g->w.buf = malloc(EV_FIRST)) ||
+        !(g->w.sval = malloc(EV_STREAMS_FIRST * sizeof *g->w.sval)) ||
         !(g->shash = calloc(2 * EV_STREAMS_FIRST, sizeof *g->shash))) {
         if (g) {
-            free(g->buf);
-            free(g->sval);
+            free(g->w.buf);
+            free(g->w.sval);
         }
         free(g);
         return AS_ENOMEM;
@@ -98,16 +93,16 @@ static size_t stream_home(uint64_t v, unsigned bits)
 static int stream_grow(as_evlog *g)
 {
     uint32_t nc = g->scap * 2;
-    uint64_t *nv = realloc(g->sval, nc * sizeof *nv);
+    uint64_t *nv = realloc(g->w.sval, nc * sizeof *nv);
     if (!nv)
         return -1;
-    g->sval = nv;
+    g->w.sval = nv;
     uint16_t *nh = calloc(2 * (size_t)nc, sizeof *nh);
     if (!nh)
         return -1;
     size_t mask = 2 * (size_t)nc - 1;
-    for (uint32_t i = 0; i < g->nstream; i++) {
-        size_t j = stream_home(g->sval[i], g->sbits + 1);
+    for (uint32_t i = 0; i < g->w.nstream; i++) {
+        size_t j = stream_home(g->w.sval[i], g->sbits + 1);
         while (nh[j])
             j = (j + 1) & mask;
         nh[j] = (uint16_t)(i + 1);
@@ -125,17 +120,17 @@ static __attribute__((noinline)) uint32_t stream_find(as_evlog *g, uint64_t v)
     size_t mask = ((size_t)1 << g->sbits) - 1;
     for (size_t j = stream_home(v, g->sbits);; j = (j + 1) & mask) {
         uint32_t k = g->shash[j];
-        if (k && g->sval[k - 1] == v)
-            return g->slast = k - 1;
+        if (k && g->w.sval[k - 1] == v)
+            return g->w.slast = k - 1;
         if (!k) {
-            if (g->nstream >= g->scap) {
+            if (g->w.nstream >= g->scap) {
                 if (g->scap >= EV_STREAMS || stream_grow(g))
                     return EV_STREAMS;
                 return stream_find(g, v); /* (once: the grown table has room) */
             }
-            g->sval[g->nstream] = v;
-            g->shash[j] = (uint16_t)(g->nstream + 1);
-            return g->slast = g->nstream++;
+            g->w.sval[g->w.nstream] = v;
+            g->shash[j] = (uint16_t)(g->w.nstream + 1);
+            return g->w.slast = g->w.nstream++;
         }
     }
 }
@@ -143,18 +138,18 @@ static __attribute__((noinline)) uint32_t stream_find(as_evlog *g, uint64_t v)
 /* The table index of stream v, added when new: EV_STREAMS when the table is full. */
 static inline uint32_t stream_index(as_evlog *g, uint64_t v)
 {
-    if (g->nstream && g->sval[g->slast] == v)
-        return g->slast;
+    if (g->w.nstream && g->w.sval[g->w.slast] == v)
+        return g->w.slast;
     return stream_find(g, v);
 }
 
 static int grow_buf(as_evlog *g)
 {
     size_t cap = g->cap * 2;
-    uint8_t *nb = cap > g->cap ? realloc(g->buf, cap) : NULL;
+    uint8_t *nb = cap > g->cap ? realloc(g->w.buf, cap) : NULL;
     if (!nb)
         return AS_ENOMEM;
-    g->buf = nb, g->cap = cap;
+    g->w.buf = nb, g->cap = cap;
     return 0;
 }
 
@@ -194,10 +189,10 @@ static __attribute__((noinline)) int make_room(as_evlog *g)
     if (g->fd < 0 && open_spill(g))
         g->spill = 0; /* no temporary file here: memory, as before */
     if (g->spill) {
-        if (write_all(g->fd, g->buf, g->n))
+        if (write_all(g->fd, g->w.buf, g->w.n))
             return AS_EIO;
-        g->filed += g->n;
-        g->n = 0;
+        g->filed += g->w.n;
+        g->w.n = 0;
         return 0;
     }
     return grow_buf(g);
@@ -208,11 +203,11 @@ int as_evlog_put(as_evlog *g, const snap_ev *e)
     int rc;
     if (g->reading)
         return AS_EINVAL;
-    if (g->cap - g->n < EV_MAX_REC && (rc = make_room(g)))
+    if (g->cap - g->w.n < EV_MAX_REC && (rc = make_room(g)))
         return rc;
     int alloc = e->op == AS_OP_ALLOC;
     uint32_t si = stream_index(g, e->stream);
-    int ext = si == EV_STREAMS || (alloc && (e->pre || e->id != g->allocs));
+    int ext = si == EV_STREAMS || (alloc && (e->pre || e->id != g->w.allocs));
     ev_rec r = {.a = alloc ? e->addr : e->id,
                 .size = e->size,
                 .time = e->time_us,
@@ -220,27 +215,28 @@ int as_evlog_put(as_evlog *g, const snap_ev *e)
                 .stream = (uint16_t)(ext ? 0 : si),
                 .op = e->op,
                 .flags = (uint8_t)((e->pre ? EVF_PRE : 0) | (ext ? EVF_EXT : 0))};
-    memcpy(g->buf + g->n, &r, sizeof r);
-    g->n += sizeof r;
+    memcpy(g->w.buf + g->w.n, &r, sizeof r);
+    g->w.n += sizeof r;
     if (ext) {
         ev_ext x = {.id = e->id, .stream = e->stream};
-        memcpy(g->buf + g->n, &x, sizeof x);
-        g->n += sizeof x;
+        memcpy(g->w.buf + g->w.n, &x, sizeof x);
+        g->w.n += sizeof x;
     } else if (alloc) {
-        g->allocs++;
+        g->w.allocs++;
     }
-    g->count++;
+    g->w.count++;
+    g->w.fast_n = g->w.nstream ? g->cap - EV_MAX_REC + 1 : 0;
     return 0;
 }
 
 uint64_t as_evlog_count(const as_evlog *g)
 {
-    return g->count;
+    return g->w.count;
 }
 
 uint64_t as_evlog_bytes(const as_evlog *g)
 {
-    return g->filed + (g->reading && g->fd >= 0 ? 0 : g->n);
+    return g->filed + (g->reading && g->fd >= 0 ? 0 : g->w.n);
 }
 
 int as_evlog_spilled(const as_evlog *g)
@@ -251,19 +247,19 @@ int as_evlog_spilled(const as_evlog *g)
 /* Reading a spilled log: at least EV_MAX_REC unread bytes in buf, unless the file ends. */
 static int refill(as_evlog *g)
 {
-    memmove(g->buf, g->buf + g->pos, g->n - g->pos);
-    g->n -= g->pos;
+    memmove(g->w.buf, g->w.buf + g->pos, g->w.n - g->pos);
+    g->w.n -= g->pos;
     g->pos = 0;
-    while (g->n < g->cap && g->read_off < g->filed) {
-        size_t want = g->cap - g->n;
+    while (g->w.n < g->cap && g->read_off < g->filed) {
+        size_t want = g->cap - g->w.n;
         if (want > g->filed - g->read_off)
             want = (size_t)(g->filed - g->read_off);
-        ssize_t r = pread(g->fd, g->buf + g->n, want, (off_t)g->read_off);
+        ssize_t r = pread(g->fd, g->w.buf + g->w.n, want, (off_t)g->read_off);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
             return AS_EIO;
-        g->n += (size_t)r;
+        g->w.n += (size_t)r;
         g->read_off += (uint64_t)r;
     }
     return 0;
@@ -271,18 +267,19 @@ static int refill(as_evlog *g)
 
 int as_evlog_rewind(as_evlog *g)
 {
-    if (!g->reading && g->fd >= 0 && g->n) { /* the last chunk goes to the file too */
-        if (write_all(g->fd, g->buf, g->n))
+    if (!g->reading && g->fd >= 0 && g->w.n) { /* the last chunk goes to the file too */
+        if (write_all(g->fd, g->w.buf, g->w.n))
             return AS_EIO;
-        g->filed += g->n;
-        g->n = 0;
+        g->filed += g->w.n;
+        g->w.n = 0;
     }
     g->reading = 1;
+    g->w.fast_n = 0;
     g->pos = 0;
     g->got = 0;
-    g->allocs = 0;
+    g->w.allocs = 0;
     if (g->fd >= 0) {
-        g->n = 0;
+        g->w.n = 0;
         g->read_off = 0;
         return refill(g);
     }
@@ -293,22 +290,22 @@ int as_evlog_get_many(as_evlog *g, snap_ev *e, size_t cap, size_t *n)
 {
     size_t k = 0;
     int rc = 0;
-    if (cap > g->count - g->got)
-        cap = (size_t)(g->count - g->got);
+    if (cap > g->w.count - g->got)
+        cap = (size_t)(g->w.count - g->got);
     while (k < cap && !rc) {
-        if (g->fd >= 0 && g->n - g->pos < EV_MAX_REC && refill(g)) {
+        if (g->fd >= 0 && g->w.n - g->pos < EV_MAX_REC && refill(g)) {
             rc = AS_EIO;
             break;
         }
         /* in locals (the stores to e[] could alias the log's fields): the records of buf, up
          * to the last EV_MAX_REC bytes of a spilled buffer, which a refill keeps */
-        const uint8_t *buf = g->buf;
-        const uint64_t *sval = g->sval;
-        size_t pos = g->pos, end = g->n, stop = g->fd >= 0 && g->read_off < g->filed
+        const uint8_t *buf = g->w.buf;
+        const uint64_t *sval = g->w.sval;
+        size_t pos = g->pos, end = g->w.n, stop = g->fd >= 0 && g->read_off < g->filed
                                                       ? (end > EV_MAX_REC ? end - EV_MAX_REC : 0)
                                                       : end;
-        uint64_t allocs = g->allocs;
-        const uint32_t nstream = g->nstream;
+        uint64_t allocs = g->w.allocs;
+        const uint32_t nstream = g->w.nstream;
         do {
             ev_rec r;
             ev_ext x = {0};
@@ -341,7 +338,7 @@ int as_evlog_get_many(as_evlog *g, snap_ev *e, size_t cap, size_t *n)
                                .addr = alloc ? r.a : 0};
         } while (k < cap && pos < stop);
         g->pos = pos;
-        g->allocs = allocs;
+        g->w.allocs = allocs;
     }
     g->got += k;
     *n = k;
@@ -361,8 +358,8 @@ void as_evlog_free(as_evlog *g)
         return;
     if (g->fd >= 0)
         close(g->fd);
-    free(g->buf);
-    free(g->sval);
+    free(g->w.buf);
+    free(g->w.sval);
     free(g->shash);
     free(g);
 }

@@ -10,6 +10,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+#include "trace.h"
 
 /* An event of the snapshot's trace; ids are fixed up once the prehistoric blocks are known. */
 typedef struct snap_ev {
@@ -24,10 +27,70 @@ typedef struct snap_ev {
 
 typedef struct as_evlog as_evlog;
 
+/* A record of the log (snap_events.c has the format). a: an ALLOC's address, another op's
+ * id. */
+typedef struct as_ev_rec {
+    uint64_t a, size;
+    int64_t time;
+    uint32_t site;
+    uint16_t stream; /* its index in the stream table (with AS_EVF_EXT: unused) */
+    uint8_t op, flags;
+} as_ev_rec;
+enum { AS_EVF_PRE = 1, AS_EVF_EXT = 2 };
+
+/* The writing end of a log, in the log's first bytes (the rest is snap_events.c's own), so
+ * that the common put is written inline by the importer, straight from its address slot:
+ * a call, a snap_ev built and read again, cost about as much as the record. */
+typedef struct as_evlog_w {
+    uint8_t *buf;
+    size_t n;        /* bytes in buf */
+    size_t fast_n;   /* while n < fast_n a record fits and sval[slast] is a stream put (0
+                        before the first put and once reading: then as_evlog_put decides) */
+    uint64_t count;  /* events put */
+    uint64_t allocs; /* ALLOCs of implicit id so far */
+    uint64_t *sval;  /* the distinct streams put, by index */
+    uint32_t nstream, slast;
+} as_evlog_w;
+
 /* A new, empty log; spill: whether it may use a temporary file (else it grows in memory). */
 int as_evlog_new(int spill, as_evlog **out);
 /* Appends e: 0, or AS_ENOMEM / AS_EIO (the temporary file could not be written). */
 int as_evlog_put(as_evlog *g, const snap_ev *e);
+/* as_evlog_put of the event with these fields, its common case inline (the stream the last
+ * one put and, for an ALLOC, the next implicit id, not prehistoric): a record of a few
+ * stores, where a call and a snap_ev built to be read again cost about as much again. */
+static inline int as_evlog_put_fields(as_evlog *g, uint8_t op, uint64_t id, uint8_t pre,
+                                      uint64_t size, uint64_t stream, int64_t time_us,
+                                      uint32_t site, uint64_t addr)
+{
+    as_evlog_w *w = (as_evlog_w *)g;
+    int alloc = op == AS_OP_ALLOC;
+    if (__builtin_expect(w->n >= w->fast_n || w->sval[w->slast] != stream ||
+                             (alloc && (pre || id != w->allocs)),
+                         0)) {
+        snap_ev e = {.op = op,
+                     .id = id,
+                     .size = size,
+                     .stream = stream,
+                     .time_us = time_us,
+                     .pre = pre,
+                     .site = site,
+                     .addr = addr};
+        return as_evlog_put(g, &e);
+    }
+    as_ev_rec r = {.a = alloc ? addr : id,
+                   .size = size,
+                   .time = time_us,
+                   .site = site,
+                   .stream = (uint16_t)w->slast,
+                   .op = op,
+                   .flags = (uint8_t)(pre ? AS_EVF_PRE : 0)};
+    memcpy(w->buf + w->n, &r, sizeof r);
+    w->n += sizeof r;
+    w->allocs += (uint64_t)alloc;
+    w->count++;
+    return 0;
+}
 /* Events put so far. */
 uint64_t as_evlog_count(const as_evlog *g);
 /* Starts (or restarts) reading from the first event: 0 or AS_EIO. No put after it. */

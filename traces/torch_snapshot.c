@@ -1139,19 +1139,152 @@ static int step(snap_build *b, const snap_entry *x, const snap_entry *nxt)
     return 0;
 }
 
+/* ---- the common entry's short path ------------------------------------------------------
+ * A scanned alloc, free_requested or free_completed entry whose values are what real
+ * snapshots hold (integers, no change of user_metadata, within the work bound), and its
+ * event when the address is in the state it should be: the same effects as entry_fields
+ * and step, in the same order, with the log's record written straight from the address
+ * slot (entry_fields' generality, snap_ev's copy and push_ev's checks cost about a third of
+ * the importer: sim/README.md, Snapshot import). Anything else is declined before any
+ * effect and goes the general way. */
+#define FAST_NO 2
+
+/* entry_fields of scanned entry pe: 1 with *x filled, FAST_NO (nothing done), or < 0. */
+static inline int entry_fast(snap_build *b, const as_pk_entry *pe, uint64_t index, snap_entry *x)
+{
+    const as_pk_val *f = pe->f;
+    as_pk_ref act = f[KEY_ACTION].ref;
+    size_t slot = ((size_t)act * 2) & 255; /* lookup's, as an action name */
+    if (f[KEY_ACTION].type != AS_PK_STR || act == AS_PK_NIL || b->cache_ref[slot] != act ||
+        b->cache_key[slot] != 0)
+        return FAST_NO;
+    int name = b->cache_val[slot];
+    const as_pk_val *size = &f[KEY_SIZE], *addr = &f[KEY_ADDR];
+    as_pk_ref um = f[KEY_UMETA].ref;
+    if (name < 0 || name > ACT_FREE_DONE || (addr->type != AS_PK_INT && addr->type != AS_PK_BOOL) ||
+        b->work + pe->n + 1 > b->budget || (um != AS_PK_NIL && um != b->umeta_ref))
+        return FAST_NO;
+    b->work += pe->n + 1; /* charge */
+    b->act_count[name]++; /* entry_action */
+    if (name == ACT_ALLOC) {
+        b->oom_caught += b->oom_open;
+        b->oom_open = 0;
+    }
+    b->in_release = 0;
+    if (b->pass == 1) {
+        b->entries++;
+        b->alloc_entries += name == ACT_ALLOC;
+    }
+    int size_int = size->type == AS_PK_INT || size->type == AS_PK_BOOL;
+    int64_t sz = size_int ? size->i : 0;
+    x->addr = (uint64_t)addr->i;
+    x->size = (uint64_t)sz;
+    x->stream = f[KEY_STREAM].type == AS_PK_INT || f[KEY_STREAM].type == AS_PK_BOOL
+                    ? (uint64_t)f[KEY_STREAM].i
+                    : 0;
+    x->time_us = f[KEY_TIME].type == AS_PK_INT || f[KEY_TIME].type == AS_PK_BOOL ? f[KEY_TIME].i
+                                                                                 : AS_TIME_NONE;
+    x->off = pe->off;
+    x->index = index;
+    x->act = (uint8_t)name;
+    x->has_size = size_int && sz > 0 && (uint64_t)sz <= AS_MAX_ALLOC_SIZE;
+    x->site = 0;
+    x->umark = 0;
+    int rc;
+    if (name == ACT_ALLOC && (rc = frames_site(b, f[KEY_FRAMES].ref, &x->site)) < 0)
+        return rc;
+    x->empty_before = b->empty_pending;
+    b->empty_pending = 0;
+    return 1;
+}
+
+/* Slot s's event into the log (push_ev and emit_site, pass 1 while logging: fast_log). */
+static inline __attribute__((always_inline)) int
+emit_fast(snap_build *b, as_op op, const addr_slot *s, int64_t t, uint32_t site)
+{
+    b->emitted++;
+    int rc = as_evlog_put_fields(b->log, (uint8_t)op, s->id, s->pre, s->size, s->stream, t, site,
+                                 s->addr);
+    if (__builtin_expect(rc != 0, 0))
+        return rc == AS_ENOMEM
+                   ? oom(b)
+                   : bfail(b, rc, UINT64_MAX, "cannot write the events' temporary file: %s",
+                           strerror(errno));
+    return 0;
+}
+
+/* Whether emit_fast may stand for emit_site now: pass 1, logging, past the first event
+ * (t0), and room for the next event before buffer_max. */
+static inline int fast_log(const snap_build *b)
+{
+    return b->pass == 1 && !b->overflow && b->emitted && b->emitted < b->buffer_max;
+}
+
+/* step for x when its address is in the expected state: as step returns, or FAST_NO. */
+static inline int step_fast(snap_build *b, const snap_entry *x, const snap_entry *nxt)
+{
+    if (x->umark || x->empty_before || !fast_log(b))
+        return FAST_NO;
+    addr_map *m = &b->map;
+    addr_slot *s;
+    if ((m->used + 1) * 4 > m->cap * 3) { /* map_find, inline while the table has room */
+        if (!(s = map_find(m, x->addr, 1)))
+            return oom(b);
+    } else {
+        size_t j = addr_home(x->addr, m->cap);
+        while (m->slots[j].state != ST_EMPTY && m->slots[j].addr != x->addr)
+            j = (j + 1) & (m->cap - 1);
+        s = &m->slots[j];
+    }
+    if (x->act == ACT_ALLOC) {
+        if (s->state == ST_LIVE || s->state == ST_PENDING || !x->has_size)
+            return FAST_NO;
+        map_claim(&b->map, s, x->addr);
+        *s = (addr_slot){.addr = x->addr,
+                         .id = b->ntrace_allocs++,
+                         .size = x->size,
+                         .stream = x->stream,
+                         .entry = x->index < UINT32_MAX ? (uint32_t)x->index : UINT32_MAX - 1,
+                         .state = ST_LIVE};
+        return emit_fast(b, AS_OP_ALLOC, s, x->time_us, x->site);
+    }
+    if (x->act == ACT_FREE_DONE) {
+        if (s->state != ST_LIVE && s->state != ST_PENDING)
+            return FAST_NO;
+        s->state = ST_FREED;
+        return emit_fast(b, AS_OP_FREE, s, x->time_us, 0);
+    }
+    if (s->state != ST_LIVE)
+        return FAST_NO;
+    if (nxt && nxt->act == ACT_FREE_DONE && nxt->addr == x->addr) {
+        if (nxt->umark)
+            return FAST_NO;
+        s->state = ST_FREED;
+        int rc = emit_fast(b, AS_OP_FREE, s, x->time_us, 0);
+        return rc ? rc : 1;
+    }
+    s->state = ST_PENDING;
+    b->deferred++;
+    return emit_fast(b, AS_OP_FREE_REQ, s, x->time_us, 0);
+}
+
 /* Entry e of the chosen device: an alloc/free entry waits for the next one (the pairing of
  * free_requested with free_completed looks one ahead). */
 static int feed(snap_build *b, as_pk_ref e, const as_pk_entry *pe, uint64_t index)
 {
     snap_entry *x = &b->ent[b->ci ^ (unsigned)b->have_cur];
-    int rc = entry_fields(b, e, pe, index, x);
+    int rc = e == AS_PK_NIL ? entry_fast(b, pe, index, x) : FAST_NO;
+    if (rc == FAST_NO)
+        rc = entry_fields(b, e, pe, index, x);
     if (rc <= 0)
         return rc;
     if (!b->have_cur) {
         b->have_cur = 1;
         return 0;
     }
-    if ((rc = step(b, &b->ent[b->ci], x)) < 0)
+    if ((rc = step_fast(b, &b->ent[b->ci], x)) == FAST_NO)
+        rc = step(b, &b->ent[b->ci], x);
+    if (rc < 0)
         return rc;
     if (rc == 1)
         b->have_cur = 0;
