@@ -855,7 +855,8 @@ static size_t fast_frames(scan *s, size_t at, as_pk_ref *r)
     if (s->wn - at >= 16 && w[at] == '(') { /* MARK, items, APPENDS */
         const pk_parser *p = s->p;
         const size_t lim = s->wn - 16; /* w[at .. at + 16) is in the window while at <= lim */
-        as_pk_ref *it = sc->items + sc->nitems; /* the items' room (frame_item grows it) */
+        /* the items' room (frame_item grows it; none before the first: NULL + 0 is undefined) */
+        as_pk_ref *it = sc->items ? sc->items + sc->nitems : NULL;
         size_t room = sc->capitems - sc->nitems;
         if (room > PK_NESTED_ITEMS)
             room = PK_NESTED_ITEMS;
