@@ -104,9 +104,8 @@ endif
 
 # Start-up locality: the objects that a short `allocsim run` executes (callgrind of a 2-event
 # trace through torch, in call order, then a snapshot pickle's reader) come first in
-# allocsim's link, so that their code shares the kernel's 64 KiB fault-around windows:
-# about 9 fewer page faults of a run (sim/README.md, Performance). Only the order changes;
-# a file not listed links after them.
+# allocsim's link, so that their code shares the kernel's 64 KiB fault-around windows
+# (sim/README.md, Performance). Only the order changes; a file not listed links after them.
 STARTUP_SRC := sim/cli/main.c sim/cli/commands.c sim/cli/cli.c sim/cli/options.c \
                sim/cli/outfile.c sim/cli/progress.c sim/cli/cmd_run.c policies/registry.c \
                policies/spec.c policies/torch.c policies/torch_fset.c sim/driver.c \
@@ -116,6 +115,14 @@ STARTUP_SRC := sim/cli/main.c sim/cli/commands.c sim/cli/cli.c sim/cli/options.c
                sim/base/grow.c sim/base/units.c sim/base/text.c traces/torch_snapshot.c \
                traces/pickle.c traces/pickle_entry.c traces/snap_events.c traces/snap_pools.c \
                sim/check.c
+# Inside those objects the functions a short command runs are placed together by name
+# (mk/startup.ld): each release function is a section of its own for that. The stamp makes
+# a build directory of objects compiled before that flag compile them again, once.
+$(BUILD)/obj/%.o: CFLAGS += -ffunction-sections
+$(REL_LIB) $(BUILD)/obj/policies/plugin-nodl.o $(BUILD)/obj/sim/cli/main.o: $(BUILD)/obj/.function-sections
+$(BUILD)/obj/.function-sections:
+	@mkdir -p $(dir $@)
+	@touch $@
 ALLOCSIM_SRC := $(filter sim/cli/main.c $(LIB_SRC),$(STARTUP_SRC)) \
                 $(filter-out $(STARTUP_SRC),$(LIB_SRC))
 ALLOCSIM_OBJ := $(call objs,$(BUILD),$(ALLOCSIM_SRC))
@@ -135,8 +142,8 @@ $(BUILD)/obj/policies/plugin-nodl.o: policies/plugin.c
 # entries were read at every start (6,255 instructions and a page fault fewer a command).
 $(BUILD)/allocsim: $(STATIC_OBJ) mk/startup.ld
 	@echo "  LD      $@  (static)"
-	$(Q)$(CC) $(ALL_CFLAGS) -static-pie -Wl,-z,pack-relative-relocs -Wl,-T,mk/startup.ld -o $@ \
-	  $(STATIC_OBJ) $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) -ffunction-sections -static-pie -Wl,-z,pack-relative-relocs \
+	  -Wl,-T,mk/startup.ld -o $@ $(STATIC_OBJ) $(LDLIBS)
 
 $(BUILD)/allocsim-dynamic: $(ALLOCSIM_OBJ)
 	@echo "  LD      $@"
