@@ -108,7 +108,7 @@ static void roundtrip(int spill, uint64_t n)
      * table's 4096: this mix has thousands of them) */
     CU_ASSERT(as_evlog_bytes(g) >= n * 32 && as_evlog_bytes(g) <= n * 64);
     CU_ASSERT_EQUAL(temp_files(), before); /* unlinked at once */
-    for (int pass = 0; pass < 2; pass++) { /* read twice, as the importer does */
+    for (int pass = 0; pass < 3; pass++) { /* read three ways: one, many, in place */
         snap_ev e;
         uint64_t got = 0;
         allocs = 0;
@@ -118,6 +118,31 @@ static void roundtrip(int spill, uint64_t n)
                 snap_ev want = make_ev(got, &allocs);
                 bad += !same(&want, &e);
             }
+        } else if (pass == 2) { /* as the hand-out: in place while it can, else one by one */
+            uint64_t inplace = 0;
+            for (;;) {
+                as_ev_rec r;
+                uint64_t stream;
+                snap_ev want = make_ev(got, &allocs);
+                if (as_evlog_peek_plain(g, &r)) {
+                    uint64_t id = as_evlog_take_plain(g, &r, &stream);
+                    bad += r.op != want.op || id != want.id || r.time != want.time_us ||
+                           (want.op <= AS_OP_FREE_REQ &&
+                            (r.size != want.size || stream != want.stream ||
+                             !(r.flags & AS_EVF_PRE) != !want.pre)) ||
+                           (want.op == AS_OP_ALLOC && (r.site != want.site || r.a != want.addr));
+                    inplace++, got++;
+                    continue;
+                }
+                size_t k;
+                CU_ASSERT_EQUAL_FATAL(as_evlog_get_many(g, &e, 1, &k), 0);
+                if (!k)
+                    break;
+                bad += !same(&want, &e);
+                got++;
+            }
+            /* about half of this mix is plain (its streams overflow the table, its odd ALLOCs) */
+            CU_ASSERT(n < 1000 || inplace > n / 3);
         } else { /* as the importer's queue takes them: runs of 1 to 300, across refills */
             static snap_ev q[300];
             size_t k = 1;
@@ -191,7 +216,7 @@ static void evlog_empty(void)
 
 CU_TestInfo test_evlog[] = {
     {"in memory: what was put, in order or not", evlog_memory},
-    {"spilled to its temporary file, read twice (one and many at a time)", evlog_spilled},
+    {"spilled to its temporary file, read three times (one, many, in place)", evlog_spilled},
     {"empty and one event", evlog_empty},
     {"ALLOCs in order on a few streams: 32 bytes an event", evlog_plain},
     CU_TEST_INFO_NULL,

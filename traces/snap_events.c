@@ -45,12 +45,12 @@ enum { EVF_PRE = AS_EVF_PRE, EVF_EXT = AS_EVF_EXT };
 struct as_evlog {
     /* first (as_evlog_put_fields reads it): buf; n, writing: bytes in buf, reading: bytes
      * valid in buf; fast_n; count, events put; allocs, ALLOCs of implicit id so far (both
-     * sides count them); sval, the distinct streams put by index; nstream; slast */
+     * sides count them); sval, the distinct streams put by index; nstream; slast; reading:
+     * pos, stop, got (the events read) */
     as_evlog_w w;
     size_t cap;
-    size_t pos;          /* reading: next byte of buf */
-    int spill, fd;       /* fd: the temporary file, -1 before the first spill */
-    uint64_t got, filed; /* events read, bytes in the file */
+    int spill, fd;   /* fd: the temporary file, -1 before the first spill */
+    uint64_t filed;  /* bytes in the file */
     uint64_t read_off;   /* reading: bytes of the file read into buf */
     int reading;
     uint16_t *shash; /* an open-addressing set of stream index + 1, 2 * scap, 2^sbits */
@@ -244,12 +244,20 @@ int as_evlog_spilled(const as_evlog *g)
     return g->fd >= 0;
 }
 
+/* Reading: the end of the records of buf that may be read in place (up to the last
+ * EV_MAX_REC bytes of a spilled buffer, which a refill keeps). */
+static size_t read_stop(const as_evlog *g)
+{
+    size_t end = g->w.n;
+    return g->fd >= 0 && g->read_off < g->filed ? (end > EV_MAX_REC ? end - EV_MAX_REC : 0) : end;
+}
+
 /* Reading a spilled log: at least EV_MAX_REC unread bytes in buf, unless the file ends. */
 static int refill(as_evlog *g)
 {
-    memmove(g->w.buf, g->w.buf + g->pos, g->w.n - g->pos);
-    g->w.n -= g->pos;
-    g->pos = 0;
+    memmove(g->w.buf, g->w.buf + g->w.pos, g->w.n - g->w.pos);
+    g->w.n -= g->w.pos;
+    g->w.pos = 0;
     while (g->w.n < g->cap && g->read_off < g->filed) {
         size_t want = g->cap - g->w.n;
         if (want > g->filed - g->read_off)
@@ -262,6 +270,7 @@ static int refill(as_evlog *g)
         g->w.n += (size_t)r;
         g->read_off += (uint64_t)r;
     }
+    g->w.stop = read_stop(g);
     return 0;
 }
 
@@ -275,14 +284,15 @@ int as_evlog_rewind(as_evlog *g)
     }
     g->reading = 1;
     g->w.fast_n = 0;
-    g->pos = 0;
-    g->got = 0;
+    g->w.pos = 0;
+    g->w.got = 0;
     g->w.allocs = 0;
     if (g->fd >= 0) {
         g->w.n = 0;
         g->read_off = 0;
         return refill(g);
     }
+    g->w.stop = read_stop(g);
     return 0;
 }
 
@@ -290,10 +300,10 @@ int as_evlog_get_many(as_evlog *g, snap_ev *e, size_t cap, size_t *n)
 {
     size_t k = 0;
     int rc = 0;
-    if (cap > g->w.count - g->got)
-        cap = (size_t)(g->w.count - g->got);
+    if (cap > g->w.count - g->w.got)
+        cap = (size_t)(g->w.count - g->w.got);
     while (k < cap && !rc) {
-        if (g->fd >= 0 && g->w.n - g->pos < EV_MAX_REC && refill(g)) {
+        if (g->fd >= 0 && g->w.n - g->w.pos < EV_MAX_REC && refill(g)) {
             rc = AS_EIO;
             break;
         }
@@ -301,9 +311,7 @@ int as_evlog_get_many(as_evlog *g, snap_ev *e, size_t cap, size_t *n)
          * to the last EV_MAX_REC bytes of a spilled buffer, which a refill keeps */
         const uint8_t *buf = g->w.buf;
         const uint64_t *sval = g->w.sval;
-        size_t pos = g->pos, end = g->w.n, stop = g->fd >= 0 && g->read_off < g->filed
-                                                      ? (end > EV_MAX_REC ? end - EV_MAX_REC : 0)
-                                                      : end;
+        size_t pos = g->w.pos, end = g->w.n, stop = read_stop(g);
         uint64_t allocs = g->w.allocs;
         const uint32_t nstream = g->w.nstream;
         do {
@@ -337,10 +345,10 @@ int as_evlog_get_many(as_evlog *g, snap_ev *e, size_t cap, size_t *n)
                                .site = r.site,
                                .addr = alloc ? r.a : 0};
         } while (k < cap && pos < stop);
-        g->pos = pos;
+        g->w.pos = pos;
         g->w.allocs = allocs;
     }
-    g->got += k;
+    g->w.got += k;
     *n = k;
     return rc;
 }

@@ -50,6 +50,11 @@ typedef struct as_evlog_w {
     uint64_t allocs; /* ALLOCs of implicit id so far */
     uint64_t *sval;  /* the distinct streams put, by index */
     uint32_t nstream, slast;
+    /* reading (as_evlog_peek_plain): the next byte of buf, the end of the records that may
+     * be read in place (a spilled log keeps its last EV_MAX_REC bytes for a refill), and
+     * the events read */
+    size_t pos, stop;
+    uint64_t got;
 } as_evlog_w;
 
 /* A new, empty log; spill: whether it may use a temporary file (else it grows in memory). */
@@ -91,6 +96,33 @@ static inline int as_evlog_put_fields(as_evlog *g, uint8_t op, uint64_t id, uint
     w->count++;
     return 0;
 }
+/* Reading, the next event when it is a plain record in memory (no extension, a stream of
+ * the table): 1 with a copy in *r, nothing consumed; else 0 (as_evlog_get_many reads it).
+ * With as_evlog_take_plain, the importer's hand-out writes its event from the record, where
+ * a queue of snap_ev cost a copy more. */
+static inline int as_evlog_peek_plain(const as_evlog *g, as_ev_rec *r)
+{
+    const as_evlog_w *w = (const as_evlog_w *)g;
+    if (w->pos + sizeof *r > w->stop || w->got >= w->count)
+        return 0;
+    memcpy(r, w->buf + w->pos, sizeof *r);
+    return !(r->flags & AS_EVF_EXT) && r->stream < w->nstream;
+}
+
+/* Consumes the record r that as_evlog_peek_plain returned: its id (an ALLOC's, the count of
+ * ALLOCs before it), its stream into *stream. */
+static inline uint64_t as_evlog_take_plain(as_evlog *g, const as_ev_rec *r, uint64_t *stream)
+{
+    as_evlog_w *w = (as_evlog_w *)g;
+    int alloc = r->op == AS_OP_ALLOC;
+    uint64_t id = alloc ? w->allocs : r->a;
+    *stream = w->sval[r->stream];
+    w->allocs += (uint64_t)alloc;
+    w->pos += sizeof *r;
+    w->got++;
+    return id;
+}
+
 /* Events put so far. */
 uint64_t as_evlog_count(const as_evlog *g);
 /* Starts (or restarts) reading from the first event: 0 or AS_EIO. No put after it. */

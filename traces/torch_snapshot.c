@@ -2354,6 +2354,30 @@ static inline int queued_event(snap_state *st, int64_t ann_t, as_event *ev)
     return 1;
 }
 
+/* One pass, the queue empty and the prehistoric ALLOCs out: the log's next event into *ev
+ * straight from its record when torch_next would hand it out as it is (as log_fill and
+ * queued_event make it: an ALLOC, FREE or FREE_REQ with no annotation due before it, its
+ * id final, an ALLOC's pool): 1, else 0 with nothing read. */
+static inline int log_event(snap_state *st, int64_t ann_t, as_event *ev)
+{
+    as_ev_rec r;
+    uint64_t stream;
+    if (!as_evlog_peek_plain(st->log, &r) || r.op == AS_OP_EMPTY_CACHE || r.op == AS_OP_MARK ||
+        (ann_t <= r.time && r.time != AS_TIME_NONE))
+        return 0;
+    uint64_t id = as_evlog_take_plain(st->log, &r, &stream);
+    int alloc = r.op == AS_OP_ALLOC;
+    id = alloc ? id + st->npre : (r.flags & AS_EVF_PRE) ? st->rank[id] : id + st->npre;
+    *ev = (as_event){.op = (as_op)r.op,
+                     .site = alloc ? r.site : 0,
+                     .id = id,
+                     .size = r.size,
+                     .stream = stream,
+                     .time_us = r.time,
+                     .pool = alloc ? pool_of(st, r.a, id) : 0};
+    return 1;
+}
+
 /* as_source_ops.next_batch (source.h): torch_next's events, each through the validator's
  * fast path, up to a MARK (its label lives until the queue refills). The offset an event
  * the fast path declines is reported at is the input's before the event was made, as the
@@ -2371,7 +2395,9 @@ static int torch_next_batch(void *stp, as_validator *vd, as_event *evs, size_t c
         as_event *ev = &evs[k];
         if (st->b)
             off = as_instream_offset(in);
-        if (st->b || !queued_event(st, ann_t, ev)) {
+        if (st->b ||
+            !(st->pos < st->nev ? queued_event(st, ann_t, ev)
+                                : st->pre_out >= st->npre && !st->ended && log_event(st, ann_t, ev))) {
             if ((rc = torch_next(st, ev, err)) != 0)
                 break;
             ann_t = st->ann_pos < st->nann ? st->ann[st->ann_pos].time_us : INT64_MAX;
