@@ -132,6 +132,9 @@ def main():
     print(" * and our functions a short allocsim command executes, in one output section")
     print(" * before .text. */")
     print("SECTIONS\n{\n  .text.startup_libs :\n  {")
+    # _fini, which exit runs, is crti.o's piece of .fini then crtn.o's, in that order; in the
+    # default script .fini follows the 1.5 MiB of .text, a window of its own.
+    print("    KEEP (*crti.o(.fini))\n    KEEP (*crtn.o(.fini))")
     for lib, mem in members:
         print("    *%s:%s(.text .text.*)" % (lib, mem))
     for o in ours:
