@@ -864,9 +864,36 @@ static void reader_live_slots(void)
     }
 }
 
+/* A small zstd snapshot read in two passes (a first-pass buffer of 50 events forces the
+ * second) is rewound after its one-call decode, which gave zstd's decoder context back
+ * (instream.c, oneshot): the rewind makes a decoder again, and the events are those of one
+ * pass. */
+static void reader_zstd_one_call_rewound(void)
+{
+    const char *src = tu_path("tests/data/torch-2.11-h200-pools/graph_probe.pickle.zst");
+    as_reader_opts one = {0}, two = {.max_pickle_buffered = 50};
+    static as_event a[512], b[512];
+    size_t na = 0, nb = 0;
+    as_trace_reader *ra, *rb;
+    as_trace_error err;
+    CU_ASSERT_EQUAL_FATAL(as_trace_open(src, &one, &ra, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(as_trace_open(src, &two, &rb, &err), 0);
+    while (na < 512 && as_trace_next(ra, &a[na]) == 0)
+        na++;
+    while (nb < 512 && as_trace_next(rb, &b[nb]) == 0)
+        nb++;
+    CU_ASSERT(na > 100 && na < 512 && na == nb);
+    for (size_t i = 0; i < na && i < nb; i++)
+        CU_ASSERT(a[i].op == b[i].op && a[i].id == b[i].id && a[i].size == b[i].size &&
+                  a[i].stream == b[i].stream && a[i].time_us == b[i].time_us);
+    as_trace_close(ra);
+    as_trace_close(rb);
+}
+
 CU_TestInfo test_reader[] = {
     {"zstd_messages", reader_zstd_messages},
     {"zstd_small_one_call", reader_zstd_small_one_call},
+    {"zstd_one_call_rewound", reader_zstd_one_call_rewound},
     {"names_and_meta", reader_names_and_meta},
     {"memory_and_stdin", reader_memory_and_stdin},
     {"validation", reader_validation},
