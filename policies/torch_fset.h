@@ -428,12 +428,9 @@ static __attribute__((noinline)) uint32_t tfs_lower_bound_list(const blk *b, con
                                                                unsigned at, uint64_t size,
                                                                tbin **tbp, unsigned *atp)
 {
-    if (b[b[h].l].size >= size) {
-        uint32_t x = b[h].r;
-        while (b[x].size < size)
-            x = b[x].r;
+    uint32_t x = tfs_bin_lower_bound(b, h, 0, size);
+    if (x)
         return x;
-    }
     unsigned nb = tfs_bin_scan(ix, at + 1, NULL);
     if (nb >= NBINS)
         return 0;
