@@ -409,16 +409,22 @@ static void map_free(addr_map *m)
 }
 
 /* The slot of addr: its own, or the empty one where it would go. NULL on host OOM. */
+/* The slot of addr in m (cap > 0): its own, or the empty one where it would go. */
+static inline addr_slot *map_probe(addr_map *m, uint64_t addr)
+{
+    size_t j = addr_home(addr, m->cap);
+    while (m->slots[j].state != ST_EMPTY && m->slots[j].addr != addr)
+        j = (j + 1) & (m->cap - 1);
+    return &m->slots[j];
+}
+
 static addr_slot *map_find(addr_map *m, uint64_t addr, int insert)
 {
     if (insert && (m->used + 1) * 4 > m->cap * 3 && map_make_room(m))
         return NULL;
     if (!m->cap)
         return NULL;
-    size_t j = addr_home(addr, m->cap);
-    while (m->slots[j].state != ST_EMPTY && m->slots[j].addr != addr)
-        j = (j + 1) & (m->cap - 1);
-    return &m->slots[j];
+    return map_probe(m, addr);
 }
 
 /* The state of s, its slot in m: ST_FREED for an empty slot whose address the trace freed. */
@@ -1231,10 +1237,7 @@ static inline int step_fast(snap_build *b, const snap_entry *x, const snap_entry
         if (!(s = map_find(m, x->addr, 1)))
             return oom(b);
     } else {
-        size_t j = addr_home(x->addr, m->cap);
-        while (m->slots[j].state != ST_EMPTY && m->slots[j].addr != x->addr)
-            j = (j + 1) & (m->cap - 1);
-        s = &m->slots[j];
+        s = map_probe(m, x->addr);
     }
     if (x->act == ACT_ALLOC) {
         if (s->state == ST_LIVE || s->state == ST_PENDING || !x->has_size)
@@ -2076,6 +2079,14 @@ static int pools_meta(const as_snap_pools *p, as_meta *meta)
     return rc ? AS_ENOMEM : 0;
 }
 
+/* The id a logged event is handed out with: one of a prehistoric block (its FREE or
+ * FREE_REQ, logged with pre) is the block's rank among them; any other comes after the
+ * npre prehistoric ALLOCs. */
+static inline uint64_t final_id(const snap_state *st, int alloc, int pre, uint64_t id)
+{
+    return pre && !alloc ? st->rank[id] : id + st->npre;
+}
+
 /* An ALLOC's pool, counted into the record. */
 static uint32_t pool_of(snap_state *st, uint64_t addr, uint64_t id)
 {
@@ -2124,12 +2135,11 @@ static int log_fill(snap_state *st, as_trace_error *err)
         return log_fail(st, err, rc);
     for (size_t end = st->nev + got; st->nev < end;) {
         snap_ev *e = &st->ev[st->nev];
-        if (e->op == AS_OP_ALLOC) {
-            e->id += st->npre;
+        int alloc = e->op == AS_OP_ALLOC;
+        if (alloc || (e->op != AS_OP_MARK && e->op != AS_OP_EMPTY_CACHE)) /* MARK: a label */
+            e->id = final_id(st, alloc, e->pre, e->id);
+        if (alloc)
             e->pool = pool_of(st, e->addr, e->id);
-        } else if (e->op != AS_OP_MARK && e->op != AS_OP_EMPTY_CACHE) { /* MARK: a label */
-            e->id = e->pre ? st->rank[e->id] : e->id + st->npre;
-        }
         st->nev++;
     }
     return st->nev ? 0 : AS_TRACE_EOF;
@@ -2367,7 +2377,7 @@ static inline int log_event(snap_state *st, int64_t ann_t, as_event *ev)
         return 0;
     uint64_t id = as_evlog_take_plain(st->log, &r, &stream);
     int alloc = r.op == AS_OP_ALLOC;
-    id = alloc ? id + st->npre : (r.flags & AS_EVF_PRE) ? st->rank[id] : id + st->npre;
+    id = final_id(st, alloc, r.flags & AS_EVF_PRE, id);
     *ev = (as_event){.op = (as_op)r.op,
                      .site = alloc ? r.site : 0,
                      .id = id,
