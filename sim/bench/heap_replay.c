@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "grow.h"
 #include "placement.h"
 
 typedef struct call {
@@ -52,15 +53,9 @@ static int log_read(FILE *f, const char *name, log_calls *out)
                             "reservations it does not show\n", name, no, act);
             return -1;
         }
-        if (out->n == out->cap) {
-            size_t cap = out->cap ? 2 * out->cap : 4096;
-            call *c = realloc(out->c, cap * sizeof *c);
-            if (!c) {
-                fprintf(stderr, "heap-replay: out of memory\n");
-                return -1;
-            }
-            out->c = c;
-            out->cap = cap;
+        if (as_grow((void **)&out->c, &out->cap, out->n + 1, sizeof *out->c, 4096)) {
+            fprintf(stderr, "heap-replay: out of memory\n");
+            return -1;
         }
         out->c[out->n++] = (call){.addr = addr, .size = size, .run = (uint32_t)run, .take = take};
     }
