@@ -6,7 +6,6 @@
  * really takes (the child's peak RSS from wait4).
  */
 #include <CUnit/CUnit.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,17 +21,8 @@
 
 static char out[65536], err[65536];
 
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int run(const char *fmt, ...)
-{
-    char args[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    return tu_run_allocsim(args, out, sizeof out, err, sizeof err);
-}
+/* allocsim with printf-formatted arguments, its stdout and stderr into out and err. */
+#define run(...) tu_run_allocsimf(out, sizeof out, err, sizeof err, __VA_ARGS__)
 
 static void run_bytes_model(void)
 {

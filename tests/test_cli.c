@@ -5,7 +5,6 @@
  * capacity parsing. Runs build/allocsim through tu_run_allocsim ($AS_ALLOCSIM).
  */
 #include <CUnit/CUnit.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,19 +16,10 @@
 
 static char out[OUT_CAP], err[OUT_CAP];
 
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* allocsim with printf-formatted arguments, its stdout and stderr into out and err. */
+#define run(...) tu_run_allocsimf(out, sizeof out, err, sizeof err, __VA_ARGS__)
 
-static int run(const char *fmt, ...)
-{
-    char args[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    return tu_run_allocsim(args, out, sizeof out, err, sizeof err);
-}
-
-/* tu_tmp names live in 4 rotating buffers, and every run() takes two: keep a copy. */
+/* tu_path and tu_tmp names live in 4 rotating buffers: a test that keeps more keeps copies. */
 static const char *keep(char *dst, const char *tmp)
 {
     snprintf(dst, 256, "%s", tmp);

@@ -12,11 +12,9 @@
 #include <CUnit/CUnit.h>
 #include <ctype.h>
 #include <dlfcn.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -29,36 +27,9 @@
 
 static char out[CAP], err[CAP];
 
-static void slurp(const char *path, char *dst, size_t cap)
-{
-    dst[0] = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return;
-    size_t n = fread(dst, 1, cap - 1, f);
-    dst[n] = 0;
-    fclose(f);
-}
 
-/* Runs a shell command line, stdout and stderr into out and err; the exit status or -1. */
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-    char line[8192], o[512], e[512], cmd[9300];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    snprintf(o, sizeof o, "%s", tu_tmp(".out"));
-    snprintf(e, sizeof e, "%s", tu_tmp(".err"));
-    snprintf(cmd, sizeof cmd, "%s >'%s' 2>'%s' </dev/null", line, o, e);
-    int st = system(cmd);
-    slurp(o, out, sizeof out);
-    slurp(e, err, sizeof err);
-    tu_rm(o);
-    tu_rm(e);
-    return st == -1 || !WIFEXITED(st) ? -1 : WEXITSTATUS(st);
-}
+/* A printf-formatted shell command line, its stdout and stderr into out and err. */
+#define sh(...) tu_run_shf(out, sizeof out, err, sizeof err, __VA_ARGS__)
 
 static const char *allocsim(void)
 {

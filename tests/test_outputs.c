@@ -36,7 +36,7 @@ static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static int sh(const char *fmt, ...)
 {
-    char line[4096], cmd[8192], o[1024], e[1024];
+    char line[4096], cmd[8192];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
@@ -49,24 +49,7 @@ static int sh(const char *fmt, ...)
             cmd[k++] = *s;
     }
     cmd[k] = 0;
-    snprintf(o, sizeof o, "%s", tu_tmp(".out"));
-    snprintf(e, sizeof e, "%s", tu_tmp(".err"));
-    char full[8192 + 2 * 1024 + 32];
-    snprintf(full, sizeof full, "{ %s ; } >'%s' 2>'%s'", cmd, o, e);
-    int st = system(full);
-    FILE *f;
-    out[0] = err[0] = 0;
-    if ((f = fopen(o, "rb"))) {
-        out[fread(out, 1, CAP - 1, f)] = 0;
-        fclose(f);
-    }
-    if ((f = fopen(e, "rb"))) {
-        err[fread(err, 1, CAP - 1, f)] = 0;
-        fclose(f);
-    }
-    unlink(o);
-    unlink(e);
-    return st == -1 || !WIFEXITED(st) ? -1 : WEXITSTATUS(st);
+    return tu_run_sh(cmd, out, CAP, err, CAP);
 }
 
 /* A fresh directory of the test's own, to see every file a command leaves. */

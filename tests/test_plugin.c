@@ -7,11 +7,9 @@
  * refused with a message naming the file and what is wrong.
  */
 #include <CUnit/CUnit.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "plugin.h"
@@ -20,27 +18,8 @@
 
 static char out[1 << 16];
 
-/* A shell command; its stdout and stderr together into out. The exit status or -1. */
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-    char line[8192], cmd[8900], o[600];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    snprintf(o, sizeof o, "%s", tu_tmp(".out"));
-    snprintf(cmd, sizeof cmd, "(%s) >'%s' 2>&1 </dev/null", line, o);
-    int st = system(cmd);
-    out[0] = 0;
-    FILE *f = fopen(o, "rb");
-    if (f) {
-        out[fread(out, 1, sizeof out - 1, f)] = 0;
-        fclose(f);
-    }
-    tu_rm(o);
-    return st == -1 || !WIFEXITED(st) ? -1 : WEXITSTATUS(st);
-}
+/* A printf-formatted shell command line; its stdout and stderr together into out. */
+#define sh(...) tu_run_shf(out, sizeof out, NULL, 0, "exec 2>&1; " __VA_ARGS__)
 
 static const char *cc(void)
 {

@@ -72,7 +72,7 @@ static void repeat_small(void)
 static void repeat_real_peak(void)
 {
     char in[1024], out[1024], cmd[3000], a[8192], b[8192];
-    /* Copies: tu_run_allocsim reuses the helpers' rotating buffers. */
+    /* Copies: tu_path and tu_tmp names share 4 rotating buffers. */
     snprintf(in, sizeof in, "%s", tu_path("tests/data/torch-2.11-h200/moe_like.pickle.zst"));
     snprintf(out, sizeof out, "%s", tu_tmp(".zst"));
     snprintf(cmd, sizeof cmd, "convert --repeat 3 %s %s", in, out);

@@ -12,6 +12,7 @@
 
 #include <ftw.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,14 +82,19 @@ const char *tu_tmpdir(void)
     return tmpdir;
 }
 
-const char *tu_tmp(const char *suffix)
+/* A fresh empty file in tu_tmpdir(), its name in b[1024]. */
+static void make_tmp(char *b, const char *suffix)
 {
-    char *b = next_buf();
-    const char *dir = tu_tmpdir();
-    snprintf(b, 1024, "%s/allocsim-test-XXXXXX%s", dir, suffix ? suffix : "");
+    snprintf(b, 1024, "%s/allocsim-test-XXXXXX%s", tu_tmpdir(), suffix ? suffix : "");
     int fd = mkstemps(b, suffix ? (int)strlen(suffix) : 0);
     if (fd >= 0)
         close(fd);
+}
+
+const char *tu_tmp(const char *suffix)
+{
+    char *b = next_buf();
+    make_tmp(b, suffix);
     return b;
 }
 
@@ -176,17 +182,17 @@ char *tu_slurp(const char *path, size_t *len)
     return b;
 }
 
-int tu_run_allocsim(const char *args, char *out, size_t out_cap, char *err, size_t err_cap)
+int tu_run_sh(const char *cmdline, char *out, size_t out_cap, char *err, size_t err_cap)
 {
-    const char *bin = getenv("AS_ALLOCSIM");
-    char o[1024], e[1024];
-    snprintf(o, sizeof o, "%s", tu_tmp(".out"));
-    snprintf(e, sizeof e, "%s", tu_tmp(".err"));
-    size_t len = strlen(args) + 3 * 1024 + 64;
+    char o[1024], e[1024]; /* not tu_tmp's: a caller's tu_path and tu_tmp names stay valid */
+    make_tmp(o, ".out");
+    make_tmp(e, ".err");
+    size_t len = strlen(cmdline) + sizeof o + sizeof e + 64;
     char *cmd = malloc(len);
     if (!cmd)
         return -1;
-    snprintf(cmd, len, "'%s' %s >'%s' 2>'%s' </dev/null", bin ? bin : "build/allocsim", args, o, e);
+    /* Braces, so that the redirections apply to a whole list such as "a && b". */
+    snprintf(cmd, len, "{ %s\n} >'%s' 2>'%s' </dev/null", cmdline, o, e);
     int st = system(cmd);
     free(cmd);
     slurp(o, out, out_cap);
@@ -196,6 +202,47 @@ int tu_run_allocsim(const char *args, char *out, size_t out_cap, char *err, size
     if (st == -1 || !WIFEXITED(st))
         return -1;
     return WEXITSTATUS(st);
+}
+
+/* The formatted line of a tu_run_*f call in line[TU_LINE_MAX], or -1 when it does not fit. */
+enum { TU_LINE_MAX = 8192 };
+static int format_line(char *line, const char *fmt, va_list ap)
+{
+    int n = vsnprintf(line, TU_LINE_MAX, fmt, ap);
+    return n < 0 || n >= TU_LINE_MAX ? -1 : 0;
+}
+
+int tu_run_shf(char *out, size_t out_cap, char *err, size_t err_cap, const char *fmt, ...)
+{
+    char line[TU_LINE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = format_line(line, fmt, ap);
+    va_end(ap);
+    return rc ? rc : tu_run_sh(line, out, out_cap, err, err_cap);
+}
+
+int tu_run_allocsim(const char *args, char *out, size_t out_cap, char *err, size_t err_cap)
+{
+    const char *env = getenv("AS_ALLOCSIM"), *bin = env ? env : "build/allocsim";
+    size_t len = strlen(bin) + strlen(args) + 8;
+    char *cmd = malloc(len);
+    if (!cmd)
+        return -1;
+    snprintf(cmd, len, "'%s' %s", bin, args);
+    int rc = tu_run_sh(cmd, out, out_cap, err, err_cap);
+    free(cmd);
+    return rc;
+}
+
+int tu_run_allocsimf(char *out, size_t out_cap, char *err, size_t err_cap, const char *fmt, ...)
+{
+    char line[TU_LINE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = format_line(line, fmt, ap);
+    va_end(ap);
+    return rc ? rc : tu_run_allocsim(line, out, out_cap, err, err_cap);
 }
 
 int tu_drop_timing(char *csv)

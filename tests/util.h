@@ -37,9 +37,20 @@ int tu_drop_timing(char *csv);
 uint64_t tu_seed(const char *test_name);
 uint64_t tu_rand(uint64_t *state); /* splitmix64 */
 
-/* Runs `$AS_ALLOCSIM args` through /bin/sh, capturing stdout and stderr (each truncated
- * to cap-1 bytes, NUL-terminated; either may be NULL). Returns the exit status, or -1. */
+/* Runs a shell command line through /bin/sh with stdin from /dev/null, capturing stdout
+ * and stderr (each truncated to cap-1 bytes, NUL-terminated; either may be NULL, and is
+ * then discarded). Returns the exit status, or -1. Takes none of the rotating buffers of
+ * tu_path and tu_tmp. */
+int tu_run_sh(const char *cmdline, char *out, size_t out_cap, char *err, size_t err_cap);
+/* tu_run_sh of a printf-formatted command line; -1 when it formats to more than 8 KiB. */
+int tu_run_shf(char *out, size_t out_cap, char *err, size_t err_cap, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* Runs `$AS_ALLOCSIM args` (build/allocsim when unset) as tu_run_sh does. */
 int tu_run_allocsim(const char *args, char *out, size_t out_cap, char *err, size_t err_cap);
+/* tu_run_allocsim with printf-formatted arguments; -1 when they format to more than 8 KiB. */
+int tu_run_allocsimf(char *out, size_t out_cap, char *err, size_t err_cap, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 /* 1 in a build under AddressSanitizer (gcc or clang), whose memory and CPU figures are not
  * the program's own: tests of peak RSS and CPU skip those asserts there. */
