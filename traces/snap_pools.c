@@ -42,6 +42,9 @@
  *
  * Key invariant: lookups never scan more than SCAN_MAX segments, so a crafted record
  * costs time in proportion to its size; a lookup past that bound is counted ambiguous.
+ * A lookup first tries the segment that answered the last one in its 2 MiB of addresses
+ * (the cache), but only where that cannot change an answer: no two segments hold one
+ * address at one ALLOC ordinal, and no search can reach SCAN_MAX (exact, checked at build).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +52,9 @@
 #include "trace_internal.h"
 
 #define SCAN_MAX 4096
+#define CACHE_BITS 8          /* the cache's slots: 2^8, by hashed 2 MiB granule */
+#define CACHE_GRANULE 21
+#define EXACT_WORK (1u << 22) /* pairs of segments compared for exact, at most */
 #define SMALL_SEGMENT (2u << 20) /* kSmallBuffer: a small-pool segment; large ones differ */
 
 typedef struct pseg {
@@ -72,6 +78,8 @@ struct as_snap_pools {
     size_t *roff;
     uint32_t nruns, maxrun;
     uint64_t retries;
+    int exact;                       /* the cache may answer (build_exact) */
+    uint32_t cache[1u << CACHE_BITS]; /* 1 + the index of a granule's last answer; 0: none */
 };
 
 static int cmp_pair(const void *a, const void *b)
@@ -615,6 +623,25 @@ static int build_runs(as_snap_pools *p, const as_snapshot_record *rec, const siz
     return runs(p, rec, of_free, 1);
 }
 
+/* 1 when every (address, ALLOC ordinal) is in at most one segment and a search never
+ * meets SCAN_MAX, so that the one segment found is the search's answer wherever it holds
+ * the lookup (as_snap_pools_of's cache). Segments sorted by address; a record that would
+ * take more than EXACT_WORK comparisons to tell (crafted) gets 0: no cache, same answers. */
+static int build_exact(const as_snap_pools *p)
+{
+    if (p->n > SCAN_MAX)
+        return 0;
+    size_t work = 0;
+    for (size_t i = 0; i < p->n; i++)
+        for (size_t j = i + 1; j < p->n && p->s[j].addr < p->s[i].end; j++) {
+            const pseg *a = &p->s[i], *b = &p->s[j];
+            if (++work > EXACT_WORK ||
+                (a->from < a->to && b->from < b->to && a->from < b->to && b->from < a->to))
+                return 0;
+        }
+    return 1;
+}
+
 int as_snap_pools_build(const as_snapshot_record *rec, as_snap_pools **out)
 {
     *out = NULL;
@@ -647,6 +674,7 @@ int as_snap_pools_build(const as_snapshot_record *rec, as_snap_pools **out)
         (rc = build_runs(p, rec, of_free)))
         goto fail;
     qsort(p->s, p->n, sizeof *p->s, cmp_pseg);
+    p->exact = build_exact(p);
     free(of_free);
     free(used);
     *out = p;
@@ -658,8 +686,21 @@ fail:
     return rc;
 }
 
-uint32_t as_snap_pools_of(const as_snap_pools *p, uint64_t addr, uint64_t alloc, int *how)
+static uint32_t seg_pool(const pseg *s, int *how)
 {
+    *how = s->how;
+    return s->how == AS_POOL_AMBIGUOUS ? 0 : s->pool;
+}
+
+uint32_t as_snap_pools_of(as_snap_pools *p, uint64_t addr, uint64_t alloc, int *how)
+{
+    uint32_t *c = NULL;
+    if (p->exact) {
+        c = &p->cache[((addr >> CACHE_GRANULE) * 0x9E3779B97F4A7C15ull) >> (64 - CACHE_BITS)];
+        const pseg *s = &p->s[*c ? *c - 1 : 0];
+        if (*c && s->addr <= addr && addr < s->end && s->from <= alloc && alloc < s->to)
+            return seg_pool(s, how);
+    }
     size_t lo = 0, hi = p->n;
     while (lo < hi) { /* the first segment starting above addr */
         size_t mid = lo + (hi - lo) / 2;
@@ -673,8 +714,9 @@ uint32_t as_snap_pools_of(const as_snap_pools *p, uint64_t addr, uint64_t alloc,
         if (addr - s->addr >= p->max_len)
             break;
         if (addr < s->end && s->from <= alloc && alloc < s->to) {
-            *how = s->how;
-            return s->how == AS_POOL_AMBIGUOUS ? 0 : s->pool;
+            if (c)
+                *c = (uint32_t)k + 1;
+            return seg_pool(s, how);
         }
     }
     *how = AS_POOL_AMBIGUOUS; /* in no segment the record knows of */

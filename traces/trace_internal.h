@@ -134,7 +134,7 @@ typedef struct as_snap_pools as_snap_pools;
 int as_snap_pools_build(const as_snapshot_record *rec, as_snap_pools **out);
 /* The pool (0 default, 1..count private) of the block at addr allocated by ALLOC `alloc`
  * (the record's ordinals: prehistoric ALLOCs first); *how is an AS_POOL_*. */
-uint32_t as_snap_pools_of(const as_snap_pools *p, uint64_t addr, uint64_t alloc, int *how);
+uint32_t as_snap_pools_of(as_snap_pools *p, uint64_t addr, uint64_t alloc, int *how);
 /* Private pools: those at the dump (their segment_pool_id), then those inferred. */
 uint32_t as_snap_pools_count(const as_snap_pools *p);
 uint32_t as_snap_pools_inferred(const as_snap_pools *p);
