@@ -165,6 +165,7 @@ typedef struct snap_state {
     snap_build *b;          /* two passes: the second one, reading on demand */
     size_t pre_out;         /* prehistoric ALLOCs handed out so far */
     as_snapshot_record rec; /* what the snapshot records beside its events */
+    uint64_t *how_count[AS_POOL_RELEASE + 1]; /* rec's count of ALLOCs for each AS_POOL_* */
     void *owned[4];         /* rec's arrays */
     as_sites *sites;        /* the call sites, complete after pass 1 */
     label_pool umarks;      /* user_metadata MARK labels (two passes: of the queued events) */
@@ -2093,11 +2094,7 @@ static uint32_t pool_of(snap_state *st, uint64_t addr, uint64_t id)
     int how;
     uint32_t pool = as_snap_pools_of(st->pools, addr, id, &how);
     st->rec.pool_allocs += pool != 0;
-    st->rec.pool_by_stream += how == AS_POOL_BY_STREAM;
-    st->rec.pool_ambiguous += how == AS_POOL_AMBIGUOUS;
-    st->rec.pool_by_frames += how == AS_POOL_FRAMES;
-    st->rec.pool_by_release += how == AS_POOL_RELEASE;
-    st->rec.pool_recorded += how == AS_POOL_RECORDED;
+    (*st->how_count[how])++;
     return pool;
 }
 
@@ -2186,6 +2183,11 @@ static int torch_open(as_instream *in, const as_reader_opts *opts, as_meta *meta
         (rc = read_annotations(b, st, meta)) || (rc = keep_record(b, st)))
         goto fail;
     st->warnings = b->warnings;
+    st->how_count[AS_POOL_RECORDED] = &st->rec.pool_recorded;
+    st->how_count[AS_POOL_BY_STREAM] = &st->rec.pool_by_stream;
+    st->how_count[AS_POOL_AMBIGUOUS] = &st->rec.pool_ambiguous;
+    st->how_count[AS_POOL_FRAMES] = &st->rec.pool_by_frames;
+    st->how_count[AS_POOL_RELEASE] = &st->rec.pool_by_release;
     if ((rc = as_snap_pools_build(&st->rec, &st->pools)) || (rc = pools_meta(st->pools, meta))) {
         rc = bfail(b, rc, UINT64_MAX, "out of host memory for the pool table");
         goto fail;
