@@ -1773,6 +1773,147 @@ static void snapshot_older(void)
     tu_rm(path);
 }
 
+/* ---- pools of reused addresses ---------------------------------------------------------- */
+
+#define PL_SLOTS 24   /* 2 MiB address slots; a segment takes 1-3 */
+#define PL_SEGS 120   /* segments made over the trace */
+#define PL_MIB (1ll << 20)
+
+typedef struct pl_seg {
+    int64_t addr, size;
+    int live;     /* alive at the dump */
+    int64_t pool; /* at the dump: its segment_pool_id (pool, 0) */
+} pl_seg;
+
+typedef struct pl_case {
+    pl_seg seg[PL_SEGS];
+    struct { const char *act; int64_t addr, size; int seg; } e[6 * PL_SEGS];
+    size_t ne, nseg;
+} pl_case;
+
+/* Segments made and freed at random over PL_SLOTS slots, never two alive at one address,
+ * each with two allocations inside freed before it; those alive at the end are at the
+ * dump, in pool (1, 0) and the default one by turns (both, so neither is the stream's). */
+static void pl_make(pl_case *c, uint64_t s)
+{
+    memset(c, 0, sizeof *c);
+    int live[PL_SLOTS];
+    for (int i = 0; i < PL_SLOTS; i++)
+        live[i] = -1;
+#define PL_E(a, x, n, k) (c->e[c->ne].act = (a), c->e[c->ne].addr = (x), \
+                          c->e[c->ne].size = (n), c->e[c->ne++].seg = (k))
+    while (c->nseg < PL_SEGS) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        int at = (int)((s >> 33) % PL_SLOTS), len = 1 + (int)((s >> 20) % 3);
+        if (live[at] >= 0) {
+            int k = live[at];
+            pl_seg *g = &c->seg[k];
+            PL_E("free_completed", g->addr, PL_MIB / 2, k);
+            PL_E("free_completed", g->addr + PL_MIB, PL_MIB / 2, k);
+            PL_E("segment_free", g->addr, g->size, k);
+            for (int i = 0; i < PL_SLOTS; i++)
+                if (live[i] == k)
+                    live[i] = -1;
+            continue;
+        }
+        while (at + len > PL_SLOTS || (len > 1 && live[at + len - 1] >= 0) ||
+               (len > 2 && live[at + 1] >= 0))
+            len--;
+        int k = (int)c->nseg++;
+        c->seg[k] = (pl_seg){.addr = (at + 1) * 2 * PL_MIB, .size = len * 2 * PL_MIB};
+        PL_E("segment_alloc", c->seg[k].addr, c->seg[k].size, k);
+        PL_E("alloc", c->seg[k].addr, PL_MIB / 2, k);
+        PL_E("alloc", c->seg[k].addr + PL_MIB, PL_MIB / 2, k);
+        for (int i = at; i < at + len; i++)
+            live[i] = k;
+    }
+    int n = 0;
+    for (int i = 0; i < PL_SLOTS; i++)
+        if (live[i] >= 0 && !c->seg[live[i]].live) {
+            c->seg[live[i]].live = 1;
+            c->seg[live[i]].pool = n++ % 2;
+            PL_E("free_completed", c->seg[live[i]].addr, PL_MIB / 2, live[i]);
+            PL_E("free_completed", c->seg[live[i]].addr + PL_MIB, PL_MIB / 2, live[i]);
+        }
+#undef PL_E
+}
+
+static void pl_write(pw *w, const pl_case *c)
+{
+    pw_begin(w, 4);
+    dict_open(w);
+    pw_str(w, "segments"), list_open(w);
+    for (int i = 0; i < PL_SLOTS; i++) /* in address order */
+        for (size_t k = 0; k < c->nseg; k++) {
+            const pl_seg *g = &c->seg[k];
+            if (!g->live || g->addr != (i + 1) * 2 * PL_MIB)
+                continue;
+            dict_open(w);
+            pw_str(w, "device"), pw_int(w, 0);
+            pw_str(w, "address"), pw_int(w, g->addr);
+            pw_str(w, "total_size"), pw_int(w, g->size);
+            pw_str(w, "stream"), pw_int(w, 0);
+            pw_str(w, "segment_type"), pw_str(w, "large");
+            pw_str(w, "segment_pool_id"), list_open(w), pw_int(w, g->pool), pw_int(w, 0);
+            list_close(w);
+            pw_str(w, "blocks"), list_open(w), dict_open(w);
+            pw_str(w, "address"), pw_int(w, g->addr);
+            pw_str(w, "size"), pw_int(w, g->size);
+            pw_str(w, "requested_size"), pw_int(w, 0);
+            pw_str(w, "state"), pw_str(w, "inactive");
+            dict_close(w), list_close(w);
+            dict_close(w);
+        }
+    list_close(w);
+    pw_str(w, "device_traces"), list_open(w), list_open(w);
+    for (size_t i = 0; i < c->ne; i++)
+        entry(w, c->e[i].act, c->e[i].addr, c->e[i].size, 0, (int64_t)i + 1);
+    list_close(w), list_close(w);
+    settings(w, "");
+    dict_close(w);
+    pw_end(w);
+}
+
+/* Each ALLOC's pool is its segment's, over 120 segments that reuse 24 slots of addresses:
+ * the recorded pool of one alive at the dump, the default for one freed in the trace (the
+ * lookup's cache of the last answer in each 2 MiB must never outlive its segment). */
+static void snapshot_pools_reused_addresses(void)
+{
+    static pw w;
+    static pl_case c;
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        pl_make(&c, seed);
+        pl_write(&w, &c);
+        CU_ASSERT_FATAL(w.n <= sizeof w.b);
+        const char *path = write_file(&w, 0);
+        as_trace_reader *r = NULL;
+        as_trace_error err;
+        CU_ASSERT_EQUAL_FATAL(as_trace_open(path, NULL, &r, &err), 0);
+        size_t k = 0, wrong = 0, recorded = 0, in1 = 0;
+        as_event e;
+        while (as_trace_next(r, &e) == 0) {
+            if (e.op != AS_OP_ALLOC)
+                continue;
+            while (k < c.ne && strcmp(c.e[k].act, "alloc") != 0)
+                k++;
+            CU_ASSERT_FATAL(k < c.ne);
+            const pl_seg *g = &c.seg[c.e[k++].seg];
+            wrong += e.pool != (uint32_t)(g->live ? g->pool : 0);
+            recorded += g->live;
+            in1 += g->live && g->pool;
+        }
+        const as_snapshot_record *rec = as_trace_reader_snapshot(r);
+        CU_ASSERT_EQUAL(wrong, 0);
+        CU_ASSERT(in1 > 0);
+        CU_ASSERT_EQUAL(rec->pool_recorded, recorded);
+        CU_ASSERT_EQUAL(rec->pool_allocs, in1);
+        CU_ASSERT_EQUAL(rec->pool_recorded + rec->pool_ambiguous + rec->pool_by_release +
+                            rec->pool_by_frames + rec->pool_by_stream, 2 * c.nseg);
+        as_trace_close(r);
+        tu_rm(path);
+    }
+}
+
 CU_TestInfo test_snapshot[] = {
     {"older", snapshot_older},
     {"midrun_by_hand", snapshot_midrun_by_hand},
@@ -1797,5 +1938,6 @@ CU_TestInfo test_snapshot[] = {
     {"scanner_skeleton", snapshot_scanner_skeleton},
     {"batched_containers", snapshot_batched_containers},
     {"from_a_pipe", snapshot_from_a_pipe},
+    {"pools_reused_addresses", snapshot_pools_reused_addresses},
     CU_TEST_INFO_NULL,
 };
