@@ -111,14 +111,9 @@ static long child_rss_kib(char *const argv[])
  * run) they went 6 at a time and took about 80 MB. */
 static void streams_in_budget(void)
 {
-    const char *bin = getenv("AS_ALLOCSIM"), *path = tu_tmp(".txt");
+    const char *bin = tu_allocsim(), *path = tu_tmp(".txt");
     FILE *f = fopen(path, "w");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    if (!bin) {
-        fclose(f);
-        CU_FAIL("AS_ALLOCSIM is not set");
-        return;
-    }
     fprintf(f, "allocsim-text 1\n");
     for (int i = 0; i < 10000; i++)
         fprintf(f, "alloc %d 512 s=%d\n", i, i + 1);
@@ -258,9 +253,8 @@ static void grouped_memory_bounded(void)
         fprintf(stderr, "\n  [skipped under a sanitizer]\n");
         return;
     }
-    const char *bin = getenv("AS_ALLOCSIM");
     char b[1024], h[1024];
-    snprintf(b, sizeof b, "%s", bin ? bin : "build/allocsim");
+    snprintf(b, sizeof b, "%s", tu_allocsim());
     snprintf(h, sizeof h, "%s", tu_path(HAND));
     char *one[] = {b, "-q", "-p", "bestfit", "-c", "100M", h, NULL};
     char *all[] = {b, "-q", "-p", "bestfit", "--sweep", "100M:2099M:1M", h, NULL};

@@ -33,8 +33,7 @@ static char out[CAP], err[CAP];
 
 static const char *allocsim(void)
 {
-    const char *b = getenv("AS_ALLOCSIM");
-    return b ? b : "build/allocsim";
+    return tu_allocsim();
 }
 
 /* --version and -V: the version from report.h, and the zstd library actually loaded. */

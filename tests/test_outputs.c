@@ -26,8 +26,7 @@ static char out[CAP], err[CAP];
 
 static const char *bin(void)
 {
-    const char *b = getenv("AS_ALLOCSIM");
-    return b ? b : "build/allocsim";
+    return tu_allocsim();
 }
 
 /* Runs a shell command line in which "@" stands for the allocsim binary, stdout and

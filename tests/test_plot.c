@@ -198,7 +198,7 @@ static void plot_timeline_png(void)
 static void plot_cut_short(void)
 {
     char trace[1024], dir[1024], out[1100], errf[1100], cmd[4096];
-    const char *bin = getenv("AS_ALLOCSIM");
+    const char *bin = tu_allocsim();
     write_ten(trace);
     tmp_dir(dir);
     snprintf(errf, sizeof errf, "%s/err", dir);
@@ -211,7 +211,7 @@ static void plot_cut_short(void)
         snprintf(cmd, sizeof cmd,
                  "ulimit -f 8; '%s' plot timeline -q -p torch -c none -c 100MiB --every 1 "
                  "--size 900x600 -o '%s' '%s' 2>'%s'",
-                 bin ? bin : "build/allocsim", out, trace, errf);
+                 bin, out, trace, errf);
         int st = system(cmd);
         CU_ASSERT(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1);
         size_t n = 0;

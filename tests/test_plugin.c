@@ -29,8 +29,7 @@ static const char *cc(void)
 
 static const char *allocsim(void)
 {
-    const char *b = getenv("AS_ALLOCSIM");
-    return b ? b : "build/allocsim";
+    return tu_allocsim();
 }
 
 /* Builds policies/examples/slab.c against the headers installed under prefix; *so gets the

@@ -22,9 +22,8 @@
 static int python(const char *script, const char *args)
 {
     char cmd[4096], line[1024];
-    const char *allocsim = getenv("AS_ALLOCSIM");
     snprintf(cmd, sizeof cmd, "cd '%s' && AS_ALLOCSIM='%s' python3 '%s' %s 2>&1", tu_path(""),
-             allocsim ? allocsim : "build/allocsim", tu_path(script), args);
+             tu_allocsim(), tu_path(script), args);
     FILE *p = popen(cmd, "r");
     if (!p)
         return -1;
@@ -49,9 +48,8 @@ static int python(const char *script, const char *args)
 
 static void report_contract(void)
 {
-    const char *allocsim = getenv("AS_ALLOCSIM");
     char args[1100];
-    snprintf(args, sizeof args, "'%s'", allocsim ? allocsim : "build/allocsim");
+    snprintf(args, sizeof args, "'%s'", tu_allocsim());
     CU_ASSERT_EQUAL(python("tests/check_outputs.py", args), 0);
 }
 
@@ -65,9 +63,8 @@ static void quoted_outputs(void)
  * stand-in for torch (tests/check_torch_replay.py): the harness needs none here. */
 static void torch_harness(void)
 {
-    const char *allocsim = getenv("AS_ALLOCSIM");
     char args[1100];
-    snprintf(args, sizeof args, "'%s'", allocsim ? allocsim : "build/allocsim");
+    snprintf(args, sizeof args, "'%s'", tu_allocsim());
     CU_ASSERT_EQUAL(python("tests/check_torch_replay.py", args), 0);
 }
 
@@ -75,9 +72,8 @@ static void torch_harness(void)
  * (tests/check_validate.py): no GPU needed. */
 static void validate_parts(void)
 {
-    const char *allocsim = getenv("AS_ALLOCSIM");
     char args[1100];
-    snprintf(args, sizeof args, "'%s'", allocsim ? allocsim : "build/allocsim");
+    snprintf(args, sizeof args, "'%s'", tu_allocsim());
     CU_ASSERT_EQUAL(python("tests/check_validate.py", args), 0);
 }
 

@@ -1051,11 +1051,9 @@ static size_t rle_bomb(const char *path, uint8_t window_desc, const char *head, 
 static int run_limited(const char *in, unsigned long mib, double *cpu, long *rss_kb, char *err,
                        size_t cap)
 {
-    const char *bin = getenv("AS_ALLOCSIM");
+    const char *bin = tu_allocsim();
     const char *out = tu_tmp(".zst");
     const char *errf = tu_tmp(".err");
-    if (!bin)
-        return -1;
     pid_t pid = fork();
     if (pid == 0) {
         struct rlimit rl = {mib << 20, mib << 20};

@@ -222,9 +222,15 @@ int tu_run_shf(char *out, size_t out_cap, char *err, size_t err_cap, const char 
     return rc ? rc : tu_run_sh(line, out, out_cap, err, err_cap);
 }
 
+const char *tu_allocsim(void)
+{
+    const char *env = getenv("AS_ALLOCSIM");
+    return env && *env ? env : "build/allocsim";
+}
+
 int tu_run_allocsim(const char *args, char *out, size_t out_cap, char *err, size_t err_cap)
 {
-    const char *env = getenv("AS_ALLOCSIM"), *bin = env ? env : "build/allocsim";
+    const char *bin = tu_allocsim();
     size_t len = strlen(bin) + strlen(args) + 8;
     char *cmd = malloc(len);
     if (!cmd)

@@ -46,7 +46,9 @@ int tu_run_sh(const char *cmdline, char *out, size_t out_cap, char *err, size_t 
 int tu_run_shf(char *out, size_t out_cap, char *err, size_t err_cap, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
-/* Runs `$AS_ALLOCSIM args` (build/allocsim when unset) as tu_run_sh does. */
+/* The allocsim the tests run: $AS_ALLOCSIM (make test sets it), else build/allocsim. */
+const char *tu_allocsim(void);
+/* Runs `tu_allocsim() args` as tu_run_sh does. */
 int tu_run_allocsim(const char *args, char *out, size_t out_cap, char *err, size_t err_cap);
 /* tu_run_allocsim with printf-formatted arguments; -1 when they format to more than 8 KiB. */
 int tu_run_allocsimf(char *out, size_t out_cap, char *err, size_t err_cap, const char *fmt, ...)
