@@ -1912,6 +1912,59 @@ static void snapshot_pools_reused_addresses(void)
     }
 }
 
+/* A crafted record: segment Y [3, 5) MiB made inside X [2, 10) MiB, both alive. The pool
+ * of an ALLOC is then that of the highest-starting segment holding it, whatever was asked
+ * before in the same 2 MiB: 3.5 MiB is Y's (the default pool) even after 2.5 MiB, X's
+ * (recorded, pool (1, 0)), was looked up (the cache must stay off for such a record). */
+static void snapshot_pools_overlap(void)
+{
+    static pw w;
+    pw_begin(&w, 4);
+    dict_open(&w);
+    pw_str(&w, "segments"), list_open(&w), dict_open(&w);
+    pw_str(&w, "device"), pw_int(&w, 0);
+    pw_str(&w, "address"), pw_int(&w, 2 * PL_MIB);
+    pw_str(&w, "total_size"), pw_int(&w, 8 * PL_MIB);
+    pw_str(&w, "stream"), pw_int(&w, 0);
+    pw_str(&w, "segment_type"), pw_str(&w, "large");
+    pw_str(&w, "segment_pool_id"), list_open(&w), pw_int(&w, 1), pw_int(&w, 0), list_close(&w);
+    pw_str(&w, "blocks"), list_open(&w), dict_open(&w);
+    pw_str(&w, "address"), pw_int(&w, 2 * PL_MIB);
+    pw_str(&w, "size"), pw_int(&w, 8 * PL_MIB);
+    pw_str(&w, "requested_size"), pw_int(&w, 0);
+    pw_str(&w, "state"), pw_str(&w, "inactive");
+    dict_close(&w), list_close(&w), dict_close(&w), list_close(&w);
+    pw_str(&w, "device_traces"), list_open(&w), list_open(&w);
+    static const int64_t at[] = {5 * PL_MIB / 2, 7 * PL_MIB / 2, 5 * PL_MIB / 2, 7 * PL_MIB / 2};
+    entry(&w, "segment_alloc", 2 * PL_MIB, 8 * PL_MIB, 0, 1);
+    entry(&w, "segment_alloc", 3 * PL_MIB, 2 * PL_MIB, 7, 2); /* (not X's stream: no pool) */
+    for (int i = 0; i < 4; i++) {
+        entry(&w, "alloc", at[i], 4096, 0, 3 + 2 * i);
+        entry(&w, "free_completed", at[i], 4096, 0, 4 + 2 * i);
+    }
+    list_close(&w), list_close(&w);
+    settings(&w, "");
+    dict_close(&w);
+    pw_end(&w);
+    const char *path = write_file(&w, 0);
+    as_trace_reader *r = NULL;
+    as_trace_error err;
+    CU_ASSERT_EQUAL_FATAL(as_trace_open(path, NULL, &r, &err), 0);
+    as_event e;
+    uint32_t pools[4];
+    int n = 0;
+    while (as_trace_next(r, &e) == 0)
+        if (e.op == AS_OP_ALLOC && n < 4)
+            pools[n++] = e.pool;
+    CU_ASSERT_EQUAL_FATAL(n, 4);
+    CU_ASSERT_EQUAL(pools[0], 1);
+    CU_ASSERT_EQUAL(pools[1], 0);
+    CU_ASSERT_EQUAL(pools[2], 1);
+    CU_ASSERT_EQUAL(pools[3], 0);
+    as_trace_close(r);
+    tu_rm(path);
+}
+
 CU_TestInfo test_snapshot[] = {
     {"older", snapshot_older},
     {"midrun_by_hand", snapshot_midrun_by_hand},
@@ -1937,5 +1990,6 @@ CU_TestInfo test_snapshot[] = {
     {"batched_containers", snapshot_batched_containers},
     {"from_a_pipe", snapshot_from_a_pipe},
     {"pools_reused_addresses", snapshot_pools_reused_addresses},
+    {"pools_overlap", snapshot_pools_overlap},
     CU_TEST_INFO_NULL,
 };
