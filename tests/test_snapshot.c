@@ -1836,6 +1836,25 @@ static void pl_make(pl_case *c, uint64_t s)
 #undef PL_E
 }
 
+/* A large segment of stream 0 at the dump, free, in pool (pool, 0). */
+static void pl_segment(pw *w, int64_t addr, int64_t size, int64_t pool)
+{
+    dict_open(w);
+    pw_str(w, "device"), pw_int(w, 0);
+    pw_str(w, "address"), pw_int(w, addr);
+    pw_str(w, "total_size"), pw_int(w, size);
+    pw_str(w, "stream"), pw_int(w, 0);
+    pw_str(w, "segment_type"), pw_str(w, "large");
+    pw_str(w, "segment_pool_id"), list_open(w), pw_int(w, pool), pw_int(w, 0), list_close(w);
+    pw_str(w, "blocks"), list_open(w), dict_open(w);
+    pw_str(w, "address"), pw_int(w, addr);
+    pw_str(w, "size"), pw_int(w, size);
+    pw_str(w, "requested_size"), pw_int(w, 0);
+    pw_str(w, "state"), pw_str(w, "inactive");
+    dict_close(w), list_close(w);
+    dict_close(w);
+}
+
 static void pl_write(pw *w, const pl_case *c)
 {
     pw_begin(w, 4);
@@ -1846,21 +1865,7 @@ static void pl_write(pw *w, const pl_case *c)
             const pl_seg *g = &c->seg[k];
             if (!g->live || g->addr != (i + 1) * 2 * PL_MIB)
                 continue;
-            dict_open(w);
-            pw_str(w, "device"), pw_int(w, 0);
-            pw_str(w, "address"), pw_int(w, g->addr);
-            pw_str(w, "total_size"), pw_int(w, g->size);
-            pw_str(w, "stream"), pw_int(w, 0);
-            pw_str(w, "segment_type"), pw_str(w, "large");
-            pw_str(w, "segment_pool_id"), list_open(w), pw_int(w, g->pool), pw_int(w, 0);
-            list_close(w);
-            pw_str(w, "blocks"), list_open(w), dict_open(w);
-            pw_str(w, "address"), pw_int(w, g->addr);
-            pw_str(w, "size"), pw_int(w, g->size);
-            pw_str(w, "requested_size"), pw_int(w, 0);
-            pw_str(w, "state"), pw_str(w, "inactive");
-            dict_close(w), list_close(w);
-            dict_close(w);
+            pl_segment(w, g->addr, g->size, g->pool);
         }
     list_close(w);
     pw_str(w, "device_traces"), list_open(w), list_open(w);
@@ -1921,19 +1926,9 @@ static void snapshot_pools_overlap(void)
     static pw w;
     pw_begin(&w, 4);
     dict_open(&w);
-    pw_str(&w, "segments"), list_open(&w), dict_open(&w);
-    pw_str(&w, "device"), pw_int(&w, 0);
-    pw_str(&w, "address"), pw_int(&w, 2 * PL_MIB);
-    pw_str(&w, "total_size"), pw_int(&w, 8 * PL_MIB);
-    pw_str(&w, "stream"), pw_int(&w, 0);
-    pw_str(&w, "segment_type"), pw_str(&w, "large");
-    pw_str(&w, "segment_pool_id"), list_open(&w), pw_int(&w, 1), pw_int(&w, 0), list_close(&w);
-    pw_str(&w, "blocks"), list_open(&w), dict_open(&w);
-    pw_str(&w, "address"), pw_int(&w, 2 * PL_MIB);
-    pw_str(&w, "size"), pw_int(&w, 8 * PL_MIB);
-    pw_str(&w, "requested_size"), pw_int(&w, 0);
-    pw_str(&w, "state"), pw_str(&w, "inactive");
-    dict_close(&w), list_close(&w), dict_close(&w), list_close(&w);
+    pw_str(&w, "segments"), list_open(&w);
+    pl_segment(&w, 2 * PL_MIB, 8 * PL_MIB, 1);
+    list_close(&w);
     pw_str(&w, "device_traces"), list_open(&w), list_open(&w);
     static const int64_t at[] = {5 * PL_MIB / 2, 7 * PL_MIB / 2, 5 * PL_MIB / 2, 7 * PL_MIB / 2};
     entry(&w, "segment_alloc", 2 * PL_MIB, 8 * PL_MIB, 0, 1);
