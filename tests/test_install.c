@@ -31,11 +31,6 @@ static char out[CAP], err[CAP];
 /* A printf-formatted shell command line, its stdout and stderr into out and err. */
 #define sh(...) tu_run_shf(out, sizeof out, err, sizeof err, __VA_ARGS__)
 
-static const char *allocsim(void)
-{
-    return tu_allocsim();
-}
-
 /* --version and -V: the version from report.h, and the zstd library actually loaded. */
 static void test_version(void)
 {
@@ -43,11 +38,11 @@ static void test_version(void)
     snprintf(want, sizeof want, "allocsim %s\nzstd %s", AS_VERSION, ZSTD_versionString());
     const char *forms[] = {"--version", "-V"};
     for (int i = 0; i < 2; i++) {
-        CU_ASSERT_EQUAL(sh("'%s' %s", allocsim(), forms[i]), 0);
+        CU_ASSERT_EQUAL(sh("'%s' %s", tu_allocsim(), forms[i]), 0);
         CU_ASSERT_EQUAL(strncmp(out, want, strlen(want)), 0);
         CU_ASSERT_STRING_EQUAL(err, "");
     }
-    CU_ASSERT_EQUAL(sh("'%s' --help", allocsim()), 0);
+    CU_ASSERT_EQUAL(sh("'%s' --help", tu_allocsim()), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "--version"));
 }
 
@@ -311,7 +306,7 @@ static void test_man_agrees_with_help(void)
     int n = read_man(tu_path("sim/man/allocsim.1"), sec, 40);
     CU_ASSERT_FATAL(n > 10);
     wset cmds = {{0}}, top = {{0}}, run = {{0}};
-    CU_ASSERT_EQUAL_FATAL(sh("'%s' --help", allocsim()), 0);
+    CU_ASSERT_EQUAL_FATAL(sh("'%s' --help", tu_allocsim()), 0);
     listed(out, "commands:", &cmds);
     help_opts(out, &top);
     const man_section *cs = section(sec, n, "COMMANDS");
@@ -327,7 +322,7 @@ static void test_man_agrees_with_help(void)
         snprintf(cmd, sizeof cmd, "%.*s", (int)l, p);
         p += l + 1;
         wset h = {{0}};
-        CU_ASSERT_EQUAL(sh("'%s' %s --help", allocsim(), cmd), 0);
+        CU_ASSERT_EQUAL(sh("'%s' %s --help", tu_allocsim(), cmd), 0);
         help_opts(out, &h);
         if (strcmp(cmd, "run") == 0)
             run = h;
@@ -434,7 +429,7 @@ static int complete(const char *prog, const char *line, wset *w)
 static void expect_completion(const char *line, const wset *want, int exact)
 {
     wset got;
-    CU_ASSERT_EQUAL(complete(allocsim(), line, &got), 0);
+    CU_ASSERT_EQUAL(complete(tu_allocsim(), line, &got), 0);
     char where[200];
     snprintf(where, sizeof where, "the completion of '%s'", line);
     int ok = subset(want, &got, "expected", where);
@@ -450,7 +445,7 @@ static void test_completion(void)
         return;
     }
     wset cmds = {{0}}, w;
-    CU_ASSERT_EQUAL(sh("'%s' --help", allocsim()), 0);
+    CU_ASSERT_EQUAL(sh("'%s' --help", tu_allocsim()), 0);
     listed(out, "commands:", &cmds);
     expect_completion("", &cmds, 1);
     /* Every option each command's help defines. */
@@ -460,7 +455,7 @@ static void test_completion(void)
         snprintf(cmd, sizeof cmd, "%.*s", (int)l, p);
         p += l + 1;
         wset h = {{0}};
-        sh("'%s' %s --help", allocsim(), cmd);
+        sh("'%s' %s --help", tu_allocsim(), cmd);
         help_opts(out, &h);
         snprintf(line, sizeof line, "%s -", cmd);
         expect_completion(line, &h, 1);
@@ -522,11 +517,11 @@ static void test_completion(void)
     add(&cards, "none", 4);
     expect_completion("-c ", &cards, 1);
     wset kinds = {{0}}, gens = {{0}};
-    sh("'%s' plot --help", allocsim());
+    sh("'%s' plot --help", tu_allocsim());
     listed(out, "KIND", &kinds);
     CU_ASSERT(has(&kinds, "timeline"));
     expect_completion("plot -p torch ", &kinds, 1);
-    sh("'%s' gen --help", allocsim());
+    sh("'%s' gen --help", tu_allocsim());
     listed(out, "generators", &gens);
     CU_ASSERT(has(&gens, "random"));
     expect_completion("gen ", &gens, 1);

@@ -24,11 +24,6 @@
 
 static char out[CAP], err[CAP];
 
-static const char *bin(void)
-{
-    return tu_allocsim();
-}
-
 /* Runs a shell command line in which "@" stands for the allocsim binary, stdout and
  * stderr captured in out and err. Returns the exit status or -1. */
 static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -43,7 +38,7 @@ static int sh(const char *fmt, ...)
     size_t k = 0;
     for (const char *s = line; *s && k + 1024 < sizeof cmd; s++) {
         if (*s == '@')
-            k += (size_t)snprintf(cmd + k, sizeof cmd - k, "'%s'", bin());
+            k += (size_t)snprintf(cmd + k, sizeof cmd - k, "'%s'", tu_allocsim());
         else
             cmd[k++] = *s;
     }
@@ -198,7 +193,7 @@ static int convert_killed(const char *fifo, const char *outp, const char *text, 
 {
     pid_t pid = fork();
     if (pid == 0) {
-        execl(bin(), bin(), "convert", fifo, outp, (char *)NULL);
+        execl(tu_allocsim(), tu_allocsim(), "convert", fifo, outp, (char *)NULL);
         _exit(127);
     }
     int fd = open(fifo, O_WRONLY); /* blocks until the converter opened it */
@@ -292,7 +287,7 @@ static int run_reader_gone(char *const argv[])
         int dn = open("/dev/null", O_WRONLY);
         dup2(pfd[1], 1);
         dup2(dn, 2);
-        execv(bin(), argv);
+        execv(tu_allocsim(), argv);
         _exit(127);
     }
     close(pfd[1]);
@@ -439,8 +434,8 @@ static void test_sigint_sweep(void)
     if (pid == 0) {
         int fd = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         dup2(fd, 2);
-        execl(bin(), bin(), "-q", "-f", "csv", "-o", rep, "--timeline", tl, "-c", "32G..45G/8M",
-              trace, (char *)NULL);
+        execl(tu_allocsim(), tu_allocsim(), "-q", "-f", "csv", "-o", rep, "--timeline", tl, "-c",
+              "32G..45G/8M", trace, (char *)NULL);
         _exit(127);
     }
     struct timespec ts = {0, 20 * 1000 * 1000};
@@ -518,8 +513,8 @@ static void test_sigint_mincap(void)
         int fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         dup2(fo, 1);
         dup2(fe, 2);
-        execl(bin(), bin(), "mincap", "-p", "nocache", "-p", "torch", "--step", "4M", "--csv", csv,
-              txt, (char *)NULL);
+        execl(tu_allocsim(), tu_allocsim(), "mincap", "-p", "nocache", "-p", "torch", "--step",
+              "4M", "--csv", csv, txt, (char *)NULL);
         _exit(127);
     }
     struct timespec ts = {0, 10 * 1000 * 1000};
@@ -652,8 +647,8 @@ static void test_sigint_plot(void)
         /* bfc reads its capacity at once (its preallocated fraction), so mincap runs it
          * one capacity per run, seconds of work; torch alone is one fast curve now, done
          * before the signal could come. */
-        execl(bin(), bin(), "plot", "capacity", "-o", png, "-p", "torch", "-p", "bfc",
-              tu_path("traces/samples/transformer_gpt2.zst"), (char *)NULL);
+        execl(tu_allocsim(), tu_allocsim(), "plot", "capacity", "-o", png, "-p", "torch", "-p",
+              "bfc", tu_path("traces/samples/transformer_gpt2.zst"), (char *)NULL);
         _exit(127);
     }
     setpgid(pid, pid);
@@ -694,7 +689,8 @@ static void test_sigint_nothing_finished(void)
     if (pid == 0) {
         int fd = open("/dev/null", O_WRONLY);
         dup2(fd, 2);
-        execl(bin(), bin(), "-q", "-p", "bestfit", "-o", o, "--timeline", tl, t, (char *)NULL);
+        execl(tu_allocsim(), tu_allocsim(), "-q", "-p", "bestfit", "-o", o, "--timeline", tl, t,
+              (char *)NULL);
         _exit(127);
     }
     struct timespec ts = {0, 5 * 1000 * 1000};

@@ -27,11 +27,6 @@ static const char *cc(void)
     return c && *c ? c : "cc";
 }
 
-static const char *allocsim(void)
-{
-    return tu_allocsim();
-}
-
 /* Builds policies/examples/slab.c against the headers installed under prefix; *so gets the
  * shared object's path. */
 static int build_example(const char *prefix, char *so, size_t len)
@@ -83,7 +78,7 @@ static void plugin_installed_example(void)
     const char *t = tu_write_tmp(".txt", "allocsim-text 1\nalloc 0 1M\nalloc 1 3M\nfree 0\n"
                                          "alloc 2 1M\nfree 1\nfree 2\n");
     CU_ASSERT_EQUAL(
-        sh("'%s' -f csv -p 'plugin:%s' -p 'plugin:%s,step=4M' '%s'", allocsim(), so, so, t), 0);
+        sh("'%s' -f csv -p 'plugin:%s' -p 'plugin:%s,step=4M' '%s'", tu_allocsim(), so, so, t), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, ",6291456,")); /* 6 MiB reserved at the peak */
     CU_ASSERT_PTR_NOT_NULL(strstr(out, ",8388608,")); /* 8 MiB */
     snprintf(f, sizeof f, "plugin:%s,step=4MiB", so);
@@ -124,7 +119,7 @@ static void plugin_refusals(void)
         CU_ASSERT_PTR_NULL(p);
         CU_ASSERT_PTR_NOT_NULL(strstr(why, bad[i].want));
         CU_ASSERT_PTR_NOT_NULL(strstr(why, so));
-        CU_ASSERT_EQUAL(sh("'%s' -p 'plugin:%s' '%s'", allocsim(), so,
+        CU_ASSERT_EQUAL(sh("'%s' -p 'plugin:%s' '%s'", tu_allocsim(), so,
                            tu_path("traces/samples/handwritten.txt")),
                         2);
         CU_ASSERT_PTR_NOT_NULL(strstr(out, bad[i].want));
@@ -143,11 +138,11 @@ static void plugin_refusals(void)
 static void plugin_static_hand_over(void)
 {
     char dyn[700], dir[700];
-    snprintf(dyn, sizeof dyn, "%s-dynamic", allocsim());
+    snprintf(dyn, sizeof dyn, "%s-dynamic", tu_allocsim());
     if (access(dyn, X_OK) != 0)
         return;
     snprintf(dir, sizeof dir, "%s/alone", tu_tmpdir());
-    CU_ASSERT_EQUAL_FATAL(sh("mkdir -p '%s' && cp '%s' '%s/allocsim'", dir, allocsim(), dir), 0);
+    CU_ASSERT_EQUAL_FATAL(sh("mkdir -p '%s' && cp '%s' '%s/allocsim'", dir, tu_allocsim(), dir), 0);
     const char *t = tu_path("traces/samples/handwritten.txt");
     CU_ASSERT_EQUAL(sh("'%s/allocsim' -p plugin:./no-such.so '%s'", dir, t), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "allocsim-dynamic"));
