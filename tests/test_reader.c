@@ -890,6 +890,164 @@ static void reader_zstd_one_call_rewound(void)
     as_trace_close(rb);
 }
 
+/* ---- plain files read in place (instream.c's direct window, inmap.c) ----------------- */
+
+/* A reading folded: every event's fields into one number, the count, how it ended. */
+typedef struct folded {
+    int rc;
+    uint64_t n, h;
+    as_trace_error err;
+} folded;
+
+static void fold(const char *path, const as_reader_opts *o, folded *f)
+{
+    memset(f, 0, sizeof *f);
+    f->h = 1469598103934665603ull;
+    as_trace_reader *r;
+    if ((f->rc = as_trace_open(path, o, &r, &f->err)) < 0)
+        return;
+    as_event e;
+    while ((f->rc = as_trace_next(r, &e)) == 0) {
+        uint64_t v[7] = {e.op, e.id, e.size, e.stream, (uint64_t)e.time_us,
+                         e.op == AS_OP_ALLOC ? e.site : 0, e.op == AS_OP_ALLOC ? e.pool : 0};
+        for (int i = 0; i < 7; i++)
+            f->h = (f->h ^ v[i]) * 1099511628211ull;
+        f->n++;
+    }
+    if (f->rc < 0)
+        f->err = *as_trace_reader_error(r);
+    as_trace_close(r);
+}
+
+/* zpath decompressed into a fresh temporary file; its path. */
+static const char *unzstd_file(const char *zpath, const char *suffix)
+{
+    size_t zn;
+    char *z = tu_slurp(zpath, &zn);
+    const char *p = tu_tmp(suffix);
+    FILE *f = fopen(p, "wb");
+    ZSTD_DStream *d = ZSTD_createDStream();
+    static char out[1 << 16];
+    ZSTD_inBuffer in = {z, zn, 0};
+    size_t rc = 1;
+    while (z && f && d && in.pos < in.size && !ZSTD_isError(rc)) {
+        ZSTD_outBuffer o = {out, sizeof out, 0};
+        rc = ZSTD_decompressStream(d, &o, &in);
+        fwrite(out, 1, o.pos, f);
+    }
+    CU_ASSERT(z && f && d && !ZSTD_isError(rc) && rc == 0);
+    ZSTD_freeDStream(d);
+    if (f)
+        fclose(f);
+    free(z);
+    return p;
+}
+
+/* n events of a random trace (at most 200 live) written in fmt to path. */
+static void write_random(const char *path, as_trace_fmt fmt, size_t n, uint64_t seed)
+{
+    as_trace_writer *w;
+    CU_ASSERT_EQUAL_FATAL(as_trace_writer_open(path, fmt, NULL, &w, NULL), 0);
+    uint64_t next = 0, live[200];
+    size_t nlive = 0;
+    int64_t t = 0;
+    for (size_t i = 0; i < n; i++) {
+        as_event e = {.time_us = t += (int64_t)(tu_rand(&seed) % 50)};
+        if (nlive < 200 && (nlive == 0 || tu_rand(&seed) % 2)) {
+            e.op = AS_OP_ALLOC;
+            e.id = next++;
+            e.size = 1 + tu_rand(&seed) % (64u << 20);
+            e.stream = tu_rand(&seed) % 3;
+            live[nlive++] = e.id;
+        } else {
+            size_t k = (size_t)(tu_rand(&seed) % nlive);
+            e.op = AS_OP_FREE;
+            e.id = live[k];
+            live[k] = live[--nlive];
+        }
+        CU_ASSERT_EQUAL_FATAL(as_trace_write(w, &e), 0);
+    }
+    CU_ASSERT_EQUAL_FATAL(as_trace_writer_close(w, NULL), 0);
+}
+
+static long file_size(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    long n = f && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* A plain file of a MiB or more is read from a mapping of it, a window of some MiB at a time
+ * (a snapshot's batches and a text line run across the windows' ends): the events are those
+ * the same content gives through zstd, which copies it into a buffer; a snapshot read twice
+ * (a first-pass buffer of 5,000 events) rewinds the mapping. */
+static void reader_plain_mapped(void)
+{
+    const char *zs = tu_path("tests/data/torch-2.11-h200-llama/llama_accum_ckpt.pickle.zst");
+    const char *ps = unzstd_file(zs, ".pickle");
+    as_reader_opts twice = {.max_pickle_buffered = 5000};
+    folded a, b, c;
+    fold(zs, NULL, &a);
+    fold(ps, NULL, &b);
+    fold(ps, &twice, &c);
+    CU_ASSERT(file_size(ps) > (7L << 20)); /* several windows */
+    CU_ASSERT_EQUAL(a.rc, AS_TRACE_EOF);
+    CU_ASSERT_EQUAL(a.n, 75748); /* tests/data/torch-2.11-h200-llama/README.md */
+    CU_ASSERT(b.rc == a.rc && b.n == a.n && b.h == a.h);
+    CU_ASSERT(c.rc == a.rc && c.n == a.n && c.h == a.h);
+    tu_rm(ps);
+
+    const char *zn = tu_tmp(".zst"), *tx = tu_tmp(".txt");
+    uint64_t seed = tu_seed("reader_plain_mapped");
+    write_random(zn, AS_FMT_NATIVE, 600000, seed);
+    write_random(tx, AS_FMT_TEXT, 600000, seed);
+    const char *pn = unzstd_file(zn, ".native");
+    fold(zn, NULL, &a);
+    fold(pn, NULL, &b);
+    fold(tx, NULL, &c);
+    CU_ASSERT(file_size(pn) > (2L << 20) && file_size(tx) > (8L << 20));
+    CU_ASSERT(a.rc == AS_TRACE_EOF && a.n == 600000);
+    CU_ASSERT(b.rc == a.rc && b.n == a.n && b.h == a.h);
+    CU_ASSERT(c.rc == a.rc && c.n == a.n && c.h == a.h);
+    tu_rm(zn);
+    tu_rm(tx);
+    tu_rm(pn);
+}
+
+/* A mapped file cut shorter while it is read (another program rewriting it): the bytes
+ * past the new end cannot be read from the mapping (the kernel's SIGBUS), so the read
+ * ends with an error that says so, not with the signal; the events before are intact. */
+static void reader_plain_cut(void)
+{
+    const char *zn = tu_tmp(".zst");
+    write_random(zn, AS_FMT_NATIVE, 600000, tu_seed("reader_plain_cut"));
+    const char *pn = unzstd_file(zn, ".native");
+    long size = file_size(pn);
+    CU_ASSERT_FATAL(size > (2L << 20));
+    as_trace_reader *r;
+    as_trace_error err;
+    CU_ASSERT_EQUAL_FATAL(as_trace_open(pn, NULL, &r, &err), 0);
+    as_event e;
+    uint64_t n = 0;
+    int rc = 0;
+    while (n < 1000 && (rc = as_trace_next(r, &e)) == 0)
+        n++;
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_EQUAL(truncate(pn, size / 3), 0);
+    while ((rc = as_trace_next(r, &e)) == 0)
+        n++;
+    CU_ASSERT(rc < 0 && rc != AS_TRACE_EOF);
+    const as_trace_error *x = as_trace_reader_error(r);
+    CU_ASSERT_EQUAL(x->code, AS_EIO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(x->msg, "changed while it was read"));
+    CU_ASSERT(n > 1000 && n < 600000);
+    as_trace_close(r);
+    tu_rm(zn);
+    tu_rm(pn);
+}
+
 CU_TestInfo test_reader[] = {
     {"zstd_messages", reader_zstd_messages},
     {"zstd_small_one_call", reader_zstd_small_one_call},
@@ -906,5 +1064,7 @@ CU_TestInfo test_reader[] = {
     {"batch_and_next_mix", reader_batch_and_next_mix},
     {"bounded_memory", reader_bounded_memory},
     {"live_slots", reader_live_slots},
+    {"plain_mapped", reader_plain_mapped},
+    {"plain_cut", reader_plain_cut},
     CU_TEST_INFO_NULL,
 };

@@ -3,6 +3,8 @@
  * zstd content (magic 28 B5 2F FD) unwrapped transparently through ZSTD_decompressStream.
  *
  * A small zstd file is decoded in one call instead (oneshot), into a window of its size.
+ * Plain content is read in place (direct): a memory buffer's own bytes, or a regular file
+ * of IN_MAP_MIN bytes and more mapped (inmap.c), with no copy into a window.
  *
  * Invariant: buf[pos..len) is the not yet consumed window of the decompressed stream and
  * base is the stream offset of buf[0], so every offset reported is in decompressed bytes.
@@ -20,12 +22,14 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
+#include "inmap.h"
 #include "trace_internal.h"
 
 #define IN_CHUNK (128u << 10)   /* raw read size and initial window */
 #define IN_MAX_PEEK (64u << 20) /* a peek larger than this is refused */
 #define IN_ZFEED 4096u          /* compressed bytes given to zstd per call */
 #define IN_ONESHOT (1u << 20)   /* the most output oneshot decodes: the first window */
+#define IN_MAP_MIN (1u << 20)   /* a plain file this long is mapped, not read */
 
 struct as_instream {
     int fd; /* -1 for memory streams */
@@ -35,6 +39,8 @@ struct as_instream {
     uint8_t *buf;
     size_t pos, len, cap;
     uint64_t base;
+    int direct;     /* buf is the content in place, never written: a memory buffer whole, */
+    as_inmap *map;  /* or a window of this mapped file (at base, moved by map_window) */
     /* raw input (file bytes, or the memory buffer) */
     uint8_t *raw;
     size_t raw_pos, raw_len, raw_cap;
@@ -90,6 +96,58 @@ static int stream_fail(as_instream *in, int code, const char *fmt, ...)
     va_end(ap);
     in->failed = 1;
     return code;
+}
+
+/* A zstd frame, or a zstd skippable frame (magic 0x184D2A50..5F) in front of one: h[0..4). */
+static int zstd_magic(const uint8_t *h)
+{
+    static const uint8_t zmagic[4] = {0x28, 0xB5, 0x2F, 0xFD};
+    return memcmp(h, zmagic, 4) == 0 ||
+           ((h[0] & 0xF0) == 0x50 && h[1] == 0x2A && h[2] == 0x4D && h[3] == 0x18);
+}
+
+/* Plain content read in place: buf is data[0..n), stream offsets base.. (a mapped
+ * window), or the whole stream (memory). */
+static void go_direct(as_instream *in, const uint8_t *data, size_t n, uint64_t base)
+{
+    in->direct = 1;
+    in->buf = (uint8_t *)(uintptr_t)data; /* never written */
+    in->len = in->cap = n;
+    in->base = base;
+    in->zdone = in->raw_eof = 1;
+}
+
+/* The mapped window moved to hold n bytes from the read position (or to the end). */
+static int map_window(as_instream *in, size_t n)
+{
+    const uint8_t *d;
+    size_t avail;
+    uint64_t off = in->base + in->pos;
+    if (as_inmap_view(in->map, off, n, &d, &avail) < 0)
+        return stream_fail(in, AS_ENOMEM, "cannot map the file's bytes at %llu: %s",
+                           (unsigned long long)off, strerror(errno));
+    go_direct(in, d, avail, off);
+    in->pos = 0;
+    return 0;
+}
+
+/* A regular file of IN_MAP_MIN bytes or more with plain content: mapped, 1; else 0 (read
+ * it). zstd content is read, since zstd copies it into its own buffers anyway. */
+static int map_file(as_instream *in)
+{
+    if (in->raw_total < IN_MAP_MIN || as_inmap_open(in->fd, in->raw_total, &in->map) < 0)
+        return 0;
+    if (map_window(in, IN_CHUNK) < 0 || zstd_magic(in->buf)) {
+        as_inmap_close(in->map);
+        in->map = NULL;
+        in->direct = in->zdone = in->raw_eof = 0;
+        in->buf = NULL;
+        in->len = in->cap = in->pos = 0;
+        in->base = 0;
+        in->failed = 0;
+        return 0;
+    }
+    return 1;
 }
 
 /* Reads more raw bytes into raw[]; 0 on success (raw_eof set at the end), < 0 on error. */
@@ -377,10 +435,27 @@ static int window_fill(as_instream *in)
     return 0;
 }
 
+/* A mapped file cut shorter while read: its missing bytes read as 0 since, so the stream
+ * fails, and this message stands over whatever a decoder made of the zeros. */
+static int cut_check(as_instream *in)
+{
+    if (!in->map || in->failed || !as_inmap_cut(in->map))
+        return 0;
+    return stream_fail(in, AS_EIO,
+                       "the file changed while it was read: it is now shorter than the %llu "
+                       "bytes it had when opened",
+                       (unsigned long long)in->raw_total);
+}
+
 long as_instream_peek(as_instream *in, const void **buf, size_t n)
 {
+    if (in->map && cut_check(in) < 0)
+        return in->err.code;
     if (n > IN_MAX_PEEK)
         n = IN_MAX_PEEK;
+    if (in->map && in->len - in->pos < n && in->base + in->len < in->raw_total &&
+        map_window(in, n) < 0)
+        return in->err.code;
     while (in->len - in->pos < n && !in->zdone) {
         if (in->cap - in->pos < n && window_reserve(in, n - (in->len - in->pos)) < 0)
             return in->err.code;
@@ -400,6 +475,11 @@ long as_instream_read(as_instream *in, void *dst, size_t n)
     uint8_t *d = dst;
     while (got < n) {
         if (in->pos == in->len) {
+            if (in->map && in->base + in->len < in->raw_total) {
+                if (map_window(in, n - got) < 0)
+                    return got ? (long)got : in->err.code;
+                continue;
+            }
             if (in->zdone)
                 break;
             if (window_fill(in) < 0)
@@ -438,13 +518,14 @@ int as_instream_is_zstd(const as_instream *in)
 void as_instream_progress(const as_instream *in, uint64_t *done, uint64_t *total)
 {
     if (done)
-        *done = in->raw_done;
+        *done = in->direct ? in->base + in->pos : in->raw_done;
     if (total)
         *total = in->raw_total;
 }
 
-const as_trace_error *as_instream_error(const as_instream *in)
+const as_trace_error *as_instream_error(as_instream *in)
 {
+    cut_check(in);
     return in->failed ? &in->err : NULL;
 }
 
@@ -464,6 +545,7 @@ void as_instream_take_mark(as_instream *in, uint64_t *offset, uint64_t *line)
 
 int as_instream_fail(as_instream *in, as_trace_error *err, int code, const char *fmt, ...)
 {
+    cut_check(in);
     if (in->failed) {
         /* The stream itself broke (I/O, corrupt zstd): that is the root cause. */
         if (err)
@@ -491,6 +573,8 @@ static int zstd_new(as_instream *in)
 static int stream_init(as_instream *in, as_trace_error *err)
 {
     in->mark_off = UINT64_MAX;
+    if (!in->mem && map_file(in))
+        return 0;
     if (!in->mem) {
         /* A small file's bytes in a buffer of its size and a page (room for the read that
          * sees its end), not a 128 KiB mapping made and unmapped for 2 KiB. */
@@ -508,18 +592,15 @@ static int stream_init(as_instream *in, as_trace_error *err)
                 *err = in->err;
             return in->err.code;
         }
-    /* A zstd frame, or a zstd skippable frame (magic 0x184D2A50..5F) in front of one. */
-    static const uint8_t zmagic[4] = {0x28, 0xB5, 0x2F, 0xFD};
-    const uint8_t *h = in->raw + in->raw_pos;
-    if (in->raw_len - in->raw_pos >= 4 &&
-        (memcmp(h, zmagic, 4) == 0 ||
-         ((h[0] & 0xF0) == 0x50 && h[1] == 0x2A && h[2] == 0x4D && h[3] == 0x18))) {
+    if (in->raw_len - in->raw_pos >= 4 && zstd_magic(in->raw + in->raw_pos)) {
         /* Frames may ask for big windows (--long): the reader's option decides. */
         in->wlog = AS_ZSTD_WINDOW_LOG_DEFAULT;
         in->zstd = 1;
         if (zstd_new(in) < 0)
             return as_trace_set_error(err, AS_ENOMEM, in->path, 0, 0, "out of memory");
         in->zret = 1;
+    } else if (in->mem) {
+        go_direct(in, in->mem, in->raw_len, 0);
     }
     return 0;
 }
@@ -601,15 +682,23 @@ int as_instream_set_window_log(as_instream *in, int log, as_trace_error *err)
 
 int as_instream_rewindable(const as_instream *in)
 {
-    return in->mem || lseek(in->fd, 0, SEEK_CUR) >= 0;
+    return in->direct || in->mem || lseek(in->fd, 0, SEEK_CUR) >= 0;
 }
 
 int as_instream_rewind(as_instream *in, as_trace_error *err)
 {
-    if (in->failed) {
+    if (in->failed || cut_check(in) < 0) {
         if (err)
             *err = in->err;
         return in->err.code;
+    }
+    if (in->direct) {
+        in->pos = 0;
+        if (in->map && in->base) {
+            in->base = 0;
+            in->len = 0; /* the next peek maps the file's first bytes */
+        }
+        return 0;
     }
     if (!in->mem) {
         if (lseek(in->fd, 0, SEEK_SET) != 0)
@@ -643,7 +732,9 @@ void as_instream_close(as_instream *in)
         close(in->fd);
     if (!in->mem)
         free(in->raw);
-    free(in->buf);
+    if (!in->direct)
+        free(in->buf);
+    as_inmap_close(in->map);
     ZSTD_freeDStream(in->zd);
     free(in);
 }

@@ -186,7 +186,11 @@ typedef struct as_reader_opts {
 #define AS_ZSTD_WINDOW_LOG_DEFAULT 27 /* 128 MiB: zstd up to level 19 and --long=27 */
 
 /* Opens path ("-" is stdin), detects the format (unwrapping zstd first), reads the header.
- * On failure returns < 0 and fills *err (if non-NULL); *out is NULL. */
+ * On failure returns < 0 and fills *err (if non-NULL); *out is NULL. A regular file of a
+ * MiB or more with plain (not zstd) content is read from a mapping of a few MiB of it at a
+ * time; the first such open installs a SIGBUS handler (chained to the one before), so that
+ * a file cut shorter while it is read fails with AS_EIO ("the file changed while it was
+ * read") instead of killing the process. */
 int as_trace_open(const char *path, const as_reader_opts *opts, as_trace_reader **out,
                   as_trace_error *err);
 /* The same over a memory buffer (not copied; it must outlive the reader); name is used in

@@ -40,8 +40,9 @@ void as_instream_skip(as_instream *in, size_t n);
 int as_instream_is_zstd(const as_instream *in);
 /* Raw (compressed) bytes consumed so far, and the file size when known (else 0). */
 void as_instream_progress(const as_instream *in, uint64_t *done, uint64_t *total);
-/* The stream's own sticky error (I/O, corrupt or truncated zstd), or NULL. */
-const as_trace_error *as_instream_error(const as_instream *in);
+/* The stream's own sticky error (I/O, corrupt or truncated zstd, a mapped file cut
+ * shorter while read), or NULL. */
+const as_trace_error *as_instream_error(as_instream *in);
 
 /* One line of a line-oriented input (text.c, rmm.c), peeked, not consumed. */
 typedef struct as_inline {
