@@ -1,7 +1,8 @@
 /*
  * inmap.c - a plain regular file mapped read-only, for the instream's direct window: the
  * decoders read the page cache in place instead of the copy read(2) makes into a buffer
- * (a tenth to a sixth of a plain snapshot pickle's import CPU: sim/README.md).
+ * (7-11 % of the shared snapshots' import CPU, mostly the copy window's first faults;
+ * sim/README.md, Snapshot import).
  *
  * Invariant: a mapped page is always readable. A file cut shorter while mapped would make
  * its pages past the new end fault (SIGBUS); the guard maps zero pages over them instead
