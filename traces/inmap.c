@@ -178,6 +178,6 @@ void as_inmap_close(as_inmap *m)
     if (!m)
         return;
     unmap(m);
-    atomic_store_explicit(&slots[m->slot].lo, 0, memory_order_release);
+    atomic_store_explicit(&slots[m->slot].used, 0, memory_order_release);
     free(m);
 }
