@@ -135,19 +135,23 @@ static int map_window(as_instream *in, size_t n)
  * it). zstd content is read, since zstd copies it into its own buffers anyway. */
 static int map_file(as_instream *in)
 {
+    const uint8_t *d;
+    size_t avail;
     if (in->raw_total < IN_MAP_MIN || as_inmap_open(in->fd, in->raw_total, &in->map) < 0)
         return 0;
-    if (map_window(in, IN_CHUNK) < 0 || zstd_magic(in->buf)) {
+    if (as_inmap_view(in->map, 0, IN_CHUNK, &d, &avail) < 0 || zstd_magic(d)) {
         as_inmap_close(in->map);
         in->map = NULL;
-        in->direct = in->zdone = in->raw_eof = 0;
-        in->buf = NULL;
-        in->len = in->cap = in->pos = 0;
-        in->base = 0;
-        in->failed = 0;
         return 0;
     }
+    go_direct(in, d, avail, 0);
     return 1;
+}
+
+/* A mapped file whose window ends before the file does: map_window moves it on. */
+static int map_more(const as_instream *in)
+{
+    return in->map && in->base + in->len < in->raw_total;
 }
 
 /* Reads more raw bytes into raw[]; 0 on success (raw_eof set at the end), < 0 on error. */
@@ -449,12 +453,11 @@ static int cut_check(as_instream *in)
 
 long as_instream_peek(as_instream *in, const void **buf, size_t n)
 {
-    if (in->map && cut_check(in) < 0)
+    if (cut_check(in) < 0)
         return in->err.code;
     if (n > IN_MAX_PEEK)
         n = IN_MAX_PEEK;
-    if (in->map && in->len - in->pos < n && in->base + in->len < in->raw_total &&
-        map_window(in, n) < 0)
+    if (in->len - in->pos < n && map_more(in) && map_window(in, n) < 0)
         return in->err.code;
     while (in->len - in->pos < n && !in->zdone) {
         if (in->cap - in->pos < n && window_reserve(in, n - (in->len - in->pos)) < 0)
@@ -475,7 +478,7 @@ long as_instream_read(as_instream *in, void *dst, size_t n)
     uint8_t *d = dst;
     while (got < n) {
         if (in->pos == in->len) {
-            if (in->map && in->base + in->len < in->raw_total) {
+            if (map_more(in)) {
                 if (map_window(in, n - got) < 0)
                     return got ? (long)got : in->err.code;
                 continue;
