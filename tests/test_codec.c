@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <zstd.h>
 
 #include "trace.h"
@@ -71,11 +70,6 @@ static size_t compare_file(const char *path, const as_event *ev, size_t n, as_tr
     return i;
 }
 
-static uint64_t file_size(const char *path)
-{
-    struct stat sb;
-    return stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
-}
 
 /* Random valid trace: every op, several streams, times with jumps both ways, labels with
  * awkward bytes. */
@@ -206,7 +200,7 @@ static void codec_roundtrip_random(void)
         CU_ASSERT_EQUAL(compare_file(txt, ev, n, AS_FMT_TEXT), n);
         CU_ASSERT_EQUAL(as_trace_convert(txt, nat2, AS_FMT_NATIVE, NULL, NULL, &cnt, &err), 0);
         CU_ASSERT_EQUAL(compare_file(nat2, ev, n, AS_FMT_NATIVE), n);
-        CU_ASSERT_EQUAL(file_size(nat), file_size(nat2));
+        CU_ASSERT_EQUAL(tu_file_size(nat), tu_file_size(nat2));
         free(ev);
         free(own);
         tu_rm(nat);
@@ -577,7 +571,7 @@ static void codec_truncated_zstd(void)
             ev[i] = (as_event){.op = AS_OP_EMPTY_CACHE, .time_us = ev[i].time_us};
     const char *p = tu_tmp(".zst");
     CU_ASSERT_EQUAL_FATAL(write_events(p, AS_FMT_NATIVE, NULL, ev, n), 0);
-    uint64_t sz = file_size(p);
+    uint64_t sz = tu_file_size(p);
     FILE *f = fopen(p, "rb");
     uint8_t *all = malloc(sz);
     CU_ASSERT_EQUAL_FATAL(fread(all, 1, sz, f), sz);
@@ -655,7 +649,7 @@ static void codec_size_loop_trace(void)
     CU_ASSERT_EQUAL_FATAL(as_trace_writer_open(p, AS_FMT_NATIVE, NULL, &w, NULL), 0);
     size_t n = loop_trace(w, 4000, &seed);
     CU_ASSERT_EQUAL(as_trace_writer_close(w, NULL), 0);
-    double bpe = (double)file_size(p) / (double)n;
+    double bpe = (double)tu_file_size(p) / (double)n;
     fprintf(stderr, "  [native: %zu events, %.3f bytes/event]\n", n, bpe);
     /* The requirement: at most 2 bytes per event, timestamps included. */
     CU_ASSERT(bpe <= 2.0);
@@ -691,7 +685,7 @@ static void codec_size_real_traces(void)
         int rc = as_trace_convert(inb, out, AS_FMT_NATIVE, NULL, NULL, &n, &err);
         CU_ASSERT_EQUAL(rc, 0);
         if (rc == 0 && n) {
-            double bpe = (double)file_size(out) / (double)n;
+            double bpe = (double)tu_file_size(out) / (double)n;
             fprintf(stderr, "  [%s: %llu events, %.3f bytes/event]\n", snaps[i],
                     (unsigned long long)n, bpe);
             CU_ASSERT(bpe <= 2.0);
@@ -745,7 +739,7 @@ static void codec_mutations(void)
     const char *nat = tu_tmp(".zst"), *txt = tu_tmp(".txt");
     CU_ASSERT_EQUAL_FATAL(write_events(nat, AS_FMT_NATIVE, NULL, ev, n), 0);
     CU_ASSERT_EQUAL_FATAL(as_trace_convert(nat, txt, AS_FMT_TEXT, NULL, NULL, NULL, NULL), 0);
-    uint64_t zn = file_size(nat), tn = file_size(txt);
+    uint64_t zn = tu_file_size(nat), tn = tu_file_size(txt);
     uint8_t *z = malloc(zn), *t = malloc(tn);
     FILE *f = fopen(nat, "rb");
     CU_ASSERT_EQUAL_FATAL(fread(z, 1, zn, f), zn);

@@ -484,11 +484,6 @@ static void test_sigint_sweep(void)
     CU_ASSERT_EQUAL(strays, 0);
 }
 
-static long file_size(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 ? (long)st.st_size : -1;
-}
 
 /* SIGINT to mincap once its first policy is answered (on stdout, flushed per policy): exit
  * 130, that answer kept in stdout and in --csv, the second policy's search dropped whole,
@@ -522,7 +517,7 @@ static void test_sigint_mincap(void)
     char *b = NULL;
     for (int i = 0; i < 6000; i++) {
         free(b);
-        b = file_size(o) > 0 ? tu_slurp(o, &n) : NULL;
+        b = tu_file_size(o) > 0 ? tu_slurp(o, &n) : NULL;
         if (b && strstr(b, "swept")) /* the last line of a policy's answer */
             break;
         nanosleep(&ts, NULL);
@@ -665,7 +660,7 @@ static void test_sigint_plot(void)
     char *e = tu_slurp(errp, &n);
     CU_ASSERT(e && strstr(e, "not written"));
     free(e);
-    CU_ASSERT_EQUAL(file_size(png), -1);
+    CU_ASSERT_EQUAL(tu_file_size(png), -1);
     CU_ASSERT_EQUAL(tmp_entries("allocsim-plot-"), before);
     CU_ASSERT_EQUAL(tmp_entries("allocsim-mincap-"), 0);
     unlink(errp);

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zstd.h>
 
 #include "pickle.h"
 #include "trace.h"
@@ -731,39 +730,6 @@ static void pickle_random_corruption(void)
     CU_ASSERT(failures > 0);
 }
 
-/* Reads a whole zstd file into memory. */
-static uint8_t *load_zst(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    ZSTD_DStream *z = ZSTD_createDStream();
-    size_t cap = 1 << 22, n = 0;
-    uint8_t *out = malloc(cap), inbuf[1 << 16];
-    size_t got;
-    int ok = 1;
-    while (ok && (got = fread(inbuf, 1, sizeof inbuf, f)) > 0) {
-        ZSTD_inBuffer in = {inbuf, got, 0};
-        while (in.pos < in.size) {
-            if (cap - n < (1 << 20))
-                out = realloc(out, cap *= 2);
-            ZSTD_outBuffer o = {out + n, cap - n, 0};
-            if (ZSTD_isError(ZSTD_decompressStream(z, &o, &in))) {
-                ok = 0;
-                break;
-            }
-            n += o.pos;
-        }
-    }
-    ZSTD_freeDStream(z);
-    fclose(f);
-    if (!ok) {
-        free(out);
-        return NULL;
-    }
-    *len = n;
-    return out;
-}
 
 static void pickle_real_snapshot(void)
 {
@@ -778,7 +744,7 @@ static void pickle_real_snapshot(void)
      *   d['allocator_settings']['max_split_size'] == -1 */
     size_t len = 0;
     const char *path = tu_path("tests/data/torch-2.11-h200/resnet_varbatch.pickle.zst");
-    uint8_t *buf = load_zst(path, &len);
+    uint8_t *buf = (uint8_t *)tu_slurp_zst(path, &len);
     CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
     CU_ASSERT_EQUAL(len, 2964102);
     as_pk *pk = parse_ok(buf, len);

@@ -493,14 +493,6 @@ static void reader_batch_and_next_mix(void)
     tu_rm(nat);
 }
 
-/*
- * Bounded memory: a trace of several million events with at most 64 allocations live at
- * once. Two measurements, both independent of the trace length: the live table's own
- * capacity (exact), and the growth of the process heap (mallinfo2's in-use bytes) between
- * having read the first 1,000 events and the end, which covers every buffer the reader,
- * the decoder and libzstd allocate. With a table growing per event, 5 M events would add
- * well over 100 MB.
- */
 /* n events of a random trace (at most max_live <= 256 live at once) written in fmt to path. */
 static void write_random(const char *path, as_trace_fmt fmt, size_t n, size_t max_live,
                          uint64_t seed)
@@ -529,6 +521,14 @@ static void write_random(const char *path, as_trace_fmt fmt, size_t n, size_t ma
     CU_ASSERT_EQUAL_FATAL(as_trace_writer_close(w, NULL), 0);
 }
 
+/*
+ * Bounded memory: a trace of several million events with at most 64 allocations live at
+ * once. Two measurements, both independent of the trace length: the live table's own
+ * capacity (exact), and the growth of the process heap (mallinfo2's in-use bytes) between
+ * having read the first 1,000 events and the end, which covers every buffer the reader,
+ * the decoder and libzstd allocate. With a table growing per event, 5 M events would add
+ * well over 100 MB.
+ */
 static void reader_bounded_memory(void)
 {
     const size_t N = 5000000, LIVE = 64;
@@ -926,34 +926,12 @@ static void fold(const char *path, const as_reader_opts *o, folded *f)
 /* zpath decompressed into a fresh temporary file; its path. */
 static const char *unzstd_file(const char *zpath, const char *suffix)
 {
-    size_t zn;
-    char *z = tu_slurp(zpath, &zn);
-    const char *p = tu_tmp(suffix);
-    FILE *f = fopen(p, "wb");
-    ZSTD_DStream *d = ZSTD_createDStream();
-    static char out[1 << 16];
-    ZSTD_inBuffer in = {z, zn, 0};
-    size_t rc = 1;
-    while (z && f && d && in.pos < in.size && !ZSTD_isError(rc)) {
-        ZSTD_outBuffer o = {out, sizeof out, 0};
-        rc = ZSTD_decompressStream(d, &o, &in);
-        fwrite(out, 1, o.pos, f);
-    }
-    CU_ASSERT(z && f && d && !ZSTD_isError(rc) && rc == 0);
-    ZSTD_freeDStream(d);
-    if (f)
-        fclose(f);
-    free(z);
+    size_t n = 0;
+    char *b = tu_slurp_zst(zpath, &n);
+    CU_ASSERT_PTR_NOT_NULL(b);
+    const char *p = write_file(suffix, b ? b : "", n);
+    free(b);
     return p;
-}
-
-static long file_size(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    long n = f && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (f)
-        fclose(f);
-    return n;
 }
 
 /* A plain file of a MiB or more is read from a mapping of it, a window of some MiB at a time
@@ -969,7 +947,7 @@ static void reader_plain_mapped(void)
     fold(zs, NULL, &a);
     fold(ps, NULL, &b);
     fold(ps, &twice, &c);
-    CU_ASSERT(file_size(ps) > (7L << 20)); /* several windows */
+    CU_ASSERT(tu_file_size(ps) > (7L << 20)); /* several windows */
     CU_ASSERT_EQUAL(a.rc, AS_TRACE_EOF);
     CU_ASSERT_EQUAL(a.n, 75748); /* tests/data/torch-2.11-h200-llama/README.md */
     CU_ASSERT(b.rc == a.rc && b.n == a.n && b.h == a.h);
@@ -984,7 +962,7 @@ static void reader_plain_mapped(void)
     fold(zn, NULL, &a);
     fold(pn, NULL, &b);
     fold(tx, NULL, &c);
-    CU_ASSERT(file_size(pn) > (2L << 20) && file_size(tx) > (8L << 20));
+    CU_ASSERT(tu_file_size(pn) > (2L << 20) && tu_file_size(tx) > (8L << 20));
     CU_ASSERT(a.rc == AS_TRACE_EOF && a.n == 600000);
     CU_ASSERT(b.rc == a.rc && b.n == a.n && b.h == a.h);
     CU_ASSERT(c.rc == a.rc && c.n == a.n && c.h == a.h);
@@ -1003,7 +981,7 @@ static void reader_plain_cut(void)
     const char *zn = tu_tmp(".zst");
     write_random(zn, AS_FMT_NATIVE, 600000, 200, tu_seed("reader_plain_cut"));
     const char *pn = unzstd_file(zn, ".native");
-    long size = file_size(pn);
+    long size = tu_file_size(pn);
     CU_ASSERT_FATAL(size > (2L << 20));
     as_trace_reader *r;
     as_trace_error err;

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zstd.h>
 
 #include "engine.h"
 #include "jsonin.h"
@@ -372,48 +371,6 @@ static void simdev_many_holes(void)
 
 /* ---- the chunked heap against the H200's recorded addresses ------------------------------ */
 
-/* A whole file, NUL-terminated (caller frees), zstd-decoded when zst, its length in *len
- * when len is not NULL; NULL on error. */
-static char *read_file(const char *path, int zst, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    ZSTD_DCtx *z = ZSTD_createDCtx();
-    size_t cap = 1 << 20, n = 0, got;
-    char *out = malloc(cap + 1), in[1 << 16];
-    int bad = !f || !z || !out;
-    while (!bad && (got = fread(in, 1, sizeof in, f)) > 0) {
-        ZSTD_inBuffer ib = {in, got, 0};
-        while (!bad && ib.pos < ib.size) {
-            if (cap - n < sizeof in) {
-                char *nn = realloc(out, 2 * cap + 1);
-                bad = !nn;
-                if (bad)
-                    break;
-                out = nn;
-                cap *= 2;
-            }
-            if (!zst) {
-                memcpy(out + n, in, got);
-                n += got;
-                break;
-            }
-            ZSTD_outBuffer ob = {out + n, cap - n, 0};
-            bad = ZSTD_isError(ZSTD_decompressStream(z, &ob, &ib));
-            n += ob.pos;
-        }
-    }
-    if (f)
-        fclose(f);
-    ZSTD_freeDCtx(z);
-    if (bad) {
-        free(out);
-        return NULL;
-    }
-    out[n] = 0;
-    if (len)
-        *len = n;
-    return out;
-}
 
 typedef struct rec_seg {
     uint64_t rec, sim, size; /* one live segment: the recorded address, ours, its size */
@@ -506,7 +463,7 @@ static void torch_recordings(const char *dir, const char *const *stems, size_t n
         if (as_json_load(tu_path(path), &root, why, sizeof why))
             fprintf(stderr, "\n  %s\n", why);
         snprintf(path, sizeof path, "%s/%s.csv.zst", dir, stems[f]);
-        char *csv = read_file(tu_path(path), 1, NULL);
+        char *csv = tu_slurp_zst(tu_path(path), NULL);
         CU_ASSERT_FATAL(root && csv);
         /* the JSON's runs, in order, each with its "conf": one process per conf */
         const char *conf_of_run[64], *confs[16];
@@ -627,7 +584,7 @@ static void simdev_held_out_addresses(void)
                                         "torch_llama_6"};
     unsigned exact = 0, total = 0, procs = 0;
     torch_recordings("replay/data/h200-reuse", stems, 7, &exact, &total);
-    char *csv = read_file(tu_path("replay/data/h200-reuse/reuse.csv.zst"), 1, NULL);
+    char *csv = tu_slurp_zst(tu_path("replay/data/h200-reuse/reuse.csv.zst"), NULL);
     CU_ASSERT_FATAL(csv != NULL);
     addr_count n = {0};
     for (const char *line = strchr(csv, '\n'); line && line[1]; procs++)
@@ -657,7 +614,7 @@ static void simdev_held_out_addresses(void)
 static void simdev_reservation_probe(void)
 {
     char *csv =
-        read_file(tu_path("replay/data/validate-h200-gmlake-heap/reserve.csv.zst"), 1, NULL);
+        tu_slurp_zst(tu_path("replay/data/validate-h200-gmlake-heap/reserve.csv.zst"), NULL);
     CU_ASSERT_FATAL(csv != NULL);
     addr_count n = {0};
     unsigned procs = 0;
@@ -796,7 +753,7 @@ static void gm_item(const tar_file *pj, const tar_file *rc, gm_count *g)
 static unsigned gm_archive(const char *rel, gm_count *fit, gm_count *held)
 {
     size_t n;
-    char *tar = read_file(tu_path(rel), 1, &n);
+    char *tar = tu_slurp_zst(tu_path(rel), &n);
     CU_ASSERT_FATAL(tar != NULL);
     static tar_file f[256];
     size_t nf = tar_files(tar, n, f, 256);
@@ -873,9 +830,8 @@ static void simdev_expandable_addresses(void)
         tu_path("tests/data/torch-2.11-h200-streams/streams2_expandable_segments_True.pickle.zst"));
     CU_ASSERT_EQUAL_FATAL(tu_run_allocsim(args, NULL, 0, NULL, 0), 0);
     char *sim = tu_slurp(tmp, NULL);
-    char *rec = read_file(
-        tu_path("replay/data/h200-reuse/streams_expandable_segments_True.pytorch.csv.zst"), 1,
-        NULL);
+    char *rec = tu_slurp_zst(
+        tu_path("replay/data/h200-reuse/streams_expandable_segments_True.pytorch.csv.zst"), NULL);
     CU_ASSERT_FATAL(sim && rec);
     seg_row *a, *b;
     size_t na = seg_rows(sim, &a), nb = seg_rows(rec, &b), same = 0;

@@ -16,8 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <zstd.h>
 #include <unistd.h>
 
 #ifndef AS_TEST_ROOT
@@ -180,6 +182,44 @@ char *tu_slurp(const char *path, size_t *len)
             *len = n;
     }
     return b;
+}
+
+char *tu_slurp_zst(const char *path, size_t *len)
+{
+    size_t zn = 0, cap = 1 << 20, n = 0, rc = 1;
+    char *z = tu_slurp(path, &zn), *out = malloc(cap + 1);
+    ZSTD_DStream *d = ZSTD_createDStream();
+    ZSTD_inBuffer in = {z, zn, 0};
+    int ok = z && out && d;
+    while (ok && (in.pos < in.size || rc != 0)) { /* every frame, and all it holds back */
+        if (cap - n < (1 << 16)) {
+            char *nb = realloc(out, (cap *= 2) + 1);
+            if (!(ok = nb != NULL))
+                break;
+            out = nb;
+        }
+        ZSTD_outBuffer o = {out + n, cap - n, 0};
+        size_t was = in.pos;
+        rc = ZSTD_decompressStream(d, &o, &in);
+        n += o.pos;
+        ok = !ZSTD_isError(rc) && (o.pos || in.pos > was); /* no progress: it is cut short */
+    }
+    ZSTD_freeDStream(d);
+    free(z);
+    if (!ok) {
+        free(out);
+        return NULL;
+    }
+    out[n] = 0;
+    if (len)
+        *len = n;
+    return out;
+}
+
+long tu_file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (long)st.st_size : -1;
 }
 
 int tu_run_sh(const char *cmdline, char *out, size_t out_cap, char *err, size_t err_cap)

@@ -26,6 +26,10 @@ const char *tu_write_tmp(const char *suffix, const char *text);
 /* The whole file at path, NUL-terminated, malloc'd (the caller frees it), its size in *len
  * when len is not NULL; NULL when it cannot be opened or read, or out of memory. */
 char *tu_slurp(const char *path, size_t *len);
+/* tu_slurp of a zstd file, decompressed whole; NULL also when it is not valid zstd. */
+char *tu_slurp_zst(const char *path, size_t *len);
+/* The size of the file at path, or -1 when it cannot be stat'ed. */
+long tu_file_size(const char *path);
 
 /* Drops the host-timing fields of a CSV report (the last three of report schema 3, wall_s,
  * cpu_s and events_per_second: they measure the host, the rest must be reproducible) from
