@@ -1,7 +1,8 @@
 /*
  * test_pkmemo.c - the unpickler's paged memo (traces/pickle.c): a snapshot-shaped pickle
- * whose trace memoizes about 300,000 slots, past the pages kept dense, so the pages left
- * behind pack (those of at most 256 distinct values) or stay dense (more). Memo references
+ * whose trace memoizes about 450,000 slots, past the pages kept dense, so the pages left
+ * behind pack (those of at most 256 distinct values, in 1, 2, 4 or 8 bits a slot by how
+ * many their page holds) or stay dense (more). Memo references, one slot in 61,
  * after the trace read back what the slots were given, through packed pages and dense ones,
  * a LONG_BINPUT into an old slot (a packed page unpacked) is what a later LONG_BINGET sees,
  * and the entry scanner and the VM alone agree on every value.
@@ -60,14 +61,28 @@ static void intv(buf *w, uint32_t v)
     put(w, q, 5);
 }
 
-enum { ENTRIES = 150000, BATCH = 1000, NREF = 6 };
-static const uint32_t refs[NREF] = {7, 20000, 60000, 100001, 140000, 149999};
+enum { ENTRIES = 150000, BATCH = 1000, NREF = 2400 };
 
-/* The string entry k's "note" holds: 100 distinct in the first half (its pages pack), 1,000
- * in the second (too many: dense). */
+/* The entries whose note slot the settings refer to: one in 61, from 7 (whose slot is then
+ * put into), through pages of every kind. */
+static uint32_t ref_of(int i)
+{
+    return 7 + 61 * (uint32_t)i;
+}
+
+/* The string entry k's "note" holds. An entry's slots are its dict's, its "" key's and its
+ * note's; in the first half its pages pack, a slot in as few bits as its page's values
+ * need: a quarter of it notes "" (the key's string: 2 values a page, 1 bit), then 2
+ * distinct notes (4 values, 2 bits), 10 (4 bits), 100 (8 bits); 1,000 in the second half
+ * (too many: dense). */
 static void note(uint32_t k, char *s, size_t n)
 {
-    snprintf(s, n, "v%u", k < ENTRIES / 2 ? k % 100 : k % 1000);
+    static const uint32_t distinct[4] = {0, 2, 10, 100};
+    uint32_t d = k < ENTRIES / 2 ? distinct[k / (ENTRIES / 8)] : 1000;
+    if (d)
+        snprintf(s, n, "v%u", k % d);
+    else
+        snprintf(s, n, "%s", "");
 }
 
 /* {"device_traces": [[entry...]], "allocator_settings": {"rK": the note of entry K, ...,
@@ -110,9 +125,9 @@ static buf build(void)
     str(&w, "allocator_settings");
     op(&w, '}'), memoize(&w), op(&w, '(');
     for (int i = 0; i < NREF; i++) {
-        snprintf(s, sizeof s, "r%u", refs[i]);
+        snprintf(s, sizeof s, "r%u", ref_of(i));
         str(&w, s);
-        idx_op(&w, 'j', slot[refs[i]]);
+        idx_op(&w, 'j', slot[ref_of(i)]);
     }
     str(&w, "over");
     uint8_t h[5] = {0x8c, 3, 'n', 'e', 'w'};
@@ -147,11 +162,11 @@ static int read_settings(const buf *w, int vm_only, char got[NREF + 2][32], uint
     for (int i = 0; i < NREF + 2; i++) {
         char key[16];
         if (i < NREF)
-            snprintf(key, sizeof key, "r%u", refs[i]);
+            snprintf(key, sizeof key, "r%u", ref_of(i));
         else
             snprintf(key, sizeof key, "%s", i == NREF ? "over" : "after");
-        const char *s = "";
-        size_t n = 0;
+        const char *s = "(not a string)";
+        size_t n = strlen(s);
         as_pk_str(pk, as_pk_dict_get(pk, set, key), &s, &n);
         snprintf(got[i], 32, "%.*s", (int)n, s);
     }
@@ -162,13 +177,14 @@ static int read_settings(const buf *w, int vm_only, char got[NREF + 2][32], uint
 static void memo_pages(void)
 {
     buf w = build();
-    char got[2][NREF + 2][32], want[32];
+    static char got[2][NREF + 2][32];
+    char want[32];
     uint64_t entries[2];
     for (int vm = 0; vm < 2; vm++) {
         CU_ASSERT_EQUAL_FATAL(read_settings(&w, vm, got[vm], &entries[vm]), 0);
         CU_ASSERT_EQUAL(entries[vm], ENTRIES);
         for (int i = 0; i < NREF; i++) {
-            note(refs[i], want, sizeof want);
+            note(ref_of(i), want, sizeof want);
             CU_ASSERT_STRING_EQUAL(got[vm][i], want);
         }
         CU_ASSERT_STRING_EQUAL(got[vm][NREF], "new");

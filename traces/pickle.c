@@ -410,64 +410,121 @@ int as_pk_memo_unpack(pk_parser *p, uint64_t idx)
     return 0;
 }
 
+/* A page's palette being built: its distinct values in the order first seen, found by an
+ * open-addressed table (AS_PK_NIL marks an empty cell, so NIL itself is kept aside). */
+typedef struct pal_build {
+    as_pk_ref key[512], pal[256];
+    uint8_t val[512];
+    unsigned n;
+    int nil; /* NIL's index, -1 before it is seen */
+} pal_build;
+
+/* v's index in the palette, added when new; -1 for a 257th value. */
+static int pal_of(pal_build *b, as_pk_ref v)
+{
+    if (v == AS_PK_NIL) {
+        if (b->nil < 0) {
+            if (b->n == 256)
+                return -1;
+            b->nil = (int)b->n, b->pal[b->n++] = v;
+        }
+        return b->nil;
+    }
+    unsigned h = (unsigned)((v * 0x9E3779B1u) >> 23);
+    while (b->key[h] != AS_PK_NIL && b->key[h] != v)
+        h = (h + 1) & 511;
+    if (b->key[h] == AS_PK_NIL) {
+        if (b->n == 256)
+            return -1;
+        b->key[h] = v, b->val[h] = (uint8_t)b->n, b->pal[b->n++] = v;
+    }
+    return b->val[h];
+}
+
+/* 1 with ix[i] the palette index of slot i of d, or 0 when d holds more than 256 values. A
+ * trace entry writes its slots in pairs that repeat (its dict's marker, its interned "N/A"),
+ * so a pair equal to the one before takes that one's indices without a look-up. */
+static int page_index(const as_pk_ref *d, pal_build *b, uint8_t *ix)
+{
+    _Static_assert(PK_MPAGE % 8 == 0, "a page packs in whole words");
+    uint64_t prev = 0;
+    uint8_t pair[2] = {0, 0};
+    for (size_t i = 0; i < PK_MPAGE; i += 2) {
+        uint64_t two;
+        memcpy(&two, d + i, sizeof two);
+        if (two != prev || i == 0) {
+            int a = pal_of(b, d[i]), c = a < 0 ? -1 : pal_of(b, d[i + 1]);
+            if (c < 0)
+                return 0;
+            pair[0] = (uint8_t)a, pair[1] = (uint8_t)c, prev = two;
+        }
+        memcpy(ix + i, pair, 2);
+    }
+    return 1;
+}
+
+/* The eight indices at ix as one word, index k in its byte k. */
+static inline uint64_t ix8(const uint8_t *ix)
+{
+    uint64_t x = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(&x, ix, sizeof x);
+#else
+    for (unsigned k = 0; k < 8; k++)
+        x |= (uint64_t)ix[k] << (8 * k);
+#endif
+    return x;
+}
+
+/* The indices ix of a page as w-bit fields, low bits first (w 1, 2, 4 or 8): eight at a
+ * time, each step folding a byte's field onto the one before it. */
+static void pack_bits(uint8_t *bits, const uint8_t *ix, unsigned w)
+{
+    size_t i;
+    if (w == 8) {
+        memcpy(bits, ix, PK_MPAGE);
+        return;
+    }
+    for (i = 0; i < PK_MPAGE; i += 8) {
+        uint64_t x = ix8(ix + i);
+        if (w == 1) {
+            x |= x >> 7, x |= x >> 14, x |= x >> 28;
+            bits[i / 8] = (uint8_t)x;
+        } else if (w == 2) {
+            x |= x >> 6, x |= x >> 12;
+            bits[i / 4] = (uint8_t)x, bits[i / 4 + 1] = (uint8_t)(x >> 32);
+        } else {
+            x |= x >> 4;
+            for (unsigned k = 0; k < 4; k++)
+                bits[i / 2 + k] = (uint8_t)(x >> 16 * k);
+        }
+    }
+}
+
 /* Page g as a palette and an index a slot, when it has at most 256 distinct values (and
  * memory for the packed form; else it stays as it is). */
 static void pack_page(pk_parser *p, pk_mpage *g)
 {
-    as_pk_ref key[512], pal[256];
-    uint8_t val[512], ix[PK_MPAGE];
-    unsigned n = 0;
+    pal_build b;
+    uint8_t ix[PK_MPAGE];
     if (!g->dense || g->pinned)
         return;
-    memset(key, 0xff, sizeof key); /* AS_PK_NIL marks an empty cell; NIL itself is cell 511 */
-    int nil = -1;
-    as_pk_ref last[2] = {AS_PK_NIL, AS_PK_NIL}; /* the two values seen last, by index */
-    uint8_t lastix[2] = {0, 0};
-    for (size_t i = 0; i < PK_MPAGE; i++) {
-        as_pk_ref v = g->dense[i];
-        if (v == last[0] && v != AS_PK_NIL) { /* a trace entry's slots alternate two */
-            ix[i] = lastix[0];
-            continue;
-        }
-        if (v == last[1] && v != AS_PK_NIL) {
-            ix[i] = lastix[1];
-            last[1] = last[0], lastix[1] = lastix[0];
-            last[0] = v, lastix[0] = ix[i];
-            continue;
-        }
-        if (v == AS_PK_NIL) {
-            if (nil < 0) {
-                if (n == 256)
-                    return;
-                nil = (int)n, pal[n++] = v;
-            }
-            ix[i] = (uint8_t)nil;
-            continue;
-        }
-        unsigned h = (unsigned)((v * 0x9E3779B1u) >> 23);
-        while (key[h] != AS_PK_NIL && key[h] != v)
-            h = (h + 1) & 511;
-        if (key[h] == AS_PK_NIL) {
-            if (n == 256)
-                return;
-            key[h] = v, val[h] = (uint8_t)n, pal[n++] = v;
-        }
-        ix[i] = val[h];
-        last[1] = last[0], lastix[1] = lastix[0];
-        last[0] = v, lastix[0] = ix[i];
-    }
-    unsigned w = n <= 1 ? 0 : n <= 2 ? 1 : n <= 4 ? 2 : n <= 16 ? 4 : 8;
+    memset(b.key, 0xff, sizeof b.key);
+    b.n = 0, b.nil = -1;
+    if (!page_index(g->dense, &b, ix))
+        return;
+    unsigned n = b.n, w = n <= 1 ? 0 : n <= 2 ? 1 : n <= 4 ? 2 : n <= 16 ? 4 : 8;
     pk_mpage q = {.width = (uint8_t)w, .npal = (uint16_t)n};
     q.pal = malloc(n * sizeof *q.pal);
-    q.bits = w ? calloc(PK_MPAGE * w / 8, 1) : NULL;
+    q.bits = w ? malloc(PK_MPAGE * w / 8) : NULL;
     if (!q.pal || (w && !q.bits)) {
         free(q.pal);
         free(q.bits);
         return;
     }
-    memcpy(q.pal, pal, n * sizeof *q.pal);
-    for (size_t i = 0; w && i < PK_MPAGE; i++)
-        q.bits[i * w / 8] |= (uint8_t)(ix[i] << (i * w % 8));
+    memcpy(q.pal, b.pal, n * sizeof *q.pal);
+    if (w)
+        pack_bits(q.bits, ix, w);
     p->mem -= PK_MPAGE * sizeof *g->dense;
     p->mem += packed_bytes(&q);
     free(g->dense);
