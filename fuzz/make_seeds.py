@@ -109,6 +109,26 @@ def frames_seed():
     return s
 w("fuzz/corpus/pickle/frames.pickle", pickle.dumps(frames_seed(), protocol=4))
 
+# Stacks as _record_memory_history(context="all", stacks="all") records them: 130 frames an
+# alloc, Python and C++ (a C++ frame's line is 2**64 - 1 when unknown: a LONG1 of 9 bytes),
+# new frames fresh among frames of earlier allocs, and a recursion: the same frame dict
+# twice in one stack (a memo reference to a dict of the list being written).
+def stacks_seed():
+    fr = [{"filename": "/venv/site-packages/torch/lib/libtorch_cpu.so" if k % 2 else "model.py",
+           "line": 2 ** 64 - 1 if k % 3 == 0 else 10 + k, "name": f"f{k}"} for k in range(400)]
+    t = []
+    for k in range(8):
+        stack = fr[30 * k:30 * k + 130]
+        stack = stack[:60] + stack[50:55] + stack[60:]  # five frames again: recursion
+        a = ev("alloc", 0x20000 + 0x1000 * k, 512 + k, 0, 10 * k)
+        a["frames"] = stack
+        f = ev("free_completed", a["addr"], a["size"], 0, 10 * k + 5)
+        f["frames"] = []
+        t += [a, f]
+    s = snap([t], settings=settings)
+    return s
+w("fuzz/corpus/pickle/stacks.pickle", pickle.dumps(stacks_seed(), protocol=4))
+
 # ---- text ------------------------------------------------------------------------------
 os.makedirs("fuzz/corpus/text", exist_ok=True)
 with open("traces/samples/handwritten.txt") as f:

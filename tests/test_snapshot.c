@@ -17,6 +17,7 @@
 #include <zstd.h>
 
 #include "check.h"
+#include "pickle.h"
 #include "trace.h"
 #include "util.h"
 
@@ -1369,6 +1370,135 @@ static void build_framed(pw *w, int proto)
     pw_end(w);
 }
 
+/* Entries whose frames lists are what a snapshot recorded with stacks holds: over a hundred
+ * frames, fresh frame dicts among references to those of earlier entries, frames that recur
+ * within their own list (a reference to a dict the list has not finished), and C++ frames
+ * whose line is -1 as an unsigned 64-bit number (a LONG1 of 9 bytes). */
+static void build_stacked(pw *w, int proto)
+{
+    static char name[130][8];
+    static const uint8_t line_max[11] = {0x8a, 9, 0xff, 0xff, 0xff, 0xff,
+                                         0xff, 0xff, 0xff, 0xff, 0x00};
+    size_t fd[130] = {0};
+    pw_begin(w, proto);
+    dict_open(w);
+    pw_str(w, "device_traces"), list_open(w);
+    list_open(w);
+    for (int i = 0; i < 8; i++) {
+        dict_open(w);
+        pw_str(w, "action"), pw_str(w, i % 2 ? "free_completed" : "alloc");
+        pw_str(w, "addr"), pw_int(w, 0x1000 + (i / 2) * 0x1000);
+        pw_str(w, "size"), pw_int(w, 512 + i);
+        pw_str(w, "stream"), pw_int(w, 0);
+        pw_str(w, "time_us"), pw_int(w, 100 + i);
+        pw_str(w, "frames"), list_open(w);
+        for (int k = 0; i % 2 == 0 && k < 100 + 5 * i; k++) {
+            if (k > 10 && k % 7 == 3) { /* recursion: a frame of this stack again */
+                pw_get(w, fd[k - 5]);
+                continue;
+            }
+            if (fd[k]) {
+                pw_get(w, fd[k]);
+                continue;
+            }
+            fd[k] = w->memo;
+            snprintf(name[k], sizeof name[k], "f%d", k);
+            dict_open(w);
+            pw_str(w, "filename"), pw_str(w, k % 2 ? "libtorch.so" : "model.py");
+            pw_str(w, "line");
+            if (k % 3)
+                pw_int(w, k);
+            else
+                put(w, line_max, sizeof line_max);
+            pw_str(w, "name"), pw_str(w, name[k]);
+            dict_close(w);
+        }
+        list_close(w);
+        dict_close(w);
+    }
+    list_close(w);
+    list_close(w);
+    pw_str(w, "allocator_settings"), dict_open(w); /* what follows the trace, as in real ones */
+    pw_str(w, "max_split_size"), pw_int(w, 9223372036854775807);
+    pw_str(w, "garbage_collection_threshold"), pw_int(w, 0);
+    dict_close(w);
+    dict_close(w);
+    pw_end(w);
+}
+
+/* A frame dict that holds a reference to itself (a crafted cycle): the scanner finishes it
+ * at the reference (freeze) and must leave the batch to the VM when the dict's fill comes. */
+static void build_selfref(pw *w, int proto)
+{
+    pw_begin(w, proto);
+    dict_open(w);
+    pw_str(w, "device_traces"), list_open(w);
+    list_open(w);
+    for (int i = 0; i < 2; i++) {
+        dict_open(w);
+        pw_str(w, "action"), pw_str(w, i ? "free_completed" : "alloc");
+        pw_str(w, "addr"), pw_int(w, 0x1000);
+        pw_str(w, "size"), pw_int(w, 512);
+        pw_str(w, "frames"), list_open(w);
+        if (!i) {
+            size_t self = w->memo;
+            dict_open(w);
+            pw_str(w, "filename"), pw_str(w, "model.py");
+            pw_str(w, "line"), pw_get(w, self);
+            pw_str(w, "name"), pw_str(w, "forward");
+            dict_close(w);
+        }
+        list_close(w);
+        dict_close(w);
+    }
+    list_close(w);
+    list_close(w);
+    pw_str(w, "allocator_settings"), dict_open(w);
+    pw_str(w, "max_split_size"), pw_int(w, 9223372036854775807);
+    pw_str(w, "garbage_collection_threshold"), pw_int(w, 0);
+    dict_close(w);
+    dict_close(w);
+    pw_end(w);
+}
+
+/* The trace entries of pickle b[0..n) that the entry scanner read (the rest the VM did), or
+ * -1 when the reading fails. */
+static long scanned_entries(const uint8_t *b, size_t n)
+{
+    static const char *const keys[] = {"action", "addr", "size", "frames"};
+    as_pk_limits lim = {0};
+    as_pk_stream *ps = NULL;
+    as_pk_error e = {0};
+    as_pk_item it;
+    const as_pk_entry *pe;
+    size_t nent;
+    long scanned = 0;
+    int rc = as_pk_stream_open_mem(b, n, &lim, &ps, &e);
+    if (!rc)
+        rc = as_pk_stream_keys(ps, keys, 4);
+    while (!rc && (rc = as_pk_stream_next_entries(ps, &it, &pe, &nent, &e)) == 1) {
+        rc = 0;
+        if (it.ref == AS_PK_NIL)
+            scanned += (long)nent;
+    }
+    as_pk_stream_close(ps);
+    return rc < 0 ? -1 : scanned;
+}
+
+/* A snapshot recorded with stacks is read by the entry scanner, every entry (its frames
+ * lists outgrow the scanner's first stack, and its recurring frames and 9-byte lines once
+ * sent whole batches to the VM, 7-12 times the instructions), the same as by the VM. */
+static void snapshot_scanner_stacks(void)
+{
+    static pw w;
+    for (int proto = 2; proto <= 4; proto += 2) {
+        build_stacked(&w, proto);
+        CU_ASSERT_FATAL(w.n <= sizeof w.b);
+        CU_ASSERT(same_reading(w.b, w.n, NULL, 0));
+        CU_ASSERT_EQUAL(scanned_entries(w.b, w.n), 8);
+    }
+}
+
 /* Mutants of handmade snapshots (protocols 2 and 4, the layout Python's pickler writes,
  * which the scanner reads): flipped bytes, and a byte cut or repeated, lenient or not,
  * read the same both ways (the same events or the same error at the same offset). */
@@ -1377,11 +1507,15 @@ static void snapshot_scanner_mutants(void)
     static pw w;
     uint64_t st = tu_seed("snapshot_scanner_mutants");
     size_t differ = 0, failed = 0, runs = 0;
-    for (int v = 0; v < 4; v++) {
+    for (int v = 0; v < 8; v++) {
         if (v < 2)
             build_basic(&w, v ? 4 : 2);
-        else
+        else if (v < 4)
             build_framed(&w, v == 3 ? 4 : 2);
+        else if (v < 6)
+            build_stacked(&w, v == 5 ? 4 : 2);
+        else
+            build_selfref(&w, v == 7 ? 4 : 2);
         CU_ASSERT(same_reading(w.b, w.n, NULL, 0));
         uint8_t *c = malloc(w.n + 1);
         for (int round = 0; round < 1000; round++) {
@@ -1981,6 +2115,7 @@ CU_TestInfo test_snapshot[] = {
     {"real_truncations", snapshot_real_truncations},
     {"scanner_real", snapshot_scanner_real},
     {"scanner_mutants", snapshot_scanner_mutants},
+    {"scanner_stacks", snapshot_scanner_stacks},
     {"scanner_skeleton", snapshot_scanner_skeleton},
     {"batched_containers", snapshot_batched_containers},
     {"from_a_pipe", snapshot_from_a_pipe},

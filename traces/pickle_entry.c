@@ -16,7 +16,13 @@
  * entry_one again at the first difference; and an entry sk_match read whose values are
  * numbers, memo references or the skeleton's fresh string is a template of its exact byte
  * layout (a few per trace, by the sizes' opcodes): the entries of that layout are read by
- * masked 16-byte compares and their values taken at fixed offsets (tm_read).
+ * masked 16-byte compares and their values taken at fixed offsets (tm_read). A snapshot
+ * recorded with stacks has entries whose frames lists hold a hundred frames or more, new
+ * ones fresh among references; entry_one declines those and the general loop reads them:
+ * its stack and its containers being built grow to a list of the pickler's 1,000 items, a
+ * C++ frame's line of 2^64 - 1 is the VM's value-less int beyond 64 bits, and a frame that
+ * recurs within its own stack (a reference to a dict its list has not finished) finishes
+ * and freezes the dict (freeze).
  *
  * Invariant: a batch is read whole or not at all. Until its APPENDS every memo write is
  * logged, and when the scanner meets anything else (another opcode or layout, a limit, the
@@ -33,9 +39,14 @@
 
 #include "pickle_internal.h"
 
-#define SC_DEPTH 64               /* the scanner's stack: an entry's keys, values and frames */
+/* The scanner's stack holds an entry's keys and values, and a container's items until their
+ * fill: a frames list of a snapshot recorded with stacks (a hundred frames or more, any of
+ * them a fresh dict) is one MARK ... APPENDS of up to the pickler's 1,000 items. The stack
+ * and the containers being built start at SC_FIRST and grow to these. */
+#define SC_DEPTH 1040             /* values on the scanner's stack */
+#define SC_OPEN 1040              /* containers being built in one entry */
+#define SC_FIRST 64u
 #define SC_MARKS 16               /* MARKs open inside a batch */
-#define SC_OPEN 64                /* containers being built at once */
 #define SC_SLOTS 4                /* memo slots naming one container */
 #define SC_WINDOW (1u << 20)      /* the window asked for at a batch's start ... */
 #define SC_WINDOW_MAX (16u << 20) /* ... and at most, for a long batch */
@@ -57,6 +68,7 @@ typedef struct sv {
 /* A container being built inside an entry: its items are refs, contiguous in items[]. */
 typedef struct sc_open {
     uint8_t type, nslots;
+    uint8_t frozen; /* a reference took it as it is (freeze): no fill may change it */
     uint32_t first, n, chunks; /* chunks: its fills (the VM's chunks, at most 64 interned) */
     uint64_t off;
     uint32_t slot[SC_SLOTS];
@@ -164,6 +176,10 @@ struct pk_scan {
     tmpl tm[TM_N]; /* the skeleton's templates */
     unsigned tm_cur, tm_next;
     int sk_plain; /* every value of the entry sk_match read last may be a template's hole */
+    sv *stk;      /* each try's stack and containers (scan.st, scan.open) */
+    size_t capstk;
+    sc_open *opn;
+    size_t capopn;
 };
 
 /* The state of one try. */
@@ -173,12 +189,12 @@ typedef struct scan {
     const uint8_t *w;
     size_t at, wn;
     int at_end; /* the window holds the rest of the input */
-    sv st[SC_DEPTH];
-    size_t depth;
+    sv *st; /* pk_scan's, capst of them */
+    size_t depth, capst;
     size_t mk[SC_MARKS]; /* stack depth at each MARK */
     size_t nmk;
-    sc_open open[SC_OPEN];
-    size_t nopen;
+    sc_open *open; /* pk_scan's, capopen of them */
+    size_t nopen, capopen;
     size_t memo_len; /* p->memo_len before the batch */
     uint64_t put_lim; /* tm_puts: slots below it are in a dense page it may write (put_limit) */
     uint64_t put_lo;     /* that page's first slot, */
@@ -198,10 +214,29 @@ static inline uint32_t rd32(const uint8_t *s)
     return (uint32_t)s[0] | (uint32_t)s[1] << 8 | (uint32_t)s[2] << 16 | (uint32_t)s[3] << 24;
 }
 
+/* The stack (which 0) or the containers being built (1) grown by one: 0 past their bound
+ * or when memory refuses. */
+static __attribute__((noinline)) int scan_grow(scan *s, int which)
+{
+    pk_scan *sc = s->sc;
+    if (which == 0) {
+        if (s->capst >= SC_DEPTH ||
+            as_pk_grow(s->p, (void **)&sc->stk, &sc->capstk, s->capst + 1, sizeof *sc->stk))
+            return 0;
+        s->st = sc->stk, s->capst = sc->capstk < SC_DEPTH ? sc->capstk : SC_DEPTH;
+    } else {
+        if (s->capopen >= SC_OPEN ||
+            as_pk_grow(s->p, (void **)&sc->opn, &sc->capopn, s->capopen + 1, sizeof *sc->opn))
+            return 0;
+        s->open = sc->opn, s->capopen = sc->capopn < SC_OPEN ? sc->capopn : SC_OPEN;
+    }
+    return 1;
+}
+
 /* Pushes a value; 0 when the stack is full. */
 static inline int push(scan *s, sv v)
 {
-    if (s->depth >= SC_DEPTH)
+    if (s->depth >= s->capst && !scan_grow(s, 0))
         return 0;
     s->st[s->depth++] = v;
     return 1;
@@ -327,7 +362,7 @@ static int fill_open(scan *s, uint32_t c, size_t from)
     pk_scan *sc = s->sc;
     sc_open *o = &s->open[c];
     size_t k = s->depth - from;
-    if (o->n + k > PK_NESTED_ITEMS || ++o->chunks > 64)
+    if (o->frozen || o->n + k > PK_NESTED_ITEMS || ++o->chunks > 64)
         return 0;
     int last = o->first + o->n == sc->nitems; /* its items end the pool: extend in place */
     size_t need = sc->nitems + k + (last ? 0 : o->n);
@@ -528,7 +563,7 @@ static int empty(scan *s, uint8_t op)
         sc->nitems = 0;
         return 1;
     }
-    if (s->nopen >= SC_OPEN)
+    if (s->nopen >= s->capopen && !scan_grow(s, 1))
         return 0;
     s->open[s->nopen] = (sc_open){
         .type = op == '}' ? AS_PK_DICT : AS_PK_LIST, .first = (uint32_t)sc->nitems, .off = off};
@@ -552,8 +587,12 @@ static int scalar(scan *s, uint8_t op, const uint8_t *arg, size_t *len)
         break;
     case 0x8a: { /* LONG1 */
         unsigned n = arg[0];
-        if (n > 8)
-            return 0;
+        if (n > 8) { /* beyond 64 bits, no value kept, as the VM's (a C++ frame's line -1) */
+            if (s->wn - s->at < 2 + (size_t)n)
+                return 0;
+            v.type = AS_PK_BIGINT, *len = 2 + n;
+            break;
+        }
         uint64_t u = rd(arg + 1, n);
         if (n > 0 && n < 8 && (arg[n] & 0x80))
             u |= ~0ull << (8 * n);
@@ -626,13 +665,37 @@ static int string(scan *s, uint8_t op, const uint8_t *arg, size_t *len)
 }
 
 /* BINGET, LONG_BINGET of a slot set and finished. */
+/* A reference to memo slot idx while the container put there is being built (PK_PENDING):
+ * a frame that recurs in one stack is a reference to a dict of the same frames list, which
+ * the list's fill has not finished yet. The dict is finished now, as that fill would
+ * finish it (its slots get its interned copy), and frozen: a fill of it after would change
+ * what the reference saw, and is left to the VM. AS_PK_NIL for anything else. */
+static as_pk_ref freeze(scan *s, uint64_t idx)
+{
+    for (size_t c = s->nopen; c-- > 0;) {
+        sc_open *o = &s->open[c];
+        for (uint8_t k = 0; k < o->nslots; k++) {
+            as_pk_ref r;
+            if (o->slot[k] != idx)
+                continue;
+            if (o->type != AS_PK_DICT || !finish(s, (uint32_t)c, 1, &r))
+                return AS_PK_NIL;
+            o->frozen = 1;
+            return r;
+        }
+    }
+    return AS_PK_NIL; /* an entry's dict */
+}
+
 static int get(scan *s, uint8_t op, const uint8_t *arg, size_t *len)
 {
     pk_parser *p = s->p;
     uint64_t idx = op == 'h' ? arg[0] : rd32(arg);
     *len = op == 'h' ? 2 : 5;
-    uint8_t type;
+    uint8_t type = AS_PK_NONE;
     as_pk_ref r = pk_memo_typed(p, idx, &type);
+    if (r == PK_PENDING && (r = freeze(s, idx)) != AS_PK_NIL)
+        type = AS_PK_DICT;
     if (!s->nmk || r == AS_PK_NIL || r == PK_PENDING)
         return 0;
     return push(s, (sv){.kind = SV_REF, .type = type, .x = r});
@@ -1480,18 +1543,20 @@ static int scan_loop(scan *s)
     uint64_t wbase = p->wbase;
     for (;;) {
         size_t at = s->at;
-        if (s->wn - at >= 16 && s->nmk && s->depth < SC_DEPTH) {
+        if (s->wn - at >= 16 && s->nmk && s->depth < s->capst) {
             sv *v = &s->st[s->depth];
             uint8_t op = w[at];
             uint64_t idx;
             as_pk_ref r;
-            uint8_t type;
+            uint8_t type = AS_PK_NONE;
             switch (op) {
             case 'h':
             case 'j':
                 idx = op == 'h' ? w[at + 1] : rd32(w + at + 1);
-                if ((r = pk_memo_typed(p, idx, &type)) == AS_PK_NIL || r == PK_PENDING)
+                if ((r = pk_memo_typed(p, idx, &type)) == AS_PK_NIL)
                     return SC_ABORT;
+                if (r == PK_PENDING)
+                    break; /* get's (freeze) */
                 *v = (sv){.kind = SV_REF, .type = type, .x = r};
                 s->depth++;
                 s->at = at + (op == 'h' ? 2 : 5);
@@ -1527,6 +1592,10 @@ int as_pk_scan_batch(pk_parser *p)
 {
     if (!p->sc && !(p->sc = calloc(1, sizeof *p->sc)))
         return 0;
+    pk_scan *sc = p->sc;
+    if ((!sc->stk && as_pk_grow(p, (void **)&sc->stk, &sc->capstk, SC_FIRST, sizeof *sc->stk)) ||
+        (!sc->opn && as_pk_grow(p, (void **)&sc->opn, &sc->capopn, SC_FIRST, sizeof *sc->opn)))
+        return 0;
     scan *s = malloc(sizeof *s);
     if (!s)
         return 0;
@@ -1551,7 +1620,11 @@ int as_pk_scan_batch(pk_parser *p)
                     .at = p->wp,
                     .wn = p->wn,
                     .at_end = at_end,
-                    .memo_len = p->memo_len};
+                    .memo_len = p->memo_len,
+                    .st = sc->stk,
+                    .capst = sc->capstk < SC_DEPTH ? sc->capstk : SC_DEPTH,
+                    .open = sc->opn,
+                    .capopen = sc->capopn < SC_OPEN ? sc->capopn : SC_OPEN};
         s->sc->nundo = s->sc->nents = s->sc->nfields = s->sc->nitems = 0;
         sk_check(p);
         /* Each value the VM would make costs a byte at least, and its stack holds the
@@ -1611,6 +1684,8 @@ void as_pk_scan_free(pk_parser *p)
     free(p->sc->ents);
     free(p->sc->undo);
     free(p->sc->items);
+    free(p->sc->stk);
+    free(p->sc->opn);
     free(p->sc);
     p->sc = NULL;
 }

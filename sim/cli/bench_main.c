@@ -928,6 +928,30 @@ static int long_pickle(const char *out, unsigned rounds, char in[][512], size_t 
     return 0;
 }
 
+/* Snapshots recorded with Python and C++ stacks (_record_memory_history(context="all",
+ * stacks="all")), as users have them: over a hundred frames an allocation, fresh frame dicts
+ * among references. Plain and as shipped. */
+static void stacked_rows(const char *dir)
+{
+    static const char *const snaps[] = {
+        "tests/data/torch-2.11-h200-graphs/dyn.pickle.zst",
+        "tests/data/torch-2.11-h200-graphs/infer.pickle.zst",
+    };
+    char plain[512], name[96];
+    for (size_t i = 0; i < sizeof snaps / sizeof snaps[0]; i++) {
+        const char *base = strrchr(snaps[i], '/') + 1;
+        uint64_t n = count_events(snaps[i]);
+        if (!n || plain_copy(dir, snaps[i], plain, sizeof plain)) {
+            fprintf(stderr, "allocsim-bench: %s: its import rows left out\n", snaps[i]);
+            continue;
+        }
+        snprintf(name, sizeof name, "%.*s (stacks), plain", (int)strcspn(base, "."), base);
+        import_row(name, 7, plain, n);
+        snprintf(name, sizeof name, "%s (zstd -19, shipped)", base);
+        import_row(name, 7, snaps[i], n);
+    }
+}
+
 /* Snapshot import, decode only: the shared snapshots as shipped (zstd -19) and plain (as
  * _dump_snapshot writes them), then long pickles made of them (traces/long_snapshot.py:
  * llama 8 times, 605,792 events; all four 10 times, about 1.4 M events, past the buffer
@@ -963,6 +987,7 @@ static void pickle_rows(const char *dir)
         import_row(name, 7, snaps[i], n);
         import_row("  its decompression alone", 6, snaps[i], n);
     }
+    stacked_rows(dir);
     static const struct {
         const char *name;
         unsigned rounds;
