@@ -1331,22 +1331,51 @@ static void snapshot_scanner_real(void)
         CU_ASSERT(same_reading(NULL, 0, tu_path(more[i]), 0));
 }
 
+/* The framed builders' snapshot: {"device_traces": [[entries...]]}, with allocator
+ * settings after the trace when settings (what follows it in real snapshots: the scanner
+ * reads a batch with 16 bytes after it). */
+static void framed_begin(pw *w, int proto)
+{
+    pw_begin(w, proto);
+    dict_open(w);
+    pw_str(w, "device_traces"), list_open(w);
+    list_open(w);
+}
+
+static void framed_end(pw *w, int settings)
+{
+    list_close(w);
+    list_close(w);
+    if (settings) {
+        pw_str(w, "allocator_settings"), dict_open(w);
+        pw_str(w, "max_split_size"), pw_int(w, 9223372036854775807);
+        pw_str(w, "garbage_collection_threshold"), pw_int(w, 0);
+        dict_close(w);
+    }
+    dict_close(w);
+    pw_end(w);
+}
+
+/* Entry i's dict open with its plain pairs: an alloc (i even) or the free_completed of the
+ * alloc before it. */
+static void framed_entry(pw *w, int i)
+{
+    dict_open(w);
+    pw_str(w, "action"), pw_str(w, i % 2 ? "free_completed" : "alloc");
+    pw_str(w, "addr"), pw_int(w, 0x1000 + (i / 2) * 0x1000);
+    pw_str(w, "size"), pw_int(w, 512 + i);
+    pw_str(w, "stream"), pw_int(w, 0);
+    pw_str(w, "time_us"), pw_int(w, 100 + i);
+}
+
 /* Entries with `frames` lists as Python's pickler writes them: the first alloc's frame
  * dicts fresh, later ones memo references to them, and an empty list on each free. */
 static void build_framed(pw *w, int proto)
 {
     size_t fd[3] = {0};
-    pw_begin(w, proto);
-    dict_open(w);
-    pw_str(w, "device_traces"), list_open(w);
-    list_open(w);
+    framed_begin(w, proto);
     for (int i = 0; i < 12; i++) {
-        dict_open(w);
-        pw_str(w, "action"), pw_str(w, i % 2 ? "free_completed" : "alloc");
-        pw_str(w, "addr"), pw_int(w, 0x1000 + (i / 2) * 0x1000);
-        pw_str(w, "size"), pw_int(w, 512 + i);
-        pw_str(w, "stream"), pw_int(w, 0);
-        pw_str(w, "time_us"), pw_int(w, 100 + i);
+        framed_entry(w, i);
         pw_str(w, "frames"), list_open(w);
         for (int k = 0; i % 2 == 0 && k < 3 - (i % 4 == 2); k++) {
             if (i == 0) {
@@ -1364,10 +1393,7 @@ static void build_framed(pw *w, int proto)
         pw_str(w, "user_metadata"), pw_str(w, i < 6 ? "" : "phase2");
         dict_close(w);
     }
-    list_close(w);
-    list_close(w);
-    dict_close(w);
-    pw_end(w);
+    framed_end(w, 0);
 }
 
 /* Entries whose frames lists are what a snapshot recorded with stacks holds: over a hundred
@@ -1380,17 +1406,9 @@ static void build_stacked(pw *w, int proto)
     static const uint8_t line_max[11] = {0x8a, 9, 0xff, 0xff, 0xff, 0xff,
                                          0xff, 0xff, 0xff, 0xff, 0x00};
     size_t fd[130] = {0};
-    pw_begin(w, proto);
-    dict_open(w);
-    pw_str(w, "device_traces"), list_open(w);
-    list_open(w);
+    framed_begin(w, proto);
     for (int i = 0; i < 8; i++) {
-        dict_open(w);
-        pw_str(w, "action"), pw_str(w, i % 2 ? "free_completed" : "alloc");
-        pw_str(w, "addr"), pw_int(w, 0x1000 + (i / 2) * 0x1000);
-        pw_str(w, "size"), pw_int(w, 512 + i);
-        pw_str(w, "stream"), pw_int(w, 0);
-        pw_str(w, "time_us"), pw_int(w, 100 + i);
+        framed_entry(w, i);
         pw_str(w, "frames"), list_open(w);
         for (int k = 0; i % 2 == 0 && k < 100 + 5 * i; k++) {
             if (k > 10 && k % 7 == 3) { /* recursion: a frame of this stack again */
@@ -1416,29 +1434,16 @@ static void build_stacked(pw *w, int proto)
         list_close(w);
         dict_close(w);
     }
-    list_close(w);
-    list_close(w);
-    pw_str(w, "allocator_settings"), dict_open(w); /* what follows the trace, as in real ones */
-    pw_str(w, "max_split_size"), pw_int(w, 9223372036854775807);
-    pw_str(w, "garbage_collection_threshold"), pw_int(w, 0);
-    dict_close(w);
-    dict_close(w);
-    pw_end(w);
+    framed_end(w, 1);
 }
 
 /* A frame dict that holds a reference to itself (a crafted cycle): the scanner finishes it
  * at the reference (freeze) and must leave the batch to the VM when the dict's fill comes. */
 static void build_selfref(pw *w, int proto)
 {
-    pw_begin(w, proto);
-    dict_open(w);
-    pw_str(w, "device_traces"), list_open(w);
-    list_open(w);
+    framed_begin(w, proto);
     for (int i = 0; i < 2; i++) {
-        dict_open(w);
-        pw_str(w, "action"), pw_str(w, i ? "free_completed" : "alloc");
-        pw_str(w, "addr"), pw_int(w, 0x1000);
-        pw_str(w, "size"), pw_int(w, 512);
+        framed_entry(w, i);
         pw_str(w, "frames"), list_open(w);
         if (!i) {
             size_t self = w->memo;
@@ -1451,14 +1456,7 @@ static void build_selfref(pw *w, int proto)
         list_close(w);
         dict_close(w);
     }
-    list_close(w);
-    list_close(w);
-    pw_str(w, "allocator_settings"), dict_open(w);
-    pw_str(w, "max_split_size"), pw_int(w, 9223372036854775807);
-    pw_str(w, "garbage_collection_threshold"), pw_int(w, 0);
-    dict_close(w);
-    dict_close(w);
-    pw_end(w);
+    framed_end(w, 1);
 }
 
 /* The trace entries of pickle b[0..n) that the entry scanner read (the rest the VM did), or

@@ -272,7 +272,9 @@ static __attribute__((noinline)) int memo_room(scan *s, uint64_t idx)
     return p->mpages[idx >> PK_MPAGE_BITS].dense || !as_pk_memo_unpack(p, idx);
 }
 
-/* A memo write, logged for the undo. */
+/* A memo write, logged for the undo; 0 when refused. A write over the slot of a container
+ * still being built (PK_PENDING) is left to the VM: the container's finish would write its
+ * copy over the newer value (Python's pickler never reuses a slot; a crafted pickle may). */
 static HOT int memo_set(scan *s, uint64_t idx, as_pk_ref v)
 {
     pk_parser *p = s->p;
@@ -281,6 +283,8 @@ static HOT int memo_set(scan *s, uint64_t idx, as_pk_ref v)
     if ((sc->nundo >= sc->capundo || !g->dense) && !memo_room(s, idx))
         return 0;
     as_pk_ref *slot = &g->dense[idx & (PK_MPAGE - 1)], old = *slot;
+    if (old == PK_PENDING)
+        return 0;
     *slot = v;
     sc->undo[sc->nundo++] = (sc_undo){(uint32_t)idx, old};
     if (old == AS_PK_NIL) { /* an unset slot is in no line of the scanner's cache */
@@ -668,8 +672,9 @@ static int string(scan *s, uint8_t op, const uint8_t *arg, size_t *len)
 /* A reference to memo slot idx while the container put there is being built (PK_PENDING):
  * a frame that recurs in one stack is a reference to a dict of the same frames list, which
  * the list's fill has not finished yet. The dict is finished now, as that fill would
- * finish it (its slots get its interned copy), and frozen: a fill of it after would change
- * what the reference saw, and is left to the VM. AS_PK_NIL for anything else. */
+ * finish it (its slots get its interned copy, and are its no more: the finish at the fill
+ * writes only slots put after), and frozen: a fill of it after would change what the
+ * reference saw, and is left to the VM. AS_PK_NIL for anything else. */
 static as_pk_ref freeze(scan *s, uint64_t idx)
 {
     for (size_t c = s->nopen; c-- > 0;) {
@@ -681,6 +686,7 @@ static as_pk_ref freeze(scan *s, uint64_t idx)
             if (o->type != AS_PK_DICT || !finish(s, (uint32_t)c, 1, &r))
                 return AS_PK_NIL;
             o->frozen = 1;
+            o->nslots = 0; /* given their value: a put over one after is newer than the dict */
             return r;
         }
     }
