@@ -668,7 +668,6 @@ static int string(scan *s, uint8_t op, const uint8_t *arg, size_t *len)
     return push(s, (sv){.kind = SV_REF, .type = type, .x = r});
 }
 
-/* BINGET, LONG_BINGET of a slot set and finished. */
 /* A reference to memo slot idx while the container put there is being built (PK_PENDING):
  * a frame that recurs in one stack is a reference to a dict of the same frames list, which
  * the list's fill has not finished yet. The dict is finished now, as that fill would
@@ -693,6 +692,7 @@ static as_pk_ref freeze(scan *s, uint64_t idx)
     return AS_PK_NIL; /* an entry's dict */
 }
 
+/* BINGET, LONG_BINGET of a slot set and finished, or of a dict being built (freeze). */
 static int get(scan *s, uint8_t op, const uint8_t *arg, size_t *len)
 {
     pk_parser *p = s->p;
