@@ -1459,6 +1459,29 @@ static void build_selfref(pw *w, int proto)
     framed_end(w, 1);
 }
 
+/* An alloc whose frames list is n fresh frame dicts and then a reference to each, the last
+ * first, while the list is still being read (each one a freeze), and its free. */
+static void build_recurring(pw *w, int proto, int n)
+{
+    static size_t fd[600];
+    framed_begin(w, proto);
+    for (int i = 0; i < 2; i++) {
+        framed_entry(w, i);
+        pw_str(w, "frames"), list_open(w);
+        for (int k = 0; !i && k < n; k++) {
+            fd[k] = w->memo;
+            dict_open(w);
+            pw_str(w, "name"), pw_str(w, "f");
+            dict_close(w);
+        }
+        for (int k = n; !i && k-- > 0;)
+            pw_get(w, fd[k]);
+        list_close(w);
+        dict_close(w);
+    }
+    framed_end(w, 1);
+}
+
 /* The trace entries of pickle b[0..n) that the entry scanner read (the rest the VM did), or
  * -1 when the reading fails. */
 static long scanned_entries(const uint8_t *b, size_t n)
@@ -1485,7 +1508,8 @@ static long scanned_entries(const uint8_t *b, size_t n)
 
 /* A snapshot recorded with stacks is read by the entry scanner, every entry (its frames
  * lists outgrow the scanner's first stack, and its recurring frames and 9-byte lines once
- * sent whole batches to the VM, 7-12 times the instructions), the same as by the VM. */
+ * sent whole batches to the VM, 7-12 times the instructions), the same as by the VM; a
+ * crafted one whose freezes would cost more than its bytes is left to the VM. */
 static void snapshot_scanner_stacks(void)
 {
     static pw w;
@@ -1494,6 +1518,14 @@ static void snapshot_scanner_stacks(void)
         CU_ASSERT_FATAL(w.n <= sizeof w.b);
         CU_ASSERT(same_reading(w.b, w.n, NULL, 0));
         CU_ASSERT_EQUAL(scanned_entries(w.b, w.n), 8);
+    }
+    /* the freezes' look through the containers is bounded by the bytes read: 20 frames
+     * each referred back are read, 500 (a quarter of a million looks) left to the VM */
+    for (int n = 20; n <= 500; n += 480) {
+        build_recurring(&w, 4, n);
+        CU_ASSERT_FATAL(w.n <= sizeof w.b);
+        CU_ASSERT(same_reading(w.b, w.n, NULL, 0));
+        CU_ASSERT_EQUAL(scanned_entries(w.b, w.n), n == 20 ? 2 : 0);
     }
 }
 

@@ -188,7 +188,9 @@ typedef struct scan {
     pk_scan *sc;
     const uint8_t *w;
     size_t at, wn;
-    int at_end; /* the window holds the rest of the input */
+    size_t at0;   /* where the try began */
+    size_t fwork; /* containers freeze looked through (bounded by the bytes read) */
+    int at_end;   /* the window holds the rest of the input */
     sv *st; /* pk_scan's, capst of them */
     size_t depth, capst;
     size_t mk[SC_MARKS]; /* stack depth at each MARK */
@@ -676,6 +678,11 @@ static int string(scan *s, uint8_t op, const uint8_t *arg, size_t *len)
  * reference saw, and is left to the VM. AS_PK_NIL for anything else. */
 static as_pk_ref freeze(scan *s, uint64_t idx)
 {
+    /* a look through the containers a reference: a crafted batch of many could make that
+     * quadratic, so its work is bounded by the bytes read (a real stack's is well under) */
+    s->fwork += s->nopen;
+    if (s->fwork > 16 * (s->at - s->at0) + 4096)
+        return AS_PK_NIL;
     for (size_t c = s->nopen; c-- > 0;) {
         sc_open *o = &s->open[c];
         for (uint8_t k = 0; k < o->nslots; k++) {
@@ -1624,6 +1631,7 @@ int as_pk_scan_batch(pk_parser *p)
                     .sc = p->sc,
                     .w = p->w,
                     .at = p->wp,
+                    .at0 = p->wp,
                     .wn = p->wn,
                     .at_end = at_end,
                     .memo_len = p->memo_len,
