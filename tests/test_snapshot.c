@@ -357,16 +357,23 @@ static void list_close(pw *w)
 }
 
 /* One trace entry dict; returns the byte offset of its EMPTY_DICT (what errors name). */
-static size_t entry(pw *w, const char *action, int64_t addr, int64_t size, int64_t stream,
-                    int64_t t)
+/* A trace entry's dict opened with its plain pairs; the caller adds more and closes it. */
+static void entry_open(pw *w, const char *action, int64_t addr, int64_t size, int64_t stream,
+                       int64_t t)
 {
-    size_t at = w->n;
     dict_open(w);
     pw_str(w, "action"), pw_str(w, action);
     pw_str(w, "addr"), pw_int(w, addr);
     pw_str(w, "size"), pw_int(w, size);
     pw_str(w, "stream"), pw_int(w, stream);
     pw_str(w, "time_us"), pw_int(w, t);
+}
+
+static size_t entry(pw *w, const char *action, int64_t addr, int64_t size, int64_t stream,
+                    int64_t t)
+{
+    size_t at = w->n;
+    entry_open(w, action, addr, size, stream, t);
     pw_str(w, "compile_context"), pw_str(w, "N/A");
     dict_close(w);
     return at;
@@ -1331,10 +1338,10 @@ static void snapshot_scanner_real(void)
         CU_ASSERT(same_reading(NULL, 0, tu_path(more[i]), 0));
 }
 
-/* The framed builders' snapshot: {"device_traces": [[entries...]]}, with allocator
- * settings after the trace when settings (what follows it in real snapshots: the scanner
- * reads a batch with 16 bytes after it). */
-static void framed_begin(pw *w, int proto)
+/* A snapshot of one device's trace, {"device_traces": [[entries...]]}, with allocator
+ * settings (conf, unless NULL) after the trace, as real snapshots have something after it
+ * (the scanner reads a batch with 16 bytes after it). */
+static void trace_begin(pw *w, int proto)
 {
     pw_begin(w, proto);
     dict_open(w);
@@ -1342,30 +1349,22 @@ static void framed_begin(pw *w, int proto)
     list_open(w);
 }
 
-static void framed_end(pw *w, int settings)
+static void trace_end(pw *w, const char *conf)
 {
     list_close(w);
     list_close(w);
-    if (settings) {
-        pw_str(w, "allocator_settings"), dict_open(w);
-        pw_str(w, "max_split_size"), pw_int(w, 9223372036854775807);
-        pw_str(w, "garbage_collection_threshold"), pw_int(w, 0);
-        dict_close(w);
-    }
+    if (conf)
+        settings(w, conf);
     dict_close(w);
     pw_end(w);
 }
 
-/* Entry i's dict open with its plain pairs: an alloc (i even) or the free_completed of the
- * alloc before it. */
+/* Entry i's dict opened (entry_open): an alloc (i even) or the free_completed of the alloc
+ * before it. */
 static void framed_entry(pw *w, int i)
 {
-    dict_open(w);
-    pw_str(w, "action"), pw_str(w, i % 2 ? "free_completed" : "alloc");
-    pw_str(w, "addr"), pw_int(w, 0x1000 + (i / 2) * 0x1000);
-    pw_str(w, "size"), pw_int(w, 512 + i);
-    pw_str(w, "stream"), pw_int(w, 0);
-    pw_str(w, "time_us"), pw_int(w, 100 + i);
+    entry_open(w, i % 2 ? "free_completed" : "alloc", 0x1000 + (i / 2) * 0x1000, 512 + i, 0,
+               100 + i);
 }
 
 /* Entries with `frames` lists as Python's pickler writes them: the first alloc's frame
@@ -1373,7 +1372,7 @@ static void framed_entry(pw *w, int i)
 static void build_framed(pw *w, int proto)
 {
     size_t fd[3] = {0};
-    framed_begin(w, proto);
+    trace_begin(w, proto);
     for (int i = 0; i < 12; i++) {
         framed_entry(w, i);
         pw_str(w, "frames"), list_open(w);
@@ -1393,7 +1392,7 @@ static void build_framed(pw *w, int proto)
         pw_str(w, "user_metadata"), pw_str(w, i < 6 ? "" : "phase2");
         dict_close(w);
     }
-    framed_end(w, 0);
+    trace_end(w, NULL);
 }
 
 /* Entries whose frames lists are what a snapshot recorded with stacks holds: over a hundred
@@ -1406,7 +1405,7 @@ static void build_stacked(pw *w, int proto)
     static const uint8_t line_max[11] = {0x8a, 9, 0xff, 0xff, 0xff, 0xff,
                                          0xff, 0xff, 0xff, 0xff, 0x00};
     size_t fd[130] = {0};
-    framed_begin(w, proto);
+    trace_begin(w, proto);
     for (int i = 0; i < 8; i++) {
         framed_entry(w, i);
         pw_str(w, "frames"), list_open(w);
@@ -1434,14 +1433,14 @@ static void build_stacked(pw *w, int proto)
         list_close(w);
         dict_close(w);
     }
-    framed_end(w, 1);
+    trace_end(w, "expandable_segments:False");
 }
 
 /* A frame dict that holds a reference to itself (a crafted cycle): the scanner finishes it
  * at the reference (freeze) and must leave the batch to the VM when the dict's fill comes. */
 static void build_selfref(pw *w, int proto)
 {
-    framed_begin(w, proto);
+    trace_begin(w, proto);
     for (int i = 0; i < 2; i++) {
         framed_entry(w, i);
         pw_str(w, "frames"), list_open(w);
@@ -1456,7 +1455,7 @@ static void build_selfref(pw *w, int proto)
         list_close(w);
         dict_close(w);
     }
-    framed_end(w, 1);
+    trace_end(w, "expandable_segments:False");
 }
 
 /* An alloc whose frames list is n fresh frame dicts and then a reference to each, the last
@@ -1464,7 +1463,7 @@ static void build_selfref(pw *w, int proto)
 static void build_recurring(pw *w, int proto, int n)
 {
     static size_t fd[600];
-    framed_begin(w, proto);
+    trace_begin(w, proto);
     for (int i = 0; i < 2; i++) {
         framed_entry(w, i);
         pw_str(w, "frames"), list_open(w);
@@ -1479,7 +1478,7 @@ static void build_recurring(pw *w, int proto, int n)
         list_close(w);
         dict_close(w);
     }
-    framed_end(w, 1);
+    trace_end(w, "expandable_segments:False");
 }
 
 /* The trace entries of pickle b[0..n) that the entry scanner read (the rest the VM did), or
@@ -1582,10 +1581,7 @@ static void snapshot_scanner_mutants(void)
  * is put in later (unset when it is read: the templates write an entry's puts first). */
 static void build_skeleton(pw *w, int n, int over, int fwd)
 {
-    pw_begin(w, 4);
-    dict_open(w);
-    pw_str(w, "device_traces"), list_open(w);
-    list_open(w);
+    trace_begin(w, 4);
     size_t size_slot = 0;
     for (int i = 0; i < 2 * n; i++) {
         dict_open(w);
@@ -1617,11 +1613,7 @@ static void build_skeleton(pw *w, int n, int over, int fwd)
         }
         dict_close(w);
     }
-    list_close(w);
-    list_close(w);
-    settings(w, "expandable_segments:False"); /* (the scanner reads a batch with 16 bytes after) */
-    dict_close(w);
-    pw_end(w);
+    trace_end(w, "expandable_segments:False");
 }
 
 /* The scanner's skeleton and templates (pickle_entry.c sk_match, tm_read) read what the VM
@@ -1658,10 +1650,7 @@ static void snapshot_scanner_skeleton(void)
  * entry dict keeps its last value, as in Python. */
 static void build_batched(pw *w, int proto, int nframes)
 {
-    pw_begin(w, proto);
-    dict_open(w);
-    pw_str(w, "device_traces"), list_open(w);
-    list_open(w);
+    trace_begin(w, proto);
     dict_open(w);
     pw_str(w, "action"), pw_str(w, "alloc");
     pw_str(w, "addr"), pw_int(w, 0x10000);
@@ -1683,10 +1672,7 @@ static void build_batched(pw *w, int proto, int nframes)
     list_close(w);
     dict_close(w);
     entry(w, "free_completed", 0x10000, 8192, 0, 101);
-    list_close(w);
-    list_close(w);
-    dict_close(w);
-    pw_end(w);
+    trace_end(w, NULL);
 }
 
 static void snapshot_batched_containers(void)
